@@ -1,0 +1,82 @@
+#include "hpc/count.hpp"
+
+#include <sys/resource.h>
+
+#include <boost/serialization/string.hpp>
+#include <boost/serialization/vector.hpp>
+#include <chrono>
+
+#include "hpc/mpi.hpp"
+
+namespace boost::serialization {
+template <class Archive>
+void serialize(Archive& ar, genemask::RecordSegment& s, const unsigned int) {
+  ar & s.voff & s.name & s.bases;
+}
+}  // namespace boost::serialization
+
+namespace genemask::hpc {
+
+uint64_t peak_rss_bytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<uint64_t>(ru.ru_maxrss) * 1024;
+}
+
+DistributedCountResult count_distributed(const std::string& genome, const CountOptions& opts, MPI_Comm comm,
+                                         const std::function<void(double)>& progress) {
+  using clock = std::chrono::steady_clock;
+  const int rank = comm_rank(comm), size = comm_size(comm);
+  const io::FileInfo info = io::probe_file(genome);
+  const io::Ownership own = io::partition(info, rank, size);
+
+  ProgressFn on_pos;
+  if (rank == 0 && progress) {
+    const uint64_t begin = info.compression == io::Compression::bgzf ? (own.begin >> 16) : own.begin;
+    uint64_t end = info.size_bytes;
+    if (own.kind == io::Ownership::Kind::contiguous && own.end != UINT64_MAX)
+      end = info.compression == io::Compression::bgzf ? (own.end >> 16) : own.end;
+    if (own.kind == io::Ownership::Kind::round_robin) end = info.size_bytes;
+    on_pos = [=](uint64_t pos) {
+      const double span = end > begin ? static_cast<double>(end - begin) : 1.0;
+      progress(std::min(1.0, static_cast<double>(pos - std::min(pos, begin)) / span));
+    };
+  }
+
+  auto t0 = clock::now();
+  RankCounts local = count_owned(info, own, opts, on_pos);
+  double count_s = std::chrono::duration<double>(clock::now() - t0).count();
+
+  auto t1 = clock::now();
+  reduce_sum_u64(local.dense, 0, comm);
+  reduce_sum_u64(local.tails, 0, comm);
+  if (opts.presence15) reduce_bor_u64(local.presence15, 0, comm);
+  std::vector<uint64_t> bases = {local.acgt_bases, local.other_bases};
+  reduce_sum_u64(bases, 0, comm);
+  std::vector<std::vector<RecordSegment>> segs = gather_serialized(local.segments, 0, comm);
+  double reduce_s = std::chrono::duration<double>(clock::now() - t1).count();
+
+  DistributedCountResult res;
+  if (rank == 0) {
+    std::vector<RecordSegment> all;
+    for (auto& s : segs) all.insert(all.end(), s.begin(), s.end());
+    res.records = stitch_records(info, std::move(all));
+    local.acgt_bases = bases[0];
+    local.other_bases = bases[1];
+    res.counts = finalize_counts(local);
+  }
+  auto& s = res.summary;
+  std::vector<uint64_t> b = {bases[0], bases[1]};
+  GM_MPI_CHECK(MPI_Bcast(b.data(), 2, MPI_UINT64_T, 0, comm));
+  s.acgt_bases = b[0];
+  s.other_bases = b[1];
+  s.file_bytes = info.size_bytes;
+  s.compression = io::to_string(info.compression);
+  s.count_s = allreduce_max_double(count_s, comm);
+  s.reduce_s = allreduce_max_double(reduce_s, comm);
+  s.peak_rss_bytes = allreduce_max_u64(peak_rss_bytes(), comm);
+  s.ranks = size;
+  return res;
+}
+
+}  // namespace genemask::hpc

@@ -1,0 +1,35 @@
+#pragma once
+// Distributed k-mer counting: ranks split the genome by balanced byte ranges
+// (io::partition), count their share with k-1 bases of overlap, and reduce onto rank 0.
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "genemask/kmer_count.hpp"
+
+namespace genemask::hpc {
+
+struct DistributedCountSummary {
+  uint64_t acgt_bases = 0, other_bases = 0, file_bytes = 0;
+  std::string compression;
+  double count_s = 0, reduce_s = 0;  // slowest rank
+  uint64_t peak_rss_bytes = 0;       // largest rank
+  int ranks = 1;
+};
+
+struct DistributedCountResult {
+  KmerCounts counts;                 // rank 0 only
+  std::vector<RecordInfo> records;   // rank 0 only
+  DistributedCountSummary summary;   // all ranks
+};
+
+/// Collective over comm. `progress(fraction)` is called on rank 0 as its share advances.
+DistributedCountResult count_distributed(const std::string& genome, const CountOptions& opts, MPI_Comm comm,
+                                         const std::function<void(double)>& progress = {});
+
+/// Peak resident set of this process in bytes.
+uint64_t peak_rss_bytes();
+
+}  // namespace genemask::hpc

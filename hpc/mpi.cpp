@@ -1,0 +1,93 @@
+#include "hpc/mpi.hpp"
+
+#include <fmt/format.h>
+
+namespace genemask::hpc {
+
+void throw_mpi_error(int code, const char* call, const char* file, int line) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, msg, &len);
+  throw MpiError(fmt::format("MPI error in {} ({}:{}): {}", call, file, line, std::string(msg, static_cast<size_t>(len))));
+}
+
+int checked_int(uint64_t v, const char* what) {
+  if (v > static_cast<uint64_t>(std::numeric_limits<int>::max()))
+    throw std::overflow_error(fmt::format("{} = {} does not fit in an MPI int count", what, v));
+  return static_cast<int>(v);
+}
+
+MpiEnv::MpiEnv(int& argc, char**& argv) {
+  int provided = 0;
+  GM_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
+  GM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  rank_ = comm_rank(MPI_COMM_WORLD);
+  size_ = comm_size(MPI_COMM_WORLD);
+}
+
+MpiEnv::~MpiEnv() { MPI_Finalize(); }
+
+int comm_rank(MPI_Comm comm) {
+  int r = 0;
+  GM_MPI_CHECK(MPI_Comm_rank(comm, &r));
+  return r;
+}
+int comm_size(MPI_Comm comm) {
+  int s = 0;
+  GM_MPI_CHECK(MPI_Comm_size(comm, &s));
+  return s;
+}
+
+namespace {
+constexpr uint64_t kChunkElems = uint64_t{1} << 24;  // 128 MiB of uint64 per call
+
+void reduce_chunked(std::vector<uint64_t>& data, MPI_Op op, int root, MPI_Comm comm) {
+  const bool is_root = comm_rank(comm) == root;
+  for (uint64_t off = 0; off < data.size(); off += kChunkElems) {
+    const int n = checked_int(std::min<uint64_t>(kChunkElems, data.size() - off), "reduce chunk");
+    void* buf = data.data() + off;
+    GM_MPI_CHECK(MPI_Reduce(is_root ? MPI_IN_PLACE : buf, is_root ? buf : nullptr, n, MPI_UINT64_T, op, root, comm));
+  }
+}
+}  // namespace
+
+void reduce_sum_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm) { reduce_chunked(data, MPI_SUM, root, comm); }
+void reduce_bor_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm) { reduce_chunked(data, MPI_BOR, root, comm); }
+
+uint64_t allreduce_max_u64(uint64_t v, MPI_Comm comm) {
+  uint64_t out = 0;
+  GM_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, comm));
+  return out;
+}
+double allreduce_max_double(double v, MPI_Comm comm) {
+  double out = 0;
+  GM_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm));
+  return out;
+}
+
+std::vector<std::string> gather_bytes(const std::string& mine, int root, MPI_Comm comm) {
+  const int size = comm_size(comm);
+  const bool is_root = comm_rank(comm) == root;
+  int n = checked_int(mine.size(), "gathered message size");
+  std::vector<int> sizes(is_root ? static_cast<size_t>(size) : 0);
+  GM_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, is_root ? sizes.data() : nullptr, 1, MPI_INT, root, comm));
+  std::vector<int> displs;
+  std::string all;
+  if (is_root) {
+    uint64_t total = 0;
+    for (int s : sizes) {
+      displs.push_back(checked_int(total, "gathered bytes"));
+      total += static_cast<uint64_t>(s);
+    }
+    all.resize(total);
+  }
+  GM_MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_BYTE, is_root ? all.data() : nullptr, is_root ? sizes.data() : nullptr,
+                           is_root ? displs.data() : nullptr, MPI_BYTE, root, comm));
+  std::vector<std::string> out;
+  if (is_root)
+    for (int r = 0; r < size; ++r)
+      out.push_back(all.substr(static_cast<size_t>(displs[static_cast<size_t>(r)]), static_cast<size_t>(sizes[static_cast<size_t>(r)])));
+  return out;
+}
+
+}  // namespace genemask::hpc

@@ -1,0 +1,83 @@
+#pragma once
+// Checked MPI: every call's return code is checked (GM_MPI_CHECK), every size that goes
+// into an int argument is checked (checked_int) or the transfer is chunked.
+#include <mpi.h>
+
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <boost/archive/binary_iarchive.hpp>
+#include <boost/archive/binary_oarchive.hpp>
+
+namespace genemask::hpc {
+
+class MpiError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void throw_mpi_error(int code, const char* call, const char* file, int line);
+
+#define GM_MPI_CHECK(call)                                                               \
+  do {                                                                                   \
+    const int gm_mpi_rc_ = (call);                                                       \
+    if (gm_mpi_rc_ != MPI_SUCCESS) ::genemask::hpc::throw_mpi_error(gm_mpi_rc_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/// size_t -> int for MPI count arguments; throws instead of silently truncating.
+int checked_int(uint64_t v, const char* what);
+
+/// MPI_Init / MPI_Finalize; errors are returned (not fatal) so that GM_MPI_CHECK sees them.
+class MpiEnv {
+ public:
+  MpiEnv(int& argc, char**& argv);
+  ~MpiEnv();
+  MpiEnv(const MpiEnv&) = delete;
+  MpiEnv& operator=(const MpiEnv&) = delete;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  MPI_Comm comm() const { return MPI_COMM_WORLD; }
+
+ private:
+  int rank_ = 0, size_ = 1;
+};
+
+int comm_rank(MPI_Comm comm);
+int comm_size(MPI_Comm comm);
+
+/// Collective. Element-wise sum onto root (other ranks' data left unspecified), chunked.
+void reduce_sum_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm);
+/// Collective. Element-wise bitwise OR onto root, chunked.
+void reduce_bor_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm);
+/// Collective. Max of a scalar on all ranks.
+uint64_t allreduce_max_u64(uint64_t v, MPI_Comm comm);
+double allreduce_max_double(double v, MPI_Comm comm);
+
+/// Collective. Gathers one byte string per rank onto root (in rank order).
+std::vector<std::string> gather_bytes(const std::string& mine, int root, MPI_Comm comm);
+
+/// Collective. Gathers a Boost-serializable value from every rank onto root.
+template <class T>
+std::vector<T> gather_serialized(const T& value, int root, MPI_Comm comm) {
+  std::ostringstream os;
+  {
+    boost::archive::binary_oarchive oa(os);
+    oa << value;
+  }
+  std::vector<std::string> parts = gather_bytes(os.str(), root, comm);
+  std::vector<T> out;
+  for (const auto& p : parts) {
+    std::istringstream is(p);
+    boost::archive::binary_iarchive ia(is);
+    T v;
+    ia >> v;
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace genemask::hpc

@@ -1,0 +1,26 @@
+#pragma once
+// Input errors that carry the place (file, line or byte offset), the offending value and a hint.
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+namespace genemask::io {
+
+/// Raised for bad user input. what() is a complete one-line message:
+/// "<file>:<line>: <message>" (or "<file>: <message>" when no line applies).
+class InputError : public std::runtime_error {
+ public:
+  InputError(std::string path, uint64_t line, const std::string& message);
+  InputError(std::string path, const std::string& message);
+  const std::string& path() const { return path_; }
+  uint64_t line() const { return line_; }  // 0 when unknown / not applicable
+
+ private:
+  std::string path_;
+  uint64_t line_ = 0;
+};
+
+/// A printable rendering of a byte for messages: 'J', or 0x07 for control/binary bytes.
+std::string describe_byte(unsigned char c);
+
+}  // namespace genemask::io

@@ -1,0 +1,91 @@
+#include "io/fasta.hpp"
+
+#include <unordered_map>
+
+#include "io/fasta_scan.hpp"
+
+namespace genemask::io {
+
+void fail_at(const FileInfo& info, uint64_t voffset, const std::string& message) {
+  throw InputError(info.path, line_of_voffset(info, voffset), message);
+}
+
+namespace {
+
+class RecordHandler {
+ public:
+  RecordHandler(const FileInfo& info, const FastaVisitor& v) : info_(info), v_(v) {}
+
+  void header(std::string_view name, uint64_t voff, bool) {
+    end_record();
+    auto [it, inserted] = seen_.emplace(std::string(name), voff);
+    if (!inserted)
+      fail_at(info_, voff,
+              fmt::format("duplicate record name '{}' (first seen on line {}); record names must be unique", name,
+                          line_of_voffset(info_, it->second)));
+    records_.push_back(FastaRecordSummary{std::string(name), 0});
+    header_voff_ = voff;
+    open_ = true;
+    if (v_.on_record) v_.on_record(records_.back().name);
+  }
+
+  bool bases(const char* p, size_t n, uint64_t voff, bool) {
+    buf_.clear();
+    for (size_t i = 0; i < n; ++i) {
+      const unsigned char c = static_cast<unsigned char>(p[i]);
+      const uint8_t cls = kSeqClass[c];
+      if (cls == kSkip) continue;
+      if (cls == kInvalid)
+        fail_at(info_, voff + i,
+                fmt::format("invalid base {} in record '{}' (allowed: ACGT, N and IUPAC codes, '-', '*')",
+                            describe_byte(c), records_.back().name));
+      buf_.push_back(static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c));
+    }
+    records_.back().length += buf_.size();
+    if (!buf_.empty() && v_.on_bases) v_.on_bases(buf_);
+    return true;
+  }
+
+  void end_owned() {}
+  void begin_owned(bool, uint64_t) {}
+  void block_done(uint64_t) {}
+  void finish() { end_record(); }
+  std::vector<FastaRecordSummary> take() { return std::move(records_); }
+
+ private:
+  void end_record() {
+    if (!open_) return;
+    if (records_.back().length == 0)
+      fail_at(info_, header_voff_, fmt::format("record '{}' has no sequence", records_.back().name));
+    open_ = false;
+    if (v_.on_record_end) v_.on_record_end();
+  }
+
+  const FileInfo& info_;
+  const FastaVisitor& v_;
+  std::vector<FastaRecordSummary> records_;
+  std::unordered_map<std::string, uint64_t> seen_;
+  std::string buf_;
+  uint64_t header_voff_ = 0;
+  bool open_ = false;
+};
+
+}  // namespace
+
+std::vector<FastaRecordSummary> read_fasta(const std::string& path, const FastaVisitor& visitor) {
+  FileInfo info = probe_file(path);
+  RecordHandler h(info, visitor);
+  scan_fasta(info, Ownership{}, h);
+  return h.take();
+}
+
+std::vector<std::pair<std::string, std::string>> read_fasta_all(const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> out;
+  FastaVisitor v;
+  v.on_record = [&](const std::string& name) { out.emplace_back(name, std::string()); };
+  v.on_bases = [&](std::string_view b) { out.back().second.append(b); };
+  read_fasta(path, v);
+  return out;
+}
+
+}  // namespace genemask::io

@@ -1,0 +1,54 @@
+#pragma once
+// Small RAII + helper layer over the HDF5 C API. Files written through it carry no
+// timestamps, so the same content gives byte-identical files.
+#include <hdf5.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace genemask::io::h5 {
+
+/// Owns an hid_t and closes it with the right H5*close.
+class Handle {
+ public:
+  Handle() = default;
+  Handle(hid_t id, herr_t (*closer)(hid_t), const std::string& what);
+  ~Handle();
+  Handle(Handle&& o) noexcept;
+  Handle& operator=(Handle&& o) noexcept;
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  hid_t id() const { return id_; }
+  operator hid_t() const { return id_; }
+
+ private:
+  hid_t id_ = H5I_INVALID_HID;
+  herr_t (*closer_)(hid_t) = nullptr;
+};
+
+Handle create_file(const std::string& path);  // truncates
+Handle open_file_ro(const std::string& path);  // InputError when not an HDF5 file
+Handle create_group(hid_t loc, const std::string& name);
+bool exists(hid_t loc, const std::string& path);
+
+void write_u64(hid_t loc, const std::string& name, const uint64_t* data, uint64_t n);
+void write_u32(hid_t loc, const std::string& name, const uint32_t* data, uint64_t n);
+void write_u16(hid_t loc, const std::string& name, const uint16_t* data, uint64_t n);
+void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& values);
+std::vector<uint64_t> read_u64(hid_t loc, const std::string& name);
+std::vector<std::string> read_strings(hid_t loc, const std::string& name);
+uint64_t dataset_length(hid_t loc, const std::string& name);
+
+void set_attr(hid_t obj, const std::string& name, const std::string& value);
+void set_attr(hid_t obj, const std::string& name, uint64_t value);
+void set_attr(hid_t obj, const std::string& name, const std::vector<uint64_t>& values);
+bool has_attr(hid_t obj, const std::string& name);
+std::string get_attr_string(hid_t obj, const std::string& name);
+uint64_t get_attr_u64(hid_t obj, const std::string& name);
+std::vector<uint64_t> get_attr_u64s(hid_t obj, const std::string& name);
+
+/// Silences HDF5's own error printing (we report errors ourselves).
+void quiet_errors();
+
+}  // namespace genemask::io::h5

@@ -1,0 +1,146 @@
+#include "io/rank_tables.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+#include "io/atomic_file.hpp"
+#include "io/error.hpp"
+
+namespace genemask::io {
+namespace {
+
+const char* kNpmiHeader = "rank\tkmer\tcount\tpmi\tnpmi\tbelow_min_count";
+const char* kVocabHeader = "rank\tkmer\tk\tcount\tpmi";
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> f;
+  std::stringstream ss(line);
+  std::string tok;
+  while (std::getline(ss, tok, '\t')) f.push_back(tok);
+  return f;
+}
+
+struct TableReader {
+  std::string path;
+  std::ifstream in;
+  uint64_t lineno = 0;
+  TableReader(const std::string& p, const char* header) : path(p), in(p) {
+    if (!in) throw InputError(path, "cannot open");
+    std::string line;
+    if (!next(line)) throw InputError(path, 1, "empty file: expected a header line");
+    if (line != header)
+      throw InputError(path, 1, fmt::format("unexpected header '{}' (expected '{}')", line, header));
+  }
+  bool next(std::string& line) {
+    if (!std::getline(in, line)) return false;
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    return true;
+  }
+  uint64_t u64(const std::string& s, const char* col) const {
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || p != s.data() + s.size())
+      throw InputError(path, lineno, fmt::format("column {}: not a non-negative integer: '{}'", col, s));
+    return v;
+  }
+  double f64(const std::string& s, const char* col) const {
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (s.empty() || end != s.c_str() + s.size())
+      throw InputError(path, lineno, fmt::format("column {}: not a number: '{}'", col, s));
+    return v;
+  }
+  void kmer(const std::string& s, size_t& len) const {
+    if (s.empty() || s.find_first_not_of("ACGT") != std::string::npos)
+      throw InputError(path, lineno, fmt::format("column kmer: '{}' is not an upper-case ACGT k-mer", s));
+    if (len && s.size() != len)
+      throw InputError(path, lineno, fmt::format("k-mer '{}' has length {}, earlier rows have {}", s, s.size(), len));
+    len = s.size();
+  }
+  void rank(uint64_t r, uint64_t expected) const {
+    if (r != expected)
+      throw InputError(path, lineno, fmt::format("rank {} out of order (expected {})", r, expected));
+  }
+};
+
+std::string fmt_double(double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{}", v); }
+
+}  // namespace
+
+void write_npmi_tsv(const std::string& path, const std::vector<NpmiRow>& rows) {
+  AtomicFile f(path);
+  auto& o = f.stream();
+  o << kNpmiHeader << '\n';
+  for (const auto& r : rows)
+    o << r.rank << '\t' << r.kmer << '\t' << r.count << '\t' << fmt_double(r.pmi) << '\t' << fmt_double(r.npmi) << '\t'
+      << (r.below_min_count ? 1 : 0) << '\n';
+  f.commit();
+}
+
+std::vector<NpmiRow> read_npmi_tsv(const std::string& path) {
+  TableReader t(path, kNpmiHeader);
+  std::vector<NpmiRow> rows;
+  std::string line;
+  size_t len = 0;
+  while (t.next(line)) {
+    if (line.empty()) continue;
+    auto f = split_tabs(line);
+    if (f.size() != 6) throw InputError(path, t.lineno, fmt::format("expected 6 tab-separated columns, found {}", f.size()));
+    NpmiRow r;
+    r.rank = t.u64(f[0], "rank");
+    t.rank(r.rank, rows.size() + 1);
+    t.kmer(f[1], len);
+    r.kmer = f[1];
+    r.count = t.u64(f[2], "count");
+    r.pmi = t.f64(f[3], "pmi");
+    r.npmi = t.f64(f[4], "npmi");
+    if (f[5] != "0" && f[5] != "1")
+      throw InputError(path, t.lineno, fmt::format("column below_min_count: expected 0 or 1, found '{}'", f[5]));
+    r.below_min_count = f[5] == "1";
+    rows.push_back(std::move(r));
+  }
+  if (rows.empty()) throw InputError(path, "no rows: expected one row per k-mer");
+  if (rows.size() != (uint64_t{1} << (2 * len)))
+    throw InputError(path, fmt::format("has {} rows; a ranking of {}-mers needs {}", rows.size(), len,
+                                       uint64_t{1} << (2 * len)));
+  return rows;
+}
+
+void write_pmi_vocab_tsv(const std::string& path, const std::vector<PmiVocabRow>& rows) {
+  AtomicFile f(path);
+  auto& o = f.stream();
+  o << kVocabHeader << '\n';
+  for (const auto& r : rows)
+    o << r.rank << '\t' << r.kmer << '\t' << r.kmer.size() << '\t' << r.count << '\t' << fmt_double(r.pmi) << '\n';
+  f.commit();
+}
+
+std::vector<PmiVocabRow> read_pmi_vocab_tsv(const std::string& path) {
+  TableReader t(path, kVocabHeader);
+  std::vector<PmiVocabRow> rows;
+  std::string line;
+  while (t.next(line)) {
+    if (line.empty()) continue;
+    auto f = split_tabs(line);
+    if (f.size() != 5) throw InputError(path, t.lineno, fmt::format("expected 5 tab-separated columns, found {}", f.size()));
+    PmiVocabRow r;
+    r.rank = t.u64(f[0], "rank");
+    t.rank(r.rank, rows.size() + 1);
+    size_t len = 0;
+    t.kmer(f[1], len);
+    r.kmer = f[1];
+    if (t.u64(f[2], "k") != r.kmer.size())
+      throw InputError(path, t.lineno, fmt::format("column k is {} but the k-mer has length {}", f[2], r.kmer.size()));
+    r.count = t.u64(f[3], "count");
+    r.pmi = t.f64(f[4], "pmi");
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+}  // namespace genemask::io

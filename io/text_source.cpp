@@ -1,0 +1,321 @@
+#include "io/text_source.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <vector>
+
+#include "io/error.hpp"
+
+namespace genemask::io {
+namespace {
+
+constexpr size_t kPlainBlockBytes = 4u << 20;
+constexpr size_t kGzInBytes = 1u << 20;
+constexpr size_t kGzOutBytes = 4u << 20;
+constexpr size_t kBgzfHeaderBytes = 18;
+constexpr size_t kBgzfMaxBlockBytes = 65536;
+
+class Fd {
+ public:
+  explicit Fd(const std::string& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) throw InputError(path, fmt::format("cannot open: {}", std::strerror(errno)));
+  }
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  /// Reads up to n bytes at offset; returns the count (0 at EOF).
+  size_t pread_some(void* buf, size_t n, uint64_t offset) const {
+    for (;;) {
+      ssize_t got = ::pread(fd_, buf, n, static_cast<off_t>(offset));
+      if (got >= 0) return static_cast<size_t>(got);
+      if (errno == EINTR) continue;
+      throw InputError(path_, fmt::format("read error at byte {}: {}", offset, std::strerror(errno)));
+    }
+  }
+  /// Reads exactly n bytes unless EOF comes first; returns the count.
+  size_t pread_full(void* buf, size_t n, uint64_t offset) const {
+    size_t done = 0;
+    while (done < n) {
+      size_t got = pread_some(static_cast<char*>(buf) + done, n - done, offset + done);
+      if (got == 0) break;
+      done += got;
+    }
+    return done;
+  }
+  uint64_t size() const {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) throw InputError(path_, fmt::format("cannot stat: {}", std::strerror(errno)));
+    return static_cast<uint64_t>(st.st_size);
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+class PlainReader final : public TextReader {
+ public:
+  PlainReader(const FileInfo& info, uint64_t start) : fd_(info.path), pos_(start), buf_(kPlainBlockBytes) {}
+  bool next(TextBlock& out) override {
+    size_t got = fd_.pread_full(buf_.data(), buf_.size(), pos_);
+    if (got == 0) return false;
+    out = TextBlock{buf_.data(), got, pos_};
+    pos_ += got;
+    return true;
+  }
+  uint64_t file_pos() const override { return pos_; }
+
+ private:
+  Fd fd_;
+  uint64_t pos_;
+  std::vector<char> buf_;
+};
+
+/// Plain (possibly multi-member) gzip stream, decompressed from the start.
+class GzipReader final : public TextReader {
+ public:
+  explicit GzipReader(const FileInfo& info) : info_(info), fd_(info.path), in_(kGzInBytes), out_(kGzOutBytes) {
+    std::memset(&zs_, 0, sizeof zs_);
+    if (inflateInit2(&zs_, 15 + 16) != Z_OK) throw InputError(info.path, "zlib: cannot initialise inflate");
+  }
+  ~GzipReader() override { inflateEnd(&zs_); }
+
+  bool next(TextBlock& out) override {
+    if (finished_) return false;
+    zs_.next_out = reinterpret_cast<Bytef*>(out_.data());
+    zs_.avail_out = static_cast<uInt>(out_.size());
+    while (zs_.avail_out > 0) {
+      if (zs_.avail_in == 0) {
+        size_t got = fd_.pread_some(in_.data(), in_.size(), in_pos_);
+        in_pos_ += got;
+        if (got == 0) {
+          if (in_member_) {
+            throw InputError(info_.path, fmt::format("truncated gzip stream: the file ends inside compressed data "
+                                                     "(at byte {}); re-download or re-compress the file",
+                                                     in_pos_));
+          }
+          finished_ = true;
+          break;
+        }
+        zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
+        zs_.avail_in = static_cast<uInt>(got);
+      }
+      in_member_ = true;
+      int rc = inflate(&zs_, Z_NO_FLUSH);
+      if (rc == Z_STREAM_END) {
+        in_member_ = false;
+        inflateReset(&zs_);  // a further member (multi-member gzip) may follow
+        continue;
+      }
+      if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        uint64_t at = in_pos_ - zs_.avail_in;
+        throw InputError(info_.path, fmt::format("corrupt gzip data near byte {}: {}", at,
+                                                 zs_.msg ? zs_.msg : "inflate failed"));
+      }
+    }
+    size_t produced = out_.size() - zs_.avail_out;
+    if (produced == 0) return false;
+    out = TextBlock{out_.data(), produced, upos_};
+    upos_ += produced;
+    return true;
+  }
+  uint64_t file_pos() const override { return in_pos_ - zs_.avail_in; }
+
+ private:
+  FileInfo info_;
+  Fd fd_;
+  std::vector<char> in_, out_;
+  z_stream zs_;
+  uint64_t in_pos_ = 0, upos_ = 0;
+  bool in_member_ = false, finished_ = false;
+};
+
+bool is_bgzf_header(const unsigned char* h) {
+  return h[0] == 0x1f && h[1] == 0x8b && h[2] == 8 && (h[3] & 4) && h[10] == 6 && h[11] == 0 && h[12] == 'B' &&
+         h[13] == 'C' && h[14] == 2 && h[15] == 0;
+}
+size_t bgzf_block_size(const unsigned char* h) { return static_cast<size_t>(h[16] | (h[17] << 8)) + 1; }
+
+/// BGZF: one text block per BGZF block, starting at a block boundary.
+class BgzfReader final : public TextReader {
+ public:
+  BgzfReader(const FileInfo& info, uint64_t start_coffset)
+      : info_(info), fd_(info.path), pos_(start_coffset), buf_(4u << 20), out_(kBgzfMaxBlockBytes) {
+    std::memset(&zs_, 0, sizeof zs_);
+    if (inflateInit2(&zs_, -15) != Z_OK) throw InputError(info.path, "zlib: cannot initialise inflate");
+  }
+  ~BgzfReader() override { inflateEnd(&zs_); }
+
+  bool next(TextBlock& out) override {
+    for (;;) {
+      if (!ensure(kBgzfHeaderBytes)) {
+        if (avail() != 0)
+          throw InputError(info_.path, fmt::format("truncated BGZF block header at byte {}", pos_));
+        return false;
+      }
+      const auto* h = reinterpret_cast<const unsigned char*>(buf_.data() + off_);
+      if (!is_bgzf_header(h))
+        throw InputError(info_.path, fmt::format("corrupt BGZF data: no block header at byte {}", pos_));
+      size_t bsize = bgzf_block_size(h);
+      if (!ensure(bsize))
+        throw InputError(info_.path, fmt::format("truncated BGZF block at byte {} (needs {} bytes, file has {}); "
+                                                 "the file is incomplete",
+                                                 pos_, bsize, avail()));
+      const auto* b = reinterpret_cast<const unsigned char*>(buf_.data() + off_);
+      uint32_t crc = static_cast<uint32_t>(b[bsize - 8] | (b[bsize - 7] << 8) | (b[bsize - 6] << 16)) |
+                     (static_cast<uint32_t>(b[bsize - 5]) << 24);
+      uint32_t isize = static_cast<uint32_t>(b[bsize - 4] | (b[bsize - 3] << 8) | (b[bsize - 2] << 16)) |
+                       (static_cast<uint32_t>(b[bsize - 1]) << 24);
+      if (isize > kBgzfMaxBlockBytes)
+        throw InputError(info_.path, fmt::format("corrupt BGZF block at byte {}: size {}", pos_, isize));
+      inflateReset(&zs_);
+      zs_.next_in = const_cast<Bytef*>(b + kBgzfHeaderBytes);
+      zs_.avail_in = static_cast<uInt>(bsize - kBgzfHeaderBytes - 8);
+      zs_.next_out = reinterpret_cast<Bytef*>(out_.data());
+      zs_.avail_out = static_cast<uInt>(out_.size());
+      int rc = inflate(&zs_, Z_FINISH);
+      size_t produced = out_.size() - zs_.avail_out;
+      if (rc != Z_STREAM_END || produced != isize ||
+          crc32(0L, reinterpret_cast<const Bytef*>(out_.data()), static_cast<uInt>(produced)) != crc)
+        throw InputError(info_.path, fmt::format("corrupt BGZF block at byte {} (bad deflate data or CRC)", pos_));
+      uint64_t block_start = pos_;
+      off_ += bsize;
+      pos_ += bsize;
+      if (produced == 0) continue;  // empty blocks, e.g. the EOF marker
+      out = TextBlock{out_.data(), produced, block_start << 16};
+      return true;
+    }
+  }
+  uint64_t file_pos() const override { return pos_; }
+
+ private:
+  size_t avail() const { return len_ - off_; }
+  /// Makes at least n bytes available at off_ unless EOF; returns whether it succeeded.
+  bool ensure(size_t n) {
+    if (avail() >= n) return true;
+    std::memmove(buf_.data(), buf_.data() + off_, avail());
+    len_ = avail();
+    off_ = 0;
+    while (len_ < n) {
+      size_t got = fd_.pread_some(buf_.data() + len_, buf_.size() - len_, pos_ + len_);
+      if (got == 0) return false;
+      len_ += got;
+    }
+    return true;
+  }
+
+  FileInfo info_;
+  Fd fd_;
+  uint64_t pos_;
+  std::vector<char> buf_;
+  size_t off_ = 0, len_ = 0;
+  std::vector<char> out_;
+  z_stream zs_;
+};
+
+}  // namespace
+
+const char* to_string(Compression c) {
+  switch (c) {
+    case Compression::none: return "none";
+    case Compression::gzip: return "gzip";
+    case Compression::bgzf: return "bgzf";
+  }
+  return "?";
+}
+
+FileInfo probe_file(const std::string& path) {
+  Fd fd(path);
+  FileInfo info;
+  info.path = path;
+  info.size_bytes = fd.size();
+  std::array<unsigned char, kBgzfHeaderBytes> h{};
+  size_t got = fd.pread_full(h.data(), h.size(), 0);
+  if (got >= 2 && h[0] == 0x1f && h[1] == 0x8b) {
+    info.compression = (got == h.size() && is_bgzf_header(h.data())) ? Compression::bgzf : Compression::gzip;
+  }
+  return info;
+}
+
+std::unique_ptr<TextReader> open_text(const FileInfo& info, uint64_t start_voffset) {
+  switch (info.compression) {
+    case Compression::none: return std::make_unique<PlainReader>(info, start_voffset);
+    case Compression::bgzf: return std::make_unique<BgzfReader>(info, start_voffset >> 16);
+    case Compression::gzip:
+      if (start_voffset != 0) throw std::logic_error("plain gzip can only be read from the start");
+      return std::make_unique<GzipReader>(info);
+  }
+  throw std::logic_error("unknown compression");
+}
+
+uint64_t bgzf_block_at_or_after(const FileInfo& info, uint64_t coffset) {
+  if (coffset == 0) return 0;
+  Fd fd(info.path);
+  const uint64_t size = info.size_bytes;
+  std::vector<unsigned char> win(256u << 10);
+  std::array<unsigned char, kBgzfHeaderBytes> next{};
+  for (uint64_t base = coffset; base < size; base += win.size() - kBgzfHeaderBytes) {
+    size_t got = fd.pread_full(win.data(), win.size(), base);
+    if (got < kBgzfHeaderBytes) break;
+    for (size_t i = 0; i + kBgzfHeaderBytes <= got; ++i) {
+      if (win[i] != 0x1f || !is_bgzf_header(&win[i])) continue;
+      // Confirm: the next block must start right after this one (or the file ends there).
+      uint64_t after = base + i + bgzf_block_size(&win[i]);
+      if (after == size) return base + i;
+      if (after < size && fd.pread_full(next.data(), next.size(), after) == next.size() &&
+          is_bgzf_header(next.data()))
+        return base + i;
+    }
+  }
+  return size;
+}
+
+Ownership partition(const FileInfo& info, int rank, int nranks, uint64_t gzip_chunk_bytes) {
+  Ownership own;
+  own.rank = rank;
+  own.nranks = nranks;
+  auto cut = [&](int r) -> uint64_t {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(info.size_bytes) * static_cast<unsigned>(r)) /
+                                 static_cast<unsigned>(nranks));
+  };
+  switch (info.compression) {
+    case Compression::none:
+      own.begin = rank == 0 ? 0 : cut(rank);
+      own.end = rank == nranks - 1 ? UINT64_MAX : cut(rank + 1);
+      break;
+    case Compression::bgzf:
+      own.begin = rank == 0 ? 0 : bgzf_block_at_or_after(info, cut(rank)) << 16;
+      own.end = rank == nranks - 1 ? UINT64_MAX : bgzf_block_at_or_after(info, cut(rank + 1)) << 16;
+      break;
+    case Compression::gzip:
+      own.kind = Ownership::Kind::round_robin;
+      own.chunk_bytes = gzip_chunk_bytes;
+      break;
+  }
+  return own;
+}
+
+uint64_t line_of_voffset(const FileInfo& info, uint64_t voffset) {
+  auto reader = open_text(info, 0);
+  TextBlock b;
+  uint64_t lines = 1;
+  while (reader->next(b)) {
+    if (voffset < b.voff_base) break;
+    size_t upto = voffset - b.voff_base < b.size ? static_cast<size_t>(voffset - b.voff_base) : b.size;
+    for (size_t i = 0; i < upto; ++i) lines += b.data[i] == '\n';
+    if (upto < b.size) break;
+  }
+  return lines;
+}
+
+}  // namespace genemask::io

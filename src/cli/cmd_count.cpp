@@ -1,0 +1,111 @@
+// genemask count: distributed exact k-mer counting, k = 1..kmax, into counts.h5.
+#include <chrono>
+#include <fmt/format.h>
+
+#include "common.hpp"
+#include "genemask/version.hpp"
+#include "hpc/count.hpp"
+#include "io/counts_file.hpp"
+#include "io/error.hpp"
+#include "io/fai.hpp"
+
+namespace genemask::cli {
+namespace {
+
+struct CountArgs {
+  std::string genome, out;
+  int kmax = 10;
+  bool presence15 = false;
+  double progress_s = 10.0;
+  bool quiet = false;
+};
+
+/// When GENOME.fai exists, the records found must be the ones it lists.
+void check_against_fai(const std::string& genome, const std::vector<RecordInfo>& records) {
+  auto fai = io::FaiIndex::load_if_present(genome);
+  if (!fai) return;
+  const auto& e = fai->entries();
+  const std::string hint = "the index is stale: delete it or rebuild it (samtools faidx)";
+  if (e.size() != records.size())
+    throw io::InputError(genome + ".fai", fmt::format("lists {} records but {} has {}; {}", e.size(), genome,
+                                                      records.size(), hint));
+  for (size_t i = 0; i < e.size(); ++i)
+    if (e[i].name != records[i].name || e[i].length != records[i].length)
+      throw io::InputError(genome + ".fai", i + 1,
+                           fmt::format("says {} has {} bases, the FASTA has {} with {} bases; {}", e[i].name,
+                                       e[i].length, records[i].name, records[i].length, hint));
+}
+
+void run_count(const CountArgs& a, const Context& ctx) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  if (ctx.rank == 0) check_writable(a.out);
+  Progress progress("count", a.progress_s, ctx.rank == 0 && !a.quiet);
+  CountOptions opts;
+  opts.kmax = a.kmax;
+  opts.presence15 = a.presence15;
+  auto res = hpc::count_distributed(a.genome, opts, MPI_COMM_WORLD, [&](double f) { progress.update(f); });
+  double write_s = 0;
+  nlohmann::json kmers = nlohmann::json::object();
+  if (ctx.rank == 0) {
+    progress.done();
+    check_against_fai(a.genome, res.records);
+    auto tw = clock::now();
+    io::CountsMeta meta;
+    meta.command_line = ctx.command_line;
+    meta.genemask_version = kVersion;
+    meta.source_files = {a.genome};
+    meta.source_sizes = {res.summary.file_bytes};
+    for (const auto& r : res.records) {
+      meta.record_names.push_back(r.name);
+      meta.record_lengths.push_back(r.length);
+    }
+    meta.acgt_bases = res.summary.acgt_bases;
+    meta.other_bases = res.summary.other_bases;
+    io::write_counts_file(a.out, a.kmax, res.counts.counts, res.counts.presence15, meta);
+    write_s = std::chrono::duration<double>(clock::now() - tw).count();
+    for (int k = 1; k <= a.kmax; ++k) kmers[std::to_string(k)] = res.counts.total(k);
+  }
+  const auto& s = res.summary;
+  const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+  const double bases = static_cast<double>(s.acgt_bases + s.other_bases);
+  print_summary(ctx, {{"command", "count"},
+                      {"genome", a.genome},
+                      {"out", a.out},
+                      {"compression", s.compression},
+                      {"ranks", s.ranks},
+                      {"kmax", a.kmax},
+                      {"presence15", a.presence15},
+                      {"records", res.records.size()},
+                      {"file_bytes", s.file_bytes},
+                      {"bases_read", s.acgt_bases + s.other_bases},
+                      {"acgt_bases", s.acgt_bases},
+                      {"other_bases", s.other_bases},
+                      {"kmers", kmers},
+                      {"count_s", s.count_s},
+                      {"reduce_s", s.reduce_s},
+                      {"write_s", write_s},
+                      {"seconds", secs},
+                      {"gbp_per_s_per_rank", s.count_s > 0 ? bases / s.count_s / 1e9 / s.ranks : 0.0},
+                      {"peak_rss_mib", static_cast<double>(s.peak_rss_bytes) / (1 << 20)}});
+}
+
+}  // namespace
+
+void register_count(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<CountArgs>();
+  auto* sub = app.add_subcommand("count", "Count all k-mers, k=1..kmax, of a genome (MPI: ranks split the file)");
+  sub->add_option("--genome", a->genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->required()->check(CLI::ExistingFile);
+  sub->add_option("--out", a->out, "output counts.h5")->required();
+  sub->add_option("--kmax", a->kmax, "count k = 1..kmax")->check(CLI::Range(1, kMaxDenseK))->capture_default_str();
+  sub->add_flag("--presence15", a->presence15, "also store the set of 15-mers present (128 MiB per rank)");
+  sub->add_option("--progress-interval", a->progress_s, "seconds between progress lines")->capture_default_str();
+  sub->add_flag("--quiet", a->quiet, "no progress lines");
+  sub->footer(
+      "Counts forward-strand k-mers; soft-masked (lowercase) bases count as upper case; k-mers with N or "
+      "another IUPAC code are skipped. Plain and bgzip files are split among ranks by bytes; plain gzip is "
+      "read whole by every rank (recompress with `bgzip` to scale).");
+  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_count(*a, ctx); }; });
+}
+
+}  // namespace genemask::cli

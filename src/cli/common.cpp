@@ -1,0 +1,51 @@
+#include "common.hpp"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fmt/format.h>
+#include <iostream>
+#include <stdexcept>
+
+#include "io/atomic_file.hpp"
+
+namespace genemask::cli {
+
+void print_summary(const Context& ctx, const nlohmann::json& summary) {
+  if (ctx.rank != 0) return;
+  std::cout << summary.dump() << std::endl;
+}
+
+Progress::Progress(std::string label, double interval_s, bool enabled)
+    : label_(std::move(label)), interval_s_(interval_s), enabled_(enabled) {
+  start_ = last_ = std::chrono::steady_clock::now();
+}
+
+void Progress::update(double fraction) {
+  if (!enabled_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (std::chrono::duration<double>(now - last_).count() < interval_s_) return;
+  last_ = now;
+  const double el = std::chrono::duration<double>(now - start_).count();
+  const double eta = fraction > 0.001 ? el * (1.0 - fraction) / fraction : 0.0;
+  std::cerr << fmt::format("[genemask {}] {:5.1f}%  elapsed {:.0f} s  ETA {:.0f} s", label_, 100.0 * fraction, el, eta)
+            << std::endl;
+}
+
+void Progress::done() {
+  if (!enabled_) return;
+  const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  std::cerr << fmt::format("[genemask {}] done in {:.1f} s", label_, el) << std::endl;
+}
+
+void check_writable(const std::string& path) {
+  const std::string probe = io::temp_name_for(path) + ".probe";
+  FILE* f = std::fopen(probe.c_str(), "wb");
+  if (!f)
+    throw std::runtime_error(fmt::format("cannot write output {}: {} (does the directory exist?)", path,
+                                         std::strerror(errno)));
+  std::fclose(f);
+  std::remove(probe.c_str());
+}
+
+}  // namespace genemask::cli

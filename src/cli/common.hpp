@@ -1,0 +1,45 @@
+#pragma once
+// Shared pieces of the thin subcommands: context, summaries, progress, output checks.
+#include <chrono>
+#include <functional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+namespace genemask::cli {
+
+struct Context {
+  int rank = 0;
+  int size = 1;
+  std::string command_line;      // argv joined, for provenance attributes
+  std::function<void()> run;     // set by the chosen subcommand
+};
+
+/// Prints the one-line JSON summary (rank 0 only).
+void print_summary(const Context& ctx, const nlohmann::json& summary);
+
+/// Rank-0 progress lines on stderr, at most every interval_s seconds.
+class Progress {
+ public:
+  Progress(std::string label, double interval_s, bool enabled);
+  void update(double fraction);  // 0..1
+  void done();
+
+ private:
+  std::string label_;
+  double interval_s_;
+  bool enabled_;
+  std::chrono::steady_clock::time_point start_, last_;
+};
+
+/// Fails early (before long work) when `path` cannot be created: missing directory,
+/// no permission.
+void check_writable(const std::string& path);
+
+void register_count(CLI::App& app, Context& ctx);
+void register_npmi(CLI::App& app, Context& ctx);
+void register_pmi_vocab(CLI::App& app, Context& ctx);
+void register_motifs(CLI::App& app, Context& ctx);
+
+}  // namespace genemask::cli

@@ -1,0 +1,64 @@
+// genemask: one binary, one subcommand per pipeline stage. Every rank runs main; rank 0
+// prints the JSON summary. A failure on any rank prints one line and aborts the job.
+#include <mpi.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include "common.hpp"
+#include "genemask/version.hpp"
+#include "hpc/mpi.hpp"
+
+namespace {
+
+std::string join_argv(int argc, char** argv) {
+  std::string s;
+  for (int i = 0; i < argc; ++i) {
+    std::string a = argv[i];
+    if (i) s += ' ';
+    s += a.find_first_of(" \t'\"") == std::string::npos ? a : "'" + a + "'";
+  }
+  return s;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  genemask::cli::Context ctx;
+  ctx.command_line = join_argv(argc, argv);
+  std::unique_ptr<genemask::hpc::MpiEnv> mpi;
+  try {
+    mpi = std::make_unique<genemask::hpc::MpiEnv>(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "genemask: error: " << e.what() << std::endl;
+    return 1;
+  }
+  ctx.rank = mpi->rank();
+  ctx.size = mpi->size();
+
+  CLI::App app{"genemask: GeneMask pretraining and few-shot evaluation for DNA language models"};
+  app.set_version_flag("--version", std::string("genemask ") + genemask::kVersion);
+  app.require_subcommand(1);
+  genemask::cli::register_count(app, ctx);
+  genemask::cli::register_npmi(app, ctx);
+  genemask::cli::register_pmi_vocab(app, ctx);
+  genemask::cli::register_motifs(app, ctx);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (ctx.rank == 0) return app.exit(e);
+    return e.get_exit_code();
+  }
+
+  try {
+    if (ctx.run) ctx.run();
+  } catch (const std::exception& e) {
+    std::cerr << (ctx.size > 1 ? "genemask[rank " + std::to_string(ctx.rank) + "]: error: " : "genemask: error: ")
+              << e.what() << std::endl;
+    if (ctx.size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,92 @@
+// Runs under mpiexec at 1, 2 and 4 ranks (see tests/CMakeLists.txt).
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <boost/serialization/string.hpp>
+#include <boost/serialization/vector.hpp>
+
+#include "hpc/count.hpp"
+#include "hpc/mpi.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+
+namespace {
+
+// Every rank builds the same genome (same seed); rank 0 writes the files.
+class DistributedCount : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    rank_ = hpc::comm_rank(MPI_COMM_WORLD);
+    std::mt19937_64 rng(2024);
+    test::GenomeSpec spec;
+    spec.records = 6;
+    spec.max_len = 30000;
+    spec.line_width = 0;
+    genome_ = test::random_genome(rng, spec);
+    std::string dir = rank_ == 0 ? tmp_.path() : std::string();
+    dir.resize(4096);
+    MPI_Bcast(dir.data(), 4096, MPI_CHAR, 0, MPI_COMM_WORLD);
+    dir_ = dir.c_str();
+    if (rank_ == 0) {
+      test::write_file(dir_ + "/g.fa", genome_.fasta);
+      test::write_gzip(dir_ + "/g.fa.gz", genome_.fasta);
+      test::write_bgzf(dir_ + "/g.bgz", genome_.fasta, 1000);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  void TearDown() override { MPI_Barrier(MPI_COMM_WORLD); }
+
+  int rank_ = 0;
+  test::TempDir tmp_;
+  std::string dir_;
+  test::Genome genome_;
+};
+
+}  // namespace
+
+TEST_F(DistributedCount, EqualsBruteForceOnEveryFormat) {
+  CountOptions opts;
+  opts.presence15 = true;
+  const auto want = brute_force_counts(genome_.upper(), 10, true);
+  for (const char* f : {"/g.fa", "/g.fa.gz", "/g.bgz"}) {
+    auto res = hpc::count_distributed(dir_ + f, opts, MPI_COMM_WORLD);
+    EXPECT_EQ(res.summary.ranks, hpc::comm_size(MPI_COMM_WORLD));
+    if (rank_ != 0) continue;
+    for (int k = 1; k <= 10; ++k) EXPECT_EQ(res.counts.counts[static_cast<size_t>(k)], want.counts[static_cast<size_t>(k)]) << f << " k=" << k;
+    EXPECT_EQ(res.counts.presence15, want.presence15) << f;
+    ASSERT_EQ(res.records.size(), genome_.records.size());
+    for (size_t i = 0; i < res.records.size(); ++i) EXPECT_EQ(res.records[i].length, genome_.records[i].second.size());
+  }
+}
+
+TEST(MpiHelpers, GatherSerializedAndReductions) {
+  const int rank = hpc::comm_rank(MPI_COMM_WORLD), size = hpc::comm_size(MPI_COMM_WORLD);
+  std::vector<std::string> mine(static_cast<size_t>(rank) + 1, "r" + std::to_string(rank));
+  auto all = hpc::gather_serialized(mine, 0, MPI_COMM_WORLD);
+  std::vector<uint64_t> v = {static_cast<uint64_t>(rank), uint64_t{1} << rank};
+  hpc::reduce_sum_u64(v, 0, MPI_COMM_WORLD);
+  std::vector<uint64_t> b = {uint64_t{1} << rank};
+  hpc::reduce_bor_u64(b, 0, MPI_COMM_WORLD);
+  if (rank == 0) {
+    ASSERT_EQ(all.size(), static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) EXPECT_EQ(all[static_cast<size_t>(r)].size(), static_cast<size_t>(r) + 1);
+    EXPECT_EQ(v[0], static_cast<uint64_t>(size * (size - 1) / 2));
+    EXPECT_EQ(b[0], (uint64_t{1} << size) - 1);
+  }
+  EXPECT_THROW(hpc::checked_int(uint64_t{1} << 31, "x"), std::overflow_error);
+}
+
+int main(int argc, char** argv) {
+  hpc::MpiEnv mpi(argc, argv);
+  ::testing::InitGoogleTest(&argc, argv);
+  // Only rank 0 prints results; every rank still runs every test (they are collective).
+  if (mpi.rank() != 0) {
+    auto& listeners = ::testing::UnitTest::GetInstance()->listeners();
+    delete listeners.Release(listeners.default_result_printer());
+  }
+  int rc = RUN_ALL_TESTS();
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  return worst;
+}

@@ -1,0 +1,179 @@
+#include "io/fasta.hpp"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "io/error.hpp"
+#include "io/fai.hpp"
+#include "io/text_source.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+using genemask::test::TempDir;
+
+namespace {
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const io::InputError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+std::vector<std::pair<std::string, std::string>> upper_records(const test::Genome& g) {
+  std::vector<std::pair<std::string, std::string>> out;
+  auto up = g.upper();
+  for (size_t i = 0; i < up.size(); ++i) out.emplace_back(g.records[i].first, up[i]);
+  return out;
+}
+
+}  // namespace
+
+TEST(FastaReader, ReadsEveryLayoutAndCompression) {
+  TempDir tmp;
+  std::mt19937_64 rng(7);
+  for (int width : {60, 1, 0, -1}) {
+    for (bool crlf : {false, true}) {
+      test::GenomeSpec spec;
+      spec.records = 4;
+      spec.line_width = width;
+      spec.crlf = crlf;
+      spec.blank_lines = width == 60;
+      auto g = test::random_genome(rng, spec);
+      const auto want = upper_records(g);
+      test::write_file(tmp.file("g.fa"), g.fasta);
+      test::write_gzip(tmp.file("g.fa.gz"), g.fasta, 3);
+      test::write_bgzf(tmp.file("g.bgz.fa.gz"), g.fasta, 333);
+      for (const char* f : {"g.fa", "g.fa.gz", "g.bgz.fa.gz"}) {
+        SCOPED_TRACE(std::string(f) + " width " + std::to_string(width) + (crlf ? " crlf" : ""));
+        EXPECT_EQ(io::read_fasta_all(tmp.file(f)), want);
+      }
+    }
+  }
+}
+
+TEST(FastaReader, DetectsCompressionByContent) {
+  TempDir tmp;
+  test::write_file(tmp.file("plain.gz"), ">a\nACGT\n");
+  test::write_gzip(tmp.file("gz.fa"), ">a\nACGT\n");
+  test::write_bgzf(tmp.file("b.fa"), ">a\nACGT\n");
+  EXPECT_EQ(io::probe_file(tmp.file("plain.gz")).compression, io::Compression::none);
+  EXPECT_EQ(io::probe_file(tmp.file("gz.fa")).compression, io::Compression::gzip);
+  EXPECT_EQ(io::probe_file(tmp.file("b.fa")).compression, io::Compression::bgzf);
+}
+
+TEST(FastaReader, SoftMaskedAndIupacAreKeptUpperCase) {
+  TempDir tmp;
+  test::write_file(tmp.file("g.fa"), ">chr1 test\nacgtNNryACGT\n>chr2\nGATTACA\n");
+  auto r = io::read_fasta_all(tmp.file("g.fa"));
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].first, "chr1");
+  EXPECT_EQ(r[0].second, "ACGTNNRYACGT");
+  EXPECT_EQ(r[1].second, "GATTACA");
+}
+
+TEST(FastaErrors, NotFasta) {
+  TempDir tmp;
+  test::write_file(tmp.file("x.fa"), "\nhello world\n>a\nACGT\n");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("x.fa")); }),
+            tmp.file("x.fa") + ":2: not a FASTA file: the first line must start with '>' (found 'h')");
+  test::write_file(tmp.file("empty.fa"), "");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("empty.fa")); }),
+            tmp.file("empty.fa") + ":1: not a FASTA file: it is empty");
+}
+
+TEST(FastaErrors, EmptyRecordDuplicateNameInvalidBase) {
+  TempDir tmp;
+  test::write_file(tmp.file("e.fa"), ">a\nACGT\n>b\n>c\nAC\n");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("e.fa")); }), tmp.file("e.fa") + ":3: record 'b' has no sequence");
+  test::write_file(tmp.file("e2.fa"), ">a\nACGT\n>b\n");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("e2.fa")); }), tmp.file("e2.fa") + ":3: record 'b' has no sequence");
+  test::write_file(tmp.file("d.fa"), ">a x\nACGT\n>b\nAA\n>a y\nCC\n");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("d.fa")); }),
+            tmp.file("d.fa") + ":5: duplicate record name 'a' (first seen on line 1); record names must be unique");
+  test::write_file(tmp.file("j.fa"), ">chr7\nACGT\nACJT\n");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("j.fa")); }),
+            tmp.file("j.fa") + ":3: invalid base 'J' in record 'chr7' (allowed: ACGT, N and IUPAC codes, '-', '*')");
+  test::write_file(tmp.file("n.fa"), "> \nACGT\n");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("n.fa")); }),
+            tmp.file("n.fa") + ":1: empty record name after '>' (every record needs a name)");
+}
+
+TEST(FastaErrors, BinaryGarbage) {
+  TempDir tmp;
+  std::string bin = ">a\nACGT\n";
+  bin += std::string("\x7f\x45\x4c\x46\x02\x01\x00\x00", 8);
+  test::write_file(tmp.file("b.fa"), bin);
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("b.fa")); }),
+            tmp.file("b.fa") + ":3: invalid base byte 0x7f in record 'a' (allowed: ACGT, N and IUPAC codes, '-', '*')");
+  test::write_file(tmp.file("h.fa"), std::string(">a\x01\nAC\n"));
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("h.fa")); }),
+            tmp.file("h.fa") + ":1: invalid byte 0x01 in header line: binary data?");
+}
+
+TEST(FastaErrors, TruncatedCompressedInput) {
+  TempDir tmp;
+  std::mt19937_64 rng(3);
+  auto g = test::random_genome(rng, test::GenomeSpec{});
+  test::write_gzip(tmp.file("t.fa.gz"), g.fasta);
+  std::string gz = test::read_file(tmp.file("t.fa.gz"));
+  test::write_file(tmp.file("t.fa.gz"), gz.substr(0, gz.size() / 2));
+  EXPECT_NE(error_of([&] { io::read_fasta_all(tmp.file("t.fa.gz")); }).find("truncated gzip stream"), std::string::npos);
+  test::write_bgzf(tmp.file("t.bgz"), g.fasta, 500);
+  std::string bg = test::read_file(tmp.file("t.bgz"));
+  test::write_file(tmp.file("t.bgz"), bg.substr(0, bg.size() / 2));
+  EXPECT_NE(error_of([&] { io::read_fasta_all(tmp.file("t.bgz")); }).find("truncated BGZF block"), std::string::npos);
+  // Garbage after a complete gzip member.
+  test::write_file(tmp.file("g.fa.gz"), gz + "garbage");
+  EXPECT_NE(error_of([&] { io::read_fasta_all(tmp.file("g.fa.gz")); }).find("corrupt gzip data"), std::string::npos);
+}
+
+TEST(FastaErrors, MissingFile) {
+  EXPECT_EQ(error_of([&] { io::read_fasta_all("/nonexistent/g.fa"); }),
+            "/nonexistent/g.fa: cannot open: No such file or directory");
+}
+
+TEST(Fai, BuildMatchesRecordsAndFetchesRegions) {
+  TempDir tmp;
+  std::mt19937_64 rng(11);
+  test::GenomeSpec spec;
+  spec.records = 5;
+  spec.line_width = 50;
+  auto g = test::random_genome(rng, spec);
+  test::write_file(tmp.file("g.fa"), g.fasta);
+  auto idx = io::FaiIndex::build(tmp.file("g.fa"));
+  idx.write(tmp.file("g.fa.fai"));
+  auto loaded = io::FaiIndex::load(tmp.file("g.fa.fai"));
+  const auto up = g.upper();
+  ASSERT_EQ(loaded.entries().size(), g.records.size());
+  for (size_t r = 0; r < up.size(); ++r) {
+    const auto& e = loaded.entries()[r];
+    EXPECT_EQ(e.name, g.records[r].first);
+    EXPECT_EQ(e.length, up[r].size());
+    for (int t = 0; t < 50; ++t) {
+      uint64_t a = rng() % (up[r].size() + 1), b = rng() % (up[r].size() + 1);
+      if (a > b) std::swap(a, b);
+      EXPECT_EQ(io::fetch_region(tmp.file("g.fa"), loaded, e.name, a, b), up[r].substr(a, b - a));
+    }
+  }
+  EXPECT_NE(error_of([&] { io::fetch_region(tmp.file("g.fa"), loaded, "rec0", 0, up[0].size() + 1); }).find("outside the record"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { io::fetch_region(tmp.file("g.fa"), loaded, "chrX", 0, 1); }).find("no record named 'chrX'"),
+            std::string::npos);
+}
+
+TEST(Fai, RejectsBadIndexLines) {
+  TempDir tmp;
+  test::write_file(tmp.file("x.fai"), "chr1\t100\t6\t60\t61\nchr2\tabc\t200\t60\t61\n");
+  EXPECT_EQ(error_of([&] { io::FaiIndex::load(tmp.file("x.fai")); }),
+            tmp.file("x.fai") + ":2: field LENGTH is not a non-negative integer: 'abc'");
+  test::write_file(tmp.file("y.fai"), "chr1\t100\n");
+  EXPECT_NE(error_of([&] { io::FaiIndex::load(tmp.file("y.fai")); }).find(":1: expected 5 tab-separated fields"),
+            std::string::npos);
+  test::write_file(tmp.file("ragged.fa"), ">a\nACGTACGT\nACG\nACGTACGT\n");
+  EXPECT_NE(error_of([&] { io::FaiIndex::build(tmp.file("ragged.fa")); }).find(":4: record 'a' has lines of different lengths"),
+            std::string::npos);
+}

@@ -1,0 +1,49 @@
+#pragma once
+// Helpers for tests: temporary directories, files in plain / gzip / BGZF form,
+// random genomes with the features real ones have (soft-masking, N gaps, IUPAC codes).
+#include <cstdint>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace genemask::test {
+
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+void write_file(const std::string& path, const std::string& content);
+std::string read_file(const std::string& path);
+/// gzip with zlib; `members` > 1 splits the text into that many gzip members.
+void write_gzip(const std::string& path, const std::string& content, int members = 1);
+/// BGZF (bgzip's format) with at most block_bytes of text per block, plus the EOF block.
+void write_bgzf(const std::string& path, const std::string& content, size_t block_bytes = 65280);
+
+struct Genome {
+  std::vector<std::pair<std::string, std::string>> records;  // name, sequence as written (mixed case)
+  std::string fasta;                                          // the FASTA text
+  /// Upper-cased sequences, the reference view.
+  std::vector<std::string> upper() const;
+};
+
+struct GenomeSpec {
+  int records = 3;
+  size_t min_len = 1, max_len = 3000;
+  int line_width = 60;        // 0 = random per record (1..120), -1 = one line per record
+  bool crlf = false;
+  bool lowercase = true;      // soft-masked stretches
+  bool gaps = true;           // N runs and IUPAC codes
+  bool blank_lines = false;
+};
+
+Genome random_genome(std::mt19937_64& rng, const GenomeSpec& spec);
+
+}  // namespace genemask::test
