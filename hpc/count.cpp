@@ -24,7 +24,7 @@ uint64_t peak_rss_bytes() {
 }
 
 DistributedCountResult count_distributed(const std::string& genome, const CountOptions& opts, MPI_Comm comm,
-                                         const std::function<void(double)>& progress) {
+                                         const std::function<void(double)>& progress, bool profile) {
   using clock = std::chrono::steady_clock;
   const int rank = comm_rank(comm), size = comm_size(comm);
   const io::FileInfo info = io::probe_file(genome);
@@ -42,6 +42,9 @@ DistributedCountResult count_distributed(const std::string& genome, const CountO
       progress(std::min(1.0, static_cast<double>(pos - std::min(pos, begin)) / span));
     };
   }
+
+  ScanProfile prof;
+  if (profile) prof = profile_scan(info, own);
 
   auto t0 = clock::now();
   RankCounts local = count_owned(info, own, opts, on_pos);
@@ -76,6 +79,10 @@ DistributedCountResult count_distributed(const std::string& genome, const CountO
   s.reduce_s = allreduce_max_double(reduce_s, comm);
   s.peak_rss_bytes = allreduce_max_u64(peak_rss_bytes(), comm);
   s.ranks = size;
+  if (profile) {
+    s.read_s = allreduce_max_double(prof.read_s, comm);
+    s.parse_s = allreduce_max_double(prof.parse_s, comm);
+  }
   return res;
 }
 

@@ -15,6 +15,7 @@ struct DistributedCountSummary {
   uint64_t acgt_bases = 0, other_bases = 0, file_bytes = 0;
   std::string compression;
   double count_s = 0, reduce_s = 0;  // slowest rank
+  double read_s = -1, parse_s = -1;  // slowest rank, with profile=true (else -1)
   uint64_t peak_rss_bytes = 0;       // largest rank
   int ranks = 1;
 };
@@ -26,8 +27,9 @@ struct DistributedCountResult {
 };
 
 /// Collective over comm. `progress(fraction)` is called on rank 0 as its share advances.
+/// profile: first time a read-only and a parse-only pass over each rank's share.
 DistributedCountResult count_distributed(const std::string& genome, const CountOptions& opts, MPI_Comm comm,
-                                         const std::function<void(double)>& progress = {});
+                                         const std::function<void(double)>& progress = {}, bool profile = false);
 
 /// Peak resident set of this process in bytes.
 uint64_t peak_rss_bytes();

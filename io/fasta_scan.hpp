@@ -32,7 +32,7 @@ inline constexpr std::array<uint8_t, 256> make_seq_class_table() {
   t['C'] = t['c'] = kBaseC;
   t['G'] = t['g'] = kBaseG;
   t['T'] = t['t'] = kBaseT;
-  t['\r'] = t[' '] = t['\t'] = kSkip;
+  t['\r'] = t[' '] = t['\t'] = t['\n'] = kSkip;  // '\n' appears in bulk deliveries (see scan_fasta)
   return t;
 }
 inline constexpr std::array<uint8_t, 256> kSeqClass = make_seq_class_table();
@@ -75,6 +75,25 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
     size_t i = 0;
     while (i < n) {
       const uint64_t voff = blk.voff_base + i;
+      // Bulk mode: inside a record we own, hand over everything up to the next '>' or the
+      // next ownership boundary in one call (newlines included; they are skip bytes), so
+      // the per-line cost disappears. Lines at boundaries go through the line mode below.
+      if (owned && !lookahead && !skipping_partial && !in_header && !first_line_pending && own.owns(voff)) {
+        size_t limit = n;
+        const uint64_t boundary = own.next_boundary_after(voff);
+        if (boundary < blk.voff_base + n) limit = static_cast<size_t>(boundary - blk.voff_base);
+        if (limit > i && !(at_line_start && d[i] == '>')) {
+          const void* gt = std::memchr(d + i, '>', limit - i);
+          size_t bulk_end = gt ? static_cast<size_t>(static_cast<const char*>(gt) - d) : limit;
+          if (gt && bulk_end > i && d[bulk_end - 1] != '\n') bulk_end = i;  // '>' inside a line: line mode reports it
+          if (bulk_end > i) {
+            h.bases(d + i, bulk_end - i, voff, true);
+            at_line_start = d[bulk_end - 1] == '\n';
+            i = bulk_end;
+            continue;
+          }
+        }
+      }
       if (at_line_start) {
         at_line_start = false;
         in_header = d[i] == '>';

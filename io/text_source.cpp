@@ -3,7 +3,8 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
+#include <isa-l/crc.h>
+#include <isa-l/igzip_lib.h>
 
 #include <array>
 #include <cerrno>
@@ -21,6 +22,19 @@ constexpr size_t kGzInBytes = 1u << 20;
 constexpr size_t kGzOutBytes = 4u << 20;
 constexpr size_t kBgzfHeaderBytes = 18;
 constexpr size_t kBgzfMaxBlockBytes = 65536;
+
+/// A heap buffer that is not zero-filled (the readers overwrite it before use).
+class RawBuffer {
+ public:
+  explicit RawBuffer(size_t n) : p_(new char[n]), n_(n) {}
+  char* data() { return p_.get(); }
+  const char* data() const { return p_.get(); }
+  size_t size() const { return n_; }
+
+ private:
+  std::unique_ptr<char[]> p_;
+  size_t n_;
+};
 
 class Fd {
  public:
@@ -78,24 +92,36 @@ class PlainReader final : public TextReader {
  private:
   Fd fd_;
   uint64_t pos_;
-  std::vector<char> buf_;
+  RawBuffer buf_;
 };
 
-/// Plain (possibly multi-member) gzip stream, decompressed from the start.
+/// Plain (possibly multi-member) gzip stream, decompressed from the start with ISA-L
+/// (about 3x faster than zlib's inflate).
 class GzipReader final : public TextReader {
  public:
   explicit GzipReader(const FileInfo& info) : info_(info), fd_(info.path), in_(kGzInBytes), out_(kGzOutBytes) {
-    std::memset(&zs_, 0, sizeof zs_);
-    if (inflateInit2(&zs_, 15 + 16) != Z_OK) throw InputError(info.path, "zlib: cannot initialise inflate");
+    isal_inflate_init(&st_);
+    st_.crc_flag = ISAL_GZIP;
   }
-  ~GzipReader() override { inflateEnd(&zs_); }
 
   bool next(TextBlock& out) override {
     if (finished_) return false;
-    zs_.next_out = reinterpret_cast<Bytef*>(out_.data());
-    zs_.avail_out = static_cast<uInt>(out_.size());
-    while (zs_.avail_out > 0) {
-      if (zs_.avail_in == 0) {
+    st_.next_out = reinterpret_cast<uint8_t*>(out_.data());
+    st_.avail_out = static_cast<uint32_t>(out_.size());
+    while (st_.avail_out > 0) {
+      if (st_.block_state == ISAL_BLOCK_FINISH) {
+        // End of a member. ISA-L may hold bytes of what follows in its bit buffer: give
+        // them back, then start the next member (multi-member gzip) if there is one.
+        const uint32_t held = static_cast<uint32_t>(st_.read_in_length / 8);
+        uint8_t* next_in = st_.next_in - held;
+        uint32_t avail_in = st_.avail_in + held;
+        isal_inflate_reset(&st_);
+        st_.crc_flag = ISAL_GZIP;
+        st_.next_in = next_in;
+        st_.avail_in = avail_in;
+        in_member_ = false;
+      }
+      if (st_.avail_in == 0) {
         size_t got = fd_.pread_some(in_.data(), in_.size(), in_pos_);
         in_pos_ += got;
         if (got == 0) {
@@ -107,35 +133,38 @@ class GzipReader final : public TextReader {
           finished_ = true;
           break;
         }
-        zs_.next_in = reinterpret_cast<Bytef*>(in_.data());
-        zs_.avail_in = static_cast<uInt>(got);
+        st_.next_in = reinterpret_cast<uint8_t*>(in_.data());
+        st_.avail_in = static_cast<uint32_t>(got);
       }
+      if (!in_member_ && st_.next_in[0] != 0x1f)
+        throw InputError(info_.path, fmt::format("corrupt gzip data near byte {}: data after the end of the gzip "
+                                                 "stream is not gzip",
+                                                 in_pos_ - st_.avail_in));
       in_member_ = true;
-      int rc = inflate(&zs_, Z_NO_FLUSH);
-      if (rc == Z_STREAM_END) {
-        in_member_ = false;
-        inflateReset(&zs_);  // a further member (multi-member gzip) may follow
-        continue;
+      const uint32_t before_in = st_.avail_in, before_out = st_.avail_out;
+      int rc = isal_inflate(&st_);
+      if (rc < 0) {
+        uint64_t at = in_pos_ - st_.avail_in;
+        throw InputError(info_.path, fmt::format("corrupt gzip data near byte {} ({})", at,
+                                                 rc == ISAL_INCORRECT_CHECKSUM ? "CRC mismatch" : "invalid deflate data"));
       }
-      if (rc != Z_OK && rc != Z_BUF_ERROR) {
-        uint64_t at = in_pos_ - zs_.avail_in;
-        throw InputError(info_.path, fmt::format("corrupt gzip data near byte {}: {}", at,
-                                                 zs_.msg ? zs_.msg : "inflate failed"));
-      }
+      if (st_.block_state != ISAL_BLOCK_FINISH && st_.avail_in == before_in && st_.avail_out == before_out &&
+          st_.avail_in > 0)
+        throw InputError(info_.path, fmt::format("corrupt gzip data near byte {}", in_pos_ - st_.avail_in));
     }
-    size_t produced = out_.size() - zs_.avail_out;
+    size_t produced = out_.size() - st_.avail_out;
     if (produced == 0) return false;
     out = TextBlock{out_.data(), produced, upos_};
     upos_ += produced;
     return true;
   }
-  uint64_t file_pos() const override { return in_pos_ - zs_.avail_in; }
+  uint64_t file_pos() const override { return in_pos_ - st_.avail_in; }
 
  private:
   FileInfo info_;
   Fd fd_;
-  std::vector<char> in_, out_;
-  z_stream zs_;
+  RawBuffer in_, out_;
+  inflate_state st_{};
   uint64_t in_pos_ = 0, upos_ = 0;
   bool in_member_ = false, finished_ = false;
 };
@@ -150,11 +179,7 @@ size_t bgzf_block_size(const unsigned char* h) { return static_cast<size_t>(h[16
 class BgzfReader final : public TextReader {
  public:
   BgzfReader(const FileInfo& info, uint64_t start_coffset)
-      : info_(info), fd_(info.path), pos_(start_coffset), buf_(4u << 20), out_(kBgzfMaxBlockBytes) {
-    std::memset(&zs_, 0, sizeof zs_);
-    if (inflateInit2(&zs_, -15) != Z_OK) throw InputError(info.path, "zlib: cannot initialise inflate");
-  }
-  ~BgzfReader() override { inflateEnd(&zs_); }
+      : info_(info), fd_(info.path), pos_(start_coffset), buf_(4u << 20), out_(kBgzfMaxBlockBytes) {}
 
   bool next(TextBlock& out) override {
     for (;;) {
@@ -178,15 +203,16 @@ class BgzfReader final : public TextReader {
                        (static_cast<uint32_t>(b[bsize - 1]) << 24);
       if (isize > kBgzfMaxBlockBytes)
         throw InputError(info_.path, fmt::format("corrupt BGZF block at byte {}: size {}", pos_, isize));
-      inflateReset(&zs_);
-      zs_.next_in = const_cast<Bytef*>(b + kBgzfHeaderBytes);
-      zs_.avail_in = static_cast<uInt>(bsize - kBgzfHeaderBytes - 8);
-      zs_.next_out = reinterpret_cast<Bytef*>(out_.data());
-      zs_.avail_out = static_cast<uInt>(out_.size());
-      int rc = inflate(&zs_, Z_FINISH);
-      size_t produced = out_.size() - zs_.avail_out;
-      if (rc != Z_STREAM_END || produced != isize ||
-          crc32(0L, reinterpret_cast<const Bytef*>(out_.data()), static_cast<uInt>(produced)) != crc)
+      isal_inflate_init(&st_);
+      st_.crc_flag = ISAL_DEFLATE;
+      st_.next_in = const_cast<uint8_t*>(b + kBgzfHeaderBytes);
+      st_.avail_in = static_cast<uint32_t>(bsize - kBgzfHeaderBytes - 8);
+      st_.next_out = reinterpret_cast<uint8_t*>(out_.data());
+      st_.avail_out = static_cast<uint32_t>(out_.size());
+      int rc = isal_inflate_stateless(&st_);
+      size_t produced = out_.size() - st_.avail_out;
+      if (rc != ISAL_DECOMP_OK || produced != isize ||
+          crc32_gzip_refl(0, reinterpret_cast<const uint8_t*>(out_.data()), produced) != crc)
         throw InputError(info_.path, fmt::format("corrupt BGZF block at byte {} (bad deflate data or CRC)", pos_));
       uint64_t block_start = pos_;
       off_ += bsize;
@@ -217,10 +243,10 @@ class BgzfReader final : public TextReader {
   FileInfo info_;
   Fd fd_;
   uint64_t pos_;
-  std::vector<char> buf_;
+  RawBuffer buf_;
   size_t off_ = 0, len_ = 0;
-  std::vector<char> out_;
-  z_stream zs_;
+  RawBuffer out_;
+  inflate_state st_{};
 };
 
 }  // namespace

@@ -67,6 +67,11 @@ struct Ownership {
   }
   /// Where the reader has to start.
   uint64_t start_voffset() const { return kind == Kind::contiguous ? begin : 0; }
+  /// The first voffset > voff where ownership may change (UINT64_MAX if none).
+  uint64_t next_boundary_after(uint64_t voff) const {
+    if (kind == Kind::contiguous) return voff < end ? end : UINT64_MAX;
+    return (voff / chunk_bytes + 1) * chunk_bytes;
+  }
   /// True when nothing at or after voff can be owned (the reader may stop).
   bool done_after(uint64_t voff) const { return kind == Kind::contiguous && voff >= end; }
 };

@@ -46,6 +46,14 @@ using ProgressFn = std::function<void(uint64_t file_pos_bytes)>;
 RankCounts count_owned(const io::FileInfo& file, const io::Ownership& own, const CountOptions& opts,
                        const ProgressFn& progress = {});
 
+/// Time to only read (decompress) this rank's text, and to read and parse it without
+/// counting: the split of `genemask count --profile`.
+struct ScanProfile {
+  double read_s = 0, parse_s = 0;
+  uint64_t checksum = 0;  // keeps the work from being optimised away
+};
+ScanProfile profile_scan(const io::FileInfo& file, const io::Ownership& own);
+
 /// Final counts: counts[k] has 4^k entries for k = 1..kmax (counts[0] unused).
 struct KmerCounts {
   int kmax = 0;

@@ -18,6 +18,7 @@ struct CountArgs {
   bool presence15 = false;
   double progress_s = 10.0;
   bool quiet = false;
+  bool profile = false;
 };
 
 /// When GENOME.fai exists, the records found must be the ones it lists.
@@ -44,7 +45,7 @@ void run_count(const CountArgs& a, const Context& ctx) {
   CountOptions opts;
   opts.kmax = a.kmax;
   opts.presence15 = a.presence15;
-  auto res = hpc::count_distributed(a.genome, opts, MPI_COMM_WORLD, [&](double f) { progress.update(f); });
+  auto res = hpc::count_distributed(a.genome, opts, MPI_COMM_WORLD, [&](double f) { progress.update(f); }, a.profile);
   double write_s = 0;
   nlohmann::json kmers = nlohmann::json::object();
   if (ctx.rank == 0) {
@@ -69,7 +70,7 @@ void run_count(const CountArgs& a, const Context& ctx) {
   const auto& s = res.summary;
   const double secs = std::chrono::duration<double>(clock::now() - t0).count();
   const double bases = static_cast<double>(s.acgt_bases + s.other_bases);
-  print_summary(ctx, {{"command", "count"},
+  nlohmann::json j = {{"command", "count"},
                       {"genome", a.genome},
                       {"out", a.out},
                       {"compression", s.compression},
@@ -87,7 +88,12 @@ void run_count(const CountArgs& a, const Context& ctx) {
                       {"write_s", write_s},
                       {"seconds", secs},
                       {"gbp_per_s_per_rank", s.count_s > 0 ? bases / s.count_s / 1e9 / s.ranks : 0.0},
-                      {"peak_rss_mib", static_cast<double>(s.peak_rss_bytes) / (1 << 20)}});
+                      {"peak_rss_mib", static_cast<double>(s.peak_rss_bytes) / (1 << 20)}};
+  if (a.profile) {
+    j["read_s"] = s.read_s;
+    j["parse_s"] = s.parse_s;
+  }
+  print_summary(ctx, j);
 }
 
 }  // namespace
@@ -101,6 +107,8 @@ void register_count(CLI::App& app, Context& ctx) {
   sub->add_flag("--presence15", a->presence15, "also store the set of 15-mers present (128 MiB per rank)");
   sub->add_option("--progress-interval", a->progress_s, "seconds between progress lines")->capture_default_str();
   sub->add_flag("--quiet", a->quiet, "no progress lines");
+  sub->add_flag("--profile", a->profile,
+                "also time a read-only and a parse-only pass (read_s, parse_s in the summary)");
   sub->footer(
       "Counts forward-strand k-mers; soft-masked (lowercase) bases count as upper case; k-mers with N or "
       "another IUPAC code are skipped. Plain and bgzip files are split among ranks by bytes; plain gzip is "
