@@ -70,7 +70,7 @@ DistributedCountResult count_distributed(const std::string& genome, const CountO
   }
   auto& s = res.summary;
   std::vector<uint64_t> b = {bases[0], bases[1]};
-  GM_MPI_CHECK(MPI_Bcast(b.data(), 2, MPI_UINT64_T, 0, comm));
+  bcast_u64(b, 0, comm);
   s.acgt_bases = b[0];
   s.other_bases = b[1];
   s.file_bytes = info.size_bytes;

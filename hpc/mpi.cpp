@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 namespace genemask::hpc {
 
 void throw_mpi_error(int code, const char* call, const char* file, int line) {
@@ -17,22 +19,53 @@ int checked_int(uint64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+namespace {
+bool g_mpi_active = false;
+}
+
+bool mpi_active() { return g_mpi_active; }
+
+bool launched_by_mpi() {
+  for (const char* v : {"GENEMASK_FORCE_MPI", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
+                        "SLURM_PROCID", "MPI_LOCALNRANKS", "HYDRA_CONTROL_FD"}) {
+    const char* e = std::getenv(v);
+    if (e && *e && std::string(e) != "0") return true;
+  }
+  return false;
+}
+
+void abort_job(int code) {
+  if (g_mpi_active) MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);
+}
+
+void bcast_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm) {
+  if (!g_mpi_active) return;
+  GM_MPI_CHECK(MPI_Bcast(data.data(), checked_int(data.size(), "broadcast size"), MPI_UINT64_T, root, comm));
+}
+
 MpiEnv::MpiEnv(int& argc, char**& argv) {
+  if (!launched_by_mpi()) return;
   int provided = 0;
   GM_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
   GM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  g_mpi_active = true;
   rank_ = comm_rank(MPI_COMM_WORLD);
   size_ = comm_size(MPI_COMM_WORLD);
 }
 
-MpiEnv::~MpiEnv() { MPI_Finalize(); }
+MpiEnv::~MpiEnv() {
+  if (g_mpi_active) MPI_Finalize();
+}
 
 int comm_rank(MPI_Comm comm) {
+  if (!g_mpi_active) return 0;
   int r = 0;
   GM_MPI_CHECK(MPI_Comm_rank(comm, &r));
   return r;
 }
 int comm_size(MPI_Comm comm) {
+  if (!g_mpi_active) return 1;
   int s = 0;
   GM_MPI_CHECK(MPI_Comm_size(comm, &s));
   return s;
@@ -42,6 +75,7 @@ namespace {
 constexpr uint64_t kChunkElems = uint64_t{1} << 24;  // 128 MiB of uint64 per call
 
 void reduce_chunked(std::vector<uint64_t>& data, MPI_Op op, int root, MPI_Comm comm) {
+  if (!g_mpi_active) return;
   const bool is_root = comm_rank(comm) == root;
   for (uint64_t off = 0; off < data.size(); off += kChunkElems) {
     const int n = checked_int(std::min<uint64_t>(kChunkElems, data.size() - off), "reduce chunk");
@@ -55,17 +89,20 @@ void reduce_sum_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm) { redu
 void reduce_bor_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm) { reduce_chunked(data, MPI_BOR, root, comm); }
 
 uint64_t allreduce_max_u64(uint64_t v, MPI_Comm comm) {
+  if (!g_mpi_active) return v;
   uint64_t out = 0;
   GM_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, comm));
   return out;
 }
 double allreduce_max_double(double v, MPI_Comm comm) {
+  if (!g_mpi_active) return v;
   double out = 0;
   GM_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm));
   return out;
 }
 
 std::vector<std::string> gather_bytes(const std::string& mine, int root, MPI_Comm comm) {
+  if (!g_mpi_active) return {mine};
   const int size = comm_size(comm);
   const bool is_root = comm_rank(comm) == root;
   int n = checked_int(mine.size(), "gathered message size");

@@ -31,7 +31,17 @@ class MpiError : public std::runtime_error {
 /// size_t -> int for MPI count arguments; throws instead of silently truncating.
 int checked_int(uint64_t v, const char* what);
 
-/// MPI_Init / MPI_Finalize; errors are returned (not fatal) so that GM_MPI_CHECK sees them.
+/// False when the process was not started by an MPI launcher (mpirun, mpiexec, srun):
+/// then MPI is never initialised (Open MPI's singleton start-up costs ~0.3 s) and every
+/// collective below acts as on a communicator of one rank.
+bool mpi_active();
+
+/// True when the environment shows an MPI launcher (Open MPI, PMIx, PMI, Slurm) or
+/// GENEMASK_FORCE_MPI=1.
+bool launched_by_mpi();
+
+/// MPI_Init / MPI_Finalize (when launched by MPI); errors are returned (not fatal) so that
+/// GM_MPI_CHECK sees them.
 class MpiEnv {
  public:
   MpiEnv(int& argc, char**& argv);
@@ -56,6 +66,11 @@ void reduce_bor_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm);
 /// Collective. Max of a scalar on all ranks.
 uint64_t allreduce_max_u64(uint64_t v, MPI_Comm comm);
 double allreduce_max_double(double v, MPI_Comm comm);
+
+/// Collective. Broadcast of uint64 values from root.
+void bcast_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm);
+/// Ends every rank of the job (MPI_Abort), or the process without MPI.
+[[noreturn]] void abort_job(int code);
 
 /// Collective. Gathers one byte string per rank onto root (in rank order).
 std::vector<std::string> gather_bytes(const std::string& mine, int root, MPI_Comm comm);

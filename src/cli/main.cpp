@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << (ctx.size > 1 ? "genemask[rank " + std::to_string(ctx.rank) + "]: error: " : "genemask: error: ")
               << e.what() << std::endl;
-    if (ctx.size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    if (ctx.size > 1) genemask::hpc::abort_job(1);
     return 1;
   }
   return 0;

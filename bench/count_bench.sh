@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# genemask count against jellyfish and KMC on the same FASTA, in one run; prints medians
+# (hyperfine) and ratios, the read/parse/count split, and a check that KMC's 10-mer
+# counts equal ours.
+# Usage: bench/count_bench.sh [COPIES (default 8)] [RUNS (default 5)]
+# Input: the default chr22 with long N runs shortened, repeated COPIES times (~22.5 Mbp each).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
+copies=${1:-8}
+runs=${2:-5}
+work=${BENCH_DIR:-/tmp/genemask-bench}
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+mkdir -p "$work/kmctmp"
+chr22=$("$root/scripts/default-genome.sh")
+g="$work/bench-$copies.fa"
+[ -s "$g" ] || /usr/bin/python3 "$root/bench/make-bench-genome.py" "$chr22" "$g" "$copies"
+[ -s "$g.gz" ] || gzip -c "$g" > "$g.gz"
+[ -s "$g.bgz" ] || bgzip -c -@ "$(nproc)" "$g" > "$g.bgz"
+echo "== input: $g ($(du -h "$g" | cut -f1)), machine: $(nproc) cores, $(lscpu | sed -n 's/Model name: *//p')"
+hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$work/fast.json" \
+  -n "genemask k=1..10, 1 rank" "$bin count --genome $g --out $work/c1.h5 --quiet" \
+  -n "genemask k=1..10, 2 ranks" "mpiexec -n 2 --oversubscribe $bin count --genome $g --out $work/c2.h5 --quiet" \
+  -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m2 $g $work/kmc10 $work/kmctmp" \
+  -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m2 $g $work/kmc10 $work/kmctmp" \
+  -n "jellyfish k=10, 1 thread" "jellyfish count -m 10 -s 4M -t 1 -o $work/j10.jf $g" \
+  > "$work/fast.txt"
+hyperfine --style basic --runs "$(( runs < 3 ? runs : 3 ))" --export-json "$work/jf.json" \
+  -n "jellyfish k=1..10, 1 thread" "$root/bench/jellyfish-all-k.sh 1 $g $work/j.jf" \
+  -n "jellyfish k=1..10, 2 threads" "$root/bench/jellyfish-all-k.sh 2 $g $work/j.jf" > "$work/jf.txt"
+
+echo "== time split on 1 rank (read = decompress only, parse = read + FASTA scan, count = everything)"
+for f in "$g" "$g.gz" "$g.bgz"; do
+  "$bin" count --genome "$f" --out "$work/p.h5" --quiet --profile
+done > "$work/split.jsonl"
+/usr/bin/python3 - "$work/split.jsonl" <<'PY2'
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    gbp = d["bases_read"] / 1e9
+    print("{:5s} read {:.3f} s  parse {:.3f} s  count {:.3f} s = {:.3f} Gbp/s, peak {:.0f} MiB".format(
+        d["compression"], d["read_s"], d["parse_s"], d["count_s"], gbp / d["count_s"], d["peak_rss_mib"]))
+PY2
+
+echo "== KMC's 10-mer counts equal ours?"
+kmc_tools transform "$work/kmc10" dump "$work/kmc10.txt" >/dev/null 2>&1
+/usr/bin/python3 - "$work/c1.h5" "$work/kmc10.txt" <<'PY'
+import sys, h5py, numpy as np
+ours = h5py.File(sys.argv[1], "r")["counts/k10"][...]
+code = {"A": 0, "C": 1, "G": 2, "T": 3}
+theirs = np.zeros_like(ours)
+with open(sys.argv[2]) as f:
+    for line in f:
+        k, n = line.split()
+        v = 0
+        for c in k:
+            v = v * 4 + code[c]
+        theirs[v] = int(n)
+print("identical" if np.array_equal(ours, theirs) else f"DIFFERENT in {int((ours != theirs).sum())} 10-mers")
+PY
+
+echo "== medians and ratios"
+/usr/bin/python3 - "$work/fast.json" "$work/jf.json" "$g" <<'PY'
+import json, os, statistics, sys
+res = {}
+for path in sys.argv[1:3]:
+    for r in json.load(open(path))["results"]:
+        res[r["command"]] = statistics.median(r["times"])
+for name, t in res.items():
+    print(f"{name:32s} {t:8.3f} s")
+g1, g2 = res["genemask k=1..10, 1 rank"], res["genemask k=1..10, 2 ranks"]
+mbp = os.path.getsize(sys.argv[3]) / 1e6
+print(f"genemask 1 rank: {mbp / g1 / 1000:.3f} GB/s of FASTA end to end (start-up and HDF5 write included)")
+print(f"ratio jellyfish k=1..10 / genemask k=1..10, 1 thread vs 1 rank: {res['jellyfish k=1..10, 1 thread'] / g1:.1f}x")
+print(f"ratio jellyfish k=1..10 / genemask k=1..10, 2 threads vs 2 ranks: {res['jellyfish k=1..10, 2 threads'] / g2:.1f}x")
+print(f"ratio KMC k=10 / genemask k=1..10, 1 thread vs 1 rank: {res['KMC k=10, 1 thread'] / g1:.2f}x")
+print(f"ratio KMC k=10 / genemask k=1..10, 2 threads vs 2 ranks: {res['KMC k=10, 2 threads'] / g2:.2f}x")
+print(f"2-rank speed-up of genemask: {g1 / g2:.2f}x")
+PY

@@ -1,0 +1,5 @@
+#!/usr/bin/env bash
+# jellyfish has no multi-k mode: count k = 1..10 one after another.
+# Usage: jellyfish-all-k.sh THREADS FASTA OUT.jf
+set -euo pipefail
+for k in 1 2 3 4 5 6 7 8 9 10; do jellyfish count -m "$k" -s 4M -t "$1" -o "$3" "$2"; done
