@@ -42,6 +42,21 @@ for line in open(sys.argv[1]):
         d["compression"], d["read_s"], d["parse_s"], d["count_s"], gbp / d["count_s"], d["peak_rss_mib"]))
 PY2
 
+echo "== counting phase alone (count_s of the summary, slowest rank), median of $runs runs"
+for f in "$g" "$g.bgz"; do
+  for n in 1 2; do
+    for _ in $(seq "$runs"); do
+      mpiexec -n "$n" --oversubscribe "$bin" count --genome "$f" --out "$work/r.h5" --quiet
+    done | /usr/bin/python3 -c '
+import json, statistics, sys
+rows = [json.loads(l) for l in sys.stdin]
+t = statistics.median(r["count_s"] for r in rows)
+d = rows[0]
+print("{:5s} {} rank(s): count_s {:.3f} s = {:.3f} Gbp/s per rank".format(
+    d["compression"], d["ranks"], t, d["bases_read"] / t / 1e9 / d["ranks"]))'
+  done
+done
+
 echo "== KMC's 10-mer counts equal ours?"
 kmc_tools transform "$work/kmc10" dump "$work/kmc10.txt" >/dev/null 2>&1
 /usr/bin/python3 - "$work/c1.h5" "$work/kmc10.txt" <<'PY'

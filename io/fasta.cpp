@@ -30,6 +30,7 @@ class RecordHandler {
   }
 
   bool bases(const char* p, size_t n, uint64_t voff, bool) {
+    if (records_.empty()) fail_at(info_, voff, "not a FASTA file: sequence before the first '>' header");
     buf_.clear();
     for (size_t i = 0; i < n; ++i) {
       const unsigned char c = static_cast<unsigned char>(p[i]);

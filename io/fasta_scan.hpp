@@ -66,6 +66,7 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
   bool first_line_pending = start == 0;  // the first non-empty line of the file must be a header
   std::string header;
   uint64_t header_voff = 0;
+  uint64_t line_voff = start;  // voffset of the current line's first byte
   constexpr size_t kMaxHeaderBytes = 1u << 20;
 
   TextBlock blk;
@@ -102,14 +103,18 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
           header_voff = voff;
         }
         const bool active = owned || (lookahead && !lookahead_done);
-        if (first_line_pending && d[i] != '\n' && d[i] != '\r') {  // every reader from 0 checks
+        line_voff = voff;
+        bool hold = false;  // a first line that may be an empty CRLF line: decided at its end
+        if (first_line_pending && d[i] == '\r') {
+          hold = true;
+        } else if (first_line_pending && d[i] != '\n') {  // every reader from 0 checks
           first_line_pending = false;
           if (!in_header)
             fail_at(info, voff,
                     fmt::format("not a FASTA file: the first line must start with '>' (found {})",
                                 describe_byte(static_cast<unsigned char>(d[i]))));
         }
-        if (!active) skipping_partial = true;
+        if (!active || hold) skipping_partial = true;
       }
       const void* nlp = std::memchr(d + i, '\n', n - i);
       const size_t end = nlp ? static_cast<size_t>(static_cast<const char*>(nlp) - d) : n;
@@ -129,6 +134,8 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
       }
       if (!nlp) break;
       // A line is complete.
+      if (first_line_pending && blk.voff_base + end > line_voff + 1)  // more than "\r": not empty
+        fail_at(info, line_voff, "not a FASTA file: the first line must start with '>'");
       if (in_header && deliver) {
         if (!header.empty() && header.back() == '\r') header.pop_back();
         for (size_t k = 0; k < header.size(); ++k) {
@@ -166,7 +173,10 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
     }
     h.block_done(reader->file_pos());
   }
-  if (first_line_pending && own.owns(0)) fail_at(info, 0, "not a FASTA file: it is empty");
+  if (first_line_pending && own.owns(0)) {
+    if (!at_line_start) fail_at(info, line_voff, "not a FASTA file: the first line must start with '>'");
+    fail_at(info, 0, "not a FASTA file: it is empty");
+  }
   h.finish();
 }
 

@@ -22,7 +22,7 @@ packages=(
   # peers and independent references used by tests and benchmarks
   jellyfish kmc python3 python3-h5py python3-numpy tabix
   # default data and tooling
-  xz-utils ca-certificates hyperfine
+  xz-utils ca-certificates hyperfine shellcheck
 )
 
 if [ "${GENEMASK_SKIP_APT_UPDATE:-0}" != "1" ]; then

@@ -19,5 +19,5 @@ $launcher clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-san
 corpus="$out/corpus"
 mkdir -p "$corpus"
 cp -n "$here"/corpus/* "$corpus"/ 2>/dev/null || true
-"$out/fasta_fuzz" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 "$corpus" 2>&1 | tail -n 5
+"$out/fasta_fuzz" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$out/" "$corpus" 2>&1 | tail -n 5
 echo "fuzz: ${secs}s without a finding"

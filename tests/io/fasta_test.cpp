@@ -80,6 +80,12 @@ TEST(FastaErrors, NotFasta) {
   test::write_file(tmp.file("x.fa"), "\nhello world\n>a\nACGT\n");
   EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("x.fa")); }),
             tmp.file("x.fa") + ":2: not a FASTA file: the first line must start with '>' (found 'h')");
+  // Regression (found by the fuzzer): a first line that starts with '\r' but is not empty.
+  test::write_file(tmp.file("cr.fa"), "\r1chr1 x\nACGT");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("cr.fa")); }),
+            tmp.file("cr.fa") + ":1: not a FASTA file: the first line must start with '>'");
+  test::write_file(tmp.file("crlf.fa"), "\r\n\r\n>a\r\nAC\r\n");
+  EXPECT_EQ(io::read_fasta_all(tmp.file("crlf.fa")).at(0).second, "AC");
   test::write_file(tmp.file("empty.fa"), "");
   EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("empty.fa")); }),
             tmp.file("empty.fa") + ":1: not a FASTA file: it is empty");

@@ -1,0 +1,41 @@
+// LibTorch is found, links, computes correctly, and uses a fast BLAS: with Debian's
+// reference BLAS instead of OpenBLAS, LibTorch runs ~14x slower (see install-deps.sh).
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+
+TEST(Torch, MatmulIsCorrectAndFast) {
+  at::set_num_threads(1);
+  at::manual_seed(0);
+  auto a = at::randn({64, 48});
+  auto b = at::randn({48, 32});
+  auto c = at::matmul(a, b);
+  auto A = a.accessor<float, 2>();
+  auto B = b.accessor<float, 2>();
+  auto C = c.accessor<float, 2>();
+  double worst = 0;
+  for (int i = 0; i < 64; ++i)
+    for (int j = 0; j < 32; ++j) {
+      double s = 0;
+      for (int k = 0; k < 48; ++k) s += static_cast<double>(A[i][k]) * B[k][j];
+      worst = std::max(worst, std::abs(s - C[i][j]));
+    }
+  EXPECT_LT(worst, 1e-4);
+
+  const int n = 768;
+  auto x = at::randn({n, n}), y = at::randn({n, n});
+  at::matmul(x, y);  // warm-up
+  double best_s = 1e9;
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto z = at::matmul(x, y);
+    best_s = std::min(best_s, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double gflops = 2.0 * n * n * n / best_s / 1e9;
+  std::printf("sgemm %dx%d on one thread: %.1f GFLOP/s\n", n, n, gflops);
+  // Reference BLAS gives ~2-3 GFLOP/s; OpenBLAS one core gives tens.
+  EXPECT_GT(gflops, 8.0) << "slow BLAS: is libopenblas0-openmp installed and selected?";
+}
