@@ -18,7 +18,7 @@ echo "== genemask pmi-vocab"
 "$bin" pmi-vocab --counts "$out/counts.h5" --out "$out/pmi_vocab.tsv" --min-count 1000 | tee "$out/pmi_vocab.json"
 echo "== genemask motifs (the paper's Table 5 motifs)"
 "$bin" motifs --npmi "$out/npmi.tsv" --format markdown \
-  nTATAAAr GTGGCTsw 'nCyyCCTCCn*' sCwGCAGCn ksCTGGGm TTTTTTTTTn | tee "$out/motifs.md"
+  'n[TATAAA]r' '[GTGGCT]sw' 'nCyy[CCTCC]n*' 'sCw[GCAGC]n' 'ks[CTGGG]m' '[TTTTTT]TTTn' | tee "$out/motifs.md"
 echo
 echo "Top of the GRANK list ($out/npmi.tsv):"
 head -n 11 "$out/npmi.tsv"

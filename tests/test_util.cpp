@@ -10,6 +10,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "io/error.hpp"
+
 namespace genemask::test {
 
 TempDir::TempDir() {
@@ -141,6 +143,15 @@ Genome random_genome(std::mt19937_64& rng, const GenomeSpec& spec) {
     if (spec.blank_lines) g.fasta += nl;
   }
   return g;
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const io::InputError& e) {
+    return e.what();
+  }
+  return "no error";
 }
 
 }  // namespace genemask::test

@@ -2,6 +2,7 @@
 // Helpers for tests: temporary directories, files in plain / gzip / BGZF form,
 // random genomes with the features real ones have (soft-masking, N gaps, IUPAC codes).
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <string>
 #include <utility>
@@ -45,5 +46,8 @@ struct GenomeSpec {
 };
 
 Genome random_genome(std::mt19937_64& rng, const GenomeSpec& spec);
+
+/// The message of the io::InputError that f throws, or "no error".
+std::string error_of(const std::function<void()>& f);
 
 }  // namespace genemask::test

@@ -1,7 +1,8 @@
 #pragma once
 // IUPAC consensus motifs -> GRANK ranks of the 6-mers they match (paper Table 5).
 //
-// A motif such as "nTATAAAr" or "ksCTGGGm" has a core: the span from its first to its last
+// A motif such as "nTATAAAr" or "ksCTGGGm" has a core: the part in brackets when there are
+// brackets ("nCyy[CCTCC]n", the paper's bold), else the span from its first to its last
 // upper-case letter (the whole motif when it is all one case; '*' is ignored). The core is
 // matched against the ranked k-mers:
 //  - core of length k: the k-mers the core expands to (IUPAC codes expanded);

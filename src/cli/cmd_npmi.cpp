@@ -147,10 +147,11 @@ void register_motifs(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<MotifArgs>();
   auto* sub = app.add_subcommand("motifs", "GRANK ranks of the k-mers matching IUPAC consensus motifs (paper Table 5)");
   sub->add_option("--npmi", a->npmi, "npmi.tsv from `genemask npmi`")->required()->check(CLI::ExistingFile);
-  sub->add_option("motifs", a->motifs, "motifs, e.g. nTATAAAr ksCTGGGm (upper case marks the core)")->required();
+  sub->add_option("motifs", a->motifs, "motifs, e.g. nTATAAAr 'nCyy[CCTCC]n' ([brackets] or upper case mark the core)")->required();
   sub->add_option("--top", a->top, "ranks listed per motif (0 = all)")->capture_default_str();
   sub->add_option("--format", a->format, "table format")->check(CLI::IsMember({"tsv", "markdown"}))->capture_default_str();
-  sub->footer("The core of a motif is the span from its first to its last upper-case letter. A core shorter than k "
+  sub->footer("The core of a motif is the part in [brackets] (the paper's bold: nCyy[CCTCC]n), else the span from "
+              "its first to its last upper-case letter. A core shorter than k "
               "matches every k-mer containing it; a longer core is split into its k-long windows.");
   sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_motifs(*a, ctx); }; });
 }

@@ -49,8 +49,15 @@ void expand(const std::string& pattern, size_t i, std::string& cur, std::set<std
 MotifResult match_motif(const std::string& motif, const std::unordered_map<std::string, uint64_t>& rank_of, int k,
                         size_t top) {
   std::string m;
+  size_t open = std::string::npos, close = std::string::npos;  // [core] marks the core explicitly
   for (char c : motif) {
     if (c == '*' || std::isspace(static_cast<unsigned char>(c))) continue;
+    if (c == '[' || c == ']') {
+      if ((c == '[' && open != std::string::npos) || (c == ']' && (open == std::string::npos || close != std::string::npos)))
+        throw std::invalid_argument(fmt::format("motif '{}': use one pair of brackets to mark the core, e.g. nCyy[CCTCC]n", motif));
+      (c == '[' ? open : close) = m.size();
+      continue;
+    }
     if (iupac_bases(c).empty())
       throw std::invalid_argument(
           fmt::format("motif '{}': '{}' is not an IUPAC nucleotide code (use A C G T R Y S W K M B D H V N)", motif, c));
@@ -67,7 +74,11 @@ MotifResult match_motif(const std::string& motif, const std::unordered_map<std::
       has_lower = true;
     }
   }
-  std::string core = (first == m.size() || !has_lower) ? m : m.substr(first, last - first + 1);
+  if ((open == std::string::npos) != (close == std::string::npos) || (open != std::string::npos && close == open))
+    throw std::invalid_argument(fmt::format("motif '{}': unbalanced or empty [core] brackets", motif));
+  std::string core = open != std::string::npos          ? m.substr(open, close - open)
+                     : (first == m.size() || !has_lower) ? m
+                                                          : m.substr(first, last - first + 1);
   for (auto& c : core) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
 
   std::set<std::string> kmers;

@@ -52,6 +52,17 @@ TEST(Motif, DegenerateCoreAndLongCore) {
   EXPECT_EQ(star.core, "CYYCCTCC");
 }
 
+TEST(Motif, BracketsMarkTheCore) {
+  auto r = match_motif("nCyy[CCTCC]n*", code_ranks(), 6, 5);
+  EXPECT_EQ(r.core, "CCTCC");
+  EXPECT_EQ(r.matched, 8u);
+  auto w = match_motif("sCw[GCAGC]n", code_ranks(), 6, 0);
+  EXPECT_EQ(w.core, "GCAGC");
+  EXPECT_THROW(match_motif("[TATA", code_ranks(), 6, 5), std::invalid_argument);
+  EXPECT_THROW(match_motif("TA[]TA", code_ranks(), 6, 5), std::invalid_argument);
+  EXPECT_THROW(match_motif("[TA][TA]", code_ranks(), 6, 5), std::invalid_argument);
+}
+
 TEST(Motif, RejectsNonIupac) {
   EXPECT_THROW(match_motif("TATAXA", code_ranks(), 6, 5), std::invalid_argument);
   EXPECT_THROW(match_motif("**", code_ranks(), 6, 5), std::invalid_argument);

@@ -11,17 +11,10 @@
 
 using namespace genemask;
 using genemask::test::TempDir;
+using genemask::test::error_of;
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const io::InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
 
 std::vector<std::pair<std::string, std::string>> upper_records(const test::Genome& g) {
   std::vector<std::pair<std::string, std::string>> out;

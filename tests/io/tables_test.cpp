@@ -10,17 +10,7 @@
 
 using namespace genemask;
 using genemask::test::TempDir;
-
-namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const io::InputError& e) {
-    return e.what();
-  }
-  return "no error";
-}
-}  // namespace
+using genemask::test::error_of;
 
 TEST(NpmiTsv, RoundTripIsExact) {
   TempDir tmp;
