@@ -16,7 +16,7 @@ packages=(
   # training stack: LibTorch with a fast BLAS (reference BLAS is ~14x slower)
   libtorch-dev libopenblas0-openmp libopenblas-openmp-dev
   # helpers
-  libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libisal-dev
+  libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libisal-dev libssl-dev
   # fuzzing (libFuzzer runtime for clang)
   clang libclang-rt-14-dev
   # peers and independent references used by tests and benchmarks

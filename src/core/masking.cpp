@@ -1,0 +1,168 @@
+#include "genemask/masking.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <stdexcept>
+
+#include "genemask/kmer.hpp"
+#include "genemask/tokenizer.hpp"
+
+namespace genemask {
+
+MaskingKind parse_masking(const std::string& name) {
+  if (name == "random") return MaskingKind::random;
+  if (name == "genemask") return MaskingKind::genemask;
+  if (name == "pmi-vocab") return MaskingKind::pmi_vocab;
+  throw std::invalid_argument(fmt::format("unknown masking '{}' (expected genemask, random or pmi-vocab)", name));
+}
+
+std::string to_string(MaskingKind k) {
+  switch (k) {
+    case MaskingKind::random: return "random";
+    case MaskingKind::genemask: return "genemask";
+    case MaskingKind::pmi_vocab: return "pmi-vocab";
+  }
+  return "?";
+}
+
+namespace {
+constexpr int kMaxUnit = 10;
+constexpr uint32_t kWorstRank = 0xffffffffu;
+}  // namespace
+
+Masker::Masker(MaskingConfig cfg) : cfg_(std::move(cfg)) {
+  p_ = cfg_.center_prob >= 0 ? cfg_.center_prob : (cfg_.kind == MaskingKind::genemask ? 0.0176 : 0.025);
+  if (!(p_ > 0 && p_ < 1)) throw std::invalid_argument(fmt::format("centre probability must be in (0, 1), got {}", p_));
+  log1m_p_ = std::log1p(-p_);
+  if (cfg_.kind == MaskingKind::genemask) {
+    if (cfg_.grank.size() != 4096)
+      throw std::invalid_argument("genemask masking needs the GRANK list of all 4096 6-mers (genemask npmi)");
+    token_rank_.assign(kVocabSize, kWorstRank);
+    for (uint32_t code = 0; code < 4096; ++code) token_rank_[kmer_to_token(code)] = cfg_.grank[code];
+  }
+  if (cfg_.kind == MaskingKind::pmi_vocab) {
+    if (cfg_.pmi_units.empty()) throw std::invalid_argument("pmi-vocab masking needs a vocabulary (genemask pmi-vocab)");
+    unit_bits_.resize(kMaxUnit + 1);
+    for (int k = 1; k <= kMaxUnit; ++k) unit_bits_[static_cast<size_t>(k)].assign((num_kmers(k) + 63) / 64, 0);
+    for (auto [k, code] : cfg_.pmi_units) {
+      if (k < 1 || k > kMaxUnit || code >= num_kmers(k))
+        throw std::invalid_argument(fmt::format("vocabulary k-mer of length {} is outside 1..{}", k, kMaxUnit));
+      unit_bits_[static_cast<size_t>(k)][code >> 6] |= uint64_t{1} << (code & 63);
+    }
+  }
+}
+
+Masker::~Masker() = default;
+Masker::Masker(Masker&&) noexcept = default;
+Masker& Masker::operator=(Masker&&) noexcept = default;
+
+void Masker::select(const uint16_t* t, size_t n, Rng& rng, std::vector<uint8_t>& masked) const {
+  // Centres: a Bernoulli(p) process over tokens (over bases for pmi-vocab), drawn as gaps.
+  const size_t positions = cfg_.kind == MaskingKind::pmi_vocab ? (n ? n + 5 : 0) : n;
+  thread_local std::vector<uint64_t> centres;
+  centres.clear();
+  for (uint64_t c = rng.geometric(log1m_p_); c < positions; c += 1 + rng.geometric(log1m_p_)) centres.push_back(c);
+  apply_centres(t, n, centres, masked);
+}
+
+void Masker::apply_centres(const uint16_t* t, size_t n, const std::vector<uint64_t>& centre_list,
+                           std::vector<uint8_t>& masked) const {
+  masked.assign(n, 0);
+  if (n == 0) return;
+  auto mark = [&](int64_t lo, int64_t hi) {  // inclusive, clipped
+    lo = std::max<int64_t>(lo, 0);
+    hi = std::min<int64_t>(hi, static_cast<int64_t>(n) - 1);
+    for (int64_t i = lo; i <= hi; ++i) masked[static_cast<size_t>(i)] = 1;
+  };
+  switch (cfg_.kind) {
+    case MaskingKind::random: {
+      for (uint64_t c : centre_list)
+        if (c < n) mark(static_cast<int64_t>(c) - 2, static_cast<int64_t>(c) + 3);
+      break;
+    }
+    case MaskingKind::genemask: {
+      struct Centre {
+        uint32_t rank;
+        int64_t c, tau;
+      };
+      std::vector<Centre> centres;
+      for (uint64_t c : centre_list) {
+        if (c >= n) continue;
+        const int64_t ci = static_cast<int64_t>(c);
+        Centre best{kWorstRank, ci, ci};
+        bool found = false;
+        for (int64_t i = std::max<int64_t>(ci - 2, 0); i <= std::min<int64_t>(ci + 3, static_cast<int64_t>(n) - 1); ++i) {
+          const uint32_t r = token_rank_[t[i] < kVocabSize ? t[i] : kUnk];
+          if (!found || r < best.rank) {
+            best.rank = r;
+            best.tau = i;
+            found = true;
+          }
+        }
+        centres.push_back(best);
+      }
+      std::stable_sort(centres.begin(), centres.end(), [](const Centre& a, const Centre& b) { return a.rank < b.rank; });
+      const size_t m = centres.size();
+      const size_t high = m <= 8 ? m : (m + 1) / 2;
+      for (size_t i = 0; i < m; ++i) {
+        if (i < high)
+          mark(centres[i].tau - 5, centres[i].tau + 5);
+        else
+          mark(centres[i].c - 2, centres[i].c + 3);
+      }
+      break;
+    }
+    case MaskingKind::pmi_vocab: {
+      const std::string bases = decode(std::vector<uint16_t>(t, t + n));
+      const size_t L = bases.size();
+      // Greedy longest-match units: unit_start[b] = first base of the unit containing b.
+      std::vector<uint32_t> unit_start(L), unit_end(L);
+      size_t i = 0;
+      while (i < L) {
+        size_t len = 1;
+        for (int k = std::min<int>(kMaxUnit, static_cast<int>(L - i)); k >= 2; --k) {
+          uint64_t code;
+          if (encode_kmer(std::string_view(bases).substr(i, static_cast<size_t>(k)), code) &&
+              ((unit_bits_[static_cast<size_t>(k)][code >> 6] >> (code & 63)) & 1u)) {
+            len = static_cast<size_t>(k);
+            break;
+          }
+        }
+        for (size_t b = i; b < i + len; ++b) {
+          unit_start[b] = static_cast<uint32_t>(i);
+          unit_end[b] = static_cast<uint32_t>(i + len);
+        }
+        i += len;
+      }
+      // A token t covers bases [t, t+6): it overlaps unit [s, e) when s-5 <= t <= e-1.
+      for (uint64_t c : centre_list)
+        if (c < L) mark(static_cast<int64_t>(unit_start[c]) - 5, static_cast<int64_t>(unit_end[c]) - 1);
+      break;
+    }
+  }
+}
+
+void Masker::mask(const uint16_t* tokens, size_t n, uint64_t seed, uint64_t epoch, uint64_t sample_index,
+                  MaskedSample& out) const {
+  Rng rng(seed, Stream::mask, epoch, sample_index);
+  thread_local std::vector<uint8_t> masked;
+  select(tokens, n, rng, masked);
+  out.input_ids.resize(n + 2);
+  out.labels.assign(n + 2, kIgnoreLabel);
+  out.input_ids[0] = kCls;
+  out.input_ids[n + 1] = kSep;
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t id = tokens[i];
+    out.input_ids[i + 1] = id;
+    if (!masked[i]) continue;
+    out.labels[i + 1] = id;
+    const double r = rng.uniform();
+    if (r < cfg_.mask_token_prob)
+      out.input_ids[i + 1] = kMask;
+    else if (r < cfg_.mask_token_prob + cfg_.random_token_prob)
+      out.input_ids[i + 1] = static_cast<uint16_t>(kFirstKmerToken + rng.below(4096));
+  }
+}
+
+}  // namespace genemask
