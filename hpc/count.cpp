@@ -2,18 +2,10 @@
 
 #include <sys/resource.h>
 
-#include <boost/serialization/string.hpp>
-#include <boost/serialization/vector.hpp>
 #include <chrono>
 
 #include "hpc/mpi.hpp"
-
-namespace boost::serialization {
-template <class Archive>
-void serialize(Archive& ar, genemask::RecordSegment& s, const unsigned int) {
-  ar & s.voff & s.name & s.bases;
-}
-}  // namespace boost::serialization
+#include "hpc/serialize.hpp"
 
 namespace genemask::hpc {
 

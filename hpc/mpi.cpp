@@ -127,4 +127,22 @@ std::vector<std::string> gather_bytes(const std::string& mine, int root, MPI_Com
   return out;
 }
 
+void bcast_bytes(std::string& bytes, int root, MPI_Comm comm) {
+  if (!g_mpi_active) return;
+  uint64_t n = bytes.size();
+  GM_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
+  bytes.resize(n);
+  constexpr uint64_t kChunk = uint64_t{1} << 30;
+  for (uint64_t off = 0; off < n; off += kChunk)
+    GM_MPI_CHECK(MPI_Bcast(bytes.data() + off, checked_int(std::min(kChunk, n - off), "broadcast chunk"), MPI_BYTE,
+                           root, comm));
+}
+
+bool any_rank(bool mine, MPI_Comm comm) {
+  if (!g_mpi_active) return mine;
+  int in = mine ? 1 : 0, out = 0;
+  GM_MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, comm));
+  return out != 0;
+}
+
 }  // namespace genemask::hpc

@@ -95,4 +95,29 @@ std::vector<T> gather_serialized(const T& value, int root, MPI_Comm comm) {
   return out;
 }
 
+/// Collective. Sends a Boost-serializable value from root to every rank.
+void bcast_bytes(std::string& bytes, int root, MPI_Comm comm);
+template <class T>
+void bcast_serialized(T& value, int root, MPI_Comm comm) {
+  if (!mpi_active()) return;
+  std::string bytes;
+  if (comm_rank(comm) == root) {
+    std::ostringstream os;
+    {
+      boost::archive::binary_oarchive oa(os);
+      oa << value;
+    }
+    bytes = os.str();
+  }
+  bcast_bytes(bytes, root, comm);
+  if (comm_rank(comm) != root) {
+    std::istringstream is(bytes);
+    boost::archive::binary_iarchive ia(is);
+    ia >> value;
+  }
+}
+
+/// Collective: true on every rank when any rank passes true.
+bool any_rank(bool mine, MPI_Comm comm);
+
 }  // namespace genemask::hpc

@@ -110,6 +110,7 @@ Genome random_genome(std::mt19937_64& rng, const GenomeSpec& spec) {
   Genome g;
   std::uniform_int_distribution<size_t> len(spec.min_len, spec.max_len);
   std::uniform_int_distribution<int> pct(0, 99);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
   const char* bases = "ACGT";
   const char* iupac = "RYSWKMBDHV";
   const std::string nl = spec.crlf ? "\r\n" : "\n";
@@ -120,12 +121,13 @@ Genome random_genome(std::mt19937_64& rng, const GenomeSpec& spec) {
     while (s.size() < n) {
       int p = pct(rng);
       if (spec.lowercase && p < 2) lower = !lower;
+      const double u = unit(rng);
       char c;
-      if (spec.gaps && p == 3) {
+      if (spec.gaps && u < spec.gap_rate) {
         size_t run = 1 + rng() % 40;  // an N gap
         for (size_t i = 0; i < run && s.size() < n; ++i) s.push_back(lower ? 'n' : 'N');
         continue;
-      } else if (spec.gaps && p == 4) {
+      } else if (spec.gaps && u < spec.gap_rate + spec.iupac_rate) {
         c = iupac[rng() % 10];
       } else {
         c = bases[rng() % 4];

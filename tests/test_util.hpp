@@ -42,6 +42,8 @@ struct GenomeSpec {
   bool crlf = false;
   bool lowercase = true;      // soft-masked stretches
   bool gaps = true;           // N runs and IUPAC codes
+  double gap_rate = 0.01;     // per base: an N run starts
+  double iupac_rate = 0.01;   // per base: an IUPAC code
   bool blank_lines = false;
 };
 

@@ -41,5 +41,6 @@ void register_count(CLI::App& app, Context& ctx);
 void register_npmi(CLI::App& app, Context& ctx);
 void register_pmi_vocab(CLI::App& app, Context& ctx);
 void register_motifs(CLI::App& app, Context& ctx);
+void register_shards(CLI::App& app, Context& ctx);
 
 }  // namespace genemask::cli

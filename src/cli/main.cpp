@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   genemask::cli::register_npmi(app, ctx);
   genemask::cli::register_pmi_vocab(app, ctx);
   genemask::cli::register_motifs(app, ctx);
+  genemask::cli::register_shards(app, ctx);
 
   try {
     app.parse(argc, argv);

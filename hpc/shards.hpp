@@ -1,0 +1,28 @@
+#pragma once
+// Distributed corpus building: `genemask shards`.
+#include <mpi.h>
+
+#include <string>
+
+#include "genemask/shard_build.hpp"
+#include "io/shard_manifest.hpp"
+
+namespace genemask::hpc {
+
+struct ShardsRequest {
+  std::string genome, out_dir, genes, command_line;
+  ShardBuildOptions options;  // out_dir/rank/vocab are filled in
+};
+
+struct ShardsResult {
+  ShardBuildStats totals;       // summed over ranks (files: all, on rank 0)
+  io::ShardManifest manifest;   // rank 0
+  double seconds = 0, scan_s = 0, build_s = 0;
+  uint64_t file_bytes = 0, shard_bytes = 0;
+  int ranks = 1;
+};
+
+/// Collective. Writes DIR/*.h5 shards (each rank its own) and DIR/manifest.json (rank 0, last).
+ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm);
+
+}  // namespace genemask::hpc

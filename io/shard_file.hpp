@@ -1,0 +1,65 @@
+#pragma once
+// One HDF5 shard of the pretraining corpus (layout in docs/formats.md):
+//   /tokens        uint16 [T]    6-mer ids (DNABERT vocabulary), samples back to back, no [CLS]/[SEP]
+//   /offsets       uint64 [N+1]  sample i is tokens[offsets[i] : offsets[i+1]]
+//   /sample_index  uint64 [N]    global candidate number, increasing; independent of rank count
+//   /chrom         uint32 [N]    index into the manifest's chromosome list
+//   /start         uint64 [N]    0-based position of the sample's first base
+//   attributes: format="genemask-shard", format_version, split, seed, vocab_sha256
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "io/h5.hpp"
+
+namespace genemask::io {
+
+inline constexpr const char* kShardFormat = "genemask-shard";
+inline constexpr uint64_t kShardFormatVersion = 1;
+
+struct ShardData {
+  std::vector<uint16_t> tokens;
+  std::vector<uint64_t> offsets{0};
+  std::vector<uint64_t> sample_index;
+  std::vector<uint32_t> chrom;
+  std::vector<uint64_t> start;
+  size_t samples() const { return sample_index.size(); }
+  void clear() {
+    tokens.clear();
+    offsets.assign(1, 0);
+    sample_index.clear();
+    chrom.clear();
+    start.clear();
+  }
+};
+
+/// Writes atomically (temporary name, then rename).
+void write_shard(const std::string& path, const ShardData& d, const std::string& split, uint64_t seed,
+                 const std::string& vocab_sha256);
+
+/// Random access to the samples of a shard; offsets and provenance are held in memory,
+/// tokens are read on demand.
+class ShardReader {
+ public:
+  explicit ShardReader(const std::string& path);
+  size_t samples() const { return sample_index_.size(); }
+  uint64_t tokens() const { return offsets_.back(); }
+  const std::vector<uint64_t>& offsets() const { return offsets_; }
+  const std::vector<uint64_t>& sample_index() const { return sample_index_; }
+  const std::vector<uint32_t>& chrom() const { return chrom_; }
+  const std::vector<uint64_t>& start() const { return start_; }
+  std::string split() const { return split_; }
+  /// Tokens of sample i (appended to out after clearing it).
+  void read(size_t i, std::vector<uint16_t>& out) const;
+  /// All tokens at once.
+  std::vector<uint16_t> read_all() const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_, split_;
+  h5::Handle file_, tokens_;
+  std::vector<uint64_t> offsets_, sample_index_, start_;
+  std::vector<uint32_t> chrom_;
+};
+
+}  // namespace genemask::io

@@ -1,0 +1,40 @@
+#pragma once
+// manifest.json of a shard directory: written last, so a directory with a manifest holds a
+// complete shard set. Readers check format, version and every listed file.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace genemask::io {
+
+inline constexpr const char* kManifestFormat = "genemask-shards";
+inline constexpr uint64_t kManifestVersion = 1;
+
+struct ManifestShard {
+  std::string file, split, sha256;
+  uint64_t samples = 0, tokens = 0, first_sample = 0, last_sample = 0;
+};
+
+struct ManifestChrom {
+  std::string name;
+  uint64_t length = 0;
+};
+
+struct ShardManifest {
+  std::string source_genome, genes, command_line, genemask_version, vocab_sha256;
+  uint64_t genome_bytes = 0, seed = 0;
+  double valid_fraction = 0.1;
+  uint32_t max_offset = 1000, min_tokens = 5, max_tokens = 510;
+  double full_prob = 0.5;
+  std::vector<ManifestChrom> chromosomes;
+  std::vector<ManifestShard> shards;  // train shards first, each split in sample order
+  uint64_t candidates = 0, dropped_non_acgt = 0;
+};
+
+/// Writes DIR/manifest.json atomically.
+void write_manifest(const std::string& dir, const ShardManifest& m);
+/// Reads DIR/manifest.json; checks format and version, and that every shard file exists
+/// (verify_checksums: also their SHA-256). Errors name the file and what is wrong.
+ShardManifest read_manifest(const std::string& dir, bool verify_checksums = false);
+
+}  // namespace genemask::io

@@ -1,0 +1,78 @@
+// genemask shards: the sharded HDF5 pretraining corpus (MPI: ranks split the genome).
+#include <filesystem>
+
+#include "common.hpp"
+#include "hpc/shards.hpp"
+
+namespace genemask::cli {
+namespace {
+
+struct ShardsArgs {
+  hpc::ShardsRequest req;
+  uint64_t seed = 42;
+};
+
+void run_shards(ShardsArgs a, const Context& ctx) {
+  a.req.options.recipe.seed = a.seed;
+  a.req.command_line = ctx.command_line;
+  if (ctx.rank == 0) {
+    std::filesystem::create_directories(a.req.out_dir);
+    check_writable(a.req.out_dir + "/manifest.json");
+  }
+  const auto r = hpc::build_shards(a.req, MPI_COMM_WORLD);
+  const auto& t = r.totals;
+  const double mb = static_cast<double>(r.file_bytes) / 1e6;
+  print_summary(ctx, {{"command", "shards"},
+                      {"genome", a.req.genome},
+                      {"out", a.req.out_dir},
+                      {"genes", a.req.genes.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.req.genes)},
+                      {"ranks", r.ranks},
+                      {"seed", a.seed},
+                      {"chromosomes", r.manifest.chromosomes.size()},
+                      {"segments_candidate", t.candidates},
+                      {"segments_kept", t.kept},
+                      {"segments_dropped", {{"non_acgt", t.dropped_non_acgt}}},
+                      {"samples", {{"train", t.samples_train}, {"valid", t.samples_valid}}},
+                      {"tokens", {{"train", t.tokens_train}, {"valid", t.tokens_valid}}},
+                      {"shard_files", t.files.size()},
+                      {"shard_bytes", r.shard_bytes},
+                      {"scan_s", r.scan_s},
+                      {"build_s", r.build_s},
+                      {"seconds", r.seconds},
+                      {"fasta_mb_per_s_per_rank", r.seconds > 0 ? mb / r.seconds / r.ranks : 0.0}});
+}
+
+}  // namespace
+
+void register_shards(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<ShardsArgs>();
+  auto& o = a->req.options;
+  auto* sub = app.add_subcommand("shards", "Build the sharded HDF5 pretraining corpus (MPI: ranks split the genome)");
+  sub->add_option("--genome", a->req.genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->required()->check(CLI::ExistingFile);
+  sub->add_option("--out", a->req.out_dir, "output directory (shard files + manifest.json)")->required();
+  sub->add_option("--genes", a->req.genes, "GTF/GFF3 annotation: segments never cross a gene boundary (GB variant)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--seed", a->seed, "seed of the offsets, lengths and split")->capture_default_str();
+  sub->add_option("--valid-fraction", o.valid_fraction, "fraction of samples for validation")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  sub->add_option("--shard-tokens", o.shard_tokens, "tokens per shard file")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--max-offset", o.recipe.max_offset, "start offset per chromosome is uniform in [1, this]")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--full-prob", o.recipe.full_prob, "probability of a full-length (510-token) segment")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  sub->add_option("--min-tokens", o.recipe.min_tokens, "shortest segment in tokens")->check(CLI::Range(1, 510))->capture_default_str();
+  sub->add_option("--max-tokens", o.recipe.max_tokens, "longest segment in tokens")->check(CLI::Range(1, 510))->capture_default_str();
+  sub->footer("Per chromosome: skip a uniform [1, max-offset] bases, then cut consecutive segments of max-tokens "
+              "6-mers with probability full-prob, else a uniform length; segments with N or other non-ACGT bases "
+              "are dropped. Each rank writes its own shard files; manifest.json is written last.");
+  sub->callback([a, &ctx] {
+    if (a->req.options.recipe.min_tokens > a->req.options.recipe.max_tokens)
+      throw CLI::ValidationError("--min-tokens", "must not exceed --max-tokens");
+    ctx.run = [a, &ctx] { run_shards(*a, ctx); };
+  });
+}
+
+}  // namespace genemask::cli
