@@ -42,5 +42,7 @@ void register_npmi(CLI::App& app, Context& ctx);
 void register_pmi_vocab(CLI::App& app, Context& ctx);
 void register_motifs(CLI::App& app, Context& ctx);
 void register_shards(CLI::App& app, Context& ctx);
+void register_mask_stats(CLI::App& app, Context& ctx);
+void register_vocab(CLI::App& app, Context& ctx);
 
 }  // namespace genemask::cli

@@ -45,6 +45,8 @@ int main(int argc, char** argv) {
   genemask::cli::register_pmi_vocab(app, ctx);
   genemask::cli::register_motifs(app, ctx);
   genemask::cli::register_shards(app, ctx);
+  genemask::cli::register_mask_stats(app, ctx);
+  genemask::cli::register_vocab(app, ctx);
 
   try {
     app.parse(argc, argv);
