@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the built-in default data (human chr22 from maffilter-examples):
-# distributed k-mer counting, the NPMI ranking (GRANK), Gene-PMI-VOC and the motif table.
+# distributed k-mer counting, the NPMI ranking (GRANK), Gene-PMI-VOC, the motif table, the
+# sharded pretraining corpus and what GeneMask vs random masking do to it.
 # Usage: scripts/demo.sh [OUTDIR]   (default: results/demo); RANKS=2 by default.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,8 +20,16 @@ echo "== genemask pmi-vocab"
 echo "== genemask motifs (the paper's Table 5 motifs)"
 "$bin" motifs --npmi "$out/npmi.tsv" --format markdown \
   'n[TATAAA]r' '[GTGGCT]sw' 'nCyy[CCTCC]n*' 'sCw[GCAGC]n' 'ks[CTGGG]m' '[TTTTTT]TTTn' | tee "$out/motifs.md"
+echo "== genemask shards ($ranks ranks): the pretraining corpus"
+mpiexec -n "$ranks" --oversubscribe "$bin" shards --genome "$genome" --out "$out/shards" | tee "$out/shards.json"
+for m in genemask random; do
+  echo "== genemask mask-stats --masking $m"
+  "$bin" mask-stats --shards "$out/shards" --masking "$m" --npmi "$out/npmi.tsv" --samples 5000 \
+    2> "$out/mask-stats-$m.txt" | tee "$out/mask-stats-$m.json"
+  head -n 1 "$out/mask-stats-$m.txt"
+done
 echo
 echo "Top of the GRANK list ($out/npmi.tsv):"
 head -n 11 "$out/npmi.tsv"
 echo
-echo "Results are in $out: counts.h5, npmi.tsv, pmi_vocab.tsv, motifs.md"
+echo "Results are in $out: counts.h5, npmi.tsv, pmi_vocab.tsv, motifs.md, shards/, mask-stats-*.txt"

@@ -114,30 +114,50 @@ void Masker::apply_centres(const uint16_t* t, size_t n, const std::vector<uint64
       break;
     }
     case MaskingKind::pmi_vocab: {
-      const std::string bases = decode(std::vector<uint16_t>(t, t + n));
-      const size_t L = bases.size();
-      // Greedy longest-match units: unit_start[b] = first base of the unit containing b.
-      std::vector<uint32_t> unit_start(L), unit_end(L);
+      // Bases as 2-bit codes (4 = unknown), rebuilt from the overlapping tokens.
+      const size_t L = n + 5;
+      thread_local std::vector<uint8_t> b;
+      thread_local std::vector<uint32_t> unit_start, unit_end;
+      b.assign(L, 4);
+      for (size_t i = 0; i < n; ++i) {
+        if (t[i] < kFirstKmerToken || t[i] >= kVocabSize) continue;
+        const uint32_t code = token_to_kmer(t[i]);
+        if (i == 0)
+          for (size_t j = 0; j < 5; ++j) b[j] = static_cast<uint8_t>((code >> (2 * (5 - j))) & 3);
+        b[i + 5] = static_cast<uint8_t>(code & 3);
+        if (i > 0 && t[i - 1] < kFirstKmerToken)  // after an [UNK], this token's first bases are known again
+          for (size_t j = 0; j < 5; ++j) b[i + j] = static_cast<uint8_t>((code >> (2 * (5 - j))) & 3);
+      }
+      // Greedy longest-match units: unit_start[x] / unit_end[x] bound the unit of base x.
+      unit_start.resize(L);
+      unit_end.resize(L);
       size_t i = 0;
       while (i < L) {
+        uint64_t prefix[kMaxUnit + 1];
+        int known = 0;
+        uint64_t c = 0;
+        for (int k = 1; k <= kMaxUnit && i + static_cast<size_t>(k) <= L && b[i + static_cast<size_t>(k) - 1] < 4; ++k) {
+          c = (c << 2) | b[i + static_cast<size_t>(k) - 1];
+          prefix[k] = c;
+          known = k;
+        }
         size_t len = 1;
-        for (int k = std::min<int>(kMaxUnit, static_cast<int>(L - i)); k >= 2; --k) {
-          uint64_t code;
-          if (encode_kmer(std::string_view(bases).substr(i, static_cast<size_t>(k)), code) &&
-              ((unit_bits_[static_cast<size_t>(k)][code >> 6] >> (code & 63)) & 1u)) {
+        for (int k = known; k >= 2; --k) {
+          const uint64_t code = prefix[k];
+          if ((unit_bits_[static_cast<size_t>(k)][code >> 6] >> (code & 63)) & 1u) {
             len = static_cast<size_t>(k);
             break;
           }
         }
-        for (size_t b = i; b < i + len; ++b) {
-          unit_start[b] = static_cast<uint32_t>(i);
-          unit_end[b] = static_cast<uint32_t>(i + len);
+        for (size_t x = i; x < i + len; ++x) {
+          unit_start[x] = static_cast<uint32_t>(i);
+          unit_end[x] = static_cast<uint32_t>(i + len);
         }
         i += len;
       }
       // A token t covers bases [t, t+6): it overlaps unit [s, e) when s-5 <= t <= e-1.
-      for (uint64_t c : centre_list)
-        if (c < L) mark(static_cast<int64_t>(unit_start[c]) - 5, static_cast<int64_t>(unit_end[c]) - 1);
+      for (uint64_t c0 : centre_list)
+        if (c0 < L) mark(static_cast<int64_t>(unit_start[c0]) - 5, static_cast<int64_t>(unit_end[c0]) - 1);
       break;
     }
   }

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include "genemask/kmer.hpp"
 #include "genemask/tokenizer.hpp"
@@ -211,4 +212,53 @@ TEST(Masking, PureFunctionOfSeedEpochAndIndex) {
   EXPECT_EQ(x.labels, y.labels);
   a.mask(t.data(), t.size(), 1, 4, 99, z);
   EXPECT_NE(x.labels, z.labels);
+}
+
+// Reference for Gene-PMI-VOC written the plain way: strings, a set of vocabulary words,
+// greedy longest match from 10 down to 2 bases, then every token overlapping the unit.
+TEST(PmiVocabMasking, EqualsAPlainStringImplementation) {
+  std::mt19937_64 rng(8);
+  std::set<std::string> words;
+  MaskingConfig c;
+  c.kind = MaskingKind::pmi_vocab;
+  for (int i = 0; i < 3000; ++i) {
+    const int k = 2 + static_cast<int>(rng() % 9);
+    std::string w(static_cast<size_t>(k), 'A');
+    for (auto& ch : w) ch = "ACGT"[rng() % 3];  // skewed, so that words actually occur
+    words.insert(w);
+  }
+  for (const auto& w : words) {
+    uint64_t code;
+    encode_kmer(w, code);
+    c.pmi_units.emplace_back(static_cast<int>(w.size()), code);
+  }
+  Masker m(c);
+  for (int trial = 0; trial < 200; ++trial) {
+    std::string s(6 + rng() % 200, 'A');
+    for (auto& ch : s) ch = "ACGT"[rng() % 3];
+    auto t = tokenize(s);
+    std::vector<size_t> start(s.size()), end(s.size());
+    for (size_t i = 0; i < s.size();) {
+      size_t len = 1;
+      for (size_t k = std::min<size_t>(10, s.size() - i); k >= 2; --k)
+        if (words.count(s.substr(i, k))) {
+          len = k;
+          break;
+        }
+      for (size_t x = i; x < i + len; ++x) {
+        start[x] = i;
+        end[x] = i + len;
+      }
+      i += len;
+    }
+    std::vector<uint64_t> centres;
+    for (size_t x = 0; x < s.size(); ++x)
+      if (rng() % 10 == 0) centres.push_back(x);
+    std::vector<uint8_t> want(t.size(), 0), got;
+    for (uint64_t x : centres)
+      for (size_t j = 0; j < t.size(); ++j)
+        if (j + 5 >= start[x] && j < end[x]) want[j] = 1;
+    m.apply_centres(t.data(), t.size(), centres, got);
+    EXPECT_EQ(got, want) << s;
+  }
 }
