@@ -4,16 +4,11 @@
 # Usage: bench/corpus_bench.sh [COPIES (default 8)] [RUNS (default 3)]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
 mask_bench=${GENEMASK_MASK_BENCH:-"$root/build/bench/mask_bench"}
 copies=${1:-8}
 runs=${2:-3}
-work=${BENCH_DIR:-/tmp/genemask-bench}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-mkdir -p "$work"
-chr22=$("$root/scripts/default-genome.sh")
-g="$work/bench-$copies.fa"
-[ -s "$g" ] || /usr/bin/python3 "$root/bench/make-bench-genome.py" "$chr22" "$g" "$copies"
+# shellcheck source=bench/common.sh
+source "$root/bench/common.sh"
 echo "== shard building on $g ($(du -h "$g" | cut -f1)), median of $runs runs"
 for n in 1 2; do
   for _ in $(seq "$runs"); do

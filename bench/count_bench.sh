@@ -6,15 +6,11 @@
 # Input: the default chr22 with long N runs shortened, repeated COPIES times (~22.5 Mbp each).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
 copies=${1:-8}
 runs=${2:-5}
-work=${BENCH_DIR:-/tmp/genemask-bench}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# shellcheck source=bench/common.sh
+source "$root/bench/common.sh"
 mkdir -p "$work/kmctmp"
-chr22=$("$root/scripts/default-genome.sh")
-g="$work/bench-$copies.fa"
-[ -s "$g" ] || /usr/bin/python3 "$root/bench/make-bench-genome.py" "$chr22" "$g" "$copies"
 [ -s "$g.gz" ] || gzip -c "$g" > "$g.gz"
 [ -s "$g.bgz" ] || bgzip -c -@ "$(nproc)" "$g" > "$g.bgz"
 echo "== input: $g ($(du -h "$g" | cut -f1)), machine: $(nproc) cores, $(lscpu | sed -n 's/Model name: *//p')"

@@ -30,30 +30,29 @@ def replace(inputs, labels, masked, rng):
     return inputs, labels
 
 
-def dnabert_random(seqs, rng, p=0.025):
+def centres(seqs, rng, p):
+    """Collate, then draw the mask centres as DNABERT does (probability matrix, no specials)."""
     inputs = collate(seqs)
-    labels = inputs.copy()
     special = (inputs == CLS) | (inputs == SEP) | (inputs == PAD)
-    prob = np.full(labels.shape, p)
+    prob = np.full(inputs.shape, p)
     prob[special] = 0
-    centres = rng.random(labels.shape) < prob
-    masked = np.zeros_like(centres)
-    for r, c in zip(*np.nonzero(centres)):
+    return inputs, inputs.copy(), special, rng.random(inputs.shape) < prob
+
+
+def dnabert_random(seqs, rng, p=0.025):
+    inputs, labels, special, centres_ = centres(seqs, rng, p)
+    masked = np.zeros_like(centres_)
+    for r, c in zip(*np.nonzero(centres_)):
         masked[r, max(c - 2, 1):c + 4] = True
     masked &= ~special
     return replace(inputs, labels, masked, rng)
 
 
 def genemask(seqs, rng, rank_of_id, p=0.0176):
-    inputs = collate(seqs)
-    labels = inputs.copy()
-    special = (inputs == CLS) | (inputs == SEP) | (inputs == PAD)
-    prob = np.full(labels.shape, p)
-    prob[special] = 0
-    centres = rng.random(labels.shape) < prob
-    masked = np.zeros_like(centres)
+    inputs, labels, special, centres_ = centres(seqs, rng, p)
+    masked = np.zeros_like(centres_)
     for r in range(inputs.shape[0]):
-        cs = np.nonzero(centres[r])[0]
+        cs = np.nonzero(centres_[r])[0]
         picks = []
         for c in cs:
             lo, hi = max(c - 2, 1), c + 4

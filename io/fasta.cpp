@@ -10,6 +10,12 @@ void fail_at(const FileInfo& info, uint64_t voffset, const std::string& message)
   throw InputError(info.path, line_of_voffset(info, voffset), message);
 }
 
+void fail_invalid_base(const FileInfo& info, uint64_t voffset, unsigned char byte, const std::string& record) {
+  fail_at(info, voffset,
+          fmt::format("invalid base {} in {} (allowed: ACGT, N and IUPAC codes, '-', '*')", describe_byte(byte),
+                      record.empty() ? std::string("sequence") : fmt::format("record '{}'", record)));
+}
+
 namespace {
 
 class RecordHandler {
@@ -36,10 +42,7 @@ class RecordHandler {
       const unsigned char c = static_cast<unsigned char>(p[i]);
       const uint8_t cls = kSeqClass[c];
       if (cls == kSkip) continue;
-      if (cls == kInvalid)
-        fail_at(info_, voff + i,
-                fmt::format("invalid base {} in record '{}' (allowed: ACGT, N and IUPAC codes, '-', '*')",
-                            describe_byte(c), records_.back().name));
+      if (cls == kInvalid) fail_invalid_base(info_, voff + i, c, records_.back().name);
       buf_.push_back(static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c));
     }
     records_.back().length += buf_.size();

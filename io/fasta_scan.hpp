@@ -40,6 +40,10 @@ inline constexpr std::array<uint8_t, 256> kSeqClass = make_seq_class_table();
 /// Throws InputError for the byte at voffset, with its 1-based line number.
 [[noreturn]] void fail_at(const FileInfo& info, uint64_t voffset, const std::string& message);
 
+/// The error for a byte that cannot be on a sequence line; `record` is named when known.
+[[noreturn]] void fail_invalid_base(const FileInfo& info, uint64_t voffset, unsigned char byte,
+                                    const std::string& record = {});
+
 /// Handler concept (all members required):
 ///   void header(std::string_view name, uint64_t voff, bool owned);
 ///   bool bases(const char* p, size_t n, uint64_t voff, bool owned);  // owned: return value ignored;

@@ -93,9 +93,7 @@ class CountHandler {
   }
 
   [[noreturn]] void invalid(const char* p, size_t i, uint64_t voff) {
-    io::fail_at(file_, voff + i,
-                fmt::format("invalid base {} in sequence (allowed: ACGT, N and IUPAC codes, '-', '*')",
-                            io::describe_byte(static_cast<unsigned char>(p[i]))));
+    io::fail_invalid_base(file_, voff + i, static_cast<unsigned char>(p[i]));
   }
 
   void fast_loop(const char* p, size_t n, uint64_t voff) {

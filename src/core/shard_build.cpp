@@ -26,10 +26,7 @@ class RecordScanHandler {
     uint64_t b = 0;
     for (size_t i = 0; i < n; ++i) {
       const uint8_t c = io::kSeqClass[static_cast<unsigned char>(p[i])];
-      if (c == io::kInvalid)
-        io::fail_at(file_, voff + i,
-                    fmt::format("invalid base {} in sequence (allowed: ACGT, N and IUPAC codes, '-', '*')",
-                                io::describe_byte(static_cast<unsigned char>(p[i]))));
+      if (c == io::kInvalid) io::fail_invalid_base(file_, voff + i, static_cast<unsigned char>(p[i]));
       b += c != io::kSkip;
     }
     if (!segs_.empty()) segs_.back().bases += b;
@@ -115,10 +112,7 @@ class ShardHandler {
       const unsigned char ch = static_cast<unsigned char>(p[i]);
       const uint8_t c = io::kSeqClass[ch];
       if (c == io::kSkip) continue;
-      if (c == io::kInvalid)
-        io::fail_at(file_, voff + i,
-                    fmt::format("invalid base {} in sequence (allowed: ACGT, N and IUPAC codes, '-', '*')",
-                                io::describe_byte(ch)));
+      if (c == io::kInvalid) io::fail_invalid_base(file_, voff + i, ch);
       if (!active_ && next_ < cands_.size() && pos_ == cands_[next_].start) {
         if (!owned) {  // a candidate that starts beyond our text is not ours
           done_ = true;

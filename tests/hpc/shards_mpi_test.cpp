@@ -84,6 +84,7 @@ TEST(DistributedShards, EqualTheReferenceOnEveryFormat) {
     test::write_gzip(dir + "/g.fa.gz", g.fasta);
     test::write_bgzf(dir + "/g.bgz", g.fasta, 777);
   }
+  if (hpc::mpi_active()) MPI_Barrier(MPI_COMM_WORLD);  // the files exist before anyone reads
   hpc::ShardsRequest req;
   req.options.recipe.seed = 9;
   req.options.recipe.max_offset = 50;
