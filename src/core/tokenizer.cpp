@@ -5,6 +5,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/sha256.hpp"
+#include "io/task_table.hpp"
 
 namespace genemask {
 namespace {
@@ -117,28 +118,13 @@ std::vector<uint16_t> frame(const std::vector<uint16_t>& ids) {
 }
 
 std::vector<uint16_t> tokenize_kmer_text(std::string_view text) {
-  std::vector<uint16_t> ids;
-  std::string prev;
-  size_t i = 0;
-  while (i < text.size()) {
-    while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
-    size_t j = i;
-    while (j < text.size() && text[j] != ' ' && text[j] != '\t') ++j;
-    if (j == i) break;
-    std::string tok(text.substr(i, j - i));
-    for (auto& c : tok)
-      if (c >= 'a' && c <= 'z') c = static_cast<char>(c - 32);
-    if (tok.size() != static_cast<size_t>(kTokenK))
-      throw std::invalid_argument(fmt::format("token {} '{}' is not a 6-mer", ids.size() + 1, tok));
-    if (!prev.empty() && prev.compare(1, 5, tok, 0, 5) != 0)
-      throw std::invalid_argument(
-          fmt::format("tokens {} '{}' and {} '{}' do not overlap by 5 bases", ids.size(), prev, ids.size() + 1, tok));
-    auto t = tokenize(tok);
-    ids.push_back(t[0]);
-    prev = tok;
-    i = j;
-  }
-  return ids;
+  const std::string t(text);
+  const size_t b = t.find_first_not_of(" \t");
+  const size_t e = b == std::string::npos ? b : t.find_first_of(" \t", b);
+  const std::string first = b == std::string::npos ? std::string() : t.substr(b, e == std::string::npos ? e : e - b);
+  if (first.size() != static_cast<size_t>(kTokenK))
+    throw std::invalid_argument(fmt::format("token 1 '{}' is not a 6-mer", first));
+  return tokenize(io::kmer_text_to_bases(t));
 }
 
 std::string decode(const std::vector<uint16_t>& ids) {

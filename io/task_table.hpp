@@ -1,0 +1,26 @@
+#pragma once
+// Task tables: the released few-shot TSV (header "sequence" "label", every field
+// double-quoted, the sequence as space-separated overlapping 6-mers) and plain
+// `sequence,label` CSV/TSV with raw bases. Quoting is optional; extra columns are ignored.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace genemask::io {
+
+struct TaskRow {
+  std::string sequence;  // bases, upper case
+  std::string label;
+  uint64_t line = 0;     // 1-based line in the file
+};
+
+/// Reads and checks a task table. k-mer text must be tokens of one length overlapping by
+/// k-1 bases; raw sequences must be IUPAC letters. Errors name the file, the line and the
+/// value (an empty file, a missing column, a bad token, an empty sequence or label).
+std::vector<TaskRow> read_task_table(const std::string& path);
+
+/// Bases from overlapping k-mer text ("AAACGG AACGGA ..."); throws std::invalid_argument
+/// naming the token that does not fit.
+std::string kmer_text_to_bases(const std::string& text);
+
+}  // namespace genemask::io
