@@ -95,13 +95,16 @@ class Genemask(unittest.TestCase):
         return os.path.join(d, "counts.h5"), summary(p)
 
     def test_help_for_every_subcommand(self):
-        for sub in ["count", "npmi", "pmi-vocab", "motifs"]:
+        subs = ["count", "npmi", "pmi-vocab", "motifs", "shards", "mask-stats", "vocab"]
+        for sub in subs:
             p = run([sub, "--help"])
             self.assertIn("--", p.stdout, sub)
             self.assertIn(sub, p.stdout)
         p = run(["--help"])
-        for sub in ["count", "npmi", "pmi-vocab", "motifs"]:
+        for sub in subs:
             self.assertIn(sub, p.stdout)
+        p = run(["no-such-command"], check=False)
+        self.assertNotEqual(p.returncode, 0)
 
     def test_counts_identical_across_ranks_and_formats_and_match_python(self):
         files = {}
