@@ -20,7 +20,7 @@ packages=(
   # fuzzing (libFuzzer runtime for clang)
   clang libclang-rt-14-dev
   # peers and independent references used by tests and benchmarks
-  jellyfish kmc python3 python3-h5py python3-numpy tabix
+  jellyfish kmc python3 python3-h5py python3-numpy python3-torch tabix
   # default data and tooling
   xz-utils ca-certificates hyperfine shellcheck
 )

@@ -1,0 +1,101 @@
+#include "io/safetensors.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "io/atomic_file.hpp"
+#include "io/error.hpp"
+
+namespace genemask::io {
+
+size_t dtype_size(const std::string& d) {
+  if (d == "F64" || d == "I64" || d == "U64") return 8;
+  if (d == "F32" || d == "I32" || d == "U32") return 4;
+  if (d == "F16" || d == "BF16" || d == "I16" || d == "U16") return 2;
+  if (d == "I8" || d == "U8" || d == "BOOL") return 1;
+  return 0;
+}
+
+void write_safetensors(const std::string& path, const std::vector<StTensor>& tensors,
+                       const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json h;
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  uint64_t off = 0;
+  for (const auto& t : tensors) {
+    uint64_t n = dtype_size(t.dtype);
+    for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+    if (n != t.data.size())
+      throw std::invalid_argument(fmt::format("tensor {}: shape and dtype need {} bytes, data has {}", t.name, n, t.data.size()));
+    h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {off, off + n}}};
+    off += n;
+  }
+  std::string header = h.dump();
+  while (header.size() % 8) header.push_back(' ');
+  AtomicFile f(path);
+  uint64_t len = header.size();
+  char le[8];
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  f.stream().write(le, 8);
+  f.stream() << header;
+  for (const auto& t : tensors) f.stream().write(t.data.data(), static_cast<std::streamsize>(t.data.size()));
+  f.commit();
+}
+
+std::vector<StTensor> read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "cannot open");
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  unsigned char le[8];
+  if (size < 8 || !in.read(reinterpret_cast<char*>(le), 8)) throw InputError(path, "too short for a safetensors file");
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; --i) hlen = (hlen << 8) | le[i];
+  if (hlen > size - 8 || hlen > (uint64_t{100} << 20))
+    throw InputError(path, fmt::format("header length {} does not fit the file ({} bytes): not safetensors?", hlen, size));
+  std::string header(hlen, '\0');
+  in.read(header.data(), static_cast<std::streamsize>(hlen));
+  nlohmann::json h;
+  try {
+    h = nlohmann::json::parse(header);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path, fmt::format("header is not valid JSON: {}", e.what()));
+  }
+  const uint64_t data_start = 8 + hlen, data_size = size - data_start;
+  std::vector<StTensor> out;
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    if (it.key() == "__metadata__") {
+      if (metadata)
+        for (auto m = it.value().begin(); m != it.value().end(); ++m) (*metadata)[m.key()] = m.value().get<std::string>();
+      continue;
+    }
+    StTensor t;
+    t.name = it.key();
+    try {
+      t.dtype = it.value().at("dtype").get<std::string>();
+      t.shape = it.value().at("shape").get<std::vector<int64_t>>();
+      auto offs = it.value().at("data_offsets").get<std::vector<uint64_t>>();
+      if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > data_size)
+        throw InputError(path, fmt::format("tensor {}: data_offsets outside the file", t.name));
+      uint64_t n = dtype_size(t.dtype);
+      if (n == 0) throw InputError(path, fmt::format("tensor {}: unknown dtype {}", t.name, t.dtype));
+      for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+      if (n != offs[1] - offs[0])
+        throw InputError(path, fmt::format("tensor {}: shape needs {} bytes, the offsets give {}", t.name, n, offs[1] - offs[0]));
+      t.data.resize(n);
+      in.seekg(static_cast<std::streamoff>(data_start + offs[0]));
+      if (n && !in.read(t.data.data(), static_cast<std::streamsize>(n)))
+        throw InputError(path, fmt::format("tensor {}: read failed", t.name));
+    } catch (const nlohmann::json::exception& e) {
+      throw InputError(path, fmt::format("tensor {}: malformed header entry: {}", t.name, e.what()));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace genemask::io

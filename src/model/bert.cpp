@@ -1,0 +1,247 @@
+#include "model/bert.hpp"
+
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "io/error.hpp"
+
+namespace genemask::model {
+
+BertConfig BertConfig::named(const std::string& name) {
+  BertConfig c;
+  if (name == "dnabert") return c;
+  if (name == "logo") {
+    c.hidden_size = 256;
+    c.num_hidden_layers = 2;
+    c.num_attention_heads = 8;
+    c.intermediate_size = 3072;
+    c.hidden_dropout_prob = 0.0;
+    c.attention_probs_dropout_prob = 0.0;
+    return c;
+  }
+  throw std::invalid_argument(fmt::format("unknown model '{}' (expected dnabert, logo or a config.json)", name));
+}
+
+void BertConfig::validate() const {
+  if (hidden_size <= 0 || num_attention_heads <= 0 || hidden_size % num_attention_heads != 0)
+    throw std::invalid_argument(fmt::format("hidden_size {} must be a positive multiple of num_attention_heads {}",
+                                            hidden_size, num_attention_heads));
+  if (hidden_act != "gelu")
+    throw std::invalid_argument(fmt::format("hidden_act '{}' is not supported (only erf-GELU, \"gelu\")", hidden_act));
+  if (vocab_size <= 0 || num_hidden_layers <= 0 || intermediate_size <= 0 || max_position_embeddings <= 0 ||
+      type_vocab_size <= 0)
+    throw std::invalid_argument("config sizes must be positive");
+}
+
+BertConfig BertConfig::from_json_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw io::InputError(path, "cannot open");
+  nlohmann::json j;
+  try {
+    in >> j;
+  } catch (const nlohmann::json::exception& e) {
+    throw io::InputError(path, fmt::format("not valid JSON: {}", e.what()));
+  }
+  BertConfig c;
+  try {
+    if (j.contains("model_type") && j["model_type"] != "bert")
+      throw io::InputError(path, fmt::format("model_type is {}, only \"bert\" is supported", j["model_type"].dump()));
+    c.vocab_size = j.at("vocab_size");
+    c.hidden_size = j.at("hidden_size");
+    c.num_hidden_layers = j.at("num_hidden_layers");
+    c.num_attention_heads = j.at("num_attention_heads");
+    c.intermediate_size = j.at("intermediate_size");
+    c.max_position_embeddings = j.value("max_position_embeddings", int64_t{512});
+    c.type_vocab_size = j.value("type_vocab_size", int64_t{2});
+    c.pad_token_id = j.value("pad_token_id", int64_t{0});
+    c.hidden_dropout_prob = j.value("hidden_dropout_prob", 0.1);
+    c.attention_probs_dropout_prob = j.value("attention_probs_dropout_prob", 0.1);
+    c.layer_norm_eps = j.value("layer_norm_eps", 1e-12);
+    c.initializer_range = j.value("initializer_range", 0.02);
+    c.hidden_act = j.value("hidden_act", std::string("gelu"));
+  } catch (const nlohmann::json::exception& e) {
+    throw io::InputError(path, fmt::format("missing or malformed field: {}", e.what()));
+  }
+  try {
+    c.validate();
+  } catch (const std::invalid_argument& e) {
+    throw io::InputError(path, e.what());
+  }
+  return c;
+}
+
+std::string BertConfig::to_json() const {
+  nlohmann::ordered_json j;
+  j["architectures"] = {"BertForMaskedLM"};
+  j["model_type"] = "bert";
+  j["vocab_size"] = vocab_size;
+  j["hidden_size"] = hidden_size;
+  j["num_hidden_layers"] = num_hidden_layers;
+  j["num_attention_heads"] = num_attention_heads;
+  j["intermediate_size"] = intermediate_size;
+  j["hidden_act"] = hidden_act;
+  j["hidden_dropout_prob"] = hidden_dropout_prob;
+  j["attention_probs_dropout_prob"] = attention_probs_dropout_prob;
+  j["max_position_embeddings"] = max_position_embeddings;
+  j["type_vocab_size"] = type_vocab_size;
+  j["layer_norm_eps"] = layer_norm_eps;
+  j["initializer_range"] = initializer_range;
+  j["pad_token_id"] = pad_token_id;
+  return j.dump(2) + "\n";
+}
+
+namespace {
+torch::nn::LayerNorm layer_norm(const BertConfig& c) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
+}
+}  // namespace
+
+BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) {
+  word_embeddings = register_module("word_embeddings", torch::nn::Embedding(c.vocab_size, c.hidden_size));
+  position_embeddings =
+      register_module("position_embeddings", torch::nn::Embedding(c.max_position_embeddings, c.hidden_size));
+  token_type_embeddings = register_module("token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.hidden_size));
+  LayerNorm = register_module("LayerNorm", layer_norm(c));
+  dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob));
+}
+
+torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids) {
+  const int64_t L = input_ids.size(1);
+  auto pos = torch::arange(L, input_ids.options().dtype(torch::kLong)).unsqueeze(0);
+  auto e = word_embeddings(input_ids) + position_embeddings(pos) + token_type_embeddings(token_type_ids);
+  return dropout(LayerNorm(e));
+}
+
+BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
+    : heads(c.num_attention_heads), head_dim(c.hidden_size / c.num_attention_heads) {
+  query = register_module("query", torch::nn::Linear(c.hidden_size, c.hidden_size));
+  key = register_module("key", torch::nn::Linear(c.hidden_size, c.hidden_size));
+  value = register_module("value", torch::nn::Linear(c.hidden_size, c.hidden_size));
+  dropout = register_module("dropout", torch::nn::Dropout(c.attention_probs_dropout_prob));
+}
+
+torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& additive_mask) {
+  const int64_t B = x.size(0), L = x.size(1);
+  auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads, head_dim}).transpose(1, 2); };
+  auto q = split(query(x)), k = split(key(x)), v = split(value(x));
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim));
+  scores = scores + additive_mask;
+  auto probs = dropout(torch::softmax(scores, -1));
+  return torch::matmul(probs, v).transpose(1, 2).contiguous().view({B, L, heads * head_dim});
+}
+
+BertResidualOutputImpl::BertResidualOutputImpl(int64_t in, const BertConfig& c) {
+  dense = register_module("dense", torch::nn::Linear(in, c.hidden_size));
+  LayerNorm = register_module("LayerNorm", layer_norm(c));
+  dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob));
+}
+
+torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& h, const torch::Tensor& residual) {
+  return LayerNorm(dropout(dense(h)) + residual);
+}
+
+BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
+  self = register_module("self", BertSelfAttention(c));
+  output = register_module("output", BertResidualOutput(c.hidden_size, c));
+}
+
+torch::Tensor BertAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& additive_mask) {
+  return output(self(x, additive_mask), x);
+}
+
+BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) {
+  dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.intermediate_size));
+}
+
+torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) { return torch::gelu(dense(x)); }  // erf GELU
+
+BertLayerImpl::BertLayerImpl(const BertConfig& c) {
+  attention = register_module("attention", BertAttention(c));
+  intermediate = register_module("intermediate", BertIntermediate(c));
+  output = register_module("output", BertResidualOutput(c.intermediate_size, c));
+}
+
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& additive_mask) {
+  auto a = attention(x, additive_mask);
+  return output(intermediate(a), a);
+}
+
+BertEncoderImpl::BertEncoderImpl(const BertConfig& c) {
+  layer = register_module("layer", torch::nn::ModuleList());
+  for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(BertLayer(c));
+}
+
+torch::Tensor BertEncoderImpl::forward(torch::Tensor x, const torch::Tensor& additive_mask) {
+  for (const auto& m : *layer) x = m->as<BertLayerImpl>()->forward(x, additive_mask);
+  return x;
+}
+
+BertModelImpl::BertModelImpl(const BertConfig& c) {
+  embeddings = register_module("embeddings", BertEmbeddings(c));
+  encoder = register_module("encoder", BertEncoder(c));
+}
+
+torch::Tensor BertModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+  auto types = torch::zeros_like(input_ids);
+  auto x = embeddings(input_ids, types);
+  // HF: (1 - mask) * finfo(dtype).min, broadcast over heads and query positions.
+  auto m = attention_mask.to(x.dtype()).unsqueeze(1).unsqueeze(2);
+  auto additive = (1.0 - m) * std::numeric_limits<float>::lowest();
+  return encoder(x, additive);
+}
+
+BertPredictionTransformImpl::BertPredictionTransformImpl(const BertConfig& c) {
+  dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.hidden_size));
+  LayerNorm = register_module("LayerNorm", layer_norm(c));
+}
+
+torch::Tensor BertPredictionTransformImpl::forward(const torch::Tensor& x) { return LayerNorm(torch::gelu(dense(x))); }
+
+BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertConfig& c) {
+  transform = register_module("transform", BertPredictionTransform(c));
+  bias = register_parameter("bias", torch::zeros({c.vocab_size}));
+}
+
+BertOnlyMLMHeadImpl::BertOnlyMLMHeadImpl(const BertConfig& c) {
+  predictions = register_module("predictions", BertLMPredictionHead(c));
+}
+
+BertForMaskedLMImpl::BertForMaskedLMImpl(const BertConfig& c) : config(c) {
+  config.validate();
+  bert = register_module("bert", BertModel(c));
+  cls = register_module("cls", BertOnlyMLMHead(c));
+}
+
+torch::Tensor BertForMaskedLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
+  auto h = bert(input_ids, attention_mask);
+  auto t = cls->predictions->transform(h);
+  return torch::nn::functional::linear(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias);
+}
+
+torch::Tensor BertForMaskedLMImpl::mlm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
+  return torch::nn::functional::cross_entropy(
+      logits.view({-1, logits.size(-1)}), labels.view({-1}),
+      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100));
+}
+
+void init_weights(torch::nn::Module& m, const BertConfig& c) {
+  torch::NoGradGuard ng;
+  for (auto& p : m.named_parameters()) {
+    const std::string& n = p.key();
+    auto& t = p.value();
+    if (n.find("LayerNorm.weight") != std::string::npos) {
+      t.fill_(1.0);
+    } else if (n.find("LayerNorm.bias") != std::string::npos || n.size() >= 4 && n.compare(n.size() - 4, 4, "bias") == 0) {
+      t.zero_();
+    } else {
+      t.normal_(0.0, c.initializer_range);
+      if (n.find("word_embeddings.weight") != std::string::npos && c.pad_token_id >= 0 && c.pad_token_id < c.vocab_size)
+        t[c.pad_token_id].zero_();
+    }
+  }
+}
+
+}  // namespace genemask::model

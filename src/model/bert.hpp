@@ -1,0 +1,134 @@
+#pragma once
+// BERT encoder + masked-LM head in LibTorch, laid out like Hugging Face's BertForMaskedLM so
+// that named_parameters() are HF's names ("bert.embeddings.word_embeddings.weight",
+// "bert.encoder.layer.0.attention.self.query.weight", "cls.predictions.bias", ...).
+// erf-GELU, LayerNorm eps from the config (1e-12), attention mask applied as HF does
+// ((1 - mask) * lowest float added to the scores), decoder tied to the word embeddings.
+#include <torch/torch.h>
+
+#include <string>
+
+namespace genemask::model {
+
+struct BertConfig {
+  int64_t vocab_size = 4101, hidden_size = 768, num_hidden_layers = 12, num_attention_heads = 12;
+  int64_t intermediate_size = 3072, max_position_embeddings = 512, type_vocab_size = 2, pad_token_id = 0;
+  double hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1, layer_norm_eps = 1e-12;
+  double initializer_range = 0.02;
+  std::string hidden_act = "gelu";
+
+  /// "dnabert" (12 x 768, 12 heads, FFN 3072, dropout 0.1) or "logo" (2 x 256, 8 heads,
+  /// FFN 3072, dropout 0), as in the paper's appendix.
+  static BertConfig named(const std::string& name);
+  /// An HF-style config.json. Errors name the file and the field.
+  static BertConfig from_json_file(const std::string& path);
+  std::string to_json() const;  // HF config.json text
+  void validate() const;
+};
+
+struct BertEmbeddingsImpl : torch::nn::Module {
+  explicit BertEmbeddingsImpl(const BertConfig& c);
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids);
+  torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(BertEmbeddings);
+
+struct BertSelfAttentionImpl : torch::nn::Module {
+  explicit BertSelfAttentionImpl(const BertConfig& c);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& additive_mask);
+  torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+  int64_t heads, head_dim;
+};
+TORCH_MODULE(BertSelfAttention);
+
+/// dense + dropout + LayerNorm(residual): HF's BertSelfOutput and BertOutput.
+struct BertResidualOutputImpl : torch::nn::Module {
+  BertResidualOutputImpl(int64_t in, const BertConfig& c);
+  torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& residual);
+  torch::nn::Linear dense{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};
+  torch::nn::Dropout dropout{nullptr};
+};
+TORCH_MODULE(BertResidualOutput);
+
+struct BertAttentionImpl : torch::nn::Module {
+  explicit BertAttentionImpl(const BertConfig& c);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& additive_mask);
+  BertSelfAttention self{nullptr};
+  BertResidualOutput output{nullptr};
+};
+TORCH_MODULE(BertAttention);
+
+struct BertIntermediateImpl : torch::nn::Module {
+  explicit BertIntermediateImpl(const BertConfig& c);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear dense{nullptr};
+};
+TORCH_MODULE(BertIntermediate);
+
+struct BertLayerImpl : torch::nn::Module {
+  explicit BertLayerImpl(const BertConfig& c);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& additive_mask);
+  BertAttention attention{nullptr};
+  BertIntermediate intermediate{nullptr};
+  BertResidualOutput output{nullptr};
+};
+TORCH_MODULE(BertLayer);
+
+struct BertEncoderImpl : torch::nn::Module {
+  explicit BertEncoderImpl(const BertConfig& c);
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& additive_mask);
+  torch::nn::ModuleList layer{nullptr};
+};
+TORCH_MODULE(BertEncoder);
+
+struct BertModelImpl : torch::nn::Module {
+  explicit BertModelImpl(const BertConfig& c);
+  /// Last hidden states [B, L, H]. attention_mask: 1 = real token, 0 = padding.
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  BertEmbeddings embeddings{nullptr};
+  BertEncoder encoder{nullptr};
+};
+TORCH_MODULE(BertModel);
+
+struct BertPredictionTransformImpl : torch::nn::Module {
+  explicit BertPredictionTransformImpl(const BertConfig& c);
+  torch::Tensor forward(const torch::Tensor& x);
+  torch::nn::Linear dense{nullptr};
+  torch::nn::LayerNorm LayerNorm{nullptr};
+};
+TORCH_MODULE(BertPredictionTransform);
+
+struct BertLMPredictionHeadImpl : torch::nn::Module {
+  explicit BertLMPredictionHeadImpl(const BertConfig& c);
+  BertPredictionTransform transform{nullptr};
+  torch::Tensor bias;
+};
+TORCH_MODULE(BertLMPredictionHead);
+
+struct BertOnlyMLMHeadImpl : torch::nn::Module {
+  explicit BertOnlyMLMHeadImpl(const BertConfig& c);
+  BertLMPredictionHead predictions{nullptr};
+};
+TORCH_MODULE(BertOnlyMLMHead);
+
+struct BertForMaskedLMImpl : torch::nn::Module {
+  explicit BertForMaskedLMImpl(const BertConfig& c);
+  /// MLM logits [B, L, V]; the decoder is the word-embedding matrix (tied) plus a bias.
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  /// Mean cross-entropy over positions whose label is not -100.
+  static torch::Tensor mlm_loss(const torch::Tensor& logits, const torch::Tensor& labels);
+  BertConfig config;
+  BertModel bert{nullptr};
+  BertOnlyMLMHead cls{nullptr};
+};
+TORCH_MODULE(BertForMaskedLM);
+
+/// HF initialisation: normal(0, initializer_range) weights, zero biases and padding row,
+/// LayerNorm 1/0. Deterministic for a given torch::manual_seed.
+void init_weights(torch::nn::Module& m, const BertConfig& c);
+
+}  // namespace genemask::model

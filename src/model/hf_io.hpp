@@ -1,0 +1,20 @@
+#pragma once
+// The Hugging Face layout users already have: config.json + vocab.txt + model.safetensors.
+#include <string>
+
+#include "model/bert.hpp"
+
+namespace genemask::model {
+
+/// Writes DIR/config.json, DIR/vocab.txt and DIR/model.safetensors (float32, HF names;
+/// the decoder weight is tied to the word embeddings and not stored, as HF does).
+void export_hf(BertForMaskedLM& model, const std::string& dir);
+
+/// Loads DIR (config.json + model.safetensors) into a new model. Missing or unexpected
+/// tensors and shape mismatches are errors that name the tensor.
+BertForMaskedLM import_hf(const std::string& dir);
+
+/// Copies named tensors into the model's parameters by HF name; returns the names used.
+void load_state(BertForMaskedLM& model, const std::string& source, const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
+
+}  // namespace genemask::model

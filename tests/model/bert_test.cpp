@@ -1,0 +1,152 @@
+#include "model/bert.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "io/error.hpp"
+#include "io/safetensors.hpp"
+#include "model/hf_io.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+using namespace genemask::model;
+
+namespace {
+
+BertConfig small_config() {
+  BertConfig c;
+  c.hidden_size = 64;
+  c.num_hidden_layers = 2;
+  c.num_attention_heads = 4;
+  c.intermediate_size = 128;
+  c.max_position_embeddings = 64;
+  return c;
+}
+
+io::StTensor to_st(const std::string& name, const torch::Tensor& t0) {
+  auto t = t0.contiguous();
+  io::StTensor s;
+  s.name = name;
+  s.dtype = t.scalar_type() == torch::kLong ? "I64" : "F32";
+  s.shape = t.sizes().vec();
+  s.data.resize(static_cast<size_t>(t.numel() * t.element_size()));
+  std::memcpy(s.data.data(), t.data_ptr(), s.data.size());
+  return s;
+}
+
+/// Random ids with padding: row r has 40 - 7r real positions, [CLS] ... [SEP].
+std::pair<torch::Tensor, torch::Tensor> batch() {
+  torch::manual_seed(5);
+  auto ids = torch::randint(5, 4101, {4, 40}, torch::kLong);
+  auto mask = torch::ones({4, 40}, torch::kLong);
+  for (int64_t r = 0; r < 4; ++r) {
+    const int64_t len = 40 - 7 * r;
+    ids[r][0] = 2;
+    ids[r][len - 1] = 3;
+    if (len < 40) {
+      ids[r].slice(0, len).fill_(0);
+      mask[r].slice(0, len).fill_(0);
+    }
+  }
+  return {ids, mask};
+}
+
+}  // namespace
+
+TEST(Bert, ParameterNamesAreHuggingFaces) {
+  BertForMaskedLM m(small_config());
+  std::set<std::string> names;
+  for (const auto& p : m->named_parameters()) names.insert(p.key());
+  std::set<std::string> want = {
+      "bert.embeddings.word_embeddings.weight", "bert.embeddings.position_embeddings.weight",
+      "bert.embeddings.token_type_embeddings.weight", "bert.embeddings.LayerNorm.weight", "bert.embeddings.LayerNorm.bias",
+      "cls.predictions.bias", "cls.predictions.transform.dense.weight", "cls.predictions.transform.dense.bias",
+      "cls.predictions.transform.LayerNorm.weight", "cls.predictions.transform.LayerNorm.bias"};
+  for (int i = 0; i < 2; ++i) {
+    const std::string l = "bert.encoder.layer." + std::to_string(i) + ".";
+    for (const char* n : {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
+                          "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm"}) {
+      want.insert(l + n + ".weight");
+      want.insert(l + n + ".bias");
+    }
+  }
+  EXPECT_EQ(names, want);
+}
+
+TEST(Bert, NamedConfigs) {
+  auto d = BertConfig::named("dnabert");
+  EXPECT_EQ(d.num_hidden_layers, 12);
+  EXPECT_EQ(d.hidden_size, 768);
+  EXPECT_EQ(d.hidden_dropout_prob, 0.1);
+  auto l = BertConfig::named("logo");
+  EXPECT_EQ(l.num_hidden_layers, 2);
+  EXPECT_EQ(l.hidden_size, 256);
+  EXPECT_EQ(l.num_attention_heads, 8);
+  EXPECT_EQ(l.intermediate_size, 3072);
+  EXPECT_EQ(l.hidden_dropout_prob, 0.0);
+  EXPECT_THROW(BertConfig::named("gpt"), std::invalid_argument);
+}
+
+TEST(Bert, PaddingDoesNotChangeRealPositions) {
+  torch::manual_seed(1);
+  BertForMaskedLM m(small_config());
+  init_weights(*m, m->config);
+  m->eval();
+  auto [ids, mask] = batch();
+  auto full = m->forward(ids, mask);
+  // Row 1 alone, without its padding, gives the same logits on its real positions.
+  const int64_t len = 33;
+  auto alone = m->forward(ids[1].slice(0, 0, len).unsqueeze(0), mask[1].slice(0, 0, len).unsqueeze(0));
+  EXPECT_LT((alone[0] - full[1].slice(0, 0, len)).abs().max().item<float>(), 1e-5);
+}
+
+// The exported model, run by an independent forward pass in Python (plain
+// torch.nn.functional from the safetensors), gives the same logits.
+TEST(Bert, ExportMatchesIndependentPythonForward) {
+  test::TempDir tmp;
+  torch::manual_seed(2);
+  BertForMaskedLM m(small_config());
+  init_weights(*m, m->config);
+  m->eval();
+  auto [ids, mask] = batch();
+  torch::Tensor logits;
+  {
+    torch::NoGradGuard ng;
+    logits = m->forward(ids, mask);
+  }
+  export_hf(m, tmp.file("hf"));
+  io::write_safetensors(tmp.file("io.safetensors"),
+                        {to_st("input_ids", ids), to_st("attention_mask", mask), to_st("logits", logits)});
+  const std::string cmd = "/usr/bin/python3 " + std::string(GENEMASK_TEST_SOURCE) + "/model/bert_reference.py " +
+                          tmp.file("hf") + " " + tmp.file("io.safetensors") + " 1e-5";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+
+  // Import gives back the same model.
+  auto back = import_hf(tmp.file("hf"));
+  back->eval();
+  torch::NoGradGuard ng;
+  EXPECT_TRUE(torch::equal(back->forward(ids, mask), logits));
+}
+
+TEST(Bert, ImportRejectsMismatches) {
+  test::TempDir tmp;
+  BertForMaskedLM m(small_config());
+  export_hf(m, tmp.file("hf"));
+  auto t = io::read_safetensors(tmp.file("hf/model.safetensors"));
+  t.pop_back();
+  io::write_safetensors(tmp.file("hf/model.safetensors"), t);
+  EXPECT_NE(test::error_of([&] { import_hf(tmp.file("hf")); }).find("is missing"), std::string::npos);
+  test::write_file(tmp.file("hf/config.json"), "{\"model_type\": \"gpt2\"}");
+  EXPECT_NE(test::error_of([&] { import_hf(tmp.file("hf")); }).find("only \"bert\" is supported"), std::string::npos);
+}
+
+TEST(Bert, MlmLossIgnoresUnlabelled) {
+  auto logits = torch::zeros({1, 3, 5});
+  logits[0][1][2] = 10;
+  auto labels = torch::tensor({-100, 2, -100}, torch::kLong).view({1, 3});
+  const float loss = BertForMaskedLMImpl::mlm_loss(logits, labels).item<float>();
+  EXPECT_NEAR(loss, -std::log(std::exp(10.0) / (std::exp(10.0) + 4)), 1e-5);
+}
