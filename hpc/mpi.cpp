@@ -138,6 +138,48 @@ void bcast_bytes(std::string& bytes, int root, MPI_Comm comm) {
                            root, comm));
 }
 
+void allreduce_sum_f32(float* data, uint64_t n, MPI_Comm comm) {
+  if (!g_mpi_active) return;
+  constexpr uint64_t kChunk = uint64_t{1} << 27;
+  for (uint64_t off = 0; off < n; off += kChunk)
+    GM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, checked_int(std::min(kChunk, n - off), "allreduce chunk"),
+                               MPI_FLOAT, MPI_SUM, comm));
+}
+
+void bcast_f32(float* data, uint64_t n, int root, MPI_Comm comm) {
+  if (!g_mpi_active) return;
+  constexpr uint64_t kChunk = uint64_t{1} << 27;
+  for (uint64_t off = 0; off < n; off += kChunk)
+    GM_MPI_CHECK(MPI_Bcast(data + off, checked_int(std::min(kChunk, n - off), "broadcast chunk"), MPI_FLOAT, root, comm));
+}
+
+double allreduce_sum_double(double v, MPI_Comm comm) {
+  if (!g_mpi_active) return v;
+  double out = 0;
+  GM_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, comm));
+  return out;
+}
+
+std::pair<int, int> local_rank_size(MPI_Comm comm) {
+  if (!g_mpi_active) return {0, 1};
+  MPI_Comm local;
+  GM_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, comm_rank(comm), MPI_INFO_NULL, &local));
+  std::pair<int, int> rs{comm_rank(local), comm_size(local)};
+  MPI_Comm_free(&local);
+  return rs;
+}
+
+void check_slurm_world(int world_size) {
+  const char* nt = std::getenv("SLURM_NTASKS");
+  if (!nt || !*nt || !std::getenv("SLURM_PROCID")) return;
+  const int n = std::atoi(nt);
+  if (n != world_size)
+    throw std::runtime_error(fmt::format(
+        "SLURM_NTASKS={} but MPI sees {} rank(s): the ranks were started without MPI wiring (try `srun --mpi=pmix` "
+        "or mpirun inside the allocation)",
+        n, world_size));
+}
+
 bool any_rank(bool mine, MPI_Comm comm) {
   if (!g_mpi_active) return mine;
   int in = mine ? 1 : 0, out = 0;

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/archive/binary_iarchive.hpp>
@@ -116,6 +117,21 @@ void bcast_serialized(T& value, int root, MPI_Comm comm) {
     ia >> value;
   }
 }
+
+/// Collective. In-place element-wise sum of a float buffer over all ranks, in chunks of at
+/// most 2^27 floats (one call per bucket, not per tensor).
+void allreduce_sum_f32(float* data, uint64_t n, MPI_Comm comm);
+/// Collective. In-place broadcast of a float buffer from root.
+void bcast_f32(float* data, uint64_t n, int root, MPI_Comm comm);
+/// Collective. Sum of a double over all ranks.
+double allreduce_sum_double(double v, MPI_Comm comm);
+
+/// Collective. This process's rank and the number of ranks on its node
+/// (MPI_Comm_split_type, shared memory).
+std::pair<int, int> local_rank_size(MPI_Comm comm);
+/// Under Slurm, the world size must be SLURM_NTASKS: a mismatch means N singleton runs
+/// (e.g. `srun` without MPI support) and is an error that says so.
+void check_slurm_world(int world_size);
 
 /// Collective: true on every rank when any rank passes true.
 bool any_rank(bool mine, MPI_Comm comm);

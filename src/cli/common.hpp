@@ -44,5 +44,6 @@ void register_motifs(CLI::App& app, Context& ctx);
 void register_shards(CLI::App& app, Context& ctx);
 void register_mask_stats(CLI::App& app, Context& ctx);
 void register_vocab(CLI::App& app, Context& ctx);
+void register_pretrain(CLI::App& app, Context& ctx);  // runs via libgenemask_model.so
 
 }  // namespace genemask::cli

@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   genemask::cli::register_shards(app, ctx);
   genemask::cli::register_mask_stats(app, ctx);
   genemask::cli::register_vocab(app, ctx);
+  genemask::cli::register_pretrain(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -75,3 +75,28 @@ BertForMaskedLM import_hf(const std::string& dir) {
 }
 
 }  // namespace genemask::model
+
+#include "model/export.hpp"
+
+namespace genemask::model {
+
+std::string export_run(const std::string& run, const std::string& out_dir) {
+  std::string src = run;
+  if (!std::filesystem::exists(run + "/model.safetensors")) {
+    int64_t best = -1;
+    const std::filesystem::path d = std::filesystem::path(run) / "checkpoints";
+    if (std::filesystem::exists(d))
+      for (const auto& e : std::filesystem::directory_iterator(d)) {
+        const std::string n = e.path().filename().string();
+        if (n.rfind("step-", 0) == 0 && n.find(".tmp") == std::string::npos && std::filesystem::exists(e.path() / "state.json"))
+          best = std::max<int64_t>(best, std::stoll(n.substr(5)));
+      }
+    if (best < 0) throw io::InputError(run, "no complete checkpoint (checkpoints/step-*/state.json) and no model.safetensors");
+    src = fmt::format("{}/checkpoints/step-{:08d}", run, best);
+  }
+  auto m = import_hf(src);
+  export_hf(m, out_dir);
+  return src;
+}
+
+}  // namespace genemask::model

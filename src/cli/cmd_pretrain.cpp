@@ -1,0 +1,90 @@
+// genemask pretrain / export-hf. The LibTorch code lives in libgenemask_model.so, loaded on
+// first use, so other subcommands start without it.
+#include <iostream>
+
+#include "common.hpp"
+#include "model/trainer.hpp"
+#include "model_plugin.hpp"
+
+namespace genemask::cli {
+namespace {
+
+void run_pretrain(model::PretrainOptions o, const Context& ctx) {
+  o.command_line = ctx.command_line;
+  using Fn = void (*)(const model::PretrainOptions*, MPI_Comm, const std::function<void(const std::string&)>*,
+                      model::PretrainSummary*);
+  auto fn = reinterpret_cast<Fn>(model_symbol("genemask_model_pretrain"));
+  const std::function<void(const std::string&)> log = [](const std::string& line) {
+    std::cerr << "[pretrain] " << line << std::endl;
+  };
+  model::PretrainSummary s;
+  fn(&o, MPI_COMM_WORLD, &log, &s);
+  print_summary(ctx, {{"command", "pretrain"},
+                      {"out", o.out},
+                      {"masking", o.masking},
+                      {"model", o.model},
+                      {"ranks", s.ranks},
+                      {"effective_batch", s.effective_batch},
+                      {"start_step", s.start_step},
+                      {"steps_done", s.steps_done},
+                      {"loss", s.last_loss},
+                      {"eval_loss", s.last_eval_loss},
+                      {"tokens_per_s", s.tokens_per_s},
+                      {"seconds", s.seconds},
+                      {"interrupted", s.interrupted},
+                      {"checkpoint", s.last_checkpoint}});
+}
+
+}  // namespace
+
+void register_pretrain(CLI::App& app, Context& ctx) {
+  auto o = std::make_shared<model::PretrainOptions>();
+  auto* sub = app.add_subcommand("pretrain", "MLM pretraining of a BERT model, data-parallel over MPI ranks");
+  sub->add_option("--shards", o->shards, "shard directory from `genemask shards`")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--masking", o->masking, "masking strategy")
+      ->check(CLI::IsMember({"genemask", "random", "pmi-vocab"}))
+      ->capture_default_str();
+  sub->add_option("--npmi", o->npmi, "npmi.tsv (genemask masking)")->check(CLI::ExistingFile);
+  sub->add_option("--pmi-vocab", o->pmi_vocab, "pmi_vocab.tsv (pmi-vocab masking)")->check(CLI::ExistingFile);
+  sub->add_option("--model", o->model, "dnabert, logo or an HF-style config.json")->capture_default_str();
+  sub->add_option("--out", o->out, "run directory (checkpoints/, metrics.jsonl, perplexity.svg)")->required();
+  sub->add_option("--steps", o->steps, "optimizer steps")->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "linear warm-up steps")->capture_default_str();
+  sub->add_option("--lr", o->lr, "peak learning rate")->capture_default_str();
+  sub->add_option("--batch-per-rank", o->batch_per_rank, "sequences per micro-batch per rank")->capture_default_str();
+  sub->add_option("--grad-accum", o->grad_accum, "micro-batches per step (HGA: 12)")->capture_default_str();
+  sub->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (not on bias/LayerNorm)")->capture_default_str();
+  sub->add_option("--seed", o->seed, "seed (initialisation, data order, masks)")->capture_default_str();
+  sub->add_option("--eval-every", o->eval_every, "steps between validation runs (0 = never)")->capture_default_str();
+  sub->add_option("--eval-batches", o->eval_batches, "validation batches per rank")->capture_default_str();
+  sub->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints")->capture_default_str();
+  sub->add_option("--keep-checkpoints", o->keep_checkpoints, "checkpoints kept")->capture_default_str();
+  sub->add_option("--log-every", o->log_every, "steps between metrics lines")->capture_default_str();
+  sub->add_flag("--resume", o->resume, "continue from the newest checkpoint in --out");
+  sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  sub->add_option("--precision", o->precision, "fp32, or bf16 on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
+  sub->add_option("--stop-after", o->stop_after, "testing: stop after this step without a checkpoint")->group("");
+  sub->footer("AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, gradient clipping 1.0. SIGTERM or "
+              "SIGUSR1 (Slurm's warning signal) writes a checkpoint and exits; --resume continues exactly.");
+  sub->callback([o, &ctx] { ctx.run = [o, &ctx] { run_pretrain(*o, ctx); }; });
+
+  auto run = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto* ex = app.add_subcommand("export-hf", "Export a run's newest checkpoint in the Hugging Face layout");
+  ex->add_option("--run", *run, "run directory of `genemask pretrain` (or one checkpoint directory)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  ex->add_option("--out", *out, "output directory: config.json, vocab.txt, model.safetensors")->required();
+  ex->callback([run, out, &ctx] {
+    ctx.run = [run, out, &ctx] {
+      if (ctx.rank != 0) return;
+      using Fn = void (*)(const std::string*, const std::string*, std::string*);
+      std::string src;
+      reinterpret_cast<Fn>(model_symbol("genemask_model_export_run"))(run.get(), out.get(), &src);
+      print_summary(ctx, {{"command", "export-hf"}, {"checkpoint", src}, {"out", *out}});
+    };
+  });
+}
+
+}  // namespace genemask::cli

@@ -1,0 +1,37 @@
+#include "model_plugin.hpp"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fmt/format.h>
+#include <stdexcept>
+
+namespace genemask::cli {
+
+void* model_symbol(const char* symbol) {
+  static void* handle = [] {
+    std::string path;
+    if (const char* env = std::getenv("GENEMASK_MODEL_LIB")) {
+      path = env;
+    } else {
+      char exe[4096];
+      const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+      std::string dir = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
+      dir = dir.substr(0, dir.rfind('/'));
+      path = dir + "/libgenemask_model.so";
+    }
+    void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (!h)
+      throw std::runtime_error(fmt::format(
+          "cannot load the training library {}: {} (build with -DGENEMASK_WITH_TORCH=ON and keep "
+          "libgenemask_model.so next to the genemask binary, or set GENEMASK_MODEL_LIB)",
+          path, ::dlerror()));
+    return h;
+  }();
+  void* s = ::dlsym(handle, symbol);
+  if (!s) throw std::runtime_error(fmt::format("the training library lacks {}: rebuild genemask", symbol));
+  return s;
+}
+
+}  // namespace genemask::cli

@@ -1,0 +1,44 @@
+#pragma once
+// Data-parallel MLM pretraining (`genemask pretrain`). Every rank holds the model; rank 0's
+// initial parameters are broadcast; per step each rank runs grad_accum micro-batches from
+// its share of the data (masks from the loader), gradients are summed over ranks in a few
+// large flat buckets, clipped, and AdamW steps on every rank identically.
+//
+// The loss of a step is the sum of token losses divided by the number of masked tokens in
+// the whole effective batch (all ranks, all micro-batches), so 1 rank x 2 accumulation
+// steps and 2 ranks x 1 give the same gradient up to float rounding.
+#include <mpi.h>
+
+#include <functional>
+#include <string>
+
+namespace genemask::model {
+
+struct PretrainOptions {
+  std::string shards, out, masking = "genemask", npmi, pmi_vocab, model = "logo";
+  int64_t steps = 10000, warmup = 500, batch_per_rank = 10, grad_accum = 25;
+  double lr = 4e-4, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.98, eps = 1e-6, clip = 1.0;
+  uint64_t seed = 42;
+  int64_t eval_every = 500, eval_batches = 20, checkpoint_every = 1000, keep_checkpoints = 3, log_every = 10;
+  bool resume = false;
+  std::string device = "cpu", precision = "fp32";
+  int threads = 0;          // intra-op threads per rank; 0 = cores / ranks on the node
+  int64_t stop_after = -1;  // testing: return after this step without a checkpoint (like a kill)
+  std::string command_line;
+};
+
+struct PretrainSummary {
+  int64_t start_step = 0, steps_done = 0, effective_batch = 0;
+  double last_loss = 0, last_eval_loss = -1, seconds = 0, tokens_per_s = 0;
+  int ranks = 1;
+  bool interrupted = false;  // a signal asked for a checkpoint and exit
+  std::string last_checkpoint;
+};
+
+/// Collective over comm. `log` receives progress lines on rank 0.
+PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::function<void(const std::string&)>& log);
+
+/// Learning rate at `step` (0-based): linear warmup, then linear decay to 0 at `steps`.
+double scheduled_lr(double peak, int64_t step, int64_t warmup, int64_t steps);
+
+}  // namespace genemask::model
