@@ -102,6 +102,15 @@ void write_strings(hid_t loc, const std::string& name, const std::vector<std::st
   write_1d(loc, name, t, t, ptrs.data(), ptrs.size());
 }
 
+void write_f32_2d(hid_t loc, const std::string& name, const float* data, uint64_t rows, uint64_t cols) {
+  hsize_t dims[2] = {rows, cols};
+  Handle space(H5Screate_simple(2, dims, nullptr), H5Sclose, "H5Screate_simple");
+  Handle dcpl = no_times_dcpl();
+  Handle ds(H5Dcreate2(loc, name.c_str(), H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT), H5Dclose,
+            "create dataset " + name);
+  if (rows * cols > 0) check(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), "write dataset " + name);
+}
+
 uint64_t dataset_length(hid_t loc, const std::string& name) {
   Handle ds(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, "open dataset " + name);
   Handle space(H5Dget_space(ds), H5Sclose, "H5Dget_space");

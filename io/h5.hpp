@@ -36,6 +36,8 @@ void write_u64(hid_t loc, const std::string& name, const uint64_t* data, uint64_
 void write_u32(hid_t loc, const std::string& name, const uint32_t* data, uint64_t n);
 void write_u16(hid_t loc, const std::string& name, const uint16_t* data, uint64_t n);
 void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& values);
+/// A row-major float32 matrix [rows, cols].
+void write_f32_2d(hid_t loc, const std::string& name, const float* data, uint64_t rows, uint64_t cols);
 std::vector<uint64_t> read_u64(hid_t loc, const std::string& name);
 std::vector<std::string> read_strings(hid_t loc, const std::string& name);
 uint64_t dataset_length(hid_t loc, const std::string& name);

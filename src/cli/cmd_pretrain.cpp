@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "common.hpp"
+#include "model/embed.hpp"
 #include "model/trainer.hpp"
 #include "model_plugin.hpp"
 
@@ -68,6 +69,31 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->footer("AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, gradient clipping 1.0. SIGTERM or "
               "SIGUSR1 (Slurm's warning signal) writes a checkpoint and exits; --resume continues exactly.");
   sub->callback([o, &ctx] { ctx.run = [o, &ctx] { run_pretrain(*o, ctx); }; });
+
+  auto eo = std::make_shared<model::EmbedOptions>();
+  auto* em = app.add_subcommand("embed", "Per-sequence embeddings ([CLS] and mean) from a model, to HDF5 (MPI)");
+  em->add_option("--model", eo->model, "model directory (config.json + model.safetensors) or a pretrain run")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  em->add_option("--input", eo->input, "FASTA, or a sequence/label table (raw bases or 6-mer text)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  em->add_option("--out", eo->out, "output emb.h5: /cls, /mean float32 [N, hidden], /ids")->required();
+  em->add_option("--batch", eo->batch, "sequences per forward pass")->check(CLI::PositiveNumber)->capture_default_str();
+  em->add_option("--threads", eo->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
+  em->add_option("--device", eo->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  em->callback([eo, &ctx] {
+    ctx.run = [eo, &ctx] {
+      eo->command_line = ctx.command_line;
+      if (ctx.rank == 0) check_writable(eo->out);
+      using Fn = void (*)(const model::EmbedOptions*, MPI_Comm, model::EmbedSummary*);
+      model::EmbedSummary s;
+      reinterpret_cast<Fn>(model_symbol("genemask_model_embed"))(eo.get(), MPI_COMM_WORLD, &s);
+      print_summary(ctx, {{"command", "embed"}, {"model", s.model_dir}, {"input", eo->input}, {"out", eo->out},
+                          {"sequences", s.sequences}, {"hidden", s.hidden}, {"truncated", s.truncated},
+                          {"ranks", s.ranks}, {"seconds", s.seconds}, {"sequences_per_s", s.seq_per_s}});
+    };
+  });
 
   auto run = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();

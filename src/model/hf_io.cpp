@@ -1,6 +1,12 @@
 #include "model/hf_io.hpp"
 
+#include <caffe2/serialize/inline_container.h>
+#include <torch/csrc/jit/serialization/unpickler.h>
+
+#include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <fmt/format.h>
 #include <set>
 
@@ -54,10 +60,58 @@ void load_state(BertForMaskedLM& model, const std::string& source,
     if (!loaded.count(p.key())) throw io::InputError(source, fmt::format("tensor '{}' is missing", p.key()));
 }
 
+namespace {
+/// DNABERT's released weights: pytorch_model.bin, a torch.save'd (zip) state_dict.
+/// LibTorch's unpickler turns collections.OrderedDict into None (it expects it only for
+/// tensor hooks) and has no POP opcode, so the top-level `OrderedDict()` call of data.pkl
+/// is rewritten as EMPTY_DICT MARK GLOBAL(OrderedDict) BINPUT(0) NONE SETITEMS: a dict with
+/// one entry whose key is not a string (skipped below), and the class still in memo slot 0
+/// for the hooks of each tensor.
+std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(const std::string& path) {
+  c10::IValue v;
+  try {
+    caffe2::serialize::PyTorchStreamReader zip(path);
+    auto rec = zip.getRecord("data.pkl");
+    std::string pkl(static_cast<const char*>(std::get<0>(rec).get()), std::get<1>(rec));
+    static const char kPattern[] = "ccollections\nOrderedDict\nq\x00)R";
+    static const char kRewrite[] = "}(ccollections\nOrderedDict\nq\x00Nu";
+    const std::string pattern(kPattern, sizeof kPattern - 1);
+    const size_t at = pkl.find(pattern);
+    if (at != std::string::npos && at < 8)
+      pkl.replace(at, pattern.size(), std::string(kRewrite, sizeof kRewrite - 1));
+    size_t off = 0;
+    auto reader = [&](char* buf, size_t n) {
+      n = std::min(n, pkl.size() - off);
+      std::memcpy(buf, pkl.data() + off, n);
+      off += n;
+      return n;
+    };
+    auto read_record = [&](const std::string& name) { return std::get<0>(zip.getRecord("data/" + name)); };
+    torch::jit::Unpickler up(reader, nullptr, nullptr, read_record, c10::Device(torch::kCPU));
+    v = up.parse_ivalue();
+  } catch (const std::exception& e) {
+    throw io::InputError(path, fmt::format("cannot read as a torch.save file: {}", e.what()));
+  }
+  if (!v.isGenericDict()) throw io::InputError(path, "does not hold a state_dict (a dict of tensors)");
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (const auto& kv : v.toGenericDict()) {
+    if (!kv.key().isString()) continue;  // the placeholder entry of the rewrite above
+    if (!kv.value().isTensor())
+      throw io::InputError(path, fmt::format("state_dict entry '{}' is not a tensor", kv.key().toStringRef()));
+    out.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+  }
+  return out;
+}
+}  // namespace
+
 BertForMaskedLM import_hf(const std::string& dir) {
   const BertConfig c = BertConfig::from_json_file(dir + "/config.json");
   BertForMaskedLM model(c);
   const std::string path = dir + "/model.safetensors";
+  if (!std::filesystem::exists(path) && std::filesystem::exists(dir + "/pytorch_model.bin")) {
+    load_state(model, dir + "/pytorch_model.bin", read_pytorch_bin(dir + "/pytorch_model.bin"));
+    return model;
+  }
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   for (auto& s : io::read_safetensors(path)) {
     torch::ScalarType type;
@@ -80,9 +134,9 @@ BertForMaskedLM import_hf(const std::string& dir) {
 
 namespace genemask::model {
 
-std::string export_run(const std::string& run, const std::string& out_dir) {
+std::string resolve_model_dir(const std::string& run) {
   std::string src = run;
-  if (!std::filesystem::exists(run + "/model.safetensors")) {
+  if (!std::filesystem::exists(run + "/model.safetensors") && !std::filesystem::exists(run + "/pytorch_model.bin")) {
     int64_t best = -1;
     const std::filesystem::path d = std::filesystem::path(run) / "checkpoints";
     if (std::filesystem::exists(d))
@@ -94,6 +148,11 @@ std::string export_run(const std::string& run, const std::string& out_dir) {
     if (best < 0) throw io::InputError(run, "no complete checkpoint (checkpoints/step-*/state.json) and no model.safetensors");
     src = fmt::format("{}/checkpoints/step-{:08d}", run, best);
   }
+  return src;
+}
+
+std::string export_run(const std::string& run, const std::string& out_dir) {
+  const std::string src = resolve_model_dir(run);
   auto m = import_hf(src);
   export_hf(m, out_dir);
   return src;

@@ -10,9 +10,14 @@ namespace genemask::model {
 /// the decoder weight is tied to the word embeddings and not stored, as HF does).
 void export_hf(BertForMaskedLM& model, const std::string& dir);
 
-/// Loads DIR (config.json + model.safetensors) into a new model. Missing or unexpected
+/// Loads DIR (config.json + model.safetensors, or + pytorch_model.bin as DNABERT ships it)
+/// into a new model. Missing or unexpected
 /// tensors and shape mismatches are errors that name the tensor.
 BertForMaskedLM import_hf(const std::string& dir);
+
+/// A model directory (has model.safetensors) as is, or the newest complete checkpoint of
+/// a run directory. Throws InputError when there is neither.
+std::string resolve_model_dir(const std::string& run_or_dir);
 
 /// Copies named tensors into the model's parameters by HF name; returns the names used.
 void load_state(BertForMaskedLM& model, const std::string& source, const std::vector<std::pair<std::string, torch::Tensor>>& tensors);

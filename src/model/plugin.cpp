@@ -1,6 +1,7 @@
 // C entry points of the Torch library, loaded by the genemask binary with dlopen only when
 // a training command runs (LibTorch adds ~0.5 s of start-up to every process that links it).
 // Exceptions propagate to the caller (same C++ runtime).
+#include "model/embed.hpp"
 #include "model/export.hpp"
 #include "model/trainer.hpp"
 
@@ -9,6 +10,10 @@ extern "C" {
 void genemask_model_pretrain(const genemask::model::PretrainOptions* o, MPI_Comm comm,
                              const std::function<void(const std::string&)>* log, genemask::model::PretrainSummary* out) {
   *out = genemask::model::pretrain(*o, comm, *log);
+}
+
+void genemask_model_embed(const genemask::model::EmbedOptions* o, MPI_Comm comm, genemask::model::EmbedSummary* out) {
+  *out = genemask::model::embed(*o, comm);
 }
 
 void genemask_model_export_run(const std::string* run, const std::string* out_dir, std::string* used) {

@@ -3,6 +3,7 @@
 curve after a kill and resume, the same steps on 1 and 2 ranks, SIGTERM checkpoints."""
 import json
 import os
+import sys
 import random
 import shutil
 import signal
@@ -106,6 +107,47 @@ class Pretrain(unittest.TestCase):
             self.assertTrue(os.path.exists(os.path.join(hf, f)), f)
         with open(os.path.join(hf, "config.json")) as f:
             self.assertEqual(json.load(f)["hidden_size"], 32)
+
+    def test_embed_matches_reference_and_rank_count(self):
+        import h5py
+        import numpy as np
+        import torch
+        sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model"))
+        import bert_reference as ref
+        out = os.path.join(self.tmp, "emb-run")
+        self.pretrain(out, steps=2, eval_every=0, checkpoint_every=2)
+        hf = os.path.join(self.tmp, "emb-hf")
+        run(["export-hf", "--run", out, "--out", hf])
+        rng = random.Random(4)
+        seqs = ["".join(rng.choice("ACGT") for _ in range(rng.randint(6, 700))) for _ in range(9)]
+        fa = os.path.join(self.tmp, "q.fa")
+        with open(fa, "w") as f:
+            for i, s_ in enumerate(seqs):
+                f.write(f">q{i}\n{s_}\n")
+        res = {}
+        for ranks in [None, 2]:
+            e = os.path.join(self.tmp, f"emb{ranks}.h5")
+            s = summary(run(["embed", "--model", hf, "--input", fa, "--out", e, "--batch", "4", "--threads", "1"],
+                            ranks=ranks))
+            self.assertEqual(s["sequences"], 9)
+            self.assertEqual(s["truncated"], sum(len(x) > 515 for x in seqs))
+            with h5py.File(e, "r") as h:
+                res[ranks] = (h["cls"][...], h["mean"][...], [i.decode() if isinstance(i, bytes) else i for i in h["ids"][...]])
+        np.testing.assert_array_equal(res[None][0], res[2][0])
+        np.testing.assert_array_equal(res[None][1], res[2][1])
+        self.assertEqual(res[None][2], [f"q{i}" for i in range(9)])
+        with open(os.path.join(hf, "config.json")) as f:
+            cfg = json.load(f)
+        w = ref.load_safetensors(os.path.join(hf, "model.safetensors"))
+        with open(os.path.join(hf, "vocab.txt")) as f:
+            vocab = {t: i for i, t in enumerate(f.read().split())}
+        for i, s_ in enumerate(seqs):
+            toks = [vocab[s_[j:j + 6]] for j in range(len(s_) - 5)][:510]
+            ids = torch.tensor([[2] + toks + [3]])
+            with torch.no_grad():
+                h = ref.encode(cfg, w, ids, torch.ones_like(ids))[0]
+            np.testing.assert_allclose(res[None][0][i], h[0].numpy(), atol=1e-4)
+            np.testing.assert_allclose(res[None][1][i], h[1:-1].mean(0).numpy(), atol=1e-4)
 
     def test_bad_options(self):
         p = self.pretrain(os.path.join(self.tmp, "bad"), masking="genemask", check=False)

@@ -30,7 +30,8 @@ def load_safetensors(path):
     return out
 
 
-def forward(cfg, w, ids, mask):
+def encode(cfg, w, ids, mask):
+    """Last hidden states [B, L, H] of the encoder."""
     H, nh = cfg["hidden_size"], cfg["num_attention_heads"]
     dh, eps = H // nh, cfg["layer_norm_eps"]
     B, L = ids.shape
@@ -51,6 +52,12 @@ def forward(cfg, w, ids, mask):
         h = F.gelu(lin(a, "intermediate.dense"))
         x = F.layer_norm(lin(h, "output.dense") + a, (H,), w[q + "output.LayerNorm.weight"],
                          w[q + "output.LayerNorm.bias"], eps)
+    return x
+
+
+def forward(cfg, w, ids, mask):
+    H, eps = cfg["hidden_size"], cfg["layer_norm_eps"]
+    x = encode(cfg, w, ids, mask)
     c = "cls.predictions."
     t = F.gelu(F.linear(x, w[c + "transform.dense.weight"], w[c + "transform.dense.bias"]))
     t = F.layer_norm(t, (H,), w[c + "transform.LayerNorm.weight"], w[c + "transform.LayerNorm.bias"], eps)

@@ -131,6 +131,23 @@ TEST(Bert, ExportMatchesIndependentPythonForward) {
   EXPECT_TRUE(torch::equal(back->forward(ids, mask), logits));
 }
 
+// DNABERT's released weights come as pytorch_model.bin (torch.save of a state_dict).
+TEST(Bert, ImportsPytorchModelBin) {
+  test::TempDir tmp;
+  torch::manual_seed(3);
+  BertForMaskedLM m(small_config());
+  init_weights(*m, m->config);
+  m->eval();
+  export_hf(m, tmp.file("hf"));
+  const std::string cmd = "/usr/bin/python3 " + std::string(GENEMASK_TEST_SOURCE) + "/model/to_pytorch_bin.py " + tmp.file("hf");
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto back = import_hf(tmp.file("hf"));
+  back->eval();
+  auto [ids, mask] = batch();
+  torch::NoGradGuard ng;
+  EXPECT_TRUE(torch::equal(back->forward(ids, mask), m->forward(ids, mask)));
+}
+
 TEST(Bert, ImportRejectsMismatches) {
   test::TempDir tmp;
   BertForMaskedLM m(small_config());
