@@ -181,6 +181,8 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   int64_t step = 0;
   LoaderCursor cursor;
   if (rank == 0) fs::create_directories(o.out + "/checkpoints");
+  if (!o.resume && latest_checkpoint(o.out) >= 0)
+    throw io::InputError(o.out, "already holds checkpoints of a run: continue it with --resume, or choose a new --out");
   if (o.resume) {
     const int64_t last = latest_checkpoint(o.out);
     if (last < 0) throw io::InputError(o.out, "--resume: no complete checkpoint in checkpoints/");

@@ -155,6 +155,11 @@ class Pretrain(unittest.TestCase):
         self.assertIn("needs --npmi", p.stderr)
         p = self.pretrain(os.path.join(self.tmp, "bad2"), ["--resume"], check=False)
         self.assertIn("no complete checkpoint", p.stderr)
+        done = os.path.join(self.tmp, "done")
+        self.pretrain(done, steps=2, checkpoint_every=2, eval_every=0)
+        p = self.pretrain(done, steps=2, checkpoint_every=2, eval_every=0, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("already holds checkpoints", p.stderr)
 
 
 if __name__ == "__main__":
