@@ -2,6 +2,7 @@
 
 #include <ATen/core/Generator.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <atomic>
@@ -49,9 +50,28 @@ int64_t masked_count(const Batch& b) {
   return n;
 }
 
+/// bf16 autocast on CUDA for the forward pass (weights and optimizer stay fp32).
+struct AutocastScope {
+  explicit AutocastScope(bool on) : on_(on) {
+    if (on_) {
+      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
+      at::autocast::set_enabled(true);
+    }
+  }
+  ~AutocastScope() {
+    if (on_) {
+      at::autocast::set_enabled(false);
+      at::autocast::clear_cache();
+    }
+  }
+  bool on_;
+};
+bool g_bf16 = false;
+
 /// Sum of token losses over masked positions (not the mean: the step divides).
 torch::Tensor summed_loss(BertForMaskedLM& m, const StepBatch& b) {
-  auto logits = m->forward(b.ids, b.mask);
+  AutocastScope autocast(g_bf16);
+  auto logits = m->forward(b.ids, b.mask).to(torch::kFloat32);
   return torch::nn::functional::cross_entropy(
       logits.view({-1, logits.size(-1)}), b.labels.view({-1}),
       torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnoreLabel).reduction(torch::kSum));
@@ -150,6 +170,7 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   }
   if (o.precision != "fp32" && !(o.precision == "bf16" && o.device == "cuda"))
     throw std::invalid_argument("--precision bf16 needs --device cuda; on CPU use fp32");
+  g_bf16 = o.precision == "bf16";
   const auto [local_rank, local_size] = hpc::local_rank_size(comm);
   const int threads = o.threads > 0 ? o.threads
                                     : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_size);

@@ -155,6 +155,8 @@ class Pretrain(unittest.TestCase):
         self.assertIn("needs --npmi", p.stderr)
         p = self.pretrain(os.path.join(self.tmp, "bad2"), ["--resume"], check=False)
         self.assertIn("no complete checkpoint", p.stderr)
+        p = self.pretrain(os.path.join(self.tmp, "bf16"), precision="bf16", check=False)
+        self.assertIn("--precision bf16 needs --device cuda", p.stderr)
         done = os.path.join(self.tmp, "done")
         self.pretrain(done, steps=2, checkpoint_every=2, eval_every=0)
         p = self.pretrain(done, steps=2, checkpoint_every=2, eval_every=0, check=False)
