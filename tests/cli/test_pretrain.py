@@ -149,6 +149,15 @@ class Pretrain(unittest.TestCase):
             np.testing.assert_allclose(res[None][0][i], h[0].numpy(), atol=1e-4)
             np.testing.assert_allclose(res[None][1][i], h[1:-1].mean(0).numpy(), atol=1e-4)
 
+    def test_slurm_world_size_mismatch_is_an_error(self):
+        # What `srun -n 4` without MPI wiring looks like: each process sees a world of 1.
+        env = dict(ENV, SLURM_NTASKS="4", SLURM_PROCID="0")
+        args = [os.path.abspath(BIN), "pretrain", "--shards", self.shards, "--masking", "random", "--model",
+                os.path.join(self.tmp, "tiny.json"), "--out", os.path.join(self.tmp, "slurm"), "--steps", "1"]
+        p = subprocess.run(args, env=env, capture_output=True, text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("SLURM_NTASKS=4 but MPI sees 1 rank(s)", p.stderr)
+
     def test_bad_options(self):
         p = self.pretrain(os.path.join(self.tmp, "bad"), masking="genemask", check=False)
         self.assertNotEqual(p.returncode, 0)
