@@ -25,6 +25,7 @@ namespace {
 
 struct Inputs {
   std::vector<std::string> ids, seqs;
+  std::vector<uint64_t> lines;  // table rows: line in the file (0 for FASTA records)
 };
 
 Inputs read_inputs(const std::string& path) {
@@ -38,17 +39,22 @@ Inputs read_inputs(const std::string& path) {
     for (auto& [name, seq] : io::read_fasta_all(path)) {
       out.ids.push_back(name);
       out.seqs.push_back(std::move(seq));
+      out.lines.push_back(0);
     }
   } else {
     for (auto& r : io::read_task_table(path)) {
       out.ids.push_back(fmt::format("line{}", r.line));
       out.seqs.push_back(std::move(r.sequence));
+      out.lines.push_back(r.line);
     }
   }
-  for (size_t i = 0; i < out.seqs.size(); ++i)
-    if (out.seqs[i].size() < 6)
-      throw io::InputError(path, fmt::format("sequence '{}' has {} bases; at least 6 (one 6-mer) are needed", out.ids[i],
-                                             out.seqs[i].size()));
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    if (out.seqs[i].size() >= 6) continue;
+    const std::string msg =
+        fmt::format("sequence '{}' has {} bases; at least 6 (one 6-mer) are needed", out.ids[i], out.seqs[i].size());
+    if (out.lines[i]) throw io::InputError(path, out.lines[i], msg);
+    throw io::InputError(path, msg);
+  }
   return out;
 }
 

@@ -95,7 +95,7 @@ class Genemask(unittest.TestCase):
         return os.path.join(d, "counts.h5"), summary(p)
 
     def test_help_for_every_subcommand(self):
-        subs = ["count", "npmi", "pmi-vocab", "motifs", "shards", "mask-stats", "vocab"]
+        subs = ["count", "npmi", "pmi-vocab", "motifs", "shards", "mask-stats", "vocab", "pretrain", "export-hf", "embed"]
         for sub in subs:
             p = run([sub, "--help"])
             self.assertIn("--", p.stdout, sub)

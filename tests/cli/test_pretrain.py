@@ -133,6 +133,15 @@ class Pretrain(unittest.TestCase):
             self.assertEqual(s["truncated"], sum(len(x) > 515 for x in seqs))
             with h5py.File(e, "r") as h:
                 res[ranks] = (h["cls"][...], h["mean"][...], [i.decode() if isinstance(i, bytes) else i for i in h["ids"][...]])
+        bad = os.path.join(self.tmp, "short.csv")
+        with open(bad, "w") as f:
+            f.write("sequence,label\nACGTACGT,0\nACG,1\n")
+        p = run(["embed", "--model", hf, "--input", bad, "--out", os.path.join(self.tmp, "bad.h5")], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(f"{bad}:3: sequence 'line3' has 3 bases", p.stderr)
+        self.assertFalse(any(n.startswith("bad.h5") for n in os.listdir(self.tmp)))
+        p = run(["export-hf", "--run", self.tmp, "--out", os.path.join(self.tmp, "nohf")], check=False)
+        self.assertIn("no complete checkpoint", p.stderr)
         np.testing.assert_array_equal(res[None][0], res[2][0])
         np.testing.assert_array_equal(res[None][1], res[2][1])
         self.assertEqual(res[None][2], [f"q{i}" for i in range(9)])
