@@ -180,6 +180,10 @@ void check_slurm_world(int world_size) {
         n, world_size));
 }
 
+void barrier(MPI_Comm comm) {
+  if (g_mpi_active) GM_MPI_CHECK(MPI_Barrier(comm));
+}
+
 bool any_rank(bool mine, MPI_Comm comm) {
   if (!g_mpi_active) return mine;
   int in = mine ? 1 : 0, out = 0;

@@ -133,6 +133,9 @@ std::pair<int, int> local_rank_size(MPI_Comm comm);
 /// (e.g. `srun` without MPI support) and is an error that says so.
 void check_slurm_world(int world_size);
 
+/// Collective. MPI_Barrier (nothing without MPI).
+void barrier(MPI_Comm comm);
+
 /// Collective: true on every rank when any rank passes true.
 bool any_rank(bool mine, MPI_Comm comm);
 

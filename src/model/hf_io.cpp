@@ -3,6 +3,7 @@
 #include <caffe2/serialize/inline_container.h>
 #include <torch/csrc/jit/serialization/unpickler.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -134,21 +135,30 @@ BertForMaskedLM import_hf(const std::string& dir) {
 
 namespace genemask::model {
 
-std::string resolve_model_dir(const std::string& run) {
-  std::string src = run;
-  if (!std::filesystem::exists(run + "/model.safetensors") && !std::filesystem::exists(run + "/pytorch_model.bin")) {
-    int64_t best = -1;
-    const std::filesystem::path d = std::filesystem::path(run) / "checkpoints";
-    if (std::filesystem::exists(d))
-      for (const auto& e : std::filesystem::directory_iterator(d)) {
-        const std::string n = e.path().filename().string();
-        if (n.rfind("step-", 0) == 0 && n.find(".tmp") == std::string::npos && std::filesystem::exists(e.path() / "state.json"))
-          best = std::max<int64_t>(best, std::stoll(n.substr(5)));
-      }
-    if (best < 0) throw io::InputError(run, "no complete checkpoint (checkpoints/step-*/state.json) and no model.safetensors");
-    src = fmt::format("{}/checkpoints/step-{:08d}", run, best);
+std::string checkpoint_dir(const std::string& run, int64_t step) {
+  return fmt::format("{}/checkpoints/step-{:08d}", run, step);
+}
+
+std::vector<int64_t> checkpoint_steps(const std::string& run) {
+  std::vector<int64_t> steps;
+  const std::filesystem::path d = std::filesystem::path(run) / "checkpoints";
+  if (!std::filesystem::exists(d)) return steps;
+  for (const auto& e : std::filesystem::directory_iterator(d)) {
+    const std::string n = e.path().filename().string();
+    if (n.rfind("step-", 0) == 0 && n.find(".tmp") == std::string::npos && std::filesystem::exists(e.path() / "state.json"))
+      steps.push_back(std::stoll(n.substr(5)));
   }
-  return src;
+  std::sort(steps.begin(), steps.end());
+  return steps;
+}
+
+std::string resolve_model_dir(const std::string& run) {
+  if (std::filesystem::exists(run + "/model.safetensors") || std::filesystem::exists(run + "/pytorch_model.bin"))
+    return run;
+  const auto steps = checkpoint_steps(run);
+  if (steps.empty())
+    throw io::InputError(run, "no complete checkpoint (checkpoints/step-*/state.json) and no model.safetensors");
+  return checkpoint_dir(run, steps.back());
 }
 
 std::string export_run(const std::string& run, const std::string& out_dir) {

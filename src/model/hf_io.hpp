@@ -15,6 +15,11 @@ void export_hf(BertForMaskedLM& model, const std::string& dir);
 /// tensors and shape mismatches are errors that name the tensor.
 BertForMaskedLM import_hf(const std::string& dir);
 
+/// RUN/checkpoints/step-NNNNNNNN: the directory of the checkpoint of `step`.
+std::string checkpoint_dir(const std::string& run, int64_t step);
+/// Steps of the complete checkpoints of a run (state.json written; no .tmp), ascending.
+std::vector<int64_t> checkpoint_steps(const std::string& run);
+
 /// A model directory (has model.safetensors) as is, or the newest complete checkpoint of
 /// a run directory. Throws InputError when there is neither.
 std::string resolve_model_dir(const std::string& run_or_dir);

@@ -116,19 +116,9 @@ void broadcast_params(std::vector<torch::Tensor>& params, MPI_Comm comm) {
   }
 }
 
-std::string step_dir(const std::string& out, int64_t step) { return fmt::format("{}/checkpoints/step-{:08d}", out, step); }
-
 int64_t latest_checkpoint(const std::string& out) {
-  int64_t best = -1;
-  const fs::path d = fs::path(out) / "checkpoints";
-  if (!fs::exists(d)) return -1;
-  for (const auto& e : fs::directory_iterator(d)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) != 0 || n.find(".tmp") != std::string::npos) continue;
-    if (!fs::exists(e.path() / "state.json")) continue;  // incomplete
-    best = std::max<int64_t>(best, std::stoll(n.substr(5)));
-  }
-  return best;
+  const auto steps = checkpoint_steps(out);
+  return steps.empty() ? -1 : steps.back();
 }
 
 torch::Tensor rng_state() {
@@ -207,7 +197,7 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   if (o.resume) {
     const int64_t last = latest_checkpoint(o.out);
     if (last < 0) throw io::InputError(o.out, "--resume: no complete checkpoint in checkpoints/");
-    const std::string d = step_dir(o.out, last);
+    const std::string d = checkpoint_dir(o.out, last);
     std::ifstream in(d + "/state.json");
     nlohmann::json st;
     in >> st;
@@ -295,16 +285,16 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   };
 
   auto save_checkpoint = [&](int64_t at) {
-    const std::string final_dir = step_dir(o.out, at);
+    const std::string final_dir = checkpoint_dir(o.out, at);
     const std::string tmp = final_dir + ".tmp";
     if (rank == 0) {
       fs::remove_all(tmp);
       export_hf(model, tmp);
       torch::save(opt, tmp + "/optimizer.pt");
     }
-    hpc::any_rank(false, comm);  // the directory exists before others write into it
+    hpc::barrier(comm);  // the directory exists before others write into it
     torch::save(rng_state(), fmt::format("{}/rng-rank{:05d}.pt", tmp, rank));
-    hpc::any_rank(false, comm);
+    hpc::barrier(comm);
     if (rank == 0) {
       nlohmann::json st = {{"step", at},
                            {"world_size", world},
@@ -321,16 +311,11 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
       fs::remove_all(final_dir);
       fs::rename(tmp, final_dir);
       // Keep the last K.
-      std::vector<int64_t> all;
-      for (const auto& e : fs::directory_iterator(o.out + "/checkpoints")) {
-        const std::string n = e.path().filename().string();
-        if (n.rfind("step-", 0) == 0 && n.find(".tmp") == std::string::npos) all.push_back(std::stoll(n.substr(5)));
-      }
-      std::sort(all.begin(), all.end());
+      const auto all = checkpoint_steps(o.out);
       for (size_t i = 0; i + static_cast<size_t>(o.keep_checkpoints) < all.size(); ++i)
-        fs::remove_all(step_dir(o.out, all[i]));
+        fs::remove_all(checkpoint_dir(o.out, all[i]));
     }
-    hpc::any_rank(false, comm);
+    hpc::barrier(comm);
     return final_dir;
   };
 

@@ -24,19 +24,17 @@ class DistributedCount : public ::testing::Test {
     spec.max_len = 30000;
     spec.line_width = 0;
     genome_ = test::random_genome(rng, spec);
-    std::string dir = rank_ == 0 ? tmp_.path() : std::string();
-    dir.resize(4096);
-    if (hpc::mpi_active()) MPI_Bcast(dir.data(), 4096, MPI_CHAR, 0, MPI_COMM_WORLD);
-    dir_ = dir.c_str();
+    dir_ = rank_ == 0 ? tmp_.path() : std::string();
+    hpc::bcast_bytes(dir_, 0, MPI_COMM_WORLD);
     if (rank_ == 0) {
       test::write_file(dir_ + "/g.fa", genome_.fasta);
       test::write_gzip(dir_ + "/g.fa.gz", genome_.fasta);
       test::write_bgzf(dir_ + "/g.bgz", genome_.fasta, 1000);
     }
-    if (hpc::mpi_active()) MPI_Barrier(MPI_COMM_WORLD);
+    hpc::barrier(MPI_COMM_WORLD);
   }
   void TearDown() override {
-    if (hpc::mpi_active()) MPI_Barrier(MPI_COMM_WORLD);
+    hpc::barrier(MPI_COMM_WORLD);
   }
 
   int rank_ = 0;

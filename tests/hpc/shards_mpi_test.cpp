@@ -67,9 +67,7 @@ TEST(DistributedShards, EqualTheReferenceOnEveryFormat) {
   const int rank = hpc::comm_rank(MPI_COMM_WORLD);
   test::TempDir tmp;
   std::string dir = tmp.path();
-  dir.resize(4096);
-  if (hpc::mpi_active()) MPI_Bcast(dir.data(), 4096, MPI_CHAR, 0, MPI_COMM_WORLD);
-  dir = dir.c_str();
+  hpc::bcast_bytes(dir, 0, MPI_COMM_WORLD);  // rank 0's directory for all
   std::mt19937_64 rng(77);
   test::GenomeSpec spec;
   spec.records = 5;
@@ -84,7 +82,7 @@ TEST(DistributedShards, EqualTheReferenceOnEveryFormat) {
     test::write_gzip(dir + "/g.fa.gz", g.fasta);
     test::write_bgzf(dir + "/g.bgz", g.fasta, 777);
   }
-  if (hpc::mpi_active()) MPI_Barrier(MPI_COMM_WORLD);  // the files exist before anyone reads
+  hpc::barrier(MPI_COMM_WORLD);  // the files exist before anyone reads
   hpc::ShardsRequest req;
   req.options.recipe.seed = 9;
   req.options.recipe.max_offset = 50;
@@ -103,5 +101,5 @@ TEST(DistributedShards, EqualTheReferenceOnEveryFormat) {
     EXPECT_EQ(res.totals.kept, want.size());
     EXPECT_EQ(res.manifest.chromosomes.size(), g.records.size());
   }
-  if (hpc::mpi_active()) MPI_Barrier(MPI_COMM_WORLD);
+  hpc::barrier(MPI_COMM_WORLD);
 }
