@@ -12,7 +12,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   # MPI, HDF5 (C API, Open MPI flavour), serialization, tests
   openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
-  libboost-serialization-dev libgtest-dev libgmock-dev
+  libboost-serialization-dev libboost-dev libgtest-dev libgmock-dev libyaml-cpp-dev
   # training stack: LibTorch with a fast BLAS (reference BLAS is ~14x slower)
   libtorch-dev libopenblas0-openmp libopenblas-openmp-dev
   # helpers
@@ -20,9 +20,9 @@ packages=(
   # fuzzing (libFuzzer runtime for clang)
   clang libclang-rt-14-dev
   # peers and independent references used by tests and benchmarks
-  jellyfish kmc python3 python3-h5py python3-numpy python3-torch tabix
+  jellyfish kmc python3 python3-h5py python3-numpy python3-torch python3-scipy python3-sklearn tabix
   # default data and tooling
-  xz-utils ca-certificates hyperfine shellcheck
+  xz-utils ca-certificates hyperfine shellcheck librsvg2-bin
 )
 
 if [ "${GENEMASK_SKIP_APT_UPDATE:-0}" != "1" ]; then

@@ -48,6 +48,9 @@ int main(int argc, char** argv) {
   genemask::cli::register_mask_stats(app, ctx);
   genemask::cli::register_vocab(app, ctx);
   genemask::cli::register_pretrain(app, ctx);
+  genemask::cli::register_finetune(app, ctx);
+  genemask::cli::register_sweep(app, ctx);
+  genemask::cli::register_report(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,2 @@
+#pragma once
+// stub: the sweep manager/worker (being written)

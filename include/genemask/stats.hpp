@@ -1,0 +1,25 @@
+#pragma once
+// Summary statistics and the paired t-test of the report. The Student t tail comes from
+// Boost.Math (exact, not a normal approximation), as SciPy's ttest_rel computes it.
+#include <cstddef>
+#include <vector>
+
+namespace genemask::stats {
+
+double mean(const std::vector<double>& x);
+/// Sample standard deviation (ddof = 1, as numpy.std(x, ddof=1)); 0 for fewer than 2 values.
+double stddev(const std::vector<double>& x);
+
+struct TTest {
+  double t = 0, p = 1;  // two-sided p-value
+  double df = 0;
+  bool defined = false;  // false when n < 2 or all differences are equal (p reported as 1 or 0)
+};
+
+/// Paired two-sided t-test of a against b (pairs a[i], b[i]), as scipy.stats.ttest_rel(a, b).
+TTest paired_t_test(const std::vector<double>& a, const std::vector<double>& b);
+
+/// The paper's markers: "**" p < 0.01, "*" p < 0.05, "\u2020" (dagger) p < 0.1, else "".
+const char* significance_marker(double p);
+
+}  // namespace genemask::stats

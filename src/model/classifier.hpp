@@ -1,0 +1,2 @@
+#pragma once
+// stub: BertForSequenceClassification (being written)

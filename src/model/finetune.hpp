@@ -1,0 +1,48 @@
+#pragma once
+// `genemask finetune`: one few-shot fine-tuning run of a BERT sequence classifier
+// (HF BertForSequenceClassification: pooler + dropout + linear) and its test metrics.
+// Torch-free header: the CLI and the sweep driver call it through libgenemask_model.so.
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace genemask::model {
+
+struct FinetuneOptions {
+  std::string model = "random";  // "random", an HF-format model directory, or a pretrain run
+  std::string config = "logo";   // architecture when model == "random": logo, dnabert or config.json
+  std::string train, test;       // task tables (released 6-mer TSV or plain sequence,label CSV/TSV)
+  std::string out;               // DIR: metrics.json, predictions.tsv; empty = write nothing
+  int64_t shots = 0;             // n per class sampled from train with seed; 0 = train as given
+  uint64_t seed = 42;            // sampling, classifier initialisation, dropout, batch order
+  // 0 = the paper's regime for n per class: n < 500: lr 4e-4, 20 epochs, batch 5;
+  // n >= 500: lr 5e-5, 5 epochs, batch 15.
+  double lr = 0;
+  int64_t epochs = 0, batch = 0;
+  double warmup_fraction = 0.1, weight_decay = 0.01, dropout = 0.1;
+  int threads = 0;               // intra-op threads; 0 = all cores
+  std::string device = "cpu";    // cpu or cuda
+  int device_index = 0;          // GPU ordinal for cuda
+  std::string command_line;
+};
+
+struct FinetuneSummary {
+  double accuracy = 0, auc = 0, f1 = 0, mcc = 0;
+  uint64_t n_train = 0, n_test = 0;
+  int classes = 0;
+  std::vector<std::string> class_names;
+  int64_t epochs = 0, steps = 0, batch = 0;
+  double lr = 0;
+  double seconds = 0, train_examples_per_s = 0;
+  std::string model_source;  // the directory or checkpoint used, or "random"
+};
+
+/// Not collective: one process, one run. `log` receives progress lines (may be empty).
+FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(const std::string&)>& log);
+
+}  // namespace genemask::model
+
+// Entry point in libgenemask_model.so (loaded by the CLI with dlopen):
+//   extern "C" void genemask_model_finetune(const genemask::model::FinetuneOptions*,
+//       const std::function<void(const std::string&)>* log, genemask::model::FinetuneSummary* out);

@@ -1,0 +1,1 @@
+# stub: tests of finetune (being written)
