@@ -6,6 +6,7 @@
 
 namespace genemask::stats {
 
+/// Arithmetic mean; throws std::invalid_argument for an empty vector.
 double mean(const std::vector<double>& x);
 /// Sample standard deviation (ddof = 1, as numpy.std(x, ddof=1)); 0 for fewer than 2 values.
 double stddev(const std::vector<double>& x);
@@ -16,10 +17,18 @@ struct TTest {
   bool defined = false;  // false when n < 2 or all differences are equal (p reported as 1 or 0)
 };
 
-/// Paired two-sided t-test of a against b (pairs a[i], b[i]), as scipy.stats.ttest_rel(a, b).
+/// Paired two-sided t-test of a against b (pairs a[i], b[i]), as scipy.stats.ttest_rel(a, b):
+/// d = a - b, t = mean(d) / (std(d, ddof=1) / sqrt(n)), df = n - 1, p = 2 P(T_df > |t|).
+/// Degenerate cases, where SciPy returns nan or inf, give `defined = false` and:
+///   n < 2                          -> t = 0, p = 1 (no evidence; SciPy: nan)
+///   all differences 0              -> t = 0, p = 1 (SciPy: nan)
+///   all differences equal, not 0   -> t = +-inf, p = 0 (as SciPy)
+/// Throws std::invalid_argument when the sizes differ or a value is not finite.
 TTest paired_t_test(const std::vector<double>& a, const std::vector<double>& b);
 
-/// The paper's markers: "**" p < 0.01, "*" p < 0.05, "\u2020" (dagger) p < 0.1, else "".
+/// The paper's markers: "**" p < 0.01, "*" p < 0.05, "\u2020" (dagger, UTF-8) p < 0.1, else "".
 const char* significance_marker(double p);
+/// The same markers for LaTeX: "**", "*", "$\dagger$", "".
+const char* significance_marker_latex(double p);
 
 }  // namespace genemask::stats

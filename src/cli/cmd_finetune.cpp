@@ -1,6 +1,110 @@
-// stub: genemask finetune (being written)
+// genemask finetune: one few-shot fine-tuning run (LibTorch code in libgenemask_model.so).
+// A single-process command: under mpirun with several ranks it refuses (the sweep is the
+// parallel driver), rather than running the same job N times.
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+
 #include "common.hpp"
+#include "model/finetune.hpp"
+#include "model_plugin.hpp"
 
 namespace genemask::cli {
-void register_finetune(CLI::App&, Context&) {}
+namespace {
+
+void run_finetune(model::FinetuneOptions o, const Context& ctx) {
+  if (ctx.size > 1) {
+    if (ctx.rank != 0) return;  // rank 0's error aborts the job
+    throw std::runtime_error(fmt::format(
+        "finetune is a single-process command and was started on {} MPI ranks: run it without mpirun "
+        "(use --threads for more cores), or run many jobs with `genemask sweep`",
+        ctx.size));
+  }
+  o.command_line = ctx.command_line;
+  std::filesystem::create_directories(o.out);
+  check_writable(o.out + "/metrics.json");
+  if (!o.save_model.empty()) {
+    std::filesystem::create_directories(o.save_model);
+    check_writable(o.save_model + "/model.safetensors");
+  }
+  using Fn = void (*)(const model::FinetuneOptions*, const std::function<void(const std::string&)>*,
+                      model::FinetuneSummary*);
+  auto fn = reinterpret_cast<Fn>(model_symbol("genemask_model_finetune"));
+  const std::function<void(const std::string&)> log = [](const std::string& line) {
+    std::cerr << "[finetune] " << line << std::endl;
+  };
+  model::FinetuneSummary s;
+  fn(&o, &log, &s);
+  print_summary(ctx, {{"command", "finetune"},
+                      {"model", s.model_source},
+                      {"train", o.train},
+                      {"test", o.test},
+                      {"out", o.out},
+                      {"shots", o.shots},
+                      {"seed", o.seed},
+                      {"n_train", s.n_train},
+                      {"n_test", s.n_test},
+                      {"classes", s.classes},
+                      {"accuracy", s.accuracy},
+                      {"auc", s.auc},
+                      {"f1", s.f1},
+                      {"mcc", s.mcc},
+                      {"regime", s.regime},
+                      {"epochs", s.epochs},
+                      {"steps", s.steps},
+                      {"lr", s.lr},
+                      {"batch", s.batch},
+                      {"truncated", s.truncated},
+                      {"pooler_loaded", s.pooler_loaded},
+                      {"seconds", s.seconds},
+                      {"train_examples_per_s", s.train_examples_per_s}});
+}
+
+}  // namespace
+
+void register_finetune(CLI::App& app, Context& ctx) {
+  auto o = std::make_shared<model::FinetuneOptions>();
+  auto* sub = app.add_subcommand("finetune", "Few-shot fine-tuning of a BERT sequence classifier, and its test metrics");
+  sub->add_option("--model", o->model,
+                  "\"random\", a model directory (config.json + model.safetensors or pytorch_model.bin) or a "
+                  "`genemask pretrain` run (newest checkpoint)")
+      ->required();
+  sub->add_option("--config", o->config, "architecture of --model random: logo, dnabert or a config.json")
+      ->capture_default_str();
+  sub->add_option("--train", o->train, "training table: released 6-mer TSV or sequence,label CSV/TSV")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--test", o->test, "test table (same formats); its labels must be classes of --train")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--out", o->out, "output directory: metrics.json, predictions.tsv")->required();
+  sub->add_option("--shots", o->shots, "sequences per class sampled from --train (0: --train as given)")
+      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "seed: the shots, classifier initialisation, dropout, batch order")
+      ->capture_default_str();
+  sub->add_option("--lr", o->lr, "peak learning rate (0: by regime)")->capture_default_str();
+  sub->add_option("--epochs", o->epochs, "epochs (0: by regime)")->capture_default_str();
+  sub->add_option("--batch", o->batch, "batch size (0: by regime)")->capture_default_str();
+  sub->add_option("--warmup-fraction", o->warmup_fraction, "linear warm-up over this fraction of the steps")
+      ->capture_default_str();
+  sub->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (not on bias/LayerNorm)")->capture_default_str();
+  sub->add_option("--dropout", o->dropout, "hidden, attention and classifier dropout")->capture_default_str();
+  sub->add_option("--clip", o->clip, "gradient-norm clipping (0: off)")->capture_default_str();
+  sub->add_option("--eval-batch", o->eval_batch, "test sequences per forward pass")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--save-model", o->save_model,
+                  "also write the fine-tuned classifier here (HF layout: config.json, vocab.txt, model.safetensors)");
+  sub->add_option("--threads", o->threads, "intra-op threads (0: all cores)")->capture_default_str();
+  sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  sub->add_option("--gpu", o->device_index, "GPU ordinal for --device cuda")->capture_default_str();
+  sub->footer(
+      "Regimes (the paper's, by n = --shots, or the smallest class of a --train used as given): n < 500: lr 4e-4, "
+      "20 epochs, batch 5; n >= 500: lr 5e-5, 5 epochs, batch 15. Both: linear warm-up over 10% of the steps then "
+      "linear decay to 0, AdamW betas (0.9, 0.999), eps 1e-8, weight decay 0.01, dropout 0.1, gradient clipping 1.0. "
+      "--lr/--epochs/--batch override one setting. The same seed and --threads give the same predictions. "
+      "Single-process: under mpirun with several ranks it refuses; use `genemask sweep` for many runs.");
+  sub->callback([o, &ctx] { ctx.run = [o, &ctx] { run_finetune(*o, ctx); }; });
+}
+
 }  // namespace genemask::cli

@@ -80,7 +80,9 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
                       {"tokens", tokens},
                       {"masked_tokens", masked},
                       {"masked_fraction", frac},
-                      {"replacement", {{"mask", as_mask / mk}, {"random", as_random / mk}, {"kept", kept / mk}}},
+                      {"replacement", {{"mask", static_cast<double>(as_mask) / mk},
+                                       {"random", static_cast<double>(as_random) / mk},
+                                       {"kept", static_cast<double>(kept) / mk}}},
                       {"span_histogram", hist},
                       {"grank_deciles", deciles}});
 }

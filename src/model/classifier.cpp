@@ -1,1 +1,200 @@
-// stub: being written
+#include "model/classifier.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <filesystem>
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "genemask/tokenizer.hpp"
+#include "io/atomic_file.hpp"
+#include "io/error.hpp"
+#include "io/safetensors.hpp"
+#include "model/hf_io.hpp"
+
+namespace genemask::model {
+namespace {
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+BertConfig config_for(const std::string& model, const std::string& config, std::string* dir) {
+  if (model == "random") {
+    *dir = "random";
+    return config.find(".json") != std::string::npos ? BertConfig::from_json_file(config) : BertConfig::named(config);
+  }
+  if (!std::filesystem::is_directory(model))
+    throw io::InputError(model, "--model must be \"random\", a model directory or a `genemask pretrain` run");
+  *dir = resolve_model_dir(model);
+  return BertConfig::from_json_file(*dir + "/config.json");
+}
+
+/// Copies the encoder (and the pooler when present) of a checkpoint into m.
+bool load_encoder(BertForSequenceClassification& m, const std::string& dir) {
+  const bool bin = !std::filesystem::exists(dir + "/model.safetensors");
+  const std::string file = dir + (bin ? "/pytorch_model.bin" : "/model.safetensors");
+  auto tensors = read_hf_tensors(dir);
+  // A bare BertModel checkpoint stores its names without the "bert." prefix.
+  bool prefixed = false;
+  for (const auto& t : tensors) prefixed = prefixed || starts_with(t.first, "bert.");
+  torch::NoGradGuard ng;
+  auto params = m->named_parameters();
+  std::set<std::string> loaded;
+  bool pooler = false;
+  for (auto& [raw, t] : tensors) {
+    const std::string name = prefixed ? raw : "bert." + raw;
+    if (starts_with(raw, "cls.") || starts_with(raw, "classifier.") || name.find("position_ids") != std::string::npos)
+      continue;  // pretraining heads, an earlier fine-tuned head, HF's buffer
+    auto* p = params.find(name);
+    if (!p || !starts_with(name, "bert."))
+      throw io::InputError(file, fmt::format("unexpected tensor '{}' (not a BERT encoder or pooler parameter)", raw));
+    if (p->sizes() != t.sizes())
+      throw io::InputError(file, fmt::format("tensor '{}' has shape {}, the model expects {}", raw,
+                                             fmt::join(t.sizes().vec(), "x"), fmt::join(p->sizes().vec(), "x")));
+    p->copy_(t.to(p->dtype()));
+    loaded.insert(name);
+    pooler = pooler || starts_with(name, "bert.pooler.");
+  }
+  for (const auto& p : params) {
+    const std::string& n = p.key();
+    if (starts_with(n, "classifier.") || (starts_with(n, "bert.pooler.") && !pooler)) continue;
+    if (!loaded.count(n)) throw io::InputError(file, fmt::format("tensor '{}' is missing", n));
+  }
+  return pooler;
+}
+
+/// The last encoder layer for the [CLS] position only: the pooler reads nothing else, so
+/// queries, attention output and the feed-forward block (the bulk of a layer's work) run
+/// on one position instead of L. Keys and values still come from every position.
+torch::Tensor last_layer_cls_only(BertLayerImpl& l, const torch::Tensor& x, const torch::Tensor& additive_mask) {
+  auto& sa = *l.attention->self;
+  const int64_t B = x.size(0), L = x.size(1), h = sa.heads, d = sa.head_dim;
+  auto x0 = x.narrow(1, 0, 1);
+  auto q = sa.query(x0).view({B, 1, h, d}).transpose(1, 2);
+  auto k = sa.key(x).view({B, L, h, d}).transpose(1, 2);
+  auto v = sa.value(x).view({B, L, h, d}).transpose(1, 2);
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
+  auto probs = sa.dropout(torch::softmax(scores + additive_mask, -1));
+  auto ctx = torch::matmul(probs, v).transpose(1, 2).contiguous().view({B, 1, h * d});
+  auto a = l.attention->output(ctx, x0);
+  return l.output(l.intermediate(a), a);  // [B, 1, H]
+}
+
+}  // namespace
+
+BertPoolerImpl::BertPoolerImpl(const BertConfig& c) {
+  dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.hidden_size));
+}
+
+torch::Tensor BertPoolerImpl::forward(const torch::Tensor& hidden) { return torch::tanh(dense(hidden.select(1, 0))); }
+
+BertForSequenceClassificationImpl::BertForSequenceClassificationImpl(const BertConfig& c, int64_t n)
+    : config(c), num_labels(n) {
+  config.validate();
+  if (n < 2) throw std::invalid_argument(fmt::format("a classifier needs 2 or more classes, got {}", n));
+  bert = register_module("bert", BertModel(c));
+  pooler = bert->register_module("pooler", BertPooler(c));
+  dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob));
+  classifier = register_module("classifier", torch::nn::Linear(c.hidden_size, n));
+}
+
+torch::Tensor BertForSequenceClassificationImpl::forward(const torch::Tensor& input_ids,
+                                                         const torch::Tensor& attention_mask) {
+  // BertModel::forward, with the last layer restricted to [CLS] (same logits).
+  auto x = bert->embeddings(input_ids, torch::zeros_like(input_ids));
+  auto m = attention_mask.to(x.dtype()).unsqueeze(1).unsqueeze(2);
+  auto additive = (1.0 - m) * std::numeric_limits<float>::lowest();  // HF's mask, as bert.cpp
+  auto& layers = *bert->encoder->layer;
+  const size_t n = layers.size();
+  for (size_t i = 0; i + 1 < n; ++i) x = layers.ptr(i)->as<BertLayerImpl>()->forward(x, additive);
+  x = last_layer_cls_only(*layers.ptr(n - 1)->as<BertLayerImpl>(), x, additive);
+  return classifier(dropout(pooler(x)));
+}
+
+torch::Tensor BertForSequenceClassificationImpl::forward_full(const torch::Tensor& input_ids,
+                                                              const torch::Tensor& attention_mask) {
+  return classifier(dropout(pooler(bert(input_ids, attention_mask))));
+}
+
+BertForSequenceClassification build_classifier(const std::string& model, const std::string& config, int64_t num_labels,
+                                               double dropout, uint64_t seed, ClassifierSource* source) {
+  ClassifierSource src;
+  BertConfig c = config_for(model, config, &src.dir);
+  if (dropout < 0 || dropout >= 1) throw std::invalid_argument(fmt::format("--dropout {} must be in [0, 1)", dropout));
+  c.hidden_dropout_prob = c.attention_probs_dropout_prob = dropout;
+  torch::manual_seed(seed);
+  BertForSequenceClassification m(c, num_labels);
+  init_weights(*m, c);  // HF: normal(0, initializer_range), zero biases, LayerNorm 1/0
+  if (model != "random") src.pooler_loaded = load_encoder(m, src.dir);
+  if (source) *source = src;
+  return m;
+}
+
+std::unique_ptr<torch::optim::AdamW> make_adamw(BertForSequenceClassification& m, double lr, double weight_decay) {
+  std::vector<torch::Tensor> decay, no_decay;
+  for (auto& p : m->named_parameters()) {
+    const bool nd = p.key().find("bias") != std::string::npos || p.key().find("LayerNorm") != std::string::npos;
+    (nd ? no_decay : decay).push_back(p.value());
+  }
+  torch::optim::AdamWOptions dopt(lr);
+  dopt.betas({0.9, 0.999}).eps(1e-8).weight_decay(weight_decay);
+  torch::optim::AdamWOptions nopt = dopt;
+  nopt.weight_decay(0.0);
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(dopt));
+  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nopt));
+  return std::make_unique<torch::optim::AdamW>(groups, dopt);
+}
+
+double linear_warmup_lr(double peak, int64_t step, int64_t warmup, int64_t steps) {
+  if (step < warmup) return peak * static_cast<double>(step) / static_cast<double>(std::max<int64_t>(1, warmup));
+  return peak * std::max(0.0, static_cast<double>(steps - step) / static_cast<double>(std::max<int64_t>(1, steps - warmup)));
+}
+
+double train_step(BertForSequenceClassification& m, torch::optim::AdamW& opt, const torch::Tensor& ids,
+                  const torch::Tensor& mask, const torch::Tensor& labels, double lr, double clip) {
+  opt.zero_grad();
+  auto loss = torch::nn::functional::cross_entropy(m->forward(ids, mask), labels);
+  loss.backward();
+  if (clip > 0) torch::nn::utils::clip_grad_norm_(m->parameters(), clip);
+  for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+  opt.step();
+  return loss.item<double>();
+}
+
+void save_classifier_hf(BertForSequenceClassification& m, const std::vector<std::string>& class_names,
+                        const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  auto j = nlohmann::ordered_json::parse(m->config.to_json());
+  j["architectures"] = {"BertForSequenceClassification"};
+  nlohmann::ordered_json id2label = nlohmann::ordered_json::object(), label2id = nlohmann::ordered_json::object();
+  for (size_t i = 0; i < class_names.size(); ++i) {
+    id2label[std::to_string(i)] = class_names[i];
+    label2id[class_names[i]] = i;
+  }
+  j["id2label"] = id2label;
+  j["label2id"] = label2id;
+  j["problem_type"] = "single_label_classification";
+  {
+    io::AtomicFile f(dir + "/config.json");
+    f.stream() << j.dump(2) << '\n';
+    f.commit();
+  }
+  write_vocab(dir + "/vocab.txt");
+  std::vector<io::StTensor> tensors;
+  for (const auto& p : m->named_parameters()) {
+    auto t = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    io::StTensor s;
+    s.name = p.key();
+    s.dtype = "F32";
+    s.shape = t.sizes().vec();
+    s.data.resize(static_cast<size_t>(t.numel()) * sizeof(float));
+    std::memcpy(s.data.data(), t.data_ptr<float>(), s.data.size());
+    tensors.push_back(std::move(s));
+  }
+  io::write_safetensors(dir + "/model.safetensors", tensors);
+}
+
+}  // namespace genemask::model

@@ -1,1 +1,278 @@
-// stub: being written
+// `genemask finetune`: read the task tables, sample the shots, fine-tune, evaluate, write
+// metrics.json and predictions.tsv. One process; randomness: the shots from the counter
+// streams (seed, fewshot, class), the batch order from (seed, shuffle, epoch), weights and
+// dropout from torch::manual_seed(seed). Same seed and thread count -> same numbers.
+#include "model/finetune.hpp"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fmt/format.h>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "genemask/fewshot.hpp"
+#include "genemask/metrics.hpp"
+#include "genemask/rng.hpp"
+#include "genemask/tokenizer.hpp"
+#include "io/atomic_file.hpp"
+#include "io/error.hpp"
+#include "io/task_table.hpp"
+#include "model/classifier.hpp"
+
+namespace genemask::model {
+namespace {
+
+constexpr uint64_t kBatchOrderTag = 0x66696e65;  // "fine": keeps apart from pretraining's shuffle keys
+
+struct Examples {
+  std::vector<std::vector<uint16_t>> tokens;  // [CLS] 6-mers [SEP]
+  std::vector<int> labels;
+};
+
+/// [CLS] 6-mers [SEP], at most 512 positions; counts the sequences cut.
+std::vector<uint16_t> encode(const io::TaskRow& r, const std::string& path, uint64_t* truncated) {
+  if (r.sequence.size() < static_cast<size_t>(kTokenK))
+    throw io::InputError(path, r.line,
+                         fmt::format("sequence of {} bases; at least 6 (one 6-mer) are needed", r.sequence.size()));
+  auto t = tokenize(r.sequence);
+  if (t.size() > static_cast<size_t>(kMaxTokens)) {
+    t.resize(static_cast<size_t>(kMaxTokens));
+    ++*truncated;
+  }
+  return frame(t);
+}
+
+/// Padded ids and attention mask of some examples.
+std::pair<torch::Tensor, torch::Tensor> make_batch(const Examples& ex, const std::vector<size_t>& rows,
+                                                   const torch::Device& dev) {
+  size_t cols = 0;
+  for (size_t r : rows) cols = std::max(cols, ex.tokens[r].size());
+  auto ids = torch::zeros({static_cast<int64_t>(rows.size()), static_cast<int64_t>(cols)}, torch::kLong);
+  auto mask = torch::zeros_like(ids);
+  auto ia = ids.accessor<int64_t, 2>();
+  auto ma = mask.accessor<int64_t, 2>();
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& t = ex.tokens[rows[i]];
+    for (size_t k = 0; k < t.size(); ++k) {
+      ia[static_cast<int64_t>(i)][static_cast<int64_t>(k)] = t[k];
+      ma[static_cast<int64_t>(i)][static_cast<int64_t>(k)] = 1;
+    }
+  }
+  return {ids.to(dev), mask.to(dev)};
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "'" : ", '") + x + "'";
+  return s;
+}
+
+}  // namespace
+
+FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(const std::string&)>& log) {
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  auto say = [&](const std::string& s) {
+    if (log) log(s);
+  };
+  if (o.shots < 0) throw std::invalid_argument(fmt::format("--shots {} must be positive (or 0: the file as given)", o.shots));
+  if (o.lr < 0 || o.epochs < 0 || o.batch < 0 || o.eval_batch <= 0)
+    throw std::invalid_argument("--lr, --epochs and --batch must be positive (0: the paper's regime)");
+  if (o.warmup_fraction < 0 || o.warmup_fraction > 1)
+    throw std::invalid_argument(fmt::format("--warmup-fraction {} must be in [0, 1]", o.warmup_fraction));
+  const int threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  torch::set_num_threads(threads);
+  torch::Device dev(torch::kCPU);
+  if (o.device == "cuda") {
+    if (!torch::cuda::is_available())
+      throw std::runtime_error("--device cuda: this LibTorch build has no CUDA or no GPU is visible");
+    dev = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(o.device_index));
+  } else if (o.device != "cpu") {
+    throw std::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", o.device));
+  }
+
+  // Tables and classes (the classes are those of the training file).
+  const auto train_rows = io::read_task_table(o.train);
+  const auto test_rows = io::read_task_table(o.test);
+  std::vector<std::string> train_labels;
+  for (const auto& r : train_rows) train_labels.push_back(r.label);
+  const auto names = fewshot::class_names(train_labels);
+  if (names.size() < 2)
+    throw io::InputError(o.train, fmt::format("every row has label '{}': fine-tuning needs 2 or more classes", names[0]));
+  std::map<std::string, int> index;
+  for (size_t i = 0; i < names.size(); ++i) index[names[i]] = static_cast<int>(i);
+  const int C = static_cast<int>(names.size());
+  std::vector<int> class_of_row;
+  std::vector<std::string> seqs;
+  for (const auto& r : train_rows) {
+    class_of_row.push_back(index.at(r.label));
+    seqs.push_back(r.sequence);
+  }
+  for (const auto& r : test_rows)
+    if (!index.count(r.label))
+      throw io::InputError(o.test, r.line,
+                           fmt::format("label '{}' is not a class of the training set {} (classes: {})", r.label,
+                                       o.train, joined(names)));
+
+  std::vector<size_t> chosen;
+  int64_t per_class = 0;
+  if (o.shots > 0) {
+    try {
+      chosen = fewshot::sample_per_class(class_of_row, seqs, C, static_cast<size_t>(o.shots), o.seed, names);
+    } catch (const std::invalid_argument& e) {
+      throw io::InputError(o.train, fmt::format("{}: choose a smaller --shots", e.what()));
+    }
+    per_class = o.shots;
+  } else {
+    chosen.resize(train_rows.size());
+    for (size_t i = 0; i < chosen.size(); ++i) chosen[i] = i;
+    std::vector<int64_t> counts(names.size());
+    for (int c : class_of_row) ++counts[static_cast<size_t>(c)];
+    per_class = *std::min_element(counts.begin(), counts.end());
+  }
+
+  FinetuneSummary s;
+  s.classes = C;
+  s.class_names = names;
+  s.regime = per_class < 500 ? "small" : "large";
+  const bool small = s.regime == "small";
+  s.lr = o.lr > 0 ? o.lr : small ? 4e-4 : 5e-5;
+  s.epochs = o.epochs > 0 ? o.epochs : small ? 20 : 5;
+  s.batch = o.batch > 0 ? o.batch : small ? 5 : 15;
+
+  Examples train, test;
+  for (size_t i : chosen) {
+    train.tokens.push_back(encode(train_rows[i], o.train, &s.truncated));
+    train.labels.push_back(class_of_row[i]);
+  }
+  for (const auto& r : test_rows) {
+    test.tokens.push_back(encode(r, o.test, &s.truncated));
+    test.labels.push_back(index.at(r.label));
+  }
+  s.n_train = train.tokens.size();
+  s.n_test = test.tokens.size();
+
+  ClassifierSource src;
+  auto model = build_classifier(o.model, o.config, C, o.dropout, o.seed, &src);
+  s.model_source = src.dir;
+  s.pooler_loaded = src.pooler_loaded;
+  model->to(dev);
+  auto opt = make_adamw(model, s.lr, o.weight_decay);
+  const int64_t n = static_cast<int64_t>(s.n_train);
+  const int64_t per_epoch = (n + s.batch - 1) / s.batch;
+  s.steps = per_epoch * s.epochs;
+  s.warmup_steps = static_cast<int64_t>(o.warmup_fraction * static_cast<double>(s.steps));  // HF: int(ratio * steps)
+  say(fmt::format("{} classes ({}), {} training sequences ({} per class, {} regime), {} test; model {}{}; lr {:g}, "
+                  "{} epochs x {} steps of batch {}, warmup {} steps, {} threads",
+                  C, joined(names), n, per_class, s.regime, s.n_test, s.model_source,
+                  src.dir == "random" ? "" : src.pooler_loaded ? " (with its pooler)" : " (pooler initialised)", s.lr,
+                  s.epochs, per_epoch, s.batch, s.warmup_steps, threads));
+
+  const auto t_train = clock::now();
+  model->train();
+  int64_t step = 0;
+  std::vector<size_t> order(static_cast<size_t>(n));
+  for (int64_t e = 0; e < s.epochs; ++e) {
+    const auto t_epoch = clock::now();
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    Rng rng(o.seed, Stream::shuffle, kBatchOrderTag, static_cast<uint64_t>(e));
+    for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+    double loss_sum = 0;
+    for (int64_t b = 0; b < per_epoch; ++b) {
+      const size_t lo = static_cast<size_t>(b * s.batch), hi = std::min(order.size(), lo + static_cast<size_t>(s.batch));
+      std::vector<size_t> rows(order.begin() + static_cast<std::ptrdiff_t>(lo), order.begin() + static_cast<std::ptrdiff_t>(hi));
+      auto [ids, mask] = make_batch(train, rows, dev);
+      std::vector<int64_t> lab;
+      for (size_t r : rows) lab.push_back(train.labels[r]);
+      auto labels = torch::tensor(lab, torch::kLong).to(dev);
+      const double lr = linear_warmup_lr(s.lr, step, s.warmup_steps, s.steps);
+      loss_sum += train_step(model, *opt, ids, mask, labels, lr, o.clip) * static_cast<double>(rows.size());
+      ++step;
+    }
+    say(fmt::format("epoch {}/{}  loss {:.4f}  {:.2f} s", e + 1, s.epochs, loss_sum / static_cast<double>(n),
+                    std::chrono::duration<double>(clock::now() - t_epoch).count()));
+  }
+  const double train_s = std::chrono::duration<double>(clock::now() - t_train).count();
+  s.train_examples_per_s = train_s > 0 ? static_cast<double>(n * s.epochs) / train_s : 0;
+
+  // Evaluation: no dropout, batches of similar lengths, probabilities back in file order.
+  model->eval();
+  std::vector<double> probs(s.n_test * static_cast<size_t>(C));
+  {
+    torch::NoGradGuard ng;
+    std::vector<size_t> by_len(s.n_test);
+    for (size_t i = 0; i < by_len.size(); ++i) by_len[i] = i;
+    std::stable_sort(by_len.begin(), by_len.end(),
+                     [&](size_t a, size_t b) { return test.tokens[a].size() < test.tokens[b].size(); });
+    for (size_t lo = 0; lo < by_len.size(); lo += static_cast<size_t>(o.eval_batch)) {
+      std::vector<size_t> rows(by_len.begin() + static_cast<std::ptrdiff_t>(lo),
+                               by_len.begin() + static_cast<std::ptrdiff_t>(std::min(by_len.size(), lo + static_cast<size_t>(o.eval_batch))));
+      auto [ids, mask] = make_batch(test, rows, dev);
+      auto p = torch::softmax(model->forward(ids, mask), -1).to(torch::kCPU, torch::kDouble).contiguous();
+      const double* pp = p.data_ptr<double>();
+      for (size_t i = 0; i < rows.size(); ++i)
+        std::memcpy(probs.data() + rows[i] * static_cast<size_t>(C), pp + i * static_cast<size_t>(C),
+                    static_cast<size_t>(C) * sizeof(double));
+    }
+  }
+  metrics::Classification m;
+  try {
+    m = metrics::evaluate(test.labels, probs, C);
+  } catch (const std::invalid_argument& e) {
+    throw io::InputError(o.test, fmt::format("cannot score the test set: {}", e.what()));
+  }
+  s.accuracy = m.accuracy;
+  s.auc = m.auc;
+  s.f1 = m.f1;
+  s.mcc = m.mcc;
+  s.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+  say(fmt::format("test: accuracy {:.4f}  auc {:.4f}  f1 {:.4f}  mcc {:.4f}", s.accuracy, s.auc, s.f1, s.mcc));
+
+  if (!o.save_model.empty()) save_classifier_hf(model, names, o.save_model);
+  if (!o.out.empty()) {
+    std::filesystem::create_directories(o.out);
+    {
+      io::AtomicFile f(o.out + "/predictions.tsv");
+      auto& out = f.stream();
+      out << "label";
+      for (int c = 0; c < C; ++c) out << "\tprob_" << c;
+      out << '\n';
+      for (size_t i = 0; i < s.n_test; ++i) {
+        out << test_rows[i].label;
+        for (int c = 0; c < C; ++c) out << '\t' << fmt::format("{}", probs[i * static_cast<size_t>(C) + static_cast<size_t>(c)]);
+        out << '\n';
+      }
+      f.commit();
+    }
+    std::vector<uint64_t> train_lines;  // the shots, for provenance
+    for (size_t i : chosen) train_lines.push_back(train_rows[i].line);
+    nlohmann::ordered_json j = {{"accuracy", s.accuracy},     {"auc", s.auc},
+                                {"f1", s.f1},                 {"mcc", s.mcc},
+                                {"n_test", s.n_test},         {"n_train", s.n_train},
+                                {"classes", C},               {"class_names", names},
+                                {"seed", o.seed},             {"shots", o.shots},
+                                {"per_class", per_class},     {"regime", s.regime},
+                                {"lr", s.lr},                 {"epochs", s.epochs},
+                                {"batch", s.batch},           {"steps", s.steps},
+                                {"warmup_steps", s.warmup_steps}, {"weight_decay", o.weight_decay},
+                                {"dropout", o.dropout},       {"clip", o.clip},
+                                {"model", s.model_source},    {"pooler_loaded", s.pooler_loaded},
+                                {"train", o.train},           {"test", o.test},
+                                {"truncated", s.truncated},   {"threads", threads},
+                                {"train_lines", train_lines},
+                                {"device", o.device},         {"seconds", s.seconds},
+                                {"train_examples_per_s", s.train_examples_per_s},
+                                {"command_line", o.command_line}};
+    io::AtomicFile f(o.out + "/metrics.json");
+    f.stream() << j.dump(2) << '\n';
+    f.commit();
+  }
+  return s;
+}
+
+}  // namespace genemask::model

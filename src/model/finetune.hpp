@@ -21,6 +21,9 @@ struct FinetuneOptions {
   double lr = 0;
   int64_t epochs = 0, batch = 0;
   double warmup_fraction = 0.1, weight_decay = 0.01, dropout = 0.1;
+  double clip = 1.0;             // gradient-norm clipping (DNABERT's max_grad_norm); 0 = off
+  int64_t eval_batch = 64;       // test sequences per forward pass
+  std::string save_model;        // DIR: the fine-tuned classifier in HF layout; empty = not saved
   int threads = 0;               // intra-op threads; 0 = all cores
   std::string device = "cpu";    // cpu or cuda
   int device_index = 0;          // GPU ordinal for cuda
@@ -36,6 +39,10 @@ struct FinetuneSummary {
   double lr = 0;
   double seconds = 0, train_examples_per_s = 0;
   std::string model_source;  // the directory or checkpoint used, or "random"
+  bool pooler_loaded = false;  // bert.pooler.* came from the checkpoint (else initialised from the seed)
+  int64_t warmup_steps = 0;
+  uint64_t truncated = 0;      // train + test sequences cut to 510 6-mers
+  std::string regime;          // "small" (n < 500 per class) or "large"
 };
 
 /// Not collective: one process, one run. `log` receives progress lines (may be empty).

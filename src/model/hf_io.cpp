@@ -105,14 +105,10 @@ std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(const std::s
 }
 }  // namespace
 
-BertForMaskedLM import_hf(const std::string& dir) {
-  const BertConfig c = BertConfig::from_json_file(dir + "/config.json");
-  BertForMaskedLM model(c);
+std::vector<std::pair<std::string, torch::Tensor>> read_hf_tensors(const std::string& dir) {
   const std::string path = dir + "/model.safetensors";
-  if (!std::filesystem::exists(path) && std::filesystem::exists(dir + "/pytorch_model.bin")) {
-    load_state(model, dir + "/pytorch_model.bin", read_pytorch_bin(dir + "/pytorch_model.bin"));
-    return model;
-  }
+  if (!std::filesystem::exists(path) && std::filesystem::exists(dir + "/pytorch_model.bin"))
+    return read_pytorch_bin(dir + "/pytorch_model.bin");
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   for (auto& s : io::read_safetensors(path)) {
     torch::ScalarType type;
@@ -125,7 +121,14 @@ BertForMaskedLM import_hf(const std::string& dir) {
     std::memcpy(t.data_ptr(), s.data.data(), s.data.size());
     tensors.emplace_back(s.name, t);
   }
-  load_state(model, path, tensors);
+  return tensors;
+}
+
+BertForMaskedLM import_hf(const std::string& dir) {
+  const BertConfig c = BertConfig::from_json_file(dir + "/config.json");
+  BertForMaskedLM model(c);
+  const bool bin = !std::filesystem::exists(dir + "/model.safetensors") && std::filesystem::exists(dir + "/pytorch_model.bin");
+  load_state(model, dir + (bin ? "/pytorch_model.bin" : "/model.safetensors"), read_hf_tensors(dir));
   return model;
 }
 

@@ -15,6 +15,10 @@ void export_hf(BertForMaskedLM& model, const std::string& dir);
 /// tensors and shape mismatches are errors that name the tensor.
 BertForMaskedLM import_hf(const std::string& dir);
 
+/// The named tensors of DIR/model.safetensors, or of DIR/pytorch_model.bin when there is no
+/// safetensors file, as stored (any BERT head: the fine-tuning code picks what it needs).
+std::vector<std::pair<std::string, torch::Tensor>> read_hf_tensors(const std::string& dir);
+
 /// RUN/checkpoints/step-NNNNNNNN: the directory of the checkpoint of `step`.
 std::string checkpoint_dir(const std::string& run, int64_t step);
 /// Steps of the complete checkpoints of a run (state.json written; no .tmp), ascending.

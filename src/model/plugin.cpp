@@ -3,6 +3,7 @@
 // Exceptions propagate to the caller (same C++ runtime).
 #include "model/embed.hpp"
 #include "model/export.hpp"
+#include "model/finetune.hpp"
 #include "model/trainer.hpp"
 
 extern "C" {
@@ -18,5 +19,10 @@ void genemask_model_embed(const genemask::model::EmbedOptions* o, MPI_Comm comm,
 
 void genemask_model_export_run(const std::string* run, const std::string* out_dir, std::string* used) {
   *used = genemask::model::export_run(*run, *out_dir);
+}
+
+void genemask_model_finetune(const genemask::model::FinetuneOptions* o, const std::function<void(const std::string&)>* log,
+                             genemask::model::FinetuneSummary* out) {
+  *out = genemask::model::finetune(*o, log ? *log : std::function<void(const std::string&)>());
 }
 }

@@ -31,7 +31,7 @@ namespace genemask::model {
 namespace {
 
 std::atomic<bool> g_stop_requested{false};
-extern "C" void on_stop_signal(int) { g_stop_requested = true; }
+void on_pretrain_stop_signal(int) { g_stop_requested = true; }  // internal linkage, unlike extern "C"
 
 struct StepBatch {
   torch::Tensor ids, mask, labels;
@@ -154,7 +154,8 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   if (o.device == "cuda") {
     if (!torch::cuda::is_available())
       throw std::runtime_error("--device cuda: this LibTorch build has no CUDA or no GPU is visible");
-    device = torch::Device(torch::kCUDA, hpc::local_rank_size(comm).first % static_cast<int>(torch::cuda::device_count()));
+    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(hpc::local_rank_size(comm).first %
+                                                                  static_cast<int>(torch::cuda::device_count())));
   } else if (o.device != "cpu") {
     throw std::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", o.device));
   }
@@ -319,8 +320,8 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
     return final_dir;
   };
 
-  std::signal(SIGTERM, on_stop_signal);
-  std::signal(SIGUSR1, on_stop_signal);
+  std::signal(SIGTERM, on_pretrain_stop_signal);
+  std::signal(SIGUSR1, on_pretrain_stop_signal);
   PretrainSummary sum;
   sum.start_step = step;
   sum.ranks = world;

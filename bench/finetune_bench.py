@@ -1,0 +1,102 @@
+#!/usr/bin/python3
+"""The fine-tuning loop of `genemask finetune` in Python PyTorch (Debian's python3-torch,
+the same LibTorch version): BertForSequenceClassification written with torch.nn (the
+encoder layers of train_bench.py, HF's pooler and classifier), dropout 0.1, AdamW (betas
+0.9/0.999, eps 1e-8, decay 0.01 except biases/LayerNorm), HF's linear warm-up schedule,
+clipping 1.0, batches shuffled per epoch and padded per batch from token lists.
+  finetune_bench.py make GENOME.fa OUT.csv N LENGTH   windows of a genome as a 2-class table
+  finetune_bench.py run TABLE.csv CONFIG THREADS BATCH EPOCHS  -> one JSON line"""
+import itertools
+import json
+import os
+import random
+import sys
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_bench import CONFIGS, Layer  # noqa: E402
+
+VOCAB = {"".join(p): 5 + i for i, p in enumerate(itertools.product("ATCG", repeat=6))}
+
+
+class Classifier(nn.Module):
+    def __init__(self, c, classes=2, vocab=4101):
+        super().__init__()
+        H = c["hidden"]
+        self.word, self.pos, self.typ = nn.Embedding(vocab, H), nn.Embedding(512, H), nn.Embedding(2, H)
+        self.ln = nn.LayerNorm(H, eps=1e-12)
+        self.drop = nn.Dropout(c["dropout"])
+        self.layers = nn.ModuleList(Layer(c) for _ in range(c["layers"]))
+        self.pooler = nn.Linear(H, H)
+        self.classifier = nn.Linear(H, classes)
+
+    def forward(self, ids, mask):
+        L = ids.shape[1]
+        x = self.drop(self.ln(self.word(ids) + self.pos(torch.arange(L))[None] + self.typ(torch.zeros_like(ids))))
+        add = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        for layer in self.layers:
+            x = layer(x, add)
+        return self.classifier(self.drop(torch.tanh(self.pooler(x[:, 0]))))
+
+
+def make(genome, out, n, length):
+    with open(genome) as f:
+        seq = "".join(l.strip() for l in itertools.islice(f, 1, 200000) if not l.startswith(">")).upper()
+    rng = random.Random(1)
+    with open(out, "w") as f:
+        f.write("sequence,label\n")
+        rows = 0
+        while rows < n:
+            i = rng.randrange(len(seq) - length)
+            w = seq[i:i + length]
+            if set(w) <= set("ACGT"):
+                f.write(f"{w},{rows % 2}\n")
+                rows += 1
+
+
+def run(table, name, threads, batch, epochs):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    rows = [l.strip().split(",") for l in open(table).readlines()[1:]]
+    toks = [[2] + [VOCAB[s[i:i + 6]] for i in range(len(s) - 5)][:510] + [3] for s, _ in rows]
+    labels = [int(y) for _, y in rows]
+    m = Classifier(dict(CONFIGS[name], dropout=0.1))
+    decay = [p for p in m.parameters() if p.ndim > 1]  # biases and LayerNorm weights are 1-D
+    no_decay = [p for p in m.parameters() if p.ndim == 1]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=4e-4, betas=(0.9, 0.999), eps=1e-8)
+    steps = epochs * ((len(toks) + batch - 1) // batch)
+    warm = int(0.1 * steps)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: s / max(1, warm) if s < warm else max(0.0, (steps - s) / max(1, steps - warm)))
+    m.train()
+    rng = random.Random(0)
+    t0 = time.perf_counter()
+    for _ in range(epochs):
+        order = list(range(len(toks)))
+        rng.shuffle(order)
+        for b in range(0, len(order), batch):
+            rs = order[b:b + batch]
+            L = max(len(toks[r]) for r in rs)
+            ids = torch.tensor([toks[r] + [0] * (L - len(toks[r])) for r in rs])
+            mask = torch.tensor([[1] * len(toks[r]) + [0] * (L - len(toks[r])) for r in rs])
+            y = torch.tensor([labels[r] for r in rs])
+            opt.zero_grad()
+            F.cross_entropy(m(ids, mask), y).backward()
+            torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+            opt.step()
+            sched.step()
+    secs = time.perf_counter() - t0
+    print(json.dumps({"impl": "pytorch", "threads": threads, "batch": batch,
+                      "train_examples_per_s": len(toks) * epochs / secs}))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "make":
+        make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    else:
+        run(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6]))

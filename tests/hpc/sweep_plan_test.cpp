@@ -1,0 +1,241 @@
+// Sweep plans (hpc/plan.hpp) and the results file (hpc/sweep.hpp): JSON and YAML give the
+// same jobs, errors name file, key path and value, plan changes are classified, a torn last
+// line of results.jsonl is cut off. Serial: no MPI needed.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "hpc/plan.hpp"
+#include "hpc/sweep.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string plan_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const hpc::PlanError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+class SweepPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    d_ = tmp_.path();
+    test::write_file(d_ + "/train.csv", "sequence,label\nACGTACGT,0\n");
+    test::write_file(d_ + "/test.csv", "sequence,label\nACGTACGT,0\n");
+    test::write_file(d_ + "/tiny.json", "{}\n");
+    // The released few-shot layout, with Splice-40's train file name at 50 shots.
+    fs::create_directories(d_ + "/prom/10");
+    fs::create_directories(d_ + "/prom/50");
+    test::write_file(d_ + "/prom/10/train.tsv", "x\n");
+    test::write_file(d_ + "/prom/50/train_splice40_50.tsv", "x\n");
+    test::write_file(d_ + "/prom/dev.tsv", "x\n");
+  }
+  hpc::Plan json_plan(const std::string& text) {
+    test::write_file(d_ + "/p.json", text);
+    return hpc::load_plan(d_ + "/p.json");
+  }
+  hpc::Plan yaml_plan(const std::string& text) {
+    test::write_file(d_ + "/p.yaml", text);
+    return hpc::load_plan(d_ + "/p.yaml");
+  }
+  test::TempDir tmp_;
+  std::string d_;
+};
+
+const char* kJson = R"({
+  "models": [{"name": "Random LOGO", "path": "random", "group": "LOGO"},
+             {"name": "Tiny", "path": "random", "config": "tiny.json"}],
+  "tasks": [{"name": "plain", "train": "train.csv", "test": "test.csv"},
+            {"name": "prom", "dir": "prom"}],
+  "shots": [10, 50], "seeds": 3, "retries": 1, "threads_per_worker": 2,
+  "finetune": {"epochs": 2, "lr": 0.001}
+})";
+
+const char* kYaml = R"(# the same plan in YAML
+models:
+  - {name: Random LOGO, path: random, group: LOGO}
+  - name: Tiny
+    path: random
+    config: tiny.json
+tasks:
+  - name: plain
+    train: train.csv
+    test: test.csv
+  - {name: prom, dir: prom}
+shots: [10, 50]
+seeds: [1, 2, 3]
+retries: 1
+threads_per_worker: 2
+finetune:
+  epochs: 2
+  lr: 1.0e-3
+)";
+
+TEST_F(SweepPlan, JsonAndYamlGiveTheSameJobs) {
+  const hpc::Plan a = json_plan(kJson), b = yaml_plan(kYaml);
+  auto ja = hpc::plan_to_json(a), jb = hpc::plan_to_json(b);
+  ja.erase("source");
+  jb.erase("source");
+  EXPECT_EQ(ja, jb);
+  const auto jobs_a = hpc::expand_jobs(a, "/out"), jobs_b = hpc::expand_jobs(b, "/out");
+  ASSERT_EQ(jobs_a.size(), 2u * 2 * 2 * 3);
+  ASSERT_EQ(jobs_a.size(), jobs_b.size());
+  for (size_t i = 0; i < jobs_a.size(); ++i) {
+    EXPECT_EQ(jobs_a[i].key, jobs_b[i].key);
+    EXPECT_EQ(jobs_a[i].train, jobs_b[i].train);
+    EXPECT_EQ(jobs_a[i].config, jobs_b[i].config);
+    EXPECT_EQ(jobs_a[i].finetune.lr, jobs_b[i].finetune.lr);
+  }
+  // Long jobs first, then plan order: model, task, seed.
+  EXPECT_EQ(jobs_a.front().key, "Random LOGO|plain|50|1");
+  EXPECT_EQ(jobs_a[1].key, "Random LOGO|plain|50|2");
+  EXPECT_EQ(jobs_a[3].key, "Random LOGO|prom|50|1");
+  EXPECT_EQ(jobs_a[12].key, "Random LOGO|plain|10|1");
+  EXPECT_EQ(jobs_a.back().key, "Tiny|prom|10|3");
+  // Sampled shots from a full training set; fixed shot files (shots = 0) from the layout.
+  EXPECT_EQ(jobs_a[0].sample_shots, 50);
+  EXPECT_EQ(jobs_a[0].train, d_ + "/train.csv");
+  EXPECT_EQ(jobs_a[3].sample_shots, 0);
+  EXPECT_EQ(jobs_a[3].train, d_ + "/prom/50/train_splice40_50.tsv");
+  EXPECT_EQ(jobs_a[3].test, d_ + "/prom/dev.tsv");
+  EXPECT_EQ(jobs_a.back().train, d_ + "/prom/10/train.tsv");
+  EXPECT_EQ(jobs_a[0].group, "LOGO");
+  EXPECT_EQ(jobs_a[0].config, "logo");
+  EXPECT_EQ(jobs_a.back().config, d_ + "/tiny.json");
+  EXPECT_EQ(jobs_a[0].out, "/out/runs/Random_LOGO__plain__50__1");
+  EXPECT_EQ(a.threads_per_worker, 2);
+  EXPECT_EQ(a.retries, 1);
+  EXPECT_EQ(a.finetune.epochs, 2);
+}
+
+TEST_F(SweepPlan, DefaultsAreThePapersShotsAndTenSeeds) {
+  const auto p = json_plan(R"({"models": [{"name": "m", "path": "random"}],
+                               "tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}]})");
+  EXPECT_EQ(p.shots, (std::vector<int64_t>{10, 50, 100, 500, 1000}));
+  EXPECT_EQ(p.seeds.size(), 10u);
+  EXPECT_EQ(p.seeds.front(), 1u);
+  EXPECT_EQ(p.retries, 2);
+  EXPECT_EQ(hpc::expand_jobs(p, "o").size(), 50u);
+}
+
+TEST_F(SweepPlan, ErrorsNameFileKeyAndValue) {
+  const std::string f = d_ + "/p.json";
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "nope"}], "tasks": []})"); }),
+            f + ": models[0].path: \"nope\" does not exist (expected a model directory, a pretrain run, or \"random\": " +
+                d_ + "/nope)");
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "random"}], "shots": [10, -5]})"); }),
+            f + ": shots[1]: -5 is not a positive integer");
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "random"}], "shot": [10]})"); }),
+            f + ": shot: unknown key (expected one of: models, tasks, shots, seeds, retries, threads_per_worker, device, "
+                "ranks_per_gpu, finetune)");
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "a|b", "path": "random"}]})"); }),
+            f + ": models[0].name: \"a|b\" contains '|' (the job key separator); choose another name");
+  EXPECT_EQ(plan_error([&] {
+              json_plan(R"({"models": [{"name": "m", "path": "random"}],
+                            "tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}], "device": "tpu"})");
+            }),
+            f + ": device: \"tpu\" is not cpu or cuda");
+  EXPECT_EQ(plan_error([&] {
+              json_plan(R"({"models": [{"name": "m", "path": "random"}], "shots": [10, 100],
+                            "tasks": [{"name": "p", "dir": "prom"}]})");
+            }),
+            f + ": tasks[0].dir: \"" + d_ +
+                "/prom/100\" has no train.tsv or train*.tsv for 100 shots (the released few-shot layout is "
+                "DIR/<shots>/train.tsv; remove 100 from shots or add the file)");
+  EXPECT_EQ(plan_error([&] { json_plan("{\"models\": [}"); }).substr(0, f.size() + 16), f + ": not valid JSON");
+}
+
+TEST_F(SweepPlan, YamlErrorsNameTheLine) {
+  const std::string f = d_ + "/p.yaml";
+  const std::string kTask = "tasks: [{name: t, train: train.csv, test: test.csv}]\n";
+  EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nseeds: 0\n"); }),
+            f + ":4: seeds: 0 is not a positive count or a list of seeds");
+  EXPECT_EQ(plan_error([&] {
+              yaml_plan("models:\n  - name: m\n    path: random\n    config: huge\ntasks: []\n");
+            }),
+            f + ":4: models[0].config: \"huge\" does not exist (expected logo, dnabert or a config.json: " + d_ + "/huge)");
+  EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nfinetune: {dropout: 1.5}\n" + kTask); }),
+            f + ":4: finetune.dropout: 1.5 is not a probability in [0, 1)");
+  // Quoted numbers stay strings and are rejected where a number is expected.
+  EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nretries: \"3\"\n" + kTask); }),
+            f + ":4: retries: \"3\" is not an integer >= 0");
+}
+
+TEST(SweepPlanDiff, OnlyAddedJobsAreCompatible) {
+  nlohmann::json old_plan = R"({"models": [{"name": "a", "path": "/a", "group": ""}],
+      "tasks": [{"name": "t", "dir": "/t", "test": "/t/test.tsv", "shot_train": {"10": "/t/10/train.tsv"}}],
+      "shots": [10], "seeds": [1, 2], "finetune": {"lr": 0}, "device": "cpu"})"_json;
+  nlohmann::json grown = old_plan;
+  grown["models"].push_back({{"name", "b"}, {"path", "/b"}, {"group", ""}});
+  grown["shots"].push_back(50);
+  grown["tasks"][0]["shot_train"]["50"] = "/t/50/train.tsv";
+  grown["seeds"].push_back(3);
+  grown["models"][0]["group"] = "LOGO";  // presentation only
+  EXPECT_TRUE(hpc::compare_plans(old_plan, grown).changes.empty());
+
+  nlohmann::json moved = old_plan;
+  moved["models"][0]["path"] = "/elsewhere";
+  moved["seeds"] = {1};
+  const auto d = hpc::compare_plans(old_plan, moved);
+  ASSERT_EQ(d.changes.size(), 2u);
+  EXPECT_EQ(d.changes[1], "seeds 2 was removed from seeds");
+  EXPECT_EQ(d.changed_models, std::set<std::string>{"a"});
+  EXPECT_FALSE(d.settings_changed);
+
+  nlohmann::json tuned = old_plan;
+  tuned["finetune"]["lr"] = 0.01;
+  EXPECT_TRUE(hpc::compare_plans(old_plan, tuned).settings_changed);
+}
+
+TEST(SweepResults, TornLastLineIsCutOff) {
+  test::TempDir tmp;
+  const std::string p = tmp.file("results.jsonl");
+  const std::string good = R"({"job":"a|t|10|1","status":"ok"})" "\n" R"({"job":"a|t|10|2","status":"failed"})" "\n";
+  const std::string torn = R"({"job":"a|t|10|3","sta)";
+  test::write_file(p, good + torn);
+  auto rf = hpc::read_results(p, /*repair=*/false);
+  EXPECT_EQ(rf.records.size(), 2u);
+  EXPECT_EQ(rf.repaired_bytes, torn.size());
+  EXPECT_EQ(test::read_file(p), good + torn);  // not repaired
+  rf = hpc::read_results(p, /*repair=*/true);
+  EXPECT_EQ(test::read_file(p), good);
+  // A complete last line is kept; a bad line elsewhere is an error naming it.
+  test::write_file(p, "{oops}\n" + good);
+  try {
+    hpc::read_results(p, true);
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), p + ":1: not a result record ({oops}...): repair or remove the line");
+  }
+}
+
+TEST(SweepRunner, InjectedFailuresCountAttempts) {
+  auto runner = hpc::with_injected_failures(hpc::simulated_runner(0), {hpc::parse_failure_rule("m|*|10|*:2")});
+  hpc::Job job;
+  job.key = "m|t|10|4";
+  job.shots = 10;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    job.attempt = attempt;
+    if (attempt <= 2) {
+      EXPECT_THROW(runner(job, {}), std::runtime_error);
+    } else {
+      const auto m = runner(job, {});
+      EXPECT_EQ(m.accuracy, hpc::simulated_metrics(job.key).accuracy);
+    }
+  }
+  job.key = "m|t|100|4";  // no match
+  job.attempt = 1;
+  EXPECT_NO_THROW(runner(job, {}));
+  EXPECT_EQ(hpc::parse_failure_rule("x:always").attempts, -1);
+  EXPECT_THROW(hpc::parse_failure_rule("x:many"), std::runtime_error);
+}
+
+}  // namespace
