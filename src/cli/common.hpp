@@ -48,5 +48,8 @@ void register_pretrain(CLI::App& app, Context& ctx);  // runs via libgenemask_mo
 void register_finetune(CLI::App& app, Context& ctx);  // runs via libgenemask_model.so
 void register_sweep(CLI::App& app, Context& ctx);
 void register_report(CLI::App& app, Context& ctx);
+void register_dataset(CLI::App& app, Context& ctx);
+void register_overlap(CLI::App& app, Context& ctx);
+void register_variants(CLI::App& app, Context& ctx);  // runs via libgenemask_model.so
 
 }  // namespace genemask::cli

@@ -51,6 +51,9 @@ int main(int argc, char** argv) {
   genemask::cli::register_finetune(app, ctx);
   genemask::cli::register_sweep(app, ctx);
   genemask::cli::register_report(app, ctx);
+  genemask::cli::register_dataset(app, ctx);
+  genemask::cli::register_overlap(app, ctx);
+  genemask::cli::register_variants(app, ctx);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,6 @@
+// stub: genemask variants (being written)
+#include "common.hpp"
+
+namespace genemask::cli {
+void register_variants(CLI::App&, Context&) {}
+}  // namespace genemask::cli

@@ -1,0 +1,1 @@
+# stub: tests of analyses (being written)
