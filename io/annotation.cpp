@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
+#include <map>
+#include <optional>
+#include <string_view>
 #include <unordered_map>
 
 #include "io/error.hpp"
@@ -113,6 +116,177 @@ std::vector<std::vector<uint64_t>> gene_boundaries(const std::string& annotation
   for (auto& v : out) {
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
+  }
+  return out;
+}
+
+namespace {
+
+// Calls fn(line, lineno) for each line (CR stripped) up to GFF3's ##FASTA section.
+template <typename Fn>
+void for_each_line(const std::string& path, Fn&& fn) {
+  auto reader = open_text(probe_file(path), 0);
+  std::string line;
+  uint64_t lineno = 0;
+  bool stop = false;
+  auto process = [&]() {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.rfind("##FASTA", 0) == 0) stop = true;
+    if (!stop) fn(std::string_view(line), lineno);
+  };
+  TextBlock b;
+  while (!stop && reader->next(b)) {
+    for (size_t i = 0; i < b.size && !stop; ++i) {
+      if (b.data[i] == '\n') {
+        process();
+        line.clear();
+      } else {
+        line.push_back(b.data[i]);
+      }
+    }
+  }
+  if (!stop && !line.empty()) process();
+}
+
+std::string_view trim(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return v;
+}
+
+// GTF attributes: `key "value"; key value;` -> the value of `key`, or nullopt.
+std::optional<std::string> gtf_attribute(std::string_view attrs, std::string_view key) {
+  size_t i = 0;
+  while (i < attrs.size()) {
+    size_t j = attrs.find(';', i);
+    if (j == std::string_view::npos) j = attrs.size();
+    std::string_view field = trim(attrs.substr(i, j - i));
+    i = j + 1;
+    const size_t sp = field.find_first_of(" \t");
+    if (sp == std::string_view::npos || field.substr(0, sp) != key) continue;
+    std::string_view v = trim(field.substr(sp + 1));
+    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+    return std::string(v);
+  }
+  return std::nullopt;
+}
+
+// GFF3 values are percent-encoded (RFC 3986 style) for ; = & , and control characters.
+std::string percent_decode(std::string_view v) {
+  std::string out;
+  out.reserve(v.size());
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (v[i] == '%' && i + 2 < v.size() && hex(v[i + 1]) >= 0 && hex(v[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex(v[i + 1]) * 16 + hex(v[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(v[i]);
+    }
+  }
+  return out;
+}
+
+// GFF3 attributes: `key=value;key=v1,v2` -> the decoded values of `key` (empty: absent).
+std::vector<std::string> gff3_attribute(std::string_view attrs, std::string_view key) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < attrs.size()) {
+    size_t j = attrs.find(';', i);
+    if (j == std::string_view::npos) j = attrs.size();
+    std::string_view field = trim(attrs.substr(i, j - i));
+    i = j + 1;
+    const size_t eq = field.find('=');
+    if (eq == std::string_view::npos || field.substr(0, eq) != key) continue;
+    std::string_view v = field.substr(eq + 1);
+    size_t a = 0;
+    while (a <= v.size()) {
+      size_t c = v.find(',', a);
+      if (c == std::string_view::npos) c = v.size();
+      if (c > a) out.push_back(percent_decode(v.substr(a, c - a)));
+      a = c + 1;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<TranscriptExons> read_transcript_exons(const std::string& path) {
+  const bool gtf = path.find(".gtf") != std::string::npos;
+  std::vector<TranscriptExons> out;
+  std::map<std::pair<std::string, std::string>, size_t> index;  // (id, seqid) -> out[i]
+  uint64_t exon_lines = 0;
+  for_each_line(path, [&](std::string_view line, uint64_t lineno) {
+    if (line.empty() || line[0] == '#') return;
+    auto f = split_tabs(line);
+    if (f.size() != 9)
+      throw InputError(path, lineno, fmt::format("expected 9 tab-separated columns, found {}", f.size()));
+    if (f[2] != "exon") return;
+    uint64_t s = 0, e = 0;
+    auto parse = [&](std::string_view v, uint64_t& v_out, const char* col) {
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), v_out);
+      if (ec != std::errc() || p != v.data() + v.size() || v_out == 0)
+        throw InputError(path, lineno, fmt::format("column {} is not a positive integer: '{}'", col, v));
+    };
+    parse(f[3], s, "4 (start)");
+    parse(f[4], e, "5 (end)");
+    if (s > e) throw InputError(path, lineno, fmt::format("start {} is after end {}", s, e));
+    if (f[6].size() != 1 || std::string_view("+-.?").find(f[6][0]) == std::string_view::npos)
+      throw InputError(path, lineno, fmt::format("column 7 (strand) must be +, -, . or ?, found '{}'", f[6]));
+    std::vector<std::string> ids;
+    if (gtf) {
+      auto id = gtf_attribute(f[8], "transcript_id");
+      if (!id || id->empty())
+        throw InputError(path, lineno,
+                         "GTF exon line without a transcript_id attribute (expected e.g. "
+                         "transcript_id \"T1\"; in column 9): exons are grouped into transcripts by it");
+      ids.push_back(std::move(*id));
+    } else {
+      ids = gff3_attribute(f[8], "Parent");
+      if (ids.empty())
+        throw InputError(path, lineno,
+                         "GFF3 exon line without a Parent attribute (expected e.g. Parent=transcript:T1 "
+                         "in column 9): exons are grouped into transcripts by it");
+    }
+    ++exon_lines;
+    const std::string seqid(f[0]);
+    for (auto& id : ids) {
+      auto [it, fresh] = index.try_emplace({id, seqid}, out.size());
+      if (fresh) {
+        TranscriptExons t;
+        t.id = id;
+        t.seqid = seqid;
+        t.strand = f[6][0];
+        t.line = lineno;
+        out.push_back(std::move(t));
+      }
+      TranscriptExons& t = out[it->second];
+      if (t.strand != f[6][0])
+        throw InputError(path, lineno,
+                         fmt::format("exon of transcript '{}' on strand '{}', but its exon at line {} is on '{}'",
+                                     id, f[6], t.line, t.strand));
+      t.exons.emplace_back(s - 1, e);
+    }
+  });
+  if (exon_lines == 0)
+    throw InputError(path, "no features of type 'exon' found: is this a GTF/GFF3 annotation with exons?");
+  for (auto& t : out) {
+    std::sort(t.exons.begin(), t.exons.end());
+    std::vector<std::pair<uint64_t, uint64_t>> merged;
+    for (const auto& x : t.exons) {
+      if (!merged.empty() && x.first <= merged.back().second)
+        merged.back().second = std::max(merged.back().second, x.second);
+      else
+        merged.push_back(x);
+    }
+    t.exons = std::move(merged);
   }
   return out;
 }

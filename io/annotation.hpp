@@ -1,7 +1,9 @@
 #pragma once
-// GTF / GFF3 gene annotations: gene boundaries for the gene-boundary (GB) corpus variant.
+// GTF / GFF3 gene annotations: gene boundaries for the gene-boundary (GB) corpus variant,
+// exons grouped by transcript for the splice-site dataset.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace genemask::io {
@@ -25,5 +27,26 @@ int match_seqid(const std::string& seqid, const std::vector<std::string>& fasta_
 /// Sorted, unique gene boundaries (gene starts and ends, 0-based) per FASTA record.
 std::vector<std::vector<uint64_t>> gene_boundaries(const std::string& annotation_path,
                                                    const std::vector<std::string>& fasta_names);
+
+/// The exons of one transcript, as the annotation gives them.
+struct TranscriptExons {
+  std::string id;     // GTF transcript_id, GFF3 Parent (one per parent when there are several)
+  std::string seqid;  // as written in the annotation (match it with match_seqid)
+  char strand = '.';  // + - . ?
+  uint64_t line = 0;  // line of the transcript's first exon, for messages
+  // 0-based half-open, sorted by start; overlapping or touching exons of one transcript
+  // (duplicate lines, zero-length introns) are merged, so consecutive exons are separated
+  // by an intron of at least one base.
+  std::vector<std::pair<uint64_t, uint64_t>> exons;
+};
+
+/// Reads the features of type "exon" of a GTF (by name: the path contains ".gtf") or GFF3
+/// file (.gz allowed), grouped by transcript: GTF by the transcript_id attribute, GFF3 by
+/// Parent (comma-separated parents: the exon belongs to each). A transcript is keyed by
+/// (id, seqid), so an id reused on another sequence (old PAR annotations) is another
+/// transcript. Transcripts come in order of their first exon. Errors (file:line, value):
+/// malformed columns, an exon without transcript_id/Parent, exons of one transcript on two
+/// strands, no exon features at all.
+std::vector<TranscriptExons> read_transcript_exons(const std::string& path);
 
 }  // namespace genemask::io

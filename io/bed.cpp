@@ -1,1 +1,212 @@
-// stub: being written
+#include "io/bed.hpp"
+
+#include <charconv>
+#include <fmt/format.h>
+#include <functional>
+#include <string_view>
+
+#include "io/error.hpp"
+#include "io/text_source.hpp"
+
+namespace genemask::io {
+namespace {
+
+// Calls fn(line, lineno) for every line of a plain or gzip text file ('\r' removed).
+void for_each_line(const std::string& path, const std::function<void(const std::string&, uint64_t)>& fn) {
+  auto reader = open_text(probe_file(path), 0);
+  std::string line;
+  uint64_t lineno = 0;
+  auto flush = [&]() {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    fn(line, lineno);
+    line.clear();
+  };
+  TextBlock b;
+  while (reader->next(b))
+    for (size_t i = 0; i < b.size; ++i) {
+      if (b.data[i] == '\n')
+        flush();
+      else
+        line.push_back(b.data[i]);
+    }
+  if (!line.empty()) flush();
+}
+
+std::vector<std::string> split(const std::string& line, char delim) {
+  std::vector<std::string> f;
+  size_t i = 0;
+  while (true) {
+    size_t j = line.find(delim, i);
+    f.push_back(line.substr(i, j == std::string::npos ? std::string::npos : j - i));
+    if (j == std::string::npos) break;
+    i = j + 1;
+  }
+  return f;
+}
+
+uint64_t parse_u64(const std::string& path, uint64_t lineno, const std::string& v, const char* what) {
+  uint64_t out = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+  if (v.empty() || ec != std::errc() || p != v.data() + v.size())
+    throw InputError(path, lineno, fmt::format("{} is not a non-negative integer: '{}'", what, v));
+  return out;
+}
+
+char parse_strand(const std::string& path, uint64_t lineno, const std::string& v, bool dot_ok) {
+  if (v == "+" || v == "-") return v[0];
+  if (dot_ok && v == ".") return '+';
+  throw InputError(path, lineno,
+                   fmt::format("strand must be '+' or '-'{}, found '{}' (TSS windows are strand-aware)",
+                               dot_ok ? " (or '.')" : "", v));
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+std::vector<TssSite> read_tss_bed(const std::string& path, uint64_t tss_offset) {
+  std::vector<TssSite> out;
+  for_each_line(path, [&](const std::string& line, uint64_t ln) {
+    if (line.empty() || line[0] == '#' || line.rfind("track", 0) == 0 || line.rfind("browser", 0) == 0) return;
+    auto f = split(line, '\t');
+    if (f.size() < 6)
+      throw InputError(path, ln,
+                       fmt::format("expected at least 6 tab-separated BED columns (chrom, start, end, name, score, "
+                                   "strand), found {}",
+                                   f.size()));
+    const uint64_t start = parse_u64(path, ln, f[1], "column 2 (start)");
+    const uint64_t end = parse_u64(path, ln, f[2], "column 3 (end)");
+    if (end <= start) throw InputError(path, ln, fmt::format("end {} is not after start {}", end, start));
+    TssSite s;
+    s.chrom = f[0];
+    s.name = f[3];
+    s.strand = parse_strand(path, ln, f[5], false);
+    s.line = ln;
+    bool thick = false;
+    if (f.size() >= 8) {
+      const uint64_t ts = parse_u64(path, ln, f[6], "column 7 (thickStart)");
+      const uint64_t te = parse_u64(path, ln, f[7], "column 8 (thickEnd)");
+      if (te > ts) {
+        if (ts < start || te > end)
+          throw InputError(path, ln, fmt::format("thick part {}-{} lies outside the interval {}-{}", ts, te, start, end));
+        s.pos = s.strand == '+' ? ts : te - 1;
+        thick = true;
+      }
+    }
+    if (!thick) {
+      if (tss_offset >= end - start)
+        throw InputError(path, ln,
+                         fmt::format("TSS offset {} does not fit in the {} bp interval {}-{}", tss_offset, end - start,
+                                     start, end));
+      s.pos = s.strand == '+' ? start + tss_offset : end - 1 - tss_offset;
+    }
+    out.push_back(std::move(s));
+  });
+  if (out.empty()) throw InputError(path, "no BED records found");
+  return out;
+}
+
+std::vector<TssSite> read_tss_sga(const std::string& path) {
+  std::vector<TssSite> out;
+  for_each_line(path, [&](const std::string& line, uint64_t ln) {
+    if (line.empty() || line[0] == '#') return;
+    auto f = split(line, '\t');
+    if (f.size() < 5)
+      throw InputError(path, ln,
+                       fmt::format("expected at least 5 tab-separated SGA columns (chrom, feature, position, strand, "
+                                   "count), found {}",
+                                   f.size()));
+    TssSite s;
+    s.chrom = f[0];
+    const uint64_t pos = parse_u64(path, ln, f[2], "column 3 (position)");
+    if (pos == 0) throw InputError(path, ln, "column 3 (position) is 1-based and cannot be 0");
+    s.pos = pos - 1;
+    s.strand = parse_strand(path, ln, f[3], false);
+    if (f.size() >= 6) s.name = f[5];
+    s.line = ln;
+    out.push_back(std::move(s));
+  });
+  if (out.empty()) throw InputError(path, "no SGA records found");
+  return out;
+}
+
+std::vector<TssSite> read_tss(const std::string& path, uint64_t bed_tss_offset) {
+  if (ends_with(path, ".sga") || ends_with(path, ".sga.gz")) return read_tss_sga(path);
+  return read_tss_bed(path, bed_tss_offset);
+}
+
+std::vector<IntervalRow> read_interval_csv(const std::string& path) {
+  std::vector<IntervalRow> out;
+  int ci = -1, cr = -1, cs = -1, ce = -1, cst = -1;
+  size_t ncols = 0;
+  for_each_line(path, [&](const std::string& line, uint64_t ln) {
+    if (line.empty()) return;
+    auto f = split(line, ',');
+    if (ln == 1) {
+      for (size_t i = 0; i < f.size(); ++i) {
+        const int ii = static_cast<int>(i);
+        if (f[i] == "id") ci = ii;
+        if (f[i] == "region" || f[i] == "chr" || f[i] == "chrom") cr = ii;  // some genomic-benchmarks sets say chr
+        if (f[i] == "start") cs = ii;
+        if (f[i] == "end") ce = ii;
+        if (f[i] == "strand") cst = ii;
+      }
+      if (cr < 0 || cs < 0 || ce < 0)
+        throw InputError(path, ln,
+                         fmt::format("header '{}' lacks the columns region, start and end (expected "
+                                     "'id,region,start,end,strand')",
+                                     line));
+      ncols = f.size();
+      return;
+    }
+    if (f.size() != ncols)
+      throw InputError(path, ln, fmt::format("expected {} comma-separated fields, found {}", ncols, f.size()));
+    IntervalRow r;
+    r.id = ci >= 0 ? f[static_cast<size_t>(ci)] : std::to_string(ln - 1);
+    r.chrom = f[static_cast<size_t>(cr)];
+    r.start = parse_u64(path, ln, f[static_cast<size_t>(cs)], "start");
+    r.end = parse_u64(path, ln, f[static_cast<size_t>(ce)], "end");
+    if (r.end <= r.start) throw InputError(path, ln, fmt::format("end {} is not after start {}", r.end, r.start));
+    r.strand = cst >= 0 ? parse_strand(path, ln, f[static_cast<size_t>(cst)], true) : '+';
+    r.line = ln;
+    out.push_back(std::move(r));
+  });
+  if (ncols == 0) throw InputError(path, 1, "empty file: expected a header 'id,region,start,end,strand'");
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> read_chrom_map(const std::string& path) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for_each_line(path, [&](const std::string& line, uint64_t ln) {
+    if (line.empty() || line[0] == '#') return;
+    auto f = split(line, '\t');
+    if (f.size() < 2 || f[0].empty() || f[1].empty())
+      throw InputError(path, ln, fmt::format("expected 'input-name<TAB>genome-name', found '{}'", line));
+    out.emplace_back(f[0], f[1]);
+  });
+  return out;
+}
+
+std::string refseq_to_ucsc(const std::string& accession) {
+  if (accession.rfind("NC_", 0) != 0) return "";
+  const size_t dot = accession.find('.');
+  const std::string digits = accession.substr(3, dot == std::string::npos ? std::string::npos : dot - 3);
+  if (digits.size() != 6) return "";
+  uint64_t n = 0;
+  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+  if (ec != std::errc() || p != digits.data() + digits.size()) return "";
+  if (n >= 1 && n <= 22) return fmt::format("chr{}", n);  // human
+  if (n == 23) return "chrX";
+  if (n == 24) return "chrY";
+  if (n == 12920) return "chrM";
+  if (n >= 67 && n <= 85) return fmt::format("chr{}", n - 66);  // mouse
+  if (n == 86) return "chrX";
+  if (n == 87) return "chrY";
+  if (n == 5089) return "chrM";
+  return "";
+}
+
+}  // namespace genemask::io

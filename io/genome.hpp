@@ -19,4 +19,21 @@ std::vector<FastaRecordSummary> genome_records(const std::string& fasta);
 void for_each_chromosome(const std::string& fasta, const std::function<bool(const std::string&)>& wanted,
                          const std::function<void(const std::string& name, const std::string& seq)>& fn);
 
+/// Maps the sequence names of an annotation to genome records: exact name, then an alias
+/// ("input<TAB>genome" pairs, e.g. from --chrom-map), then chr-prefix matching
+/// (io::match_seqid), then a human/mouse RefSeq accession (NC_000001.11 -> chr1).
+class SeqidResolver {
+ public:
+  SeqidResolver(std::vector<std::string> genome_names, std::vector<std::pair<std::string, std::string>> aliases = {});
+  /// Record index, or throws InputError "file:line: sequence 'X' is not in the genome G
+  /// (its records: a, b, c, ...)".
+  size_t resolve(const std::string& name, const std::string& file, uint64_t line, const std::string& genome) const;
+  const std::vector<std::string>& names() const { return names_; }
+
+ private:
+  std::vector<std::string> names_;
+  std::vector<std::pair<std::string, std::string>> aliases_;
+  mutable std::vector<std::pair<std::string, int>> cache_;
+};
+
 }  // namespace genemask::io

@@ -1,1 +1,203 @@
-// stub: being written
+#include "io/vcf.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fmt/format.h>
+#include <map>
+#include <string_view>
+
+#include "io/annotation.hpp"
+#include "io/error.hpp"
+#include "io/genome.hpp"
+#include "io/text_source.hpp"
+
+namespace genemask::io {
+namespace {
+
+// Calls fn(line, lineno) for each line (CR stripped) of a plain or compressed text file.
+template <typename Fn>
+void for_each_line(const std::string& path, Fn&& fn) {
+  auto reader = open_text(probe_file(path), 0);
+  std::string line;
+  uint64_t lineno = 0;
+  auto process = [&]() {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    fn(line, lineno);
+  };
+  TextBlock b;
+  while (reader->next(b)) {
+    for (size_t i = 0; i < b.size; ++i) {
+      if (b.data[i] == '\n') {
+        process();
+        line.clear();
+      } else {
+        line.push_back(b.data[i]);
+      }
+    }
+  }
+  if (!line.empty()) process();
+}
+
+std::vector<std::string> split(const std::string& s, char d) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == d) {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
+}
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+bool all_of_chars(const std::string& s, const char* allowed) {
+  return !s.empty() && s.find_first_not_of(allowed) == std::string::npos;
+}
+
+}  // namespace
+
+std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats) {
+  std::vector<Variant> out;
+  VcfStats st;
+  for_each_line(path, [&](const std::string& line, uint64_t lineno) {
+    if (line.rfind("##", 0) == 0) return;
+    if (line.rfind("#", 0) == 0) return;  // #CHROM header (optional: bare data lines are accepted)
+    if (line.empty()) return;
+    const auto f = split(line, '\t');
+    if (f.size() < 5)
+      throw InputError(path, lineno, fmt::format("{} tab-separated fields; a VCF line needs CHROM POS ID REF ALT",
+                                                 f.size()));
+    ++st.records;
+    Variant v;
+    v.chrom = f[0];
+    v.id = f[2].empty() ? "." : f[2];
+    v.line = lineno;
+    try {
+      size_t used = 0;
+      const unsigned long long p = std::stoull(f[1], &used);
+      if (used != f[1].size() || p == 0) throw std::invalid_argument("");
+      v.pos = p;
+    } catch (const std::exception&) {
+      throw InputError(path, lineno, fmt::format("POS '{}' is not a 1-based position", f[1]));
+    }
+    v.ref = upper(f[3]);
+    if (!all_of_chars(v.ref, "ACGTN"))
+      throw InputError(path, lineno, fmt::format("REF '{}' is not a sequence of bases (A, C, G, T, N)", f[3]));
+    for (const auto& a : split(f[4], ',')) {
+      const std::string alt = upper(a);
+      if (alt.empty()) throw InputError(path, lineno, fmt::format("ALT '{}' has an empty allele", f[4]));
+      if (!all_of_chars(alt, "ACGTN")) {
+        if (alt == "." || alt == "*" || alt[0] == '<' || alt.find_first_of("[]") != std::string::npos) {
+          ++st.skipped_symbolic;
+          continue;
+        }
+        throw InputError(path, lineno, fmt::format("ALT allele '{}' is not a sequence of bases (A, C, G, T, N)", a));
+      }
+      v.alt = alt;
+      out.push_back(v);
+    }
+  });
+  if (stats) *stats = st;
+  return out;
+}
+
+std::vector<Variant> read_variant_tsv(const std::string& path) {
+  std::vector<Variant> out;
+  int c_id = -1, c_ref = -1, c_alt = -1;
+  size_t ncol = 0;
+  for_each_line(path, [&](const std::string& line, uint64_t lineno) {
+    auto f = split(line, '\t');
+    for (auto& x : f)
+      if (x.size() >= 2 && x.front() == '"' && x.back() == '"') x = x.substr(1, x.size() - 2);
+    if (lineno == 1) {
+      for (size_t i = 0; i < f.size(); ++i) {
+        if (f[i] == "id") c_id = static_cast<int>(i);
+        if (f[i] == "ref_sequence") c_ref = static_cast<int>(i);
+        if (f[i] == "alt_sequence") c_alt = static_cast<int>(i);
+      }
+      if (c_id < 0 || c_ref < 0 || c_alt < 0)
+        throw InputError(path, 1, fmt::format("header '{}' must name the tab-separated columns id, ref_sequence and "
+                                              "alt_sequence",
+                                              line));
+      ncol = static_cast<size_t>(std::max({c_id, c_ref, c_alt})) + 1;
+      return;
+    }
+    if (line.empty()) return;
+    if (f.size() < ncol)
+      throw InputError(path, lineno, fmt::format("{} fields; the header names {} or more", f.size(), ncol));
+    Variant v;
+    v.id = f[static_cast<size_t>(c_id)];
+    v.line = lineno;
+    v.ref_seq = upper(f[static_cast<size_t>(c_ref)]);
+    v.alt_seq = upper(f[static_cast<size_t>(c_alt)]);
+    for (const auto* s : {&v.ref_seq, &v.alt_seq})
+      if (!all_of_chars(*s, "ABCDGHKMNRSTUVWY"))
+        throw InputError(path, lineno,
+                         fmt::format("'{}' is not a sequence of bases", s->size() > 40 ? s->substr(0, 40) + "..." : *s));
+    out.push_back(std::move(v));
+  });
+  if (c_id < 0) throw InputError(path, "empty file: expected a header with id, ref_sequence and alt_sequence");
+  if (out.empty()) throw InputError(path, "no variants after the header");
+  return out;
+}
+
+std::vector<Variant> cut_variant_windows(std::vector<Variant> variants, const std::string& vcf_path,
+                                         const std::string& genome, uint64_t before, uint64_t after,
+                                         uint64_t* off_chromosome) {
+  std::vector<std::string> names;
+  for (const auto& r : genome_records(genome)) names.push_back(r.name);
+  std::map<std::string, std::vector<size_t>> by_record;  // genome record -> variants
+  for (size_t i = 0; i < variants.size(); ++i) {
+    const int r = match_seqid(variants[i].chrom, names);
+    if (r < 0) {
+      std::string present;
+      for (size_t j = 0; j < names.size() && j < 10; ++j) present += (j ? ", " : "") + names[j];
+      if (names.size() > 10) present += ", ...";
+      throw InputError(vcf_path, variants[i].line,
+                       fmt::format("chromosome '{}' is not in the genome {} (records: {}): use the genome the VCF "
+                                   "was called on",
+                                   variants[i].chrom, genome, present));
+    }
+    by_record[names[static_cast<size_t>(r)]].push_back(i);
+  }
+  std::vector<char> keep(variants.size(), 0);
+  uint64_t off = 0;
+  for_each_chromosome(
+      genome, [&](const std::string& n) { return by_record.count(n) > 0; },
+      [&](const std::string& name, const std::string& seq) {
+        for (size_t i : by_record.at(name)) {
+          auto& v = variants[i];
+          const uint64_t p = v.pos - 1;  // 0-based start of REF
+          if (p + v.ref.size() > seq.size())
+            throw InputError(vcf_path, v.line,
+                             fmt::format("{}:{} REF '{}' runs past the end of {} ({} bases in {})", v.chrom, v.pos,
+                                         v.ref, name, seq.size(), genome));
+          const std::string g = seq.substr(p, v.ref.size());
+          if (g != v.ref)
+            throw InputError(vcf_path, v.line,
+                             fmt::format("REF '{}' does not match the genome '{}' at {}:{} ({}): is the VCF for "
+                                         "this assembly?",
+                                         v.ref, g, v.chrom, v.pos, genome));
+          if (p < before || p + v.ref.size() + after > seq.size()) {
+            ++off;
+            continue;
+          }
+          const std::string left = seq.substr(p - before, before), right = seq.substr(p + v.ref.size(), after);
+          v.ref_seq = left + v.ref + right;
+          v.alt_seq = left + v.alt + right;
+          keep[i] = 1;
+        }
+      });
+  std::vector<Variant> out;
+  for (size_t i = 0; i < variants.size(); ++i)
+    if (keep[i]) out.push_back(std::move(variants[i]));
+  if (off_chromosome) *off_chromosome = off;
+  return out;
+}
+
+}  // namespace genemask::io

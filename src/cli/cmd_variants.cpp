@@ -1,6 +1,320 @@
-// stub: genemask variants (being written)
+// genemask variants: the paper's variant analysis (appendix, after DNABERT): the change of
+// a fine-tuned classifier's probability between the reference and the alternative allele
+// window of each variant, variants ranked by |delta|, and the top-N overlap with another
+// ranking. Reading, ranking and comparing are here; scoring is in libgenemask_model.so.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+
 #include "common.hpp"
+#include "io/atomic_file.hpp"
+#include "io/error.hpp"
+#include "io/vcf.hpp"
+#include "model/variants.hpp"
+#include "model_plugin.hpp"
 
 namespace genemask::cli {
-void register_variants(CLI::App&, Context&) {}
+namespace {
+
+struct VariantsArgs {
+  model::VariantScoreOptions score;
+  std::string variants, genome, window, out, compare, top = "10,100,1000";
+  int64_t flank = -1;
+};
+
+constexpr const char* kHelp = R"(Input: --variants V.vcf (.vcf.gz; CHROM POS ID REF ALT, POS 1-based; one row per ALT
+allele; SNVs, MNVs and indels; symbolic alleles skipped and counted) with --genome and a
+window: --flank N (N bases each side: 2N+1 for a SNV) or --window A:B (bases POS+A .. POS+B
+around a SNV, e.g. -249:50 = 300 bp like Prom-300; for longer REF alleles B counts from
+REF's last base). ref = window with REF, alt = the same flanks around ALT. REF must equal
+the genome (else an error with both). Windows running off a chromosome are skipped and
+counted. Or --variants V.tsv (name ending .tsv/.txt): header id ref_sequence alt_sequence.
+Output OUT/variants.tsv: id chrom pos ref alt p_ref p_alt delta rank, where p = softmax
+probability of --class (default: class index 1), delta = p_alt - p_ref, rank 1 = largest
+|delta| (ties: input order). --compare R.tsv (another variants.tsv, or any TSV with an id
+column or chrom/pos/ref/alt columns and a rank or delta column): for each N of --top,
+overlap = |top N of ours ∩ top N of R| / N, in OUT/compare.tsv and summary.json.
+Variants are matched by chrom:pos:ref:alt (chr prefix ignored) when both files have
+them, else by id. One process (no MPI); --threads for cores, batches sorted by length.)";
+
+std::string num(double v) { return fmt::format("{}", v); }
+
+std::vector<std::string> split(const std::string& s, char d) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == d) {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  return out;
+}
+
+std::string chrom_key(const std::string& c, const std::string& pos, const std::string& ref, const std::string& alt) {
+  const std::string x = c.rfind("chr", 0) == 0 ? c.substr(3) : c;
+  return x + ":" + pos + ":" + ref + ":" + alt;
+}
+
+/// A ranking read back: keys in rank order (both kinds of key when available).
+struct Ranking {
+  std::vector<std::string> by_site, by_id;  // by_site empty when the file lacks the columns
+};
+
+Ranking read_ranking(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw io::InputError(path, "cannot be read");
+  std::string line;
+  if (!std::getline(in, line)) throw io::InputError(path, 1, "empty file: expected a header");
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+  const auto h = split(line, '\t');
+  std::map<std::string, size_t> col;
+  for (size_t i = 0; i < h.size(); ++i) col[h[i]] = i;
+  const bool site = col.count("chrom") && col.count("pos") && col.count("ref") && col.count("alt");
+  if (!site && !col.count("id"))
+    throw io::InputError(path, 1, fmt::format("header '{}' needs an id column or chrom, pos, ref and alt", line));
+  if (!col.count("rank") && !col.count("delta"))
+    throw io::InputError(path, 1, fmt::format("header '{}' needs a rank or a delta column", line));
+  struct Row {
+    std::string site, id;
+    double order;
+    uint64_t line;
+  };
+  std::vector<Row> rows;
+  uint64_t lineno = 1;
+  bool sites_complete = site;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) continue;
+    const auto f = split(line, '\t');
+    if (f.size() < h.size())
+      throw io::InputError(path, lineno, fmt::format("{} fields, the header has {}", f.size(), h.size()));
+    Row r;
+    r.line = lineno;
+    if (site) {
+      r.site = chrom_key(f[col["chrom"]], f[col["pos"]], f[col["ref"]], f[col["alt"]]);
+      sites_complete = sites_complete && !f[col["chrom"]].empty();
+    }
+    if (col.count("id")) r.id = f[col["id"]];
+    const std::string& v = f[col.count("rank") ? col["rank"] : col["delta"]];
+    try {
+      size_t used = 0;
+      const double x = std::stod(v, &used);
+      if (used != v.size() || std::isnan(x)) throw std::invalid_argument("");
+      r.order = col.count("rank") ? x : -std::fabs(x);  // ascending order = rank order
+    } catch (const std::exception&) {
+      throw io::InputError(path, lineno, fmt::format("'{}' is not a number", v));
+    }
+    rows.push_back(std::move(r));
+  }
+  if (rows.empty()) throw io::InputError(path, "no rows after the header");
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.order < b.order; });
+  Ranking out;
+  for (const auto& r : rows) {
+    if (sites_complete) out.by_site.push_back(r.site);
+    if (col.count("id")) out.by_id.push_back(r.id);
+  }
+  return out;
+}
+
+std::vector<uint64_t> parse_top(const std::string& s) {
+  std::vector<uint64_t> out;
+  for (const auto& t : split(s, ',')) {
+    try {
+      size_t used = 0;
+      const unsigned long long n = std::stoull(t, &used);
+      if (used != t.size() || n == 0) throw std::invalid_argument("");
+      out.push_back(n);
+    } catch (const std::exception&) {
+      throw std::invalid_argument(fmt::format("--top '{}': expected positive integers separated by commas", s));
+    }
+  }
+  return out;
+}
+
+void run_variants(VariantsArgs a, const Context& ctx) {
+  if (ctx.size > 1) {
+    if (ctx.rank != 0) return;
+    throw std::runtime_error("variants is a single-process command: run it without mpirun (use --threads for cores)");
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto tops = parse_top(a.top);
+  const std::string lower = [&] {
+    std::string x = a.variants;
+    std::transform(x.begin(), x.end(), x.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return x;
+  }();
+  const bool tsv = std::filesystem::path(lower).extension() == ".tsv" || std::filesystem::path(lower).extension() == ".txt";
+  uint64_t before = 0, after = 0;
+  if (!tsv) {
+    if (a.genome.empty()) throw std::invalid_argument("a VCF needs --genome (or give a TSV of id ref_sequence alt_sequence)");
+    if ((a.flank >= 0) == !a.window.empty())
+      throw std::invalid_argument("a VCF needs exactly one of --flank N and --window A:B");
+    if (a.flank >= 0) {
+      before = after = static_cast<uint64_t>(a.flank);
+    } else {
+      const auto p = split(a.window, ':');
+      long long lo = 1, hi = -1;
+      try {
+        if (p.size() == 2) lo = std::stoll(p[0]), hi = std::stoll(p[1]);
+      } catch (const std::exception&) {
+      }
+      if (p.size() != 2 || lo > 0 || hi < 0)
+        throw std::invalid_argument(fmt::format("--window '{}' must be A:B with A <= 0 <= B, e.g. -249:50", a.window));
+      before = static_cast<uint64_t>(-lo);
+      after = static_cast<uint64_t>(hi);
+    }
+  } else if (!a.genome.empty() || a.flank >= 0 || !a.window.empty()) {
+    throw std::invalid_argument("--genome, --flank and --window apply to a VCF; a TSV already holds the sequences");
+  }
+  std::filesystem::create_directories(a.out);
+  check_writable(a.out + "/variants.tsv");
+
+  io::VcfStats vs;
+  uint64_t off = 0;
+  std::vector<io::Variant> v;
+  if (tsv) {
+    v = io::read_variant_tsv(a.variants);
+  } else {
+    v = io::cut_variant_windows(io::read_vcf(a.variants, &vs), a.variants, a.genome, before, after, &off);
+  }
+  for (const auto& x : v)
+    if (x.ref_seq.size() < 6 || x.alt_seq.size() < 6)
+      throw io::InputError(a.variants, x.line,
+                           fmt::format("sequences of {} and {} bases: at least 6 (one 6-mer) are needed{}",
+                                       x.ref_seq.size(), x.alt_seq.size(), tsv ? "" : "; widen --flank/--window"));
+  if (v.empty()) throw io::InputError(a.variants, "no variant to score (all skipped: see --flank/--window)");
+  std::vector<std::string> ref, alt;
+  for (const auto& x : v) ref.push_back(x.ref_seq), alt.push_back(x.alt_seq);
+
+  using Fn = void (*)(const model::VariantScoreOptions*, const std::vector<std::string>*, const std::vector<std::string>*,
+                      const std::function<void(const std::string&)>*, model::VariantScores*);
+  auto fn = reinterpret_cast<Fn>(model_symbol("genemask_model_variants"));
+  const std::function<void(const std::string&)> log = [](const std::string& l) { std::cerr << "[variants] " << l << std::endl; };
+  model::VariantScores s;
+  fn(&a.score, &ref, &alt, &log, &s);
+
+  const size_t n = v.size();
+  std::vector<double> delta(n);
+  for (size_t i = 0; i < n; ++i) delta[i] = s.p_alt[i] - s.p_ref[i];
+  std::vector<size_t> order(n);
+  for (size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return std::fabs(delta[x]) > std::fabs(delta[y]); });
+
+  // Comparison (read before writing anything, so a bad file leaves no partial output).
+  nlohmann::ordered_json cmp = nullptr;
+  std::vector<std::array<double, 3>> cmp_rows;
+  if (!a.compare.empty()) {
+    const Ranking other = read_ranking(a.compare);
+    const bool by_site = !tsv && !other.by_site.empty();
+    if (!by_site && other.by_id.empty())
+      throw io::InputError(a.compare, 1, "has no id column to match the variants of a TSV by");
+    std::vector<std::string> mine;
+    for (size_t i : order) mine.push_back(by_site ? chrom_key(v[i].chrom, std::to_string(v[i].pos), v[i].ref, v[i].alt) : v[i].id);
+    const auto& theirs = by_site ? other.by_site : other.by_id;
+    nlohmann::ordered_json top = nlohmann::ordered_json::array();
+    for (uint64_t N : tops) {
+      if (N > mine.size() || N > theirs.size()) continue;  // undefined: fewer than N variants
+      std::set<std::string> a_top(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(N));
+      uint64_t shared = 0;
+      std::set<std::string> seen;
+      for (size_t i = 0; i < N; ++i)
+        if (a_top.count(theirs[i]) && seen.insert(theirs[i]).second) ++shared;
+      const double ov = static_cast<double>(shared) / static_cast<double>(N);
+      top.push_back({{"n", N}, {"shared", shared}, {"overlap", ov}});
+      cmp_rows.push_back({static_cast<double>(N), static_cast<double>(shared), ov});
+    }
+    const std::set<std::string> all_mine(mine.begin(), mine.end());
+    uint64_t common = 0;
+    for (const auto& k : std::set<std::string>(theirs.begin(), theirs.end())) common += all_mine.count(k);
+    cmp = {{"file", a.compare}, {"matched_by", by_site ? "chrom:pos:ref:alt" : "id"}, {"n_other", theirs.size()},
+           {"in_both", common}, {"top", top}};
+  }
+
+  {
+    io::AtomicFile f(a.out + "/variants.tsv");
+    auto& o = f.stream();
+    o << "id\tchrom\tpos\tref\talt\tp_ref\tp_alt\tdelta\trank\n";
+    for (size_t r = 0; r < n; ++r) {
+      const auto& x = v[order[r]];
+      o << x.id << '\t' << x.chrom << '\t' << (tsv ? "" : std::to_string(x.pos)) << '\t' << x.ref << '\t' << x.alt << '\t'
+        << num(s.p_ref[order[r]]) << '\t' << num(s.p_alt[order[r]]) << '\t' << num(delta[order[r]]) << '\t' << r + 1 << '\n';
+    }
+    f.commit();
+  }
+  if (!cmp.is_null()) {
+    io::AtomicFile f(a.out + "/compare.tsv");
+    f.stream() << "n\tshared\toverlap\n";
+    for (const auto& r : cmp_rows)
+      f.stream() << static_cast<uint64_t>(r[0]) << '\t' << static_cast<uint64_t>(r[1]) << '\t' << num(r[2]) << '\n';
+    f.commit();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string cls = s.class_names[static_cast<size_t>(s.class_index)];
+  nlohmann::ordered_json j = {{"model", a.score.model},
+                              {"variants", a.variants},
+                              {"input", tsv ? "tsv" : "vcf"},
+                              {"genome", a.genome},
+                              {"before", before},
+                              {"after", after},
+                              {"n", n},
+                              {"vcf_records", vs.records},
+                              {"skipped_symbolic", vs.skipped_symbolic},
+                              {"off_chromosome", off},
+                              {"class", cls},
+                              {"class_index", s.class_index},
+                              {"class_names", s.class_names},
+                              {"truncated", s.truncated},
+                              {"threads", s.threads},
+                              {"batch", a.score.batch},
+                              {"compare", cmp},
+                              {"seconds", seconds},
+                              {"sequences_per_s", s.sequences_per_s},
+                              {"command_line", ctx.command_line}};
+  {
+    io::AtomicFile f(a.out + "/summary.json");
+    f.stream() << j.dump(2) << '\n';
+    f.commit();
+  }
+  nlohmann::json line = {{"command", "variants"}, {"n", n}, {"class", cls}, {"off_chromosome", off},
+                         {"skipped_symbolic", vs.skipped_symbolic}, {"truncated", s.truncated}, {"out", a.out},
+                         {"max_abs_delta", std::fabs(delta[order[0]])}, {"seconds", seconds},
+                         {"sequences_per_s", s.sequences_per_s}};
+  if (!cmp.is_null()) line["top_overlap"] = cmp["top"];
+  print_summary(ctx, line);
+}
+
+}  // namespace
+
+void register_variants(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<VariantsArgs>();
+  auto* sub = app.add_subcommand("variants", "Variant effects: probability change of a fine-tuned classifier, ranked");
+  sub->footer(kHelp);
+  sub->add_option("--model", a->score.model, "fine-tuned classifier directory (`genemask finetune --save-model`)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--variants", a->variants, "VCF (.vcf, .vcf.gz) or TSV (.tsv: id ref_sequence alt_sequence)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--genome", a->genome, "reference FASTA of the VCF (plain, gzip or bgzip)")->check(CLI::ExistingFile);
+  sub->add_option("--flank", a->flank, "bases on each side of the variant");
+  sub->add_option("--window", a->window, "A:B: bases POS+A .. POS+B (e.g. -249:50)");
+  sub->add_option("--out", a->out, "output directory: variants.tsv, summary.json (+ compare.tsv)")->required();
+  sub->add_option("--class", a->score.class_name, "class scored: a label of the model or an index (default 1)");
+  sub->add_option("--compare", a->compare, "another ranking (variants.tsv) for the top-N overlap")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--top", a->top, "N values of the top-N overlap, comma-separated")->capture_default_str();
+  sub->add_option("--batch", a->score.batch, "sequences per forward pass")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--threads", a->score.threads, "intra-op threads (0: all cores)")->capture_default_str();
+  sub->add_option("--device", a->score.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  sub->add_option("--gpu", a->score.device_index, "GPU ordinal for --device cuda")->capture_default_str();
+  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_variants(*a, ctx); }; });
+}
+
 }  // namespace genemask::cli

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <limits>
 #include <filesystem>
+#include <fstream>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -195,6 +196,61 @@ void save_classifier_hf(BertForSequenceClassification& m, const std::vector<std:
     tensors.push_back(std::move(s));
   }
   io::write_safetensors(dir + "/model.safetensors", tensors);
+}
+
+BertForSequenceClassification load_classifier_hf(const std::string& dir, std::vector<std::string>* class_names) {
+  const std::string cfg_path = dir + "/config.json";
+  if (!std::filesystem::exists(cfg_path))
+    throw io::InputError(dir, "has no config.json: give the directory written by `genemask finetune --save-model`");
+  nlohmann::json j;
+  try {
+    std::ifstream in(cfg_path);
+    j = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw io::InputError(cfg_path, fmt::format("not valid JSON: {}", e.what()));
+  }
+  std::vector<std::string> names;
+  if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) {
+    const size_t n = j["id2label"].size();
+    names.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const std::string key = std::to_string(i);
+      if (!j["id2label"].contains(key))
+        throw io::InputError(cfg_path, fmt::format("id2label lacks id {} (ids must be 0..{})", i, n - 1));
+      names[i] = j["id2label"][key].is_string() ? j["id2label"][key].get<std::string>() : j["id2label"][key].dump();
+    }
+  } else if (j.contains("num_labels") && j["num_labels"].is_number_integer()) {
+    for (int64_t i = 0; i < j["num_labels"].get<int64_t>(); ++i) names.push_back(std::to_string(i));
+  } else {
+    throw io::InputError(cfg_path, "has neither id2label nor num_labels: not a sequence classifier");
+  }
+  BertConfig c = BertConfig::from_json_file(cfg_path);
+  c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.0;
+  BertForSequenceClassification m(c, static_cast<int64_t>(names.size()));
+  const std::string file = dir + (std::filesystem::exists(dir + "/model.safetensors") ? "/model.safetensors" : "/pytorch_model.bin");
+  auto tensors = read_hf_tensors(dir);
+  torch::NoGradGuard ng;
+  auto params = m->named_parameters();
+  std::set<std::string> loaded;
+  for (auto& [name, t] : tensors) {
+    if (starts_with(name, "cls.") || name.find("position_ids") != std::string::npos) continue;
+    auto* p = params.find(name);
+    if (!p) throw io::InputError(file, fmt::format("unexpected tensor '{}' (not a BertForSequenceClassification parameter)", name));
+    if (p->sizes() != t.sizes())
+      throw io::InputError(file, fmt::format("tensor '{}' has shape {}, the model expects {}", name,
+                                             fmt::join(t.sizes().vec(), "x"), fmt::join(p->sizes().vec(), "x")));
+    p->copy_(t.to(p->dtype()));
+    loaded.insert(name);
+  }
+  for (const auto& p : params)
+    if (!loaded.count(p.key()))
+      throw io::InputError(file, fmt::format("tensor '{}' is missing{}", p.key(),
+                                             starts_with(p.key(), "classifier.") || starts_with(p.key(), "bert.pooler.")
+                                                 ? ": not a fine-tuned classifier (use `genemask finetune --save-model`)"
+                                                 : ""));
+  m->eval();
+  if (class_names) *class_names = names;
+  return m;
 }
 
 }  // namespace genemask::model

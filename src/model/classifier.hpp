@@ -73,4 +73,11 @@ double train_step(BertForSequenceClassification& m, torch::optim::AdamW& opt, co
 void save_classifier_hf(BertForSequenceClassification& m, const std::vector<std::string>& class_names,
                         const std::string& dir);
 
+/// A fine-tuned classifier WITH its head, as save_classifier_hf writes it (or HF's
+/// BertForSequenceClassification): config.json (num_labels from id2label, else
+/// num_labels), every bert.* tensor, the pooler and classifier.*. Missing or misshapen
+/// tensors are errors naming them. Returned in eval mode (no dropout); class_names from
+/// id2label in id order ("0", "1", ... when the config has none).
+BertForSequenceClassification load_classifier_hf(const std::string& dir, std::vector<std::string>* class_names);
+
 }  // namespace genemask::model

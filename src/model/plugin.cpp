@@ -5,6 +5,7 @@
 #include "model/export.hpp"
 #include "model/finetune.hpp"
 #include "model/trainer.hpp"
+#include "model/variants.hpp"
 
 extern "C" {
 
@@ -24,5 +25,11 @@ void genemask_model_export_run(const std::string* run, const std::string* out_di
 void genemask_model_finetune(const genemask::model::FinetuneOptions* o, const std::function<void(const std::string&)>* log,
                              genemask::model::FinetuneSummary* out) {
   *out = genemask::model::finetune(*o, log ? *log : std::function<void(const std::string&)>());
+}
+
+void genemask_model_variants(const genemask::model::VariantScoreOptions* o, const std::vector<std::string>* ref,
+                             const std::vector<std::string>* alt, const std::function<void(const std::string&)>* log,
+                             genemask::model::VariantScores* out) {
+  *out = genemask::model::score_variants(*o, *ref, *alt, log ? *log : std::function<void(const std::string&)>());
 }
 }

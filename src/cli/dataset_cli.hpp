@@ -1,0 +1,30 @@
+#pragma once
+// Pieces shared by the `genemask dataset` builders' subcommands (cmd_dataset.cpp,
+// cmd_dataset_splice.cpp): the output options, the single-process rule, the summary.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common.hpp"
+#include "genemask/task_dataset.hpp"
+
+namespace genemask::cli {
+
+/// Dataset builders run on one process (several ranks would race on the same files): true
+/// on a single process; under mpirun rank 0 throws and the other ranks return false.
+bool dataset_single_process(const Context& ctx, const char* builder);
+
+/// --out, --seed, [--train-fraction], --shots.
+void add_dataset_output_options(CLI::App* sub, dataset::OutputOptions& o, bool with_fraction);
+
+/// Creates the output directory and fails early when it cannot be written.
+void prepare_dataset_output(const dataset::OutputOptions& o);
+
+/// stderr: "[dataset B] wrote OUT", `details`, the counts per class and drop reason;
+/// stdout: the JSON summary (summary.json's content, plus `extra`).
+void finish_dataset(const Context& ctx, const dataset::DatasetStats& st, const dataset::OutputOptions& o,
+                    const std::string& details = "", const nlohmann::json& extra = nlohmann::json::object());
+
+void register_dataset_splice(CLI::App& dataset, Context& ctx);
+
+}  // namespace genemask::cli

@@ -1,0 +1,238 @@
+#!/usr/bin/python3
+"""End-to-end tests of `genemask variants`: a tiny classifier fine-tuned with
+`genemask finetune --save-model`, variants on a generated genome (VCF: SNVs, a
+multi-allelic line, indels, a symbolic allele, a window off the chromosome) or as a TSV of
+sequence pairs. Probabilities against an independent forward pass in plain
+torch.nn.functional (tests/model/classifier_reference.py), windows cut in Python, delta and
+ranking and the top-N overlap recomputed in Python; the REF mismatch error."""
+import itertools
+import json
+import os
+import random
+import shutil
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+import classifier_reference as ref
+from test_cli import run, summary
+from test_corpus import write_genome
+
+TINY = {"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 2,
+        "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512}
+VOCAB = {"".join(p): 5 + i for i, p in enumerate(itertools.product("ATCG", repeat=6))}
+
+
+def token_ids(seq):
+    """DNABERT-6 ids, independent of the C++ tokenizer; a k-mer with N is [UNK] = 1."""
+    return [2] + [VOCAB.get(seq[i:i + 6], 1) for i in range(len(seq) - 5)][:510] + [3]
+
+
+def text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def read_tsv(path):
+    lines = text(path).rstrip("\n").split("\n")
+    header = lines[0].split("\t")
+    return [dict(zip(header, l.split("\t"))) for l in lines[1:]]
+
+
+class Variants(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="genemask-variants-")
+        t = cls.t = staticmethod(lambda n: os.path.join(cls.tmp, n))
+        rng = random.Random(9)
+        with open(t("tiny.json"), "w") as f:
+            json.dump(TINY, f)
+
+        def seq(label):
+            s = [rng.choice("ACGT") for _ in range(rng.randint(60, 90))]
+            if label:
+                i = rng.randrange(len(s) - 6)
+                s[i:i + 6] = "TATAAA"
+            return "".join(s)
+
+        for name, n in [("train.csv", 200), ("test.csv", 20)]:
+            with open(t(name), "w") as f:
+                f.write("sequence,label\n")
+                for i in range(n):
+                    f.write(f"{seq(i % 2)},{['neg', 'prom'][i % 2]}\n")
+        run(["finetune", "--model", "random", "--config", t("tiny.json"), "--train", t("train.csv"), "--test",
+             t("test.csv"), "--out", t("ft"), "--epochs", "12", "--batch", "10", "--lr", "2e-3", "--threads", "2", "--save-model", t("clf")])
+        cls.cfg, cls.w = ref.load(t("clf"))
+
+        cls.genome = write_genome(t("g.fa"), rng, records=2, length=(3000, 5000))
+        lines = ["##fileformat=VCFv4.2", "#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO"]
+        cls.expected = []  # (line, id, chrom, pos, ref, alt) per allele scored with --flank 40
+        cls.sites = []
+        for i in range(40):
+            r = rng.randrange(2)
+            g = cls.genome[r]
+            while True:
+                p = rng.randrange(60, len(g) - 60)
+                if "N" not in g[p - 45:p + 45]:
+                    break
+            chrom = f"chr{r + 1}" if i % 3 else str(r + 1)  # "1" matches chr1
+            kind = i % 8
+            if kind == 0:
+                refa, alts = g[p], [b for b in "ACGT" if b != g[p]][:2]  # multi-allelic
+            elif kind == 1:
+                refa, alts = g[p:p + 3], [g[p]]  # deletion
+            elif kind == 2:
+                refa, alts = g[p], [g[p] + "TATAAA"]  # insertion of the motif
+            elif kind == 3:
+                refa, alts = g[p], ["<DEL>"]  # symbolic: skipped
+            else:
+                refa, alts = g[p], [rng.choice([b for b in "ACGT" if b != g[p]])]
+            lines.append(f"{chrom}\t{p + 1}\tv{i}\t{refa}\t{','.join(alts)}\t.\t.\t.")
+            for a in alts:
+                if a != "<DEL>":
+                    cls.expected.append((len(lines), f"v{i}", chrom, p + 1, refa, a, r))
+        # a variant 10 bases from the start of chr2: off the chromosome for --flank 40
+        lines.append(f"chr2\t11\tedge\t{cls.genome[1][10]}\t{'A' if cls.genome[1][10] != 'A' else 'C'}")
+        with open(t("v.vcf"), "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def window(self, e, before, after):
+        _, _, _, pos, refa, alt, r = e
+        g, p = self.genome[r], pos - 1
+        left, right = g[p - before:p], g[p + len(refa):p + len(refa) + after]
+        self.assertEqual(g[p:p + len(refa)], refa)
+        return left + refa + right, left + alt + right
+
+    def prob(self, seqs, cls_index=1):
+        out = []
+        with torch.no_grad():
+            for s in seqs:
+                ids = torch.tensor([token_ids(s)])
+                logits = ref.logits(self.cfg, self.w, ids, torch.ones_like(ids))
+                out.append(torch.softmax(logits.double(), -1)[0, cls_index].item())
+        return np.array(out)
+
+    def check_ranking(self, rows):
+        d = np.array([float(r["delta"]) for r in rows])
+        self.assertEqual([int(r["rank"]) for r in rows], list(range(1, len(rows) + 1)))
+        np.testing.assert_array_equal(d, np.array([float(r["p_alt"]) - float(r["p_ref"]) for r in rows]))
+        self.assertTrue(np.all(np.diff(np.abs(d)) <= 0))
+        self.assertGreater(np.abs(d).max(), 1e-3)  # the model reacts to some variants
+
+    def test_vcf_probabilities_match_python_forward(self):
+        p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+                 "--flank", "40", "--out", self.t("out1"), "--threads", "2", "--batch", "7"])
+        s = summary(p)
+        self.assertEqual(s["n"], len(self.expected))
+        self.assertEqual(s["off_chromosome"], 1)
+        self.assertEqual(s["skipped_symbolic"], 5)
+        self.assertEqual(s["class"], "prom")
+        rows = read_tsv(self.t("out1/variants.tsv"))
+        self.assertEqual(list(rows[0].keys()), ["id", "chrom", "pos", "ref", "alt", "p_ref", "p_alt", "delta", "rank"])
+        self.check_ranking(rows)
+        got = {(r["id"], r["alt"]): r for r in rows}
+        self.assertEqual(len(got), len(self.expected))
+        refs, alts = zip(*[self.window(e, 40, 40) for e in self.expected])
+        self.assertTrue(all(len(x) == 81 for x, e in zip(refs, self.expected) if len(e[4]) == 1))
+        pr, pa = self.prob(refs), self.prob(alts)
+        for e, a, b in zip(self.expected, pr, pa):
+            r = got[(e[1], e[5])]
+            self.assertEqual((r["chrom"], int(r["pos"]), r["ref"]), (e[2], e[3], e[4]))
+            self.assertAlmostEqual(float(r["p_ref"]), a, delta=1e-5)
+            self.assertAlmostEqual(float(r["p_alt"]), b, delta=1e-5)
+        # ties by input order: the expected order is a stable sort of input order by |delta|
+        order = sorted(range(len(rows)), key=lambda i: -abs(float(rows[i]["delta"])))
+        self.assertEqual(order, list(range(len(rows))))
+
+        # --class by index 0 is the complement of class 1; an explicit window
+        run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+             "--window", "-30:20", "--class", "0", "--out", self.t("out2")])
+        rows2 = read_tsv(self.t("out2/variants.tsv"))
+        got2 = {(r["id"], r["alt"]): r for r in rows2}
+        refs2, _ = zip(*[self.window(e, 30, 20) for e in self.expected])
+        for e, a in zip(self.expected, self.prob(refs2, 0)):
+            self.assertAlmostEqual(float(got2[(e[1], e[5])]["p_ref"]), a, delta=1e-5)
+        self.check_ranking(rows2)
+
+    def test_tsv_input_and_compare(self):
+        refs, alts = zip(*[self.window(e, 40, 40) for e in self.expected])
+        with open(self.t("pairs.tsv"), "w") as f:
+            f.write("id\tref_sequence\talt_sequence\n")
+            for i, (a, b) in enumerate(zip(refs, alts)):
+                f.write(f"p{i}\t{a.lower() if i % 2 else a}\t{b}\n")
+        run(["variants", "--model", self.t("clf"), "--variants", self.t("pairs.tsv"), "--out", self.t("out3")])
+        rows = read_tsv(self.t("out3/variants.tsv"))
+        self.check_ranking(rows)
+        pr, pa = self.prob(refs), self.prob(alts)
+        for r in rows:
+            i = int(r["id"][1:])
+            self.assertAlmostEqual(float(r["p_ref"]), pr[i], delta=1e-5)
+            self.assertAlmostEqual(float(r["p_alt"]), pa[i], delta=1e-5)
+            self.assertEqual(r["chrom"], "")
+
+        # another ranking of the same pairs (by id, with a delta column only) -> top-N overlap
+        rng = random.Random(4)
+        other_delta = {f"p{i}": rng.uniform(-1, 1) for i in range(len(refs))}
+        with open(self.t("other.tsv"), "w") as f:
+            f.write("id\tdelta\n")
+            f.writelines(f"{k}\t{v}\n" for k, v in other_delta.items())
+        p = run(["variants", "--model", self.t("clf"), "--variants", self.t("pairs.tsv"), "--out", self.t("out4"),
+                 "--compare", self.t("other.tsv"), "--top", "5,10,20,1000"])
+        mine = [r["id"] for r in read_tsv(self.t("out4/variants.tsv"))]
+        theirs = sorted(other_delta, key=lambda k: -abs(other_delta[k]))
+        cmp = read_tsv(self.t("out4/compare.tsv"))
+        self.assertEqual([int(r["n"]) for r in cmp], [5, 10, 20])  # 1000 > number of variants: left out
+        for r in cmp:
+            n = int(r["n"])
+            shared = len(set(mine[:n]) & set(theirs[:n]))
+            self.assertEqual(int(r["shared"]), shared)
+            self.assertAlmostEqual(float(r["overlap"]), shared / n, places=12)
+        self.assertEqual(summary(p)["top_overlap"][0]["n"], 5)
+
+    def test_compare_by_site_with_itself_is_full(self):
+        run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+             "--flank", "40", "--out", self.t("out5")])
+        # the same ranking with "chr" stripped and rows shuffled: matched by site, overlap 1
+        rows = read_tsv(self.t("out5/variants.tsv"))
+        random.Random(1).shuffle(rows)
+        with open(self.t("same.tsv"), "w") as f:
+            f.write("chrom\tpos\tref\talt\trank\n")
+            f.writelines(f"{r['chrom'].replace('chr', '')}\t{r['pos']}\t{r['ref']}\t{r['alt']}\t{r['rank']}\n"
+                         for r in rows)
+        p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+                 "--flank", "40", "--out", self.t("out6"), "--compare", self.t("same.tsv"), "--top", "3,10"])
+        j = json.loads(text(self.t("out6/summary.json")))
+        self.assertEqual(j["compare"]["matched_by"], "chrom:pos:ref:alt")
+        self.assertEqual([x["overlap"] for x in j["compare"]["top"]], [1.0, 1.0])
+
+    def test_errors(self):
+        g = self.genome[0]
+        wrong = "A" if g[99] != "A" else "C"
+        with open(self.t("bad.vcf"), "w") as f:
+            f.write(f"#CHROM\tPOS\tID\tREF\tALT\nchr1\t50\t.\t{g[49]}\tT\nchr1\t100\t.\t{wrong}\tG\n")
+        p = run(["variants", "--model", self.t("clf"), "--variants", self.t("bad.vcf"), "--genome", self.t("g.fa"),
+                 "--flank", "10", "--out", self.t("e1")], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(f"bad.vcf:3: REF '{wrong}' does not match the genome '{g[99]}' at chr1:100", p.stderr)
+        self.assertFalse(os.path.exists(self.t("e1/variants.tsv")))
+        p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--out", self.t("e2"),
+                 "--flank", "10"], check=False)
+        self.assertIn("--genome", p.stderr)
+        p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+                 "--out", self.t("e3"), "--flank", "10", "--class", "nope"], check=False)
+        self.assertIn("'prom'", p.stderr)
+        # a model without a classifier head (the pretraining-style export) is refused
+        p = run(["variants", "--model", self.tmp, "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+                 "--out", self.t("e4"), "--flank", "10"], check=False)
+        self.assertIn("config.json", p.stderr)
+        self.assertIn("--compare", run(["variants", "--help"]).stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

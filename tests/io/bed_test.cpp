@@ -1,0 +1,143 @@
+// TSS readers (BED, SGA), genomic-benchmarks interval CSVs, name resolution and the
+// whole-chromosome genome access of io/genome.hpp.
+#include "io/bed.hpp"
+
+#include <gtest/gtest.h>
+
+#include "io/error.hpp"
+#include "io/fai.hpp"
+#include "io/genome.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+
+TEST(Bed, EpdnewBedRowsGiveTheTss) {
+  test::TempDir d;
+  // Rows of UCSC's EPDnew track (hg38): 60 bp = TSS-49..TSS+10, thick part = TSS..TSS+10.
+  test::write_file(d.file("epd.bed"),
+                   "chr1\t166839300\t166839360\tPOGK_2\t900\t+\t166839349\t166839360\n"
+                   "chr1\t166166977\t166167037\tFAM78B_1\t900\t-\t166166977\t166166988\n");
+  auto s = io::read_tss_bed(d.file("epd.bed"));
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].pos, 166839349u);  // start + 49
+  EXPECT_EQ(s[0].strand, '+');
+  EXPECT_EQ(s[0].name, "POGK_2");
+  EXPECT_EQ(s[1].pos, 166166987u);  // end - 1 - 49
+  EXPECT_EQ(s[1].strand, '-');
+  EXPECT_EQ(s[1].line, 2u);
+  // The same rows without the thick columns need the offset.
+  test::write_file(d.file("epd6.bed"),
+                   "chr1\t166839300\t166839360\tPOGK_2\t900\t+\nchr1\t166166977\t166167037\tFAM78B_1\t900\t-\n");
+  auto t = io::read_tss_bed(d.file("epd6.bed"), 49);
+  EXPECT_EQ(t[0].pos, 166839349u);
+  EXPECT_EQ(t[1].pos, 166166987u);
+  EXPECT_THROW(io::read_tss_bed(d.file("epd6.bed"), 60), io::InputError);  // beyond the 60 bp interval
+  auto u = io::read_tss_bed(d.file("epd6.bed"));  // the 5' ends
+  EXPECT_EQ(u[0].pos, 166839300u);
+  EXPECT_EQ(u[1].pos, 166167036u);
+}
+
+TEST(Bed, SgaIsOneBased) {
+  test::TempDir d;
+  test::write_gzip(d.file("epd.sga.gz"), "NC_000001.11\tTSS\t166839350\t+\t1\tPOGK_2\nNC_000001.11\tTSS\t5\t-\t1\n");
+  auto s = io::read_tss(d.file("epd.sga.gz"));
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_EQ(s[0].chrom, "NC_000001.11");
+  EXPECT_EQ(s[0].pos, 166839349u);
+  EXPECT_EQ(s[0].name, "POGK_2");
+  EXPECT_EQ(s[1].pos, 4u);
+  EXPECT_EQ(s[1].name, "");
+}
+
+TEST(Bed, ErrorsNameFileLineValue) {
+  test::TempDir d;
+  auto err = [&](const std::string& name, const std::string& text) {
+    test::write_file(d.file(name), text);
+    return test::error_of([&] { io::read_tss(d.file(name)); });
+  };
+  std::string m = err("a.bed", "chr1\t10\t11\tP\t0\t+\nchr1\tx\t11\tP\t0\t+\n");
+  EXPECT_NE(m.find("a.bed:2:"), std::string::npos) << m;
+  EXPECT_NE(m.find("'x'"), std::string::npos) << m;
+  m = err("b.bed", "chr1\t10\t11\n");
+  EXPECT_NE(m.find("b.bed:1:"), std::string::npos) << m;
+  EXPECT_NE(m.find("at least 6"), std::string::npos) << m;
+  m = err("c.bed", "chr1\t11\t11\tP\t0\t+\n");
+  EXPECT_NE(m.find("not after start"), std::string::npos) << m;
+  m = err("d.sga", "chr1\tTSS\t0\t+\t1\n");
+  EXPECT_NE(m.find("d.sga:1:"), std::string::npos) << m;
+  EXPECT_NE(m.find("1-based"), std::string::npos) << m;
+  m = err("e.sga", "chr1\tTSS\t10\t*\t1\n");
+  EXPECT_NE(m.find("'*'"), std::string::npos) << m;
+  m = err("f.bed", "# nothing\n");
+  EXPECT_NE(m.find("no BED records"), std::string::npos) << m;
+}
+
+TEST(Bed, IntervalCsv) {
+  test::TempDir d;
+  test::write_file(d.file("p.csv"), "id,region,start,end,strand\n7,chr2,100,600,-\nx,chrX,0,500,+\n");
+  auto r = io::read_interval_csv(d.file("p.csv"));
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].id, "7");
+  EXPECT_EQ(r[0].chrom, "chr2");
+  EXPECT_EQ(r[0].start, 100u);
+  EXPECT_EQ(r[0].end, 600u);
+  EXPECT_EQ(r[0].strand, '-');
+  EXPECT_EQ(r[1].line, 3u);
+  test::write_file(d.file("bad.csv"), "id,contig,start,end\n");
+  EXPECT_NE(test::error_of([&] { io::read_interval_csv(d.file("bad.csv")); }).find("lacks the columns"),
+            std::string::npos);
+  test::write_file(d.file("bad2.csv"), "id,region,start,end,strand\n1,chr1,50,40,+\n");
+  std::string m = test::error_of([&] { io::read_interval_csv(d.file("bad2.csv")); });
+  EXPECT_NE(m.find("bad2.csv:2:"), std::string::npos) << m;
+}
+
+TEST(Bed, RefseqNames) {
+  EXPECT_EQ(io::refseq_to_ucsc("NC_000001.11"), "chr1");
+  EXPECT_EQ(io::refseq_to_ucsc("NC_000022.10"), "chr22");
+  EXPECT_EQ(io::refseq_to_ucsc("NC_000023.11"), "chrX");
+  EXPECT_EQ(io::refseq_to_ucsc("NC_000067.6"), "chr1");
+  EXPECT_EQ(io::refseq_to_ucsc("NC_000085.6"), "chr19");
+  EXPECT_EQ(io::refseq_to_ucsc("NC_000086.7"), "chrX");
+  EXPECT_EQ(io::refseq_to_ucsc("NC_012920.1"), "chrM");
+  EXPECT_EQ(io::refseq_to_ucsc("NC_000050.1"), "");
+  EXPECT_EQ(io::refseq_to_ucsc("chr1"), "");
+}
+
+TEST(Genome, ResolverOrderAndError) {
+  io::SeqidResolver r({"chr1", "chr2", "1", "scaffold_9"}, {{"contigA", "scaffold_9"}});
+  EXPECT_EQ(r.resolve("1", "f", 1, "g"), 2u);  // exact beats the chr-prefix match
+  EXPECT_EQ(r.resolve("2", "f", 1, "g"), 1u);
+  EXPECT_EQ(r.resolve("contigA", "f", 1, "g"), 3u);
+  EXPECT_EQ(r.resolve("NC_000002.12", "f", 1, "g"), 1u);
+  std::string m = test::error_of([&] { r.resolve("chrQ", "t.bed", 7, "g.fa"); });
+  EXPECT_NE(m.find("t.bed:7:"), std::string::npos) << m;
+  EXPECT_NE(m.find("'chrQ'"), std::string::npos) << m;
+  EXPECT_NE(m.find("chr1, chr2, 1, scaffold_9"), std::string::npos) << m;
+}
+
+TEST(Genome, RecordsAndChromosomesInEveryForm) {
+  test::TempDir d;
+  const std::string text = ">a desc\nACgtN\nAC\n>b\nTTTT\n>c\nGGGGGGGG\n";
+  test::write_file(d.file("g.fa"), text);
+  test::write_gzip(d.file("g.fa.gz"), text);
+  test::write_bgzf(d.file("g.bgz.fa.gz"), text, 7);
+  for (const char* f : {"g.fa", "g.fa.gz", "g.bgz.fa.gz"}) {
+    auto recs = io::genome_records(d.file(f));
+    ASSERT_EQ(recs.size(), 3u) << f;
+    EXPECT_EQ(recs[0].name, "a");
+    EXPECT_EQ(recs[0].length, 7u);
+    EXPECT_EQ(recs[2].length, 8u);
+    std::vector<std::pair<std::string, std::string>> got;
+    io::for_each_chromosome(
+        d.file(f), [](const std::string& n) { return n != "b"; },
+        [&](const std::string& n, const std::string& s) { got.emplace_back(n, s); });
+    ASSERT_EQ(got.size(), 2u) << f;
+    EXPECT_EQ(got[0], std::make_pair(std::string("a"), std::string("ACGTNAC")));
+    EXPECT_EQ(got[1], std::make_pair(std::string("c"), std::string("GGGGGGGG")));
+  }
+  // A current .fai is used (its lengths, without reading the FASTA); a stale one is not.
+  io::FaiIndex::build(d.file("g.fa")).write(d.file("g.fa.fai"));
+  EXPECT_EQ(io::genome_records(d.file("g.fa")).size(), 3u);
+  test::write_file(d.file("g.fa.fai"), "a\t999\t8\t5\t6\n");
+  EXPECT_EQ(io::genome_records(d.file("g.fa"))[0].length, 999u);  // trusted: not older than the FASTA
+}
