@@ -30,46 +30,18 @@ bool is_gene_type(std::string_view t) {
   return t == "gene" || (t.size() > 5 && t.substr(t.size() - 5) == "_gene");
 }
 
-}  // namespace
-
-std::vector<GeneInterval> read_genes(const std::string& path) {
-  const FileInfo info = probe_file(path);
-  const bool gtf = path.find(".gtf") != std::string::npos;
-  auto reader = open_text(info, 0);
-  std::vector<GeneInterval> genes;
+// Calls fn(line, lineno) for each line (CR stripped) up to GFF3's ##FASTA section.
+template <typename Fn>
+void for_each_line(const std::string& path, Fn&& fn) {
+  auto reader = open_text(probe_file(path), 0);
   std::string line;
   uint64_t lineno = 0;
   bool stop = false;
   auto process = [&]() {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty() || line[0] == '#') {
-      if (line.rfind("##FASTA", 0) == 0) stop = true;
-      return;
-    }
-    auto f = split_tabs(line);
-    if (f.size() != 9)
-      throw InputError(path, lineno, fmt::format("expected 9 tab-separated columns, found {}", f.size()));
-    if (!is_gene_type(f[2])) return;
-    GeneInterval g;
-    g.seqid = std::string(f[0]);
-    uint64_t s = 0, e = 0;
-    auto parse = [&](std::string_view v, uint64_t& out, const char* col) {
-      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-      if (ec != std::errc() || p != v.data() + v.size() || out == 0)
-        throw InputError(path, lineno, fmt::format("column {} is not a positive integer: '{}'", col, v));
-    };
-    parse(f[3], s, "4 (start)");
-    parse(f[4], e, "5 (end)");
-    if (s > e) throw InputError(path, lineno, fmt::format("start {} is after end {}", s, e));
-    if (f[6].size() != 1 || std::string_view("+-.?").find(f[6][0]) == std::string_view::npos)
-      throw InputError(path, lineno, fmt::format("column 7 (strand) must be +, -, . or ?, found '{}'", f[6]));
-    if (gtf && f[8].find("gene_id") == std::string_view::npos)
-      throw InputError(path, lineno, "GTF gene line without a gene_id attribute");
-    g.start = s - 1;
-    g.end = e;
-    g.strand = f[6][0];
-    genes.push_back(std::move(g));
+    if (line.rfind("##FASTA", 0) == 0) stop = true;
+    if (!stop) fn(std::string_view(line), lineno);
   };
   TextBlock b;
   while (!stop && reader->next(b)) {
@@ -83,6 +55,51 @@ std::vector<GeneInterval> read_genes(const std::string& path) {
     }
   }
   if (!stop && !line.empty()) process();
+}
+
+/// The 9 tab-separated columns of a GTF/GFF3 feature line; another count is an error.
+std::vector<std::string_view> feature_columns(std::string_view line, const std::string& path, uint64_t lineno) {
+  auto f = split_tabs(line);
+  if (f.size() != 9) throw InputError(path, lineno, fmt::format("expected 9 tab-separated columns, found {}", f.size()));
+  return f;
+}
+
+struct Feature {
+  uint64_t start = 0, end = 0;  // 0-based, half-open
+  char strand = '.';
+};
+
+/// Coordinates and strand of a feature: 1-based inclusive start <= end, a strand of
+/// + - . ?; errors name file:line and the value.
+Feature parse_feature(const std::vector<std::string_view>& f, const std::string& path, uint64_t lineno) {
+  uint64_t s = 0, e = 0;
+  auto parse = [&](std::string_view v, uint64_t& out, const char* col) {
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
+    if (ec != std::errc() || p != v.data() + v.size() || out == 0)
+      throw InputError(path, lineno, fmt::format("column {} is not a positive integer: '{}'", col, v));
+  };
+  parse(f[3], s, "4 (start)");
+  parse(f[4], e, "5 (end)");
+  if (s > e) throw InputError(path, lineno, fmt::format("start {} is after end {}", s, e));
+  if (f[6].size() != 1 || std::string_view("+-.?").find(f[6][0]) == std::string_view::npos)
+    throw InputError(path, lineno, fmt::format("column 7 (strand) must be +, -, . or ?, found '{}'", f[6]));
+  return {s - 1, e, f[6][0]};
+}
+
+}  // namespace
+
+std::vector<GeneInterval> read_genes(const std::string& path) {
+  const bool gtf = path.find(".gtf") != std::string::npos;
+  std::vector<GeneInterval> genes;
+  for_each_line(path, [&](std::string_view line, uint64_t lineno) {
+    if (line.empty() || line[0] == '#') return;
+    const auto f = feature_columns(line, path, lineno);
+    if (!is_gene_type(f[2])) return;
+    const Feature ft = parse_feature(f, path, lineno);
+    if (gtf && f[8].find("gene_id") == std::string_view::npos)
+      throw InputError(path, lineno, "GTF gene line without a gene_id attribute");
+    genes.push_back({std::string(f[0]), ft.start, ft.end, ft.strand});
+  });
   if (genes.empty())
     throw InputError(path, "no features of type 'gene' found: is this a GTF/GFF3 gene annotation?");
   return genes;
@@ -122,32 +139,6 @@ std::vector<std::vector<uint64_t>> gene_boundaries(const std::string& annotation
 
 namespace {
 
-// Calls fn(line, lineno) for each line (CR stripped) up to GFF3's ##FASTA section.
-template <typename Fn>
-void for_each_line(const std::string& path, Fn&& fn) {
-  auto reader = open_text(probe_file(path), 0);
-  std::string line;
-  uint64_t lineno = 0;
-  bool stop = false;
-  auto process = [&]() {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.rfind("##FASTA", 0) == 0) stop = true;
-    if (!stop) fn(std::string_view(line), lineno);
-  };
-  TextBlock b;
-  while (!stop && reader->next(b)) {
-    for (size_t i = 0; i < b.size && !stop; ++i) {
-      if (b.data[i] == '\n') {
-        process();
-        line.clear();
-      } else {
-        line.push_back(b.data[i]);
-      }
-    }
-  }
-  if (!stop && !line.empty()) process();
-}
 
 std::string_view trim(std::string_view v) {
   while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
@@ -225,21 +216,9 @@ std::vector<TranscriptExons> read_transcript_exons(const std::string& path) {
   uint64_t exon_lines = 0;
   for_each_line(path, [&](std::string_view line, uint64_t lineno) {
     if (line.empty() || line[0] == '#') return;
-    auto f = split_tabs(line);
-    if (f.size() != 9)
-      throw InputError(path, lineno, fmt::format("expected 9 tab-separated columns, found {}", f.size()));
+    const auto f = feature_columns(line, path, lineno);
     if (f[2] != "exon") return;
-    uint64_t s = 0, e = 0;
-    auto parse = [&](std::string_view v, uint64_t& v_out, const char* col) {
-      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), v_out);
-      if (ec != std::errc() || p != v.data() + v.size() || v_out == 0)
-        throw InputError(path, lineno, fmt::format("column {} is not a positive integer: '{}'", col, v));
-    };
-    parse(f[3], s, "4 (start)");
-    parse(f[4], e, "5 (end)");
-    if (s > e) throw InputError(path, lineno, fmt::format("start {} is after end {}", s, e));
-    if (f[6].size() != 1 || std::string_view("+-.?").find(f[6][0]) == std::string_view::npos)
-      throw InputError(path, lineno, fmt::format("column 7 (strand) must be +, -, . or ?, found '{}'", f[6]));
+    const Feature ft = parse_feature(f, path, lineno);
     std::vector<std::string> ids;
     if (gtf) {
       auto id = gtf_attribute(f[8], "transcript_id");
@@ -272,7 +251,7 @@ std::vector<TranscriptExons> read_transcript_exons(const std::string& path) {
         throw InputError(path, lineno,
                          fmt::format("exon of transcript '{}' on strand '{}', but its exon at line {} is on '{}'",
                                      id, f[6], t.line, t.strand));
-      t.exons.emplace_back(s - 1, e);
+      t.exons.emplace_back(ft.start, ft.end);
     }
   });
   if (exon_lines == 0)

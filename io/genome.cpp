@@ -1,5 +1,7 @@
 #include "io/genome.hpp"
 
+#include <unordered_map>
+
 #include <algorithm>
 #include <fmt/format.h>
 #include <sys/stat.h>
@@ -89,6 +91,17 @@ size_t SeqidResolver::resolve(const std::string& name, const std::string& file, 
                    fmt::format("sequence '{}' is not in the genome {} (its records: {}); use the genome the "
                                "coordinates refer to, or map names with --chrom-map",
                                name, genome, some));
+}
+
+void for_each_wanted_record(const std::string& fasta, const std::vector<std::string>& names,
+                            const std::vector<bool>& wanted,
+                            const std::function<void(size_t record, const std::string& seq)>& fn) {
+  std::unordered_map<std::string, size_t> index;
+  for (size_t r = 0; r < names.size(); ++r)
+    if (r < wanted.size() && wanted[r]) index.emplace(names[r], r);
+  for_each_chromosome(
+      fasta, [&](const std::string& n) { return index.count(n) > 0; },
+      [&](const std::string& name, const std::string& seq) { fn(index.at(name), seq); });
 }
 
 }  // namespace genemask::io

@@ -36,4 +36,10 @@ class SeqidResolver {
   mutable std::vector<std::pair<std::string, int>> cache_;
 };
 
+/// For builders that group their work by record: calls fn(r, upper-cased sequence) for each
+/// record r (an index into `names`, the genome's records in file order) with wanted[r].
+void for_each_wanted_record(const std::string& fasta, const std::vector<std::string>& names,
+                            const std::vector<bool>& wanted,
+                            const std::function<void(size_t record, const std::string& seq)>& fn);
+
 }  // namespace genemask::io

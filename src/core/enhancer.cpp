@@ -83,28 +83,24 @@ std::vector<Example> build_enhancer(const EnhancerOptions& o, DatasetStats& stat
 
   std::vector<std::string> seqs(items.size());
   std::vector<char> keep(items.size(), 0);
-  std::vector<std::string> wanted;
-  for (size_t r = 0; r < records.size(); ++r)
-    if (!by_record[r].empty()) wanted.push_back(records[r].name);
-  io::for_each_chromosome(
-      o.genome, [&](const std::string& n) { return std::find(wanted.begin(), wanted.end(), n) != wanted.end(); },
-      [&](const std::string& name, const std::string& seq) {
-        const size_t r = static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
-        for (size_t i : by_record[r]) {
-          const auto& row = items[i].row;
-          if (row.end > seq.size()) {
-            ++stats.dropped["off_chromosome"];
-            continue;
-          }
-          std::string w = seq.substr(row.start, row.end - row.start);
-          if (!is_acgt(w)) {
-            ++stats.dropped["contains_n"];
-            continue;
-          }
-          seqs[i] = row.strand == '-' ? reverse_complement(w) : std::move(w);
-          keep[i] = 1;
-        }
-      });
+  std::vector<bool> wanted(records.size());
+  for (size_t r = 0; r < records.size(); ++r) wanted[r] = !by_record[r].empty();
+  io::for_each_wanted_record(o.genome, names, wanted, [&](size_t r, const std::string& seq) {
+    for (size_t i : by_record[r]) {
+      const auto& row = items[i].row;
+      if (row.end > seq.size()) {
+        ++stats.dropped["off_chromosome"];
+        continue;
+      }
+      std::string w = seq.substr(row.start, row.end - row.start);
+      if (!is_acgt(w)) {
+        ++stats.dropped["contains_n"];
+        continue;
+      }
+      seqs[i] = row.strand == '-' ? reverse_complement(w) : std::move(w);
+      keep[i] = 1;
+    }
+  });
 
   std::vector<Example> out;
   split.clear();

@@ -142,37 +142,33 @@ std::vector<Example> build_promoter(const PromoterOptions& o, DatasetStats& stat
   }
 
   std::vector<std::vector<Example>> per_site(sites.size());
-  std::vector<std::string> wanted;
-  for (size_t r = 0; r < records.size(); ++r)
-    if (!by_record[r].empty()) wanted.push_back(records[r].name);
-  io::for_each_chromosome(
-      o.genome, [&](const std::string& n) { return std::find(wanted.begin(), wanted.end(), n) != wanted.end(); },
-      [&](const std::string& name, const std::string& seq) {
-        const size_t r = static_cast<size_t>(std::find(names.begin(), names.end(), name) - names.begin());
-        for (size_t i : by_record[r]) {
-          const auto& s = sites[i];
-          if (o.tata != PromoterOptions::Tata::all) {
-            const bool tata = o.tata_list.empty() ? has_tata_box(seq, s.pos, s.strand) : tata_names.count(s.name) > 0;
-            if (tata != (o.tata == PromoterOptions::Tata::tata_only)) {
-              ++stats.dropped[tata ? "tata" : "not_tata"];
-              continue;
-            }
-          }
-          std::string w;
-          if (!cut_tss_window(seq, s.pos, s.strand, o.window, w)) {
-            ++stats.dropped["off_chromosome"];
-            continue;
-          }
-          if (!is_acgt(w)) {
-            ++stats.dropped["contains_n"];
-            continue;
-          }
-          const std::string id = fmt::format("{}:{}({}){}{}", name, s.pos, s.strand, s.name.empty() ? "" : "|", s.name);
-          Negative neg = deepromoter_negative(w, o.seed, o.shuffle_negatives);
-          per_site[i].push_back({w, "1", id});
-          per_site[i].push_back({std::move(neg.sequence), "0", id + "|negative"});
+  std::vector<bool> wanted(records.size());
+  for (size_t r = 0; r < records.size(); ++r) wanted[r] = !by_record[r].empty();
+  io::for_each_wanted_record(o.genome, names, wanted, [&](size_t r, const std::string& seq) {
+    for (size_t i : by_record[r]) {
+      const auto& s = sites[i];
+      if (o.tata != PromoterOptions::Tata::all) {
+        const bool tata = o.tata_list.empty() ? has_tata_box(seq, s.pos, s.strand) : tata_names.count(s.name) > 0;
+        if (tata != (o.tata == PromoterOptions::Tata::tata_only)) {
+          ++stats.dropped[tata ? "tata" : "not_tata"];
+          continue;
         }
-      });
+      }
+      std::string w;
+      if (!cut_tss_window(seq, s.pos, s.strand, o.window, w)) {
+        ++stats.dropped["off_chromosome"];
+        continue;
+      }
+      if (!is_acgt(w)) {
+        ++stats.dropped["contains_n"];
+        continue;
+      }
+      const std::string id = fmt::format("{}:{}({}){}{}", names[r], s.pos, s.strand, s.name.empty() ? "" : "|", s.name);
+      Negative neg = deepromoter_negative(w, o.seed, o.shuffle_negatives);
+      per_site[i].push_back({w, "1", id});
+      per_site[i].push_back({std::move(neg.sequence), "0", id + "|negative"});
+    }
+  });
   std::vector<Example> out;
   for (auto& v : per_site)
     for (auto& e : v) out.push_back(std::move(e));

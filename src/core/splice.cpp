@@ -250,21 +250,18 @@ SpliceBuild build_splice_dataset(const std::string& genome, const std::string& a
                                        genome));
     per_record[ri].push_back(&t);
   }
-  std::unordered_map<std::string, size_t> index;
-  for (size_t i = 0; i < names.size(); ++i)
-    if (!per_record[i].empty()) index.emplace(names[i], i);
-  r.chromosomes = index.size();
+  std::vector<bool> wanted(names.size());
+  for (size_t i = 0; i < names.size(); ++i) wanted[i] = !per_record[i].empty();
+  r.chromosomes = static_cast<uint64_t>(std::count(wanted.begin(), wanted.end(), true));
 
-  io::for_each_chromosome(
-      genome, [&](const std::string& name) { return index.count(name) > 0; },
-      [&](const std::string& name, const std::string& seq) {
-        const SpliceCounts c = splice_windows(name, seq, per_record[index.at(name)], o, r.examples, r.stats);
-        r.counts.donor_sites += c.donor_sites;
-        r.counts.acceptor_sites += c.acceptor_sites;
-        r.counts.introns += c.introns;
-        r.counts.introns_without_room += c.introns_without_room;
-        r.counts.unstranded_transcripts += c.unstranded_transcripts;
-      });
+  io::for_each_wanted_record(genome, names, wanted, [&](size_t ri, const std::string& seq) {
+    const SpliceCounts c = splice_windows(names[ri], seq, per_record[ri], o, r.examples, r.stats);
+    r.counts.donor_sites += c.donor_sites;
+    r.counts.acceptor_sites += c.acceptor_sites;
+    r.counts.introns += c.introns;
+    r.counts.introns_without_room += c.introns_without_room;
+    r.counts.unstranded_transcripts += c.unstranded_transcripts;
+  });
   resolve_splice_duplicates(r.examples, r.stats, o.max_per_class, o.seed);
   return r;
 }

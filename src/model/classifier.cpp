@@ -183,19 +183,7 @@ void save_classifier_hf(BertForSequenceClassification& m, const std::vector<std:
     f.stream() << j.dump(2) << '\n';
     f.commit();
   }
-  write_vocab(dir + "/vocab.txt");
-  std::vector<io::StTensor> tensors;
-  for (const auto& p : m->named_parameters()) {
-    auto t = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
-    io::StTensor s;
-    s.name = p.key();
-    s.dtype = "F32";
-    s.shape = t.sizes().vec();
-    s.data.resize(static_cast<size_t>(t.numel()) * sizeof(float));
-    std::memcpy(s.data.data(), t.data_ptr<float>(), s.data.size());
-    tensors.push_back(std::move(s));
-  }
-  io::write_safetensors(dir + "/model.safetensors", tensors);
+  write_vocab_and_weights(*m, dir);
 }
 
 BertForSequenceClassification load_classifier_hf(const std::string& dir, std::vector<std::string>* class_names) {

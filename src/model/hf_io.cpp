@@ -18,16 +18,10 @@
 
 namespace genemask::model {
 
-void export_hf(BertForMaskedLM& model, const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  {
-    io::AtomicFile f(dir + "/config.json");
-    f.stream() << model->config.to_json();
-    f.commit();
-  }
+void write_vocab_and_weights(torch::nn::Module& m, const std::string& dir) {
   write_vocab(dir + "/vocab.txt");
   std::vector<io::StTensor> tensors;
-  for (const auto& p : model->named_parameters()) {
+  for (const auto& p : m.named_parameters()) {
     auto t = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
     io::StTensor s;
     s.name = p.key();
@@ -38,6 +32,16 @@ void export_hf(BertForMaskedLM& model, const std::string& dir) {
     tensors.push_back(std::move(s));
   }
   io::write_safetensors(dir + "/model.safetensors", tensors);
+}
+
+void export_hf(BertForMaskedLM& model, const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  {
+    io::AtomicFile f(dir + "/config.json");
+    f.stream() << model->config.to_json();
+    f.commit();
+  }
+  write_vocab_and_weights(*model, dir);
 }
 
 void load_state(BertForMaskedLM& model, const std::string& source,

@@ -10,6 +10,9 @@ namespace genemask::model {
 /// the decoder weight is tied to the word embeddings and not stored, as HF does).
 void export_hf(BertForMaskedLM& model, const std::string& dir);
 
+/// Writes DIR/vocab.txt and DIR/model.safetensors (every parameter of `m` by its name, float32).
+void write_vocab_and_weights(torch::nn::Module& m, const std::string& dir);
+
 /// Loads DIR (config.json + model.safetensors, or + pytorch_model.bin as DNABERT ships it)
 /// into a new model. Missing or unexpected
 /// tensors and shape mismatches are errors that name the tensor.
