@@ -23,6 +23,7 @@
 #include "io/error.hpp"
 #include "io/task_table.hpp"
 #include "model/classifier.hpp"
+#include "model/runtime.hpp"
 
 namespace genemask::model {
 namespace {
@@ -85,16 +86,8 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
     throw std::invalid_argument("--lr, --epochs and --batch must be positive (0: the paper's regime)");
   if (o.warmup_fraction < 0 || o.warmup_fraction > 1)
     throw std::invalid_argument(fmt::format("--warmup-fraction {} must be in [0, 1]", o.warmup_fraction));
-  const int threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  torch::set_num_threads(threads);
-  torch::Device dev(torch::kCPU);
-  if (o.device == "cuda") {
-    if (!torch::cuda::is_available())
-      throw std::runtime_error("--device cuda: this LibTorch build has no CUDA or no GPU is visible");
-    dev = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(o.device_index));
-  } else if (o.device != "cpu") {
-    throw std::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", o.device));
-  }
+  const int threads = set_intra_op_threads(o.threads);
+  const torch::Device dev = pick_device(o.device, o.device_index);
 
   // Tables and classes (the classes are those of the training file).
   const auto train_rows = io::read_task_table(o.train);

@@ -13,6 +13,7 @@
 
 #include "genemask/tokenizer.hpp"
 #include "model/classifier.hpp"
+#include "model/runtime.hpp"
 
 namespace genemask::model {
 
@@ -22,16 +23,8 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
   if (ref.size() != alt.size()) throw std::invalid_argument("score_variants: ref and alt differ in length");
   if (o.batch <= 0) throw std::invalid_argument(fmt::format("--batch {} must be positive", o.batch));
   VariantScores s;
-  s.threads = o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  torch::set_num_threads(s.threads);
-  torch::Device dev(torch::kCPU);
-  if (o.device == "cuda") {
-    if (!torch::cuda::is_available())
-      throw std::runtime_error("--device cuda: this LibTorch build has no CUDA or no GPU is visible");
-    dev = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(o.device_index));
-  } else if (o.device != "cpu") {
-    throw std::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", o.device));
-  }
+  s.threads = set_intra_op_threads(o.threads);
+  const torch::Device dev = pick_device(o.device, o.device_index);
   auto model = load_classifier_hf(o.model, &s.class_names);
   model->to(dev);
   const int C = static_cast<int>(s.class_names.size());
