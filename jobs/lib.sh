@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Shared helpers of the genemask job scripts (sourced, not run).
+#
+# Slurm runs a copy of a batch script from its spool directory, so the scripts find this file
+# through GENEMASK_JOBS_DIR (jobs/pipeline.sh exports it), else next to the script, else
+# $SLURM_SUBMIT_DIR/jobs.
+#
+#   gm_bin                 the genemask binary: $GENEMASK_BIN, else build/src/cli/genemask of
+#                          this checkout, else `genemask` on PATH
+#   gm_launch N CMD...     run CMD on N ranks: `srun` inside a Slurm allocation; without srun
+#                          `mpirun -np $SLURM_NTASKS` (N outside Slurm); the plain command when
+#                          N is 1 and there is no allocation. Extra mpirun options:
+#                          $GENEMASK_MPIRUN_OPTS (word-split, e.g. "--oversubscribe").
+#   gm_run_requeueable N SIGNAL CMD...
+#                          gm_launch in the background; Slurm's warning signal (USR1, sent to
+#                          the batch shell by `#SBATCH --signal=B:USR1@...`) is forwarded to
+#                          CMD as SIGNAL, and after CMD exits the job is requeued with
+#                          `scontrol requeue` (needs `#SBATCH --requeue`) and the script
+#                          exits (outside Slurm: exit status 3).
+#   gm_load_config FILE    source a pipeline config (jobs/pipeline.conf.example) and fill in
+#                          the defaults of everything it leaves out
+
+gm_repo=$(cd "${GENEMASK_JOBS_DIR:-$(dirname "${BASH_SOURCE[0]}")}/.." && pwd)
+
+gm_bin() {
+  if [ -n "${GENEMASK_BIN:-}" ]; then
+    printf '%s\n' "$GENEMASK_BIN"
+  elif [ -x "$gm_repo/build/src/cli/genemask" ]; then
+    printf '%s\n' "$gm_repo/build/src/cli/genemask"
+  else
+    printf '%s\n' genemask
+  fi
+}
+
+gm_log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+# gm_launch_cmd N CMD...: the launch command line of gm_launch, into the array GM_CMD.
+gm_launch_cmd() {
+  local n=$1
+  shift
+  local -a opts=()
+  if [ -n "${SLURM_JOB_ID:-}" ] && command -v srun >/dev/null; then
+    GM_CMD=(srun -n "${SLURM_NTASKS:-$n}" "$@")
+  elif [ -n "${SLURM_JOB_ID:-}" ] || [ "$n" -gt 1 ]; then
+    read -r -a opts <<<"${GENEMASK_MPIRUN_OPTS:-}"
+    GM_CMD=(mpirun -np "${SLURM_NTASKS:-$n}" "${opts[@]}" "$@")
+  else
+    GM_CMD=("$@")
+  fi
+}
+
+gm_launch() {
+  gm_launch_cmd "$@"
+  gm_log "${GM_CMD[*]}"
+  "${GM_CMD[@]}"
+}
+
+gm_run_requeueable() {
+  local n=$1 sig=$2
+  shift 2
+  local pid rc warned=0
+  gm_launch_cmd "$n" "$@"
+  gm_log "${GM_CMD[*]}"
+  "${GM_CMD[@]}" &
+  pid=$!
+  # The warning signal: pass it on and remember to requeue once the command has stopped.
+  trap 'warned=1; gm_log "time limit near: sending SIG$sig"; kill -s "$sig" "$pid" 2>/dev/null || true' USR1
+  while true; do
+    rc=0
+    wait "$pid" || rc=$?
+    # wait returns > 128 when the trap interrupted it while the command still runs.
+    if kill -0 "$pid" 2>/dev/null; then continue; fi
+    break
+  done
+  trap - USR1
+  if [ "$warned" = 1 ]; then
+    # Stopped early: the rest of the script (e.g. exporting the model) must not run now.
+    if [ -n "${SLURM_JOB_ID:-}" ]; then
+      gm_log "requeueing job $SLURM_JOB_ID (it continues where it stopped)"
+      scontrol requeue "$SLURM_JOB_ID"
+      exit 0
+    fi
+    gm_log "stopped by SIGUSR1 (exit status $rc): run the stage again to continue"
+    exit 3
+  fi
+  return "$rc"
+}
+
+gm_load_config() {
+  local cfg=${1:?config file}
+  [ -f "$cfg" ] || { echo "genemask jobs: no config file $cfg" >&2; return 2; }
+  # shellcheck source=jobs/pipeline.conf.example
+  source "$cfg"
+  : "${GENOME:?config: GENOME (genome FASTA) is not set}"
+  : "${OUT:?config: OUT (output root) is not set}"
+  GENES=${GENES:-}
+  TSS=${TSS:-}
+  MODEL=${MODEL:-logo}
+  MODEL_LABEL=${MODEL_LABEL:-$(basename "${MODEL%.json}")}
+  MASKINGS=${MASKINGS:-genemask random}
+  BASELINE_MASKING=${BASELINE_MASKING:-random}
+  STEPS=${STEPS:-10000}
+  WARMUP=${WARMUP:-500}
+  BATCH_PER_RANK=${BATCH_PER_RANK:-10}
+  GRAD_ACCUM=${GRAD_ACCUM:-25}
+  CHECKPOINT_EVERY=${CHECKPOINT_EVERY:-1000}
+  EVAL_EVERY=${EVAL_EVERY:-500}
+  DEVICE=${DEVICE:-cpu}
+  PRECISION=${PRECISION:-fp32}
+  GPUS_PER_NODE=${GPUS_PER_NODE:-0}
+  RANKS_COUNT=${RANKS_COUNT:-2}
+  RANKS_SHARDS=${RANKS_SHARDS:-2}
+  RANKS_PRETRAIN=${RANKS_PRETRAIN:-1}
+  RANKS_SWEEP=${RANKS_SWEEP:-2}
+  PROMOTER_WINDOW=${PROMOTER_WINDOW:-prom-core}
+  SHOTS=${SHOTS:-10 50}
+  SEEDS=${SEEDS:-5}
+  THREADS_PER_WORKER=${THREADS_PER_WORKER:-1}
+  RANKS_PER_GPU=${RANKS_PER_GPU:-1}
+  FINETUNE_JSON=${FINETUNE_JSON:-}
+  COUNT_OPTS=${COUNT_OPTS:-}
+  NPMI_OPTS=${NPMI_OPTS:-}
+  PMI_VOCAB_OPTS=${PMI_VOCAB_OPTS:-}
+  SHARDS_OPTS=${SHARDS_OPTS:-}
+  PRETRAIN_OPTS=${PRETRAIN_OPTS:-}
+  DATASET_OPTS=${DATASET_OPTS:-}
+  REPORT_OPTS=${REPORT_OPTS:-}
+  SBATCH_OPTS=${SBATCH_OPTS:-}
+  # Relative paths in the config are relative to the config file.
+  local base
+  base=$(cd "$(dirname "$cfg")" && pwd)
+  GENOME=$(gm_abspath "$base" "$GENOME")
+  OUT=$(gm_abspath "$base" "$OUT")
+  [ -z "$GENES" ] || GENES=$(gm_abspath "$base" "$GENES")
+  [ -z "$TSS" ] || TSS=$(gm_abspath "$base" "$TSS")
+  case $MODEL in logo | dnabert) ;; *) MODEL=$(gm_abspath "$base" "$MODEL") ;; esac
+}
+
+gm_abspath() {
+  case $2 in /*) printf '%s\n' "$2" ;; *) printf '%s/%s\n' "$1" "$2" ;; esac
+}
+
+# The name of a masking strategy's model in the sweep and the report.
+gm_model_name() { printf '%s-%s\n' "$MODEL_LABEL" "$1"; }

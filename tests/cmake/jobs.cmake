@@ -1,0 +1,8 @@
+# jobs/: the whole pipeline (jobs/pipeline.sh --local) on tiny generated data: count, shards,
+# pretraining with GeneMask and random masking, export-hf, the promoter dataset, the sweep and
+# the report; then a second run that resumes. Pretraining needs LibTorch.
+if(GENEMASK_WITH_TORCH)
+  add_test(NAME jobs_pipeline_local COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_pipeline_local.sh)
+  set_tests_properties(jobs_pipeline_local PROPERTIES TIMEOUT 600
+    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+endif()

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# End-to-end test of jobs/pipeline.sh --local on tiny generated data: a random 2-chromosome
+# genome (~300 kb), a TSS BED with random positions, a tiny BERT config, 4 pretraining steps
+# per masking strategy, a promoter task with 5 and 10 shots, 2 seeds. Checks every stage's
+# outputs and that the report's table1.md names both models.
+# The binary: $GENEMASK_BIN, else build/src/cli/genemask. Keeps the files with KEEP=1.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+py=${PYTHON:-/usr/bin/python3}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/genemask-pipeline-XXXXXX")
+if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$tmp"' EXIT; else echo "files kept in $tmp"; fi
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export GENEMASK_MPIRUN_OPTS=${GENEMASK_MPIRUN_OPTS:---oversubscribe}
+
+"$py" - "$tmp" <<'PYEOF'
+import json, os, random, sys
+tmp = sys.argv[1]
+rng = random.Random(11)
+lengths = [160000, 140000]
+with open(os.path.join(tmp, "genome.fa"), "w") as f:
+    for i, n in enumerate(lengths):
+        s = "".join(rng.choices("ACGT", k=n))
+        f.write(f">chr{i + 1}\n" + "".join(s[j:j + 70] + "\n" for j in range(0, n, 70)))
+with open(os.path.join(tmp, "tss.bed"), "w") as f:
+    for k in range(160):
+        c = rng.randrange(len(lengths))
+        p = rng.randrange(500, lengths[c] - 500)
+        f.write(f"chr{c + 1}\t{p}\t{p + 1}\tP{k}\t0\t{rng.choice('+-')}\n")
+with open(os.path.join(tmp, "tiny.json"), "w") as f:
+    json.dump({"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 1,
+               "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512,
+               "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}, f)
+PYEOF
+
+cat >"$tmp/pipeline.conf" <<'CONF'
+# shellcheck disable=SC2034
+GENOME=genome.fa
+TSS=tss.bed
+OUT=out
+MODEL=tiny.json
+MODEL_LABEL=tiny
+MASKINGS="genemask random"
+STEPS=4
+WARMUP=1
+BATCH_PER_RANK=2
+GRAD_ACCUM=1
+CHECKPOINT_EVERY=2
+EVAL_EVERY=0
+RANKS_COUNT=2
+RANKS_SHARDS=2
+RANKS_PRETRAIN=1
+RANKS_SWEEP=2
+SHOTS="5 10"
+SEEDS=2
+FINETUNE_JSON='{"epochs": 2}'
+COUNT_OPTS="--kmax 8 --quiet"
+NPMI_OPTS="--min-count 2"
+PMI_VOCAB_OPTS="--min-count 10 --size 500 --kmax 8"
+SHARDS_OPTS="--max-tokens 60 --min-tokens 20"
+PRETRAIN_OPTS="--threads 1 --log-every 1"
+REPORT_OPTS="--no-png"
+CONF
+
+"$repo/jobs/pipeline.sh" --local "$tmp/pipeline.conf"
+
+out=$tmp/out
+fail=0
+check() { if [ -s "$1" ]; then echo "ok: ${1#"$tmp"/}"; else echo "MISSING: ${1#"$tmp"/}" >&2; fail=1; fi; }
+check "$out/count/counts.h5"
+check "$out/count/npmi.tsv"
+check "$out/count/pmi_vocab.tsv"
+check "$out/shards/manifest.json"
+for m in genemask random; do
+  check "$out/runs/$m/metrics.jsonl"
+  compgen -G "$out/runs/$m/checkpoints/step-*" >/dev/null || { echo "MISSING: checkpoints of $m" >&2; fail=1; }
+  check "$out/models/$m/config.json"
+  check "$out/models/$m/model.safetensors"
+done
+check "$out/dataset/promoter/summary.json"
+check "$out/dataset/promoter/fewshot/5/train.tsv"
+check "$out/dataset/promoter/fewshot/10/train.tsv"
+check "$out/sweep-plan.json"
+check "$out/sweep/results.jsonl"
+check "$out/report/table1.md"
+# 2 models x 1 task x 2 shots x 2 seeds, all ok
+n_ok=$(grep -c '"status": *"ok"' "$out/sweep/results.jsonl" || true)
+if [ "$n_ok" != 8 ]; then echo "results.jsonl: $n_ok ok records, want 8" >&2; fail=1; fi
+for name in tiny-genemask tiny-random; do
+  grep -q -- "$name" "$out/report/table1.md" || { echo "table1.md does not name $name" >&2; fail=1; }
+done
+check "$out/report/improvement.md"
+# A second run resumes: pretraining continues from the checkpoints, the sweep skips its jobs.
+"$repo/jobs/pipeline.sh" --local "$tmp/pipeline.conf" >"$tmp/second.log" 2>&1 || { cat "$tmp/second.log"; fail=1; }
+grep -q -- "--resume" "$out/logs/pretrain-genemask.log" || { echo "second run did not pass --resume" >&2; fail=1; }
+n_ok2=$(grep -c '"status": *"ok"' "$out/sweep/results.jsonl" || true)
+if [ "$n_ok2" != 8 ]; then echo "second run: $n_ok2 ok records, want 8 (finished jobs skipped)" >&2; fail=1; fi
+# Slurm mode with a stand-in sbatch: 7 jobs, each dependent job after the ids it needs.
+mkdir -p "$tmp/bin"
+cat >"$tmp/bin/sbatch" <<'STUB'
+#!/usr/bin/env bash
+n=$(($(wc -l <"$SBATCH_CALLS" 2>/dev/null || echo 0) + 101))
+echo "$n $*" >>"$SBATCH_CALLS"
+echo "$n;cluster"
+STUB
+chmod +x "$tmp/bin/sbatch"
+ids=$(SBATCH_CALLS=$tmp/sbatch.calls PATH=$tmp/bin:$PATH "$repo/jobs/pipeline.sh" "$tmp/pipeline.conf")
+want="count 101
+shards 102
+pretrain-genemask 103
+pretrain-random 104
+dataset 105
+sweep 106
+report 107"
+if [ "$ids" != "$want" ]; then echo "pipeline.sh printed: $ids" >&2; fail=1; fi
+grep -q '^103 .*--dependency=afterok:101:102 .*pretrain.sbatch .* genemask$' "$tmp/sbatch.calls" || { echo "pretrain dependency" >&2; fail=1; }
+grep -q '^106 .*--dependency=afterok:103:104:105 .*sweep.sbatch' "$tmp/sbatch.calls" || { echo "sweep dependency" >&2; fail=1; }
+grep -q '^107 .*--dependency=afterok:106 .*report.sbatch' "$tmp/sbatch.calls" || { echo "report dependency" >&2; fail=1; }
+if [ "$fail" != 0 ]; then cat "$tmp/sbatch.calls" >&2; echo "FAILED" >&2; exit 1; fi
+echo "pipeline test passed"
