@@ -11,6 +11,8 @@
 #                          `mpirun -np $SLURM_NTASKS` (N outside Slurm); the plain command when
 #                          N is 1 and there is no allocation. Extra mpirun options:
 #                          $GENEMASK_MPIRUN_OPTS (word-split, e.g. "--oversubscribe").
+#                          GENEMASK_LAUNCHER=mpirun uses mpirun inside allocations too (for
+#                          sites whose srun lacks a PMI that their Open MPI speaks).
 #   gm_run_requeueable N SIGNAL CMD...
 #                          gm_launch in the background; Slurm's warning signal (USR1, sent to
 #                          the batch shell by `#SBATCH --signal=B:USR1@...`) is forwarded to
@@ -39,7 +41,7 @@ gm_launch_cmd() {
   local n=$1
   shift
   local -a opts=()
-  if [ -n "${SLURM_JOB_ID:-}" ] && command -v srun >/dev/null; then
+  if [ -n "${SLURM_JOB_ID:-}" ] && [ "${GENEMASK_LAUNCHER:-srun}" = srun ] && command -v srun >/dev/null; then
     GM_CMD=(srun -n "${SLURM_NTASKS:-$n}" "$@")
   elif [ -n "${SLURM_JOB_ID:-}" ] || [ "$n" -gt 1 ]; then
     read -r -a opts <<<"${GENEMASK_MPIRUN_OPTS:-}"

@@ -23,6 +23,8 @@ packages=(
   jellyfish kmc python3 python3-h5py python3-numpy python3-torch python3-scipy python3-sklearn tabix
   # default data and tooling
   xz-utils ca-certificates hyperfine shellcheck librsvg2-bin
+  # a real single-node Slurm for the job-script test
+  slurm-wlm munge
 )
 
 if [ "${GENEMASK_SKIP_APT_UPDATE:-0}" != "1" ]; then

@@ -12,54 +12,9 @@ if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$tmp"' EXIT; else echo "files kept 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export GENEMASK_MPIRUN_OPTS=${GENEMASK_MPIRUN_OPTS:---oversubscribe}
 
-"$py" - "$tmp" <<'PYEOF'
-import json, os, random, sys
-tmp = sys.argv[1]
-rng = random.Random(11)
-lengths = [160000, 140000]
-with open(os.path.join(tmp, "genome.fa"), "w") as f:
-    for i, n in enumerate(lengths):
-        s = "".join(rng.choices("ACGT", k=n))
-        f.write(f">chr{i + 1}\n" + "".join(s[j:j + 70] + "\n" for j in range(0, n, 70)))
-with open(os.path.join(tmp, "tss.bed"), "w") as f:
-    for k in range(160):
-        c = rng.randrange(len(lengths))
-        p = rng.randrange(500, lengths[c] - 500)
-        f.write(f"chr{c + 1}\t{p}\t{p + 1}\tP{k}\t0\t{rng.choice('+-')}\n")
-with open(os.path.join(tmp, "tiny.json"), "w") as f:
-    json.dump({"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 1,
-               "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512,
-               "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}, f)
-PYEOF
-
-cat >"$tmp/pipeline.conf" <<'CONF'
-# shellcheck disable=SC2034
-GENOME=genome.fa
-TSS=tss.bed
-OUT=out
-MODEL=tiny.json
-MODEL_LABEL=tiny
-MASKINGS="genemask random"
-STEPS=4
-WARMUP=1
-BATCH_PER_RANK=2
-GRAD_ACCUM=1
-CHECKPOINT_EVERY=2
-EVAL_EVERY=0
-RANKS_COUNT=2
-RANKS_SHARDS=2
-RANKS_PRETRAIN=1
-RANKS_SWEEP=2
-SHOTS="5 10"
-SEEDS=2
-FINETUNE_JSON='{"epochs": 2}'
-COUNT_OPTS="--kmax 8 --quiet"
-NPMI_OPTS="--min-count 2"
-PMI_VOCAB_OPTS="--min-count 10 --size 500 --kmax 8"
-SHARDS_OPTS="--max-tokens 60 --min-tokens 20"
-PRETRAIN_OPTS="--threads 1 --log-every 1"
-REPORT_OPTS="--no-png"
-CONF
+# shellcheck source=tests/jobs/tiny_pipeline.sh
+source "$repo/tests/jobs/tiny_pipeline.sh"
+tiny_pipeline_inputs "$tmp" "$py"
 
 "$repo/jobs/pipeline.sh" --local "$tmp/pipeline.conf"
 

@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# jobs/pipeline.sh on a real single-node Slurm: starts munged (when no munge daemon answers),
+# slurmctld and slurmd with a minimal slurm.conf for this host in a temporary directory,
+# submits the tiny pipeline with sbatch, waits, checks every job's final state and the
+# outputs, and stops the daemons it started. Needs root and the Debian packages slurm-wlm
+# and munge (scripts/install-deps.sh). MPI stages use mpirun inside the allocations
+# (GENEMASK_LAUNCHER=mpirun): Debian's srun --mpi=pmix does not start Debian's Open MPI.
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+py=${PYTHON:-/usr/bin/python3}
+if [ "$(id -u)" -ne 0 ]; then  # CI runs as root; ctest reports this case as skipped (77)
+  echo "test_pipeline_slurm: needs root to start slurmctld/slurmd: not run" >&2
+  exit 77
+fi
+for t in slurmctld slurmd munged sbatch squeue scontrol; do
+  command -v "$t" >/dev/null || { echo "test_pipeline_slurm: $t not found: run scripts/install-deps.sh" >&2; exit 1; }
+done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/genemask-slurm-XXXXXX")
+chmod 755 "$tmp"
+started_munge=""
+cleanup() {
+  local pids=()
+  for f in "$tmp/slurmd.pid" "$tmp/slurmctld.pid"; do
+    if [ -s "$f" ]; then pids+=("$(cat "$f")"); fi
+  done
+  if [ -n "$started_munge" ]; then pids+=("$started_munge"); fi
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for _ in $(seq 50); do  # let them exit before their directories go
+    alive=0
+    for p in "${pids[@]}"; do if kill -0 "$p" 2>/dev/null; then alive=1; fi; done
+    [ "$alive" = 0 ] && break
+    sleep 0.2
+  done
+  if [ "${KEEP:-0}" != 1 ]; then rm -rf "$tmp"; else echo "files kept in $tmp"; fi
+}
+trap cleanup EXIT
+
+# munge: reuse a running daemon, else start one with a fresh key.
+if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+  mkdir -p /etc/munge /run/munge /var/lib/munge /var/log/munge
+  [ -s /etc/munge/munge.key ] || dd if=/dev/urandom of=/etc/munge/munge.key bs=1024 count=1 2>/dev/null
+  chmod 400 /etc/munge/munge.key
+  munged --force --pid-file="$tmp/munged.pid"
+  started_munge=$(cat "$tmp/munged.pid")
+fi
+
+host=$(hostname -s)
+cpus=$(nproc)
+mem_mib=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 - 1024))
+port=$((17000 + RANDOM % 2000))
+mkdir -p "$tmp/state" "$tmp/spool" "$tmp/log"
+cat >"$tmp/slurm.conf" <<CONF
+ClusterName=genemasktest
+SlurmctldHost=$host
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+StateSaveLocation=$tmp/state
+SlurmdSpoolDir=$tmp/spool
+SlurmctldPidFile=$tmp/slurmctld.pid
+SlurmdPidFile=$tmp/slurmd.pid
+SlurmctldLogFile=$tmp/log/slurmctld.log
+SlurmdLogFile=$tmp/log/slurmd.log
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+MinJobAge=3600
+NodeName=$host CPUs=$cpus RealMemory=$mem_mib State=UNKNOWN
+PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+CONF
+export SLURM_CONF=$tmp/slurm.conf
+slurmctld
+slurmd
+for _ in $(seq 60); do
+  sinfo -h -o %T 2>/dev/null | grep -q idle && break
+  sleep 1
+done
+sinfo -h -o %T | grep -q idle || { echo "slurm did not come up" >&2; cat "$tmp/log/"*.log >&2; exit 1; }
+
+# shellcheck source=tests/jobs/tiny_pipeline.sh
+source "$repo/tests/jobs/tiny_pipeline.sh"
+tiny_pipeline_inputs "$tmp" "$py"
+# The scripts' defaults ask for more than this node has (32G, 4 CPUs for pretraining): the
+# config overrides them per stage, as a user on a small partition would.
+echo 'SBATCH_OPTS_PRETRAIN="--cpus-per-task=1 --mem=2G"' >>"$tmp/pipeline.conf"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export GENEMASK_LAUNCHER=mpirun GENEMASK_MPIRUN_OPTS=--oversubscribe
+
+ids=$("$repo/jobs/pipeline.sh" "$tmp/pipeline.conf")
+echo "$ids"
+[ "$(echo "$ids" | wc -l)" = 7 ] || { echo "expected 7 jobs" >&2; exit 1; }
+deadline=$((SECONDS + ${SLURM_TEST_TIMEOUT_S:-300}))
+while squeue -h | grep -q .; do
+  if [ $SECONDS -gt $deadline ]; then echo "jobs still queued after the timeout:" >&2; squeue >&2; exit 1; fi
+  sleep 2
+done
+
+fail=0
+while read -r stage id; do
+  state=$(scontrol show job -o "$id" | grep -o 'JobState=[A-Z_]*' | cut -d= -f2)
+  code=$(scontrol show job -o "$id" | grep -o ' ExitCode=[0-9:]*' | cut -d= -f2)
+  echo "$stage $id $state $code"
+  if [ "$state" != COMPLETED ] || [ "$code" != 0:0 ]; then
+    fail=1
+    cat "$tmp/out/logs/$stage-$id.out" >&2 2>/dev/null || true
+  fi
+done <<<"$ids"
+out=$tmp/out
+for f in count/counts.h5 count/npmi.tsv shards/manifest.json models/genemask/model.safetensors \
+  models/random/model.safetensors dataset/promoter/fewshot/test.tsv sweep/results.jsonl report/table1.md; do
+  [ -s "$out/$f" ] || { echo "MISSING: $f" >&2; fail=1; }
+done
+n_ok=$(grep -c '"status": *"ok"' "$out/sweep/results.jsonl" || true)
+[ "$n_ok" = 8 ] || { echo "results.jsonl: $n_ok ok records, want 8" >&2; fail=1; }
+grep -q '"ranks":2' "$out/logs/count-"*.out || { echo "count did not run on 2 MPI ranks" >&2; fail=1; }
+if [ "$fail" != 0 ]; then echo "FAILED" >&2; exit 1; fi
+echo "slurm pipeline test passed"
