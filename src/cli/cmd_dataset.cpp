@@ -15,9 +15,8 @@ namespace genemask::cli {
 // Single-process, like finetune: several ranks would race on the same output files.
 bool dataset_single_process(const Context& ctx, const char* builder) {
   if (ctx.size <= 1) return true;
-  if (ctx.rank != 0) return false;
-  throw std::runtime_error(
-      fmt::format("dataset {} is a single-process command and was started on {} MPI ranks: run it without mpirun",
+  refuse_multi_rank(
+      ctx, fmt::format("dataset {} is a single-process command and was started on {} MPI ranks: run it without mpirun",
                   builder, ctx.size));
 }
 

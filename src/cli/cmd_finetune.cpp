@@ -14,8 +14,7 @@ namespace {
 
 void run_finetune(model::FinetuneOptions o, const Context& ctx) {
   if (ctx.size > 1) {
-    if (ctx.rank != 0) return;  // rank 0's error aborts the job
-    throw std::runtime_error(fmt::format(
+    refuse_multi_rank(ctx, fmt::format(
         "finetune is a single-process command and was started on {} MPI ranks: run it without mpirun "
         "(use --threads for more cores), or run many jobs with `genemask sweep`",
         ctx.size));

@@ -103,8 +103,7 @@ void copy_without_lines(const std::string& path, const std::set<uint64_t>& drop,
 
 void run_overlap(const OverlapArgs& a, const Context& ctx) {
   if (ctx.size > 1) {
-    if (ctx.rank != 0) return;
-    throw std::runtime_error("overlap is a single-process command: run it without mpirun");
+    refuse_multi_rank(ctx, "overlap is a single-process command: run it without mpirun");
   }
   const auto t0 = std::chrono::steady_clock::now();
   if (a.train.empty() && a.counts.empty())

@@ -140,8 +140,7 @@ std::vector<uint64_t> parse_top(const std::string& s) {
 
 void run_variants(VariantsArgs a, const Context& ctx) {
   if (ctx.size > 1) {
-    if (ctx.rank != 0) return;
-    throw std::runtime_error("variants is a single-process command: run it without mpirun (use --threads for cores)");
+    refuse_multi_rank(ctx, "variants is a single-process command: run it without mpirun (use --threads for cores)");
   }
   const auto t0 = std::chrono::steady_clock::now();
   const auto tops = parse_top(a.top);

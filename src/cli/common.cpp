@@ -2,14 +2,22 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <iostream>
 #include <stdexcept>
 
+#include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
 
 namespace genemask::cli {
+
+void refuse_multi_rank(const Context& ctx, const std::string& message) {
+  if (ctx.rank == 0) throw std::runtime_error(message);
+  hpc::barrier(MPI_COMM_WORLD);  // ended by rank 0's MPI_Abort
+  std::exit(1);
+}
 
 void print_summary(const Context& ctx, const nlohmann::json& summary) {
   if (ctx.rank != 0) return;

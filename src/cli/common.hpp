@@ -33,6 +33,11 @@ class Progress {
   std::chrono::steady_clock::time_point start_, last_;
 };
 
+/// Refuses a single-process command started on several ranks: rank 0 throws `message`
+/// (main then aborts the job); the other ranks wait in a barrier that rank 0 never reaches,
+/// so that no rank finalizes MPI while rank 0 aborts (that race can leave mpiexec hanging).
+[[noreturn]] void refuse_multi_rank(const Context& ctx, const std::string& message);
+
 /// Fails early (before long work) when `path` cannot be created: missing directory,
 /// no permission.
 void check_writable(const std::string& path);
