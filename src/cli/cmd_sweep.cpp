@@ -99,7 +99,12 @@ void run_sweep_command(SweepCli& c, const Context& ctx) {
   if (ctx.rank != 0) c.o.progress_interval_s = 0;
 
   const hpc::SweepSummary s = hpc::run_sweep(c.o, runner, MPI_COMM_WORLD);
-  if (s.setup_failed) return;  // rank 0 reports the error and ends the job
+  // Rank 0 threw the plan/setup error and aborts the job; waiting here (rank 0 never comes)
+  // keeps this rank from finalizing MPI during the abort, which can leave mpiexec hanging.
+  if (s.setup_failed) {
+    hpc::barrier(MPI_COMM_WORLD);
+    std::exit(1);
+  }
   print_summary(ctx, {{"command", "sweep"},
                       {"plan", c.o.plan},
                       {"out", c.o.out},
