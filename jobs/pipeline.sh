@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole genemask pipeline from one config (see jobs/pipeline.conf.example):
-#   count (+ NPMI, Gene-PMI-VOC) -> shards -> pretrain per masking strategy (+ export-hf)
+#   count -> npmi (GRANK, Gene-PMI-VOC, motif table) -> shards -> pretrain per masking
+#   strategy (+ export-hf)
 #   -> promoter dataset -> few-shot sweep of the models -> report (baseline: random masking)
 #
 #   jobs/pipeline.sh CONFIG            submit the stages to Slurm, chained with
@@ -41,6 +42,7 @@ if [ "$mode" = local ]; then
   }
   t0=$SECONDS
   stage count "$RANKS_COUNT" "$J/count.sbatch" "$GENOME" "$OUT/count" "${count_opts[@]}"
+  stage npmi 1 "$J/npmi.sbatch" "$cfg"
   stage shards "$RANKS_SHARDS" "$J/shards.sbatch" "$cfg"
   for m in "${maskings[@]}"; do
     stage "pretrain-$m" "$RANKS_PRETRAIN" "$J/pretrain.sbatch" "$cfg" "$m"
@@ -56,7 +58,7 @@ read -r -a site <<<"$SBATCH_OPTS"
 submit() { # NAME DEPENDENCIES SBATCH-OPTIONS... -- SCRIPT ARGS...; prints the job id
   local name=$1 deps=$2
   shift 2
-  # Per-stage sbatch options: SBATCH_OPTS_COUNT, _SHARDS, _PRETRAIN, _DATASET, _SWEEP, _REPORT.
+  # Per-stage sbatch options: SBATCH_OPTS_COUNT, _NPMI, _SHARDS, _PRETRAIN, _DATASET, _SWEEP, _REPORT.
   local var=${name%%-*}
   var=SBATCH_OPTS_${var^^}
   local -a stage_opts=()
@@ -80,11 +82,13 @@ if [ "$GPUS_PER_NODE" -gt 0 ]; then
 fi
 count=$(submit count "" --ntasks="$RANKS_COUNT" -- "$J/count.sbatch" "$GENOME" "$OUT/count" "${count_opts[@]}")
 echo "count $count"
+npmi=$(submit npmi "$count" -- "$J/npmi.sbatch" "$cfg")
+echo "npmi $npmi"
 shards=$(submit shards "" --ntasks="$RANKS_SHARDS" -- "$J/shards.sbatch" "$cfg")
 echo "shards $shards"
 pre=()
 for m in "${maskings[@]}"; do
-  id=$(submit "pretrain-$m" "$count:$shards" --ntasks="$RANKS_PRETRAIN" "${gpu_opts[@]}" -- "$J/pretrain.sbatch" "$cfg" "$m")
+  id=$(submit "pretrain-$m" "$npmi:$shards" --ntasks="$RANKS_PRETRAIN" "${gpu_opts[@]}" -- "$J/pretrain.sbatch" "$cfg" "$m")
   echo "pretrain-$m $id"
   pre+=("$id")
 done

@@ -24,6 +24,8 @@ check() { if [ -s "$1" ]; then echo "ok: ${1#"$tmp"/}"; else echo "MISSING: ${1#
 check "$out/count/counts.h5"
 check "$out/count/npmi.tsv"
 check "$out/count/pmi_vocab.tsv"
+check "$out/count/motifs.md"
+grep -q 'TATAAA' "$out/count/motifs.md" || { echo "motifs.md lacks the TATAAA motif" >&2; fail=1; }
 check "$out/shards/manifest.json"
 for m in genemask random; do
   check "$out/runs/$m/metrics.jsonl"
@@ -49,7 +51,7 @@ check "$out/report/improvement.md"
 grep -q -- "--resume" "$out/logs/pretrain-genemask.log" || { echo "second run did not pass --resume" >&2; fail=1; }
 n_ok2=$(grep -c '"status": *"ok"' "$out/sweep/results.jsonl" || true)
 if [ "$n_ok2" != 8 ]; then echo "second run: $n_ok2 ok records, want 8 (finished jobs skipped)" >&2; fail=1; fi
-# Slurm mode with a stand-in sbatch: 7 jobs, each dependent job after the ids it needs.
+# Slurm mode with a stand-in sbatch: 8 jobs, each dependent job after the ids it needs.
 mkdir -p "$tmp/bin"
 cat >"$tmp/bin/sbatch" <<'STUB'
 #!/usr/bin/env bash
@@ -60,15 +62,17 @@ STUB
 chmod +x "$tmp/bin/sbatch"
 ids=$(SBATCH_CALLS=$tmp/sbatch.calls PATH=$tmp/bin:$PATH "$repo/jobs/pipeline.sh" "$tmp/pipeline.conf")
 want="count 101
-shards 102
-pretrain-genemask 103
-pretrain-random 104
-dataset 105
-sweep 106
-report 107"
+npmi 102
+shards 103
+pretrain-genemask 104
+pretrain-random 105
+dataset 106
+sweep 107
+report 108"
 if [ "$ids" != "$want" ]; then echo "pipeline.sh printed: $ids" >&2; fail=1; fi
-grep -q '^103 .*--dependency=afterok:101:102 .*pretrain.sbatch .* genemask$' "$tmp/sbatch.calls" || { echo "pretrain dependency" >&2; fail=1; }
-grep -q '^106 .*--dependency=afterok:103:104:105 .*sweep.sbatch' "$tmp/sbatch.calls" || { echo "sweep dependency" >&2; fail=1; }
-grep -q '^107 .*--dependency=afterok:106 .*report.sbatch' "$tmp/sbatch.calls" || { echo "report dependency" >&2; fail=1; }
+grep -q '^102 .*--dependency=afterok:101 .*npmi.sbatch' "$tmp/sbatch.calls" || { echo "npmi dependency" >&2; fail=1; }
+grep -q '^104 .*--dependency=afterok:102:103 .*pretrain.sbatch .* genemask$' "$tmp/sbatch.calls" || { echo "pretrain dependency" >&2; fail=1; }
+grep -q '^107 .*--dependency=afterok:104:105:106 .*sweep.sbatch' "$tmp/sbatch.calls" || { echo "sweep dependency" >&2; fail=1; }
+grep -q '^108 .*--dependency=afterok:107 .*report.sbatch' "$tmp/sbatch.calls" || { echo "report dependency" >&2; fail=1; }
 if [ "$fail" != 0 ]; then cat "$tmp/sbatch.calls" >&2; echo "FAILED" >&2; exit 1; fi
 echo "pipeline test passed"

@@ -94,7 +94,7 @@ export GENEMASK_LAUNCHER=mpirun GENEMASK_MPIRUN_OPTS=--oversubscribe
 
 ids=$("$repo/jobs/pipeline.sh" "$tmp/pipeline.conf")
 echo "$ids"
-[ "$(echo "$ids" | wc -l)" = 7 ] || { echo "expected 7 jobs" >&2; exit 1; }
+[ "$(echo "$ids" | wc -l)" = 8 ] || { echo "expected 8 jobs" >&2; exit 1; }
 deadline=$((SECONDS + ${SLURM_TEST_TIMEOUT_S:-300}))
 while squeue -h | grep -q .; do
   if [ $SECONDS -gt $deadline ]; then echo "jobs still queued after the timeout:" >&2; squeue >&2; exit 1; fi
@@ -112,7 +112,7 @@ while read -r stage id; do
   fi
 done <<<"$ids"
 out=$tmp/out
-for f in count/counts.h5 count/npmi.tsv shards/manifest.json models/genemask/model.safetensors \
+for f in count/counts.h5 count/npmi.tsv count/motifs.md shards/manifest.json models/genemask/model.safetensors \
   models/random/model.safetensors dataset/promoter/fewshot/test.tsv sweep/results.jsonl report/table1.md; do
   [ -s "$out/$f" ] || { echo "MISSING: $f" >&2; fail=1; }
 done
