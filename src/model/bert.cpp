@@ -221,6 +221,14 @@ torch::Tensor BertForMaskedLMImpl::forward(const torch::Tensor& input_ids, const
   return torch::nn::functional::linear(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias);
 }
 
+torch::Tensor BertForMaskedLMImpl::forward_rows(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                                const torch::Tensor& rows) {
+  auto h = bert(input_ids, attention_mask);
+  h = h.reshape({-1, h.size(-1)}).index_select(0, rows);
+  auto t = cls->predictions->transform(h);
+  return torch::nn::functional::linear(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias);
+}
+
 torch::Tensor BertForMaskedLMImpl::mlm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
   return torch::nn::functional::cross_entropy(
       logits.view({-1, logits.size(-1)}), labels.view({-1}),

@@ -119,6 +119,10 @@ struct BertForMaskedLMImpl : torch::nn::Module {
   explicit BertForMaskedLMImpl(const BertConfig& c);
   /// MLM logits [B, L, V]; the decoder is the word-embedding matrix (tied) plus a bias.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  /// MLM logits [N, V] at the N flat positions `rows` (indices into B*L) only: the same values
+  /// as forward(...).view({-1, V}).index_select(0, rows), without the decoder's cost elsewhere.
+  torch::Tensor forward_rows(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                             const torch::Tensor& rows);
   /// Mean cross-entropy over positions whose label is not -100.
   static torch::Tensor mlm_loss(const torch::Tensor& logits, const torch::Tensor& labels);
   BertConfig config;

@@ -68,13 +68,18 @@ struct AutocastScope {
 };
 bool g_bf16 = false;
 
-/// Sum of token losses over masked positions (not the mean: the step divides).
+/// Sum of token losses over masked positions (not the mean: the step divides). The decoder
+/// (hidden x vocabulary, the largest matrix product per token in small models) runs on the
+/// masked positions only: unmasked positions carry no loss, so loss and gradients are those of
+/// the full-sequence head.
 torch::Tensor summed_loss(BertForMaskedLM& m, const StepBatch& b) {
   AutocastScope autocast(g_bf16);
-  auto logits = m->forward(b.ids, b.mask).to(torch::kFloat32);
+  auto labels = b.labels.reshape({-1});
+  auto rows = (labels != kIgnoreLabel).nonzero().reshape({-1});
+  auto logits = m->forward_rows(b.ids, b.mask, rows).to(torch::kFloat32);
   return torch::nn::functional::cross_entropy(
-      logits.view({-1, logits.size(-1)}), b.labels.view({-1}),
-      torch::nn::functional::CrossEntropyFuncOptions().ignore_index(kIgnoreLabel).reduction(torch::kSum));
+      logits, labels.index_select(0, rows),
+      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }
 
 /// Gradients summed over ranks, a few large flat buckets at a time.

@@ -120,4 +120,96 @@ n_ok=$(grep -c '"status": *"ok"' "$out/sweep/results.jsonl" || true)
 [ "$n_ok" = 8 ] || { echo "results.jsonl: $n_ok ok records, want 8" >&2; fail=1; }
 grep -q '"ranks":2' "$out/logs/count-"*.out || { echo "count did not run on 2 MPI ranks" >&2; fail=1; }
 if [ "$fail" != 0 ]; then echo "FAILED" >&2; exit 1; fi
-echo "slurm pipeline test passed"
+echo "slurm pipeline test passed ($SECONDS s)"
+
+# Phase 2: the time limit's warning signal, requeue and resume of jobs/pretrain.sbatch.
+# --time=1 --signal=B:USR1@20: slurmctld checks time limits every 30 s and sends the warning
+# at the first check that is at most warning + 30 s before the limit, i.e. 10-40 s after the
+# start (with @50 it could come at once, before training has started); pretraining is sized (from a short calibration run) to take about
+# 50 s, so it is still running then. The first run writes a checkpoint, stops and requeues the
+# job; while it is pending (BeginTime: requeued jobs wait for the credential lifetime, 120 s
+# by default) the test raises the time limit, so the second run is not warned again, and lets
+# it start now. The second run resumes from the checkpoint, finishes and exports the model.
+t2=$SECONDS
+rq=$tmp/requeue
+mkdir -p "$rq/out"
+ln -s "$out/shards" "$rq/out/shards"
+bin=${GENEMASK_BIN:-$repo/build/src/cli/genemask}
+batch=8 accum=8
+"$bin" pretrain --shards "$out/shards" --masking random --model "$tmp/tiny.json" --out "$rq/calib" --steps 8 \
+  --warmup 1 --batch-per-rank "$batch" --grad-accum "$accum" --checkpoint-every 1000 --eval-every 0 --threads 1 \
+  --log-every 1 >/dev/null 2>&1
+steps=$("$py" - "$rq/calib/metrics.jsonl" "${REQUEUE_TRAIN_S:-50}" <<'PYEOF'
+import json, math, sys
+t = [json.loads(l)["seconds"] for l in open(sys.argv[1]) if l.strip()]
+per_step = (t[-1] - t[1]) / (len(t) - 2)  # without the first step (warm-up of the allocator)
+print(max(40, math.ceil(float(sys.argv[2]) / per_step)))
+PYEOF
+)
+sed -e "s|^OUT=.*|OUT=$rq/out|" -e "s|^MODEL=.*|MODEL=$tmp/tiny.json|" -e "s|^STEPS=.*|STEPS=$steps|" -e "s|^BATCH_PER_RANK=.*|BATCH_PER_RANK=$batch|" \
+  -e "s|^GRAD_ACCUM=.*|GRAD_ACCUM=$accum|" -e "s|^CHECKPOINT_EVERY=.*|CHECKPOINT_EVERY=1000000|" \
+  "$tmp/pipeline.conf" >"$rq/requeue.conf"
+echo "requeue test: $steps pretraining steps (about ${REQUEUE_TRAIN_S:-50} s)"
+log=$rq/pretrain.out
+jid=$(sbatch --parsable --job-name=genemask-requeue --output="$log" --cpus-per-task=1 --mem=2G --time=1 \
+  --signal=B:USR1@20 "$repo/jobs/pretrain.sbatch" "$rq/requeue.conf" random | cut -d';' -f1)
+echo "submitted pretrain job $jid (--time=1 --signal=B:USR1@20)"
+jobfield() { scontrol show job -o "$jid" | grep -o " $1=[^ ]*" | cut -d= -f2; }
+deadline=$((SECONDS + 240))
+updated=0
+while true; do
+  state=$(jobfield JobState)
+  restarts=$(jobfield Restarts)
+  case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED) break ;; esac
+  if [ "$updated" = 0 ] && [ "$state" = PENDING ] && [ "${restarts:-0}" -ge 1 ]; then
+    echo "requeued after $((SECONDS - t2)) s: pending, Reason=$(jobfield Reason) BeginTime=$(jobfield BeginTime) (now $(date +%FT%T))"
+    scontrol update JobId="$jid" TimeLimit=10 StartTime=now
+    updated=1
+  fi
+  if [ $SECONDS -gt $deadline ]; then
+    echo "requeue job $jid not done after 240 s:" >&2
+    scontrol show job "$jid" >&2
+    cat "$log" >&2
+    exit 1
+  fi
+  sleep 1
+done
+fail=0
+sayfail() { echo "requeue: $*" >&2; fail=1; }
+echo "requeue job $jid: $state, exit $(jobfield ExitCode), restarts $restarts"
+[ "$state" = COMPLETED ] || sayfail "final state $state, want COMPLETED"
+[ "$(jobfield ExitCode)" = 0:0 ] || sayfail "exit code $(jobfield ExitCode), want 0:0"
+[ "${restarts:-0}" -ge 1 ] || sayfail "Restarts=$restarts: the job was not requeued"
+grep -q 'time limit near: sending SIGUSR1' "$log" || sayfail "no warning signal in the log"
+grep -q "requeueing job $jid" "$log" || sayfail "the first run did not requeue the job"
+grep -q 'resuming' "$log" || sayfail "the requeued run did not find the checkpoint"
+grep -q -- '--resume' "$log" || sayfail "the requeued run did not pass --resume"
+"$py" - "$log" "$rq/out/runs/random" "$steps" <<'PYEOF' || fail=1
+import json, os, sys
+log, run, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
+runs = [j for j in (json.loads(l) for l in open(log) if l.startswith("{")) if j.get("command") == "pretrain"]
+ok = True
+def check(cond, msg):
+    global ok
+    if not cond:
+        print("requeue:", msg, file=sys.stderr)
+        ok = False
+check(len(runs) == 2, f"{len(runs)} pretrain summaries in the log, want 2 (stopped + resumed)")
+if len(runs) == 2:
+    a, b = runs
+    stop = a["steps_done"]
+    print(f"first run: steps 0-{stop} of {steps}, interrupted={a['interrupted']}; "
+          f"second run: start_step {b['start_step']}, steps_done {b['steps_done']}")
+    check(a["interrupted"] and a["start_step"] == 0 and 0 < stop < steps, f"first run {a}")
+    check(a["checkpoint"].endswith(f"step-{stop:08d}"), f"first run's checkpoint {a['checkpoint']}")
+    check(not b["interrupted"] and b["start_step"] == stop and b["steps_done"] == steps, f"second run {b}")
+    cks = sorted(os.listdir(os.path.join(run, "checkpoints")))
+    check(cks == [f"step-{stop:08d}", f"step-{steps:08d}"], f"checkpoints {cks}")
+logged = [json.loads(l)["step"] for l in open(os.path.join(run, "metrics.jsonl")) if '"loss"' in l]
+check(logged == list(range(1, steps + 1)), "metrics.jsonl: steps not 1..STEPS exactly once")
+sys.exit(0 if ok else 1)
+PYEOF
+[ -s "$rq/out/models/random/model.safetensors" ] || sayfail "no exported model"
+if [ "$fail" != 0 ]; then cat "$log" >&2; echo "FAILED" >&2; exit 1; fi
+grep -E 'time limit near|requeueing|resuming|export-hf' "$log" || true
+echo "slurm requeue test passed ($((SECONDS - t2)) s; $SECONDS s in all)"

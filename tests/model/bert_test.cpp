@@ -103,6 +103,54 @@ TEST(Bert, PaddingDoesNotChangeRealPositions) {
   EXPECT_LT((alone[0] - full[1].slice(0, 0, len)).abs().max().item<float>(), 1e-5);
 }
 
+// The masked-positions-only head (what training uses) gives the full head's logits at those
+// rows, and the same loss and parameter gradients as the full head with ignore_index.
+TEST(Bert, HeadOnMaskedRowsEqualsFullHead) {
+  torch::manual_seed(4);
+  BertForMaskedLM m(small_config());
+  init_weights(*m, m->config);
+  m->eval();  // no dropout: both passes see the same network
+  auto [ids, mask] = batch();
+  auto labels = torch::full_like(ids, -100);
+  auto pick = torch::rand(ids.sizes()) < 0.15;
+  labels.masked_scatter_(pick, ids.masked_select(pick));
+  auto flat = labels.reshape({-1});
+  auto rows = (flat != -100).nonzero().reshape({-1});
+  ASSERT_GT(rows.numel(), 5);
+
+  auto grads = [&](bool full) {
+    m->zero_grad();
+    torch::Tensor loss;
+    if (full) {
+      auto logits = m->forward(ids, mask);
+      loss = torch::nn::functional::cross_entropy(
+          logits.view({-1, logits.size(-1)}), flat,
+          torch::nn::functional::CrossEntropyFuncOptions().ignore_index(-100).reduction(torch::kSum));
+    } else {
+      loss = torch::nn::functional::cross_entropy(m->forward_rows(ids, mask, rows), flat.index_select(0, rows),
+                                                  torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+    }
+    loss.backward();
+    std::vector<torch::Tensor> g{loss.detach().clone()};
+    for (auto& p : m->parameters()) g.push_back(p.grad().clone());
+    return g;
+  };
+  auto a = grads(true);
+  auto b = grads(false);
+  ASSERT_EQ(a.size(), b.size());
+  EXPECT_NEAR(a[0].item<double>(), b[0].item<double>(), 1e-4 * std::abs(a[0].item<double>()));
+  // Relative to the largest gradient entry: the attention key biases' gradients are zero in
+  // exact arithmetic (softmax ignores a constant shift), so their own scale is rounding noise.
+  double scale = 0;
+  for (size_t i = 1; i < a.size(); ++i) scale = std::max(scale, a[i].abs().max().item<double>());
+  for (size_t i = 1; i < a.size(); ++i)
+    EXPECT_LT((a[i] - b[i]).abs().max().item<double>() / scale, 1e-5) << "parameter " << i;
+  torch::NoGradGuard ng;
+  auto full = m->forward(ids, mask);
+  auto at = full.view({-1, full.size(-1)}).index_select(0, rows);
+  EXPECT_LT((m->forward_rows(ids, mask, rows) - at).abs().max().item<float>(), 1e-5);
+}
+
 // The exported model, run by an independent forward pass in Python (plain
 // torch.nn.functional from the safetensors), gives the same logits.
 TEST(Bert, ExportMatchesIndependentPythonForward) {
