@@ -25,7 +25,8 @@ int main(int argc, char** argv) {
   auto labels = torch::where(torch::rand({batch, seq}) < 0.15, ids, torch::full({batch, seq}, -100, torch::kLong));
   auto step = [&] {
     opt.zero_grad();
-    auto loss = BertForMaskedLMImpl::mlm_loss(m->forward(ids, mask), labels);
+    // The trainer's loss: the decoder on the masked positions only (HF: on every position).
+    auto loss = m->masked_lm_loss_sum(ids, mask, labels) / (labels != -100).sum();
     loss.backward();
     torch::nn::utils::clip_grad_norm_(m->parameters(), 1.0);
     opt.step();

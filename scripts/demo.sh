@@ -1,35 +1,101 @@
 #!/usr/bin/env bash
-# The main job on the built-in default data (human chr22 from maffilter-examples):
-# distributed k-mer counting, the NPMI ranking (GRANK), Gene-PMI-VOC, the motif table, the
-# sharded pretraining corpus and what GeneMask vs random masking do to it.
-# Usage: scripts/demo.sh [OUTDIR]   (default: results/demo); RANKS=2 by default.
+# The main job on the built-in default data (human chr22, hg19, from the Debian package
+# maffilter-examples): the whole genemask pipeline, as jobs/pipeline.sh --local runs it:
+#   count (2 MPI ranks) -> npmi: GRANK, Gene-PMI-VOC, motif table -> shards (2 ranks)
+#   -> pretraining of a small BERT with GeneMask and with random masking, same steps
+#   -> a few-shot task built from chr22 -> sweep: 2 models x 10/50 shots x 5 seeds
+#   -> report: Table 1 layout with paired t-tests, improvement table, plots
+# About 10-15 minutes on 2 cores. Running it again continues where it stopped (finished
+# stages are cheap to redo, pretraining resumes, the sweep skips finished jobs); for a fresh
+# run remove the output directory first.
+#
+# Usage: scripts/demo.sh [OUTDIR]   (default: results/demo)
+# Environment: DEMO_STEPS (pretraining steps per masking, default 500), DEMO_SEEDS (default 5),
+#              DEMO_SITES (real windows in the task, default 2000), GENEMASK_BIN.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-bin=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
 out=${1:-"$root/results/demo"}
-ranks=${RANKS:-2}
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
+export GENEMASK_BIN=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
+[ -x "$GENEMASK_BIN" ] || { echo "demo: $GENEMASK_BIN not found: run scripts/build.sh first" >&2; exit 1; }
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export GENEMASK_MPIRUN_OPTS=${GENEMASK_MPIRUN_OPTS:---oversubscribe}
+t0=$SECONDS
+
 genome=$("$root/scripts/default-genome.sh")
-echo "== genemask count ($ranks ranks) on $genome"
-mpiexec -n "$ranks" --oversubscribe "$bin" count --genome "$genome" --out "$out/counts.h5" | tee "$out/count.json"
-echo "== genemask npmi"
-"$bin" npmi --counts "$out/counts.h5" --out "$out/npmi.tsv" | tee "$out/npmi.json"
-echo "== genemask pmi-vocab"
-"$bin" pmi-vocab --counts "$out/counts.h5" --out "$out/pmi_vocab.tsv" --min-count 1000 | tee "$out/pmi_vocab.json"
-echo "== genemask motifs (the paper's Table 5 motifs)"
-"$bin" motifs --npmi "$out/npmi.tsv" --format markdown \
-  'n[TATAAA]r' '[GTGGCT]sw' 'nCyy[CCTCC]n*' 'sCw[GCAGC]n' 'ks[CTGGG]m' '[TTTTTT]TTTn' | tee "$out/motifs.md"
-echo "== genemask shards ($ranks ranks): the pretraining corpus"
-mpiexec -n "$ranks" --oversubscribe "$bin" shards --genome "$genome" --out "$out/shards" | tee "$out/shards.json"
+# The task: chr22 has no promoter annotation here, so the positives are real chr22 windows at
+# random unmasked sites (scripts/demo-sites.py) and the negatives DeePromoter-style copies of
+# them (12 of 20 parts replaced by random bases). With EPDnew's TSS BED (TSS= in a config)
+# the same stages build the paper's promoter task.
+[ -s "$out/sites.bed" ] || /usr/bin/python3 "$root/scripts/demo-sites.py" "$genome" "$out/sites.bed" "${DEMO_SITES:-2000}"
+
+# A small BERT (2 layers, hidden 128) with the DNABERT 6-mer vocabulary: big enough to learn
+# something in a few minutes on 2 cores.
+cat >"$out/model.json" <<'JSON'
+{"model_type": "bert", "vocab_size": 4101, "hidden_size": 128, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "intermediate_size": 512, "max_position_embeddings": 512,
+ "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+JSON
+
+cat >"$out/demo.conf" <<CONF
+# The demo's pipeline config (written by scripts/demo.sh; see jobs/pipeline.conf.example)
+# shellcheck disable=SC2034
+GENOME=$genome
+TSS=sites.bed
+OUT=$out
+MODEL=model.json
+MODEL_LABEL=small
+MASKINGS="genemask random"
+STEPS=${DEMO_STEPS:-500}
+WARMUP=50
+BATCH_PER_RANK=16
+GRAD_ACCUM=2
+CHECKPOINT_EVERY=100
+EVAL_EVERY=100
+RANKS_COUNT=2
+RANKS_SHARDS=2
+RANKS_PRETRAIN=1
+RANKS_SWEEP=3
+THREADS_PER_WORKER=1
+SHOTS="10 50"
+SEEDS=${DEMO_SEEDS:-5}
+SHARDS_OPTS="--max-tokens 128 --min-tokens 64"
+PRETRAIN_OPTS="--log-every 50 --eval-batches 10"
+PMI_VOCAB_OPTS="--min-count 1000"
+CONF
+
+"$root/jobs/pipeline.sh" --local "$out/demo.conf"
+
+echo
+echo "== What the two masking strategies mask (genemask mask-stats, 5000 sequences)"
 for m in genemask random; do
-  echo "== genemask mask-stats --masking $m"
-  "$bin" mask-stats --shards "$out/shards" --masking "$m" --npmi "$out/npmi.tsv" --samples 5000 \
-    2> "$out/mask-stats-$m.txt" | tee "$out/mask-stats-$m.json"
-  head -n 1 "$out/mask-stats-$m.txt"
+  opts=()
+  [ "$m" = genemask ] && opts=(--npmi "$out/count/npmi.tsv")
+  "$GENEMASK_BIN" mask-stats --shards "$out/shards" --masking "$m" "${opts[@]}" --samples 5000 \
+    >"$out/mask-stats-$m.json" 2>"$out/mask-stats-$m.txt"
+  echo "$m: $(head -n 1 "$out/mask-stats-$m.txt")"
+done
+
+echo
+echo "== Motif table (GRANK ranks of the paper's Table 5 motifs on chr22): $out/count/motifs.md"
+cat "$out/count/motifs.md"
+echo
+echo "== Pretraining: final validation perplexity"
+for m in genemask random; do
+  ppl=$(grep "eval_perplexity" "$out/runs/$m/metrics.jsonl" | tail -n 1 | grep -o '"eval_perplexity":[0-9.e+-]*' | cut -d: -f2)
+  echo "$m: ${ppl:-n/a}   (curve: $out/runs/$m/perplexity.svg)"
 done
 echo
-echo "Top of the GRANK list ($out/npmi.tsv):"
-head -n 11 "$out/npmi.tsv"
+echo "== Few-shot results: $out/report/table1.md"
+cat "$out/report/table1.md"
 echo
-echo "Results are in $out: counts.h5, npmi.tsv, pmi_vocab.tsv, motifs.md, shards/, mask-stats-*.txt"
+echo "Demo done in $((SECONDS - t0)) s. Results are in $out:"
+echo "  count/     counts.h5, npmi.tsv (GRANK), pmi_vocab.tsv, motifs.md"
+echo "  shards/    the HDF5 pretraining corpus"
+echo "  runs/      pretraining runs (metrics.jsonl, perplexity.svg, checkpoints)"
+echo "  models/    the pretrained models (Hugging Face layout)"
+echo "  dataset/   the few-shot task (dataset/promoter: train/test, fewshot/)"
+echo "  sweep/     results.jsonl (one line per fine-tuning run) and runs/"
+echo "  report/    table1.md/.tex/.csv, improvement.md, plots (svg, png)"
+echo "  logs/      one log per stage"

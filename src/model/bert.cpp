@@ -229,6 +229,16 @@ torch::Tensor BertForMaskedLMImpl::forward_rows(const torch::Tensor& input_ids, 
   return torch::nn::functional::linear(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias);
 }
 
+torch::Tensor BertForMaskedLMImpl::masked_lm_loss_sum(const torch::Tensor& input_ids,
+                                                      const torch::Tensor& attention_mask,
+                                                      const torch::Tensor& labels) {
+  auto flat = labels.reshape({-1});
+  auto rows = (flat != -100).nonzero().reshape({-1});
+  auto logits = forward_rows(input_ids, attention_mask, rows).to(torch::kFloat32);
+  return torch::nn::functional::cross_entropy(logits, flat.index_select(0, rows),
+                                              torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+}
+
 torch::Tensor BertForMaskedLMImpl::mlm_loss(const torch::Tensor& logits, const torch::Tensor& labels) {
   return torch::nn::functional::cross_entropy(
       logits.view({-1, logits.size(-1)}), labels.view({-1}),

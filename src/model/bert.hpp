@@ -123,6 +123,11 @@ struct BertForMaskedLMImpl : torch::nn::Module {
   /// as forward(...).view({-1, V}).index_select(0, rows), without the decoder's cost elsewhere.
   torch::Tensor forward_rows(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                              const torch::Tensor& rows);
+  /// Summed cross-entropy over the positions whose label is not -100 (what training uses): the
+  /// decoder runs on those positions only (forward_rows), so loss and gradients equal the full
+  /// head's with ignore_index -100, at a fraction of its cost. Logits are cast to fp32.
+  torch::Tensor masked_lm_loss_sum(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                   const torch::Tensor& labels);
   /// Mean cross-entropy over positions whose label is not -100.
   static torch::Tensor mlm_loss(const torch::Tensor& logits, const torch::Tensor& labels);
   BertConfig config;

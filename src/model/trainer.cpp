@@ -68,18 +68,11 @@ struct AutocastScope {
 };
 bool g_bf16 = false;
 
-/// Sum of token losses over masked positions (not the mean: the step divides). The decoder
-/// (hidden x vocabulary, the largest matrix product per token in small models) runs on the
-/// masked positions only: unmasked positions carry no loss, so loss and gradients are those of
-/// the full-sequence head.
+/// Sum of token losses over masked positions (not the mean: the step divides).
 torch::Tensor summed_loss(BertForMaskedLM& m, const StepBatch& b) {
   AutocastScope autocast(g_bf16);
-  auto labels = b.labels.reshape({-1});
-  auto rows = (labels != kIgnoreLabel).nonzero().reshape({-1});
-  auto logits = m->forward_rows(b.ids, b.mask, rows).to(torch::kFloat32);
-  return torch::nn::functional::cross_entropy(
-      logits, labels.index_select(0, rows),
-      torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  static_assert(kIgnoreLabel == -100);
+  return m->masked_lm_loss_sum(b.ids, b.mask, b.labels);
 }
 
 /// Gradients summed over ranks, a few large flat buckets at a time.

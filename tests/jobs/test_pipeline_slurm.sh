@@ -71,6 +71,13 @@ SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
 MinJobAge=3600
+# A requeued job may start again only when its old job credential has expired (BeginTime =
+# requeue + cred_expire + 1 s; the default 120 s would make the requeue phases slow), and an
+# eligible pending job is started by the next pass of the main scheduler (every sched_interval
+# s, default 60) or of the backfill scheduler (bf_interval, default 30; it skips passes when
+# no job or node has changed).
+AuthInfo=cred_expire=10
+SchedulerParameters=sched_interval=5,bf_interval=5
 NodeName=$host CPUs=$cpus RealMemory=$mem_mib State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CONF
@@ -127,9 +134,9 @@ echo "slurm pipeline test passed ($SECONDS s)"
 # at the first check that is at most warning + 30 s before the limit, i.e. 10-40 s after the
 # start (with @50 it could come at once, before training has started); pretraining is sized (from a short calibration run) to take about
 # 50 s, so it is still running then. The first run writes a checkpoint, stops and requeues the
-# job; while it is pending (BeginTime: requeued jobs wait for the credential lifetime, 120 s
-# by default) the test raises the time limit, so the second run is not warned again, and lets
-# it start now. The second run resumes from the checkpoint, finishes and exports the model.
+# job; while it is pending (Reason=BeginTime: requeued jobs wait for the credential lifetime,
+# cred_expire above) the test raises the time limit, so that the second run is not warned
+# again. The second run resumes from the checkpoint, finishes and exports the model.
 t2=$SECONDS
 rq=$tmp/requeue
 mkdir -p "$rq/out"
@@ -154,31 +161,41 @@ log=$rq/pretrain.out
 jid=$(sbatch --parsable --job-name=genemask-requeue --output="$log" --cpus-per-task=1 --mem=2G --time=1 \
   --signal=B:USR1@20 "$repo/jobs/pretrain.sbatch" "$rq/requeue.conf" random | cut -d';' -f1)
 echo "submitted pretrain job $jid (--time=1 --signal=B:USR1@20)"
-jobfield() { scontrol show job -o "$jid" | grep -o " $1=[^ ]*" | cut -d= -f2; }
-deadline=$((SECONDS + 240))
-updated=0
-while true; do
-  state=$(jobfield JobState)
-  restarts=$(jobfield Restarts)
-  case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED) break ;; esac
-  if [ "$updated" = 0 ] && [ "$state" = PENDING ] && [ "${restarts:-0}" -ge 1 ]; then
-    echo "requeued after $((SECONDS - t2)) s: pending, Reason=$(jobfield Reason) BeginTime=$(jobfield BeginTime) (now $(date +%FT%T))"
-    scontrol update JobId="$jid" TimeLimit=10 StartTime=now
-    updated=1
-  fi
-  if [ $SECONDS -gt $deadline ]; then
-    echo "requeue job $jid not done after 240 s:" >&2
-    scontrol show job "$jid" >&2
-    cat "$log" >&2
-    exit 1
-  fi
-  sleep 1
-done
+jobfield() { scontrol show job -o "$1" | grep -o " $2=[^ ]*" | cut -d= -f2; }
+# wait_requeued JOB LOG: wait for JOB to end; once it is pending again after a requeue, raise
+# its time limit, so that the second run is not warned again. (Not StartTime=now: a requeued
+# job started before its BeginTime is killed by slurmd, "Job credential revoked", and FAILS.)
+# Sets state and restarts.
+wait_requeued() {
+  local jid=$1 log=$2 t0=$SECONDS updated=0
+  while true; do
+    state=$(jobfield "$jid" JobState)
+    restarts=$(jobfield "$jid" Restarts)
+    case $state in COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | PREEMPTED) break ;; esac
+    if [ "$updated" = 0 ] && [ "$state" = PENDING ] && [ "${restarts:-0}" -ge 1 ]; then
+      echo "job $jid requeued after $((SECONDS - t0)) s: Reason=$(jobfield "$jid" Reason)" \
+        "EligibleTime=$(jobfield "$jid" EligibleTime) (now $(date +%FT%T))"
+      scontrol update JobId="$jid" TimeLimit=10
+      updated=1
+    elif [ "$updated" = 1 ] && [ "$state" = RUNNING ]; then
+      echo "job $jid running again after $((SECONDS - t0)) s"
+      updated=2
+    fi
+    if [ $((SECONDS - t0)) -gt 240 ]; then
+      echo "job $jid not done after 240 s:" >&2
+      scontrol show job "$jid" >&2
+      cat "$log" >&2
+      exit 1
+    fi
+    sleep 1
+  done
+  echo "job $jid: $state, exit $(jobfield "$jid" ExitCode), restarts $restarts, $((SECONDS - t0)) s"
+}
+wait_requeued "$jid" "$log"
 fail=0
 sayfail() { echo "requeue: $*" >&2; fail=1; }
-echo "requeue job $jid: $state, exit $(jobfield ExitCode), restarts $restarts"
 [ "$state" = COMPLETED ] || sayfail "final state $state, want COMPLETED"
-[ "$(jobfield ExitCode)" = 0:0 ] || sayfail "exit code $(jobfield ExitCode), want 0:0"
+[ "$(jobfield "$jid" ExitCode)" = 0:0 ] || sayfail "exit code $(jobfield "$jid" ExitCode), want 0:0"
 [ "${restarts:-0}" -ge 1 ] || sayfail "Restarts=$restarts: the job was not requeued"
 grep -q 'time limit near: sending SIGUSR1' "$log" || sayfail "no warning signal in the log"
 grep -q "requeueing job $jid" "$log" || sayfail "the first run did not requeue the job"
@@ -211,5 +228,64 @@ sys.exit(0 if ok else 1)
 PYEOF
 [ -s "$rq/out/models/random/model.safetensors" ] || sayfail "no exported model"
 if [ "$fail" != 0 ]; then cat "$log" >&2; echo "FAILED" >&2; exit 1; fi
-grep -E 'time limit near|requeueing|resuming|export-hf' "$log" || true
-echo "slurm requeue test passed ($((SECONDS - t2)) s; $SECONDS s in all)"
+grep -E 'time limit near|requeueing|resuming' "$log" || true
+echo "slurm pretrain requeue test passed ($((SECONDS - t2)) s)"
+
+# Phase 3: the same for jobs/sweep.sbatch (SIGTERM to the sweep): the first run records what
+# it has done and requeues; the requeued sweep skips those jobs; all records ok at the end.
+# The sweep of the pipeline's two models is sized (seeds) to take about 50 s.
+t3=$SECONDS
+sw=$tmp/sweep-requeue
+mkdir -p "$sw/out/calib"
+ln -s "$out/models" "$sw/out/models"
+ln -s "$out/dataset" "$sw/out/dataset"
+sed -e 's/"seeds": *[0-9]*/"seeds": 3/' -e 's/"epochs": *[0-9]*/"epochs": 20/' "$out/sweep-plan.json" >"$sw/out/calib/plan.json"
+mpirun -np 2 --oversubscribe "$bin" sweep --plan "$sw/out/calib/plan.json" --out "$sw/out/calib/sweep" \
+  --progress-every 0 >"$sw/out/calib/summary.json" 2>/dev/null
+seeds=$("$py" - "$sw/out/calib/summary.json" "${REQUEUE_TRAIN_S:-50}" <<'PYEOF'
+import json, math, sys
+s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+per_seed = s["seconds"] / (s["jobs_total"] / 3)  # the 2 models x 2 shots of one seed
+print(max(10, math.ceil(float(sys.argv[2]) / per_seed)))
+PYEOF
+)
+sed -e "s|^OUT=.*|OUT=$sw/out|" -e "s|^MODEL=.*|MODEL=$tmp/tiny.json|" -e "s|^SEEDS=.*|SEEDS=$seeds|" \
+  -e "s|^FINETUNE_JSON=.*|FINETUNE_JSON='{\"epochs\": 20}'|" "$tmp/pipeline.conf" >"$sw/sweep.conf"
+total=$((seeds * 4))
+log=$sw/sweep.out
+jid=$(sbatch --parsable --job-name=genemask-sweep-requeue --output="$log" --ntasks=2 --mem-per-cpu=1G --time=1 \
+  --signal=B:USR1@20 "$repo/jobs/sweep.sbatch" "$sw/sweep.conf" | cut -d';' -f1)
+echo "submitted sweep job $jid: $total few-shot jobs (about ${REQUEUE_TRAIN_S:-50} s; --time=1 --signal=B:USR1@20)"
+wait_requeued "$jid" "$log"
+[ "$state" = COMPLETED ] || sayfail "sweep: final state $state, want COMPLETED"
+[ "$(jobfield "$jid" ExitCode)" = 0:0 ] || sayfail "sweep: exit code $(jobfield "$jid" ExitCode), want 0:0"
+[ "${restarts:-0}" -ge 1 ] || sayfail "sweep: Restarts=$restarts: the job was not requeued"
+grep -q 'time limit near: sending SIGTERM' "$log" || sayfail "sweep: no warning signal in the log"
+grep -q "requeueing job $jid" "$log" || sayfail "sweep: the first run did not requeue the job"
+"$py" - "$log" "$sw/out/sweep/results.jsonl" "$total" <<'PYEOF' || fail=1
+import json, sys
+log, results, total = sys.argv[1], sys.argv[2], int(sys.argv[3])
+# (the summary can follow the last progress line of stderr on the same line)
+runs = [j for j in (json.loads(l[l.index('{"'):]) for l in open(log) if '{"command":"sweep"' in l)]
+ok = True
+def check(cond, msg):
+    global ok
+    if not cond:
+        print("sweep requeue:", msg, file=sys.stderr)
+        ok = False
+check(len(runs) == 2, f"{len(runs)} sweep summaries in the log, want 2 (stopped + requeued)")
+if len(runs) == 2:
+    a, b = runs
+    print(f"first run: {a['ok']} of {a['jobs_total']} jobs ok, interrupted={a['interrupted']}; "
+          f"second run: {b['jobs_skipped']} skipped, {b['ok']} ok, {b['remaining']} remaining")
+    check(a["interrupted"] and 0 < a["ok"] < total, f"first run {a}")
+    check(not b["interrupted"] and b["jobs_skipped"] == a["ok"] and b["ok"] == total - a["ok"]
+          and b["failed"] == 0 and b["remaining"] == 0, f"second run {b}")
+recs = [json.loads(l) for l in open(results) if l.strip()]
+oks = [r["job"] for r in recs if r.get("status") == "ok"]
+check(len(oks) == total and len(set(oks)) == total, f"results.jsonl: {len(oks)} ok records ({len(set(oks))} distinct), want {total}")
+sys.exit(0 if ok else 1)
+PYEOF
+if [ "$fail" != 0 ]; then cat "$log" >&2; echo "FAILED" >&2; exit 1; fi
+grep -E 'time limit near|requeueing' "$log" || true
+echo "slurm sweep requeue test passed ($((SECONDS - t3)) s; $SECONDS s in all)"
