@@ -10,7 +10,7 @@
 namespace genemask::cli {
 namespace {
 
-void run_pretrain(model::PretrainOptions o, const Context& ctx) {
+void run_pretrain(model::PretrainOptions o, Context& ctx) {
   o.command_line = ctx.command_line;
   using Fn = void (*)(const model::PretrainOptions*, MPI_Comm, const std::function<void(const std::string&)>*,
                       model::PretrainSummary*);
@@ -34,6 +34,12 @@ void run_pretrain(model::PretrainOptions o, const Context& ctx) {
                       {"seconds", s.seconds},
                       {"interrupted", s.interrupted},
                       {"checkpoint", s.last_checkpoint}});
+  if (s.interrupted) {
+    if (ctx.rank == 0)
+      std::cerr << "genemask: pretraining stopped by a signal at step " << s.steps_done << " of "
+                << o.steps << " (exit status " << kExitStopped << "); continue with --resume" << std::endl;
+    ctx.exit_code = kExitStopped;
+  }
 }
 
 }  // namespace

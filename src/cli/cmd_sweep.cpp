@@ -123,16 +123,21 @@ void run_sweep_command(SweepCli& c, const Context& ctx) {
                       {"stale_records", s.stale_records},
                       {"repaired_bytes", s.repaired_bytes},
                       {"simulated", c.simulate_s >= 0}});
-  // --strict: failed or unfinished jobs make every rank exit non-zero (without MPI_Abort,
-  // which would also kill the summary's reader with a scary banner).
+  // Stopped by a signal with jobs left, or --strict with failed or unfinished jobs: every rank
+  // exits with kExitStopped (without MPI_Abort, which would also kill the summary's reader
+  // with a scary banner).
+  const bool stopped = ctx.rank == 0 && s.interrupted && s.remaining > 0;
   const bool bad = ctx.rank == 0 && c.strict && (s.failed > 0 || s.remaining > 0);
-  if (hpc::any_rank(bad, MPI_COMM_WORLD)) {
-    if (ctx.rank == 0)
+  if (hpc::any_rank(stopped || bad, MPI_COMM_WORLD)) {
+    if (ctx.rank == 0 && stopped)
+      std::cerr << "genemask: sweep stopped by a signal with " << s.remaining
+                << " job(s) not run; run the same command again to continue" << std::endl;
+    else if (ctx.rank == 0)
       std::cerr << "genemask: error: " << s.failed << " job(s) failed and " << s.remaining
                 << " did not run (--strict); see " << c.o.out << "/results.jsonl" << std::endl;
     std::cout.flush();
     if (hpc::mpi_active()) MPI_Finalize();
-    std::exit(3);
+    std::exit(kExitStopped);
   }
 }
 

@@ -14,7 +14,13 @@ struct Context {
   int size = 1;
   std::string command_line;      // argv joined, for provenance attributes
   std::function<void()> run;     // set by the chosen subcommand
+  int exit_code = 0;             // returned by main after run() (see kExitStopped)
 };
+
+/// Exit status of a command stopped early by SIGTERM/SIGINT/SIGUSR1 after saving what it
+/// needs to continue (pretrain: a checkpoint, for --resume; sweep: the finished jobs, for a
+/// restart). Non-zero so that scripts and Slurm dependencies do not take it for a finished run.
+inline constexpr int kExitStopped = 3;
 
 /// Prints the one-line JSON summary (rank 0 only).
 void print_summary(const Context& ctx, const nlohmann::json& summary);

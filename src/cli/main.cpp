@@ -70,5 +70,5 @@ int main(int argc, char** argv) {
     if (ctx.size > 1) genemask::hpc::abort_job(1);
     return 1;
   }
-  return 0;
+  return ctx.exit_code;
 }

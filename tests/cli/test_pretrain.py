@@ -96,7 +96,8 @@ class Pretrain(unittest.TestCase):
             time.sleep(0.1)
         p.send_signal(signal.SIGTERM)
         stdout, stderr = p.communicate(timeout=60)
-        self.assertEqual(p.returncode, 0, stderr)
+        self.assertEqual(p.returncode, 3, stderr)  # stopped: not to be taken for a finished run
+        self.assertIn("continue with --resume", stderr)
         s = json.loads(stdout.strip().splitlines()[-1])
         self.assertTrue(s["interrupted"])
         self.assertTrue(os.path.isdir(s["checkpoint"]), s)

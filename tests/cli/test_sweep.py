@@ -267,8 +267,11 @@ class SweepSimulated(SweepBase):
             stdout, stderr = p.communicate(timeout=60)
             s = json.loads(stdout.strip().splitlines()[-1])
             self.assertTrue(s["interrupted"], s)
+            # Stopped with jobs left: exit status 3, never 0 (that would read as finished).
             if ranks is None:
-                self.assertEqual(p.returncode, 0, stderr)
+                self.assertEqual(p.returncode, 3, stderr)
+            else:
+                self.assertNotEqual(p.returncode, 0, stderr)
             recs = read_records(out, allow_torn=False)
             self.assertEqual(len(recs), s["ok"])  # the jobs in flight were written
             self.assertEqual(s["remaining"], 36 - s["ok"])

@@ -2,7 +2,10 @@
 # jobs/pipeline.sh on a real single-node Slurm: starts munged (when no munge daemon answers),
 # slurmctld and slurmd with a minimal slurm.conf for this host in a temporary directory,
 # submits the tiny pipeline with sbatch, waits, checks every job's final state and the
-# outputs, and stops the daemons it started. Needs root and the Debian packages slurm-wlm
+# outputs. Then the time limit's warning signal: jobs/pretrain.sbatch and jobs/sweep.sbatch
+# submitted with --time=1 --signal=B:USR1@20 must be warned, stop, requeue themselves, resume
+# and end COMPLETED (about 2.5 min more). Finally it stops the daemons it started. Needs
+# root and the Debian packages slurm-wlm
 # and munge (scripts/install-deps.sh). MPI stages use mpirun inside the allocations
 # (GENEMASK_LAUNCHER=mpirun): Debian's srun --mpi=pmix does not start Debian's Open MPI.
 set -euo pipefail
