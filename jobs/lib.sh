@@ -18,7 +18,10 @@
 #                          the batch shell by `#SBATCH --signal=B:USR1@...`) is forwarded to
 #                          CMD as SIGNAL, and after CMD exits the job is requeued with
 #                          `scontrol requeue` (needs `#SBATCH --requeue`) and the script
-#                          exits (outside Slurm: exit status 3).
+#                          exits (outside Slurm: exit status 3). Scripts should run
+#                          `trap 'GM_WARNED=1' USR1` first: a warning before the command
+#                          starts then requeues without starting it (instead of killing the
+#                          shell), and one after it has finished is logged and ignored.
 #   gm_load_config FILE    source a pipeline config (jobs/pipeline.conf.example) and fill in
 #                          the defaults of everything it leaves out
 
@@ -57,32 +60,64 @@ gm_launch() {
   "${GM_CMD[@]}"
 }
 
+# _gm_pass_signal SIG PID: send SIG to the command started by gm_run_requeueable. mpirun
+# passes on only USR1/USR2; on SIGTERM it kills the ranks itself (SIGTERM, then SIGKILL after
+# odls_base_sigkill_timeout = 1 s), too soon for the sweep to record its running jobs. So other
+# signals go straight to mpirun's children, the ranks on this node (the sweep's manager, rank 0,
+# is one of them); the ranks then exit normally and so does mpirun.
+_gm_pass_signal() {
+  local sig=$1 pid=$2
+  gm_log "time limit near: sending SIG$sig"
+  case ${GM_CMD[0]}:$sig in
+    mpirun:USR1 | mpirun:USR2 | mpirun:SIGUSR1 | mpirun:SIGUSR2) ;;
+    mpirun:*)
+      if pkill -"$sig" -P "$pid"; then return 0; fi
+      gm_log "no ranks of mpirun ($pid) found: signalling mpirun"
+      ;;
+  esac
+  kill -s "$sig" "$pid" 2>/dev/null || true
+}
+
 gm_run_requeueable() {
   local n=$1 sig=$2
   shift 2
-  local pid rc warned=0
-  gm_launch_cmd "$n" "$@"
-  gm_log "${GM_CMD[*]}"
-  "${GM_CMD[@]}" &
-  pid=$!
-  # The warning signal: pass it on and remember to requeue once the command has stopped.
-  trap 'warned=1; gm_log "time limit near: sending SIG$sig"; kill -s "$sig" "$pid" 2>/dev/null || true' USR1
-  while true; do
-    rc=0
-    wait "$pid" || rc=$?
-    # wait returns > 128 when the trap interrupted it while the command still runs.
-    if kill -0 "$pid" 2>/dev/null; then continue; fi
-    break
-  done
-  trap - USR1
-  if [ "$warned" = 1 ]; then
+  local pid rc=0
+  # A warning that came before this point (the scripts trap USR1 as their first command and
+  # set GM_WARNED=1) or while the command is being started is remembered, not fatal: bash's
+  # default action for USR1 would kill the batch shell and with it the job (no requeue).
+  GM_WARNED=${GM_WARNED:-0}
+  trap 'GM_WARNED=1' USR1
+  if [ "$GM_WARNED" = 1 ]; then
+    gm_log "time limit near before the command started: not starting it"
+  else
+    gm_launch_cmd "$n" "$@"
+    gm_log "${GM_CMD[*]}"
+    "${GM_CMD[@]}" &
+    pid=$!
+    # The warning signal: pass it on and remember to requeue once the command has stopped.
+    trap 'GM_WARNED=1; _gm_pass_signal "$sig" "$pid"' USR1
+    if [ "$GM_WARNED" = 1 ]; then _gm_pass_signal "$sig" "$pid"; fi
+    while true; do
+      rc=0
+      wait "$pid" || rc=$?
+      # wait returns > 128 when the trap interrupted it while the command still runs.
+      if kill -0 "$pid" 2>/dev/null; then continue; fi
+      break
+    done
+  fi
+  # Too late to stop: what follows (export-hf) is short and runs to the end.
+  trap 'gm_log "time limit near: the command has finished; carrying on"' USR1
+  if [ "$GM_WARNED" = 1 ]; then
     # Stopped early: the rest of the script (e.g. exporting the model) must not run now.
+    gm_log "stopped by the warning signal (exit status $rc)"
     if [ -n "${SLURM_JOB_ID:-}" ]; then
-      gm_log "requeueing job $SLURM_JOB_ID (it continues where it stopped)"
-      scontrol requeue "$SLURM_JOB_ID"
+      gm_log "requeueing job $SLURM_JOB_ID (restarts so far: ${SLURM_RESTART_COUNT:-0}; it continues where it stopped)"
+      # The requeue ends this run (Slurm signals what is left of it); the job goes back to
+      # PENDING with the same id, script and arguments. Exit at once either way.
+      scontrol requeue "$SLURM_JOB_ID" || { gm_log "scontrol requeue failed (is the job --requeue?)"; exit 1; }
       exit 0
     fi
-    gm_log "stopped by SIGUSR1 (exit status $rc): run the stage again to continue"
+    gm_log "run the stage again to continue"
     exit 3
   fi
   return "$rc"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole genemask pipeline from one config (see jobs/pipeline.conf.example):
 #   count -> npmi (GRANK, Gene-PMI-VOC, motif table) -> shards -> pretrain per masking
-#   strategy (+ export-hf)
-#   -> promoter dataset -> few-shot sweep of the models -> report (baseline: random masking)
+#   strategy (+ export-hf) -> promoter dataset -> few-shot sweep of the models -> report
+#   (baseline: random masking)
 #
 #   jobs/pipeline.sh CONFIG            submit the stages to Slurm, chained with
 #                                      --dependency=afterok:, and print "stage job-id" lines
@@ -10,15 +10,30 @@
 #                                      Slurm (mpirun for the MPI stages; extra mpirun
 #                                      options in $GENEMASK_MPIRUN_OPTS)
 #   jobs/pipeline.sh --dry-run CONFIG  print the sbatch commands instead of submitting them
+#   --from STAGE                       (with any of the above) start at STAGE, taking the
+#                                      earlier stages' outputs as they are in OUT: count,
+#                                      npmi, shards, pretrain, dataset, sweep or report
 # The binary: $GENEMASK_BIN, else build/src/cli/genemask of this checkout.
 set -euo pipefail
-usage() { echo "usage: jobs/pipeline.sh [--local|--dry-run] CONFIG" >&2; exit 2; }
+usage() { echo "usage: jobs/pipeline.sh [--local|--dry-run] [--from STAGE] CONFIG" >&2; exit 2; }
 mode=slurm
-case ${1:-} in
-  --local) mode=local; shift ;;
-  --dry-run) mode=dry; shift ;;
-  -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
-esac
+from=count
+stages=(count npmi shards pretrain dataset sweep report)
+while [ $# -gt 0 ]; do
+  case $1 in
+    --local) mode=local; shift ;;
+    --dry-run) mode=dry; shift ;;
+    --from)
+      [ $# -ge 2 ] || usage
+      from=$2
+      shift 2
+      case " ${stages[*]} " in *" $from "*) ;; *)
+        echo "jobs/pipeline.sh: --from $from: not a stage (${stages[*]})" >&2; exit 2 ;; esac ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -*) usage ;;
+    *) break ;;
+  esac
+done
 [ $# -eq 1 ] || usage
 GENEMASK_JOBS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export GENEMASK_JOBS_DIR
@@ -27,16 +42,27 @@ source "$GENEMASK_JOBS_DIR/lib.sh"
 cfg=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 gm_load_config "$cfg"
 GENEMASK_BIN=$(gm_bin)
-export GENEMASK_BIN NPMI_OPTS PMI_VOCAB_OPTS
+export GENEMASK_BIN
 read -r -a maskings <<<"$MASKINGS"
 read -r -a count_opts <<<"$COUNT_OPTS"
 mkdir -p "$OUT/logs"
 J=$GENEMASK_JOBS_DIR
 
+# wanted STAGE: true when STAGE is at or after --from.
+wanted() {
+  local s
+  for s in "${stages[@]}"; do
+    [ "$s" = "$from" ] && return 0
+    [ "$s" = "$1" ] && return 1
+  done
+  return 1
+}
+
 if [ "$mode" = local ]; then
   stage() { # NAME RANKS SCRIPT ARGS...
     local name=$1 n=$2
     shift 2
+    wanted "${name%%-*}" || return 0
     gm_log "== $name"
     GENEMASK_NTASKS=$n bash "$@" 2>&1 | tee "$OUT/logs/$name.log"
   }
@@ -55,9 +81,13 @@ if [ "$mode" = local ]; then
 fi
 
 read -r -a site <<<"$SBATCH_OPTS"
-submit() { # NAME DEPENDENCIES SBATCH-OPTIONS... -- SCRIPT ARGS...; prints the job id
-  local name=$1 deps=$2
+# submit NAME DEPENDENCIES SBATCH-OPTIONS... -- SCRIPT ARGS...: prints the job id, or nothing
+# for a stage before --from. DEPENDENCIES: job ids joined by ':' (empty ones are dropped).
+submit() {
+  local name=$1 deps
+  deps=$(tr -s ':' <<<"$2" | sed 's/^://; s/:$//')
   shift 2
+  wanted "${name%%-*}" || return 0
   # Per-stage sbatch options: SBATCH_OPTS_COUNT, _NPMI, _SHARDS, _PRETRAIN, _DATASET, _SWEEP, _REPORT.
   local var=${name%%-*}
   var=SBATCH_OPTS_${var^^}
@@ -75,28 +105,30 @@ submit() { # NAME DEPENDENCIES SBATCH-OPTIONS... -- SCRIPT ARGS...; prints the j
     "${cmd[@]}" | cut -d';' -f1
   fi
 }
+# say NAME ID: the "stage job-id" line, for submitted stages only.
+say() { [ -z "$2" ] || echo "$1 $2"; }
 gpu_opts=()
 if [ "$GPUS_PER_NODE" -gt 0 ]; then
   gpu_opts=(--nodes=$(((RANKS_PRETRAIN + GPUS_PER_NODE - 1) / GPUS_PER_NODE))
     --ntasks-per-node="$GPUS_PER_NODE" --gpus-per-node="$GPUS_PER_NODE")
 fi
 count=$(submit count "" --ntasks="$RANKS_COUNT" -- "$J/count.sbatch" "$GENOME" "$OUT/count" "${count_opts[@]}")
-echo "count $count"
+say count "$count"
 npmi=$(submit npmi "$count" -- "$J/npmi.sbatch" "$cfg")
-echo "npmi $npmi"
+say npmi "$npmi"
 shards=$(submit shards "" --ntasks="$RANKS_SHARDS" -- "$J/shards.sbatch" "$cfg")
-echo "shards $shards"
+say shards "$shards"
 pre=()
 for m in "${maskings[@]}"; do
   id=$(submit "pretrain-$m" "$npmi:$shards" --ntasks="$RANKS_PRETRAIN" "${gpu_opts[@]}" -- "$J/pretrain.sbatch" "$cfg" "$m")
-  echo "pretrain-$m $id"
+  say "pretrain-$m" "$id"
   pre+=("$id")
 done
 dataset=$(submit dataset "" -- "$J/dataset.sbatch" "$cfg")
-echo "dataset $dataset"
+say dataset "$dataset"
 sweep_gpu=()
 if [ "$DEVICE" = cuda ] && [ "$GPUS_PER_NODE" -gt 0 ]; then sweep_gpu=(--gpus-per-node="$GPUS_PER_NODE"); fi
 sweep=$(submit sweep "$(IFS=:; echo "${pre[*]}"):$dataset" --ntasks="$RANKS_SWEEP" "${sweep_gpu[@]}" -- "$J/sweep.sbatch" "$cfg")
-echo "sweep $sweep"
+say sweep "$sweep"
 report=$(submit report "$sweep" -- "$J/report.sbatch" "$cfg")
-echo "report $report"
+say report "$report"

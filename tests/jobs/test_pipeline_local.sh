@@ -74,5 +74,22 @@ grep -q '^102 .*--dependency=afterok:101 .*npmi.sbatch' "$tmp/sbatch.calls" || {
 grep -q '^104 .*--dependency=afterok:102:103 .*pretrain.sbatch .* genemask$' "$tmp/sbatch.calls" || { echo "pretrain dependency" >&2; fail=1; }
 grep -q '^107 .*--dependency=afterok:104:105:106 .*sweep.sbatch' "$tmp/sbatch.calls" || { echo "sweep dependency" >&2; fail=1; }
 grep -q '^108 .*--dependency=afterok:107 .*report.sbatch' "$tmp/sbatch.calls" || { echo "report dependency" >&2; fail=1; }
+# --from pretrain: the earlier stages are not submitted and nothing waits for them.
+ids=$(SBATCH_CALLS=$tmp/sbatch2.calls PATH=$tmp/bin:$PATH "$repo/jobs/pipeline.sh" --from pretrain "$tmp/pipeline.conf")
+want="pretrain-genemask 101
+pretrain-random 102
+dataset 103
+sweep 104
+report 105"
+if [ "$ids" != "$want" ]; then echo "pipeline.sh --from pretrain printed: $ids" >&2; fail=1; fi
+if grep '^10[1-3] ' "$tmp/sbatch2.calls" | grep -q -- --dependency; then echo "--from pretrain: a dependency on a skipped stage" >&2; fail=1; fi
+grep -q '^104 .*--dependency=afterok:101:102:103 .*sweep.sbatch' "$tmp/sbatch2.calls" || { echo "--from pretrain: sweep dependency" >&2; fail=1; }
+if "$repo/jobs/pipeline.sh" --from nonsense "$tmp/pipeline.conf" 2>"$tmp/err.txt"; then echo "--from nonsense was accepted" >&2; fail=1; fi
+grep -q 'not a stage' "$tmp/err.txt" || { echo "--from nonsense: no clear error" >&2; fail=1; }
+# --local --from report: only the report is redone.
+rm -rf "$out/report"
+"$repo/jobs/pipeline.sh" --local --from report "$tmp/pipeline.conf" >"$tmp/third.log" 2>&1 || { cat "$tmp/third.log"; fail=1; }
+check "$out/report/table1.md"
+if grep -q '== count' "$tmp/third.log"; then echo "--from report ran the count stage" >&2; fail=1; fi
 if [ "$fail" != 0 ]; then cat "$tmp/sbatch.calls" >&2; echo "FAILED" >&2; exit 1; fi
 echo "pipeline test passed"
