@@ -11,7 +11,8 @@
 #
 # Usage: scripts/demo.sh [OUTDIR]   (default: results/demo)
 # Environment: DEMO_STEPS (pretraining steps per masking, default 500), DEMO_SEEDS (default 5),
-#              DEMO_SITES (real windows in the task, default 2000), GENEMASK_BIN.
+#              DEMO_SITES (real windows in the task, default 2000), DEMO_FINETUNE_JSON
+#              (fine-tuning overrides, e.g. '{"epochs": 2}'), GENEMASK_BIN.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-"$root/results/demo"}
@@ -61,6 +62,7 @@ THREADS_PER_WORKER=1
 SHOTS="10 50"
 SEEDS=${DEMO_SEEDS:-5}
 SHARDS_OPTS="--max-tokens 128 --min-tokens 64"
+FINETUNE_JSON='${DEMO_FINETUNE_JSON:-}'
 PRETRAIN_OPTS="--log-every 50 --eval-batches 10"
 PMI_VOCAB_OPTS="--min-count 1000"
 CONF
