@@ -248,17 +248,21 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
   const auto& models = required(c, doc, "", "models", "a list of {name, path[, config, group]}");
   if (!models.is_array() || models.empty())
     c.fail("models", fmt::format("{} is not a non-empty list of {{name, path[, config, group]}}", models.dump()));
+  // Names must differ, also after safe_name (they name the run directories).
   std::map<std::string, std::string> safe;
-  for (size_t i = 0; i < models.size(); ++i) {
-    const std::string path = Checker::at("models", i);
-    p.models.push_back(parse_model(c, models[i], path));
-    const std::string& name = p.models.back().name;
+  auto check_unique = [&](const std::string& path, const std::string& name) {
     auto [it, fresh] = safe.emplace(safe_name(name), name);
     if (!fresh)
       c.fail(Checker::sub(path, "name"), it->second == name
                                              ? fmt::format("\"{}\" appears twice", name)
                                              : fmt::format("\"{}\" and \"{}\" give the same run directory name \"{}\"",
                                                            it->second, name, it->first));
+  };
+  for (size_t i = 0; i < models.size(); ++i) {
+    const std::string path = Checker::at("models", i);
+    p.models.push_back(parse_model(c, models[i], path));
+    const std::string& name = p.models.back().name;
+    check_unique(path, name);
   }
   const auto& tasks = required(c, doc, "", "tasks", "a list of {name, train, test} or {name, dir}");
   if (!tasks.is_array() || tasks.empty())
@@ -268,12 +272,7 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
     const std::string path = Checker::at("tasks", i);
     p.tasks.push_back(parse_task(c, tasks[i], path, p.shots));
     const std::string& name = p.tasks.back().name;
-    auto [it, fresh] = safe.emplace(safe_name(name), name);
-    if (!fresh)
-      c.fail(Checker::sub(path, "name"), it->second == name
-                                             ? fmt::format("\"{}\" appears twice", name)
-                                             : fmt::format("\"{}\" and \"{}\" give the same run directory name \"{}\"",
-                                                           it->second, name, it->first));
+    check_unique(path, name);
   }
   if (doc.contains("retries")) p.retries = static_cast<int>(c.integer(doc["retries"], "retries", 0, "an integer >= 0"));
   if (doc.contains("threads_per_worker"))

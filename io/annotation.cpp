@@ -147,20 +147,32 @@ std::string_view trim(std::string_view v) {
 }
 
 // GTF attributes: `key "value"; key value;` -> the value of `key`, or nullopt.
-std::optional<std::string> gtf_attribute(std::string_view attrs, std::string_view key) {
+/// Calls fn(key, value) for each `;`-separated field of a GTF/GFF3 column 9, the field split
+/// at its first `sep` (GTF: a space or tab; GFF3: '='), both parts trimmed. Stops when fn
+/// returns true.
+template <typename Fn>
+void for_each_attribute(std::string_view attrs, std::string_view sep, Fn fn) {
   size_t i = 0;
   while (i < attrs.size()) {
     size_t j = attrs.find(';', i);
     if (j == std::string_view::npos) j = attrs.size();
     std::string_view field = trim(attrs.substr(i, j - i));
     i = j + 1;
-    const size_t sp = field.find_first_of(" \t");
-    if (sp == std::string_view::npos || field.substr(0, sp) != key) continue;
-    std::string_view v = trim(field.substr(sp + 1));
-    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
-    return std::string(v);
+    const size_t at = field.find_first_of(sep);
+    if (at == std::string_view::npos) continue;
+    if (fn(field.substr(0, at), trim(field.substr(at + 1)))) return;
   }
-  return std::nullopt;
+}
+
+std::optional<std::string> gtf_attribute(std::string_view attrs, std::string_view key) {
+  std::optional<std::string> out;
+  for_each_attribute(attrs, " \t", [&](std::string_view k, std::string_view v) {
+    if (k != key) return false;
+    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+    out = std::string(v);
+    return true;
+  });
+  return out;
 }
 
 // GFF3 values are percent-encoded (RFC 3986 style) for ; = & , and control characters.
@@ -187,15 +199,8 @@ std::string percent_decode(std::string_view v) {
 // GFF3 attributes: `key=value;key=v1,v2` -> the decoded values of `key` (empty: absent).
 std::vector<std::string> gff3_attribute(std::string_view attrs, std::string_view key) {
   std::vector<std::string> out;
-  size_t i = 0;
-  while (i < attrs.size()) {
-    size_t j = attrs.find(';', i);
-    if (j == std::string_view::npos) j = attrs.size();
-    std::string_view field = trim(attrs.substr(i, j - i));
-    i = j + 1;
-    const size_t eq = field.find('=');
-    if (eq == std::string_view::npos || field.substr(0, eq) != key) continue;
-    std::string_view v = field.substr(eq + 1);
+  for_each_attribute(attrs, "=", [&](std::string_view k, std::string_view v) {
+    if (k != key) return false;
     size_t a = 0;
     while (a <= v.size()) {
       size_t c = v.find(',', a);
@@ -203,7 +208,8 @@ std::vector<std::string> gff3_attribute(std::string_view attrs, std::string_view
       if (c > a) out.push_back(percent_decode(v.substr(a, c - a)));
       a = c + 1;
     }
-  }
+    return false;  // GFF3 allows a key once; keep reading as before for repeated ones
+  });
   return out;
 }
 

@@ -39,16 +39,6 @@ void for_each_line(const std::string& path, Fn&& fn) {
   if (!line.empty()) process();
 }
 
-std::vector<std::string> split(const std::string& s, char d) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i)
-    if (i == s.size() || s[i] == d) {
-      out.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  return out;
-}
 
 std::string upper(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -68,7 +58,7 @@ std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats) {
     if (line.rfind("##", 0) == 0) return;
     if (line.rfind("#", 0) == 0) return;  // #CHROM header (optional: bare data lines are accepted)
     if (line.empty()) return;
-    const auto f = split(line, '\t');
+    const auto f = split_fields(line, '\t');
     if (f.size() < 5)
       throw InputError(path, lineno, fmt::format("{} tab-separated fields; a VCF line needs CHROM POS ID REF ALT",
                                                  f.size()));
@@ -88,7 +78,7 @@ std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats) {
     v.ref = upper(f[3]);
     if (!all_of_chars(v.ref, "ACGTN"))
       throw InputError(path, lineno, fmt::format("REF '{}' is not a sequence of bases (A, C, G, T, N)", f[3]));
-    for (const auto& a : split(f[4], ',')) {
+    for (const auto& a : split_fields(f[4], ',')) {
       const std::string alt = upper(a);
       if (alt.empty()) throw InputError(path, lineno, fmt::format("ALT '{}' has an empty allele", f[4]));
       if (!all_of_chars(alt, "ACGTN")) {
@@ -111,7 +101,7 @@ std::vector<Variant> read_variant_tsv(const std::string& path) {
   int c_id = -1, c_ref = -1, c_alt = -1;
   size_t ncol = 0;
   for_each_line(path, [&](const std::string& line, uint64_t lineno) {
-    auto f = split(line, '\t');
+    auto f = split_fields(line, '\t');
     for (auto& x : f)
       if (x.size() >= 2 && x.front() == '"' && x.back() == '"') x = x.substr(1, x.size() - 2);
     if (lineno == 1) {
@@ -197,6 +187,17 @@ std::vector<Variant> cut_variant_windows(std::vector<Variant> variants, const st
   for (size_t i = 0; i < variants.size(); ++i)
     if (keep[i]) out.push_back(std::move(variants[i]));
   if (off_chromosome) *off_chromosome = off;
+  return out;
+}
+
+std::vector<std::string> split_fields(const std::string& s, char d) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == d) {
+      out.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
   return out;
 }
 

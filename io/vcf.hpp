@@ -30,6 +30,9 @@ std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats);
 /// ignored): sequences of bases (IUPAC letters, any case). Errors name file:line.
 std::vector<Variant> read_variant_tsv(const std::string& path);
 
+/// The fields of a line split at every `delim`, empty fields kept ("a,,b" -> a, "", b; "" -> "").
+std::vector<std::string> split_fields(const std::string& line, char delim);
+
 /// Cuts ref_seq/alt_seq from the genome (any FASTA form; chromosome names matched with or
 /// without "chr"): `before` bases before POS, REF (resp. ALT), `after` bases after REF's
 /// last base. REF must equal the genome there (else InputError vcf_path:line with both).

@@ -45,16 +45,6 @@ them, else by id. One process (no MPI); --threads for cores, batches sorted by l
 
 std::string num(double v) { return fmt::format("{}", v); }
 
-std::vector<std::string> split(const std::string& s, char d) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  for (size_t i = 0; i <= s.size(); ++i)
-    if (i == s.size() || s[i] == d) {
-      out.push_back(s.substr(start, i - start));
-      start = i + 1;
-    }
-  return out;
-}
 
 std::string chrom_key(const std::string& c, const std::string& pos, const std::string& ref, const std::string& alt) {
   const std::string x = c.rfind("chr", 0) == 0 ? c.substr(3) : c;
@@ -72,7 +62,7 @@ Ranking read_ranking(const std::string& path) {
   std::string line;
   if (!std::getline(in, line)) throw io::InputError(path, 1, "empty file: expected a header");
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  const auto h = split(line, '\t');
+  const auto h = io::split_fields(line, '\t');
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < h.size(); ++i) col[h[i]] = i;
   const bool site = col.count("chrom") && col.count("pos") && col.count("ref") && col.count("alt");
@@ -92,7 +82,7 @@ Ranking read_ranking(const std::string& path) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    const auto f = split(line, '\t');
+    const auto f = io::split_fields(line, '\t');
     if (f.size() < h.size())
       throw io::InputError(path, lineno, fmt::format("{} fields, the header has {}", f.size(), h.size()));
     Row r;
@@ -125,7 +115,7 @@ Ranking read_ranking(const std::string& path) {
 
 std::vector<uint64_t> parse_top(const std::string& s) {
   std::vector<uint64_t> out;
-  for (const auto& t : split(s, ',')) {
+  for (const auto& t : io::split_fields(s, ',')) {
     try {
       size_t used = 0;
       const unsigned long long n = std::stoull(t, &used);
@@ -158,7 +148,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
     if (a.flank >= 0) {
       before = after = static_cast<uint64_t>(a.flank);
     } else {
-      const auto p = split(a.window, ':');
+      const auto p = io::split_fields(a.window, ':');
       long long lo = 1, hi = -1;
       try {
         if (p.size() == 2) lo = std::stoll(p[0]), hi = std::stoll(p[1]);

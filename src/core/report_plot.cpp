@@ -12,26 +12,13 @@
 #include <unistd.h>
 
 #include "genemask/report.hpp"
+#include "genemask/svg_plot.hpp"
 #include "io/atomic_file.hpp"
 
 extern char** environ;
 
 namespace genemask::report {
 namespace {
-
-std::string xml_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
 
 /// About 5 round tick values covering [lo, hi].
 std::vector<double> nice_ticks(double lo, double hi) {
@@ -72,17 +59,8 @@ void write_errorbar_plot(const std::string& path, const std::string& title, cons
   x0 -= xpad, x1 += xpad, y0 -= ypad, y1 += ypad;
   auto px = [&](double x) { return L + (fx(x) - x0) / (x1 - x0) * (W - L - R); };
   auto py = [&](double y) { return H - B - (y - y0) / (y1 - y0) * (H - T - B); };
-  static const char* kColours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"};
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n"
-      "<text x=\"{}\" y=\"22\" font-size=\"15\">{}</text>\n"
-      "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n"
-      "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"black\"/>\n"
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n"
-      "<text x=\"16\" y=\"{}\" transform=\"rotate(-90 16 {})\" text-anchor=\"middle\">{}</text>\n",
-      W, H, L, xml_escape(title), L, H - B, W - R, H - B, L, T, L, H - B, (L + W - R) / 2, H - 12,
-      xml_escape(x_label + (log_x ? " (log scale)" : "")), (T + H - B) / 2, (T + H - B) / 2, xml_escape(y_label));
+  const SvgFrame frame{W, H, L, R, T, B};
+  std::string svg = svg_open(frame, title, x_label + (log_x ? " (log scale)" : ""), y_label);
   // x ticks at the shots values themselves (10, 50, 100, ...), y ticks at round values.
   std::sort(xs.begin(), xs.end());
   xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
@@ -95,7 +73,7 @@ void write_errorbar_plot(const std::string& path, const std::string& title, cons
                        "<text x=\"{3}\" y=\"{4:.2f}\" text-anchor=\"end\">{5:g}</text>\n",
                        L + 1, py(y), W - R, L - 6, py(y) + 4, y);
   for (size_t s = 0; s < series.size(); ++s) {
-    const char* col = kColours[s % 8];
+    const char* col = plot_colour(s);
     // A small horizontal offset per series keeps overlapping error bars apart.
     const double dx = (static_cast<double>(s) - static_cast<double>(series.size() - 1) / 2) * 4;
     svg += fmt::format("<g class=\"series\" data-label=\"{}\">\n", xml_escape(series[s].label));
@@ -110,14 +88,9 @@ void write_errorbar_plot(const std::string& path, const std::string& title, cons
                            cx, py(ms.first - ms.second), py(ms.first + ms.second), cx - 3, cx + 3, col);
       svg += fmt::format("<circle cx=\"{:.2f}\" cy=\"{:.2f}\" r=\"2.5\" fill=\"{}\"/>\n", cx, py(ms.first), col);
     }
-    svg += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"12\" height=\"12\" fill=\"{}\"/><text x=\"{}\" y=\"{}\">{}</text>\n</g>\n",
-                       W - R + 12, T + 20.0 * static_cast<double>(s), col, W - R + 30,
-                       T + 20.0 * static_cast<double>(s) + 11, xml_escape(series[s].label));
+    svg += svg_legend_entry(frame, s, series[s].label) + "</g>\n";
   }
-  svg += "</svg>\n";
-  io::AtomicFile f(path);
-  f.stream() << svg;
-  f.commit();
+  write_svg(path, std::move(svg));
 }
 
 std::string find_rsvg_convert() {
