@@ -18,28 +18,20 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_bench import CONFIGS, Layer  # noqa: E402
+from train_bench import CONFIGS, Encoder  # noqa: E402
 
 VOCAB = {"".join(p): 5 + i for i, p in enumerate(itertools.product("ATCG", repeat=6))}
 
 
-class Classifier(nn.Module):
+class Classifier(Encoder):
     def __init__(self, c, classes=2, vocab=4101):
-        super().__init__()
+        super().__init__(c, vocab)
         H = c["hidden"]
-        self.word, self.pos, self.typ = nn.Embedding(vocab, H), nn.Embedding(512, H), nn.Embedding(2, H)
-        self.ln = nn.LayerNorm(H, eps=1e-12)
-        self.drop = nn.Dropout(c["dropout"])
-        self.layers = nn.ModuleList(Layer(c) for _ in range(c["layers"]))
         self.pooler = nn.Linear(H, H)
         self.classifier = nn.Linear(H, classes)
 
     def forward(self, ids, mask):
-        L = ids.shape[1]
-        x = self.drop(self.ln(self.word(ids) + self.pos(torch.arange(L))[None] + self.typ(torch.zeros_like(ids))))
-        add = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
-        for layer in self.layers:
-            x = layer(x, add)
+        x = self.encode(ids, mask)
         return self.classifier(self.drop(torch.tanh(self.pooler(x[:, 0]))))
 
 

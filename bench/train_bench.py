@@ -33,7 +33,9 @@ class Layer(nn.Module):
         return self.ln2(self.drop(self.ff2(F.gelu(self.ff1(a)))) + a)
 
 
-class Bert(nn.Module):
+class Encoder(nn.Module):
+    """HF BertModel without the pooler: embeddings (word, position, type), LayerNorm, layers."""
+
     def __init__(self, c, vocab=4101):
         super().__init__()
         H = c["hidden"]
@@ -41,16 +43,27 @@ class Bert(nn.Module):
         self.ln = nn.LayerNorm(H, eps=1e-12)
         self.drop = nn.Dropout(c["dropout"])
         self.layers = nn.ModuleList(Layer(c) for _ in range(c["layers"]))
-        self.tdense, self.tln = nn.Linear(H, H), nn.LayerNorm(H, eps=1e-12)
-        self.bias = nn.Parameter(torch.zeros(vocab))
 
-    def forward(self, ids, mask):
+    def encode(self, ids, mask):
         L = ids.shape[1]
         x = self.drop(self.ln(self.word(ids) + self.pos(torch.arange(L))[None] + self.typ(torch.zeros_like(ids))))
         add = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
         for layer in self.layers:
             x = layer(x, add)
-        return F.linear(self.tln(F.gelu(self.tdense(x))), self.word.weight, self.bias)
+        return x
+
+
+class Bert(Encoder):
+    """BertForMaskedLM as HF computes it: the decoder (tied to the word embeddings) on every position."""
+
+    def __init__(self, c, vocab=4101):
+        super().__init__(c, vocab)
+        H = c["hidden"]
+        self.tdense, self.tln = nn.Linear(H, H), nn.LayerNorm(H, eps=1e-12)
+        self.bias = nn.Parameter(torch.zeros(vocab))
+
+    def forward(self, ids, mask):
+        return F.linear(self.tln(F.gelu(self.tdense(self.encode(ids, mask)))), self.word.weight, self.bias)
 
 
 def main():

@@ -52,8 +52,9 @@ volatile std::sig_atomic_t g_stop_signal = 0;
 // (the trainer has a handler of its own), whatever namespace it is written in.
 void on_sweep_stop_signal(int sig) { g_stop_signal = sig; }
 
-/// SIGTERM/SIGINT set a flag for the duration of the sweep (on every rank: mpirun and
-/// Slurm signal all ranks, and a worker should finish and return the job it has).
+/// SIGTERM/SIGINT/SIGUSR1 (Slurm's warning signal, which mpirun passes on to every rank) set
+/// a flag for the duration of the sweep (on every rank: mpirun and Slurm signal all ranks,
+/// and a worker should finish and return the job it has).
 class StopSignals {
  public:
   StopSignals() {
@@ -63,16 +64,18 @@ class StopSignals {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGTERM, &sa, &old_term_);
     sigaction(SIGINT, &sa, &old_int_);
+    sigaction(SIGUSR1, &sa, &old_usr1_);
   }
   ~StopSignals() {
     sigaction(SIGTERM, &old_term_, nullptr);
     sigaction(SIGINT, &old_int_, nullptr);
+    sigaction(SIGUSR1, &old_usr1_, nullptr);
   }
   StopSignals(const StopSignals&) = delete;
   StopSignals& operator=(const StopSignals&) = delete;
 
  private:
-  struct sigaction old_term_ {}, old_int_ {};
+  struct sigaction old_term_ {}, old_int_ {}, old_usr1_ {};
 };
 
 template <class T>

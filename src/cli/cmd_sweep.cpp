@@ -165,7 +165,7 @@ void register_sweep(CLI::App& app, Context& ctx) {
       ->group("");
   sub->footer("Rank 0 hands jobs to ranks 1..N-1, 1000-shot jobs first; with one rank it runs them itself. "
               "A restarted sweep skips the jobs results.jsonl has as ok; a failed job is retried `retries` times. "
-              "SIGTERM/SIGINT: no new jobs, the running ones are recorded, then exit.");
+              "SIGTERM/SIGINT/SIGUSR1: no new jobs, the running ones are recorded, then exit (status 3 when jobs are left).");
   sub->callback([c, &ctx] { ctx.run = [c, &ctx] { run_sweep_command(*c, ctx); }; });
 }
 

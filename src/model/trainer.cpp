@@ -139,6 +139,10 @@ double scheduled_lr(double peak, int64_t step, int64_t warmup, int64_t steps) {
 }
 
 PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::function<void(const std::string&)>& log) {
+  // First thing: a stop signal (Slurm's warning, scancel) that comes during the set-up is
+  // kept, and training stops after its first step with a checkpoint, instead of dying.
+  std::signal(SIGTERM, on_pretrain_stop_signal);
+  std::signal(SIGUSR1, on_pretrain_stop_signal);
   using clock = std::chrono::steady_clock;
   const auto t_start = clock::now();
   const int rank = hpc::comm_rank(comm), world = hpc::comm_size(comm);
@@ -318,8 +322,6 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
     return final_dir;
   };
 
-  std::signal(SIGTERM, on_pretrain_stop_signal);
-  std::signal(SIGUSR1, on_pretrain_stop_signal);
   PretrainSummary sum;
   sum.start_step = step;
   sum.ranks = world;

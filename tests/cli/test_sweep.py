@@ -259,16 +259,17 @@ class SweepSimulated(SweepBase):
             self.assertEqual(stable(recs), self.expected())
 
     def test_sigterm_stops_handing_out_jobs(self):
-        for ranks in [None, 4]:
-            out = self.out(f"term{ranks}")
+        # SIGUSR1 is Slurm's warning signal, which mpirun passes on to every rank.
+        for ranks, sig in [(None, signal.SIGTERM), (4, signal.SIGTERM), (4, signal.SIGUSR1)]:
+            out = self.out(f"term{ranks}-{int(sig)}")
             p = self.start(out, ranks, "0.6")
             self.wait_for_lines(out, 2)
-            p.send_signal(signal.SIGTERM)
+            p.send_signal(sig)
             stdout, stderr = p.communicate(timeout=60)
             s = json.loads(stdout.strip().splitlines()[-1])
             self.assertTrue(s["interrupted"], s)
             # Stopped with jobs left: exit status 3, never 0 (that would read as finished).
-            if ranks is None:
+            if ranks is None or sig == signal.SIGUSR1:
                 self.assertEqual(p.returncode, 3, stderr)
             else:
                 self.assertNotEqual(p.returncode, 0, stderr)

@@ -12,4 +12,9 @@ if(GENEMASK_WITH_TORCH)
   add_test(NAME jobs_pipeline_slurm COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_pipeline_slurm.sh)
   set_tests_properties(jobs_pipeline_slurm PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
     ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>")
+  # The README's main job (scripts/demo.sh), made small, on the real default chr22 (which
+  # scripts/default-genome.sh fetches with apt-get download on first use).
+  add_test(NAME demo_quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_demo.sh)
+  set_tests_properties(demo_quick PROPERTIES TIMEOUT 900
+    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;OMPI_MCA_rmaps_base_oversubscribe=1")
 endif()

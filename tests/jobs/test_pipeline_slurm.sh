@@ -4,10 +4,10 @@
 # submits the tiny pipeline with sbatch, waits, checks every job's final state and the
 # outputs. Then the time limit's warning signal: jobs/pretrain.sbatch and jobs/sweep.sbatch
 # submitted with --time=1 --signal=B:USR1@20 must be warned, stop, requeue themselves, resume
-# and end COMPLETED (about 2.5 min more). Finally it stops the daemons it started. Needs
-# root and the Debian packages slurm-wlm
-# and munge (scripts/install-deps.sh). MPI stages use mpirun inside the allocations
-# (GENEMASK_LAUNCHER=mpirun): Debian's srun --mpi=pmix does not start Debian's Open MPI.
+# and end COMPLETED (about 2.5 min more). Finally it stops the daemons it started. Needs root
+# and the Debian packages slurm-wlm and munge (scripts/install-deps.sh). MPI stages use
+# mpirun inside the allocations (GENEMASK_LAUNCHER=mpirun): Debian's srun --mpi=pmix does
+# not start Debian's Open MPI.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 py=${PYTHON:-/usr/bin/python3}
@@ -23,6 +23,17 @@ chmod 755 "$tmp"
 started_munge=""
 cleanup() {
   local pids=()
+  # Jobs left by a failed check (the requeue phases run for a minute): cancel them first, so
+  # that their processes do not outlive slurmd.
+  if [ -n "${SLURM_CONF:-}" ] && [ -s "$tmp/slurmctld.pid" ]; then
+    for _ in $(seq 10); do
+      jobs_left=$(squeue -h -o %i 2>/dev/null || true)
+      [ -z "$jobs_left" ] && break
+      # shellcheck disable=SC2086  # job ids, one per line
+      scancel $jobs_left 2>/dev/null || true
+      sleep 1
+    done
+  fi
   for f in "$tmp/slurmd.pid" "$tmp/slurmctld.pid"; do
     if [ -s "$f" ]; then pids+=("$(cat "$f")"); fi
   done
@@ -135,12 +146,16 @@ echo "slurm pipeline test passed ($SECONDS s)"
 # Phase 2: the time limit's warning signal, requeue and resume of jobs/pretrain.sbatch.
 # --time=1 --signal=B:USR1@20: slurmctld checks time limits every 30 s and sends the warning
 # at the first check that is at most warning + 30 s before the limit, i.e. 10-40 s after the
-# start (with @50 it could come at once, before training has started); pretraining is sized (from a short calibration run) to take about
-# 50 s, so it is still running then. The first run writes a checkpoint, stops and requeues the
-# job; while it is pending (Reason=BeginTime: requeued jobs wait for the credential lifetime,
-# cred_expire above) the test raises the time limit, so that the second run is not warned
-# again. The second run resumes from the checkpoint, finishes and exports the model.
+# start (with @50 it could come at once, before training has started). Pretraining is sized
+# from a short calibration run to take about REQUEUE_TRAIN_S = 55 s, so it is still running
+# then. The first run writes a checkpoint, stops and requeues the job; while it is pending
+# (Reason=BeginTime: requeued jobs wait for the credential lifetime, cred_expire above) the
+# test raises the time limit, so that the second run is not warned again. The second run
+# resumes from the checkpoint, finishes and exports the model.
 t2=$SECONDS
+# Slurm runs a copy of the script: it finds lib.sh through GENEMASK_JOBS_DIR (jobs/pipeline.sh
+# exports it; ctest runs this test outside the checkout, so $SLURM_SUBMIT_DIR/jobs is no help).
+export GENEMASK_JOBS_DIR=$repo/jobs
 rq=$tmp/requeue
 mkdir -p "$rq/out"
 ln -s "$out/shards" "$rq/out/shards"
@@ -149,17 +164,18 @@ batch=8 accum=8
 "$bin" pretrain --shards "$out/shards" --masking random --model "$tmp/tiny.json" --out "$rq/calib" --steps 8 \
   --warmup 1 --batch-per-rank "$batch" --grad-accum "$accum" --checkpoint-every 1000 --eval-every 0 --threads 1 \
   --log-every 1 >/dev/null 2>&1
-steps=$("$py" - "$rq/calib/metrics.jsonl" "${REQUEUE_TRAIN_S:-50}" <<'PYEOF'
+steps=$("$py" - "$rq/calib/metrics.jsonl" "${REQUEUE_TRAIN_S:-55}" <<'PYEOF'
 import json, math, sys
 t = [json.loads(l)["seconds"] for l in open(sys.argv[1]) if l.strip()]
 per_step = (t[-1] - t[1]) / (len(t) - 2)  # without the first step (warm-up of the allocator)
 print(max(40, math.ceil(float(sys.argv[2]) / per_step)))
 PYEOF
 )
-sed -e "s|^OUT=.*|OUT=$rq/out|" -e "s|^MODEL=.*|MODEL=$tmp/tiny.json|" -e "s|^STEPS=.*|STEPS=$steps|" -e "s|^BATCH_PER_RANK=.*|BATCH_PER_RANK=$batch|" \
+sed -e "s|^OUT=.*|OUT=$rq/out|" -e "s|^MODEL=.*|MODEL=$tmp/tiny.json|" -e "s|^STEPS=.*|STEPS=$steps|" \
+  -e "s|^BATCH_PER_RANK=.*|BATCH_PER_RANK=$batch|" \
   -e "s|^GRAD_ACCUM=.*|GRAD_ACCUM=$accum|" -e "s|^CHECKPOINT_EVERY=.*|CHECKPOINT_EVERY=1000000|" \
   "$tmp/pipeline.conf" >"$rq/requeue.conf"
-echo "requeue test: $steps pretraining steps (about ${REQUEUE_TRAIN_S:-50} s)"
+echo "requeue test: $steps pretraining steps (about ${REQUEUE_TRAIN_S:-55} s)"
 log=$rq/pretrain.out
 jid=$(sbatch --parsable --job-name=genemask-requeue --output="$log" --cpus-per-task=1 --mem=2G --time=1 \
   --signal=B:USR1@20 "$repo/jobs/pretrain.sbatch" "$rq/requeue.conf" random | cut -d';' -f1)
@@ -234,18 +250,19 @@ if [ "$fail" != 0 ]; then cat "$log" >&2; echo "FAILED" >&2; exit 1; fi
 grep -E 'time limit near|requeueing|resuming' "$log" || true
 echo "slurm pretrain requeue test passed ($((SECONDS - t2)) s)"
 
-# Phase 3: the same for jobs/sweep.sbatch (SIGTERM to the sweep): the first run records what
+# Phase 3: the same for jobs/sweep.sbatch (USR1 to every sweep rank): the first run records what
 # it has done and requeues; the requeued sweep skips those jobs; all records ok at the end.
-# The sweep of the pipeline's two models is sized (seeds) to take about 50 s.
+# The sweep of the pipeline's two models is sized (seeds) to take about 55 s.
 t3=$SECONDS
 sw=$tmp/sweep-requeue
 mkdir -p "$sw/out/calib"
 ln -s "$out/models" "$sw/out/models"
 ln -s "$out/dataset" "$sw/out/dataset"
-sed -e 's/"seeds": *[0-9]*/"seeds": 3/' -e 's/"epochs": *[0-9]*/"epochs": 20/' "$out/sweep-plan.json" >"$sw/out/calib/plan.json"
+sed -e 's/"seeds": *[0-9]*/"seeds": 3/' -e 's/"epochs": *[0-9]*/"epochs": 20/' "$out/sweep-plan.json" \
+  >"$sw/out/calib/plan.json"
 mpirun -np 2 --oversubscribe "$bin" sweep --plan "$sw/out/calib/plan.json" --out "$sw/out/calib/sweep" \
   --progress-every 0 >"$sw/out/calib/summary.json" 2>/dev/null
-seeds=$("$py" - "$sw/out/calib/summary.json" "${REQUEUE_TRAIN_S:-50}" <<'PYEOF'
+seeds=$("$py" - "$sw/out/calib/summary.json" "${REQUEUE_TRAIN_S:-55}" <<'PYEOF'
 import json, math, sys
 s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
 per_seed = s["seconds"] / (s["jobs_total"] / 3)  # the 2 models x 2 shots of one seed
@@ -258,12 +275,12 @@ total=$((seeds * 4))
 log=$sw/sweep.out
 jid=$(sbatch --parsable --job-name=genemask-sweep-requeue --output="$log" --ntasks=2 --mem-per-cpu=1G --time=1 \
   --signal=B:USR1@20 "$repo/jobs/sweep.sbatch" "$sw/sweep.conf" | cut -d';' -f1)
-echo "submitted sweep job $jid: $total few-shot jobs (about ${REQUEUE_TRAIN_S:-50} s; --time=1 --signal=B:USR1@20)"
+echo "submitted sweep job $jid: $total few-shot jobs (about ${REQUEUE_TRAIN_S:-55} s; --time=1 --signal=B:USR1@20)"
 wait_requeued "$jid" "$log"
 [ "$state" = COMPLETED ] || sayfail "sweep: final state $state, want COMPLETED"
 [ "$(jobfield "$jid" ExitCode)" = 0:0 ] || sayfail "sweep: exit code $(jobfield "$jid" ExitCode), want 0:0"
 [ "${restarts:-0}" -ge 1 ] || sayfail "sweep: Restarts=$restarts: the job was not requeued"
-grep -q 'time limit near: sending SIGTERM' "$log" || sayfail "sweep: no warning signal in the log"
+grep -q 'time limit near: sending SIGUSR1' "$log" || sayfail "sweep: no warning signal in the log"
 grep -q "requeueing job $jid" "$log" || sayfail "sweep: the first run did not requeue the job"
 "$py" - "$log" "$sw/out/sweep/results.jsonl" "$total" <<'PYEOF' || fail=1
 import json, sys
@@ -286,7 +303,8 @@ if len(runs) == 2:
           and b["failed"] == 0 and b["remaining"] == 0, f"second run {b}")
 recs = [json.loads(l) for l in open(results) if l.strip()]
 oks = [r["job"] for r in recs if r.get("status") == "ok"]
-check(len(oks) == total and len(set(oks)) == total, f"results.jsonl: {len(oks)} ok records ({len(set(oks))} distinct), want {total}")
+check(len(oks) == total and len(set(oks)) == total,
+      f"results.jsonl: {len(oks)} ok records ({len(set(oks))} distinct), want {total}")
 sys.exit(0 if ok else 1)
 PYEOF
 if [ "$fail" != 0 ]; then cat "$log" >&2; echo "FAILED" >&2; exit 1; fi

@@ -9,6 +9,7 @@
 #include "io/error.hpp"
 #include "io/safetensors.hpp"
 #include "model/hf_io.hpp"
+#include "model_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -16,26 +17,9 @@ using namespace genemask::model;
 
 namespace {
 
-BertConfig small_config() {
-  BertConfig c;
-  c.hidden_size = 64;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 128;
-  c.max_position_embeddings = 64;
-  return c;
-}
+BertConfig small_config() { return test::small_bert_config(64, 128); }
 
-io::StTensor to_st(const std::string& name, const torch::Tensor& t0) {
-  auto t = t0.contiguous();
-  io::StTensor s;
-  s.name = name;
-  s.dtype = t.scalar_type() == torch::kLong ? "I64" : "F32";
-  s.shape = t.sizes().vec();
-  s.data.resize(static_cast<size_t>(t.numel() * t.element_size()));
-  std::memcpy(s.data.data(), t.data_ptr(), s.data.size());
-  return s;
-}
+using test::to_st;
 
 /// Random ids with padding: row r has 40 - 7r real positions, [CLS] ... [SEP].
 std::pair<torch::Tensor, torch::Tensor> batch() {

@@ -14,6 +14,7 @@
 #include "io/error.hpp"
 #include "io/safetensors.hpp"
 #include "model/hf_io.hpp"
+#include "model_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -21,15 +22,7 @@ using namespace genemask::model;
 
 namespace {
 
-BertConfig small_config() {
-  BertConfig c;
-  c.hidden_size = 32;
-  c.num_hidden_layers = 2;
-  c.num_attention_heads = 4;
-  c.intermediate_size = 64;
-  c.max_position_embeddings = 64;
-  return c;
-}
+BertConfig small_config() { return test::small_bert_config(32, 64); }
 
 std::string write_config(const test::TempDir& tmp) {
   const std::string p = tmp.file("small.json");
@@ -37,16 +30,7 @@ std::string write_config(const test::TempDir& tmp) {
   return p;
 }
 
-io::StTensor to_st(const std::string& name, const torch::Tensor& t0) {
-  auto t = t0.contiguous();
-  io::StTensor s;
-  s.name = name;
-  s.dtype = t.scalar_type() == torch::kLong ? "I64" : "F32";
-  s.shape = t.sizes().vec();
-  s.data.resize(static_cast<size_t>(t.numel() * t.element_size()));
-  std::memcpy(s.data.data(), t.data_ptr(), s.data.size());
-  return s;
-}
+using test::to_st;
 
 /// `rows` random sequences of different lengths ([CLS] ... [SEP], padded) and labels < classes.
 struct Batch {
