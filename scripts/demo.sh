@@ -5,12 +5,12 @@
 #   -> pretraining of a small BERT with GeneMask and with random masking, same steps
 #   -> a few-shot task built from chr22 -> sweep: 2 models x 10/50 shots x 5 seeds
 #   -> report: Table 1 layout with paired t-tests, improvement table, plots
-# About 10-15 minutes on 2 cores. Running it again continues where it stopped (finished
+# About 12 minutes on 2 cores. Running it again continues where it stopped (finished
 # stages are cheap to redo, pretraining resumes, the sweep skips finished jobs); for a fresh
 # run remove the output directory first.
 #
 # Usage: scripts/demo.sh [OUTDIR]   (default: results/demo)
-# Environment: DEMO_STEPS (pretraining steps per masking, default 500), DEMO_SEEDS (default 5),
+# Environment: DEMO_STEPS (pretraining steps per masking, default 800), DEMO_SEEDS (default 5),
 #              DEMO_SITES (real windows in the task, default 2000), DEMO_FINETUNE_JSON
 #              (fine-tuning overrides, e.g. '{"epochs": 2}'), GENEMASK_BIN.
 set -euo pipefail
@@ -48,7 +48,7 @@ OUT=$out
 MODEL=model.json
 MODEL_LABEL=small
 MASKINGS="genemask random"
-STEPS=${DEMO_STEPS:-500}
+STEPS=${DEMO_STEPS:-800}
 WARMUP=50
 BATCH_PER_RANK=16
 GRAD_ACCUM=2
