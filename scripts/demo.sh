@@ -14,6 +14,10 @@
 #              DEMO_SITES (real windows in the task, default 2000), DEMO_FINETUNE_JSON
 #              (fine-tuning overrides, e.g. '{"epochs": 2}'), GENEMASK_BIN.
 set -euo pipefail
+case ${1:-} in
+  -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -*) echo "usage: scripts/demo.sh [OUTDIR]  (scripts/demo.sh --help)" >&2; exit 2 ;;
+esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-"$root/results/demo"}
 mkdir -p "$out"

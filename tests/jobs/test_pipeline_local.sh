@@ -91,5 +91,10 @@ rm -rf "$out/report"
 "$repo/jobs/pipeline.sh" --local --from report "$tmp/pipeline.conf" >"$tmp/third.log" 2>&1 || { cat "$tmp/third.log"; fail=1; }
 check "$out/report/table1.md"
 if grep -q '== count' "$tmp/third.log"; then echo "--from report ran the count stage" >&2; fail=1; fi
+# Every stage script and pipeline.sh answer --help with their usage (and run nothing).
+for f in "$repo"/jobs/*.sbatch "$repo/jobs/pipeline.sh"; do
+  "$f" --help >"$tmp/help.txt" 2>&1 || { echo "$f --help failed" >&2; fail=1; }
+  grep -q 'Usage:\|usage:\|jobs/pipeline.sh CONFIG' "$tmp/help.txt" || { echo "$f --help: no usage" >&2; fail=1; }
+done
 if [ "$fail" != 0 ]; then cat "$tmp/sbatch.calls" >&2; echo "FAILED" >&2; exit 1; fi
 echo "pipeline test passed"
