@@ -16,7 +16,8 @@
 #   gm_run_requeueable N SIGNAL CMD...
 #                          gm_launch in the background; Slurm's warning signal (USR1, sent to
 #                          the batch shell by `#SBATCH --signal=B:USR1@...`) is forwarded to
-#                          CMD as SIGNAL, and after CMD exits the job is requeued with
+#                          CMD as SIGNAL (USR1 or USR2, which mpirun passes on to every
+#                          rank), and after CMD exits the job is requeued with
 #                          `scontrol requeue` (needs `#SBATCH --requeue`) and the script
 #                          exits (outside Slurm: exit status 3). Scripts should run
 #                          `trap 'GM_WARNED=1' USR1` first: a warning before the command
@@ -60,22 +61,12 @@ gm_launch() {
   "${GM_CMD[@]}"
 }
 
-# _gm_pass_signal SIG PID: send SIG to the command started by gm_run_requeueable. mpirun
-# passes on only USR1/USR2; on SIGTERM it kills the ranks itself (SIGTERM, then SIGKILL after
-# odls_base_sigkill_timeout = 1 s), too soon for the sweep to record its running jobs. So other
-# signals go straight to mpirun's children, the ranks on this node (the sweep's manager, rank 0,
-# is one of them); the ranks then exit normally and so does mpirun.
+# _gm_pass_signal SIG PID: send SIG to the command started by gm_run_requeueable. Use USR1 or
+# USR2: mpirun passes those on to every rank, while on SIGTERM it kills the ranks itself
+# (SIGKILL after odls_base_sigkill_timeout = 1 s), too soon for a clean stop.
 _gm_pass_signal() {
-  local sig=$1 pid=$2
-  gm_log "time limit near: sending SIG$sig"
-  case ${GM_CMD[0]}:$sig in
-    mpirun:USR1 | mpirun:USR2 | mpirun:SIGUSR1 | mpirun:SIGUSR2) ;;
-    mpirun:*)
-      if pkill -"$sig" -P "$pid"; then return 0; fi
-      gm_log "no ranks of mpirun ($pid) found: signalling mpirun"
-      ;;
-  esac
-  kill -s "$sig" "$pid" 2>/dev/null || true
+  gm_log "time limit near: sending SIG$1"
+  kill -s "$1" "$2" 2>/dev/null || true
 }
 
 gm_run_requeueable() {
