@@ -23,6 +23,7 @@
 #                          `trap 'GM_WARNED=1' USR1` first: a warning before the command
 #                          starts then requeues without starting it (instead of killing the
 #                          shell), and one after it has finished is logged and ignored.
+#   gm_check_tasks         check the config's TASKS and their inputs
 #   gm_load_config FILE    source a pipeline config (jobs/pipeline.conf.example) and fill in
 #                          the defaults of everything it leaves out
 
@@ -141,6 +142,9 @@ gm_load_config() {
   RANKS_PRETRAIN=${RANKS_PRETRAIN:-1}
   RANKS_SWEEP=${RANKS_SWEEP:-2}
   PROMOTER_WINDOW=${PROMOTER_WINDOW:-prom-core}
+  TASKS=${TASKS:-promoter}
+  SPLICE_ANNOTATION=${SPLICE_ANNOTATION:-$GENES}
+  ENHANCER_INTERVALS=${ENHANCER_INTERVALS:-}
   SHOTS=${SHOTS:-10 50}
   SEEDS=${SEEDS:-5}
   THREADS_PER_WORKER=${THREADS_PER_WORKER:-1}
@@ -162,7 +166,26 @@ gm_load_config() {
   OUT=$(gm_abspath "$base" "$OUT")
   [ -z "$GENES" ] || GENES=$(gm_abspath "$base" "$GENES")
   [ -z "$TSS" ] || TSS=$(gm_abspath "$base" "$TSS")
+  [ -z "$SPLICE_ANNOTATION" ] || SPLICE_ANNOTATION=$(gm_abspath "$base" "$SPLICE_ANNOTATION")
+  [ -z "$ENHANCER_INTERVALS" ] || ENHANCER_INTERVALS=$(gm_abspath "$base" "$ENHANCER_INTERVALS")
   case $MODEL in logo | dnabert) ;; *) MODEL=$(gm_abspath "$base" "$MODEL") ;; esac
+}
+
+# gm_check_tasks: every name in TASKS is known and has its input set and present (before
+# anything is submitted or built).
+gm_check_tasks() {
+  local t need what
+  for t in $TASKS; do
+    case $t in
+      promoter | prom-core | prom-300) need=TSS what="TSS positions, EPDnew BED or SGA" ;;
+      splice-40) need=SPLICE_ANNOTATION what="a GTF or GFF3 with exons; default: GENES" ;;
+      cohn-enh) need=ENHANCER_INTERVALS what="a genomic-benchmarks interval directory" ;;
+      *) echo "config: unknown task '$t' in TASKS (known: promoter prom-core prom-300 splice-40 cohn-enh)" >&2
+        return 2 ;;
+    esac
+    if [ -z "${!need}" ]; then echo "config: task $t needs $need ($what)" >&2; return 2; fi
+    if [ ! -e "${!need}" ]; then echo "config: $need=${!need} (for task $t) does not exist" >&2; return 2; fi
+  done
 }
 
 gm_abspath() {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole genemask pipeline from one config (see jobs/pipeline.conf.example):
 #   count -> npmi (GRANK, Gene-PMI-VOC, motif table) -> shards -> pretrain per masking
-#   strategy (+ export-hf) -> promoter dataset -> few-shot sweep of the models -> report
+#   strategy (+ export-hf) -> task datasets (TASKS) -> few-shot sweep of the models -> report
 #   (baseline: random masking)
 #
 #   jobs/pipeline.sh CONFIG            submit the stages to Slurm, chained with
@@ -41,6 +41,7 @@ export GENEMASK_JOBS_DIR
 source "$GENEMASK_JOBS_DIR/lib.sh"
 cfg=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
 gm_load_config "$cfg"
+gm_check_tasks
 GENEMASK_BIN=$(gm_bin)
 export GENEMASK_BIN
 read -r -a maskings <<<"$MASKINGS"

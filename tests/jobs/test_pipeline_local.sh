@@ -15,6 +15,12 @@ export GENEMASK_MPIRUN_OPTS=${GENEMASK_MPIRUN_OPTS:---oversubscribe}
 # shellcheck source=tests/jobs/tiny_pipeline.sh
 source "$repo/tests/jobs/tiny_pipeline.sh"
 tiny_pipeline_inputs "$tmp" "$py"
+# All three kinds of task (the Slurm test keeps the promoter task only).
+cat >>"$tmp/pipeline.conf" <<'CONF'
+TASKS="promoter splice-40 cohn-enh"
+SPLICE_ANNOTATION=genes.gtf
+ENHANCER_INTERVALS=enhancers
+CONF
 
 "$repo/jobs/pipeline.sh" --local "$tmp/pipeline.conf"
 
@@ -33,16 +39,19 @@ for m in genemask random; do
   check "$out/models/$m/config.json"
   check "$out/models/$m/model.safetensors"
 done
-check "$out/dataset/promoter/summary.json"
-check "$out/dataset/promoter/fewshot/5/train.tsv"
-check "$out/dataset/promoter/fewshot/10/train.tsv"
+for t in promoter splice-40 cohn-enh; do
+  check "$out/dataset/$t/summary.json"
+  check "$out/dataset/$t/fewshot/5/train.tsv"
+  check "$out/dataset/$t/fewshot/10/train.tsv"
+done
+grep -q '"2"' "$out/dataset/splice-40/summary.json" || { echo "splice-40: no non-splice class" >&2; fail=1; }
 check "$out/sweep-plan.json"
 check "$out/sweep/results.jsonl"
 check "$out/report/table1.md"
-# 2 models x 1 task x 2 shots x 2 seeds, all ok
+# 2 models x 3 tasks x 2 shots x 2 seeds, all ok
 n_ok=$(grep -c '"status": *"ok"' "$out/sweep/results.jsonl" || true)
-if [ "$n_ok" != 8 ]; then echo "results.jsonl: $n_ok ok records, want 8" >&2; fail=1; fi
-for name in tiny-genemask tiny-random; do
+if [ "$n_ok" != 24 ]; then echo "results.jsonl: $n_ok ok records, want 24" >&2; fail=1; fi
+for name in tiny-genemask tiny-random promoter splice-40 cohn-enh; do
   grep -q -- "$name" "$out/report/table1.md" || { echo "table1.md does not name $name" >&2; fail=1; }
 done
 check "$out/report/improvement.md"
@@ -50,7 +59,15 @@ check "$out/report/improvement.md"
 "$repo/jobs/pipeline.sh" --local "$tmp/pipeline.conf" >"$tmp/second.log" 2>&1 || { cat "$tmp/second.log"; fail=1; }
 grep -q -- "--resume" "$out/logs/pretrain-genemask.log" || { echo "second run did not pass --resume" >&2; fail=1; }
 n_ok2=$(grep -c '"status": *"ok"' "$out/sweep/results.jsonl" || true)
-if [ "$n_ok2" != 8 ]; then echo "second run: $n_ok2 ok records, want 8 (finished jobs skipped)" >&2; fail=1; fi
+if [ "$n_ok2" != 24 ]; then echo "second run: $n_ok2 ok records, want 24 (finished jobs skipped)" >&2; fail=1; fi
+# A task without its input, or an unknown task, is refused before anything runs.
+sed 's/^TASKS=.*/TASKS="promoter nonsense"/' "$tmp/pipeline.conf" >"$tmp/bad1.conf"
+sed -e 's/^TASKS=.*/TASKS="cohn-enh"/' -e 's/^ENHANCER_INTERVALS=.*/ENHANCER_INTERVALS=/' "$tmp/pipeline.conf" >"$tmp/bad2.conf"
+for b in bad1 bad2; do
+  if "$repo/jobs/pipeline.sh" --dry-run "$tmp/$b.conf" >/dev/null 2>"$tmp/$b.err"; then echo "$b.conf was accepted" >&2; fail=1; fi
+done
+grep -q "unknown task 'nonsense'" "$tmp/bad1.err" || { echo "bad1: $(cat "$tmp/bad1.err")" >&2; fail=1; }
+grep -q "task cohn-enh needs ENHANCER_INTERVALS" "$tmp/bad2.err" || { echo "bad2: $(cat "$tmp/bad2.err")" >&2; fail=1; }
 # Slurm mode with a stand-in sbatch: 8 jobs, each dependent job after the ids it needs.
 mkdir -p "$tmp/bin"
 cat >"$tmp/bin/sbatch" <<'STUB'

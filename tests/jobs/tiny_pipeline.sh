@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Tiny inputs for the pipeline tests (sourced): tiny_pipeline_inputs DIR PYTHON writes
 # DIR/genome.fa (a random 2-chromosome genome, ~300 kb), DIR/tss.bed (160 random TSS),
+# DIR/genes.gtf (30 random 3-exon transcripts), DIR/enhancers/ (genomic-benchmarks layout:
+# train|test/positive|negative.csv, 200 bp intervals; 30 and 15 per class),
 # DIR/tiny.json (a 1-layer BERT) and DIR/pipeline.conf (4 pretraining steps per masking
 # strategy, a promoter task with 5 and 10 shots, 2 seeds).
 tiny_pipeline_inputs() {
@@ -19,6 +21,25 @@ with open(os.path.join(tmp, "tss.bed"), "w") as f:
         c = rng.randrange(len(lengths))
         p = rng.randrange(500, lengths[c] - 500)
         f.write(f"chr{c + 1}\t{p}\t{p + 1}\tP{k}\t0\t{rng.choice('+-')}\n")
+with open(os.path.join(tmp, "genes.gtf"), "w") as f:
+    for t in range(30):
+        c = rng.randrange(len(lengths))
+        strand = rng.choice("+-")
+        pos = rng.randrange(1000, lengths[c] - 5000)
+        for e in range(3):
+            n = rng.randrange(100, 200)
+            f.write(f"chr{c + 1}\ttest\texon\t{pos + 1}\t{pos + n}\t.\t{strand}\t.\t"
+                    f"gene_id \"G{t}\"; transcript_id \"T{t}\"; exon_number \"{e + 1}\";\n")
+            pos += n + rng.randrange(300, 800)
+for part, n in (("train", 30), ("test", 15)):
+    os.makedirs(os.path.join(tmp, "enhancers", part), exist_ok=True)
+    for cls in ("positive", "negative"):
+        with open(os.path.join(tmp, "enhancers", part, cls + ".csv"), "w") as f:
+            f.write("id,region,start,end,strand\n")
+            for k in range(n):
+                c = rng.randrange(len(lengths))
+                p = rng.randrange(0, lengths[c] - 200)
+                f.write(f"{part}_{cls}_{k},chr{c + 1},{p},{p + 200},{rng.choice('+-')}\n")
 with open(os.path.join(tmp, "tiny.json"), "w") as f:
     json.dump({"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 1,
                "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512,
