@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "genemask/rng.hpp"
 #include "hpc/sweep.hpp"
 #include "io/atomic_file.hpp"
 
@@ -79,29 +80,21 @@ nlohmann::json result_record(const Job& job, const JobResult& r, int attempts) {
 
 namespace {
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
-double unit(uint64_t x) {  // splitmix64 -> [0, 1)
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return static_cast<double>(x >> 11) / 9007199254740992.0;
-}
+// The synthetic metrics' key hash: FNV-1a with this offset basis (not FNV's 14695981039346656037).
+constexpr uint64_t kSimulateBasis = 1469598103934665603ULL;
+
+double unit(uint64_t x) { return static_cast<double>(splitmix64(x) >> 11) / 9007199254740992.0; }  // [0, 1)
 
 }  // namespace
 
 JobMetrics simulated_metrics(const std::string& key) {
-  const uint64_t h = fnv1a(key);
+  const uint64_t h = fnv1a(key, kSimulateBasis);
   JobMetrics m;
   m.accuracy = 0.5 + 0.45 * unit(h);
   m.auc = 0.5 + 0.45 * unit(h + 1);
   m.f1 = 0.4 + 0.5 * unit(h + 2);
   m.mcc = 2 * m.accuracy - 1;
-  m.n_train = 2 * (1 + fnv1a(key + "#n") % 1000);
+  m.n_train = 2 * (1 + fnv1a(key + "#n", kSimulateBasis) % 1000);
   m.n_test = 200;
   m.classes = 2;
   return m;

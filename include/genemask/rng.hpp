@@ -4,6 +4,7 @@
 // the same numbers on any rank, in any order, after any resume.
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 
 namespace genemask {
 
@@ -12,6 +13,15 @@ inline constexpr uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
+}
+
+/// FNV-1a (64-bit) of a string: a stream key from text (a sequence, a chromosome name).
+/// `basis` is FNV's offset basis; `sweep --simulate` keeps its own, so that its synthetic
+/// metrics stay what they have always been.
+inline constexpr uint64_t fnv1a(std::string_view s, uint64_t basis = 0xcbf29ce484222325ULL) {
+  uint64_t h = basis;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
 }
 
 enum class Stream : uint64_t { mask = 1, shard_offsets = 2, split = 3, shuffle = 4, fewshot = 5 };

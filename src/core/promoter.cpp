@@ -16,11 +16,6 @@ namespace genemask::dataset {
 
 namespace {
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
 
 // Distinguishes the negatives' stream from the split's, which also hashes the sequence.
 constexpr uint64_t kNegativeTag = 0x6e65676174697665ULL;  // "negative"

@@ -49,11 +49,6 @@ std::string kmer_text(const std::string& bases, int k) {
 
 namespace {
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
 
 void write_plain(const std::string& path, const std::vector<const Example*>& rows) {
   io::AtomicFile f(path);
