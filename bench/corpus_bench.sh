@@ -13,7 +13,7 @@ echo "== shard building on $g ($(du -h "$g" | cut -f1)), median of $runs runs"
 for n in 1 2; do
   for _ in $(seq "$runs"); do
     mpiexec -n "$n" --oversubscribe "$bin" shards --genome "$g" --out "$work/shards-$n"
-  done | /usr/bin/python3 -c '
+  done | "$python" -c '
 import json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin]
 t = statistics.median(r["seconds"] for r in rows)
@@ -24,8 +24,8 @@ print("{} rank(s): {:.3f} s = {:.0f} MB/s of FASTA per rank; {} samples kept of 
 done
 echo "== masking + batching, 510-token sequences, batches of 10, one core"
 "$mask_bench" "$work/tokens.bin" 20000 "$work/shards-1" > "$work/mask.jsonl"
-/usr/bin/python3 "$root/bench/mask_bench_numpy.py" "$work/tokens.bin" >> "$work/mask.jsonl"
-/usr/bin/python3 - "$work/mask.jsonl" <<'PY'
+"$python" "$root/bench/mask_bench_numpy.py" "$work/tokens.bin" >> "$work/mask.jsonl"
+"$python" - "$work/mask.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {(r["impl"], r["strategy"]): r["seq_per_s"] for r in rows}

@@ -29,7 +29,7 @@ echo "== time split on 1 rank (read = decompress only, parse = read + FASTA scan
 for f in "$g" "$g.gz" "$g.bgz"; do
   "$bin" count --genome "$f" --out "$work/p.h5" --quiet --profile
 done > "$work/split.jsonl"
-/usr/bin/python3 - "$work/split.jsonl" <<'PY2'
+"$python" - "$work/split.jsonl" <<'PY2'
 import json, sys
 for line in open(sys.argv[1]):
     d = json.loads(line)
@@ -43,7 +43,7 @@ for f in "$g" "$g.bgz"; do
   for n in 1 2; do
     for _ in $(seq "$runs"); do
       mpiexec -n "$n" --oversubscribe "$bin" count --genome "$f" --out "$work/r.h5" --quiet
-    done | /usr/bin/python3 -c '
+    done | "$python" -c '
 import json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin]
 t = statistics.median(r["count_s"] for r in rows)
@@ -55,7 +55,7 @@ done
 
 echo "== KMC's 10-mer counts equal ours?"
 kmc_tools transform "$work/kmc10" dump "$work/kmc10.txt" >/dev/null 2>&1
-/usr/bin/python3 - "$work/c1.h5" "$work/kmc10.txt" <<'PY'
+"$python" - "$work/c1.h5" "$work/kmc10.txt" <<'PY'
 import sys, h5py, numpy as np
 ours = h5py.File(sys.argv[1], "r")["counts/k10"][...]
 code = {"A": 0, "C": 1, "G": 2, "T": 3}
@@ -71,7 +71,7 @@ print("identical" if np.array_equal(ours, theirs) else f"DIFFERENT in {int((ours
 PY
 
 echo "== medians and ratios"
-/usr/bin/python3 - "$work/fast.json" "$work/jf.json" "$g" <<'PY'
+"$python" - "$work/fast.json" "$work/jf.json" "$g" <<'PY'
 import json, os, statistics, sys
 res = {}
 for path in sys.argv[1:3]:

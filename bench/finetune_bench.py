@@ -1,5 +1,5 @@
-#!/usr/bin/python3
-"""The fine-tuning loop of `genemask finetune` in Python PyTorch (Debian's python3-torch,
+#!/usr/bin/env python3
+"""The fine-tuning loop of `genemask finetune` in Python PyTorch (the project environment's PyTorch 2.11,
 the same LibTorch version): BertForSequenceClassification written with torch.nn (the
 encoder layers of train_bench.py, HF's pooler and classifier), dropout 0.1, AdamW (betas
 0.9/0.999, eps 1e-8, decay 0.01 except biases/LayerNorm), HF's linear warm-up schedule,

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Stage 4 benchmark on CPU: fine-tuning throughput (training examples/s) of `genemask
 # finetune` (logo config, dropout 0.1, AdamW, warm-up schedule, clipping) against the same
-# loop in Python PyTorch (bench/finetune_bench.py, Debian's python3-torch), same run, same
-# threads, batch and data: 70 bp (Prom-core-like) and 300 bp (Prom-300-like) windows of
+# loop in Python PyTorch (bench/finetune_bench.py, PyTorch 2.11 in .venv, the same
+# LibTorch), same run, same threads, batch and data: 70 bp (Prom-core-like) and 300 bp (Prom-300-like) windows of
 # the benchmark genome. Median of RUNS runs per setting; prints the ratio.
 # Usage: bench/finetune_bench.sh [RUNS (default 3)] [ROWS (default 100)] [EPOCHS (default 2)]
 set -euo pipefail
@@ -15,7 +15,7 @@ copies=1
 source "$root/bench/common.sh"
 py="$root/bench/finetune_bench.py"
 for len in 70 300; do
-  [ -s "$work/ft-$len.csv" ] || /usr/bin/python3 "$py" make "$g" "$work/ft-$len.csv" "$rows" "$len"
+  [ -s "$work/ft-$len.csv" ] || "$python" "$py" make "$g" "$work/ft-$len.csv" "$rows" "$len"
 done
 echo "== fine-tuning, logo config, $rows sequences x $epochs epochs, median of $runs runs"
 for len in 70 300; do
@@ -24,12 +24,12 @@ for len in 70 300; do
       for _ in $(seq "$runs"); do
         "$bin" finetune --model random --config logo --train "$work/ft-$len.csv" --test "$work/ft-$len.csv" \
           --out "$work/ft-out" --epochs "$epochs" --batch "$batch" --threads "$t" 2>/dev/null |
-          LEN=$len BATCH=$batch T=$t /usr/bin/python3 -c 'import json, os, sys
+          LEN=$len BATCH=$batch T=$t "$python" -c 'import json, os, sys
 s = json.loads(sys.stdin.read().splitlines()[-1])
 print(json.dumps({"impl": "genemask", "len": int(os.environ["LEN"]), "batch": int(os.environ["BATCH"]),
                   "threads": int(os.environ["T"]), "train_examples_per_s": s["train_examples_per_s"]}))'
-        /usr/bin/python3 "$py" run "$work/ft-$len.csv" logo "$t" "$batch" "$epochs" |
-          LEN=$len /usr/bin/python3 -c 'import json, os, sys
+        "$python" "$py" run "$work/ft-$len.csv" logo "$t" "$batch" "$epochs" |
+          LEN=$len "$python" -c 'import json, os, sys
 r = json.loads(sys.stdin.read())
 r["len"] = int(os.environ["LEN"])
 print(json.dumps(r))'
@@ -37,7 +37,7 @@ print(json.dumps(r))'
     done
   done
 done > "$work/finetune.jsonl"
-/usr/bin/python3 - "$work/finetune.jsonl" <<'PY'
+"$python" - "$work/finetune.jsonl" <<'PY'
 import collections, json, statistics, sys
 v = collections.defaultdict(list)
 for l in open(sys.argv[1]):

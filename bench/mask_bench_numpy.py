@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """The DNABERT / GeneMask MLM collator written plainly in NumPy, as the reference Python
 code does it (probability matrix, Bernoulli centres, span expansion per centre, 80/10/10),
 timed on the sequences mask_bench wrote. Usage: mask_bench_numpy.py TOKENS_FILE"""

@@ -19,7 +19,7 @@ mkdir -p "$work"
 printf 'sequence,label\nACGTACGTAC,0\nTTGACCATGA,1\n' > "$work/t.csv"
 # plan NAME MODELS TASKS SEEDS
 plan() {
-  /usr/bin/python3 - "$work/$1" "$2" "$3" "$4" <<'PY'
+  python3 - "$work/$1" "$2" "$3" "$4" <<'PY'
 import json, sys
 path, models, tasks, seeds = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 json.dump({"models": [{"name": f"m{i}", "path": "random"} for i in range(models)],
@@ -34,7 +34,7 @@ sweep() {  # PLAN OUT SECONDS
 }
 
 echo "== trivial jobs (0 s), 4 workers: $(nproc) cores, results in $work (fsync per line)"
-sweep trivial.json trivial 0 | /usr/bin/python3 -c '
+sweep trivial.json trivial 0 | python3 -c '
 import json, sys
 s = json.loads(sys.stdin.read().strip().splitlines()[-1])
 print("jobs: {}  wall: {:.2f} s  jobs/s: {:.0f}".format(s["ok"], s["seconds"], s["ok"] / s["seconds"]))
@@ -42,7 +42,7 @@ print("driver cost per job: {:.3f} ms dispatch (result in -> next job out) + {:.
     s["overhead_ms_per_job"], s["write_ms_per_job"]))'
 
 echo "== realistic mix: shots 10..1000 x 10 seeds x 4 tasks, $per1000 s per 1000-shot job, 4 workers"
-sweep mix.json mix "$per1000" | /usr/bin/python3 -c '
+sweep mix.json mix "$per1000" | python3 -c '
 import json, sys
 per1000, workers = float(sys.argv[1]), 4
 s = json.loads(sys.stdin.read().strip().splitlines()[-1])

@@ -1,6 +1,6 @@
-#!/usr/bin/python3
-"""The same BERT MLM training step in Python PyTorch (Debian's python3-torch, the same
-LibTorch version): an HF-style BertForMaskedLM written with torch.nn, AdamW, clipping.
+#!/usr/bin/env python3
+"""The same BERT MLM training step in Python PyTorch (the project environment's PyTorch
+2.11, the same LibTorch): an HF-style BertForMaskedLM written with torch.nn, AdamW, clipping.
 Usage: train_bench.py CONFIG THREADS BATCH SEQ STEPS"""
 import json
 import math

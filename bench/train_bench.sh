@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Stage 3 benchmark on CPU: one `logo` MLM training step (batch 10 x 512 tokens, forward,
-# backward, clipping, AdamW) in genemask's LibTorch model and in Python PyTorch (Debian's
-# python3-torch, the same LibTorch version), same threads, same run; then `genemask
+# backward, clipping, AdamW) in genemask's LibTorch model and in Python PyTorch (PyTorch
+# 2.11 in .venv, the same LibTorch), same threads, same run; then `genemask
 # pretrain` weak scaling: 1 vs 2 ranks, batch 5 and 1 thread per rank.
 # Usage: bench/train_bench.sh [STEPS (default 3)]
 set -euo pipefail
@@ -14,9 +14,9 @@ tb="$root/build/bench/train_bench"
 echo "== one training step, logo config, 10 x 512 tokens (best of $steps)"
 for t in 1 2; do
   "$tb" logo "$t" 10 512 "$steps"
-  /usr/bin/python3 "$root/bench/train_bench.py" logo "$t" 10 512 "$steps"
+  "$python" "$root/bench/train_bench.py" logo "$t" 10 512 "$steps"
 done > "$work/train.jsonl"
-/usr/bin/python3 - "$work/train.jsonl" <<'PY'
+"$python" - "$work/train.jsonl" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 by = {(r["impl"], r["threads"]): r["tokens_per_s"] for r in rows}
@@ -32,7 +32,7 @@ for n in 1 2; do
   mpiexec -n "$n" --oversubscribe "$bin" pretrain --shards "$work/train-shards" --masking random --model logo \
     --out "$work/train-run-$n" --steps 6 --warmup 1 --batch-per-rank 5 --grad-accum 1 --log-every 6 \
     --eval-every 0 --checkpoint-every 1000 --threads 1 2>/dev/null
-done | /usr/bin/python3 -c '
+done | "$python" -c '
 import json, sys
 rows = [json.loads(l) for l in sys.stdin]
 for r in rows:

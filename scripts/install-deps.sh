@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Installs everything genemask needs to build, test and benchmark on Debian 12 (bookworm).
-# Run as root (or with sudo). Only Debian packages; no other network access.
+# Installs everything genemask needs to build, test and benchmark on Debian 12 (bookworm):
+#  - Debian packages with apt-get (as root, or with sudo);
+#  - PyTorch 2.11 (CUDA 13.0 build; its LibTorch is the one genemask links) and the Python
+#    references (numpy, h5py, SciPy, scikit-learn), pinned in scripts/requirements.txt, into
+#    the project-local virtual environment ./.venv (GENEMASK_VENV overrides the path).
+# pip's download cache (~/.cache/pip) is reused, so a second install downloads nothing.
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
@@ -13,14 +18,12 @@ packages=(
   # MPI, HDF5 (C API, Open MPI flavour), serialization, tests
   openmpi-bin libopenmpi-dev libhdf5-openmpi-dev hdf5-tools
   libboost-serialization-dev libboost-dev libgtest-dev libgmock-dev libyaml-cpp-dev
-  # training stack: LibTorch with a fast BLAS (reference BLAS is ~14x slower)
-  libtorch-dev libopenblas0-openmp libopenblas-openmp-dev
   # helpers
   libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libisal-dev libssl-dev
   # fuzzing (libFuzzer runtime for clang)
   clang libclang-rt-14-dev
-  # peers and independent references used by tests and benchmarks
-  jellyfish kmc python3 python3-h5py python3-numpy python3-torch python3-scipy python3-sklearn tabix
+  # the interpreter of the project's virtual environment; peers used by tests and benchmarks
+  python3 python3-venv jellyfish kmc tabix
   # default data and tooling
   xz-utils ca-certificates hyperfine shellcheck librsvg2-bin
   # a real single-node Slurm for the job-script test
@@ -32,9 +35,15 @@ if [ "${GENEMASK_SKIP_APT_UPDATE:-0}" != "1" ]; then
 fi
 $SUDO apt-get install -y -q --no-install-recommends "${packages[@]}"
 
-# LibTorch must use OpenBLAS (OpenMP flavour), not the reference BLAS.
-for alt in libblas.so.3-x86_64-linux-gnu liblapack.so.3-x86_64-linux-gnu; do
-  target=$(update-alternatives --list "$alt" 2>/dev/null | grep -m1 openblas-openmp || true)
-  if [ -n "$target" ]; then $SUDO update-alternatives --set "$alt" "$target" >/dev/null; fi
-done
+# PyTorch and the Python references, pinned, in a project-local environment (no root).
+venv=${GENEMASK_VENV:-"$root/.venv"}
+if [ ! -x "$venv/bin/python3" ]; then
+  /usr/bin/python3 -m venv "$venv"
+fi
+"$venv/bin/python3" -m pip install --disable-pip-version-check -q --progress-bar off \
+  -r "$root/scripts/requirements.txt"
+"$venv/bin/python3" - <<'PY'
+import torch
+print(f"install-deps: torch {torch.__version__} (CUDA {torch.version.cuda}) in {torch.__file__.rsplit('/', 2)[0]}")
+PY
 echo "install-deps: done"

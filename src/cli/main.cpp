@@ -7,8 +7,8 @@
 #include <string>
 
 #include "common.hpp"
-#include "genemask/version.hpp"
 #include "hpc/mpi.hpp"
+#include "model_plugin.hpp"
 
 namespace {
 
@@ -38,7 +38,8 @@ int main(int argc, char** argv) {
   ctx.size = mpi->size();
 
   CLI::App app{"genemask: GeneMask pretraining and few-shot evaluation for DNA language models"};
-  app.set_version_flag("--version", std::string("genemask ") + genemask::kVersion);
+  app.set_version_flag("--version", genemask::cli::version_text,
+                       "Print the genemask and LibTorch versions, the CUDA build and the GPUs visible, then exit");
   app.require_subcommand(1);
   genemask::cli::register_count(app, ctx);
   genemask::cli::register_npmi(app, ctx);

@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "genemask/version.hpp"
+#include "model/runtime_info.hpp"
+
 namespace genemask::cli {
 
 void* model_symbol(const char* symbol) {
@@ -31,6 +34,25 @@ void* model_symbol(const char* symbol) {
   }();
   void* s = ::dlsym(handle, symbol);
   if (!s) throw std::runtime_error(fmt::format("the training library lacks {}: rebuild genemask", symbol));
+  return s;
+}
+
+std::string version_text() {
+  std::string s = fmt::format("genemask {}\n", kVersion);
+  model::RuntimeInfo r;
+  try {
+    reinterpret_cast<void (*)(model::RuntimeInfo*)>(model_symbol("genemask_model_runtime_info"))(&r);
+  } catch (const std::exception& e) {
+    return s + fmt::format("LibTorch: not available: {}", e.what());
+  }
+  s += fmt::format("LibTorch {}\n", r.torch_version);
+  if (r.cuda_built)
+    s += fmt::format("CUDA: built with CUDA {}{}\n", r.cuda_version,
+                     r.cudnn_version.empty() ? "" : ", cuDNN " + r.cudnn_version);
+  else
+    s += "CUDA: not built (CPU-only LibTorch)\n";
+  s += fmt::format("GPUs visible: {}", r.gpus);
+  if (r.cuda_built && r.gpus == 0) s += fmt::format(" ({})", r.no_gpu_reason);
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <set>
 

@@ -19,6 +19,7 @@
 #include "io/task_table.hpp"
 #include "io/text_source.hpp"
 #include "model/hf_io.hpp"
+#include "model/runtime.hpp"
 
 namespace genemask::model {
 namespace {
@@ -63,13 +64,9 @@ Inputs read_inputs(const std::string& path) {
 EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   const auto t0 = std::chrono::steady_clock::now();
   const int rank = hpc::comm_rank(comm), world = hpc::comm_size(comm);
-  const auto [lr, ls] = hpc::local_rank_size(comm);
-  (void)lr;
-  torch::set_num_threads(o.threads > 0 ? o.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / ls));
-  if (o.device != "cpu" && !(o.device == "cuda" && torch::cuda::is_available()))
-    throw std::runtime_error("--device cuda: this LibTorch build has no CUDA or no GPU is visible");
-  const torch::Device dev = o.device == "cuda" ? torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(lr % static_cast<int>(torch::cuda::device_count())))
-                                               : torch::Device(torch::kCPU);
+  const auto [local_rank, local_size] = hpc::local_rank_size(comm);
+  set_intra_op_threads(o.threads, local_size);
+  const torch::Device dev = pick_rank_device(o.device, local_rank);
   EmbedSummary s;
   s.model_dir = resolve_model_dir(o.model);
   auto m = import_hf(s.model_dir);

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <set>
 
 #include "genemask/tokenizer.hpp"

@@ -4,10 +4,13 @@
 #include "model/embed.hpp"
 #include "model/export.hpp"
 #include "model/finetune.hpp"
+#include "model/runtime.hpp"
 #include "model/trainer.hpp"
 #include "model/variants.hpp"
 
 extern "C" {
+
+void genemask_model_runtime_info(genemask::model::RuntimeInfo* out) { *out = genemask::model::runtime_info(); }
 
 void genemask_model_pretrain(const genemask::model::PretrainOptions* o, MPI_Comm comm,
                              const std::function<void(const std::string&)>* log, genemask::model::PretrainSummary* out) {

@@ -1,30 +1,28 @@
 #pragma once
-// Thread count and device choice shared by the single-process model commands
-// (finetune, variants).
+// Thread count and device choice for every model command (pretrain, embed, finetune,
+// variants), and what the LibTorch offers (`genemask --version`).
 #include <torch/torch.h>
 
-#include <algorithm>
-#include <fmt/format.h>
-#include <stdexcept>
 #include <string>
-#include <thread>
+
+#include "model/runtime_info.hpp"
 
 namespace genemask::model {
 
-/// Sets LibTorch's intra-op threads: `requested`, or all cores for 0. Returns the count.
-inline int set_intra_op_threads(int requested) {
-  const int threads = requested > 0 ? requested : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  torch::set_num_threads(threads);
-  return threads;
-}
+/// Sets LibTorch's intra-op threads: `requested`, or the node's cores shared by
+/// `ranks_on_node` ranks for 0. Returns the count.
+int set_intra_op_threads(int requested, int ranks_on_node = 1);
 
-/// "cpu", or "cuda" with a GPU ordinal; cuda needs a CUDA LibTorch and a visible GPU.
-inline torch::Device pick_device(const std::string& device, int index) {
-  if (device == "cpu") return torch::Device(torch::kCPU);
-  if (device != "cuda") throw std::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", device));
-  if (!torch::cuda::is_available())
-    throw std::runtime_error("--device cuda: this LibTorch build has no CUDA or no GPU is visible");
-  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
-}
+/// The LibTorch version, its CUDA build, and the GPUs visible now (never throws).
+RuntimeInfo runtime_info();
+
+/// "cpu", or "cuda" with GPU ordinal `index`. For cuda, a LibTorch without CUDA, no
+/// visible GPU, or an ordinal past the visible GPUs is a one-line error that says how to
+/// check. `flag` names the option in that message.
+torch::Device pick_device(const std::string& device, int index, const std::string& flag = "--gpu");
+
+/// The device of an MPI rank: for cuda, the GPU of its node-local rank (modulo the GPUs
+/// visible), so that ranks of a node spread over its GPUs.
+torch::Device pick_rank_device(const std::string& device, int local_rank);
 
 }  // namespace genemask::model

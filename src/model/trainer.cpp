@@ -24,6 +24,7 @@
 #include "io/safetensors.hpp"
 #include "model/bert.hpp"
 #include "model/hf_io.hpp"
+#include "model/runtime.hpp"
 
 namespace fs = std::filesystem;
 
@@ -54,13 +55,13 @@ int64_t masked_count(const Batch& b) {
 struct AutocastScope {
   explicit AutocastScope(bool on) : on_(on) {
     if (on_) {
-      at::autocast::set_autocast_gpu_dtype(at::kBFloat16);
-      at::autocast::set_enabled(true);
+      at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+      at::autocast::set_autocast_enabled(at::kCUDA, true);
     }
   }
   ~AutocastScope() {
     if (on_) {
-      at::autocast::set_enabled(false);
+      at::autocast::set_autocast_enabled(at::kCUDA, false);
       at::autocast::clear_cache();
     }
   }
@@ -152,22 +153,12 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   };
   if (o.steps <= 0 || o.batch_per_rank <= 0 || o.grad_accum <= 0)
     throw std::invalid_argument("--steps, --batch-per-rank and --grad-accum must be positive");
-  torch::Device device(torch::kCPU);
-  if (o.device == "cuda") {
-    if (!torch::cuda::is_available())
-      throw std::runtime_error("--device cuda: this LibTorch build has no CUDA or no GPU is visible");
-    device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(hpc::local_rank_size(comm).first %
-                                                                  static_cast<int>(torch::cuda::device_count())));
-  } else if (o.device != "cpu") {
-    throw std::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", o.device));
-  }
+  const auto [local_rank, local_size] = hpc::local_rank_size(comm);
+  const torch::Device device = pick_rank_device(o.device, local_rank);
   if (o.precision != "fp32" && !(o.precision == "bf16" && o.device == "cuda"))
     throw std::invalid_argument("--precision bf16 needs --device cuda; on CPU use fp32");
   g_bf16 = o.precision == "bf16";
-  const auto [local_rank, local_size] = hpc::local_rank_size(comm);
-  const int threads = o.threads > 0 ? o.threads
-                                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / local_size);
-  torch::set_num_threads(threads);
+  const int threads = set_intra_op_threads(o.threads, local_size);
 
   const BertConfig cfg = o.model.find(".json") != std::string::npos ? BertConfig::from_json_file(o.model)
                                                                     : BertConfig::named(o.model);

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end tests of the genemask binary: run as users do, check outputs against
 independent references (a plain Python counter, h5py, jellyfish)."""
 import gzip
@@ -21,9 +21,10 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 CODE = {"A": 0, "C": 1, "G": 2, "T": 3}
 
 
-def run(args, cwd=None, ranks=None, check=True):
+def run(args, cwd=None, ranks=None, check=True, env=None):
+    """env: variables added to ENV for this run."""
     cmd = ([MPIEXEC, "-n", str(ranks), "--oversubscribe"] if ranks else []) + [os.path.abspath(BIN)] + args
-    p = subprocess.run(cmd, cwd=cwd, env=ENV, capture_output=True, text=True)
+    p = subprocess.run(cmd, cwd=cwd, env=dict(ENV, **(env or {})), capture_output=True, text=True)
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr}")
     return p

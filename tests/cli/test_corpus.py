@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end tests of `genemask shards`, `mask-stats` and `vocab`, checked with h5py,
 itertools and a plain Python re-implementation of the segment cutting."""
 import itertools

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end tests of `genemask dataset promoter` and `genemask dataset enhancer` on a
 genome generated here. The expected windows come from a separate, deliberately simple
 Python implementation (slicing + reverse complement), not from the tool's code.

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end tests of `genemask dataset splice` on a generated genome and annotation: the
 donor/acceptor windows and the drop counts against an independent Python implementation of
 the site rules, brute-force checks of every non-splice window, GTF == GFF3(.gz), determinism

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end tests of `genemask finetune` on synthetic tasks (class 1 sequences carry a
 planted TATAAA, class 2 of the 3-class task a CCAATC): outputs checked against
 scikit-learn, an independent Python forward pass of the saved classifier, determinism,

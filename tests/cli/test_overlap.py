@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end tests of `genemask overlap` against a brute-force Python implementation:
 per-sequence fractions of 15-mers found in the training tables and in the genome's
 15-mer presence set (counts.h5 from `genemask count --presence15`), numpy percentiles

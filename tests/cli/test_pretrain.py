@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end tests of `genemask pretrain` and `export-hf` on a tiny model: exact loss
 curve after a kill and resume, the same steps on 1 and 2 ranks, SIGTERM checkpoints."""
 import json
@@ -143,9 +143,16 @@ class Pretrain(unittest.TestCase):
         self.assertFalse(any(n.startswith("bad.h5") for n in os.listdir(self.tmp)))
         p = run(["export-hf", "--run", self.tmp, "--out", os.path.join(self.tmp, "nohf")], check=False)
         self.assertIn("no complete checkpoint", p.stderr)
-        np.testing.assert_array_equal(res[None][0], res[2][0])
-        np.testing.assert_array_equal(res[None][1], res[2][1])
-        self.assertEqual(res[None][2], [f"q{i}" for i in range(9)])
+        # Which sequences share a batch, and so the padded shape of each matrix product,
+        # depends on the rank count; BLAS may then sum in another order (and differs across
+        # CPUs), so equal up to float rounding, not bit for bit. The hidden states are
+        # LayerNorm outputs of size O(1), where a float32 ulp is about 1.2e-7 (one 1.19e-7
+        # difference was seen on an AMD EPYC); 1e-5 is about 80 ulps, while any real fault
+        # (a row swapped, a mask lost) moves them by O(0.1).
+        np.testing.assert_allclose(res[None][0], res[2][0], rtol=0, atol=1e-5)
+        np.testing.assert_allclose(res[None][1], res[2][1], rtol=0, atol=1e-5)
+        self.assertEqual(res[None][2], [f"q{i}" for i in range(9)])  # the row order is exact
+        self.assertEqual(res[2][2], res[None][2])
         with open(os.path.join(hf, "config.json")) as f:
             cfg = json.load(f)
         w = ref.load_safetensors(os.path.join(hf, "model.safetensors"))

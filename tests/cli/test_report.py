@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end tests of `genemask report`: a results.jsonl generated with numpy (known
 per-model effects, 10 seeds, 2 groups, 3 tasks, missing seeds, a failed job, a retried job,
 a torn last line) is reported, and every number is checked against an independent

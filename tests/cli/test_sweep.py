@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end tests of `genemask sweep` (MPI manager/worker): simulated jobs (--simulate)
 at 1, 2 and 4 ranks give the same records, every job once, long jobs first; retries and
 failures; kill -9 and SIGTERM mid-sweep, then restart; torn last line; plan changes.

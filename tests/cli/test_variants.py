@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """End-to-end tests of `genemask variants`: a tiny classifier fine-tuned with
 `genemask finetune --save-model`, variants on a generated genome (VCF: SNVs, a
 multi-allelic line, indels, a symbolic allele, a window off the chromosome) or as a TSV of

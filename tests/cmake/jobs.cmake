@@ -4,17 +4,17 @@
 if(GENEMASK_WITH_TORCH)
   add_test(NAME jobs_pipeline_local COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_pipeline_local.sh)
   set_tests_properties(jobs_pipeline_local PROPERTIES TIMEOUT 600
-    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;PYTHON=${GENEMASK_PYTHON};OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
   # The same pipeline submitted with sbatch to a real single-node Slurm started by the test
   # (slurm-wlm + munge; needs root, as CI has: otherwise reported as skipped); then the
   # pretrain and sweep jobs with a 1-minute time limit: warning signal, requeue, resume,
   # COMPLETED (about 3 minutes in all).
   add_test(NAME jobs_pipeline_slurm COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_pipeline_slurm.sh)
   set_tests_properties(jobs_pipeline_slurm PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
-    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>")
+    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;PYTHON=${GENEMASK_PYTHON}")
   # The README's main job (scripts/demo.sh), made small, on the real default chr22 (which
   # scripts/default-genome.sh fetches with apt-get download on first use).
   add_test(NAME demo_quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_demo.sh)
   set_tests_properties(demo_quick PROPERTIES TIMEOUT 900
-    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;OMPI_MCA_rmaps_base_oversubscribe=1")
+    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;PYTHON=${GENEMASK_PYTHON};OMPI_MCA_rmaps_base_oversubscribe=1")
 endif()

@@ -6,11 +6,11 @@ gtest_discover_tests(sweep_tests PROPERTIES TIMEOUT 120 DISCOVERY_TIMEOUT 60)
 
 set(_sweep_env "GENEMASK_BIN=$<TARGET_FILE:genemask>;MPIEXEC=${MPIEXEC_EXECUTABLE};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/cli"
     "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
-add_test(NAME cli_sweep_tests COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_sweep.py)
+add_test(NAME cli_sweep_tests COMMAND ${GENEMASK_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_sweep.py)
 set_tests_properties(cli_sweep_tests PROPERTIES TIMEOUT 900 ENVIRONMENT "${_sweep_env}")
 if(GENEMASK_WITH_TORCH)
   # Real fine-tuning through libgenemask_model.so (next to the binary under test).
   add_test(NAME cli_sweep_finetune_tests
-           COMMAND /usr/bin/python3 ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_sweep.py SweepFinetune)
+           COMMAND ${GENEMASK_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_sweep.py SweepFinetune)
   set_tests_properties(cli_sweep_finetune_tests PROPERTIES TIMEOUT 900 ENVIRONMENT "${_sweep_env}")
 endif()

@@ -22,7 +22,7 @@ done
 [ "$(wc -l <"$out/sites.bed")" = 300 ] || { echo "sites.bed: want 300 sites" >&2; fail=1; }
 # Every site lies in unmasked chr22 sequence, so no window is dropped: 300 positives and as
 # many DeePromoter negatives (less exact duplicates, which random bases make unlikely).
-/usr/bin/python3 - "$out/dataset/promoter" <<'PY' || fail=1
+"${PYTHON:-/usr/bin/python3}" - "$out/dataset/promoter" <<'PY' || fail=1
 import csv, json, sys
 d = sys.argv[1]
 labels = {}

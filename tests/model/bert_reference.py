@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Independent forward pass of BertForMaskedLM in plain torch.nn.functional, from an
 exported HF directory (config.json + model.safetensors, read without any HF library).
 Compares with the logits genemask computed; prints the max abs difference.

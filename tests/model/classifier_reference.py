@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Independent BertForSequenceClassification in plain torch.nn.functional (the encoder of
 bert_reference.py, then HF's pooler tanh(dense(h[:, 0])) and the linear classifier), read
 from a saved HF directory without any HF library.

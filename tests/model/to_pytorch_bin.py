@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Turns an exported model directory into the layout of DNABERT's release: a torch.save'd
 state_dict in pytorch_model.bin with the tied decoder copies and the position_ids buffer
 that HF checkpoints of that era carry; removes model.safetensors.

@@ -1,0 +1,110 @@
+#include "model/runtime.hpp"
+
+#include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/util/Exception.h>
+#include <torch/version.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <stdexcept>
+#include <thread>
+
+namespace genemask::model {
+namespace {
+
+/// Keeps the warnings LibTorch raises (e.g. "CUDA initialization: Found no NVIDIA driver")
+/// instead of printing them, so that they can be part of one error line.
+class KeepWarnings : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning& w) override {
+    if (!text.empty()) text += "; ";
+    text += w.msg();
+  }
+  std::string text;
+};
+
+
+}  // namespace
+
+int set_intra_op_threads(int requested, int ranks_on_node) {
+  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = requested > 0 ? requested : std::max(1, cores / std::max(1, ranks_on_node));
+  torch::set_num_threads(threads);
+  return threads;
+}
+
+RuntimeInfo runtime_info() {
+  RuntimeInfo r;
+  r.torch_version = TORCH_VERSION;
+  const auto& hooks = at::detail::getCUDAHooks();
+  r.cuda_built = hooks.isBuilt();
+  if (!r.cuda_built) return r;
+  try {
+    const long rt = hooks.versionCUDART();  // CUDART_VERSION: 13000 = 13.0, 12080 = 12.8
+    r.cuda_version = fmt::format("{}.{}", rt / 1000, (rt / 10) % 100);
+    if (hooks.hasCuDNN()) {
+      // CUDNN_VERSION: major*10000 + minor*100 + patch from cuDNN 9 on (91900 = 9.19.0),
+      // major*1000 + minor*100 + patch before.
+      const long v = hooks.versionCuDNN();
+      const long major_div = v >= 90000 ? 10000 : 1000;
+      r.cudnn_version = fmt::format("{}.{}.{}", v / major_div, (v % major_div) / 100, v % 100);
+    }
+  } catch (const std::exception&) {
+    // versions are informative; the GPU count below is what matters
+  }
+  KeepWarnings keep;
+  {
+    c10::WarningUtils::WarningHandlerGuard guard(&keep);
+    try {
+      r.gpus = static_cast<int>(torch::cuda::device_count());
+    } catch (const std::exception& e) {
+      r.gpus = 0;
+      keep.text = e.what();
+    }
+  }
+  if (r.gpus == 0) {
+    std::string why = keep.text;
+    if (why.empty()) {
+      // LibTorch says nothing when there is no driver: tell that case from "no device".
+      void* driver = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+      why = driver ? "the NVIDIA driver reports no CUDA device" : "no NVIDIA driver: libcuda.so.1 cannot be loaded";
+      if (driver) ::dlclose(driver);
+    }
+    if (const char* v = std::getenv("CUDA_VISIBLE_DEVICES")) why += fmt::format("; CUDA_VISIBLE_DEVICES='{}'", v);
+    // One line: the first line of what CUDA said.
+    r.no_gpu_reason = why.substr(0, why.find('\n'));
+  }
+  return r;
+}
+
+torch::Device pick_device(const std::string& device, int index, const std::string& flag) {
+  if (device == "cpu") return torch::Device(torch::kCPU);
+  if (device != "cuda") throw std::invalid_argument(fmt::format("--device must be cpu or cuda, got '{}'", device));
+  const RuntimeInfo info = runtime_info();
+  if (!info.cuda_built)
+    throw std::runtime_error(fmt::format(
+        "--device cuda: this genemask was built against LibTorch {} without CUDA; rebuild it against a CUDA "
+        "LibTorch (docs/build.md), or use --device cpu",
+        info.torch_version));
+  if (info.gpus == 0)
+    throw std::runtime_error(fmt::format(
+        "--device cuda: no GPU is visible ({}); check with `nvidia-smi`, CUDA_VISIBLE_DEVICES and the job's GPU "
+        "request (e.g. --gpus-per-node), or use --device cpu",
+        info.no_gpu_reason));
+  if (index < 0 || index >= info.gpus)
+    throw std::invalid_argument(fmt::format("{} {}: only {} GPU(s) are visible (ordinals 0..{})", flag, index,
+                                            info.gpus, info.gpus - 1));
+  return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+}
+
+torch::Device pick_rank_device(const std::string& device, int local_rank) {
+  if (device != "cuda") return pick_device(device, 0);
+  const int gpus = std::max(1, runtime_info().gpus);
+  return pick_device(device, local_rank % gpus, "node-local rank");
+}
+
+}  // namespace genemask::model

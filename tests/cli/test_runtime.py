@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""`genemask --version` against the project environment's PyTorch (the same LibTorch), and
+`--device cuda` with no GPU visible: one line that says so and how to check, non-zero exit.
+Runs on every machine: CUDA_VISIBLE_DEVICES="" hides the GPUs of a GPU machine too."""
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+import unittest
+
+from test_cli import run, summary
+from test_corpus import write_genome
+
+# What CMake found (tests/CMakeLists.txt passes it): the LibTorch genemask is built against.
+TORCH_VERSION = os.environ["GENEMASK_TORCH_VERSION"]
+TORCH_CUDA = os.environ["GENEMASK_TORCH_CUDA"] in ("ON", "1", "TRUE")
+PROJECT_VERSION = os.environ["GENEMASK_PROJECT_VERSION"]
+NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}
+TINY = {"model_type": "bert", "vocab_size": 4101, "hidden_size": 16, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 32, "max_position_embeddings": 128}
+
+
+class Version(unittest.TestCase):
+    def test_version_names_genemask_libtorch_cuda_and_gpus(self):
+        p = run(["--version"])
+        lines = p.stdout.strip().splitlines()
+        self.assertEqual(len(lines), 4, p.stdout)
+        self.assertEqual(lines[0], f"genemask {PROJECT_VERSION}")
+        self.assertEqual(lines[1], f"LibTorch {TORCH_VERSION.split('+')[0]}")
+        m = re.fullmatch(r"GPUs visible: (\d+)( \(.+\))?", lines[3])
+        self.assertIsNotNone(m, lines[3])
+        gpus = int(m.group(1))
+        if not TORCH_CUDA:
+            self.assertEqual(lines[2], "CUDA: not built (CPU-only LibTorch)")
+            self.assertEqual(gpus, 0)
+            return
+        self.assertRegex(lines[2], r"^CUDA: built with CUDA \d+\.\d+")
+        # Independent reference: the project environment's PyTorch, when it is this LibTorch.
+        import torch
+        if torch.__version__.split("+")[0] != TORCH_VERSION.split("+")[0]:
+            self.skipTest(f"Python's torch {torch.__version__} is not the LibTorch built against")
+        cudnn = torch.backends.cudnn.version()
+        want = f"CUDA: built with CUDA {torch.version.cuda}"
+        if cudnn:
+            want += f", cuDNN {cudnn // 10000}.{cudnn % 10000 // 100}.{cudnn % 100}"
+        self.assertEqual(lines[2], want)
+        self.assertEqual(gpus, torch.cuda.device_count())
+        if gpus == 0:
+            self.assertTrue(m.group(2), "no GPU: the line says why")
+
+    def test_no_gpu_visible_is_reported(self):
+        p = run(["--version"], env=NO_GPU)
+        last = p.stdout.strip().splitlines()[-1]
+        self.assertTrue(last.startswith("GPUs visible: 0"), last)
+        if TORCH_CUDA:
+            self.assertIn("CUDA_VISIBLE_DEVICES=''", last)
+
+
+class CudaWithoutGpu(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="genemask-runtime-")
+        fa = os.path.join(cls.tmp, "g.fa")
+        write_genome(fa, random.Random(5), records=1, length=(8000, 9000))
+        cls.shards = os.path.join(cls.tmp, "shards")
+        run(["shards", "--genome", fa, "--out", cls.shards, "--max-tokens", "40", "--min-tokens", "20"])
+        cls.cfg = os.path.join(cls.tmp, "tiny.json")
+        with open(cls.cfg, "w") as f:
+            json.dump(TINY, f)
+        cls.table = os.path.join(cls.tmp, "t.csv")
+        rng = random.Random(6)
+        with open(cls.table, "w") as f:
+            f.write("sequence,label\n")
+            for i in range(8):
+                f.write("".join(rng.choice("ACGT") for _ in range(40)) + f",{i % 2}\n")
+        cls.hf = os.path.join(cls.tmp, "hf")
+        run_dir = os.path.join(cls.tmp, "run")
+        run(["pretrain", "--shards", cls.shards, "--masking", "random", "--model", cls.cfg, "--out", run_dir,
+             "--steps", "1", "--warmup", "1", "--batch-per-rank", "2", "--grad-accum", "1", "--eval-every", "0",
+             "--threads", "1"])
+        run(["export-hf", "--run", run_dir, "--out", cls.hf])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def check_one_line_error(self, args, ranks=None):
+        p = run(args + ["--device", "cuda"], ranks=ranks, check=False, env=NO_GPU)
+        self.assertNotEqual(p.returncode, 0, p.stdout)
+        errors = [l for l in p.stderr.splitlines() if "error:" in l]
+        self.assertEqual(len(errors), ranks or 1, p.stderr)
+        line = errors[0]
+        if TORCH_CUDA:
+            self.assertIn("--device cuda: no GPU is visible", line)
+            self.assertIn("CUDA_VISIBLE_DEVICES=''", line)
+            self.assertIn("nvidia-smi", line)
+        else:
+            self.assertIn("--device cuda: this genemask was built against LibTorch", line)
+            self.assertIn("without CUDA", line)
+        self.assertNotIn("Traceback", p.stderr)
+        self.assertNotIn("Warning", p.stderr)  # LibTorch's CUDA warnings are part of the line, not extra lines
+        return line
+
+    def test_pretrain(self):
+        out = os.path.join(self.tmp, "cuda-run")
+        self.check_one_line_error(["pretrain", "--shards", self.shards, "--masking", "random", "--model", self.cfg,
+                                   "--out", out, "--steps", "1"])
+        self.check_one_line_error(["pretrain", "--shards", self.shards, "--masking", "random", "--model", self.cfg,
+                                   "--out", out + "2", "--steps", "1", "--precision", "bf16"], ranks=2)
+
+    def test_embed(self):
+        self.check_one_line_error(["embed", "--model", self.hf, "--input", self.table, "--out",
+                                   os.path.join(self.tmp, "e.h5")])
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "e.h5")))
+
+    def test_finetune(self):
+        out = os.path.join(self.tmp, "ft")
+        self.check_one_line_error(["finetune", "--model", "random", "--config", self.cfg, "--train", self.table,
+                                   "--test", self.table, "--out", out])
+        self.assertFalse(os.path.exists(os.path.join(out, "metrics.json")))
+
+    def test_cpu_still_works_with_no_gpu(self):
+        s = summary(run(["embed", "--model", self.hf, "--input", self.table, "--out",
+                         os.path.join(self.tmp, "cpu.h5"), "--threads", "1"], env=NO_GPU))
+        self.assertEqual(s["sequences"], 8)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
