@@ -3,27 +3,33 @@
 # backward, clipping, AdamW) in genemask's LibTorch model and in Python PyTorch (PyTorch
 # 2.11 in .venv, the same LibTorch), same threads, same run; then `genemask
 # pretrain` weak scaling: 1 vs 2 ranks, batch 5 and 1 thread per rank.
-# Usage: bench/train_bench.sh [STEPS (default 3)]
+# Usage: bench/train_bench.sh [STEPS (default 3)] [RUNS (default 3)]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 steps=${1:-3}
+runs=${2:-3}
 copies=1
 # shellcheck source=bench/common.sh
 source "$root/bench/common.sh"
 tb="$root/build/bench/train_bench"
-echo "== one training step, logo config, 10 x 512 tokens (best of $steps)"
-for t in 1 2; do
-  "$tb" logo "$t" 10 512 "$steps"
-  "$python" "$root/bench/train_bench.py" logo "$t" 10 512 "$steps"
+echo "== one training step, logo config, 10 x 512 tokens (best of $steps steps; median of $runs runs, alternating)"
+for _ in $(seq "$runs"); do
+  for t in 1 2; do
+    "$tb" logo "$t" 10 512 "$steps"
+    "$python" "$root/bench/train_bench.py" logo "$t" 10 512 "$steps"
+  done
 done > "$work/train.jsonl"
 "$python" - "$work/train.jsonl" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-by = {(r["impl"], r["threads"]): r["tokens_per_s"] for r in rows}
-for (impl, t), v in sorted(by.items()):
-    print(f"{impl:9s} {t} thread(s): {v:8.0f} tokens/s")
+import collections, json, statistics, sys
+by = collections.defaultdict(list)
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    by[(r["impl"], r["threads"])].append(r["tokens_per_s"])
+med = {k: statistics.median(v) for k, v in by.items()}
+for (impl, t), v in sorted(med.items()):
+    print(f"{impl:9s} {t} thread(s): {v:8.0f} tokens/s (median; runs: {', '.join(f'{x:.0f}' for x in by[(impl, t)])})")
 for t in (1, 2):
-    print(f"ratio genemask / PyTorch, {t} thread(s): {by[('genemask', t)] / by[('pytorch', t)]:.2f}x")
+    print(f"ratio genemask / PyTorch, {t} thread(s): {med[('genemask', t)] / med[('pytorch', t)]:.2f}x")
 PY
 echo "== genemask pretrain, logo, weak scaling: batch 5 per rank, 1 thread per rank, 1 vs 2 ranks"
 "$bin" shards --genome "$g" --out "$work/train-shards" >/dev/null
