@@ -1,44 +1,126 @@
-// One MLM training step of a named config on CPU (forward, backward, AdamW), timed.
-// Usage: train_bench CONFIG THREADS BATCH SEQ STEPS   -> one JSON line
+// One MLM training step of a named config, as `genemask pretrain` runs it (masked-rows
+// decoder, SDPA attention, gradients in flat buckets, clipping, fused AdamW), timed.
+// Usage: train_bench CONFIG THREADS BATCH SEQ STEPS [DEVICE cpu|cuda] [PRECISION fp32|bf16]
+//   -> one JSON line: best and median step time, tokens/s, a breakdown of the step
+//      (forward+backward, clip, optimizer; measured in extra steps with a device sync
+//      between the parts), model FLOPs per token, and on a GPU the peak allocated memory.
+#include <ATen/DeviceAccelerator.h>
+#include <ATen/autocast_mode.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "model/bert.hpp"
+#include "model/grad_sync.hpp"
+#include "model/optim.hpp"
+#include "model/runtime.hpp"
 
 using namespace genemask::model;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   const std::string name = argc > 1 ? argv[1] : "logo";
   const int threads = argc > 2 ? std::stoi(argv[2]) : 1;
   const int64_t batch = argc > 3 ? std::stoll(argv[3]) : 10, seq = argc > 4 ? std::stoll(argv[4]) : 512;
   const int steps = argc > 5 ? std::stoi(argv[5]) : 5;
+  const std::string device_name = argc > 6 ? argv[6] : "cpu", precision = argc > 7 ? argv[7] : "fp32";
+  const double mask_fraction = 0.15;
   torch::set_num_threads(threads);
+  const torch::Device dev = pick_device(device_name, 0, "--device");
+  use_device(dev, /*tf32=*/true);
+  const bool bf16 = precision == "bf16";
+  auto sync = [&] {
+    if (dev.is_cuda()) at::accelerator::synchronizeDevice(dev.index());
+  };
   torch::manual_seed(0);
   BertConfig cfg = BertConfig::named(name);
   BertForMaskedLM m(cfg);
   init_weights(*m, cfg);
+  m->to(dev);
   m->train();
-  torch::optim::AdamW opt(m->parameters(), torch::optim::AdamWOptions(4e-4).betas({0.9, 0.98}).eps(1e-6).weight_decay(0.01));
+  std::vector<torch::Tensor> params = m->parameters();
+  AdamWSettings s;
+  s.lr = 4e-4;
+  s.beta2 = 0.98;
+  s.eps = 1e-6;
+  auto opt = make_adamw(m->named_parameters(), s);
+  FusedAdamW fused(*opt);
+  GradBuckets grads(params, MPI_COMM_SELF, AllReduce::Local);
   auto ids = torch::randint(5, 4101, {batch, seq}, torch::kLong);
-  auto mask = torch::ones({batch, seq}, torch::kLong);
-  auto labels = torch::where(torch::rand({batch, seq}) < 0.15, ids, torch::full({batch, seq}, -100, torch::kLong));
-  auto step = [&] {
-    opt.zero_grad();
-    // The trainer's loss: the decoder on the masked positions only (HF: on every position).
-    auto loss = m->masked_lm_loss_sum(ids, mask, labels) / (labels != -100).sum();
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(m->parameters(), 1.0);
-    opt.step();
+  auto labels = torch::where(torch::rand({batch, seq}) < mask_fraction, ids, torch::full({batch, seq}, -100, torch::kLong));
+  auto flat = labels.reshape({-1});
+  auto rows = (flat != -100).nonzero().reshape({-1});
+  auto targets = flat.index_select(0, rows);
+  ids = ids.to(dev);
+  rows = rows.to(dev);
+  targets = targets.to(dev);
+  const double masked = static_cast<double>(rows.numel());
+  double t_fb = 0, t_clip = 0, t_opt = 0;
+  auto step = [&](bool split) {
+    auto t0 = clock_type::now();
+    grads.zero();
+    {
+      if (bf16) {
+        at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+        at::autocast::set_autocast_enabled(at::kCUDA, true);
+      }
+      // No padding: no mask, which lets a GPU use its flash kernel, as the trainer does.
+      auto loss = m->masked_lm_loss_sum(ids, torch::Tensor(), rows, targets) / masked;
+      if (bf16) {
+        at::autocast::set_autocast_enabled(at::kCUDA, false);
+        at::autocast::clear_cache();
+      }
+      loss.backward();
+    }
+    if (split) sync(), t_fb += seconds_since(t0), t0 = clock_type::now();
+    grads.clip(1.0);
+    if (split) sync(), t_clip += seconds_since(t0), t0 = clock_type::now();
+    fused.step(4e-4);
+    if (split) sync(), t_opt += seconds_since(t0);
   };
-  step();  // warm-up
-  double best = 1e9;
+  step(false);  // warm-up
+  step(false);
+  sync();
+  if (dev.is_cuda()) at::accelerator::resetPeakStats(dev.index());
+  std::vector<double> times;
   for (int i = 0; i < steps; ++i) {
-    auto t0 = std::chrono::steady_clock::now();
-    step();
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    auto t0 = clock_type::now();
+    step(false);
+    sync();
+    times.push_back(seconds_since(t0));
   }
-  std::printf("{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"step_s\":%.4f,\"tokens_per_s\":%.0f}\n",
-              name.c_str(), threads, best, static_cast<double>(batch * seq) / best);
+  for (int i = 0; i < steps; ++i) step(true);
+  const double best = *std::min_element(times.begin(), times.end()), med = median(times);
+  // Model FLOPs per token of a training step (3 x forward), counting the matrix products:
+  // per layer 8H^2 (Q, K, V, output) + 4HF (feed-forward) + 4SH (scores and context), and the
+  // MLM head (transform H^2 + decoder HV, 2 FLOPs per multiply-add) on the masked share.
+  const double H = static_cast<double>(cfg.hidden_size), F = static_cast<double>(cfg.intermediate_size);
+  const double V = static_cast<double>(cfg.vocab_size), S = static_cast<double>(seq);
+  const double flops_per_token =
+      3.0 * (static_cast<double>(cfg.num_hidden_layers) * (8 * H * H + 4 * H * F + 4 * S * H) +
+             masked / static_cast<double>(batch * seq) * 2 * (H * H + H * V));
+  double peak_gib = 0;
+  if (dev.is_cuda())
+    peak_gib = static_cast<double>(at::accelerator::getDeviceStats(dev.index()).allocated_bytes[0].peak) / (1 << 30);
+  const double tokens = static_cast<double>(batch * seq);
+  std::printf(
+      "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
+      "\"seq\":%lld,\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,\"median_tokens_per_s\":%.0f,"
+      "\"breakdown_s\":{\"forward_backward\":%.5f,\"clip\":%.5f,\"optimizer\":%.5f},\"flops_per_token\":%.4g,"
+      "\"masked_fraction\":%.5f,\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f}\n",
+      name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
+      static_cast<long long>(seq), best, med, tokens / best, tokens / med, t_fb / steps, t_clip / steps, t_opt / steps,
+      flops_per_token, masked / tokens, flops_per_token * tokens / med / 1e12, peak_gib);
   return 0;
 }

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """The same BERT MLM training step in Python PyTorch (the project environment's PyTorch
-2.11, the same LibTorch): an HF-style BertForMaskedLM written with torch.nn, AdamW, clipping.
-Usage: train_bench.py CONFIG THREADS BATCH SEQ STEPS"""
+2.11, the same LibTorch): an HF-style BertForMaskedLM written with torch.nn, attention through
+F.scaled_dot_product_attention (as transformers' "sdpa" attention), the decoder on every
+position (as HF computes it), AdamW (fused on a GPU, as HF's Trainer picks), clipping; bf16
+under torch.autocast on a GPU.
+Usage: train_bench.py CONFIG THREADS BATCH SEQ STEPS [DEVICE cpu|cuda] [PRECISION fp32|bf16]"""
 import json
-import math
 import sys
 import time
 
@@ -28,8 +30,9 @@ class Layer(nn.Module):
         B, L, H = x.shape
         dh = H // self.heads
         sp = lambda t: t.view(B, L, self.heads, dh).transpose(1, 2)
-        p = self.drop(torch.softmax(sp(self.q(x)) @ sp(self.k(x)).transpose(-1, -2) / math.sqrt(dh) + add, -1))
-        a = self.ln1(self.drop(self.o((p @ sp(self.v(x))).transpose(1, 2).reshape(B, L, H))) + x)
+        ctx = F.scaled_dot_product_attention(sp(self.q(x)), sp(self.k(x)), sp(self.v(x)), attn_mask=add,
+                                             dropout_p=self.drop.p if self.training else 0.0)
+        a = self.ln1(self.drop(self.o(ctx.transpose(1, 2).reshape(B, L, H))) + x)
         return self.ln2(self.drop(self.ff2(F.gelu(self.ff1(a)))) + a)
 
 
@@ -46,8 +49,9 @@ class Encoder(nn.Module):
 
     def encode(self, ids, mask):
         L = ids.shape[1]
-        x = self.drop(self.ln(self.word(ids) + self.pos(torch.arange(L))[None] + self.typ(torch.zeros_like(ids))))
-        add = (1.0 - mask[:, None, None, :].float()) * torch.finfo(torch.float32).min
+        x = self.drop(self.ln(self.word(ids) + self.pos(torch.arange(L, device=ids.device))[None]
+                              + self.typ(torch.zeros_like(ids))))
+        add = None if mask is None else mask[:, None, None, :].bool()
         for layer in self.layers:
             x = layer(x, add)
         return x
@@ -68,30 +72,45 @@ class Bert(Encoder):
 
 def main():
     name, threads, batch, seq, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+    device = sys.argv[6] if len(sys.argv) > 6 else "cpu"
+    bf16 = len(sys.argv) > 7 and sys.argv[7] == "bf16"
     torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(0)
-    m = Bert(CONFIGS[name])
+    m = Bert(CONFIGS[name]).to(device)
     m.train()
-    opt = torch.optim.AdamW(m.parameters(), lr=4e-4, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01)
+    opt = torch.optim.AdamW(m.parameters(), lr=4e-4, betas=(0.9, 0.98), eps=1e-6, weight_decay=0.01,
+                            fused=device == "cuda")
     ids = torch.randint(5, 4101, (batch, seq))
-    mask = torch.ones(batch, seq, dtype=torch.long)
-    labels = torch.where(torch.rand(batch, seq) < 0.15, ids, torch.full((batch, seq), -100))
+    labels = torch.where(torch.rand(batch, seq) < 0.15, ids, torch.full((batch, seq), -100)).to(device)
+    ids = ids.to(device)
+    sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 
     def step():
         opt.zero_grad()
-        logits = m(ids, mask)
-        F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100).backward()
+        with torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=bf16):
+            logits = m(ids, None)  # no padding, as the genemask side
+        F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100).backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
 
     step()
-    best = 1e9
+    step()
+    sync()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    times = []
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
-        best = min(best, time.perf_counter() - t0)
-    print(json.dumps({"impl": "pytorch", "config": name, "threads": threads, "step_s": best,
-                      "tokens_per_s": batch * seq / best}))
+        sync()
+        times.append(time.perf_counter() - t0)
+    best, med = min(times), sorted(times)[len(times) // 2]
+    peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else 0.0
+    print(json.dumps({"impl": "pytorch", "config": name, "threads": threads, "device": device,
+                      "precision": "bf16" if bf16 else "fp32", "batch": batch, "seq": seq, "step_s": best,
+                      "median_step_s": med, "tokens_per_s": batch * seq / best,
+                      "median_tokens_per_s": batch * seq / med, "peak_memory_gib": peak}))
 
 
 if __name__ == "__main__":

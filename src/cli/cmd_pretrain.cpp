@@ -26,6 +26,7 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                       {"model", o.model},
                       {"ranks", s.ranks},
                       {"effective_batch", s.effective_batch},
+                      {"allreduce", s.allreduce},
                       {"start_step", s.start_step},
                       {"steps_done", s.steps_done},
                       {"loss", s.last_loss},
@@ -71,6 +72,11 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--precision", o->precision, "fp32, or bf16 on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
+  sub->add_option("--allreduce", o->allreduce,
+                  "gradient sum over ranks: nccl (a GPU per rank), mpi, or auto (nccl where it can, else mpi)")
+      ->check(CLI::IsMember({"auto", "nccl", "mpi"}))
+      ->capture_default_str();
+  sub->add_flag("--tf32,!--no-tf32", o->tf32, "TF32 for fp32 matrix products on a GPU (default on)");
   sub->add_option("--stop-after", o->stop_after, "testing: stop after this step without a checkpoint")->group("");
   sub->footer("AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, gradient clipping 1.0. SIGTERM or "
               "SIGUSR1 (Slurm's warning signal) writes a checkpoint and exits; --resume continues exactly.");
@@ -88,6 +94,7 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   em->add_option("--batch", eo->batch, "sequences per forward pass")->check(CLI::PositiveNumber)->capture_default_str();
   em->add_option("--threads", eo->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
   em->add_option("--device", eo->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  em->add_option("--precision", eo->precision, "fp32, or bf16 (autocast) on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   em->callback([eo, &ctx] {
     ctx.run = [eo, &ctx] {
       eo->command_line = ctx.command_line;

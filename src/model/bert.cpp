@@ -115,22 +115,40 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids, const 
   return dropout(LayerNorm(e));
 }
 
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& key_mask, double dropout_p) {
+  std::optional<torch::Tensor> mask;
+  if (key_mask.defined()) mask = key_mask;
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);
+}
+
+torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& key_mask, double dropout_p, bool training) {
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
+  if (key_mask.defined()) scores = scores + (1.0 - key_mask.to(scores.dtype())) * std::numeric_limits<float>::lowest();
+  auto probs = torch::dropout(torch::softmax(scores, -1), dropout_p, training);
+  return torch::matmul(probs, v);
+}
+
+torch::Tensor key_mask_of(const torch::Tensor& attention_mask) {
+  if (!attention_mask.defined()) return {};
+  return attention_mask.to(torch::kBool).view({attention_mask.size(0), 1, 1, attention_mask.size(1)});
+}
+
 BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
-    : heads(c.num_attention_heads), head_dim(c.hidden_size / c.num_attention_heads) {
+    : dropout_p(c.attention_probs_dropout_prob),
+      heads(c.num_attention_heads),
+      head_dim(c.hidden_size / c.num_attention_heads) {
   query = register_module("query", torch::nn::Linear(c.hidden_size, c.hidden_size));
   key = register_module("key", torch::nn::Linear(c.hidden_size, c.hidden_size));
   value = register_module("value", torch::nn::Linear(c.hidden_size, c.hidden_size));
-  dropout = register_module("dropout", torch::nn::Dropout(c.attention_probs_dropout_prob));
 }
 
-torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& additive_mask) {
+torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
   const int64_t B = x.size(0), L = x.size(1);
   auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads, head_dim}).transpose(1, 2); };
-  auto q = split(query(x)), k = split(key(x)), v = split(value(x));
-  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(head_dim));
-  scores = scores + additive_mask;
-  auto probs = dropout(torch::softmax(scores, -1));
-  return torch::matmul(probs, v).transpose(1, 2).contiguous().view({B, L, heads * head_dim});
+  auto ctx = attention(split(query(x)), split(key(x)), split(value(x)), key_mask, is_training() ? dropout_p : 0.0);
+  return ctx.transpose(1, 2).reshape({B, L, heads * head_dim});
 }
 
 BertResidualOutputImpl::BertResidualOutputImpl(int64_t in, const BertConfig& c) {
@@ -148,8 +166,8 @@ BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
   output = register_module("output", BertResidualOutput(c.hidden_size, c));
 }
 
-torch::Tensor BertAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& additive_mask) {
-  return output(self(x, additive_mask), x);
+torch::Tensor BertAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
+  return output(self(x, key_mask), x);
 }
 
 BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) {
@@ -164,8 +182,8 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c) {
   output = register_module("output", BertResidualOutput(c.intermediate_size, c));
 }
 
-torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& additive_mask) {
-  auto a = attention(x, additive_mask);
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
+  auto a = attention(x, key_mask);
   return output(intermediate(a), a);
 }
 
@@ -174,8 +192,8 @@ BertEncoderImpl::BertEncoderImpl(const BertConfig& c) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(BertLayer(c));
 }
 
-torch::Tensor BertEncoderImpl::forward(torch::Tensor x, const torch::Tensor& additive_mask) {
-  for (const auto& m : *layer) x = m->as<BertLayerImpl>()->forward(x, additive_mask);
+torch::Tensor BertEncoderImpl::forward(torch::Tensor x, const torch::Tensor& key_mask) {
+  for (const auto& m : *layer) x = m->as<BertLayerImpl>()->forward(x, key_mask);
   return x;
 }
 
@@ -185,12 +203,8 @@ BertModelImpl::BertModelImpl(const BertConfig& c) {
 }
 
 torch::Tensor BertModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
-  auto types = torch::zeros_like(input_ids);
-  auto x = embeddings(input_ids, types);
-  // HF: (1 - mask) * finfo(dtype).min, broadcast over heads and query positions.
-  auto m = attention_mask.to(x.dtype()).unsqueeze(1).unsqueeze(2);
-  auto additive = (1.0 - m) * std::numeric_limits<float>::lowest();
-  return encoder(x, additive);
+  auto x = embeddings(input_ids, torch::zeros_like(input_ids));
+  return encoder(x, key_mask_of(attention_mask));
 }
 
 BertPredictionTransformImpl::BertPredictionTransformImpl(const BertConfig& c) {
@@ -234,8 +248,14 @@ torch::Tensor BertForMaskedLMImpl::masked_lm_loss_sum(const torch::Tensor& input
                                                       const torch::Tensor& labels) {
   auto flat = labels.reshape({-1});
   auto rows = (flat != -100).nonzero().reshape({-1});
+  return masked_lm_loss_sum(input_ids, attention_mask, rows, flat.index_select(0, rows));
+}
+
+torch::Tensor BertForMaskedLMImpl::masked_lm_loss_sum(const torch::Tensor& input_ids,
+                                                      const torch::Tensor& attention_mask, const torch::Tensor& rows,
+                                                      const torch::Tensor& targets) {
   auto logits = forward_rows(input_ids, attention_mask, rows).to(torch::kFloat32);
-  return torch::nn::functional::cross_entropy(logits, flat.index_select(0, rows),
+  return torch::nn::functional::cross_entropy(logits, targets,
                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }
 
@@ -252,7 +272,7 @@ void init_weights(torch::nn::Module& m, const BertConfig& c) {
     auto& t = p.value();
     if (n.find("LayerNorm.weight") != std::string::npos) {
       t.fill_(1.0);
-    } else if (n.find("LayerNorm.bias") != std::string::npos || n.size() >= 4 && n.compare(n.size() - 4, 4, "bias") == 0) {
+    } else if (n.find("LayerNorm.bias") != std::string::npos || (n.size() >= 4 && n.compare(n.size() - 4, 4, "bias") == 0)) {
       t.zero_();
     } else {
       t.normal_(0.0, c.initializer_range);

@@ -2,8 +2,11 @@
 // BERT encoder + masked-LM head in LibTorch, laid out like Hugging Face's BertForMaskedLM so
 // that named_parameters() are HF's names ("bert.embeddings.word_embeddings.weight",
 // "bert.encoder.layer.0.attention.self.query.weight", "cls.predictions.bias", ...).
-// erf-GELU, LayerNorm eps from the config (1e-12), attention mask applied as HF does
-// ((1 - mask) * lowest float added to the scores), decoder tied to the word embeddings.
+// erf-GELU, LayerNorm eps from the config (1e-12), decoder tied to the word embeddings.
+// Attention runs through at::scaled_dot_product_attention with a boolean key mask (padding
+// keys get no weight), so a GPU uses its flash, memory-efficient or cuDNN kernels; its
+// outputs equal HF's eager attention ((1 - mask) * lowest float added to the scores) within
+// float rounding, which the tests check against `attention_reference`.
 #include <torch/torch.h>
 
 #include <string>
@@ -26,6 +29,20 @@ struct BertConfig {
   void validate() const;
 };
 
+/// softmax(q k^T / sqrt(d)) v over keys where `key_mask` is true, for q [B, heads, Lq, d] and
+/// k, v [B, heads, L, d]. key_mask: bool, broadcastable to [B, 1, 1, L] (true = a real token),
+/// or undefined for "no padding" (which lets a GPU use its flash kernel). dropout_p applies
+/// to the attention probabilities. Runs at::scaled_dot_product_attention.
+torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                        const torch::Tensor& key_mask, double dropout_p);
+/// The same as HF's eager BertSelfAttention computes it: explicit matmuls, (1 - mask) * the
+/// lowest float added to the scores, softmax, dropout. The reference for `attention`.
+torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& key_mask, double dropout_p, bool training);
+/// The key mask `attention` takes, from a [B, L] attention_mask (1 = real token, 0 = padding);
+/// undefined in, undefined out.
+torch::Tensor key_mask_of(const torch::Tensor& attention_mask);
+
 struct BertEmbeddingsImpl : torch::nn::Module {
   explicit BertEmbeddingsImpl(const BertConfig& c);
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids);
@@ -37,9 +54,9 @@ TORCH_MODULE(BertEmbeddings);
 
 struct BertSelfAttentionImpl : torch::nn::Module {
   explicit BertSelfAttentionImpl(const BertConfig& c);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& additive_mask);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
-  torch::nn::Dropout dropout{nullptr};
+  double dropout_p;
   int64_t heads, head_dim;
 };
 TORCH_MODULE(BertSelfAttention);
@@ -56,7 +73,7 @@ TORCH_MODULE(BertResidualOutput);
 
 struct BertAttentionImpl : torch::nn::Module {
   explicit BertAttentionImpl(const BertConfig& c);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& additive_mask);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
   BertSelfAttention self{nullptr};
   BertResidualOutput output{nullptr};
 };
@@ -71,7 +88,7 @@ TORCH_MODULE(BertIntermediate);
 
 struct BertLayerImpl : torch::nn::Module {
   explicit BertLayerImpl(const BertConfig& c);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& additive_mask);
+  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
   BertAttention attention{nullptr};
   BertIntermediate intermediate{nullptr};
   BertResidualOutput output{nullptr};
@@ -80,14 +97,15 @@ TORCH_MODULE(BertLayer);
 
 struct BertEncoderImpl : torch::nn::Module {
   explicit BertEncoderImpl(const BertConfig& c);
-  torch::Tensor forward(torch::Tensor x, const torch::Tensor& additive_mask);
+  torch::Tensor forward(torch::Tensor x, const torch::Tensor& key_mask);
   torch::nn::ModuleList layer{nullptr};
 };
 TORCH_MODULE(BertEncoder);
 
 struct BertModelImpl : torch::nn::Module {
   explicit BertModelImpl(const BertConfig& c);
-  /// Last hidden states [B, L, H]. attention_mask: 1 = real token, 0 = padding.
+  /// Last hidden states [B, L, H]. attention_mask: 1 = real token, 0 = padding; an undefined
+  /// tensor means no padding.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
   BertEmbeddings embeddings{nullptr};
   BertEncoder encoder{nullptr};
@@ -128,6 +146,11 @@ struct BertForMaskedLMImpl : torch::nn::Module {
   /// head's with ignore_index -100, at a fraction of its cost. Logits are cast to fp32.
   torch::Tensor masked_lm_loss_sum(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                    const torch::Tensor& labels);
+  /// The same with the masked positions given: `rows` (flat indices into B*L) and their target
+  /// ids. The trainer finds them on the host, which spares a GPU the synchronisation that
+  /// finding them on the device (nonzero) costs.
+  torch::Tensor masked_lm_loss_sum(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                   const torch::Tensor& rows, const torch::Tensor& targets);
   /// Mean cross-entropy over positions whose label is not -100.
   static torch::Tensor mlm_loss(const torch::Tensor& logits, const torch::Tensor& labels);
   BertConfig config;

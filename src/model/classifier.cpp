@@ -16,6 +16,8 @@
 #include "io/error.hpp"
 #include "io/safetensors.hpp"
 #include "model/hf_io.hpp"
+#include "model/optim.hpp"
+#include "model/runtime.hpp"
 
 namespace genemask::model {
 namespace {
@@ -70,16 +72,14 @@ bool load_encoder(BertForSequenceClassification& m, const std::string& dir) {
 /// The last encoder layer for the [CLS] position only: the pooler reads nothing else, so
 /// queries, attention output and the feed-forward block (the bulk of a layer's work) run
 /// on one position instead of L. Keys and values still come from every position.
-torch::Tensor last_layer_cls_only(BertLayerImpl& l, const torch::Tensor& x, const torch::Tensor& additive_mask) {
+torch::Tensor last_layer_cls_only(BertLayerImpl& l, const torch::Tensor& x, const torch::Tensor& key_mask) {
   auto& sa = *l.attention->self;
   const int64_t B = x.size(0), L = x.size(1), h = sa.heads, d = sa.head_dim;
   auto x0 = x.narrow(1, 0, 1);
   auto q = sa.query(x0).view({B, 1, h, d}).transpose(1, 2);
   auto k = sa.key(x).view({B, L, h, d}).transpose(1, 2);
   auto v = sa.value(x).view({B, L, h, d}).transpose(1, 2);
-  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
-  auto probs = sa.dropout(torch::softmax(scores + additive_mask, -1));
-  auto ctx = torch::matmul(probs, v).transpose(1, 2).contiguous().view({B, 1, h * d});
+  auto ctx = attention(q, k, v, key_mask, sa.is_training() ? sa.dropout_p : 0.0).transpose(1, 2).reshape({B, 1, h * d});
   auto a = l.attention->output(ctx, x0);
   return l.output(l.intermediate(a), a);  // [B, 1, H]
 }
@@ -106,12 +106,11 @@ torch::Tensor BertForSequenceClassificationImpl::forward(const torch::Tensor& in
                                                          const torch::Tensor& attention_mask) {
   // BertModel::forward, with the last layer restricted to [CLS] (same logits).
   auto x = bert->embeddings(input_ids, torch::zeros_like(input_ids));
-  auto m = attention_mask.to(x.dtype()).unsqueeze(1).unsqueeze(2);
-  auto additive = (1.0 - m) * std::numeric_limits<float>::lowest();  // HF's mask, as bert.cpp
+  const auto key_mask = key_mask_of(attention_mask);
   auto& layers = *bert->encoder->layer;
   const size_t n = layers.size();
-  for (size_t i = 0; i + 1 < n; ++i) x = layers.ptr(i)->as<BertLayerImpl>()->forward(x, additive);
-  x = last_layer_cls_only(*layers.ptr(n - 1)->as<BertLayerImpl>(), x, additive);
+  for (size_t i = 0; i + 1 < n; ++i) x = layers.ptr(i)->as<BertLayerImpl>()->forward(x, key_mask);
+  x = last_layer_cls_only(*layers.ptr(n - 1)->as<BertLayerImpl>(), x, key_mask);
   return classifier(dropout(pooler(x)));
 }
 
@@ -135,19 +134,10 @@ BertForSequenceClassification build_classifier(const std::string& model, const s
 }
 
 std::unique_ptr<torch::optim::AdamW> make_adamw(BertForSequenceClassification& m, double lr, double weight_decay) {
-  std::vector<torch::Tensor> decay, no_decay;
-  for (auto& p : m->named_parameters()) {
-    const bool nd = p.key().find("bias") != std::string::npos || p.key().find("LayerNorm") != std::string::npos;
-    (nd ? no_decay : decay).push_back(p.value());
-  }
-  torch::optim::AdamWOptions dopt(lr);
-  dopt.betas({0.9, 0.999}).eps(1e-8).weight_decay(weight_decay);
-  torch::optim::AdamWOptions nopt = dopt;
-  nopt.weight_decay(0.0);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(dopt));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nopt));
-  return std::make_unique<torch::optim::AdamW>(groups, dopt);
+  AdamWSettings s;
+  s.lr = lr;
+  s.weight_decay = weight_decay;
+  return model::make_adamw(m->named_parameters(), s);
 }
 
 double linear_warmup_lr(double peak, int64_t step, int64_t warmup, int64_t steps) {
@@ -156,9 +146,14 @@ double linear_warmup_lr(double peak, int64_t step, int64_t warmup, int64_t steps
 }
 
 double train_step(BertForSequenceClassification& m, torch::optim::AdamW& opt, const torch::Tensor& ids,
-                  const torch::Tensor& mask, const torch::Tensor& labels, double lr, double clip) {
+                  const torch::Tensor& mask, const torch::Tensor& labels, double lr, double clip, bool bf16) {
   opt.zero_grad();
-  auto loss = torch::nn::functional::cross_entropy(m->forward(ids, mask), labels);
+  torch::Tensor logits;
+  {
+    Autocast autocast(bf16);
+    logits = m->forward(ids, mask);
+  }
+  auto loss = torch::nn::functional::cross_entropy(logits.to(torch::kFloat32), labels);
   loss.backward();
   if (clip > 0) torch::nn::utils::clip_grad_norm_(m->parameters(), clip);
   for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);

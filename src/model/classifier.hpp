@@ -64,9 +64,10 @@ std::unique_ptr<torch::optim::AdamW> make_adamw(BertForSequenceClassification& m
 double linear_warmup_lr(double peak, int64_t step, int64_t warmup, int64_t steps);
 
 /// One optimiser step on a batch at learning rate `lr` (gradient norm clipped to `clip`
-/// when clip > 0); returns the batch's mean cross-entropy before the step.
+/// when clip > 0); returns the batch's mean cross-entropy before the step. bf16: the forward
+/// pass under bf16 autocast on CUDA (the loss in fp32).
 double train_step(BertForSequenceClassification& m, torch::optim::AdamW& opt, const torch::Tensor& ids,
-                  const torch::Tensor& mask, const torch::Tensor& labels, double lr, double clip);
+                  const torch::Tensor& mask, const torch::Tensor& labels, double lr, double clip, bool bf16 = false);
 
 /// DIR/config.json (BertForSequenceClassification, id2label/label2id), vocab.txt and
 /// model.safetensors (float32, HF names).

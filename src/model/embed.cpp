@@ -66,7 +66,9 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   const int rank = hpc::comm_rank(comm), world = hpc::comm_size(comm);
   const auto [local_rank, local_size] = hpc::local_rank_size(comm);
   set_intra_op_threads(o.threads, local_size);
+  const bool bf16 = wants_bf16(o.precision, o.device);
   const torch::Device dev = pick_rank_device(o.device, local_rank);
+  use_device(dev, /*tf32=*/false);  // full fp32: outputs match the CPU's within 1e-4
   EmbedSummary s;
   s.model_dir = resolve_model_dir(o.model);
   auto m = import_hf(s.model_dir);
@@ -113,7 +115,11 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
       ia[r][static_cast<int64_t>(t.size()) + 1] = kSep;
       ma[r][static_cast<int64_t>(t.size()) + 1] = 1;
     }
-    auto h = m->bert(ids.to(dev), mask.to(dev)).to(torch::kCPU);
+    torch::Tensor h;
+    {
+      Autocast autocast(bf16);
+      h = m->bert(ids.to(dev), mask.to(dev)).to(torch::kCPU, torch::kFloat32);
+    }
     auto c = h.select(1, 0).contiguous();
     auto mn = ((h * tokmask.unsqueeze(-1)).sum(1) / tokmask.sum(1, true)).contiguous();
     std::memcpy(cls.data() + b * static_cast<size_t>(H), c.data_ptr<float>(), static_cast<size_t>(c.numel()) * sizeof(float));

@@ -11,6 +11,7 @@ struct EmbedOptions {
   int64_t batch = 32;
   int threads = 0;
   std::string device = "cpu";
+  std::string precision = "fp32";  // or bf16 (autocast) on cuda
 };
 
 struct EmbedSummary {

@@ -87,7 +87,9 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
   if (o.warmup_fraction < 0 || o.warmup_fraction > 1)
     throw std::invalid_argument(fmt::format("--warmup-fraction {} must be in [0, 1]", o.warmup_fraction));
   const int threads = set_intra_op_threads(o.threads);
+  const bool bf16 = wants_bf16(o.precision, o.device);
   const torch::Device dev = pick_device(o.device, o.device_index);
+  use_device(dev, /*tf32=*/false);  // full fp32: outputs match the CPU's within 1e-4
 
   // Tables and classes (the classes are those of the training file).
   const auto train_rows = io::read_task_table(o.train);
@@ -184,7 +186,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
       for (size_t r : rows) lab.push_back(train.labels[r]);
       auto labels = torch::tensor(lab, torch::kLong).to(dev);
       const double lr = linear_warmup_lr(s.lr, step, s.warmup_steps, s.steps);
-      loss_sum += train_step(model, *opt, ids, mask, labels, lr, o.clip) * static_cast<double>(rows.size());
+      loss_sum += train_step(model, *opt, ids, mask, labels, lr, o.clip, bf16) * static_cast<double>(rows.size());
       ++step;
     }
     say(fmt::format("epoch {}/{}  loss {:.4f}  {:.2f} s", e + 1, s.epochs, loss_sum / static_cast<double>(n),
@@ -206,7 +208,8 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
       std::vector<size_t> rows(by_len.begin() + static_cast<std::ptrdiff_t>(lo),
                                by_len.begin() + static_cast<std::ptrdiff_t>(std::min(by_len.size(), lo + static_cast<size_t>(o.eval_batch))));
       auto [ids, mask] = make_batch(test, rows, dev);
-      auto p = torch::softmax(model->forward(ids, mask), -1).to(torch::kCPU, torch::kDouble).contiguous();
+      Autocast autocast(bf16);
+      auto p = torch::softmax(model->forward(ids, mask).to(torch::kFloat32), -1).to(torch::kCPU, torch::kDouble).contiguous();
       const double* pp = p.data_ptr<double>();
       for (size_t i = 0; i < rows.size(); ++i)
         std::memcpy(probs.data() + rows[i] * static_cast<size_t>(C), pp + i * static_cast<size_t>(C),

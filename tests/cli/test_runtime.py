@@ -89,7 +89,12 @@ class CudaWithoutGpu(unittest.TestCase):
     def check_one_line_error(self, args, ranks=None):
         p = run(args + ["--device", "cuda"], ranks=ranks, check=False, env=NO_GPU)
         self.assertNotEqual(p.returncode, 0, p.stdout)
-        errors = [l for l in p.stderr.splitlines() if "error:" in l]
+        # One message per rank, each on one line. Ranks write stderr concurrently, so one
+        # rank's "genemask[rank 1]: error: " can land on the line before another's message:
+        # count the prefixes, and the lines that hold a whole message.
+        self.assertEqual(len(re.findall(r"genemask(?:\[rank \d+\])?: error: ", p.stderr)), ranks or 1, p.stderr)
+        key = "no GPU is visible" if TORCH_CUDA else "was built against LibTorch"
+        errors = [l for l in p.stderr.splitlines() if key in l]
         self.assertEqual(len(errors), ranks or 1, p.stderr)
         line = errors[0]
         if TORCH_CUDA:
@@ -120,6 +125,21 @@ class CudaWithoutGpu(unittest.TestCase):
         self.check_one_line_error(["finetune", "--model", "random", "--config", self.cfg, "--train", self.table,
                                    "--test", self.table, "--out", out])
         self.assertFalse(os.path.exists(os.path.join(out, "metrics.json")))
+
+    def test_bf16_on_cpu_is_refused(self):
+        # Before any model is loaded or output written, on every command that runs a model.
+        cases = [["embed", "--model", self.hf, "--input", self.table, "--out", os.path.join(self.tmp, "b.h5")],
+                 ["finetune", "--model", "random", "--config", self.cfg, "--train", self.table, "--test",
+                  self.table, "--out", os.path.join(self.tmp, "ft-bf16")],
+                 ["pretrain", "--shards", self.shards, "--masking", "random", "--model", self.cfg, "--out",
+                  os.path.join(self.tmp, "pt-bf16"), "--steps", "1"]]
+        for args in cases:
+            p = run(args + ["--precision", "bf16"], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            errors = [l for l in p.stderr.splitlines() if l.strip()]
+            self.assertEqual(len(errors), 1, p.stderr)
+            self.assertIn("--precision bf16 needs --device cuda; on CPU use fp32", errors[0])
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "b.h5")))
 
     def test_cpu_still_works_with_no_gpu(self):
         s = summary(run(["embed", "--model", self.hf, "--input", self.table, "--out",

@@ -1,0 +1,205 @@
+// The parts of a training step that the GPU path relies on, checked on the CPU: SDPA
+// attention against HF's eager attention, the fused AdamW step against torch::optim::AdamW,
+// gradients in flat buckets (views, zeroing, clipping against clip_grad_norm_), and the
+// all-reduce choice.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include "model/bert.hpp"
+#include "model/grad_sync.hpp"
+#include "model/optim.hpp"
+#include "model_test_util.hpp"
+
+using namespace genemask::model;
+
+namespace {
+
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+
+/// q, k, v [B, heads, L, d] and a key mask with row r padded after L - 5r positions.
+struct Qkv {
+  torch::Tensor q, k, v, mask;
+};
+Qkv random_qkv(int64_t B, int64_t h, int64_t Lq, int64_t L, int64_t d) {
+  torch::manual_seed(11);
+  Qkv x{torch::randn({B, h, Lq, d}), torch::randn({B, h, L, d}), torch::randn({B, h, L, d}),
+        torch::ones({B, L}, torch::kLong)};
+  for (int64_t r = 0; r < B; ++r) x.mask[r].slice(0, std::max<int64_t>(1, L - 5 * r)).fill_(0);
+  return x;
+}
+
+/// A small MLM model with a loss whose gradients reach every parameter.
+BertForMaskedLM model_with_grads(uint64_t seed) {
+  auto cfg = genemask::test::small_bert_config(32, 64);
+  torch::manual_seed(seed);
+  BertForMaskedLM m(cfg);
+  init_weights(*m, cfg);
+  return m;
+}
+torch::Tensor loss_of(BertForMaskedLM& m, uint64_t seed) {
+  torch::manual_seed(seed);
+  auto ids = torch::randint(5, 4101, {3, 20}, torch::kLong);
+  auto labels = torch::where(torch::rand({3, 20}) < 0.3, ids, torch::full({3, 20}, -100, torch::kLong));
+  labels[0][1] = ids[0][1];
+  return m->masked_lm_loss_sum(ids, torch::ones({3, 20}, torch::kLong), labels);
+}
+
+}  // namespace
+
+TEST(Attention, SdpaMatchesEagerWithPadding) {
+  for (int64_t Lq : {24, 1}) {  // every query, and the classifier's [CLS]-only last layer
+    auto x = random_qkv(4, 3, Lq, 24, 8);
+    const auto km = key_mask_of(x.mask);
+    auto fast = attention(x.q, x.k, x.v, km, 0.0);
+    auto ref = attention_reference(x.q, x.k, x.v, km, 0.0, false);
+    EXPECT_EQ(fast.sizes(), ref.sizes());
+    EXPECT_LT(max_abs_diff(fast, ref), 1e-5) << "Lq " << Lq;
+    // Padded keys get no weight: changing their values changes nothing.
+    auto v2 = x.v.clone();
+    v2[3].slice(1, 24 - 15).fill_(1e3);
+    EXPECT_LT(max_abs_diff(attention(x.q, x.k, v2, km, 0.0), fast), 1e-5);
+  }
+}
+
+TEST(Attention, SdpaOnGpuMatchesEager) {
+  // The GPU's fused kernels (flash without a mask, memory-efficient or cuDNN with one)
+  // against the eager computation on the same GPU; ctest reports it skipped without one.
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";
+  const torch::Device gpu(torch::kCUDA, 0);
+  auto x = random_qkv(4, 4, 64, 64, 32);
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    auto q = x.q.to(gpu, dtype), k = x.k.to(gpu, dtype), v = x.v.to(gpu, dtype);
+    const double tol = dtype == torch::kFloat32 ? 1e-4 : 3e-2;  // bf16: 8-bit mantissa
+    for (const auto& km : {torch::Tensor(), key_mask_of(x.mask.to(gpu))}) {
+      auto fast = attention(q, k, v, km, 0.0).to(torch::kFloat32);
+      auto ref = attention_reference(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32), km, 0.0, false);
+      EXPECT_LT(max_abs_diff(fast, ref), tol) << (km.defined() ? "masked " : "no mask ") << dtype;
+    }
+  }
+}
+
+TEST(Attention, NoMaskEqualsAllOnesMask) {
+  auto x = random_qkv(2, 2, 16, 16, 8);
+  auto none = attention(x.q, x.k, x.v, torch::Tensor(), 0.0);
+  auto ones = attention(x.q, x.k, x.v, key_mask_of(torch::ones({2, 16}, torch::kLong)), 0.0);
+  EXPECT_LT(max_abs_diff(none, ones), 1e-6);
+  EXPECT_LT(max_abs_diff(none, attention_reference(x.q, x.k, x.v, torch::Tensor(), 0.0, false)), 1e-5);
+}
+
+TEST(Attention, DropoutOnlyInTraining) {
+  auto x = random_qkv(2, 2, 16, 16, 8);
+  const auto km = key_mask_of(x.mask);
+  auto cfg = genemask::test::small_bert_config(32, 64);
+  cfg.attention_probs_dropout_prob = 0.5;
+  BertSelfAttention sa(cfg);
+  auto h = torch::randn({2, 16, 32});
+  sa->eval();
+  auto a = sa->forward(h, km), b = sa->forward(h, km);
+  EXPECT_TRUE(torch::equal(a, b));
+  sa->train();
+  EXPECT_GT(max_abs_diff(sa->forward(h, km), a), 1e-3);
+}
+
+TEST(FusedAdamW, MatchesTorchAdamWAndKeepsItsState) {
+  auto a = model_with_grads(1), b = model_with_grads(1);
+  AdamWSettings s;
+  s.lr = 1e-2;
+  s.beta2 = 0.98;
+  s.eps = 1e-6;
+  auto oa = make_adamw(a->named_parameters(), s), ob = make_adamw(b->named_parameters(), s);
+  FusedAdamW fused(*ob);
+  for (int step = 0; step < 4; ++step) {
+    const double lr = 1e-2 * (step + 1) / 4;
+    for (auto* o : {oa.get(), ob.get()})
+      for (auto& g : o->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    oa->zero_grad();
+    loss_of(a, 100 + step).backward();
+    {  // the same gradients for both: the test is of the update alone
+      torch::NoGradGuard ng;
+      auto ga = a->named_parameters();
+      for (auto& p : b->named_parameters()) p.value().mutable_grad() = ga[p.key()].grad().clone();
+    }
+    oa->step();
+    fused.step(lr);
+  }
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  double worst = 0;
+  for (const auto& p : pa) worst = std::max(worst, max_abs_diff(p.value(), pb[p.key()]));
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_GT(max_abs_diff(pa["bert.encoder.layer.0.output.dense.weight"],
+                         model_with_grads(1)->named_parameters()["bert.encoder.layer.0.output.dense.weight"]),
+            1e-3);  // it did move
+  // The state a checkpoint saves: the same step counts and moments as AdamW's own.
+  for (size_t i = 0; i < pa.size(); ++i) {
+    auto& sa = static_cast<torch::optim::AdamWParamState&>(*oa->state().at(pa[i].value().unsafeGetTensorImpl()));
+    auto& sb = static_cast<torch::optim::AdamWParamState&>(*ob->state().at(pb[i].value().unsafeGetTensorImpl()));
+    EXPECT_EQ(sa.step(), sb.step());
+    // The same gradients in: the moments agree to float rounding of the tensor's largest
+    // entries (the two kernels order their multiply-adds differently).
+    const auto near = [](const torch::Tensor& x, const torch::Tensor& y) {
+      return max_abs_diff(x, y) <= 1e-6 * x.abs().max().item<double>() + 1e-12;
+    };
+    EXPECT_TRUE(near(sa.exp_avg(), sb.exp_avg())) << pa[i].key();
+    EXPECT_TRUE(near(sa.exp_avg_sq(), sb.exp_avg_sq())) << pa[i].key();
+  }
+}
+
+TEST(FusedAdamW, NoDecayGroupIsHfs) {
+  auto m = model_with_grads(1);
+  auto opt = make_adamw(m->named_parameters(), AdamWSettings{});
+  ASSERT_EQ(opt->param_groups().size(), 2u);
+  size_t decayed = 0;
+  for (const auto& p : m->named_parameters())
+    decayed += p.key().find("bias") == std::string::npos && p.key().find("LayerNorm") == std::string::npos;
+  EXPECT_EQ(opt->param_groups()[0].params().size(), decayed);
+  EXPECT_EQ(static_cast<torch::optim::AdamWOptions&>(opt->param_groups()[1].options()).weight_decay(), 0.0);
+}
+
+TEST(GradBuckets, BackwardAccumulatesIntoTheBuckets) {
+  auto m = model_with_grads(2), ref = model_with_grads(2);
+  std::vector<torch::Tensor> params = m->parameters();
+  GradBuckets g(params, MPI_COMM_SELF, AllReduce::Local, /*bucket_floats=*/10000);
+  EXPECT_GE(g.bucket_count(), 4u);  // small buckets: several, and the embeddings (131k) alone in one
+  EXPECT_EQ(g.bucket_floats_max(), 4101 * 32);
+  EXPECT_TRUE(g.intact());
+  for (int micro = 0; micro < 2; ++micro) {  // accumulation over two micro-batches
+    loss_of(m, 7 + micro).backward();
+    loss_of(ref, 7 + micro).backward();
+  }
+  EXPECT_TRUE(g.intact());
+  auto pm = m->named_parameters(), pr = ref->named_parameters();
+  for (const auto& p : pm) EXPECT_LT(max_abs_diff(p.value().grad(), pr[p.key()].grad()), 1e-6) << p.key();
+  // Clipping: the norm and the scaled gradients of clip_grad_norm_.
+  const double want = torch::nn::utils::clip_grad_norm_(ref->parameters(), 0.5);
+  const double got = g.clip(0.5).item<double>();
+  EXPECT_NEAR(got, want, 1e-5 * want);
+  for (const auto& p : pm) EXPECT_LT(max_abs_diff(p.value().grad(), pr[p.key()].grad()), 1e-6) << p.key();
+  g.allreduce();  // one rank: nothing
+  g.zero();
+  EXPECT_TRUE(g.intact());
+  for (const auto& p : pm) EXPECT_EQ(p.value().grad().abs().sum().item<double>(), 0.0);
+}
+
+TEST(GradBuckets, MpiSumOverOneRankIsTheIdentity) {
+  auto m = model_with_grads(3);
+  std::vector<torch::Tensor> params = m->parameters();
+  GradBuckets g(params, MPI_COMM_SELF, AllReduce::Mpi);
+  loss_of(m, 1).backward();
+  std::vector<torch::Tensor> before;
+  for (auto& p : params) before.push_back(p.grad().clone());
+  g.allreduce();
+  for (size_t i = 0; i < params.size(); ++i) EXPECT_TRUE(torch::equal(params[i].grad(), before[i]));
+}
+
+TEST(AllReduceChoice, CpuAndErrors) {
+  const torch::Device cpu(torch::kCPU);
+  EXPECT_EQ(choose_allreduce("auto", cpu, 0, 1, MPI_COMM_SELF), AllReduce::Local);
+  EXPECT_EQ(choose_allreduce("mpi", cpu, 0, 1, MPI_COMM_SELF), AllReduce::Local);
+  try {
+    choose_allreduce("nccl", cpu, 0, 1, MPI_COMM_SELF);
+    FAIL() << "nccl on cpu accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("needs --device cuda"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(choose_allreduce("gloo", cpu, 0, 1, MPI_COMM_SELF), std::invalid_argument);
+}
