@@ -24,6 +24,7 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                       {"out", o.out},
                       {"masking", o.masking},
                       {"model", o.model},
+                      {"init", o.init},
                       {"ranks", s.ranks},
                       {"effective_batch", s.effective_batch},
                       {"allreduce", s.allreduce},
@@ -54,7 +55,12 @@ void register_pretrain(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->add_option("--npmi", o->npmi, "npmi.tsv (genemask masking)")->check(CLI::ExistingFile);
   sub->add_option("--pmi-vocab", o->pmi_vocab, "pmi_vocab.tsv (pmi-vocab masking)")->check(CLI::ExistingFile);
-  sub->add_option("--model", o->model, "dnabert, logo or an HF-style config.json")->capture_default_str();
+  auto* model_opt = sub->add_option("--model", o->model, "dnabert, logo or an HF-style config.json")->capture_default_str();
+  sub->add_option("--init", o->init,
+                  "continue pretraining from this model: an HF-format directory (config.json + model.safetensors "
+                  "or pytorch_model.bin, e.g. DNABERT-6's release) or a pretrain run; its config replaces --model")
+      ->check(CLI::ExistingDirectory)
+      ->excludes(model_opt);
   sub->add_option("--out", o->out, "run directory (checkpoints/, metrics.jsonl, perplexity.svg)")->required();
   sub->add_option("--steps", o->steps, "optimizer steps")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "linear warm-up steps")->capture_default_str();
@@ -78,6 +84,7 @@ void register_pretrain(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->add_flag("--tf32,!--no-tf32", o->tf32, "TF32 for fp32 matrix products on a GPU (default on)");
   sub->add_option("--stop-after", o->stop_after, "testing: stop after this step without a checkpoint")->group("");
+  sub->add_option("--dump-first-batch", o->dump_first_batch, "testing: first micro-batch to a safetensors file")->group("");
   sub->footer("AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, gradient clipping 1.0. SIGTERM or "
               "SIGUSR1 (Slurm's warning signal) writes a checkpoint and exits; --resume continues exactly.");
   sub->callback([o, &ctx] { ctx.run = [o, &ctx] { run_pretrain(*o, ctx); }; });

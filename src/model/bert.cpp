@@ -227,6 +227,10 @@ BertForMaskedLMImpl::BertForMaskedLMImpl(const BertConfig& c) : config(c) {
   config.validate();
   bert = register_module("bert", BertModel(c));
   cls = register_module("cls", BertOnlyMLMHead(c));
+  auto pooler = bert->register_module("pooler", std::make_shared<torch::nn::Module>());
+  auto dense = pooler->register_module("dense", std::make_shared<torch::nn::Module>());
+  pooler_weight = dense->register_buffer("weight", torch::zeros({c.hidden_size, c.hidden_size}));
+  pooler_bias = dense->register_buffer("bias", torch::zeros({c.hidden_size}));
 }
 
 torch::Tensor BertForMaskedLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
@@ -267,6 +271,10 @@ torch::Tensor BertForMaskedLMImpl::mlm_loss(const torch::Tensor& logits, const t
 
 void init_weights(torch::nn::Module& m, const BertConfig& c) {
   torch::NoGradGuard ng;
+  for (auto& b : m.named_buffers()) {  // the carried pooler of BertForMaskedLM
+    if (b.key().find("pooler.dense.weight") != std::string::npos) b.value().normal_(0.0, c.initializer_range);
+    if (b.key().find("pooler.dense.bias") != std::string::npos) b.value().zero_();
+  }
   for (auto& p : m.named_parameters()) {
     const std::string& n = p.key();
     auto& t = p.value();

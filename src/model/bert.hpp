@@ -153,6 +153,13 @@ struct BertForMaskedLMImpl : torch::nn::Module {
                                    const torch::Tensor& rows, const torch::Tensor& targets);
   /// Mean cross-entropy over positions whose label is not -100.
   static torch::Tensor mlm_loss(const torch::Tensor& logits, const torch::Tensor& labels);
+  /// bert.pooler.dense.{weight,bias}: carried, not trained. MLM never reads the pooler, but
+  /// a checkpoint may have one (DNABERT's released weights do), which BertModel and
+  /// BertForSequenceClassification then load. Buffers, so the optimizer never sees them;
+  /// exported only when loaded (`has_pooler`), so that an export of a model without one
+  /// is what transformers' own BertForMaskedLM saves.
+  torch::Tensor pooler_weight, pooler_bias;
+  bool has_pooler = false;
   BertConfig config;
   BertModel bert{nullptr};
   BertOnlyMLMHead cls{nullptr};

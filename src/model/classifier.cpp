@@ -179,7 +179,7 @@ void save_classifier_hf(BertForSequenceClassification& m, const std::vector<std:
     f.stream() << j.dump(2) << '\n';
     f.commit();
   }
-  write_vocab_and_weights(*m, dir);
+  write_vocab_and_weights(*m, m->config, dir);
 }
 
 BertForSequenceClassification load_classifier_hf(const std::string& dir, std::vector<std::string>* class_names) {
@@ -193,7 +193,9 @@ BertForSequenceClassification load_classifier_hf(const std::string& dir, std::ve
   } catch (const std::exception& e) {
     throw io::InputError(cfg_path, fmt::format("not valid JSON: {}", e.what()));
   }
+  auto tensors = read_hf_tensors(dir);
   std::vector<std::string> names;
+  const auto head = std::find_if(tensors.begin(), tensors.end(), [](const auto& t) { return t.first == "classifier.weight"; });
   if (j.contains("id2label") && j["id2label"].is_object() && !j["id2label"].empty()) {
     const size_t n = j["id2label"].size();
     names.resize(n);
@@ -205,14 +207,17 @@ BertForSequenceClassification load_classifier_hf(const std::string& dir, std::ve
     }
   } else if (j.contains("num_labels") && j["num_labels"].is_number_integer()) {
     for (int64_t i = 0; i < j["num_labels"].get<int64_t>(); ++i) names.push_back(std::to_string(i));
+  } else if (head != tensors.end() && head->second.dim() == 2) {
+    // transformers leaves the default two labels out of config.json: the head says how many.
+    for (int64_t i = 0; i < head->second.size(0); ++i) names.push_back(std::to_string(i));
   } else {
-    throw io::InputError(cfg_path, "has neither id2label nor num_labels: not a sequence classifier");
+    throw io::InputError(cfg_path, "has neither id2label nor num_labels, and the weights no classifier.weight: not a "
+                                   "sequence classifier");
   }
   BertConfig c = BertConfig::from_json_file(cfg_path);
   c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.0;
   BertForSequenceClassification m(c, static_cast<int64_t>(names.size()));
   const std::string file = dir + (std::filesystem::exists(dir + "/model.safetensors") ? "/model.safetensors" : "/pytorch_model.bin");
-  auto tensors = read_hf_tensors(dir);
   torch::NoGradGuard ng;
   auto params = m->named_parameters();
   std::set<std::string> loaded;

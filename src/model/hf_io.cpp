@@ -10,6 +10,7 @@
 #include <iterator>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "genemask/tokenizer.hpp"
@@ -19,10 +20,35 @@
 
 namespace genemask::model {
 
-void write_vocab_and_weights(torch::nn::Module& m, const std::string& dir) {
+void write_vocab_and_weights(torch::nn::Module& m, const BertConfig& config, const std::string& dir,
+                             bool with_buffers) {
   write_vocab(dir + "/vocab.txt");
+  // BertTokenizer's settings: the vocabulary is upper-case 6-mers, so no lower-casing and
+  // no accent stripping; [CLS] ... [SEP] around the tokens, as genemask encodes.
+  nlohmann::ordered_json tc = {{"tokenizer_class", "BertTokenizer"},
+                               {"do_lower_case", false},
+                               {"do_basic_tokenize", true},
+                               {"strip_accents", false},
+                               {"tokenize_chinese_chars", false},
+                               {"model_max_length", config.max_position_embeddings},
+                               {"unk_token", "[UNK]"},
+                               {"sep_token", "[SEP]"},
+                               {"pad_token", "[PAD]"},
+                               {"cls_token", "[CLS]"},
+                               {"mask_token", "[MASK]"},
+                               {"clean_up_tokenization_spaces", false}};
+  nlohmann::ordered_json sm = {{"unk_token", "[UNK]"}, {"sep_token", "[SEP]"}, {"pad_token", "[PAD]"},
+                               {"cls_token", "[CLS]"}, {"mask_token", "[MASK]"}};
+  for (const auto& [name, j] : {std::pair{"tokenizer_config.json", tc}, std::pair{"special_tokens_map.json", sm}}) {
+    io::AtomicFile f(dir + "/" + name);
+    f.stream() << j.dump(2) << '\n';
+    f.commit();
+  }
   std::vector<io::StTensor> tensors;
-  for (const auto& p : m.named_parameters()) {
+  auto named = m.named_parameters();
+  if (with_buffers)
+    for (const auto& b : m.named_buffers()) named.insert(b.key(), b.value());
+  for (const auto& p : named) {
     auto t = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
     io::StTensor s;
     s.name = p.key();
@@ -42,7 +68,7 @@ void export_hf(BertForMaskedLM& model, const std::string& dir) {
     f.stream() << model->config.to_json();
     f.commit();
   }
-  write_vocab_and_weights(*model, dir);
+  write_vocab_and_weights(*model, model->config, dir, /*with_buffers=*/model->has_pooler);
 }
 
 void load_state(BertForMaskedLM& model, const std::string& source,
@@ -53,7 +79,16 @@ void load_state(BertForMaskedLM& model, const std::string& source,
   for (const auto& [name, t] : tensors) {
     // Tied copies that HF checkpoints may carry.
     if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;
-    if (name.find("position_ids") != std::string::npos || name.rfind("bert.pooler.", 0) == 0) continue;
+    if (name.find("position_ids") != std::string::npos) continue;
+    if (name == "bert.pooler.dense.weight" || name == "bert.pooler.dense.bias") {  // carried as is
+      auto& dst = name == "bert.pooler.dense.weight" ? model->pooler_weight : model->pooler_bias;
+      if (dst.sizes() != t.sizes())
+        throw io::InputError(source, fmt::format("tensor '{}' has shape {}, the model expects {}", name,
+                                                 fmt::join(t.sizes().vec(), "x"), fmt::join(dst.sizes().vec(), "x")));
+      dst.copy_(t.to(dst.dtype()));
+      loaded.insert(name);
+      continue;
+    }
     auto* p = params.find(name);
     if (!p) throw io::InputError(source, fmt::format("unexpected tensor '{}' (not a BertForMaskedLM parameter)", name));
     if (p->sizes() != t.sizes())
@@ -64,6 +99,11 @@ void load_state(BertForMaskedLM& model, const std::string& source,
   }
   for (const auto& p : params)
     if (!loaded.count(p.key())) throw io::InputError(source, fmt::format("tensor '{}' is missing", p.key()));
+  model->has_pooler = loaded.count("bert.pooler.dense.weight") > 0;
+  if (!model->has_pooler) {  // none in the file: HF's initialisation, not exported
+    model->pooler_weight.normal_(0.0, model->config.initializer_range);
+    model->pooler_bias.zero_();
+  }
 }
 
 namespace {
@@ -72,7 +112,9 @@ namespace {
 /// tensor hooks) and has no POP opcode, so the top-level `OrderedDict()` call of data.pkl
 /// is rewritten as EMPTY_DICT MARK GLOBAL(OrderedDict) BINPUT(0) NONE SETITEMS: a dict with
 /// one entry whose key is not a string (skipped below), and the class still in memo slot 0
-/// for the hooks of each tensor.
+/// for the hooks of each tensor. A state_dict saved from a module also carries `_metadata`
+/// (module versions, an OrderedDict of dicts) as the dict's state, set by a final BUILD:
+/// that tail is cut, leaving the dict of tensors on the stack.
 std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(const std::string& path) {
   c10::IValue v;
   try {
@@ -85,6 +127,18 @@ std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(const std::s
     const size_t at = pkl.find(pattern);
     if (at != std::string::npos && at < 8)
       pkl.replace(at, pattern.size(), std::string(kRewrite, sizeof kRewrite - 1));
+    // ... }q<n>X\x09\0\0\0_metadata ... SETITEM BUILD STOP  ->  ... STOP
+    static const std::string kMeta("X\x09\x00\x00\x00_metadata", 14);
+    const size_t meta = pkl.rfind(kMeta);
+    if (meta != std::string::npos && pkl.size() >= 2 && pkl.compare(pkl.size() - 2, 2, "b.") == 0) {
+      size_t cut = std::string::npos;
+      if (meta >= 3 && pkl[meta - 3] == '}' && pkl[meta - 2] == 'q') cut = meta - 3;       // BINPUT
+      else if (meta >= 6 && pkl[meta - 6] == '}' && pkl[meta - 5] == 'r') cut = meta - 6;  // LONG_BINPUT
+      if (cut != std::string::npos) {
+        pkl.resize(cut);
+        pkl += '.';
+      }
+    }
     size_t off = 0;
     auto reader = [&](char* buf, size_t n) {
       n = std::min(n, pkl.size() - off);

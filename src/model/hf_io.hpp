@@ -10,8 +10,12 @@ namespace genemask::model {
 /// the decoder weight is tied to the word embeddings and not stored, as HF does).
 void export_hf(BertForMaskedLM& model, const std::string& dir);
 
-/// Writes DIR/vocab.txt and DIR/model.safetensors (every parameter of `m` by its name, float32).
-void write_vocab_and_weights(torch::nn::Module& m, const std::string& dir);
+/// Writes DIR/vocab.txt, the tokenizer files of HF's BertTokenizer (tokenizer_config.json,
+/// special_tokens_map.json: no lower-casing, so `AutoTokenizer` maps upper-case 6-mer text
+/// to genemask's ids) and DIR/model.safetensors (every parameter and buffer of `m` by its
+/// name, float32; buffers too when `with_buffers`).
+void write_vocab_and_weights(torch::nn::Module& m, const BertConfig& config, const std::string& dir,
+                             bool with_buffers = false);
 
 /// Loads DIR (config.json + model.safetensors, or + pytorch_model.bin as DNABERT ships it)
 /// into a new model. Missing or unexpected
@@ -31,7 +35,8 @@ std::vector<int64_t> checkpoint_steps(const std::string& run);
 /// a run directory. Throws InputError when there is neither.
 std::string resolve_model_dir(const std::string& run_or_dir);
 
-/// Copies named tensors into the model's parameters by HF name; returns the names used.
+/// Copies named tensors into the model's parameters by HF name (and the pooler, when the
+/// tensors have one); missing or unexpected tensors are errors that name them.
 void load_state(BertForMaskedLM& model, const std::string& source, const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
 }  // namespace genemask::model

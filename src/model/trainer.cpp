@@ -9,6 +9,7 @@
 #include <future>
 #include <cmath>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
@@ -70,6 +71,25 @@ HostBatch stage(const Batch& b, bool pinned) {
 struct StepBatch {
   torch::Tensor ids, mask, rows, targets;  // mask undefined: no padding
 };
+
+/// Testing: a staged micro-batch as safetensors (input_ids, attention_mask, labels with -100
+/// where unmasked), for an independent loss computation.
+void dump_batch(const HostBatch& h, const std::string& path) {
+  const int64_t n = h.rows * h.cols;
+  const int64_t* p = h.buf.data_ptr<int64_t>();
+  std::vector<int64_t> labels(static_cast<size_t>(n), kIgnoreLabel);
+  for (int64_t k = 0; k < h.masked; ++k) labels[static_cast<size_t>(p[2 * n + k])] = p[2 * n + h.masked + k];
+  auto tensor = [&](const char* name, const int64_t* data) {
+    io::StTensor t;
+    t.name = name;
+    t.dtype = "I64";
+    t.shape = {h.rows, h.cols};
+    t.data.resize(static_cast<size_t>(n) * sizeof(int64_t));
+    std::memcpy(t.data.data(), data, t.data.size());
+    return t;
+  };
+  io::write_safetensors(path, {tensor("input_ids", p), tensor("attention_mask", p + n), tensor("labels", labels.data())});
+}
 
 /// One copy to the device (asynchronous from pinned memory), then views.
 StepBatch to_device(const HostBatch& h, const torch::Device& dev) {
@@ -159,11 +179,20 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   const AllReduce how = choose_allreduce(o.allreduce, device, device.is_cuda() ? runtime_info().gpus : 0, local_size, comm);
   const int threads = set_intra_op_threads(o.threads, local_size);
 
-  const BertConfig cfg = o.model.find(".json") != std::string::npos ? BertConfig::from_json_file(o.model)
-                                                                    : BertConfig::named(o.model);
+  // --init: the architecture and weights of an HF-format model (or a run's newest
+  // checkpoint); the optimizer, schedule and masking are this run's own.
+  const std::string init_dir = o.init.empty() ? "" : resolve_model_dir(o.init);
+  const BertConfig cfg = !init_dir.empty() ? BertConfig::from_json_file(init_dir + "/config.json")
+                         : o.model.find(".json") != std::string::npos ? BertConfig::from_json_file(o.model)
+                                                                        : BertConfig::named(o.model);
   torch::manual_seed(o.seed);
   BertForMaskedLM model(cfg);
   init_weights(*model, cfg);
+  if (!init_dir.empty() && !o.resume) {
+    const bool bin = !fs::exists(init_dir + "/model.safetensors");
+    load_state(model, init_dir + (bin ? "/pytorch_model.bin" : "/model.safetensors"), read_hf_tensors(init_dir));
+    say(fmt::format("initialised from {}", init_dir));
+  }
   model->to(device);
   std::vector<torch::Tensor> params;
   for (auto& p : model->parameters()) params.push_back(p);
@@ -200,6 +229,9 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
       torch::NoGradGuard ng;
       auto src = imported->named_parameters();
       for (auto& p : model->named_parameters()) p.value().copy_(src[p.key()].to(device));
+      model->pooler_weight.copy_(imported->pooler_weight);
+      model->pooler_bias.copy_(imported->pooler_bias);
+      model->has_pooler = imported->has_pooler;
     }
     torch::load(opt, d + "/optimizer.pt");
     torch::Tensor rs;
@@ -308,6 +340,7 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
                            {"seed", o.seed},
                            {"masking", o.masking},
                            {"model", o.model},
+                           {"init", init_dir},
                            {"command_line", o.command_line}};
       {
         io::AtomicFile f(tmp + "/state.json");
@@ -352,6 +385,7 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   while (step < o.steps) {
     StepData sd = pending.get();
     if (step + 1 < o.steps) pending = std::async(policy, fetch);
+    if (!o.dump_first_batch.empty() && step == sum.start_step && rank == 0) dump_batch(sd.micro.front(), o.dump_first_batch);
     const double total_masked = hpc::allreduce_sum_double(sd.masked, comm);
     std::vector<StepBatch> micro;
     for (const auto& h : sd.micro) micro.push_back(to_device(h, device));  // every copy queued up front

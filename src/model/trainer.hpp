@@ -19,6 +19,7 @@ namespace genemask::model {
 
 struct PretrainOptions {
   std::string shards, out, masking = "genemask", npmi, pmi_vocab, model = "logo";
+  std::string init;              // HF-format model directory or a run: initial weights and config
   int64_t steps = 10000, warmup = 500, batch_per_rank = 10, grad_accum = 25;
   double lr = 4e-4, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.98, eps = 1e-6, clip = 1.0;
   uint64_t seed = 42;
@@ -29,6 +30,7 @@ struct PretrainOptions {
   bool tf32 = true;                // TF32 for fp32 matrix products on a GPU
   int threads = 0;          // intra-op threads per rank; 0 = cores / ranks on the node
   int64_t stop_after = -1;  // testing: return after this step without a checkpoint (like a kill)
+  std::string dump_first_batch;  // testing: the first micro-batch of rank 0 as safetensors
   std::string command_line;
 };
 

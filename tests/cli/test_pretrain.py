@@ -13,6 +13,8 @@ import time
 import unittest
 
 from test_cli import BIN, ENV, run, summary
+
+MODEL_TESTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "model")
 from test_corpus import write_genome
 
 TINY = {"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 1,
@@ -89,6 +91,47 @@ class Pretrain(unittest.TestCase):
                 self.assertAlmostEqual(l1, l2, delta=1e-4 * abs(l1), msg=f"{ranks} ranks")
                 self.assertAlmostEqual(g1, g2, delta=1e-3 * abs(g1), msg=f"{ranks} ranks")
                 self.assertEqual(lr1, lr2)
+
+    def test_init_continues_from_a_transformers_model(self):
+        # A BertForMaskedLM saved by transformers (save_pretrained), dropout set to 0 so that
+        # the training-mode loss is the model's loss.
+        hf = os.path.join(self.tmp, "hf-saved")
+        subprocess.run([sys.executable, os.path.join(MODEL_TESTS, "hf_transformers_check.py"), "save", hf],
+                       check=True, capture_output=True)
+        init = os.path.join(hf, "mlm-st")
+        with open(os.path.join(init, "config.json")) as f:
+            cfg = json.load(f)
+        cfg.update(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        with open(os.path.join(init, "config.json"), "w") as f:
+            json.dump(cfg, f)
+        out, dump = os.path.join(self.tmp, "init-run"), os.path.join(self.tmp, "first-batch.safetensors")
+        args = ["pretrain", "--shards", self.shards, "--init", init, "--out", out, "--masking", "random",
+                "--steps", "2", "--warmup", "1", "--batch-per-rank", "3", "--grad-accum", "1", "--log-every", "1",
+                "--eval-every", "0", "--threads", "1", "--dump-first-batch", dump]
+        s = summary(run(args))
+        self.assertEqual(s["init"], init)
+        first_loss = metrics(out)[0][1]
+        # The loaded model's loss on the same batch, computed by transformers.
+        import torch
+        from safetensors.torch import load_file
+        from transformers import AutoModelForMaskedLM
+        b = load_file(dump)
+        m = AutoModelForMaskedLM.from_pretrained(init).eval()
+        with torch.no_grad():
+            logits = m(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+        want = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), b["labels"].view(-1),
+                                                 ignore_index=-100).item()
+        self.assertGreater(int((b["labels"] != -100).sum()), 0)
+        self.assertAlmostEqual(first_loss, want, delta=1e-5 * want)
+        with open(os.path.join(out, "checkpoints", "step-00000002", "config.json")) as f:
+            self.assertEqual(json.load(f)["hidden_size"], 32)
+        # A genemask run as --init, and --init with --model refused.
+        again = os.path.join(self.tmp, "init-from-run")
+        s = summary(run(args[:4] + [out] + args[5:6] + [again] + args[7:-2]))
+        self.assertEqual(s["steps_done"], 2)
+        p = run(args[:6] + [os.path.join(self.tmp, "x"), "--model", "logo"] + args[7:-2], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("excludes", p.stderr)
 
     def test_sigterm_checkpoints_and_export(self):
         out = os.path.join(self.tmp, "sig")

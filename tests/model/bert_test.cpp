@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <set>
 
 #include "io/error.hpp"
@@ -160,6 +161,46 @@ TEST(Bert, ExportMatchesIndependentPythonForward) {
   back->eval();
   torch::NoGradGuard ng;
   EXPECT_TRUE(torch::equal(back->forward(ids, mask), logits));
+}
+
+// The real transformers library: AutoTokenizer, AutoModelForMaskedLM and AutoModel load the
+// export (no missing weights) and give genemask's ids, logits and hidden states.
+TEST(Bert, ExportLoadsInTransformers) {
+  test::TempDir tmp;
+  torch::manual_seed(4);
+  BertForMaskedLM m(small_config());
+  init_weights(*m, m->config);
+  m->eval();
+  auto [ids, mask] = batch();
+  torch::Tensor logits, hidden;
+  {
+    torch::NoGradGuard ng;
+    logits = m->forward(ids, mask);
+    hidden = m->bert(ids, mask);
+  }
+  export_hf(m, tmp.file("hf"));
+  for (const char* f : {"tokenizer_config.json", "special_tokens_map.json", "vocab.txt"})
+    EXPECT_TRUE(std::filesystem::exists(tmp.file(std::string("hf/") + f))) << f;
+  io::write_safetensors(tmp.file("io.safetensors"), {to_st("input_ids", ids), to_st("attention_mask", mask),
+                                                     to_st("logits", logits), to_st("hidden", hidden)});
+  EXPECT_EQ(test::run_python("hf_transformers_check.py export " + tmp.file("hf") + " " + tmp.file("io.safetensors") + " 1e-5"), 0);
+}
+
+// Models saved by transformers (save_pretrained's safetensors, and pytorch_model.bin) load
+// and give transformers' logits and hidden states.
+TEST(Bert, LoadsModelsSavedByTransformers) {
+  test::TempDir tmp;
+  ASSERT_EQ(test::run_python("hf_transformers_check.py save " + tmp.path()), 0);
+  auto io = test::read_st(tmp.file("io.safetensors"));
+  for (const char* d : {"mlm-st", "mlm-bin"}) {
+    auto m = import_hf(tmp.file(d));
+    m->eval();
+    torch::NoGradGuard ng;
+    const auto& ids = io["input_ids"];
+    const auto& mask = io["attention_mask"];
+    EXPECT_LT(test::max_diff_real(m->forward(ids, mask), io["logits"], mask), 1e-5) << d;
+    EXPECT_LT(test::max_diff_real(m->bert(ids, mask), io["hidden"], mask), 1e-5) << d;
+  }
 }
 
 // DNABERT's released weights come as pytorch_model.bin (torch.save of a state_dict).

@@ -233,6 +233,50 @@ TEST(Classifier, ReloadsSavedClassifierWithNewHead) {
   EXPECT_LT(b->named_parameters()["classifier.weight"].abs().max().item<float>(), 0.5f);  // re-initialised
 }
 
+// `finetune --save-model` loads in transformers as AutoModelForSequenceClassification (no
+// missing or unexpected weights) with the same logits; transformers' own saved classifiers
+// (safetensors and pytorch_model.bin, default labels left out of config.json) load here.
+TEST(Classifier, HuggingFaceRoundTripWithTransformers) {
+  test::TempDir tmp;
+  auto a = build_classifier("random", write_config(tmp), 3, 0.0, 5, nullptr);
+  {
+    torch::NoGradGuard ng;
+    a->named_parameters()["classifier.bias"].add_(0.3);
+  }
+  a->eval();
+  save_classifier_hf(a, {"x", "y", "z"}, tmp.file("clf"));
+  auto b = batch(4, 24, 3, 6);
+  torch::Tensor logits;
+  {
+    torch::NoGradGuard ng;
+    logits = a->forward(b.ids, b.mask);
+  }
+  io::write_safetensors(tmp.file("io.safetensors"),
+                        {to_st("input_ids", b.ids), to_st("attention_mask", b.mask), to_st("cls_logits", logits)});
+  EXPECT_EQ(test::run_python("hf_transformers_check.py export " + tmp.file("clf") + " " + tmp.file("io.safetensors")), 0);
+
+  ASSERT_EQ(test::run_python("hf_transformers_check.py save " + tmp.file("hf")), 0);
+  auto io = test::read_st(tmp.file("hf/io.safetensors"));
+  for (const char* d : {"cls-st", "cls-bin"}) {
+    std::vector<std::string> names;
+    auto m = load_classifier_hf(tmp.file(std::string("hf/") + d), &names);
+    EXPECT_EQ(names, (std::vector<std::string>{"0", "1"})) << d;
+    m->eval();
+    torch::NoGradGuard ng;
+    EXPECT_LT((m->forward(io["input_ids"], io["attention_mask"]) - io["cls_logits"]).abs().max().item<double>(), 1e-5) << d;
+  }
+  // finetune's start from a transformers-saved MLM: its encoder, as transformers computes it.
+  for (const char* d : {"mlm-st", "mlm-bin"}) {
+    ClassifierSource src;
+    auto m = build_classifier(tmp.file(std::string("hf/") + d), "", 2, 0.0, 1, &src);
+    EXPECT_FALSE(src.pooler_loaded) << d;  // BertForMaskedLM has none
+    m->eval();
+    torch::NoGradGuard ng;
+    EXPECT_LT(test::max_diff_real(m->bert(io["input_ids"], io["attention_mask"]), io["hidden"], io["attention_mask"]), 1e-5)
+        << d;
+  }
+}
+
 TEST(Classifier, LoadErrorsNameTheProblem) {
   test::TempDir tmp;
   EXPECT_NE(test::error_of([&] { build_classifier(tmp.file("none"), "", 2, 0.1, 1, nullptr); })

@@ -1,6 +1,8 @@
 #pragma once
 // Shared set-up of the LibTorch model tests (bert_test, classifier_test).
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 #include <torch/torch.h>
 
@@ -30,6 +32,29 @@ inline io::StTensor to_st(const std::string& name, const torch::Tensor& t0) {
   s.data.resize(static_cast<size_t>(t.numel() * t.element_size()));
   std::memcpy(s.data.data(), t.data_ptr(), s.data.size());
   return s;
+}
+
+/// The tensors of a safetensors file (F32 or I64) by name, e.g. what a Python check wrote.
+inline std::map<std::string, torch::Tensor> read_st(const std::string& path) {
+  std::map<std::string, torch::Tensor> out;
+  for (auto& s : io::read_safetensors(path)) {
+    auto t = torch::empty(s.shape, s.dtype == "I64" ? torch::kLong : torch::kFloat32);
+    std::memcpy(t.data_ptr(), s.data.data(), s.data.size());
+    out[s.name] = t;
+  }
+  return out;
+}
+
+/// `python3 tests/model/SCRIPT ARGS` with the project's Python; its exit status.
+inline int run_python(const std::string& script_and_args) {
+  const std::string cmd = std::string(GENEMASK_TEST_PYTHON) + " " + std::string(GENEMASK_TEST_SOURCE) + "/model/" + script_and_args;
+  return std::system(cmd.c_str());
+}
+
+/// Largest |a - b| over the rows/positions where mask is 1 (a, b: [B, L, ...]).
+inline double max_diff_real(const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& mask) {
+  auto m = mask.to(torch::kBool);
+  return (a - b).index({m}).abs().max().item<double>();
 }
 
 }  // namespace genemask::test
