@@ -79,7 +79,7 @@ std::string kmer_text_to_bases(const std::string& text) {
   return bases;
 }
 
-std::vector<TaskRow> read_task_table(const std::string& path) {
+std::vector<TaskRow> read_task_table(const std::string& path, bool label_required) {
   std::ifstream in(path);
   if (!in) throw InputError(path, "cannot open");
   std::string line;
@@ -100,8 +100,9 @@ std::vector<TaskRow> read_task_table(const std::string& path) {
     if (h == "sequence" || h == "seq") seq_col = static_cast<int>(i);
     if (h == "label") label_col = static_cast<int>(i);
   }
-  if (seq_col < 0 || label_col < 0)
+  if (label_required && (seq_col < 0 || label_col < 0))
     throw InputError(path, 1, fmt::format("header '{}' lacks a 'sequence' and a 'label' column", line));
+  if (seq_col < 0) throw InputError(path, 1, fmt::format("header '{}' lacks a 'sequence' column", line));
   std::vector<TaskRow> rows;
   const size_t need = static_cast<size_t>(std::max(seq_col, label_col)) + 1;
   while (next()) {
@@ -112,9 +113,9 @@ std::vector<TaskRow> read_task_table(const std::string& path) {
       throw InputError(path, lineno, fmt::format("expected at least {} fields, found {}", need, f.size()));
     TaskRow r;
     r.line = lineno;
-    r.label = f[static_cast<size_t>(label_col)];
+    if (label_col >= 0) r.label = f[static_cast<size_t>(label_col)];
     const std::string& s = f[static_cast<size_t>(seq_col)];
-    if (r.label.empty()) throw InputError(path, lineno, "empty label");
+    if (r.label.empty() && label_col >= 0 && label_required) throw InputError(path, lineno, "empty label");
     try {
       if (s.find(' ') != std::string::npos) {
         r.sequence = kmer_text_to_bases(s);

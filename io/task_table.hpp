@@ -17,7 +17,9 @@ struct TaskRow {
 /// Reads and checks a task table. k-mer text must be tokens of one length overlapping by
 /// k-1 bases; raw sequences must be IUPAC letters. Errors name the file, the line and the
 /// value (an empty file, a missing column, a bad token, an empty sequence or label).
-std::vector<TaskRow> read_task_table(const std::string& path);
+/// Without `label_required`, a table may lack the label column (unlabelled sequences for a
+/// model to run on); its rows then have empty labels.
+std::vector<TaskRow> read_task_table(const std::string& path, bool label_required = true);
 
 /// Bases from overlapping k-mer text ("AAACGG AACGGA ..."); throws std::invalid_argument
 /// naming the token that does not fit.

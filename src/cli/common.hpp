@@ -57,6 +57,7 @@ void register_mask_stats(CLI::App& app, Context& ctx);
 void register_vocab(CLI::App& app, Context& ctx);
 void register_pretrain(CLI::App& app, Context& ctx);  // runs via libgenemask_model.so
 void register_finetune(CLI::App& app, Context& ctx);  // runs via libgenemask_model.so
+void register_predict(CLI::App& app, Context& ctx);   // runs via libgenemask_model.so
 void register_sweep(CLI::App& app, Context& ctx);
 void register_report(CLI::App& app, Context& ctx);
 void register_dataset(CLI::App& app, Context& ctx);

@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
   genemask::cli::register_vocab(app, ctx);
   genemask::cli::register_pretrain(app, ctx);
   genemask::cli::register_finetune(app, ctx);
+  genemask::cli::register_predict(app, ctx);
   genemask::cli::register_sweep(app, ctx);
   genemask::cli::register_report(app, ctx);
   genemask::cli::register_dataset(app, ctx);

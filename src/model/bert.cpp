@@ -207,6 +207,16 @@ torch::Tensor BertModelImpl::forward(const torch::Tensor& input_ids, const torch
   return encoder(x, key_mask_of(attention_mask));
 }
 
+torch::Tensor BertModelImpl::forward_layers(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
+                                            int64_t layers) {
+  auto x = embeddings(input_ids, torch::zeros_like(input_ids));
+  const auto key_mask = key_mask_of(attention_mask);
+  auto& all = *encoder->layer;
+  for (int64_t i = 0; i < layers && i < static_cast<int64_t>(all.size()); ++i)
+    x = all.ptr(static_cast<size_t>(i))->as<BertLayerImpl>()->forward(x, key_mask);
+  return x;
+}
+
 BertPredictionTransformImpl::BertPredictionTransformImpl(const BertConfig& c) {
   dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.hidden_size));
   LayerNorm = register_module("LayerNorm", layer_norm(c));

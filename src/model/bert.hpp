@@ -107,6 +107,9 @@ struct BertModelImpl : torch::nn::Module {
   /// Last hidden states [B, L, H]. attention_mask: 1 = real token, 0 = padding; an undefined
   /// tensor means no padding.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  /// Hidden states after the first `layers` encoder layers (0: the embeddings' output), as
+  /// HF's hidden_states[layers].
+  torch::Tensor forward_layers(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, int64_t layers);
   BertEmbeddings embeddings{nullptr};
   BertEncoder encoder{nullptr};
 };

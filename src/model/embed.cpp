@@ -19,52 +19,17 @@
 #include "io/task_table.hpp"
 #include "io/text_source.hpp"
 #include "model/hf_io.hpp"
+#include "model/inputs.hpp"
 #include "model/runtime.hpp"
 
 namespace genemask::model {
-namespace {
-
-struct Inputs {
-  std::vector<std::string> ids, seqs;
-  std::vector<uint64_t> lines;  // table rows: line in the file (0 for FASTA records)
-};
-
-Inputs read_inputs(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw io::InputError(path, "cannot open");
-  char c = 0;
-  while (in.get(c) && (c == '\n' || c == '\r' || c == ' ')) {
-  }
-  Inputs out;
-  if (c == '>' || io::probe_file(path).compression != io::Compression::none) {
-    for (auto& [name, seq] : io::read_fasta_all(path)) {
-      out.ids.push_back(name);
-      out.seqs.push_back(std::move(seq));
-      out.lines.push_back(0);
-    }
-  } else {
-    for (auto& r : io::read_task_table(path)) {
-      out.ids.push_back(fmt::format("line{}", r.line));
-      out.seqs.push_back(std::move(r.sequence));
-      out.lines.push_back(r.line);
-    }
-  }
-  for (size_t i = 0; i < out.seqs.size(); ++i) {
-    if (out.seqs[i].size() >= 6) continue;
-    const std::string msg =
-        fmt::format("sequence '{}' has {} bases; at least 6 (one 6-mer) are needed", out.ids[i], out.seqs[i].size());
-    if (out.lines[i]) throw io::InputError(path, out.lines[i], msg);
-    throw io::InputError(path, msg);
-  }
-  return out;
-}
-
-}  // namespace
-
 EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   const auto t0 = std::chrono::steady_clock::now();
   const int rank = hpc::comm_rank(comm), world = hpc::comm_size(comm);
   const auto [local_rank, local_size] = hpc::local_rank_size(comm);
+  if (o.pooling != "cls" && o.pooling != "mean" && o.pooling != "both")
+    throw std::invalid_argument(fmt::format("--pooling must be cls, mean or both, got '{}'", o.pooling));
+  if (o.batch <= 0) throw std::invalid_argument(fmt::format("--batch must be positive, got {}", o.batch));
   set_intra_op_threads(o.threads, local_size);
   const bool bf16 = wants_bf16(o.precision, o.device);
   const torch::Device dev = pick_rank_device(o.device, local_rank);
@@ -74,89 +39,172 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   auto m = import_hf(s.model_dir);
   m->to(dev);
   m->eval();
-  const int64_t H = m->config.hidden_size;
+  const int64_t H = m->config.hidden_size, L = m->config.num_hidden_layers;
+  if (o.layer < -(L + 1) || o.layer > L)
+    throw std::invalid_argument(fmt::format("--layer {}: the model has layers 0 (embeddings) to {} (or -1 to -{})",
+                                            o.layer, L, L + 1));
+  const int64_t layer = o.layer < 0 ? L + 1 + o.layer : o.layer;
+  const int64_t width = std::min<int64_t>(kMaxTokens, m->config.max_position_embeddings - 2);
+  const int64_t stride = o.stride > 0 ? o.stride : std::max<int64_t>(1, width / 2);
+  if (stride > width)
+    throw std::invalid_argument(fmt::format("--stride {} is longer than a window ({} tokens)", stride, width));
   s.hidden = static_cast<uint64_t>(H);
-  const Inputs in = read_inputs(o.input);  // every rank parses; each embeds its share
+  s.layer = layer;
+  s.window_tokens = width;
+  s.stride = stride;
+  const SequenceInputs in = read_sequences(o.input);  // every rank parses; each embeds its share
+
+  // This rank's sequences by length; their windows in that order, so that a sequence's
+  // windows are consecutive and its sums can be finished as soon as its last one is done.
   std::vector<size_t> mine;
   for (size_t i = static_cast<size_t>(rank); i < in.seqs.size(); i += static_cast<size_t>(world)) mine.push_back(i);
-  std::sort(mine.begin(), mine.end(), [&](size_t a, size_t b) { return in.seqs[a].size() < in.seqs[b].size(); });
-  std::vector<float> cls(mine.size() * static_cast<size_t>(H)), mean(cls.size());
-  torch::NoGradGuard ng;
-  uint64_t truncated = 0;
-  for (size_t b = 0; b < mine.size(); b += static_cast<size_t>(o.batch)) {
-    const size_t e = std::min(mine.size(), b + static_cast<size_t>(o.batch));
-    std::vector<std::vector<uint16_t>> toks;
-    size_t longest = 0;
-    for (size_t j = b; j < e; ++j) {
-      auto t = tokenize(in.seqs[mine[j]]);
-      if (t.size() > static_cast<size_t>(kMaxTokens)) {
-        t.resize(static_cast<size_t>(kMaxTokens));
-        ++truncated;
+  std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) { return in.seqs[a].size() < in.seqs[b].size(); });
+  struct Window {
+    size_t seq;  // index into `mine`
+    int64_t start, len;
+  };
+  std::vector<std::vector<uint16_t>> toks(mine.size());
+  std::vector<Window> windows;
+  std::vector<uint32_t> nwin(mine.size());
+  uint64_t long_seqs = 0;
+  for (size_t j = 0; j < mine.size(); ++j) {
+    toks[j] = tokenize(in.seqs[mine[j]]);
+    const int64_t n = static_cast<int64_t>(toks[j].size());
+    const auto starts = window_starts(n, width, stride);
+    nwin[j] = static_cast<uint32_t>(starts.size());
+    long_seqs += starts.size() > 1;
+    for (int64_t st : starts) windows.push_back({j, st, std::min(width, n - st)});
+  }
+  // Per sequence: [CLS] sum, token sums and how many windows hold each token.
+  const size_t Hs = static_cast<size_t>(H);
+  std::vector<float> cls(mine.size() * Hs), mean(mine.size() * Hs);
+  std::vector<std::vector<float>> token_vecs(o.per_token ? mine.size() : 0);
+  std::vector<double> cls_acc, tok_acc;
+  std::vector<uint32_t> tok_cnt;
+  size_t open = SIZE_MAX, done_windows = 0;
+  auto finish = [&](size_t j) {
+    const size_t n = toks[j].size();
+    std::vector<double> mn(Hs, 0.0);
+    if (o.per_token) token_vecs[j].resize(n * Hs);
+    for (size_t k = 0; k < n; ++k)
+      for (size_t h = 0; h < Hs; ++h) {
+        const double v = tok_acc[k * Hs + h] / tok_cnt[k];
+        mn[h] += v;
+        if (o.per_token) token_vecs[j][k * Hs + h] = static_cast<float>(v);
       }
-      longest = std::max(longest, t.size());
-      toks.push_back(std::move(t));
+    for (size_t h = 0; h < Hs; ++h) {
+      cls[j * Hs + h] = static_cast<float>(cls_acc[h] / nwin[j]);
+      mean[j * Hs + h] = static_cast<float>(mn[h] / static_cast<double>(n));
     }
-    const int64_t rows = static_cast<int64_t>(toks.size()), cols = static_cast<int64_t>(longest + 2);
+  };
+  torch::NoGradGuard ng;
+  for (size_t b = 0; b < windows.size(); b += static_cast<size_t>(o.batch)) {
+    const size_t e = std::min(windows.size(), b + static_cast<size_t>(o.batch));
+    int64_t longest = 0;
+    for (size_t w = b; w < e; ++w) longest = std::max(longest, windows[w].len);
+    const int64_t rows = static_cast<int64_t>(e - b), cols = longest + 2;
     auto ids = torch::zeros({rows, cols}, torch::kLong);
     auto mask = torch::zeros({rows, cols}, torch::kLong);
-    auto tokmask = torch::zeros({rows, cols}, torch::kFloat32);  // 6-mer positions only
     auto ia = ids.accessor<int64_t, 2>();
     auto ma = mask.accessor<int64_t, 2>();
-    auto ta = tokmask.accessor<float, 2>();
     for (int64_t r = 0; r < rows; ++r) {
-      const auto& t = toks[static_cast<size_t>(r)];
+      const Window& w = windows[b + static_cast<size_t>(r)];
       ia[r][0] = kCls;
-      ma[r][0] = 1;
-      for (size_t k = 0; k < t.size(); ++k) {
-        ia[r][static_cast<int64_t>(k) + 1] = t[k];
-        ma[r][static_cast<int64_t>(k) + 1] = 1;
-        ta[r][static_cast<int64_t>(k) + 1] = 1;
-      }
-      ia[r][static_cast<int64_t>(t.size()) + 1] = kSep;
-      ma[r][static_cast<int64_t>(t.size()) + 1] = 1;
+      for (int64_t k = 0; k < w.len; ++k) ia[r][k + 1] = toks[w.seq][static_cast<size_t>(w.start + k)];
+      ia[r][w.len + 1] = kSep;
+      for (int64_t k = 0; k < w.len + 2; ++k) ma[r][k] = 1;
     }
-    torch::Tensor h;
+    torch::Tensor hid;
     {
       Autocast autocast(bf16);
-      h = m->bert(ids.to(dev), mask.to(dev)).to(torch::kCPU, torch::kFloat32);
+      hid = m->bert->forward_layers(ids.to(dev), mask.to(dev), layer).to(torch::kCPU, torch::kFloat32).contiguous();
     }
-    auto c = h.select(1, 0).contiguous();
-    auto mn = ((h * tokmask.unsqueeze(-1)).sum(1) / tokmask.sum(1, true)).contiguous();
-    std::memcpy(cls.data() + b * static_cast<size_t>(H), c.data_ptr<float>(), static_cast<size_t>(c.numel()) * sizeof(float));
-    std::memcpy(mean.data() + b * static_cast<size_t>(H), mn.data_ptr<float>(), static_cast<size_t>(mn.numel()) * sizeof(float));
+    const float* hp = hid.data_ptr<float>();
+    for (int64_t r = 0; r < rows; ++r) {
+      const Window& w = windows[b + static_cast<size_t>(r)];
+      if (w.seq != open) {  // a new sequence starts here
+        open = w.seq;
+        cls_acc.assign(Hs, 0.0);
+        tok_acc.assign(toks[w.seq].size() * Hs, 0.0);
+        tok_cnt.assign(toks[w.seq].size(), 0);
+        done_windows = 0;
+      }
+      const float* row = hp + static_cast<size_t>(r * cols) * Hs;
+      for (size_t h = 0; h < Hs; ++h) cls_acc[h] += row[h];
+      for (int64_t k = 0; k < w.len; ++k) {
+        const size_t t = static_cast<size_t>(w.start + k);
+        ++tok_cnt[t];
+        for (size_t h = 0; h < Hs; ++h) tok_acc[t * Hs + h] += row[static_cast<size_t>(k + 1) * Hs + h];
+      }
+      if (++done_windows == nwin[w.seq]) finish(w.seq);
+    }
   }
-  // Gather: (index, cls, mean) of every rank onto rank 0, placed in input order.
-  auto pack = [&](const std::vector<float>& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * 4); };
-  std::string idx_bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(size_t));
-  auto all_idx = hpc::gather_bytes(idx_bytes, 0, comm);
-  auto all_cls = hpc::gather_bytes(pack(cls), 0, comm);
-  auto all_mean = hpc::gather_bytes(pack(mean), 0, comm);
-  s.truncated = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(truncated), comm));
+
+  // Gather (index, windows, cls, mean[, tokens]) of every rank onto rank 0, in input order.
+  auto bytes = [](const auto& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0])); };
+  std::vector<uint64_t> ntok(mine.size());
+  std::vector<float> flat_tokens;
+  for (size_t j = 0; j < mine.size(); ++j) {
+    ntok[j] = toks[j].size();
+    if (o.per_token) flat_tokens.insert(flat_tokens.end(), token_vecs[j].begin(), token_vecs[j].end());
+  }
+  token_vecs.clear();
+  const auto all_idx = hpc::gather_bytes(bytes(mine), 0, comm);
+  const auto all_win = hpc::gather_bytes(bytes(nwin), 0, comm);
+  const auto all_ntok = hpc::gather_bytes(bytes(ntok), 0, comm);
+  const auto all_cls = hpc::gather_bytes(bytes(cls), 0, comm);
+  const auto all_mean = hpc::gather_bytes(bytes(mean), 0, comm);
+  const auto all_tok = hpc::gather_bytes(o.per_token ? bytes(flat_tokens) : std::string(), 0, comm);
+  s.windows = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(windows.size()), comm));
+  s.long_sequences = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(long_seqs), comm));
   s.sequences = in.seqs.size();
   s.ranks = world;
   if (rank == 0) {
-    const size_t N = in.seqs.size(), Hs = static_cast<size_t>(H);
+    const size_t N = in.seqs.size();
     std::vector<float> out_cls(N * Hs), out_mean(N * Hs);
+    std::vector<uint32_t> out_win(N);
+    std::vector<uint64_t> out_ntok(N), offsets(N + 1, 0);
     for (size_t r = 0; r < all_idx.size(); ++r) {
       const auto* ix = reinterpret_cast<const size_t*>(all_idx[r].data());
       const size_t n = all_idx[r].size() / sizeof(size_t);
-      const auto* pc = reinterpret_cast<const float*>(all_cls[r].data());
-      const auto* pm = reinterpret_cast<const float*>(all_mean[r].data());
       for (size_t j = 0; j < n; ++j) {
-        std::memcpy(out_cls.data() + ix[j] * Hs, pc + j * Hs, Hs * sizeof(float));
-        std::memcpy(out_mean.data() + ix[j] * Hs, pm + j * Hs, Hs * sizeof(float));
+        out_win[ix[j]] = reinterpret_cast<const uint32_t*>(all_win[r].data())[j];
+        out_ntok[ix[j]] = reinterpret_cast<const uint64_t*>(all_ntok[r].data())[j];
+        std::memcpy(out_cls.data() + ix[j] * Hs, reinterpret_cast<const float*>(all_cls[r].data()) + j * Hs, Hs * 4);
+        std::memcpy(out_mean.data() + ix[j] * Hs, reinterpret_cast<const float*>(all_mean[r].data()) + j * Hs, Hs * 4);
       }
     }
+    for (size_t i = 0; i < N; ++i) offsets[i + 1] = offsets[i] + out_ntok[i];
+    s.tokens = offsets[N];
+    std::vector<float> out_tok(o.per_token ? offsets[N] * Hs : 0);
+    if (o.per_token)
+      for (size_t r = 0; r < all_idx.size(); ++r) {
+        const auto* ix = reinterpret_cast<const size_t*>(all_idx[r].data());
+        const auto* src = reinterpret_cast<const float*>(all_tok[r].data());
+        for (size_t j = 0; j < all_idx[r].size() / sizeof(size_t); ++j) {
+          const size_t n = out_ntok[ix[j]];
+          std::memcpy(out_tok.data() + offsets[ix[j]] * Hs, src, n * Hs * 4);
+          src += n * Hs;
+        }
+      }
     const std::string tmp = io::temp_name_for(o.out);
     try {
       io::h5::Handle f = io::h5::create_file(tmp);
-      io::h5::write_f32_2d(f, "cls", out_cls.data(), N, Hs);
-      io::h5::write_f32_2d(f, "mean", out_mean.data(), N, Hs);
+      if (o.pooling != "mean") io::h5::write_f32_2d(f, "cls", out_cls.data(), N, Hs);
+      if (o.pooling != "cls") io::h5::write_f32_2d(f, "mean", out_mean.data(), N, Hs);
+      if (o.per_token) {
+        io::h5::write_f32_2d(f, "tokens", out_tok.data(), offsets[N], Hs);
+        io::h5::write_u64(f, "offsets", offsets.data(), N + 1);
+      }
+      io::h5::write_u32(f, "windows", out_win.data(), N);
       io::h5::write_strings(f, "ids", in.ids);
       io::h5::set_attr(f, "format", std::string("genemask-embeddings"));
-      io::h5::set_attr(f, "format_version", uint64_t{1});
+      io::h5::set_attr(f, "format_version", uint64_t{2});
       io::h5::set_attr(f, "model", s.model_dir);
       io::h5::set_attr(f, "input", o.input);
+      io::h5::set_attr(f, "layer", static_cast<uint64_t>(layer));
+      io::h5::set_attr(f, "window_tokens", static_cast<uint64_t>(width));
+      io::h5::set_attr(f, "stride", static_cast<uint64_t>(stride));
       io::h5::set_attr(f, "mean_over", std::string("6-mer tokens (not [CLS], [SEP] or padding)"));
       io::h5::set_attr(f, "command_line", o.command_line);
     } catch (...) {

@@ -8,24 +8,34 @@ namespace genemask::model {
 
 struct EmbedOptions {
   std::string model, input, out, command_line;
-  int64_t batch = 32;
+  int64_t batch = 32;              // windows per forward pass
+  int64_t layer = -1;              // hidden layer: 0 = embeddings, L = last; negative from the end
+  std::string pooling = "both";    // cls | mean | both
+  bool per_token = false;          // also /tokens + /offsets: a vector per 6-mer
+  int64_t stride = 0;              // tokens between window starts of long sequences; 0 = half
   int threads = 0;
   std::string device = "cpu";
   std::string precision = "fp32";  // or bf16 (autocast) on cuda
 };
 
 struct EmbedSummary {
-  uint64_t sequences = 0, truncated = 0, hidden = 0;
+  uint64_t sequences = 0, long_sequences = 0, windows = 0, hidden = 0, tokens = 0;
+  int64_t layer = 0, window_tokens = 0, stride = 0;
   double seconds = 0, seq_per_s = 0;
   int ranks = 1;
   std::string model_dir;
 };
 
-/// Collective. Reads FASTA (records) or a task table (rows), embeds rank r's share
-/// (sequences i with i % R == r) in length-sorted batches, gathers on rank 0, and writes
-/// HDF5: /cls and /mean float32 [N, hidden] in input order, /ids. [CLS] is the first
-/// position's last hidden state; mean is the average over the 6-mer tokens ([CLS], [SEP]
-/// and padding excluded). Sequences longer than 515 bases use their first 510 tokens.
+/// Collective. Reads FASTA (records) or a table (rows; labels optional), embeds rank r's
+/// share (sequences i with i % R == r) in length-sorted batches, gathers on rank 0, and
+/// writes HDF5 in input order: /ids, /windows, and per `pooling` /cls and /mean float32
+/// [N, hidden] (the hidden state of layer `layer` at [CLS]; its mean over the 6-mer tokens,
+/// [CLS], [SEP] and padding excluded); with `per_token`, /tokens float32 [T, hidden] (one
+/// vector per 6-mer) and /offsets uint64 [N + 1] (sequence i's rows are
+/// offsets[i]..offsets[i+1]). A sequence of more 6-mers than the model takes (510, or
+/// max_position_embeddings - 2) runs in windows of that many tokens `stride` apart, the
+/// last ending at its end: a token's vector is the mean over the windows that hold it,
+/// [CLS] the mean of the windows' [CLS], and mean the mean of its token vectors.
 EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm);
 
 }  // namespace genemask::model

@@ -235,11 +235,11 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
     {
       io::AtomicFile f(o.out + "/predictions.tsv");
       auto& out = f.stream();
-      out << "label";
+      out << "id\tlabel";
       for (int c = 0; c < C; ++c) out << "\tprob_" << c;
       out << '\n';
       for (size_t i = 0; i < s.n_test; ++i) {
-        out << test_rows[i].label;
+        out << "line" << test_rows[i].line << '\t' << test_rows[i].label;
         for (int c = 0; c < C; ++c) out << '\t' << fmt::format("{}", probs[i * static_cast<size_t>(C) + static_cast<size_t>(c)]);
         out << '\n';
       }

@@ -4,6 +4,7 @@
 #include "model/embed.hpp"
 #include "model/export.hpp"
 #include "model/finetune.hpp"
+#include "model/predict.hpp"
 #include "model/runtime.hpp"
 #include "model/trainer.hpp"
 #include "model/variants.hpp"
@@ -19,6 +20,10 @@ void genemask_model_pretrain(const genemask::model::PretrainOptions* o, MPI_Comm
 
 void genemask_model_embed(const genemask::model::EmbedOptions* o, MPI_Comm comm, genemask::model::EmbedSummary* out) {
   *out = genemask::model::embed(*o, comm);
+}
+
+void genemask_model_predict(const genemask::model::PredictOptions* o, MPI_Comm comm, genemask::model::PredictSummary* out) {
+  *out = genemask::model::predict(*o, comm);
 }
 
 void genemask_model_export_run(const std::string* run, const std::string* out_dir, std::string* used) {

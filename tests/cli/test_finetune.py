@@ -56,7 +56,8 @@ def read_predictions(path):
     with open(path) as f:
         header = f.readline().rstrip("\n").split("\t")
         rows = [l.rstrip("\n").split("\t") for l in f]
-    return header, [r[0] for r in rows], np.array([[float(x) for x in r[1:]] for r in rows])
+    assert header[0] == "id" and all(r[0].startswith("line") for r in rows), (header, rows[:1])
+    return header[1:], [r[1] for r in rows], np.array([[float(x) for x in r[2:]] for r in rows])
 
 
 def token_ids(seq):

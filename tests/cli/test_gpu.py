@@ -163,7 +163,7 @@ class Gpu(unittest.TestCase):
             run(["finetune", "--model", "random", "--config", self.cfg, "--train", self.train, "--test", self.test,
                  "--out", o, "--epochs", "1", "--batch", "5", "--dropout", "0", "--seed", "3", "--device", "cuda",
                  "--precision", prec])
-            probs[prec] = np.loadtxt(os.path.join(o, "predictions.tsv"), skiprows=1, usecols=(1, 2))
+            probs[prec] = np.loadtxt(os.path.join(o, "predictions.tsv"), skiprows=1, usecols=(2, 3))
         # 8 AdamW steps on bf16 forward passes: probabilities within 0.05.
         np.testing.assert_allclose(probs["fp32"], probs["bf16"], rtol=0, atol=5e-2)
 
@@ -173,7 +173,7 @@ class Gpu(unittest.TestCase):
             out = os.path.join(self.tmp, f"ft-{dev}")
             run(["finetune", "--model", "random", "--config", self.cfg, "--train", self.train, "--test", self.test,
                  "--out", out, "--epochs", "2", "--batch", "5", "--dropout", "0", "--seed", "3", "--device", dev])
-            probs[dev] = np.loadtxt(os.path.join(out, "predictions.tsv"), skiprows=1, usecols=(1, 2))
+            probs[dev] = np.loadtxt(os.path.join(out, "predictions.tsv"), skiprows=1, usecols=(2, 3))
         # 16 AdamW steps from the same weights and batches: 1e-3 on probabilities.
         np.testing.assert_allclose(probs["cpu"], probs["cuda"], rtol=0, atol=1e-3)
 

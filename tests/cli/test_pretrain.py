@@ -182,7 +182,7 @@ class Pretrain(unittest.TestCase):
             s = summary(run(["embed", "--model", hf, "--input", fa, "--out", e, "--batch", "4", "--threads", "1"],
                             ranks=ranks))
             self.assertEqual(s["sequences"], 9)
-            self.assertEqual(s["truncated"], sum(len(x) > 515 for x in seqs))
+            self.assertEqual(s["long_sequences"], sum(len(x) - 5 > 510 for x in seqs))
             with h5py.File(e, "r") as h:
                 res[ranks] = (h["cls"][...], h["mean"][...], [i.decode() if isinstance(i, bytes) else i for i in h["ids"][...]])
         bad = os.path.join(self.tmp, "short.csv")
@@ -210,12 +210,78 @@ class Pretrain(unittest.TestCase):
         with open(os.path.join(hf, "vocab.txt")) as f:
             vocab = {t: i for i, t in enumerate(f.read().split())}
         for i, s_ in enumerate(seqs):
-            toks = [vocab[s_[j:j + 6]] for j in range(len(s_) - 5)][:510]
-            ids = torch.tensor([[2] + toks + [3]])
+            cls, tok = self.windowed_reference(lambda ids: ref.encode(cfg, w, ids, torch.ones_like(ids))[0],
+                                               [vocab[s_[j:j + 6]] for j in range(len(s_) - 5)])
+            np.testing.assert_allclose(res[None][0][i], cls, atol=1e-4)
+            np.testing.assert_allclose(res[None][1][i], tok.mean(0), atol=1e-4)
+
+    @staticmethod
+    def windowed_reference(encode, toks, width=510, stride=255):
+        """[CLS] and per-token vectors of a sequence as `embed --help` documents long ones:
+        windows of `width` tokens every `stride`, the last ending at the end; [CLS] the mean
+        over windows, a token the mean over the windows that hold it."""
+        import numpy as np
+        import torch
+        starts = [0]
+        while starts[-1] + width < len(toks):
+            starts.append(min(starts[-1] + stride, len(toks) - width))
+        cls, acc, cnt = 0, np.zeros((len(toks), 0)), np.zeros(len(toks))
+        for a in starts:
+            part = toks[a:a + width]
             with torch.no_grad():
-                h = ref.encode(cfg, w, ids, torch.ones_like(ids))[0]
-            np.testing.assert_allclose(res[None][0][i], h[0].numpy(), atol=1e-4)
-            np.testing.assert_allclose(res[None][1][i], h[1:-1].mean(0).numpy(), atol=1e-4)
+                h = encode(torch.tensor([[2] + part + [3]])).numpy()
+            if acc.shape[1] == 0:
+                acc = np.zeros((len(toks), h.shape[1]))
+            cls = cls + h[0]
+            acc[a:a + len(part)] += h[1:-1]
+            cnt[a:a + len(part)] += 1
+        return cls / len(starts), acc / cnt[:, None]
+
+    def test_embed_layers_pooling_per_token_match_transformers(self):
+        import h5py
+        import numpy as np
+        import torch
+        from transformers import AutoModel
+        out = os.path.join(self.tmp, "layers-run")
+        self.pretrain(out, steps=2, eval_every=0, checkpoint_every=2, model="tiny0.json")
+        hf = os.path.join(self.tmp, "layers-hf")
+        run(["export-hf", "--run", out, "--out", hf])
+        rng = random.Random(8)
+        seqs = ["".join(rng.choice("ACGT") for _ in range(n)) for n in (40, 300, 700, 1300)]
+        tsv = os.path.join(self.tmp, "layers.tsv")
+        with open(tsv, "w") as f:
+            f.write("sequence\n" + "".join(x + "\n" for x in seqs))  # no label column
+        with open(os.path.join(hf, "vocab.txt")) as f:
+            vocab = {t: i for i, t in enumerate(f.read().split())}
+        m = AutoModel.from_pretrained(hf).eval()
+        for layer, pooling in [(0, "cls"), (1, "mean"), (-1, "both")]:
+            e = os.path.join(self.tmp, f"layer{layer}.h5")
+            s = summary(run(["embed", "--model", hf, "--input", tsv, "--out", e, "--layer", str(layer), "--pooling",
+                             pooling, "--per-token", "--stride", "200", "--batch", "3", "--threads", "1"]))
+            self.assertEqual(s["layer"], layer % 2)  # tiny0: 1 layer, so -1 is 1
+            self.assertEqual(s["long_sequences"], 2)
+            with h5py.File(e, "r") as h:
+                self.assertEqual("cls" in h, pooling != "mean")
+                self.assertEqual("mean" in h, pooling != "cls")
+                offsets, tokens = h["offsets"][...], h["tokens"][...]
+                self.assertEqual(list(h["windows"][...]), [1, 1, 2, 5])
+                self.assertEqual([i.decode() if isinstance(i, bytes) else i for i in h["ids"][...]],
+                                 [f"line{i + 2}" for i in range(4)])
+                for i, x in enumerate(seqs):
+                    toks = [vocab[x[j:j + 6]] for j in range(len(x) - 5)]
+                    cls, tok = self.windowed_reference(
+                        lambda ids: m(input_ids=ids, output_hidden_states=True).hidden_states[layer][0], toks,
+                        stride=200)
+                    self.assertEqual(offsets[i + 1] - offsets[i], len(toks))
+                    np.testing.assert_allclose(tokens[offsets[i]:offsets[i + 1]], tok, atol=1e-5)
+                    if pooling != "mean":
+                        np.testing.assert_allclose(h["cls"][i], cls, atol=1e-5)
+                    if pooling != "cls":
+                        np.testing.assert_allclose(h["mean"][i], tok.mean(0), atol=1e-5)
+        p = run(["embed", "--model", hf, "--input", tsv, "--out", os.path.join(self.tmp, "l9.h5"), "--layer", "9"],
+                check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--layer 9: the model has layers 0 (embeddings) to 1", p.stderr)
 
     def test_slurm_world_size_mismatch_is_an_error(self):
         # What `srun -n 4` without MPI wiring looks like: each process sees a world of 1.

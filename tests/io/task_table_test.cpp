@@ -57,3 +57,20 @@ TEST(TaskTable, BadRowsNameFileLineAndValue) {
   test::write_file(tmp.file("l.csv"), "sequence,label\nACGT,\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("l.csv")); }), tmp.file("l.csv") + ":2: empty label");
 }
+
+TEST(TaskTable, UnlabelledTablesForPredictAndEmbed) {
+  TempDir tmp;
+  test::write_file(tmp.file("u.tsv"), "name\tsequence\nx1\tACGTACGT\nx2\t\"AAACGG AACGGT\"\n");
+  const auto rows = io::read_task_table(tmp.file("u.tsv"), /*label_required=*/false);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].sequence, "ACGTACGT");
+  EXPECT_EQ(rows[1].sequence, "AAACGGT");
+  EXPECT_EQ(rows[1].line, 3u);
+  EXPECT_TRUE(rows[0].label.empty());
+  // Where labels are needed (finetune), the same file is an error naming the header.
+  EXPECT_NE(test::error_of([&] { io::read_task_table(tmp.file("u.tsv")); }).find("lacks a 'sequence' and a 'label' column"),
+            std::string::npos);
+  test::write_file(tmp.file("n.tsv"), "name\tlabel\nx1\t1\n");
+  EXPECT_NE(test::error_of([&] { io::read_task_table(tmp.file("n.tsv"), false); }).find("lacks a 'sequence' column"),
+            std::string::npos);
+}

@@ -1,0 +1,48 @@
+// genemask predict: a fine-tuned classifier on unlabelled sequences (via libgenemask_model.so).
+#include "common.hpp"
+#include "model/predict.hpp"
+#include "model_plugin.hpp"
+
+namespace genemask::cli {
+
+void register_predict(CLI::App& app, Context& ctx) {
+  auto o = std::make_shared<model::PredictOptions>();
+  auto* sub = app.add_subcommand("predict", "Class probabilities of unlabelled sequences from a classifier (MPI)");
+  sub->add_option("--model", o->model,
+                  "classifier directory: `finetune --save-model`, or a BertForSequenceClassification saved by "
+                  "transformers")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--input", o->input, "FASTA, or a sequence table (raw bases or 6-mer text; a label column is ignored)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--out", o->out, "predictions.tsv: id, windows, prob_<class>..., predicted")->required();
+  sub->add_option("--batch", o->batch, "windows per forward pass")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--stride", o->stride,
+                  "tokens between window starts for sequences longer than the model (0: half a window, 255)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
+  sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  sub->add_option("--precision", o->precision, "fp32, or bf16 (autocast) on cuda")
+      ->check(CLI::IsMember({"fp32", "bf16"}))
+      ->capture_default_str();
+  sub->footer("A sequence longer than the model (more than 510 6-mers) is scored in windows of 510 tokens, --stride "
+              "apart, the last ending at its end; its probabilities are the mean over its windows.");
+  sub->callback([o, &ctx] {
+    ctx.run = [o, &ctx] {
+      o->command_line = ctx.command_line;
+      if (ctx.rank == 0) check_writable(o->out);
+      using Fn = void (*)(const model::PredictOptions*, MPI_Comm, model::PredictSummary*);
+      model::PredictSummary s;
+      reinterpret_cast<Fn>(model_symbol("genemask_model_predict"))(o.get(), MPI_COMM_WORLD, &s);
+      print_summary(ctx, {{"command", "predict"}, {"model", o->model}, {"input", o->input}, {"out", o->out},
+                          {"sequences", s.sequences}, {"classes", s.classes}, {"windows", s.windows},
+                          {"long_sequences", s.long_sequences}, {"window_tokens", s.window_tokens},
+                          {"stride", s.stride}, {"ranks", s.ranks}, {"seconds", s.seconds},
+                          {"sequences_per_s", s.seq_per_s}});
+    };
+  });
+}
+
+}  // namespace genemask::cli

@@ -1,0 +1,53 @@
+#include "model/inputs.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <stdexcept>
+
+#include "io/error.hpp"
+#include "io/fasta.hpp"
+#include "io/task_table.hpp"
+#include "io/text_source.hpp"
+
+namespace genemask::model {
+
+SequenceInputs read_sequences(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw io::InputError(path, "cannot open");
+  char c = 0;
+  while (in.get(c) && (c == '\n' || c == '\r' || c == ' ')) {
+  }
+  SequenceInputs out;
+  if (c == '>' || io::probe_file(path).compression != io::Compression::none) {
+    for (auto& [name, seq] : io::read_fasta_all(path)) {
+      out.ids.push_back(name);
+      out.seqs.push_back(std::move(seq));
+      out.lines.push_back(0);
+    }
+  } else {
+    for (auto& r : io::read_task_table(path, /*label_required=*/false)) {
+      out.ids.push_back(fmt::format("line{}", r.line));
+      out.seqs.push_back(std::move(r.sequence));
+      out.lines.push_back(r.line);
+    }
+  }
+  for (size_t i = 0; i < out.seqs.size(); ++i) {
+    if (out.seqs[i].size() >= 6) continue;
+    const std::string msg =
+        fmt::format("sequence '{}' has {} bases; at least 6 (one 6-mer) are needed", out.ids[i], out.seqs[i].size());
+    if (out.lines[i]) throw io::InputError(path, out.lines[i], msg);
+    throw io::InputError(path, msg);
+  }
+  return out;
+}
+
+std::vector<int64_t> window_starts(int64_t n, int64_t width, int64_t stride) {
+  if (width < 1 || stride < 1 || stride > width)
+    throw std::invalid_argument(fmt::format("window stride {} must be in 1..{}", stride, width));
+  std::vector<int64_t> starts{0};
+  while (starts.back() + width < n) starts.push_back(std::min(starts.back() + stride, n - width));
+  return starts;
+}
+
+}  // namespace genemask::model

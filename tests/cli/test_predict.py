@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""`genemask predict` against transformers: a classifier saved by `finetune --save-model`,
+run by AutoModelForSequenceClassification on the same token ids (from a vocabulary built
+here, not genemask's tokenizer), with long sequences cut into windows as documented and
+their probabilities averaged. The same output at 1, 2 and 4 ranks, from FASTA and from a
+table, and finetune's own predictions for the short sequences."""
+import itertools
+import json
+import os
+import random
+import shutil
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+from test_cli import run, summary
+
+TINY = {"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512,
+        "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
+VOCAB = {"".join(p): 5 + i for i, p in enumerate(itertools.product("ATCG", repeat=6))}
+
+
+def seq_of(rng, label, n):
+    s = [rng.choice("ACGT") for _ in range(n)]
+    if label:
+        for p in range(0, n - 6, 40):
+            s[p:p + 6] = "TATAAA"
+    return "".join(s)
+
+
+def windows(n, width=510, stride=255):
+    """Window starts as `predict --help` documents them."""
+    starts = [0]
+    while starts[-1] + width < n:
+        starts.append(min(starts[-1] + stride, n - width))
+    return starts
+
+
+def read_tsv(path):
+    with open(path) as f:
+        header = f.readline().rstrip("\n").split("\t")
+        rows = [l.rstrip("\n").split("\t") for l in f]
+    return header, rows
+
+
+class Predict(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="genemask-predict-")
+        t = lambda n: os.path.join(cls.tmp, n)
+        rng = random.Random(4)
+        with open(t("train.csv"), "w") as f:
+            f.write("sequence,label\n")
+            for i in range(40):
+                f.write(f"{seq_of(rng, i % 2, 90)},{'yes' if i % 2 else 'no'}\n")
+        cls.short = [seq_of(rng, i % 2, rng.randint(60, 120)) for i in range(12)]
+        with open(t("short.csv"), "w") as f:
+            f.write("sequence,label\n")
+            for i, s in enumerate(cls.short):
+                f.write(f"{s},{'yes' if i % 2 else 'no'}\n")
+        # Long ones: 600 bp (2 windows), 1300 bp (5), one exactly 515 bp (510 tokens: 1 window).
+        cls.long = [seq_of(rng, 1, 600), seq_of(rng, 0, 1300), seq_of(rng, 1, 515)]
+        cls.seqs = cls.short + cls.long
+        cls.names = [f"s{i}" for i in range(len(cls.seqs))]
+        with open(t("all.fa"), "w") as f:
+            for n, s in zip(cls.names, cls.seqs):
+                f.write(f">{n} description\n" + "\n".join(s[i:i + 60] for i in range(0, len(s), 60)) + "\n")
+        with open(t("all.tsv"), "w") as f:
+            f.write("sequence\n")
+            for s in cls.seqs:
+                f.write(s + "\n")
+        with open(t("tiny.json"), "w") as f:
+            json.dump(TINY, f)
+        cls.model = t("clf")
+        run(["finetune", "--model", "random", "--config", t("tiny.json"), "--train", t("train.csv"), "--test",
+             t("short.csv"), "--out", t("ft"), "--epochs", "3", "--batch", "5", "--save-model", cls.model,
+             "--threads", "1"])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def predict(self, name, *extra, inp="all.fa", ranks=None, check=True):
+        out = os.path.join(self.tmp, name)
+        p = run(["predict", "--model", self.model, "--input", os.path.join(self.tmp, inp), "--out", out,
+                 "--threads", "1", "--batch", "4"] + list(extra), ranks=ranks, check=check)
+        return p if not check else (summary(p), read_tsv(out))
+
+    def test_matches_transformers_with_windows(self):
+        from transformers import AutoModelForSequenceClassification
+        s, (header, rows) = self.predict("p1.tsv")
+        self.assertEqual(header, ["id", "windows", "prob_no", "prob_yes", "predicted"])
+        self.assertEqual([r[0] for r in rows], self.names)
+        self.assertEqual(s["long_sequences"], 2)
+        m = AutoModelForSequenceClassification.from_pretrained(self.model).eval()
+        for seq, r in zip(self.seqs, rows):
+            ids = [VOCAB[seq[i:i + 6]] for i in range(len(seq) - 5)]
+            starts = windows(len(ids))
+            self.assertEqual(int(r[1]), len(starts))
+            with torch.no_grad():
+                probs = [torch.softmax(m(input_ids=torch.tensor([[2] + ids[a:a + 510] + [3]])).logits, -1)[0]
+                         for a in starts]
+            want = torch.stack(probs).mean(0).numpy()
+            got = np.array([float(x) for x in r[2:4]])
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-5)
+            self.assertEqual(r[4], ["no", "yes"][int(np.argmax(got))])
+        self.assertEqual([int(r[1]) for r in rows[-3:]], [2, 5, 1])
+
+    def test_same_at_1_2_4_ranks_and_from_a_table(self):
+        _, (_, one) = self.predict("r1.tsv")
+        for ranks in (2, 4):
+            s, (_, many) = self.predict(f"r{ranks}.tsv", ranks=ranks)
+            self.assertEqual(s["ranks"], ranks)
+            self.assertEqual([(r[0], r[1], r[4]) for r in many], [(r[0], r[1], r[4]) for r in one])
+            # Other batch shapes on each rank: float rounding only.
+            np.testing.assert_allclose(np.array([[float(x) for x in r[2:4]] for r in many]),
+                                       np.array([[float(x) for x in r[2:4]] for r in one]), rtol=0, atol=1e-6)
+        _, (_, tab) = self.predict("tab.tsv", inp="all.tsv")
+        self.assertEqual([r[0] for r in tab], [f"line{i + 2}" for i in range(len(self.seqs))])
+        np.testing.assert_allclose(np.array([[float(x) for x in r[2:4]] for r in tab]),
+                                   np.array([[float(x) for x in r[2:4]] for r in one]), rtol=0, atol=1e-6)
+
+    def test_short_sequences_match_finetunes_predictions(self):
+        _, (_, rows) = self.predict("short.tsv", inp="short.csv")
+        header, ft = read_tsv(os.path.join(self.tmp, "ft", "predictions.tsv"))
+        self.assertEqual(header[:2], ["id", "label"])
+        self.assertEqual([r[0] for r in rows], [r[0] for r in ft])  # both name rows line<N>
+        np.testing.assert_allclose(np.array([[float(x) for x in r[2:4]] for r in rows]),
+                                   np.array([[float(x) for x in r[2:4]] for r in ft]), rtol=0, atol=1e-6)
+
+    def test_bad_input(self):
+        p = self.predict("bad.tsv", "--stride", "600", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--stride 600 is longer than a window (510 tokens)", p.stderr)
+        bad = os.path.join(self.tmp, "short-seq.tsv")
+        with open(bad, "w") as f:
+            f.write("sequence\nACGTACGTAC\nACG\n")
+        p = self.predict("bad2.tsv", inp="short-seq.tsv", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("short-seq.tsv:3", p.stderr)
+        self.assertIn("at least 6", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "bad2.tsv")))
+        p = self.predict("bad3.tsv", "--precision", "bf16", check=False)
+        self.assertIn("--precision bf16 needs --device cuda", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
