@@ -75,6 +75,8 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->add_option("--keep-checkpoints", o->keep_checkpoints, "checkpoints kept")->capture_default_str();
   sub->add_option("--log-every", o->log_every, "steps between metrics lines")->capture_default_str();
   sub->add_flag("--resume", o->resume, "continue from the newest checkpoint in --out");
+  sub->add_flag("--allow-changes", o->allow_changes,
+                "with --resume: accept a seed, masking, model, batch or shard set other than the run's");
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--precision", o->precision, "fp32, or bf16 on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();

@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
+#include "genemask/tokenizer.hpp"
 #include "io/error.hpp"
 
 namespace genemask::model {
@@ -34,6 +37,37 @@ void BertConfig::validate() const {
   if (vocab_size <= 0 || num_hidden_layers <= 0 || intermediate_size <= 0 || max_position_embeddings <= 0 ||
       type_vocab_size <= 0)
     throw std::invalid_argument("config sizes must be positive");
+  // Bounds before anything is allocated: a config is a file a user may have got anywhere.
+  const std::pair<const char*, int64_t> limits[] = {
+      {"hidden_size", 65536}, {"num_hidden_layers", 1024}, {"num_attention_heads", 1024},
+      {"intermediate_size", 262144}, {"max_position_embeddings", 1 << 20}, {"type_vocab_size", 1024}};
+  const int64_t values[] = {hidden_size, num_hidden_layers, num_attention_heads, intermediate_size,
+                            max_position_embeddings, type_vocab_size};
+  for (size_t i = 0; i < std::size(values); ++i)
+    if (values[i] > limits[i].second)
+      throw std::invalid_argument(
+          fmt::format("{} is {}, more than genemask accepts ({})", limits[i].first, values[i], limits[i].second));
+  if (vocab_size != kVocabSize)
+    throw std::invalid_argument(fmt::format(
+        "vocab_size is {}, but genemask's tokenizer (DNABERT-6) has {} tokens", vocab_size, kVocabSize));
+  if (pad_token_id < 0 || pad_token_id >= vocab_size)
+    throw std::invalid_argument(fmt::format("pad_token_id {} is not a token id (0..{})", pad_token_id, vocab_size - 1));
+  if (!(hidden_dropout_prob >= 0 && hidden_dropout_prob < 1 && attention_probs_dropout_prob >= 0 &&
+        attention_probs_dropout_prob < 1))
+    throw std::invalid_argument("hidden_dropout_prob and attention_probs_dropout_prob must be in [0, 1)");
+  if (!(layer_norm_eps > 0 && std::isfinite(layer_norm_eps)))
+    throw std::invalid_argument(fmt::format("layer_norm_eps must be positive, got {}", layer_norm_eps));
+  // The weights alone (fp32) must fit in this machine's memory.
+  const double H = static_cast<double>(hidden_size), F = static_cast<double>(intermediate_size);
+  const double params = (static_cast<double>(vocab_size + max_position_embeddings + type_vocab_size) + 2) * H +
+                        static_cast<double>(num_hidden_layers) * (4 * H * H + 2 * H * F + F + 9 * H) + H * H +
+                        static_cast<double>(vocab_size);
+  const double bytes = 4 * params;
+  const double ram = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (ram > 0 && bytes > ram)
+    throw std::invalid_argument(fmt::format("the model would have {:.3g} parameters ({:.1f} GiB of fp32 weights alone), "
+                                            "more than this machine's memory ({:.1f} GiB)",
+                                            params, bytes / (1 << 30), ram / (1 << 30)));
 }
 
 BertConfig BertConfig::from_json_file(const std::string& path) {
@@ -49,14 +83,29 @@ BertConfig BertConfig::from_json_file(const std::string& path) {
   try {
     if (j.contains("model_type") && j["model_type"] != "bert")
       throw io::InputError(path, fmt::format("model_type is {}, only \"bert\" is supported", j["model_type"].dump()));
-    c.vocab_size = j.at("vocab_size");
-    c.hidden_size = j.at("hidden_size");
-    c.num_hidden_layers = j.at("num_hidden_layers");
-    c.num_attention_heads = j.at("num_attention_heads");
-    c.intermediate_size = j.at("intermediate_size");
-    c.max_position_embeddings = j.value("max_position_embeddings", int64_t{512});
-    c.type_vocab_size = j.value("type_vocab_size", int64_t{2});
-    c.pad_token_id = j.value("pad_token_id", int64_t{0});
+    // Integers (1e9 written as a float is accepted; 1e30 or 2.5 are not): a float out of
+    // int64's range would be undefined behaviour to convert.
+    auto integer = [&](const char* key, std::optional<int64_t> fallback) -> int64_t {
+      if (!j.contains(key) || j[key].is_null()) {
+        if (fallback) return *fallback;
+        throw io::InputError(path, fmt::format("field '{}' is missing", key));
+      }
+      const auto& v = j[key];
+      if (v.is_number_integer()) return v.get<int64_t>();
+      if (v.is_number_float()) {
+        const double d = v.get<double>();
+        if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9e15) return static_cast<int64_t>(d);
+      }
+      throw io::InputError(path, fmt::format("field '{}' must be an integer, got {}", key, v.dump()));
+    };
+    c.vocab_size = integer("vocab_size", std::nullopt);
+    c.hidden_size = integer("hidden_size", std::nullopt);
+    c.num_hidden_layers = integer("num_hidden_layers", std::nullopt);
+    c.num_attention_heads = integer("num_attention_heads", std::nullopt);
+    c.intermediate_size = integer("intermediate_size", std::nullopt);
+    c.max_position_embeddings = integer("max_position_embeddings", 512);
+    c.type_vocab_size = integer("type_vocab_size", 2);
+    c.pad_token_id = integer("pad_token_id", 0);
     c.hidden_dropout_prob = j.value("hidden_dropout_prob", 0.1);
     c.attention_probs_dropout_prob = j.value("attention_probs_dropout_prob", 0.1);
     c.layer_norm_eps = j.value("layer_norm_eps", 1e-12);

@@ -32,6 +32,7 @@ BertConfig config_for(const std::string& model, const std::string& config, std::
   if (!std::filesystem::is_directory(model))
     throw io::InputError(model, "--model must be \"random\", a model directory or a `genemask pretrain` run");
   *dir = resolve_model_dir(model);
+  check_vocab(*dir);
   return BertConfig::from_json_file(*dir + "/config.json");
 }
 
@@ -193,6 +194,7 @@ BertForSequenceClassification load_classifier_hf(const std::string& dir, std::ve
   } catch (const std::exception& e) {
     throw io::InputError(cfg_path, fmt::format("not valid JSON: {}", e.what()));
   }
+  check_vocab(dir);
   auto tensors = read_hf_tensors(dir);
   std::vector<std::string> names;
   const auto head = std::find_if(tensors.begin(), tensors.end(), [](const auto& t) { return t.first == "classifier.weight"; });

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
@@ -82,9 +83,12 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
     if (log) log(s);
   };
   if (o.shots < 0) throw std::invalid_argument(fmt::format("--shots {} must be positive (or 0: the file as given)", o.shots));
-  if (o.lr < 0 || o.epochs < 0 || o.batch < 0 || o.eval_batch <= 0)
-    throw std::invalid_argument("--lr, --epochs and --batch must be positive (0: the paper's regime)");
-  if (o.warmup_fraction < 0 || o.warmup_fraction > 1)
+  if (!std::isfinite(o.lr) || o.lr < 0 || o.epochs < 0 || o.batch < 0 || o.eval_batch <= 0)
+    throw std::invalid_argument(fmt::format("--lr ({}), --epochs and --batch must be positive (0: the paper's regime)", o.lr));
+  for (const auto& [flag, v] : {std::pair{"--weight-decay", o.weight_decay}, std::pair{"--dropout", o.dropout},
+                                std::pair{"--clip", o.clip}})
+    if (!std::isfinite(v) || v < 0) throw std::invalid_argument(fmt::format("{} must be a number >= 0, got {}", flag, v));
+  if (!(o.warmup_fraction >= 0 && o.warmup_fraction <= 1))  // NaN fails too
     throw std::invalid_argument(fmt::format("--warmup-fraction {} must be in [0, 1]", o.warmup_fraction));
   const int threads = set_intra_op_threads(o.threads);
   const bool bf16 = wants_bf16(o.precision, o.device);

@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <unistd.h>
 
 #include "genemask/tokenizer.hpp"
 #include "io/atomic_file.hpp"
@@ -183,7 +184,39 @@ std::vector<std::pair<std::string, torch::Tensor>> read_hf_tensors(const std::st
   return tensors;
 }
 
+namespace {
+/// Text from a file for a message: control and non-ASCII bytes as \xNN, at most 40 bytes.
+std::string printable(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size() && i < 40; ++i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    out += c >= 0x20 && c < 0x7f ? std::string(1, static_cast<char>(c)) : fmt::format("\\x{:02x}", c);
+  }
+  return s.size() > 40 ? out + "..." : out;
+}
+}  // namespace
+
+void check_vocab(const std::string& dir) {
+  const std::string path = dir + "/vocab.txt";
+  std::ifstream in(path);
+  if (!in) return;  // transformers' save_pretrained writes none: the ids are DNABERT's by convention
+  const auto want = vocab_tokens();
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (n < want.size() && line != want[n])
+      throw io::InputError(path, n + 1, fmt::format("token '{}' where DNABERT-6's vocabulary has '{}': this model uses "
+                                                    "other token ids than genemask",
+                                                    printable(line), want[n]));
+    ++n;
+  }
+  if (n != want.size())
+    throw io::InputError(path, fmt::format("has {} tokens; DNABERT-6's vocabulary (genemask's ids) has {}", n, want.size()));
+}
+
 BertForMaskedLM import_hf(const std::string& dir) {
+  check_vocab(dir);
   const BertConfig c = BertConfig::from_json_file(dir + "/config.json");
   BertForMaskedLM model(c);
   const bool bin = !std::filesystem::exists(dir + "/model.safetensors") && std::filesystem::exists(dir + "/pytorch_model.bin");
@@ -226,7 +259,24 @@ std::string resolve_model_dir(const std::string& run) {
 std::string export_run(const std::string& run, const std::string& out_dir) {
   const std::string src = resolve_model_dir(run);
   auto m = import_hf(src);
-  export_hf(m, out_dir);
+  // Complete or not at all: written under a temporary name, then renamed into place.
+  const std::string tmp = fmt::format("{}.tmp-{}", out_dir, ::getpid());
+  std::filesystem::remove_all(tmp);
+  try {
+    export_hf(m, tmp);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+    throw;
+  }
+  if (std::filesystem::exists(out_dir)) {
+    const std::string old = fmt::format("{}.old-{}", out_dir, ::getpid());
+    std::filesystem::rename(out_dir, old);
+    std::filesystem::rename(tmp, out_dir);
+    std::filesystem::remove_all(old);
+  } else {
+    std::filesystem::rename(tmp, out_dir);
+  }
   return src;
 }
 

@@ -17,6 +17,11 @@ void export_hf(BertForMaskedLM& model, const std::string& dir);
 void write_vocab_and_weights(torch::nn::Module& m, const BertConfig& config, const std::string& dir,
                              bool with_buffers = false);
 
+/// When DIR has a vocab.txt, checks that it is genemask's (DNABERT-6's) vocabulary, line for
+/// line: a model trained on other ids would silently give wrong outputs. An error names the
+/// file, the line and the token.
+void check_vocab(const std::string& dir);
+
 /// Loads DIR (config.json + model.safetensors, or + pytorch_model.bin as DNABERT ships it)
 /// into a new model. Missing or unexpected
 /// tensors and shape mismatches are errors that name the tensor.

@@ -9,6 +9,11 @@
 #include <future>
 #include <cmath>
 #include <csignal>
+#include <cerrno>
+#include <fcntl.h>
+#include <optional>
+#include <sys/file.h>
+#include <unistd.h>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
@@ -35,6 +40,44 @@ namespace genemask::model {
 namespace {
 
 std::atomic<bool> g_stop_requested{false};
+
+/// An exclusive lock on a run directory for the life of the run: flock on DIR/.genemask.lock,
+/// which names the holder (host, pid). The kernel drops the lock when the process ends, so
+/// a crashed run never leaves a stale one behind.
+class DirLock {
+ public:
+  explicit DirLock(const std::string& dir) {
+    const std::string path = dir + "/.genemask.lock";
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw io::InputError(path, fmt::format("cannot open the run's lock file: {}", std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      char buf[256] = {};
+      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      std::string holder(buf, n > 0 ? static_cast<size_t>(n) : 0);
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+      ::close(fd_);
+      fd_ = -1;
+      throw io::InputError(dir, fmt::format("is in use by another genemask run ({}); wait for it to end, or choose "
+                                            "another --out",
+                                            holder.empty() ? "holder unknown" : holder));
+    }
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    const std::string me = fmt::format("host {}, pid {}\n", host, ::getpid());
+    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
+      throw io::InputError(path, fmt::format("cannot write the run's lock file: {}", std::strerror(errno)));
+  }
+  ~DirLock() {
+    if (fd_ < 0) return;
+    (void)::ftruncate(fd_, 0);
+    ::close(fd_);
+  }
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
 void on_pretrain_stop_signal(int) { g_stop_requested = true; }  // internal linkage, unlike extern "C"
 
 /// One micro-batch on the host in one int64 buffer (pinned for a GPU, so that the copy is
@@ -172,6 +215,19 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   };
   if (o.steps <= 0 || o.batch_per_rank <= 0 || o.grad_accum <= 0)
     throw std::invalid_argument("--steps, --batch-per-rank and --grad-accum must be positive");
+  // NaN compares false: every check is written so that NaN fails it.
+  if (!(std::isfinite(o.lr) && o.lr > 0)) throw std::invalid_argument(fmt::format("--lr must be a positive number, got {}", o.lr));
+  if (!(std::isfinite(o.weight_decay) && o.weight_decay >= 0))
+    throw std::invalid_argument(fmt::format("--weight-decay must be a number >= 0, got {}", o.weight_decay));
+  if (!(std::isfinite(o.clip) && o.clip > 0)) throw std::invalid_argument(fmt::format("clip must be positive, got {}", o.clip));
+  if (!(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.eps > 0 && std::isfinite(o.eps)))
+    throw std::invalid_argument("AdamW needs betas in [0, 1) and eps > 0");
+  if (o.keep_checkpoints < 1)
+    throw std::invalid_argument(fmt::format(
+        "--keep-checkpoints must be at least 1 (the last checkpoint holds the trained model), got {}",
+        o.keep_checkpoints));
+  if (o.warmup < 0 || o.log_every <= 0 || o.checkpoint_every < 0 || o.eval_every < 0 || o.eval_batches < 0)
+    throw std::invalid_argument("--warmup, --checkpoint-every, --eval-every and --eval-batches must be >= 0, --log-every > 0");
   const auto [local_rank, local_size] = hpc::local_rank_size(comm);
   const bool bf16 = wants_bf16(o.precision, o.device);
   const torch::Device device = pick_rank_device(o.device, local_rank);
@@ -208,7 +264,11 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   // Resume: the newest complete checkpoint.
   int64_t step = 0;
   LoaderCursor cursor;
-  if (rank == 0) fs::create_directories(o.out + "/checkpoints");
+  std::optional<DirLock> lock;
+  if (rank == 0) {
+    fs::create_directories(o.out + "/checkpoints");
+    lock.emplace(o.out);  // before anything in --out is read or written
+  }
   if (!o.resume && latest_checkpoint(o.out) >= 0)
     throw io::InputError(o.out, "already holds checkpoints of a run: continue it with --resume, or choose a new --out");
   if (o.resume) {
@@ -221,6 +281,28 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
     if (st.at("world_size").get<int>() != world)
       throw io::InputError(d + "/state.json", fmt::format("was written by {} ranks; resume with the same number (now {})",
                                                           st.at("world_size").get<int>(), world));
+    // The run's settings: a different one would silently make another run of this one.
+    const nlohmann::json now = {{"seed", o.seed}, {"masking", o.masking}, {"model", o.model},
+                                {"batch_per_rank", o.batch_per_rank}, {"grad_accum", o.grad_accum},
+                                {"shards", fs::weakly_canonical(o.shards).string()}};
+    for (const auto& [key, value] : now.items()) {
+      if (!st.contains(key) || st[key] == value || o.allow_changes) continue;
+      throw io::InputError(d + "/state.json",
+                           fmt::format("--resume: --{} is {} now but {} in the run; resume with the run's settings, or "
+                                       "pass --allow-changes to continue with the new one deliberately",
+                                       key == "batch_per_rank" ? "batch-per-rank" : key == "grad_accum" ? "grad-accum" : key,
+                                       value.dump(), st[key].dump()));
+    }
+    {
+      const BertConfig saved = BertConfig::from_json_file(d + "/config.json");
+      const auto a = nlohmann::json::parse(saved.to_json()), b = nlohmann::json::parse(cfg.to_json());
+      for (const auto& [key, value] : a.items())
+        if (b.contains(key) && b[key] != value)
+          throw io::InputError(d + "/config.json",
+                               fmt::format("--resume: the model's {} is {} in the run but {} in --model {}; resume "
+                                           "with the run's model config",
+                                           key, value.dump(), b[key].dump(), o.model));
+    }
     step = st.at("step");
     cursor.epoch = st.at("cursor").at("epoch");
     cursor.position = st.at("cursor").at("position");
@@ -284,8 +366,20 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   if (rank == 0 && o.resume && fs::exists(metrics_path)) {
     std::ifstream in(metrics_path);
     std::string line;
-    while (std::getline(in, line))
-      if (!line.empty() && nlohmann::json::parse(line).at("step").get<int64_t>() <= step) kept.push_back(line);
+    uint64_t lineno = 0, torn = 0;
+    while (std::getline(in, line)) {
+      ++lineno;
+      if (line.empty()) continue;
+      // A line cut by a crash (or mangled) is dropped, not fatal: the run must stay resumable.
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
+        ++torn;
+        say(fmt::format("{}:{}: dropped a line that is not a complete metrics record", metrics_path, lineno));
+        continue;
+      }
+      if (j["step"].get<int64_t>() <= step) kept.push_back(line);
+    }
+    (void)torn;
   }
   std::ofstream metrics;
   if (rank == 0) {
@@ -326,8 +420,14 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
     const std::string tmp = final_dir + ".tmp";
     if (rank == 0) {
       fs::remove_all(tmp);
-      export_hf(model, tmp);
-      torch::save(opt, tmp + "/optimizer.pt");
+      try {
+        export_hf(model, tmp);
+        torch::save(opt, tmp + "/optimizer.pt");
+      } catch (...) {  // a full disk, say: no half-written step-N.tmp left behind
+        std::error_code ec;
+        fs::remove_all(tmp, ec);
+        throw;
+      }
     }
     hpc::barrier(comm);  // the directory exists before others write into it
     torch::save(rng_state(torch::kCPU), rng_file(tmp, "rng-", rank));
@@ -341,6 +441,9 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
                            {"masking", o.masking},
                            {"model", o.model},
                            {"init", init_dir},
+                           {"batch_per_rank", o.batch_per_rank},
+                           {"grad_accum", o.grad_accum},
+                           {"shards", fs::weakly_canonical(o.shards).string()},
                            {"command_line", o.command_line}};
       {
         io::AtomicFile f(tmp + "/state.json");

@@ -7,6 +7,7 @@ import sys
 import random
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -64,6 +65,8 @@ class Pretrain(unittest.TestCase):
         b = os.path.join(self.tmp, "b")
         self.pretrain(b, stop_after=6)  # dies after step 6; the last checkpoint is step 4
         self.assertTrue(os.path.isdir(os.path.join(b, "checkpoints", "step-00000004")))
+        with open(os.path.join(b, "metrics.jsonl"), "a") as f:
+            f.write('{"step": 7, "lo')  # a line torn by the kill: dropped on resume, not fatal
         s = summary(self.pretrain(b, ["--resume"]))
         self.assertEqual(s["start_step"], 4)
         self.assertEqual(metrics(b), want)  # exactly, not approximately
@@ -133,6 +136,49 @@ class Pretrain(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("excludes", p.stderr)
 
+    def test_resume_refuses_changed_settings(self):
+        out = os.path.join(self.tmp, "changed")
+        cfg = os.path.join(self.tmp, "mutable.json")
+        with open(cfg, "w") as f:
+            json.dump(TINY, f)
+        self.pretrain(out, model="mutable.json", stop_after=5)  # checkpoint at 4
+        p = self.pretrain(out, ["--resume"], model="mutable.json", batch_per_rank=3, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("state.json: --resume: --batch-per-rank is 3 now but 2 in the run", p.stderr)
+        p = self.pretrain(out, ["--resume"], model="mutable.json", masking="genemask", check=False)
+        self.assertIn('--resume: --masking is "genemask" now but "random" in the run', p.stderr)
+        with open(cfg, "w") as f:
+            json.dump(dict(TINY, intermediate_size=48), f)
+        p = self.pretrain(out, ["--resume"], model="mutable.json", check=False)
+        self.assertIn("config.json: --resume: the model's intermediate_size is 64 in the run but 48", p.stderr)
+        with open(cfg, "w") as f:
+            json.dump(TINY, f)
+        s = summary(self.pretrain(out, ["--resume", "--allow-changes"], model="mutable.json", seed=9))
+        self.assertEqual(s["start_step"], 4)
+
+    def test_second_run_on_the_same_out_is_refused(self):
+        out = os.path.join(self.tmp, "locked")
+        cmd = [os.path.abspath(BIN), "pretrain", "--shards", self.shards, "--masking", "random", "--model",
+               os.path.join(self.tmp, "tiny.json"), "--out", out, "--steps", "100000", "--warmup", "10",
+               "--batch-per-rank", "2", "--grad-accum", "1", "--log-every", "1", "--eval-every", "0",
+               "--checkpoint-every", "1000000", "--threads", "1"]
+        first = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.time() + 60
+            while time.time() < deadline and not (os.path.exists(os.path.join(out, "metrics.jsonl"))
+                                                  and metrics(out)):
+                time.sleep(0.1)
+            p = self.pretrain(out, ["--resume"], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"is in use by another genemask run (host {socket.gethostname()}, pid {first.pid})", p.stderr)
+        finally:
+            first.send_signal(signal.SIGTERM)
+            first.communicate(timeout=60)
+        # The lock went with the process: the run resumes.
+        s = summary(self.pretrain(out, ["--resume"], steps=max(m[0] for m in metrics(out)) + 1, warmup=10,
+                                  batch_per_rank=2, grad_accum=1, eval_every=0, checkpoint_every=1000000))
+        self.assertFalse(s["interrupted"])
+
     def test_sigterm_checkpoints_and_export(self):
         out = os.path.join(self.tmp, "sig")
         cmd = [os.path.abspath(BIN), "pretrain", "--shards", self.shards, "--masking", "random", "--model",
@@ -159,6 +205,11 @@ class Pretrain(unittest.TestCase):
             self.assertTrue(os.path.exists(os.path.join(hf, f)), f)
         with open(os.path.join(hf, "config.json")) as f:
             self.assertEqual(json.load(f)["hidden_size"], 32)
+        # Again onto the existing directory: replaced whole, nothing temporary left beside it.
+        run(["export-hf", "--run", out, "--out", hf])
+        self.assertEqual(sorted(os.listdir(hf)), ["config.json", "model.safetensors", "special_tokens_map.json",
+                                                  "tokenizer_config.json", "vocab.txt"])
+        self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith("hf.")], [])
 
     def test_embed_matches_reference_and_rank_count(self):
         import h5py
@@ -300,6 +351,12 @@ class Pretrain(unittest.TestCase):
         self.assertIn("no complete checkpoint", p.stderr)
         p = self.pretrain(os.path.join(self.tmp, "bf16"), precision="bf16", check=False)
         self.assertIn("--precision bf16 needs --device cuda", p.stderr)
+        for opts, text in [({"keep_checkpoints": 0}, "--keep-checkpoints must be at least 1"),
+                           ({"lr": "nan"}, "--lr must be a positive number, got nan"),
+                           ({"weight_decay": -1}, "--weight-decay must be a number >= 0")]:
+            p = self.pretrain(os.path.join(self.tmp, "badopt"), check=False, **opts)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn(text, p.stderr)
         p = self.pretrain(os.path.join(self.tmp, "nccl"), ["--allreduce", "nccl"], check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--allreduce nccl needs --device cuda", p.stderr)

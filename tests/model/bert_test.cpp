@@ -7,6 +7,9 @@
 #include <filesystem>
 #include <set>
 
+#include <nlohmann/json.hpp>
+
+#include "genemask/tokenizer.hpp"
 #include "io/error.hpp"
 #include "io/safetensors.hpp"
 #include "model/hf_io.hpp"
@@ -230,6 +233,55 @@ TEST(Bert, ImportRejectsMismatches) {
   EXPECT_NE(test::error_of([&] { import_hf(tmp.file("hf")); }).find("is missing"), std::string::npos);
   test::write_file(tmp.file("hf/config.json"), "{\"model_type\": \"gpt2\"}");
   EXPECT_NE(test::error_of([&] { import_hf(tmp.file("hf")); }).find("only \"bert\" is supported"), std::string::npos);
+}
+
+// A config is checked before anything is allocated, and the error names the file and field.
+TEST(Bert, ConfigBoundsBeforeAllocation) {
+  test::TempDir tmp;
+  const auto base = nlohmann::json::parse(small_config().to_json());
+  auto error_for = [&](const std::string& key, const nlohmann::json& value) {
+    auto j = base;
+    j[key] = value;
+    test::write_file(tmp.file("c.json"), j.dump());
+    return test::error_of([&] { BertConfig::from_json_file(tmp.file("c.json")); });
+  };
+  EXPECT_NE(error_for("num_hidden_layers", 1000000).find("c.json: num_hidden_layers is 1000000, more than genemask accepts"),
+            std::string::npos);
+  EXPECT_NE(error_for("hidden_size", 1e9).find("hidden_size is 1000000000"), std::string::npos);
+  EXPECT_NE(error_for("max_position_embeddings", 1e12).find("max_position_embeddings is 1000000000000"), std::string::npos);
+  EXPECT_NE(error_for("hidden_size", 1e30).find("field 'hidden_size' must be an integer"), std::string::npos);
+  EXPECT_NE(error_for("intermediate_size", 2.5).find("field 'intermediate_size' must be an integer"), std::string::npos);
+  EXPECT_NE(error_for("vocab_size", 100).find("vocab_size is 100, but genemask's tokenizer (DNABERT-6) has 4101"),
+            std::string::npos);
+  EXPECT_NE(error_for("num_attention_heads", 5).find("must be a positive multiple of num_attention_heads 5"),
+            std::string::npos);
+  EXPECT_NE(error_for("hidden_dropout_prob", 1.5).find("must be in [0, 1)"), std::string::npos);
+  // Within the bounds but more weights than any memory: refused with the estimate.
+  auto j = base;
+  j["num_hidden_layers"] = 1024;
+  j["hidden_size"] = 65536;
+  j["num_attention_heads"] = 1024;
+  test::write_file(tmp.file("big.json"), j.dump());
+  EXPECT_NE(test::error_of([&] { BertConfig::from_json_file(tmp.file("big.json")); }).find("more than this machine's memory"),
+            std::string::npos);
+  EXPECT_EQ(error_for("hidden_size", 64.0), "no error");  // an integer written as a float is fine
+}
+
+// vocab.txt, when a model directory has one, must be genemask's vocabulary.
+TEST(Bert, ModelDirectoryVocabularyIsChecked) {
+  test::TempDir tmp;
+  BertForMaskedLM m(small_config());
+  export_hf(m, tmp.file("hf"));
+  EXPECT_NO_THROW(import_hf(tmp.file("hf")));
+  test::write_file(tmp.file("hf/vocab.txt"), "[PAD]\n[UNK]\n");
+  EXPECT_NE(test::error_of([&] { import_hf(tmp.file("hf")); }).find("vocab.txt: has 2 tokens; DNABERT-6's vocabulary"),
+            std::string::npos);
+  auto v = vocab_tokens();
+  std::swap(v[10], v[11]);
+  std::string text;
+  for (const auto& t : v) text += t + "\n";
+  test::write_file(tmp.file("hf/vocab.txt"), text);
+  EXPECT_NE(test::error_of([&] { import_hf(tmp.file("hf")); }).find("vocab.txt:11: token '" + v[10] + "'"), std::string::npos);
 }
 
 TEST(Bert, MlmLossIgnoresUnlabelled) {
