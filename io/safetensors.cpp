@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
@@ -67,23 +68,37 @@ std::vector<StTensor> read_safetensors(const std::string& path, std::map<std::st
   }
   const uint64_t data_start = 8 + hlen, data_size = size - data_start;
   std::vector<StTensor> out;
+  std::vector<std::tuple<uint64_t, uint64_t, std::string>> ranges;  // [begin, end), name
+  if (!h.is_object()) throw InputError(path, "header is not a JSON object: not safetensors?");
   for (auto it = h.begin(); it != h.end(); ++it) {
     if (it.key() == "__metadata__") {
-      if (metadata)
-        for (auto m = it.value().begin(); m != it.value().end(); ++m) (*metadata)[m.key()] = m.value().get<std::string>();
+      if (!it.value().is_object()) throw InputError(path, "__metadata__ is not a JSON object");
+      for (auto m = it.value().begin(); m != it.value().end(); ++m) {
+        if (!m.value().is_string())
+          throw InputError(path, fmt::format("__metadata__ entry '{}' is not a string", m.key()));
+        if (metadata) (*metadata)[m.key()] = m.value().get<std::string>();
+      }
       continue;
     }
     StTensor t;
     t.name = it.key();
+    std::pair<uint64_t, uint64_t> offs_of{0, 0};
     try {
       t.dtype = it.value().at("dtype").get<std::string>();
       t.shape = it.value().at("shape").get<std::vector<int64_t>>();
       auto offs = it.value().at("data_offsets").get<std::vector<uint64_t>>();
       if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > data_size)
         throw InputError(path, fmt::format("tensor {}: data_offsets outside the file", t.name));
+      offs_of = {offs[0], offs[1]};
       uint64_t n = dtype_size(t.dtype);
       if (n == 0) throw InputError(path, fmt::format("tensor {}: unknown dtype {}", t.name, t.dtype));
-      for (int64_t d : t.shape) n *= static_cast<uint64_t>(d);
+      for (int64_t d : t.shape) {
+        if (d < 0) throw InputError(path, fmt::format("tensor {}: negative dimension {} in its shape", t.name, d));
+        // The product must not wrap: it is compared with the data's size below.
+        if (d != 0 && n > data_size / static_cast<uint64_t>(d))
+          throw InputError(path, fmt::format("tensor {}: shape needs more bytes than the file holds", t.name));
+        n *= static_cast<uint64_t>(d);
+      }
       if (n != offs[1] - offs[0])
         throw InputError(path, fmt::format("tensor {}: shape needs {} bytes, the offsets give {}", t.name, n, offs[1] - offs[0]));
       t.data.resize(n);
@@ -93,7 +108,17 @@ std::vector<StTensor> read_safetensors(const std::string& path, std::map<std::st
     } catch (const nlohmann::json::exception& e) {
       throw InputError(path, fmt::format("tensor {}: malformed header entry: {}", t.name, e.what()));
     }
+    ranges.push_back({offs_of.first, offs_of.second, t.name});
     out.push_back(std::move(t));
+  }
+  // Two tensors must not share bytes (safetensors forbids it; a crafted file could alias).
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const auto& a = ranges[i - 1];
+    const auto& b = ranges[i];
+    if (std::get<0>(b) < std::get<1>(a) && std::get<0>(b) < std::get<1>(b))
+      throw InputError(path, fmt::format("tensors {} and {} overlap (data_offsets [{}, {}) and [{}, {}))", std::get<2>(a),
+                                         std::get<2>(b), std::get<0>(a), std::get<1>(a), std::get<0>(b), std::get<1>(b)));
   }
   return out;
 }

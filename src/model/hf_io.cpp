@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -118,6 +119,7 @@ namespace {
 /// that tail is cut, leaving the dict of tensors on the stack.
 std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(const std::string& path) {
   c10::IValue v;
+  std::map<const void*, uint64_t> record_bytes;  // data pointer of each record read -> its size
   try {
     caffe2::serialize::PyTorchStreamReader zip(path);
     auto rec = zip.getRecord("data.pkl");
@@ -147,7 +149,11 @@ std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(const std::s
       off += n;
       return n;
     };
-    auto read_record = [&](const std::string& name) { return std::get<0>(zip.getRecord("data/" + name)); };
+    auto read_record = [&](const std::string& name) {
+      auto rec = zip.getRecord("data/" + name);
+      record_bytes[std::get<0>(rec).get()] = std::get<1>(rec);
+      return std::move(std::get<0>(rec));
+    };
     torch::jit::Unpickler up(reader, nullptr, nullptr, read_record, c10::Device(torch::kCPU));
     v = up.parse_ivalue();
   } catch (const std::exception& e) {
@@ -159,7 +165,25 @@ std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(const std::s
     if (!kv.key().isString()) continue;  // the placeholder entry of the rewrite above
     if (!kv.value().isTensor())
       throw io::InputError(path, fmt::format("state_dict entry '{}' is not a tensor", kv.key().toStringRef()));
-    out.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+    const auto& t = kv.value().toTensor();
+    // The tensor's view must lie inside its record's bytes: a record cut short (or a
+    // crafted size) would otherwise be read past its end.
+    if (t.numel() > 0) {
+      int64_t last = t.storage_offset();
+      for (int64_t d = 0; d < t.dim(); ++d) {
+        if (t.stride(d) < 0 || t.storage_offset() < 0)
+          throw io::InputError(path, fmt::format("tensor '{}' has a negative stride or offset", kv.key().toStringRef()));
+        last += (t.size(d) - 1) * t.stride(d);
+      }
+      const uint64_t need = static_cast<uint64_t>(last + 1) * static_cast<uint64_t>(t.element_size());
+      const auto rec = record_bytes.find(t.storage().data());
+      const uint64_t have = std::min<uint64_t>(t.storage().nbytes(), rec == record_bytes.end() ? 0 : rec->second);
+      if (need > have)
+        throw io::InputError(path, fmt::format("tensor '{}' needs {} bytes of its data record, which holds {}: the file "
+                                               "is damaged or truncated",
+                                               kv.key().toStringRef(), need, have));
+    }
+    out.emplace_back(kv.key().toStringRef(), t);
   }
   return out;
 }

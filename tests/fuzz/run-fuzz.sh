@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the FASTA fuzz target with clang + libFuzzer (ASan, UBSan) and runs it.
+# Builds the fuzz targets (FASTA parser and counter; safetensors reader) with clang +
+# libFuzzer (ASan, UBSan) and runs each for SECONDS.
 # Usage: tests/fuzz/run-fuzz.sh [SECONDS] [BUILD_DIR]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -16,8 +17,17 @@ $launcher clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-san
   "$here/fasta_fuzz.cpp" "$root/io/error.cpp" "$root/io/text_source.cpp" "$root/io/fasta.cpp" \
   "$root/src/core/kmer.cpp" "$root/src/core/kmer_count.cpp" \
   -lisal -lz -lfmt -o "$out/fasta_fuzz"
+$launcher clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
+  -I"$root" -I"$root/include" -I"$gen" \
+  "$here/safetensors_fuzz.cpp" "$root/io/error.cpp" "$root/io/safetensors.cpp" "$root/io/atomic_file.cpp" \
+  -lfmt -o "$out/safetensors_fuzz"
 corpus="$out/corpus"
 mkdir -p "$corpus"
 cp -n "$here"/corpus/* "$corpus"/ 2>/dev/null || true
 "$out/fasta_fuzz" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 -artifact_prefix="$out/" "$corpus" 2>&1 | tail -n 5
-echo "fuzz: ${secs}s without a finding"
+corpus_st="$out/corpus-safetensors"
+mkdir -p "$corpus_st"
+cp -n "$here"/corpus-safetensors/* "$corpus_st"/ 2>/dev/null || true
+"$out/safetensors_fuzz" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=4096 \
+  -artifact_prefix="$out/" "$corpus_st" 2>&1 | tail -n 5
+echo "fuzz: ${secs}s per target without a finding"

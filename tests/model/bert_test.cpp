@@ -223,6 +223,18 @@ TEST(Bert, ImportsPytorchModelBin) {
   EXPECT_TRUE(torch::equal(back->forward(ids, mask), m->forward(ids, mask)));
 }
 
+// A torch.save file whose tensor record holds fewer bytes than its pickle declares (a
+// damaged download, or a crafted file) is an error naming the file, never a crash.
+TEST(Bert, DamagedPytorchModelBinIsAnError) {
+  test::TempDir tmp;
+  BertForMaskedLM m(small_config());
+  export_hf(m, tmp.file("hf"));
+  ASSERT_EQ(test::run_python("to_pytorch_bin.py " + tmp.file("hf") + " --cut-record 64"), 0);
+  const std::string e = test::error_of([&] { import_hf(tmp.file("hf")); });
+  EXPECT_NE(e.find(tmp.file("hf/pytorch_model.bin") + ": "), std::string::npos) << e;
+  EXPECT_NE(e.find("bytes"), std::string::npos) << e;
+}
+
 TEST(Bert, ImportRejectsMismatches) {
   test::TempDir tmp;
   BertForMaskedLM m(small_config());
