@@ -11,6 +11,7 @@
 // Receivers poll MPI_Iprobe and sleep in between (50 us growing to 2 ms while idle).
 #include "hpc/sweep.hpp"
 
+#include <memory>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -35,6 +36,7 @@
 
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
+#include "io/dir_lock.hpp"
 
 namespace fs = std::filesystem;
 
@@ -181,16 +183,18 @@ struct Setup {
   uint64_t total = 0, skipped = 0, stale = 0, repaired = 0;
   int retries = 2, threads = 1, ranks_per_gpu = 1;
   std::string device = "cpu";
+  std::shared_ptr<io::DirLock> lock;  // DIR is this sweep's until it ends
 };
 
 /// Rank 0: plan, DIR/plan.json, results.jsonl (repair, skip ok jobs, --force). Throws.
 Setup prepare(const SweepOptions& o) {
   const Plan plan = load_plan(o.plan);
   fs::create_directories(fs::path(o.out) / "runs");
+  Setup s;
+  s.lock = std::make_shared<io::DirLock>(o.out, "genemask sweep");  // two sweeps would run every job twice
   const std::string plan_path = (fs::path(o.out) / "plan.json").string();
   const std::string results_path = (fs::path(o.out) / "results.jsonl").string();
   const nlohmann::json new_plan = plan_to_json(plan);
-  Setup s;
   std::vector<Job> all = expand_jobs(plan, fs::absolute(o.out).lexically_normal().string());
   s.total = all.size();
   PlanDiff diff;

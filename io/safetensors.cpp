@@ -85,8 +85,21 @@ std::vector<StTensor> read_safetensors(const std::string& path, std::map<std::st
     std::pair<uint64_t, uint64_t> offs_of{0, 0};
     try {
       t.dtype = it.value().at("dtype").get<std::string>();
-      t.shape = it.value().at("shape").get<std::vector<int64_t>>();
-      auto offs = it.value().at("data_offsets").get<std::vector<uint64_t>>();
+      // Integers only: a float (1e30) converted to an integer type is undefined behaviour.
+      auto integers = [&](const char* key) {
+        const auto& a = it.value().at(key);
+        if (!a.is_array()) throw InputError(path, fmt::format("tensor {}: {} is not an array", t.name, key));
+        for (const auto& e : a)
+          if (!e.is_number_integer())
+            throw InputError(path, fmt::format("tensor {}: {} holds {}, not an integer", t.name, key, e.dump()));
+        return a;
+      };
+      t.shape = integers("shape").get<std::vector<int64_t>>();
+      const auto& offs_json = integers("data_offsets");
+      for (const auto& e : offs_json)
+        if (!e.is_number_unsigned())
+          throw InputError(path, fmt::format("tensor {}: data_offsets holds {}, not an offset", t.name, e.dump()));
+      auto offs = offs_json.get<std::vector<uint64_t>>();
       if (offs.size() != 2 || offs[0] > offs[1] || offs[1] > data_size)
         throw InputError(path, fmt::format("tensor {}: data_offsets outside the file", t.name));
       offs_of = {offs[0], offs[1]};

@@ -9,11 +9,7 @@
 #include <future>
 #include <cmath>
 #include <csignal>
-#include <cerrno>
-#include <fcntl.h>
 #include <optional>
-#include <sys/file.h>
-#include <unistd.h>
 #include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
@@ -26,6 +22,7 @@
 #include "genemask/svg_plot.hpp"
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
+#include "io/dir_lock.hpp"
 #include "io/error.hpp"
 #include "io/safetensors.hpp"
 #include "model/bert.hpp"
@@ -40,44 +37,6 @@ namespace genemask::model {
 namespace {
 
 std::atomic<bool> g_stop_requested{false};
-
-/// An exclusive lock on a run directory for the life of the run: flock on DIR/.genemask.lock,
-/// which names the holder (host, pid). The kernel drops the lock when the process ends, so
-/// a crashed run never leaves a stale one behind.
-class DirLock {
- public:
-  explicit DirLock(const std::string& dir) {
-    const std::string path = dir + "/.genemask.lock";
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw io::InputError(path, fmt::format("cannot open the run's lock file: {}", std::strerror(errno)));
-    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      char buf[256] = {};
-      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
-      std::string holder(buf, n > 0 ? static_cast<size_t>(n) : 0);
-      while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
-      ::close(fd_);
-      fd_ = -1;
-      throw io::InputError(dir, fmt::format("is in use by another genemask run ({}); wait for it to end, or choose "
-                                            "another --out",
-                                            holder.empty() ? "holder unknown" : holder));
-    }
-    char host[256] = {};
-    ::gethostname(host, sizeof host - 1);
-    const std::string me = fmt::format("host {}, pid {}\n", host, ::getpid());
-    if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size()))
-      throw io::InputError(path, fmt::format("cannot write the run's lock file: {}", std::strerror(errno)));
-  }
-  ~DirLock() {
-    if (fd_ < 0) return;
-    (void)::ftruncate(fd_, 0);
-    ::close(fd_);
-  }
-  DirLock(const DirLock&) = delete;
-  DirLock& operator=(const DirLock&) = delete;
-
- private:
-  int fd_ = -1;
-};
 void on_pretrain_stop_signal(int) { g_stop_requested = true; }  // internal linkage, unlike extern "C"
 
 /// One micro-batch on the host in one int64 buffer (pinned for a GPU, so that the copy is
@@ -264,10 +223,10 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   // Resume: the newest complete checkpoint.
   int64_t step = 0;
   LoaderCursor cursor;
-  std::optional<DirLock> lock;
+  std::optional<io::DirLock> lock;
   if (rank == 0) {
     fs::create_directories(o.out + "/checkpoints");
-    lock.emplace(o.out);  // before anything in --out is read or written
+    lock.emplace(o.out, "genemask run");  // before anything in --out is read or written
   }
   if (!o.resume && latest_checkpoint(o.out) >= 0)
     throw io::InputError(o.out, "already holds checkpoints of a run: continue it with --resume, or choose a new --out");

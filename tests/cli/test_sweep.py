@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -280,6 +281,20 @@ class SweepSimulated(SweepBase):
             s = summary(self.sweep(out, ranks=2))
             self.assertEqual((s["jobs_skipped"], s["ok"]), (len(recs), 36 - len(recs)))
             self.assertEqual(stable(read_records(out)), self.expected())
+
+    def test_second_sweep_on_the_same_out_is_refused(self):
+        out = self.out("locked")
+        p = self.start(out, None, "0.6")
+        try:
+            self.wait_for_lines(out, 1)
+            q = self.sweep(out, check=False)
+            self.assertEqual(q.returncode, 1, q.stderr)
+            self.assertIn(f"is in use by another genemask sweep (host {socket.gethostname()}, pid {p.pid})", q.stderr)
+        finally:
+            p.send_signal(signal.SIGTERM)
+            p.communicate(timeout=60)
+        s = summary(self.sweep(out))  # the lock went with the process
+        self.assertEqual(s["jobs_skipped"] + s["ok"], 36)
 
     def test_torn_last_line_is_repaired(self):
         out = self.out("torn")

@@ -50,6 +50,9 @@ TEST(Safetensors, CraftedHeadersAreRefused) {
   // A negative dimension, and a shape whose byte count wraps around 2^64.
   write_raw(f, {{"a", {{"dtype", "F32"}, {"shape", {-4, -1}}, {"data_offsets", {0, 16}}}}}, 16);
   EXPECT_NE(error_of([&] { io::read_safetensors(f); }).find("tensor a: negative dimension -4"), std::string::npos);
+  write_raw(f, {{"a", {{"dtype", "F32"}, {"shape", {4}}, {"data_offsets", {1.1e24, 16}}}}}, 16);
+  EXPECT_NE(error_of([&] { io::read_safetensors(f); }).find("tensor a: data_offsets holds 1.1e+24, not an integer"),
+            std::string::npos);
   write_raw(f, {{"a", {{"dtype", "F32"}, {"shape", {int64_t{1} << 62, 4}}, {"data_offsets", {0, 0}}}}}, 16);
   EXPECT_NE(error_of([&] { io::read_safetensors(f); }).find("shape needs more bytes than the file holds"), std::string::npos);
 }
