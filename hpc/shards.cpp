@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
 #include <set>
 
 #include "genemask/tokenizer.hpp"
@@ -27,6 +29,8 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
   std::vector<RecordInfo> records;
   std::vector<StretchStart> starts;
   std::vector<std::vector<uint64_t>> boundaries;
+  std::string result_gene_source;
+  uint64_t result_gene_transcripts = 0;
   if (rank == 0) {
     // The directory holds no valid shard set until the new manifest is written.
     std::filesystem::create_directories(req.out_dir);
@@ -38,7 +42,15 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
     if (!req.genes.empty()) {
       std::vector<std::string> names;
       for (const auto& r : records) names.push_back(r.name);
-      boundaries = io::gene_boundaries(req.genes, names);
+      io::GeneSource src;
+      boundaries = io::gene_boundaries(req.genes, names, &src);
+      result_gene_source = src.from_transcripts ? "mRNA/transcript spans (no gene lines)" : "gene lines";
+      result_gene_transcripts = src.transcripts;
+      if (src.from_transcripts)
+        std::cerr << fmt::format("[shards] no 'gene' features in {}: using the spans of its {} mRNA/transcript lines "
+                                 "(overlapping ones merged per strand) as the genes",
+                                 req.genes, src.transcripts)
+                  << std::endl;
     }
   }
   bcast_serialized(records, 0, comm);
@@ -57,6 +69,8 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
 
   auto stats = gather_serialized(local, 0, comm);
   ShardsResult res;
+  res.gene_source = result_gene_source;
+  res.gene_transcripts = result_gene_transcripts;
   res.ranks = size;
   res.scan_s = allreduce_max_double(std::chrono::duration<double>(t1 - t0).count(), comm);
   res.build_s = allreduce_max_double(std::chrono::duration<double>(t2 - t1).count(), comm);

@@ -20,6 +20,9 @@ struct ShardsResult {
   double seconds = 0, scan_s = 0, build_s = 0;
   uint64_t file_bytes = 0, shard_bytes = 0;
   int ranks = 1;
+  // --genes (rank 0): "gene" lines, or mRNA/transcript spans when the file has none.
+  std::string gene_source;
+  uint64_t gene_transcripts = 0;
 };
 
 /// Collective. Writes DIR/*.h5 shards (each rank its own) and DIR/manifest.json (rank 0, last).

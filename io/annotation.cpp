@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include "io/error.hpp"
@@ -88,21 +89,47 @@ Feature parse_feature(const std::vector<std::string_view>& f, const std::string&
 
 }  // namespace
 
-std::vector<GeneInterval> read_genes(const std::string& path) {
+std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source) {
   const bool gtf = path.find(".gtf") != std::string::npos;
-  std::vector<GeneInterval> genes;
+  std::vector<GeneInterval> genes, transcripts;
   for_each_line(path, [&](std::string_view line, uint64_t lineno) {
     if (line.empty() || line[0] == '#') return;
     const auto f = feature_columns(line, path, lineno);
-    if (!is_gene_type(f[2])) return;
+    const bool transcript = f[2] == "mRNA" || f[2] == "transcript";
+    if (!is_gene_type(f[2]) && !transcript) return;
     const Feature ft = parse_feature(f, path, lineno);
+    if (transcript) {
+      transcripts.push_back({std::string(f[0]), ft.start, ft.end, ft.strand});
+      return;
+    }
     if (gtf && f[8].find("gene_id") == std::string_view::npos)
       throw InputError(path, lineno, "GTF gene line without a gene_id attribute");
     genes.push_back({std::string(f[0]), ft.start, ft.end, ft.strand});
   });
-  if (genes.empty())
-    throw InputError(path, "no features of type 'gene' found: is this a GTF/GFF3 gene annotation?");
-  return genes;
+  if (source) *source = GeneSource{};
+  if (!genes.empty()) return genes;
+  if (transcripts.empty())
+    throw InputError(path,
+                     "no features of type 'gene', 'mRNA' or 'transcript' found: is this a GTF/GFF3 gene annotation?");
+  // No gene lines: each locus is the union of the overlapping transcripts of one sequence
+  // and strand (in file order of their first transcript).
+  if (source) *source = GeneSource{true, transcripts.size()};
+  std::vector<size_t> order(transcripts.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const auto& x = transcripts[a];
+    const auto& y = transcripts[b];
+    return std::tie(x.seqid, x.strand, x.start) < std::tie(y.seqid, y.strand, y.start);
+  });
+  std::vector<GeneInterval> loci;
+  for (size_t i : order) {
+    const auto& t = transcripts[i];
+    if (!loci.empty() && loci.back().seqid == t.seqid && loci.back().strand == t.strand && t.start < loci.back().end)
+      loci.back().end = std::max(loci.back().end, t.end);
+    else
+      loci.push_back(t);
+  }
+  return loci;
 }
 
 int match_seqid(const std::string& seqid, const std::vector<std::string>& names) {
@@ -119,10 +146,10 @@ int match_seqid(const std::string& seqid, const std::vector<std::string>& names)
 }
 
 std::vector<std::vector<uint64_t>> gene_boundaries(const std::string& annotation_path,
-                                                   const std::vector<std::string>& fasta_names) {
+                                                   const std::vector<std::string>& fasta_names, GeneSource* source) {
   std::vector<std::vector<uint64_t>> out(fasta_names.size());
   std::unordered_map<std::string, int> cache;
-  for (const auto& g : read_genes(annotation_path)) {
+  for (const auto& g : read_genes(annotation_path, source)) {
     auto it = cache.find(g.seqid);
     if (it == cache.end()) it = cache.emplace(g.seqid, match_seqid(g.seqid, fasta_names)).first;
     if (it->second < 0) continue;  // e.g. scaffolds the FASTA does not have
@@ -215,15 +242,16 @@ std::vector<std::string> gff3_attribute(std::string_view attrs, std::string_view
 
 }  // namespace
 
-std::vector<TranscriptExons> read_transcript_exons(const std::string& path) {
+std::vector<TranscriptExons> read_transcript_exons(const std::string& path, const std::string& feature) {
   const bool gtf = path.find(".gtf") != std::string::npos;
   std::vector<TranscriptExons> out;
   std::map<std::pair<std::string, std::string>, size_t> index;  // (id, seqid) -> out[i]
-  uint64_t exon_lines = 0;
+  uint64_t exon_lines = 0, cds_lines = 0;
   for_each_line(path, [&](std::string_view line, uint64_t lineno) {
     if (line.empty() || line[0] == '#') return;
     const auto f = feature_columns(line, path, lineno);
-    if (f[2] != "exon") return;
+    cds_lines += f[2] == "CDS";
+    if (f[2] != feature) return;
     const Feature ft = parse_feature(f, path, lineno);
     std::vector<std::string> ids;
     if (gtf) {
@@ -260,8 +288,13 @@ std::vector<TranscriptExons> read_transcript_exons(const std::string& path) {
       t.exons.emplace_back(ft.start, ft.end);
     }
   });
+  if (exon_lines == 0 && feature == "exon" && cds_lines > 0)
+    throw InputError(path, fmt::format("no features of type 'exon' found, but {} 'CDS' lines: use --exon-feature CDS "
+                                       "to take the coding exons as the exons",
+                                       cds_lines));
   if (exon_lines == 0)
-    throw InputError(path, "no features of type 'exon' found: is this a GTF/GFF3 annotation with exons?");
+    throw InputError(path, fmt::format("no features of type '{}' found: is this a GTF/GFF3 annotation with exons?",
+                                       feature));
   for (auto& t : out) {
     std::sort(t.exons.begin(), t.exons.end());
     std::vector<std::pair<uint64_t, uint64_t>> merged;

@@ -14,11 +14,20 @@ struct GeneInterval {
   char strand = '.';
 };
 
+/// Where read_genes took its genes from.
+struct GeneSource {
+  bool from_transcripts = false;  // the file has no gene lines: mRNA/transcript spans were used
+  uint64_t transcripts = 0;       // mRNA/transcript lines read in that case
+};
+
 /// Reads the features of type "gene" (and "*_gene", e.g. ncRNA_gene) of a GTF or GFF3
-/// file (.gz allowed). Comments and directives are skipped; GFF3's ##FASTA section ends
-/// the features. Malformed lines (column count, coordinates, strand, a GTF gene without
-/// gene_id) are errors with file:line and the value.
-std::vector<GeneInterval> read_genes(const std::string& path);
+/// file (.gz allowed). A file without gene lines (many fungal and other GFF3s have mRNA and
+/// CDS lines only) gives its mRNA/transcript spans instead, those of one sequence and
+/// strand that overlap merged into one locus, as a gene spans its isoforms; `source` says
+/// so. Comments and directives are skipped; GFF3's ##FASTA section ends the features.
+/// Malformed lines (column count, coordinates, strand, a GTF gene without gene_id) are
+/// errors with file:line and the value.
+std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source = nullptr);
 
 /// Maps an annotation sequence name to a FASTA record name: exact, else with the "chr"
 /// prefix added or removed (chrM <-> MT). Returns -1 when there is no match.
@@ -26,7 +35,8 @@ int match_seqid(const std::string& seqid, const std::vector<std::string>& fasta_
 
 /// Sorted, unique gene boundaries (gene starts and ends, 0-based) per FASTA record.
 std::vector<std::vector<uint64_t>> gene_boundaries(const std::string& annotation_path,
-                                                   const std::vector<std::string>& fasta_names);
+                                                   const std::vector<std::string>& fasta_names,
+                                                   GeneSource* source = nullptr);
 
 /// The exons of one transcript, as the annotation gives them.
 struct TranscriptExons {
@@ -40,13 +50,14 @@ struct TranscriptExons {
   std::vector<std::pair<uint64_t, uint64_t>> exons;
 };
 
-/// Reads the features of type "exon" of a GTF (by name: the path contains ".gtf") or GFF3
+/// Reads the features of type `feature` ("exon"; "CDS" for annotations without exon lines)
+/// of a GTF (by name: the path contains ".gtf") or GFF3
 /// file (.gz allowed), grouped by transcript: GTF by the transcript_id attribute, GFF3 by
 /// Parent (comma-separated parents: the exon belongs to each). A transcript is keyed by
 /// (id, seqid), so an id reused on another sequence (old PAR annotations) is another
 /// transcript. Transcripts come in order of their first exon. Errors (file:line, value):
 /// malformed columns, an exon without transcript_id/Parent, exons of one transcript on two
-/// strands, no exon features at all.
-std::vector<TranscriptExons> read_transcript_exons(const std::string& path);
+/// strands, no such features at all (suggesting CDS when the file has CDS lines but no exons).
+std::vector<TranscriptExons> read_transcript_exons(const std::string& path, const std::string& feature = "exon");
 
 }  // namespace genemask::io

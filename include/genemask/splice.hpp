@@ -34,6 +34,7 @@ struct SpliceOptions {
   uint64_t max_per_class = 0;       // 0: keep all; else at most this many per class (chosen by seed)
   bool skip_unknown_chromosomes = false;  // else a transcript on a sequence the genome lacks is an error
   std::string chrom_map;                  // optional "input<TAB>genome" name aliases (io::read_chrom_map)
+  std::string exon_feature = "exon";      // feature type read as exons ("CDS": coding exons only)
 };
 
 /// Throws std::invalid_argument naming the option when an option is out of range.

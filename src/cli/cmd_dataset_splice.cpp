@@ -46,6 +46,7 @@ void run_splice(const Args& a, const Context& ctx) {
   oo.builder = "splice";
   oo.inputs = {{"genome", a.genome}, {"annotation", a.annotation}};
   if (!o.chrom_map.empty()) oo.inputs["chrom_map"] = o.chrom_map;
+  if (o.exon_feature != "exon") oo.inputs["exon_feature"] = o.exon_feature;
   oo.settings = {{"window_bp", std::to_string(o.window)},
                  {"labels", "0=acceptor,1=donor,2=non-splice"},
                  {"negatives_per_site", fmt::format("{}", o.negatives_per_site)},
@@ -98,6 +99,10 @@ void register_dataset_splice(CLI::App& dataset, Context& ctx) {
       ->capture_default_str();
   sub->add_flag("--skip-unknown-chromosomes", a->splice.skip_unknown_chromosomes,
                 "leave out transcripts on sequences the genome lacks (default: an error)");
+  sub->add_option("--exon-feature", a->splice.exon_feature,
+                  "feature type taken as exons: exon (default), or CDS for annotations with CDS lines only (the "
+                  "splice sites are then those of coding exons: UTR introns are missed)")
+      ->capture_default_str();
   sub->add_option("--chrom-map", a->splice.chrom_map, "\"input<TAB>genome\" sequence-name aliases")
       ->check(CLI::ExistingFile);
   add_dataset_output_options(sub, a->out, true);

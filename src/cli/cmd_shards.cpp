@@ -26,6 +26,8 @@ void run_shards(ShardsArgs a, const Context& ctx) {
                       {"genome", a.req.genome},
                       {"out", a.req.out_dir},
                       {"genes", a.req.genes.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.req.genes)},
+                      {"gene_source", r.gene_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.gene_source)},
+                      {"gene_transcripts", r.gene_transcripts},
                       {"ranks", r.ranks},
                       {"seed", a.seed},
                       {"chromosomes", r.manifest.chromosomes.size()},

@@ -208,7 +208,7 @@ SpliceBuild build_splice_dataset(const std::string& genome, const std::string& a
   const auto records = io::genome_records(genome);
   std::vector<std::string> names;
   for (const auto& rec : records) names.push_back(rec.name);
-  const auto transcripts = io::read_transcript_exons(annotation);
+  const auto transcripts = io::read_transcript_exons(annotation, o.exon_feature);
   r.transcripts = transcripts.size();
 
   io::SeqidResolver resolver(names, o.chrom_map.empty() ? std::vector<std::pair<std::string, std::string>>{}

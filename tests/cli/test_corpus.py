@@ -137,6 +137,33 @@ class Corpus(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn(f"{bad}:1: column 5 (end) is not a positive integer: 'x'", p.stderr)
 
+    def test_mrna_only_gff3_gives_the_genes_of_its_transcripts(self):
+        # A fungal-style GFF3: mRNA and CDS lines, no gene lines. Two isoforms of one locus
+        # overlap (merged into one gene), one locus is on the minus strand.
+        mrnas = [(2000, 6000, "+"), (2500, 7000, "+"), (15000, 15500, "-"), (30000, 45000, "+")]
+        only = os.path.join(self.tmp, "mrna-only.gff3")
+        with open(only, "w") as f:
+            f.write("##gff-version 3\n")
+            for i, (a, b, st) in enumerate(mrnas):
+                f.write(f"1\tsrc\tmRNA\t{a + 1}\t{b}\t.\t{st}\t.\tID=m{i}\n")
+                f.write(f"1\tsrc\tCDS\t{a + 11}\t{b - 10}\t.\t{st}\t0\tParent=m{i}\n")
+        # The reference: the same loci written as gene lines (the isoforms' union).
+        genes = os.path.join(self.tmp, "as-genes.gff3")
+        with open(genes, "w") as f:
+            for i, (a, b, st) in enumerate([(2000, 7000, "+"), (15000, 15500, "-"), (30000, 45000, "+")]):
+                f.write(f"1\tsrc\tgene\t{a + 1}\t{b}\t.\t{st}\t.\tID=g{i}\n")
+        a, b = os.path.join(self.tmp, "gb-mrna"), os.path.join(self.tmp, "gb-gene")
+        p = run(["shards", "--genome", self.fa, "--out", a, "--seed", "7", "--genes", only])
+        s = summary(p)
+        self.assertEqual(s["gene_source"], "mRNA/transcript spans (no gene lines)")
+        self.assertEqual(s["gene_transcripts"], 4)
+        self.assertIn(f"no 'gene' features in {only}: using the spans of its 4 mRNA/transcript lines", p.stderr)
+        r = self.shards(b, None, ["--genes", genes])
+        self.assertEqual(r["gene_source"], "gene lines")
+        self.assertEqual(load_samples(a)[1], load_samples(b)[1])
+        for key in ["segments_kept", "samples", "tokens"]:
+            self.assertEqual(s[key], r[key], key)
+
     def test_interrupted_run_leaves_no_corrupt_set(self):
         big = os.path.join(self.tmp, "big.fa")
         write_genome(big, random.Random(9), records=3, length=(6_000_000, 6_000_001))

@@ -244,6 +244,26 @@ class DatasetSplice(unittest.TestCase):
             else:
                 self.assertEqual(a[name], b[name], name)
 
+    def test_cds_only_annotation_with_exon_feature(self):
+        # The same GFF3 with its exon lines renamed CDS (an annotation without exon lines):
+        # the default stops with a message that points to --exon-feature CDS; with it, the
+        # outputs equal those of the exon file.
+        with gzip.open(os.path.join(self.tmp, "a.gff3.gz"), "rt") as f:
+            text = f.read()
+        cds = os.path.join(self.tmp, "cds-only.gff3")
+        with open(cds, "w") as f:
+            f.write(text.replace("\tsim\texon\t", "\tsim\tCDS\t"))
+        p = run(self.args + ["--annotation", cds, "--out", os.path.join(self.tmp, "cds-default")], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(f"{cds}: no features of type 'exon' found, but", p.stderr)
+        self.assertIn("use --exon-feature CDS", p.stderr)
+        out2 = os.path.join(self.tmp, "out-cds")
+        run(self.args + ["--annotation", cds, "--exon-feature", "CDS", "--out", out2])
+        a, b = files_of(self.out), files_of(out2)
+        ja, jb = json.loads(a.pop("summary.json")), json.loads(b.pop("summary.json"))
+        self.assertEqual(jb["inputs"]["exon_feature"], "CDS")
+        self.assertEqual(a, b)
+
     def test_deterministic_by_seed(self):
         out2, out3 = os.path.join(self.tmp, "same"), os.path.join(self.tmp, "other")
         run(self.args + ["--annotation", os.path.join(self.tmp, "a.gtf"), "--out", out2])

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -46,4 +49,64 @@ TEST(Annotation, MalformedLinesNameFileAndLine) {
             tmp.file("g.gff3") + ":1: column 7 (strand) must be +, -, . or ?, found 'x'");
   test::write_file(tmp.file("h.gff3"), "1\tx\texon\t10\t20\t.\t+\t.\tID=a\n");
   EXPECT_NE(error_of([&] { io::read_genes(tmp.file("h.gff3")); }).find("no features of type 'gene'"), std::string::npos);
+}
+
+// A GFF3 with mRNA and CDS lines only: the loci are the unions of overlapping isoforms of
+// one sequence and strand, written out by hand here.
+TEST(Annotation, TranscriptSpansWhenThereAreNoGeneLines) {
+  TempDir tmp;
+  test::write_file(tmp.file("m.gff3"),
+                   "##gff-version 3\n"
+                   "chr1\ts\tmRNA\t101\t500\t.\t+\t.\tID=a1\n"
+                   "chr1\ts\tCDS\t120\t480\t.\t+\t0\tParent=a1\n"
+                   "chr1\ts\tmRNA\t301\t900\t.\t+\t.\tID=a2\n"   // overlaps a1: same locus
+                   "chr1\ts\tmRNA\t401\t600\t.\t-\t.\tID=b1\n"   // other strand: its own locus
+                   "chr1\ts\tmRNA\t901\t950\t.\t+\t.\tID=c1\n"   // touches a2's end: not overlapping
+                   "chr2\ts\ttranscript\t11\t20\t.\t+\t.\tID=d1\n");
+  io::GeneSource src;
+  const auto loci = io::read_genes(tmp.file("m.gff3"), &src);
+  EXPECT_TRUE(src.from_transcripts);
+  EXPECT_EQ(src.transcripts, 5u);
+  std::vector<std::tuple<std::string, uint64_t, uint64_t, char>> got, want = {
+      {"chr1", 100, 900, '+'}, {"chr1", 900, 950, '+'}, {"chr1", 400, 600, '-'}, {"chr2", 10, 20, '+'}};
+  for (const auto& g : loci) got.emplace_back(g.seqid, g.start, g.end, g.strand);
+  std::sort(got.begin(), got.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+  // With gene lines present, mRNAs are ignored as before.
+  test::write_file(tmp.file("g.gff3"), "chr1\ts\tgene\t101\t950\t.\t+\t.\tID=g\nchr1\ts\tmRNA\t101\t500\t.\t+\t.\tID=a1\n");
+  const auto genes = io::read_genes(tmp.file("g.gff3"), &src);
+  EXPECT_FALSE(src.from_transcripts);
+  ASSERT_EQ(genes.size(), 1u);
+  EXPECT_EQ(genes[0].end, 950u);
+  test::write_file(tmp.file("none.gff3"), "chr1\ts\tCDS\t101\t500\t.\t+\t0\tParent=a1\n");
+  EXPECT_NE(error_of([&] { io::read_genes(tmp.file("none.gff3")); }).find("no features of type 'gene', 'mRNA' or 'transcript'"),
+            std::string::npos);
+}
+
+TEST(Annotation, CdsAsExonsGroupedByParent) {
+  TempDir tmp;
+  const std::string lines =
+      "chr1\ts\tFEAT\t101\t200\t.\t+\t0\tParent=t1\n"
+      "chr1\ts\tFEAT\t301\t400\t.\t+\t0\tParent=t1\n"
+      "chr1\ts\tFEAT\t501\t600\t.\t-\t0\tParent=t2,t3\n";
+  auto with = [&](const std::string& type) {
+    std::string s = lines;
+    for (size_t p; (p = s.find("FEAT")) != std::string::npos;) s.replace(p, 4, type);
+    return s;
+  };
+  test::write_file(tmp.file("cds.gff3"), with("CDS"));
+  test::write_file(tmp.file("exon.gff3"), with("exon"));
+  const auto a = io::read_transcript_exons(tmp.file("cds.gff3"), "CDS");
+  const auto b = io::read_transcript_exons(tmp.file("exon.gff3"));
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].id, b[i].id);
+    EXPECT_EQ(a[i].exons, b[i].exons);
+    EXPECT_EQ(a[i].strand, b[i].strand);
+  }
+  EXPECT_NE(error_of([&] { io::read_transcript_exons(tmp.file("cds.gff3")); })
+                .find("no features of type 'exon' found, but 3 'CDS' lines: use --exon-feature CDS"),
+            std::string::npos);
 }
