@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
@@ -85,6 +86,7 @@ void write_npmi_tsv(const std::string& path, const std::vector<NpmiRow>& rows) {
 std::vector<NpmiRow> read_npmi_tsv(const std::string& path) {
   TableReader t(path, kNpmiHeader);
   std::vector<NpmiRow> rows;
+  std::unordered_map<std::string, uint64_t> first_line;  // k-mer -> its line
   std::string line;
   size_t len = 0;
   while (t.next(line)) {
@@ -99,6 +101,16 @@ std::vector<NpmiRow> read_npmi_tsv(const std::string& path) {
     r.count = t.u64(f[2], "count");
     r.pmi = t.f64(f[3], "pmi");
     r.npmi = t.f64(f[4], "npmi");
+    // NaN means "never seen" (count 0) and nothing else. (The paper's discounted NPMI may
+    // leave [-1, 1] slightly, so its range is not checked.)
+    if ((std::isnan(r.pmi) || std::isnan(r.npmi)) && r.count > 0)
+      throw InputError(path, t.lineno, fmt::format("pmi/npmi is NaN for k-mer {} with count {}: NaN is only for "
+                                                   "k-mers never seen (count 0)",
+                                                   f[1], r.count));
+    if (const auto [at, fresh] = first_line.emplace(r.kmer, t.lineno); !fresh)
+      throw InputError(path, t.lineno,
+                       fmt::format("k-mer {} is listed twice (first at line {}): a ranking lists each k-mer once",
+                                   r.kmer, at->second));
     if (f[5] != "0" && f[5] != "1")
       throw InputError(path, t.lineno, fmt::format("column below_min_count: expected 0 or 1, found '{}'", f[5]));
     r.below_min_count = f[5] == "1";

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <cmath>
 #include <functional>
 
@@ -17,7 +19,9 @@ TEST(NpmiTsv, RoundTripIsExact) {
   std::vector<io::NpmiRow> rows;
   for (uint64_t i = 0; i < 16; ++i) {
     std::string k = {"ACGT"[i / 4], "ACGT"[i % 4]};
-    rows.push_back(io::NpmiRow{i + 1, k, i * 7, 0.1 / static_cast<double>(i + 1), std::nan(""), i > 13});
+    // NaN NPMI: a k-mer never seen (count 0).
+    rows.push_back(io::NpmiRow{i + 1, k, i * 7, 0.1 / static_cast<double>(i + 1),
+                               i == 0 ? std::nan("") : 0.5 / static_cast<double>(i), i > 13});
   }
   io::write_npmi_tsv(tmp.file("n.tsv"), rows);
   auto back = io::read_npmi_tsv(tmp.file("n.tsv"));
@@ -25,7 +29,8 @@ TEST(NpmiTsv, RoundTripIsExact) {
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(back[i].kmer, rows[i].kmer);
     EXPECT_EQ(back[i].pmi, rows[i].pmi);  // shortest round-trip text is exact
-    EXPECT_TRUE(std::isnan(back[i].npmi));
+    EXPECT_EQ(std::isnan(back[i].npmi), i == 0);
+    if (i > 0) EXPECT_EQ(back[i].npmi, rows[i].npmi);
     EXPECT_EQ(back[i].below_min_count, rows[i].below_min_count);
   }
 }
@@ -39,6 +44,31 @@ TEST(NpmiTsv, BadFilesGiveLineAndValue) {
   test::write_file(tmp.file("k.tsv"), "rank\tkmer\tcount\tpmi\tnpmi\tbelow_min_count\n1\tANC\t5\t0.1\t0.1\t0\n");
   EXPECT_EQ(error_of([&] { io::read_npmi_tsv(tmp.file("k.tsv")); }),
             tmp.file("k.tsv") + ":2: column kmer: 'ANC' is not an upper-case ACGT k-mer");
+}
+
+// A ranking lists each k-mer once, and NaN only for k-mers never seen (mask-stats crashed
+// on a file that listed one k-mer twice).
+TEST(NpmiTsv, DuplicatesAndNanAreRefused) {
+  TempDir tmp;
+  const std::string header = "rank\tkmer\tcount\tpmi\tnpmi\tbelow_min_count\n";
+  auto table = [&](const std::string& second_kmer, const std::string& npmi2, const std::string& count2) {
+    std::string s = header;
+    const char* kmers[] = {"AA", "AC", "AG", "AT", "CA", "CC", "CG", "CT",
+                           "GA", "GC", "GG", "GT", "TA", "TC", "TG", "TT"};
+    for (int i = 0; i < 16; ++i) {
+      const std::string k = i == 4 ? second_kmer : kmers[i];
+      s += fmt::format("{}\t{}\t{}\t0.1\t{}\t0\n", i + 1, k, i == 4 ? count2 : "5", i == 4 ? npmi2 : "0.2");
+    }
+    return s;
+  };
+  test::write_file(tmp.file("ok.tsv"), table("CA", "nan", "0"));
+  EXPECT_EQ(io::read_npmi_tsv(tmp.file("ok.tsv")).size(), 16u);
+  test::write_file(tmp.file("dup.tsv"), table("AA", "0.2", "5"));
+  EXPECT_EQ(error_of([&] { io::read_npmi_tsv(tmp.file("dup.tsv")); }),
+            tmp.file("dup.tsv") + ":6: k-mer AA is listed twice (first at line 2): a ranking lists each k-mer once");
+  test::write_file(tmp.file("nan.tsv"), table("CA", "nan", "5"));
+  EXPECT_NE(error_of([&] { io::read_npmi_tsv(tmp.file("nan.tsv")); }).find(":6: pmi/npmi is NaN for k-mer CA with count 5"),
+            std::string::npos);
 }
 
 TEST(CountsFile, RoundTripAndFormatChecks) {
