@@ -292,7 +292,7 @@ void register_variants(CLI::App& app, Context& ctx) {
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("--genome", a->genome, "reference FASTA of the VCF (plain, gzip or bgzip)")->check(CLI::ExistingFile);
-  sub->add_option("--flank", a->flank, "bases on each side of the variant");
+  sub->add_option("--flank", a->flank, "bases on each side of the variant")->check(CLI::NonNegativeNumber);
   sub->add_option("--window", a->window, "A:B: bases POS+A .. POS+B (e.g. -249:50)");
   sub->add_option("--out", a->out, "output directory: variants.tsv, summary.json (+ compare.tsv)")->required();
   sub->add_option("--class", a->score.class_name, "class scored: a label of the model or an index (default 1)");

@@ -77,8 +77,11 @@ std::vector<NpmiEntry> npmi_ranking(const PmiCalculator& calc, int k, uint64_t m
 
 std::vector<PmiVocabEntry> pmi_vocabulary(const PmiCalculator& calc, int kmin, int kmax, uint64_t min_count,
                                           uint64_t size) {
-  if (kmin < 2 || kmax > calc.kmax() || kmin > kmax)
-    throw std::invalid_argument(fmt::format("need 2 <= kmin <= kmax <= {}", calc.kmax()));
+  if (kmin > kmax) throw std::invalid_argument(fmt::format("kmin {} is greater than kmax {}", kmin, kmax));
+  if (kmin < 2) throw std::invalid_argument(fmt::format("kmin {} is below 2 (PMI needs a k-mer of two parts)", kmin));
+  if (kmax > calc.kmax())
+    throw std::invalid_argument(
+        fmt::format("kmax {} is above {}, the largest k in the counts (count with a larger --kmax)", kmax, calc.kmax()));
   std::vector<PmiVocabEntry> all;
   for (int k = kmin; k <= kmax; ++k) {
     for (uint64_t code = 0; code < num_kmers(k); ++code) {

@@ -232,6 +232,13 @@ class Variants(unittest.TestCase):
                  "--out", self.t("e4"), "--flank", "10"], check=False)
         self.assertIn("config.json", p.stderr)
         self.assertIn("--compare", run(["variants", "--help"]).stdout)
+        # A negative flank says so (it used to read "needs exactly one of --flank N and --window").
+        p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+                 "--out", self.t("e5"), "--flank", "-5"], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--flank", p.stderr)
+        self.assertIn("-5", p.stderr)
+        self.assertNotIn("exactly one of", p.stderr)
 
 
 if __name__ == "__main__":

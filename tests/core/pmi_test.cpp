@@ -122,3 +122,20 @@ TEST(PmiVocab, TopNByPmiWithCountThreshold) {
     EXPECT_GE(vocab[i].count, 50000u);
   }
 }
+
+TEST(PmiVocab, BadKRangesSayWhichBoundIsWrong) {
+  std::mt19937_64 rng(5);
+  auto counts = random_counts(rng, 5);
+  PmiCalculator calc(counts, 5);
+  auto what = [&](int kmin, int kmax) {
+    try {
+      pmi_vocabulary(calc, kmin, kmax, 1, 10);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(what(4, 3), "kmin 4 is greater than kmax 3");
+  EXPECT_EQ(what(1, 3), "kmin 1 is below 2 (PMI needs a k-mer of two parts)");
+  EXPECT_EQ(what(2, 8), "kmax 8 is above 5, the largest k in the counts (count with a larger --kmax)");
+}
