@@ -35,19 +35,33 @@ nlohmann::json yaml_scalar(const YAML::Node& n) {
   return s;
 }
 
-nlohmann::json yaml_to_json(const YAML::Node& n, const std::string& path, std::map<std::string, int>& lines) {
+/// Expands YAML (aliases included) into JSON. YAML aliases share nodes, so a few hundred
+/// bytes of nested aliases ("billion laughs") expand to billions of nodes: the expansion
+/// counts the nodes it makes and stops at kMaxPlanNodes.
+struct YamlBudget {
+  const std::string& source;
+  uint64_t nodes = 0;
+};
+
+nlohmann::json yaml_to_json(const YAML::Node& n, const std::string& path, std::map<std::string, int>& lines,
+                            YamlBudget& budget) {
+  if (++budget.nodes > kMaxPlanNodes)
+    throw PlanError(fmt::format("{}:{}: {}the plan expands to more than {} values (nested YAML aliases?); a plan "
+                                "lists models, tasks, shots and seeds and needs far fewer",
+                                budget.source, n.Mark().line + 1, path.empty() ? "" : path + ": ", kMaxPlanNodes));
   lines[path] = n.Mark().line + 1;
   switch (n.Type()) {
     case YAML::NodeType::Sequence: {
       auto a = nlohmann::json::array();
-      for (size_t i = 0; i < n.size(); ++i) a.push_back(yaml_to_json(n[i], fmt::format("{}[{}]", path, i), lines));
+      for (size_t i = 0; i < n.size(); ++i)
+        a.push_back(yaml_to_json(n[i], fmt::format("{}[{}]", path, i), lines, budget));
       return a;
     }
     case YAML::NodeType::Map: {
       auto o = nlohmann::json::object();
       for (const auto& kv : n) {
         const std::string key = kv.first.as<std::string>();
-        o[key] = yaml_to_json(kv.second, path.empty() ? key : path + "." + key, lines);
+        o[key] = yaml_to_json(kv.second, path.empty() ? key : path + "." + key, lines, budget);
       }
       return o;
     }
@@ -211,6 +225,45 @@ PlanTask parse_task(const Checker& c, const nlohmann::json& j, const std::string
   return t;
 }
 
+/// The jobs a plan expands to, and the run directory names they get, must fit: at most
+/// kMaxPlanJobs jobs, and names within the file-name limit (a long model name would
+/// otherwise pass here and fail every job with "File name too long").
+void check_expansion(const Checker& c, const Plan& p) {
+  uint64_t jobs = 1;
+  for (const uint64_t n : {p.models.size(), p.tasks.size(), p.shots.size(), p.seeds.size()}) {
+    if (n > 0 && jobs > kMaxPlanJobs / n) {
+      jobs = kMaxPlanJobs + 1;
+      break;
+    }
+    jobs *= n;
+  }
+  if (jobs > kMaxPlanJobs)
+    c.fail("", fmt::format("{} models x {} tasks x {} shots x {} seeds is more than the {} jobs a sweep may run; split "
+                           "it into several plans",
+                           p.models.size(), p.tasks.size(), p.shots.size(), p.seeds.size(), kMaxPlanJobs));
+  size_t shot_digits = 0, seed_digits = 0;
+  for (int64_t s : p.shots) shot_digits = std::max(shot_digits, std::to_string(s).size());
+  for (uint64_t s : p.seeds) seed_digits = std::max(seed_digits, std::to_string(s).size());
+  size_t longest_task = 0;
+  for (const auto& t : p.tasks) longest_task = std::max(longest_task, safe_name(t.name).size());
+  size_t longest_model = 0;
+  for (const auto& m : p.models) longest_model = std::max(longest_model, safe_name(m.name).size());
+  const size_t fixed = 6 + shot_digits + seed_digits;  // three "__" separators
+  auto too_long = [&](const std::string& path, const std::string& name, size_t length) {
+    c.fail(path, fmt::format("\"{}{}\" ({} bytes) makes run directory names up to {} bytes long, over the file-name "
+                             "limit of {}; shorten the model or task name",
+                             name.substr(0, 40), name.size() > 40 ? "..." : "", name.size(), length, kMaxRunDirName));
+  };
+  for (size_t i = 0; i < p.models.size(); ++i) {
+    const size_t length = safe_name(p.models[i].name).size() + longest_task + fixed;
+    if (length > kMaxRunDirName) too_long(Checker::sub(Checker::at("models", i), "name"), p.models[i].name, length);
+  }
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    const size_t length = longest_model + safe_name(p.tasks[i].name).size() + fixed;
+    if (length > kMaxRunDirName) too_long(Checker::sub(Checker::at("tasks", i), "name"), p.tasks[i].name, length);
+  }
+}
+
 template <class T>
 std::vector<T> parse_list(const Checker& c, const nlohmann::json& j, const std::string& path, int64_t min,
                           const char* what) {
@@ -240,9 +293,14 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
     if (s.is_number_integer()) {  // n = seeds 1..n
       p.seeds.clear();
       const int64_t n = c.integer(s, "seeds", 1, "a positive count or a list of seeds");
+      if (n > kMaxPlanSeeds)
+        c.fail("seeds", fmt::format("{} seeds is more than the {} a plan may have (the paper runs 10)", n, kMaxPlanSeeds));
       for (int64_t i = 1; i <= n; ++i) p.seeds.push_back(static_cast<uint64_t>(i));
     } else {
       p.seeds = parse_list<uint64_t>(c, s, "seeds", 0, "a non-negative integer");
+      if (p.seeds.size() > static_cast<uint64_t>(kMaxPlanSeeds))
+        c.fail("seeds", fmt::format("{} seeds is more than the {} a plan may have (the paper runs 10)", p.seeds.size(),
+                                    kMaxPlanSeeds));
     }
   }
   const auto& models = required(c, doc, "", "models", "a list of {name, path[, config, group]}");
@@ -274,6 +332,7 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
     const std::string& name = p.tasks.back().name;
     check_unique(path, name);
   }
+  check_expansion(c, p);
   if (doc.contains("retries")) p.retries = static_cast<int>(c.integer(doc["retries"], "retries", 0, "an integer >= 0"));
   if (doc.contains("threads_per_worker"))
     p.threads_per_worker = static_cast<int>(
@@ -303,6 +362,11 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
 Plan load_plan(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw PlanError(fmt::format("{}: cannot open the plan (does the file exist?)", path));
+  std::error_code ec;
+  const uintmax_t bytes = fs::file_size(path, ec);
+  if (!ec && bytes > kMaxPlanBytes)
+    throw PlanError(fmt::format("{}: the plan is {} bytes, more than the {} a plan may have: is this the plan file?",
+                                path, bytes, kMaxPlanBytes));
   std::stringstream ss;
   ss << in.rdbuf();
   const std::string text = ss.str();
@@ -312,7 +376,8 @@ Plan load_plan(const std::string& path) {
     std::map<std::string, int> lines;
     nlohmann::json doc;
     try {
-      doc = yaml_to_json(YAML::Load(text), "", lines);
+      YamlBudget budget{path};
+      doc = yaml_to_json(YAML::Load(text), "", lines, budget);
     } catch (const YAML::Exception& e) {
       throw PlanError(fmt::format("{}:{}: not valid YAML: {}", path, e.mark.line + 1, e.msg));
     }

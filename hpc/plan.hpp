@@ -14,6 +14,17 @@
 
 namespace genemask::hpc {
 
+/// What a plan may hold. A real plan (10 models x 4 tasks x 5 shots x 10 seeds = 2000 jobs)
+/// is far inside these; they stop a typo or a hostile file (nested YAML aliases, `seeds:
+/// 1000000000000`) from expanding until memory runs out.
+inline constexpr uint64_t kMaxPlanBytes = 16ull << 20;  // the plan file
+inline constexpr uint64_t kMaxPlanNodes = 100000;       // values after YAML aliases are expanded
+inline constexpr int64_t kMaxPlanSeeds = 100000;        // `seeds: N`, or a list's length
+inline constexpr uint64_t kMaxPlanJobs = 1000000;       // models x tasks x shots x seeds
+/// Longest file name (bytes) of a job's run directory, DIR/runs/<model>__<task>__<shots>__<seed>:
+/// NAME_MAX of Linux file systems.
+inline constexpr size_t kMaxRunDirName = 255;
+
 /// A bad plan; what() is one complete line: "plan.yaml:7: models[1].path: ...".
 class PlanError : public std::runtime_error {
  public:

@@ -31,27 +31,42 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
   std::vector<std::vector<uint64_t>> boundaries;
   std::string result_gene_source;
   uint64_t result_gene_transcripts = 0;
+  ShardsResult::GeneCounts genes;
   if (rank == 0) {
-    // The directory holds no valid shard set until the new manifest is written.
-    std::filesystem::create_directories(req.out_dir);
-    std::filesystem::remove(req.out_dir + "/manifest.json");
     std::vector<RecordSegment> flat;
     for (auto& v : all) flat.insert(flat.end(), v.begin(), v.end());
     records = stitch_records(info, flat);
     starts = locate_stretches(std::move(flat));
     if (!req.genes.empty()) {
       std::vector<std::string> names;
-      for (const auto& r : records) names.push_back(r.name);
+      std::vector<uint64_t> lengths;
+      for (const auto& r : records) {
+        names.push_back(r.name);
+        lengths.push_back(r.length);
+      }
       io::GeneSource src;
-      boundaries = io::gene_boundaries(req.genes, names, &src);
+      io::GeneBoundaryStats gs;
+      boundaries = io::gene_boundaries(req.genes, names, lengths, &src, &gs);
       result_gene_source = src.from_transcripts ? "mRNA/transcript spans (no gene lines)" : "gene lines";
       result_gene_transcripts = src.transcripts;
+      genes.genes = gs.genes;
+      genes.unknown_sequence_genes = gs.unknown_sequence_genes;
+      genes.unknown_sequences = gs.unknown_sequences.size();
       if (src.from_transcripts)
         std::cerr << fmt::format("[shards] no 'gene' features in {}: using the spans of its {} mRNA/transcript lines "
                                  "(overlapping ones merged per strand) as the genes",
                                  req.genes, src.transcripts)
                   << std::endl;
+      if (gs.unknown_sequence_genes > 0)
+        std::cerr << fmt::format("[shards] {} of the {} genes in {} lie on {} sequence(s) the genome does not have "
+                                 "(first: {}); their boundaries are not used",
+                                 gs.unknown_sequence_genes, gs.genes, req.genes, gs.unknown_sequences.size(),
+                                 gs.unknown_sequences.front())
+                  << std::endl;
     }
+    // The directory holds no valid shard set until the new manifest is written.
+    std::filesystem::create_directories(req.out_dir);
+    std::filesystem::remove(req.out_dir + "/manifest.json");
   }
   bcast_serialized(records, 0, comm);
   bcast_serialized(starts, 0, comm);
@@ -71,6 +86,7 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
   ShardsResult res;
   res.gene_source = result_gene_source;
   res.gene_transcripts = result_gene_transcripts;
+  res.genes = genes;
   res.ranks = size;
   res.scan_s = allreduce_max_double(std::chrono::duration<double>(t1 - t0).count(), comm);
   res.build_s = allreduce_max_double(std::chrono::duration<double>(t2 - t1).count(), comm);

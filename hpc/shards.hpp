@@ -23,6 +23,9 @@ struct ShardsResult {
   // --genes (rank 0): "gene" lines, or mRNA/transcript spans when the file has none.
   std::string gene_source;
   uint64_t gene_transcripts = 0;
+  struct GeneCounts {
+    uint64_t genes = 0, unknown_sequence_genes = 0, unknown_sequences = 0;
+  } genes;  // --genes (rank 0): genes read, and those on sequences the genome lacks
 };
 
 /// Collective. Writes DIR/*.h5 shards (each rank its own) and DIR/manifest.json (rank 0, last).

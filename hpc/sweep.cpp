@@ -189,6 +189,7 @@ struct Setup {
 /// Rank 0: plan, DIR/plan.json, results.jsonl (repair, skip ok jobs, --force). Throws.
 Setup prepare(const SweepOptions& o) {
   const Plan plan = load_plan(o.plan);
+  io::OutputDir out_dir(o.out);  // a new DIR goes again if the set-up fails
   fs::create_directories(fs::path(o.out) / "runs");
   Setup s;
   s.lock = std::make_shared<io::DirLock>(o.out, "genemask sweep");  // two sweeps would run every job twice
@@ -258,6 +259,7 @@ Setup prepare(const SweepOptions& o) {
   s.threads = plan.threads_per_worker;
   s.ranks_per_gpu = plan.ranks_per_gpu;
   s.device = plan.device;
+  out_dir.keep();  // from here on DIR holds results
   return s;
 }
 

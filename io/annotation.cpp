@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <exception>
 #include <fmt/format.h>
 #include <map>
 #include <optional>
@@ -92,22 +93,31 @@ Feature parse_feature(const std::vector<std::string_view>& f, const std::string&
 std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source) {
   const bool gtf = path.find(".gtf") != std::string::npos;
   std::vector<GeneInterval> genes, transcripts;
+  // A malformed mRNA/transcript line matters only when the file has no gene lines (they were
+  // ignored before the fallback existed), so its error waits until then.
+  std::exception_ptr transcript_error;
   for_each_line(path, [&](std::string_view line, uint64_t lineno) {
     if (line.empty() || line[0] == '#') return;
     const auto f = feature_columns(line, path, lineno);
-    const bool transcript = f[2] == "mRNA" || f[2] == "transcript";
-    if (!is_gene_type(f[2]) && !transcript) return;
-    const Feature ft = parse_feature(f, path, lineno);
-    if (transcript) {
-      transcripts.push_back({std::string(f[0]), ft.start, ft.end, ft.strand});
+    if (f[2] == "mRNA" || f[2] == "transcript") {
+      if (transcript_error) return;
+      try {
+        const Feature ft = parse_feature(f, path, lineno);
+        transcripts.push_back({std::string(f[0]), ft.start, ft.end, ft.strand, lineno});
+      } catch (const InputError&) {
+        transcript_error = std::current_exception();
+      }
       return;
     }
+    if (!is_gene_type(f[2])) return;
+    const Feature ft = parse_feature(f, path, lineno);
     if (gtf && f[8].find("gene_id") == std::string_view::npos)
       throw InputError(path, lineno, "GTF gene line without a gene_id attribute");
-    genes.push_back({std::string(f[0]), ft.start, ft.end, ft.strand});
+    genes.push_back({std::string(f[0]), ft.start, ft.end, ft.strand, lineno});
   });
   if (source) *source = GeneSource{};
   if (!genes.empty()) return genes;
+  if (transcript_error) std::rethrow_exception(transcript_error);
   if (transcripts.empty())
     throw InputError(path,
                      "no features of type 'gene', 'mRNA' or 'transcript' found: is this a GTF/GFF3 gene annotation?");
@@ -124,9 +134,12 @@ std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source
   std::vector<GeneInterval> loci;
   for (size_t i : order) {
     const auto& t = transcripts[i];
-    if (!loci.empty() && loci.back().seqid == t.seqid && loci.back().strand == t.strand && t.start < loci.back().end)
-      loci.back().end = std::max(loci.back().end, t.end);
-    else
+    if (!loci.empty() && loci.back().seqid == t.seqid && loci.back().strand == t.strand && t.start < loci.back().end) {
+      if (t.end > loci.back().end) {
+        loci.back().end = t.end;
+        loci.back().line = t.line;
+      }
+    } else
       loci.push_back(t);
   }
   return loci;
@@ -146,21 +159,51 @@ int match_seqid(const std::string& seqid, const std::vector<std::string>& names)
 }
 
 std::vector<std::vector<uint64_t>> gene_boundaries(const std::string& annotation_path,
-                                                   const std::vector<std::string>& fasta_names, GeneSource* source) {
+                                                   const std::vector<std::string>& fasta_names,
+                                                   const std::vector<uint64_t>& fasta_lengths, GeneSource* source,
+                                                   GeneBoundaryStats* stats) {
   std::vector<std::vector<uint64_t>> out(fasta_names.size());
   std::unordered_map<std::string, int> cache;
-  for (const auto& g : read_genes(annotation_path, source)) {
+  GeneBoundaryStats st;
+  const auto genes = read_genes(annotation_path, source);
+  st.genes = genes.size();
+  for (const auto& g : genes) {
     auto it = cache.find(g.seqid);
-    if (it == cache.end()) it = cache.emplace(g.seqid, match_seqid(g.seqid, fasta_names)).first;
-    if (it->second < 0) continue;  // e.g. scaffolds the FASTA does not have
-    auto& v = out[static_cast<size_t>(it->second)];
+    if (it == cache.end()) {
+      it = cache.emplace(g.seqid, match_seqid(g.seqid, fasta_names)).first;
+      if (it->second < 0) st.unknown_sequences.push_back(g.seqid);
+    }
+    if (it->second < 0) {  // e.g. scaffolds the FASTA does not have
+      ++st.unknown_sequence_genes;
+      continue;
+    }
+    const auto r = static_cast<size_t>(it->second);
+    if (g.end > fasta_lengths.at(r))
+      throw InputError(annotation_path, g.line,
+                       fmt::format("a gene on {} ends at {}, past the end of {} ({} bases) in the genome: is the "
+                                   "annotation for this genome assembly?",
+                                   g.seqid, g.end, fasta_names[r], fasta_lengths[r]));
+    auto& v = out[r];
     v.push_back(g.start);
     v.push_back(g.end);
+  }
+  if (st.unknown_sequence_genes == st.genes) {
+    auto some = [](const std::vector<std::string>& v) {
+      std::string s;
+      for (size_t i = 0; i < v.size() && i < 3; ++i) s += (i ? ", " : "") + v[i];
+      return v.size() > 3 ? s + ", ..." : s;
+    };
+    throw InputError(annotation_path,
+                     fmt::format("none of its {} genes lies on a sequence of the genome: the annotation names {} "
+                                 "sequence(s) ({}), the genome {} ({}); is it for this genome assembly?",
+                                 st.genes, st.unknown_sequences.size(), some(st.unknown_sequences), fasta_names.size(),
+                                 some(fasta_names)));
   }
   for (auto& v : out) {
     std::sort(v.begin(), v.end());
     v.erase(std::unique(v.begin(), v.end()), v.end());
   }
+  if (stats) *stats = std::move(st);
   return out;
 }
 

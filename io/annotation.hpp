@@ -12,6 +12,7 @@ struct GeneInterval {
   std::string seqid;
   uint64_t start = 0, end = 0;  // 0-based, half-open
   char strand = '.';
+  uint64_t line = 0;            // the line that gives `end` (for messages)
 };
 
 /// Where read_genes took its genes from.
@@ -26,17 +27,30 @@ struct GeneSource {
 /// strand that overlap merged into one locus, as a gene spans its isoforms; `source` says
 /// so. Comments and directives are skipped; GFF3's ##FASTA section ends the features.
 /// Malformed lines (column count, coordinates, strand, a GTF gene without gene_id) are
-/// errors with file:line and the value.
+/// errors with file:line and the value; a malformed mRNA/transcript line only when the
+/// file has no gene lines (otherwise those lines are not used).
 std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source = nullptr);
 
 /// Maps an annotation sequence name to a FASTA record name: exact, else with the "chr"
 /// prefix added or removed (chrM <-> MT). Returns -1 when there is no match.
 int match_seqid(const std::string& seqid, const std::vector<std::string>& fasta_names);
 
-/// Sorted, unique gene boundaries (gene starts and ends, 0-based) per FASTA record.
+/// What gene_boundaries found.
+struct GeneBoundaryStats {
+  uint64_t genes = 0;                     // genes (or merged transcript loci) read
+  uint64_t unknown_sequence_genes = 0;    // on a sequence the FASTA does not have (skipped)
+  std::vector<std::string> unknown_sequences;  // their sequence names, in file order, each once
+};
+
+/// Sorted, unique gene boundaries (gene starts and ends, 0-based) per FASTA record. Genes on
+/// sequences the FASTA lacks (scaffolds, another naming) are skipped and counted in `stats`;
+/// when no gene matches any record the annotation is refused (names of both sides in the
+/// message), and a gene that ends past its record's end is an error with file:line (a
+/// wrong assembly).
 std::vector<std::vector<uint64_t>> gene_boundaries(const std::string& annotation_path,
                                                    const std::vector<std::string>& fasta_names,
-                                                   GeneSource* source = nullptr);
+                                                   const std::vector<uint64_t>& fasta_lengths,
+                                                   GeneSource* source = nullptr, GeneBoundaryStats* stats = nullptr);
 
 /// The exons of one transcript, as the annotation gives them.
 struct TranscriptExons {

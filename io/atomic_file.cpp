@@ -1,39 +1,223 @@
 #include "io/atomic_file.hpp"
 
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fmt/format.h>
-#include <stdexcept>
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-namespace genemask::io {
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <fmt/format.h>
+#include <iostream>
+#include <stdexcept>
 
-std::string temp_name_for(const std::string& path) { return fmt::format("{}.tmp.{}", path, ::getpid()); }
+namespace genemask::io {
+namespace {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
+// The live temporaries, for the signal handler: a fixed table that it can read without
+// allocating or locking. state: 0 free, 1 being written, 2 live.
+constexpr int kSlots = 64;
+char g_paths[kSlots][PATH_MAX];
+std::atomic<int> g_state[kSlots];
+const char* g_program = "genemask";
+bool g_announce = true;
+
+int register_temp(const std::string& path) {
+  if (path.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = 0;
+    if (g_state[i].compare_exchange_strong(expected, 1)) {
+      std::memcpy(g_paths[i], path.c_str(), path.size() + 1);
+      g_state[i].store(2);
+      return i;
+    }
+  }
+  return -1;  // more than kSlots at once: still removed by the destructor, not by a signal
+}
+
+void unregister_temp(int slot) {
+  if (slot >= 0) g_state[slot].store(0);
+}
+
+const char* signal_name(int sig) {
+  switch (sig) {
+    case SIGTERM: return "SIGTERM";
+    case SIGINT: return "SIGINT";
+    case SIGHUP: return "SIGHUP";
+    case SIGUSR1: return "SIGUSR1";
+    case SIGUSR2: return "SIGUSR2";
+    default: return "a signal";
+  }
+}
+
+// Async-signal-safe appends to a fixed buffer.
+struct Line {
+  char buf[1024];
+  size_t n = 0;
+  void add(const char* s) {
+    const size_t len = std::strlen(s);
+    const size_t room = sizeof buf - 1 - n;
+    const size_t take = len < room ? len : room;
+    std::memcpy(buf + n, s, take);
+    n += take;
+  }
+};
+
+extern "C" void on_stop_signal(int sig) {
+  const int saved = errno;
+  Line line;
+  line.add(g_program);
+  line.add(": stopped by ");
+  line.add(signal_name(sig));
+  int removed = 0;
+  for (int i = 0; i < kSlots; ++i) {
+    if (g_state[i].load() != 2) continue;
+    if (::unlink(g_paths[i]) == 0) {
+      line.add(removed++ ? ", " : "; removed the unfinished ");
+      line.add(g_paths[i]);
+    }
+  }
+  line.add("\n");
+  if (g_announce || removed) {
+    const ssize_t ignored = ::write(STDERR_FILENO, line.buf, line.n);
+    (void)ignored;
+  }
+  errno = saved;
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+bool process_alive(long pid) {
+  if (pid <= 0) return true;  // not ours to judge
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+}  // namespace
+
+std::string temp_name_for(const std::string& path) {
+  return fmt::format("{}.tmp.{}.{}", path, host_name(), ::getpid());
+}
+
+int remove_stale_temporaries(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp." + host_name() + ".";
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string pid = name.substr(prefix.size());
+    if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    const long p = std::stol(pid);
+    if (p == static_cast<long>(::getpid()) || process_alive(p)) continue;
+    const std::string full = dir + "/" + name;
+    struct stat st {};
+    if (::lstat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::unlink(full.c_str()) == 0) {
+      ++removed;
+      std::cerr << fmt::format("genemask: removed {}, an unfinished output of process {} that no longer runs",
+                               full, p)
+                << std::endl;
+    }
+  }
+  ::closedir(d);
+  return removed;
+}
 
 void rename_or_throw(const std::string& from, const std::string& to) {
   if (std::rename(from.c_str(), to.c_str()) != 0)
     throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", from, to, std::strerror(errno)));
 }
 
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)), tmp_(temp_name_for(path_)) {
-  out_.open(tmp_, std::ios::binary | std::ios::trunc);
-  if (!out_) throw std::runtime_error(fmt::format("cannot create {}: {}", tmp_, std::strerror(errno)));
+TempOutput::TempOutput(std::string path) : path_(std::move(path)), tmp_(temp_name_for(path_)) {
+  remove_stale_temporaries(path_);
+  slot_ = register_temp(tmp_);
 }
 
-AtomicFile::~AtomicFile() {
-  if (!committed_) {
-    out_.close();
-    std::remove(tmp_.c_str());
+TempOutput::~TempOutput() {
+  if (!committed_) std::remove(tmp_.c_str());
+  unregister_temp(slot_);
+}
+
+void TempOutput::commit() {
+  // Testing hook: hold the finished temporary for N seconds before the rename, so that a
+  // test can stop the process while it exists (tests/cli/test_interrupts.py).
+  if (const char* hold = std::getenv("GENEMASK_TEST_HOLD_TEMP")) {
+    std::cerr << "genemask: holding " << tmp_ << std::endl;
+    ::sleep(static_cast<unsigned>(std::atoi(hold)));
   }
+  rename_or_throw(tmp_, path_);
+  committed_ = true;
+  unregister_temp(slot_);
+  slot_ = -1;
+}
+
+AtomicFile::AtomicFile(std::string path) : tmp_(std::move(path)) {
+  errno = 0;
+  out_.open(tmp_.path(), std::ios::binary | std::ios::trunc);
+  if (!out_) throw std::runtime_error(fmt::format("cannot create {}: {}", tmp_.path(), std::strerror(errno)));
 }
 
 void AtomicFile::commit() {
+  errno = 0;
   out_.flush();
-  if (!out_) throw std::runtime_error(fmt::format("write error on {} (disk full?)", tmp_));
-  out_.close();
-  rename_or_throw(tmp_, path_);
-  committed_ = true;
+  if (out_) out_.close();
+  if (!out_) {
+    const int err = errno;
+    throw std::runtime_error(fmt::format("cannot write {}: {}", tmp_.path(),
+                                         err == ENOSPC || err == EDQUOT
+                                             ? std::string(std::strerror(err)) + " (the disk is full)"
+                                             : (err ? std::strerror(err) : "write error (disk full?)")));
+  }
+  tmp_.commit();
+}
+
+OutputDir::OutputDir(const std::string& path) : exceptions_(std::uncaught_exceptions()) {
+  namespace fs = std::filesystem;
+  fs::path p = fs::absolute(path).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "out/"
+  fs::path top;
+  for (fs::path q = p; !q.empty() && !fs::exists(q); q = q.parent_path()) {
+    top = q;
+    if (q == q.parent_path()) break;
+  }
+  fs::create_directories(p);
+  if (!top.empty()) created_ = top.string();
+}
+
+OutputDir::OutputDir(OutputDir&& o) noexcept
+    : created_(std::move(o.created_)), exceptions_(o.exceptions_), kept_(o.kept_) {
+  o.created_.clear();
+}
+
+OutputDir::~OutputDir() {
+  if (created_.empty() || kept_ || std::uncaught_exceptions() <= exceptions_) return;
+  std::error_code ec;
+  std::filesystem::remove_all(created_, ec);
+}
+
+void install_signal_cleanup(const char* program, bool announce) {
+  g_program = program;
+  g_announce = announce;
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&sa.sa_mask, sig);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(sig, &sa, nullptr);
 }
 
 }  // namespace genemask::io

@@ -1,31 +1,86 @@
 #pragma once
-// Output that appears under its final name only when complete: written to
-// "<path>.tmp.<pid>" and renamed on commit(); removed if never committed.
+// Output that appears under its final name only when complete: written to a temporary
+// "<path>.tmp.<host>.<pid>" and renamed on commit. A temporary never outlives its writer:
+// it is removed when the writer gives up (an exception), when a signal stops the process
+// (install_signal_cleanup), and, after a kill -9 or a crash, by the next writer of the same
+// output on the same host, which removes temporaries of processes that no longer run.
 #include <fstream>
 #include <string>
 
 namespace genemask::io {
 
-class AtomicFile {
+/// A temporary output file for `path`. Creating one first removes stale temporaries of
+/// `path` (same host, dead pid; a note on stderr says so). Registered for removal on a
+/// fatal signal while it exists; removed on destruction unless committed.
+class TempOutput {
  public:
-  explicit AtomicFile(std::string path);
-  ~AtomicFile();
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-  std::ofstream& stream() { return out_; }
-  const std::string& temp_path() const { return tmp_; }
-  /// Flushes, checks for write errors, renames onto the final path.
+  explicit TempOutput(std::string path);
+  ~TempOutput();
+  TempOutput(const TempOutput&) = delete;
+  TempOutput& operator=(const TempOutput&) = delete;
+  const std::string& path() const { return tmp_; }  // the temporary name
+  const std::string& final_path() const { return path_; }
+  /// Renames the temporary onto the final path.
   void commit();
 
  private:
   std::string path_, tmp_;
-  std::ofstream out_;
+  int slot_ = -1;
   bool committed_ = false;
 };
 
-/// Temporary name for outputs written by other means (e.g. HDF5): "<path>.tmp.<pid>".
+/// A text or binary stream written through a TempOutput.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+  std::ofstream& stream() { return out_; }
+  const std::string& temp_path() const { return tmp_.path(); }
+  /// Flushes, checks for write errors (naming the file and the system's reason, e.g. a full
+  /// disk), renames onto the final path.
+  void commit();
+
+ private:
+  TempOutput tmp_;
+  std::ofstream out_;
+};
+
+/// A command's output directory, created with its parents when missing. When this object
+/// created it and is destroyed by an exception before keep(), the directory goes again with
+/// whatever the command put there (from the topmost parent it created), so a refused input
+/// leaves nothing behind. A directory that existed before is never removed.
+class OutputDir {
+ public:
+  explicit OutputDir(const std::string& path);
+  ~OutputDir();
+  OutputDir(OutputDir&& o) noexcept;
+  OutputDir& operator=(OutputDir&&) = delete;
+  OutputDir(const OutputDir&) = delete;
+  OutputDir& operator=(const OutputDir&) = delete;
+  /// The outputs are worth keeping from now on, whatever happens later (a first checkpoint).
+  void keep() { kept_ = true; }
+  bool created() const { return !created_.empty(); }
+
+ private:
+  std::string created_;  // the topmost directory this object made, or ""
+  int exceptions_ = 0;   // std::uncaught_exceptions() when it was made
+  bool kept_ = false;
+};
+
+/// The temporary name of `path` for this process: "<path>.tmp.<host>.<pid>".
 std::string temp_name_for(const std::string& path);
+/// Removes "<path>.tmp.<host>.<pid>" files left by processes of this host that no longer
+/// run; returns how many.
+int remove_stale_temporaries(const std::string& path);
 /// rename(2) with an error that names both paths.
 void rename_or_throw(const std::string& from, const std::string& to);
+
+/// Installs handlers for SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 that remove the live
+/// temporaries, print one line naming the signal (and what was removed) and end the process
+/// with that signal's default action (exit status 128 + signal in a shell). `program` heads
+/// the line, printed when `announce` (rank 0) or something was removed. Commands that stop
+/// gracefully on some of these signals install their own handlers after this one.
+void install_signal_cleanup(const char* program, bool announce = true);
 
 }  // namespace genemask::io

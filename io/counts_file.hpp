@@ -14,6 +14,7 @@ namespace genemask::io {
 
 inline constexpr const char* kCountsFormat = "genemask-counts";
 inline constexpr uint64_t kCountsFormatVersion = 1;
+inline constexpr uint64_t kMaxCountsK = 15;  // the largest kmax a counts file may record (4^15 counts)
 
 struct CountsMeta {
   std::string command_line;

@@ -5,10 +5,55 @@
 namespace genemask::io {
 
 InputError::InputError(std::string path, uint64_t line, const std::string& message)
-    : std::runtime_error(fmt::format("{}:{}: {}", path, line, message)), path_(std::move(path)), line_(line) {}
+    : std::runtime_error(printable(fmt::format("{}:{}: {}", path, line, message))), path_(std::move(path)), line_(line) {}
 
 InputError::InputError(std::string path, const std::string& message)
-    : std::runtime_error(fmt::format("{}: {}", path, message)), path_(std::move(path)) {}
+    : std::runtime_error(printable(fmt::format("{}: {}", path, message))), path_(std::move(path)) {}
+
+namespace {
+/// Length of the valid UTF-8 sequence at s[i] (2..4), or 0.
+size_t utf8_length(std::string_view s, size_t i) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  const unsigned char c = b(i);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xbf;  // bounds of the second byte (no overlongs, surrogates, > U+10FFFF)
+  if (c >= 0xc2 && c <= 0xdf) n = 2;
+  else if (c >= 0xe0 && c <= 0xef) {
+    n = 3;
+    if (c == 0xe0) lo = 0xa0;
+    if (c == 0xed) hi = 0x9f;
+  } else if (c >= 0xf0 && c <= 0xf4) {
+    n = 4;
+    if (c == 0xf0) lo = 0x90;
+    if (c == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size() || b(i + 1) < lo || b(i + 1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k)
+    if (b(i + k) < 0x80 || b(i + k) > 0xbf) return 0;
+  return n;
+}
+}  // namespace
+
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+      ++i;
+    } else if (const size_t n = c >= 0x80 ? utf8_length(text, i) : 0; n > 0) {
+      out.append(text.substr(i, n));
+      i += n;
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+      ++i;
+    }
+  }
+  return out;
+}
 
 std::string describe_byte(unsigned char c) {
   if (c >= 0x21 && c < 0x7f) return fmt::format("'{}'", static_cast<char>(c));

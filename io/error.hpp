@@ -3,11 +3,14 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace genemask::io {
 
 /// Raised for bad user input. what() is a complete one-line message:
-/// "<file>:<line>: <message>" (or "<file>: <message>" when no line applies).
+/// "<file>:<line>: <message>" (or "<file>: <message>" when no line applies), made
+/// printable (see printable()): values copied from a binary file cannot end the message
+/// early (a NUL) or reach the terminal raw.
 class InputError : public std::runtime_error {
  public:
   InputError(std::string path, uint64_t line, const std::string& message);
@@ -22,5 +25,10 @@ class InputError : public std::runtime_error {
 
 /// A printable rendering of a byte for messages: 'J', or 0x07 for control/binary bytes.
 std::string describe_byte(unsigned char c);
+
+/// `text` for a one-line message on a terminal: control bytes (NUL, ESC, newlines, ...), DEL
+/// and bytes that are not valid UTF-8 become \xNN; a backslash stays itself; valid UTF-8
+/// (file names in any language) is kept.
+std::string printable(std::string_view text);
 
 }  // namespace genemask::io

@@ -20,6 +20,12 @@ class Handle {
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   hid_t id() const { return id_; }
+  /// Gives up the id without closing it.
+  hid_t release() {
+    const hid_t id = id_;
+    id_ = H5I_INVALID_HID;
+    return id;
+  }
   operator hid_t() const { return id_; }
 
  private:
@@ -27,10 +33,22 @@ class Handle {
   herr_t (*closer_)(hid_t) = nullptr;
 };
 
-Handle create_file(const std::string& path);  // truncates
+// Errors name the file (and the dataset or attribute), and the system's reason when HDF5
+// had one: "out.h5.tmp.host.42: cannot write dataset /counts/k9: No space left on device
+// (the disk is full)". A dataset or attribute that is not there is an InputError.
+
+/// A new file, built in memory: nothing reaches `path` until close_file(), and a file
+/// given up (an exception) never appears on disk at all.
+Handle create_file(const std::string& path);
+/// Writes a file made by create_file to its path and closes it. A failed write (a full disk)
+/// is an error naming the file and the errno; the partial file is removed.
+void close_file(Handle& file);
 Handle open_file_ro(const std::string& path);  // InputError when not an HDF5 file
 Handle create_group(hid_t loc, const std::string& name);
+Handle open_dataset(hid_t loc, const std::string& name);  // InputError naming the file when missing
 bool exists(hid_t loc, const std::string& path);
+/// The name of the file that holds `loc` ("" when HDF5 cannot say).
+std::string file_name(hid_t loc);
 
 void write_u64(hid_t loc, const std::string& name, const uint64_t* data, uint64_t n);
 void write_u32(hid_t loc, const std::string& name, const uint32_t* data, uint64_t n);

@@ -16,6 +16,10 @@ namespace genemask::io {
 
 inline constexpr const char* kShardFormat = "genemask-shard";
 inline constexpr uint64_t kShardFormatVersion = 1;
+/// What a shard may hold: 6-mer ids of the DNABERT-6 vocabulary (no specials: segments with a
+/// non-ACGT base are dropped), at most 510 per sample (512 positions with [CLS] and [SEP]).
+inline constexpr uint16_t kShardFirstToken = 5, kShardLastToken = 4100;
+inline constexpr uint64_t kShardMaxSampleTokens = 510;
 
 struct ShardData {
   std::vector<uint16_t> tokens;
@@ -38,7 +42,10 @@ void write_shard(const std::string& path, const ShardData& d, const std::string&
                  const std::string& vocab_sha256);
 
 /// Random access to the samples of a shard; offsets and provenance are held in memory,
-/// tokens are read on demand.
+/// tokens are read on demand. A shard is input like any other: opening it checks the
+/// offsets (from 0, each sample 1..510 tokens, ending at the token count) and that
+/// sample_index increases; every read checks the token ids (5..4100). Errors name the shard
+/// and the sample.
 class ShardReader {
  public:
   explicit ShardReader(const std::string& path);
@@ -51,11 +58,16 @@ class ShardReader {
   std::string split() const { return split_; }
   /// Tokens of sample i (appended to out after clearing it).
   void read(size_t i, std::vector<uint16_t>& out) const;
-  /// All tokens at once.
+  /// All tokens at once (checked).
   std::vector<uint16_t> read_all() const;
+  /// Reads every token in blocks and checks the ids (read_all without holding them).
+  void verify_tokens() const;
   const std::string& path() const { return path_; }
 
  private:
+  /// Throws naming the shard, the sample and the position of the first id outside 5..4100.
+  void check_ids(const uint16_t* ids, uint64_t n, uint64_t first_token) const;
+
   std::string path_, split_;
   h5::Handle file_, tokens_;
   std::vector<uint64_t> offsets_, sample_index_, start_;

@@ -62,7 +62,9 @@ std::string kmer_text_to_bases(const std::string& text) {
     for (auto& c : tok) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     ++n;
     if (tok.find_first_not_of("ACGTNRYSWKMBDHV") != std::string::npos)
-      throw std::invalid_argument(fmt::format("token {} '{}' has a character that is not a base", n, tok));
+      throw std::invalid_argument(fmt::format("token {} '{}' has a character that is not a base ({})", n, printable(tok),
+                                              describe_byte(static_cast<unsigned char>(
+                                                  tok[tok.find_first_not_of("ACGTNRYSWKMBDHV")]))));
     if (!prev.empty() && tok.size() != prev.size())
       throw std::invalid_argument(
           fmt::format("token {} '{}' has length {}, token 1 has length {}", n, tok, tok.size(), prev.size()));
@@ -124,7 +126,8 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
         for (auto& c : r.sequence) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
         const size_t badpos = r.sequence.find_first_not_of("ACGTNRYSWKMBDHV");
         if (badpos != std::string::npos)
-          throw std::invalid_argument(fmt::format("'{}' at position {} is not a base", s[badpos], badpos + 1));
+          throw std::invalid_argument(fmt::format("{} at position {} is not a base",
+                                                  describe_byte(static_cast<unsigned char>(s[badpos])), badpos + 1));
       }
     } catch (const std::invalid_argument& e) {
       throw InputError(path, lineno, fmt::format("bad sequence: {}", e.what()));

@@ -39,10 +39,17 @@ struct Batch {
   uint64_t real_tokens() const;
 };
 
+/// How much of a shard set to check when it is opened. Always: the manifest, each shard's
+/// offsets and sample indices, and the token ids of every sample as it is read.
+struct ShardChecks {
+  bool verify = false;  // also each shard's SHA-256 against the manifest and all its token ids (both splits)
+  int part = 0, parts = 1;  // verify shards part, part + parts, ... only (ranks share the work)
+};
+
 /// All samples of one split of a shard directory, in sample_index order.
 class ShardSet {
  public:
-  ShardSet(const std::string& dir, const std::string& split);
+  ShardSet(const std::string& dir, const std::string& split, const ShardChecks& checks = {});
   size_t size() const { return order_.size(); }
   uint64_t sample_index(size_t i) const { return order_[i].sample_index; }
   void read(size_t i, std::vector<uint16_t>& out) const;
@@ -67,6 +74,7 @@ struct LoaderOptions {
   uint64_t seed = 42;
   bool shuffle = true;
   size_t prefetch_batches = 8;
+  ShardChecks checks;
 };
 
 /// Builds one padded, masked batch from samples (shared by the loader and benchmarks).

@@ -20,9 +20,10 @@ bool dataset_single_process(const Context& ctx, const char* builder) {
                   builder, ctx.size));
 }
 
-void prepare_dataset_output(const dataset::OutputOptions& o) {
-  std::filesystem::create_directories(o.out);
+io::OutputDir prepare_dataset_output(const dataset::OutputOptions& o) {
+  io::OutputDir dir(o.out);
   check_writable(o.out + "/summary.json");
+  return dir;
 }
 
 void finish_dataset(const Context& ctx, const dataset::DatasetStats& st, const dataset::OutputOptions& o,
@@ -110,7 +111,7 @@ void register_promoter(CLI::App& ds, Context& ctx) {
                      {"tata", t1->count() ? "tata-only" : t2->count() ? "non-tata-only" : "all"},
                      {"tata_rule", o.tata_list.empty() ? "motif TATAWAWR at -31..-25" : "--tata-list"},
                      {"bed_tss_offset", std::to_string(o.bed_tss_offset)}};
-      prepare_dataset_output(oo);
+      const io::OutputDir out_dir = prepare_dataset_output(oo);  // goes again if the build fails
       dataset::DatasetStats st;
       auto ex = dataset::build_promoter(o, st);
       st = dataset::write_task_dataset(std::move(ex), oo, st);
@@ -142,7 +143,7 @@ void register_enhancer(CLI::App& ds, Context& ctx) {
       oo.builder = "enhancer";
       oo.inputs = {{"genome", e->genome}, {"intervals", e->intervals}};
       if (!e->chrom_map.empty()) oo.inputs["chrom_map"] = e->chrom_map;
-      prepare_dataset_output(oo);
+      const io::OutputDir out_dir = prepare_dataset_output(oo);  // goes again if the build fails
       dataset::DatasetStats st;
       std::vector<char> split;
       auto ex = dataset::build_enhancer(*e, st, split);

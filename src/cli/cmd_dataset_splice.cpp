@@ -52,7 +52,7 @@ void run_splice(const Args& a, const Context& ctx) {
                  {"negatives_per_site", fmt::format("{}", o.negatives_per_site)},
                  {"max_per_class", std::to_string(o.max_per_class)},
                  {"skip_unknown_chromosomes", o.skip_unknown_chromosomes ? "true" : "false"}};
-  prepare_dataset_output(oo);
+  const io::OutputDir out_dir = prepare_dataset_output(oo);  // goes again if the build fails
 
   dataset::SpliceBuild b = dataset::build_splice_dataset(a.genome, a.annotation, o);
   const dataset::DatasetStats st = dataset::write_task_dataset(std::move(b.examples), oo, b.stats);
@@ -92,7 +92,7 @@ void register_dataset_splice(CLI::App& dataset, Context& ctx) {
       ->capture_default_str();
   sub->add_option("--negatives-per-site", a->splice.negatives_per_site,
                   "non-splice windows per site: each intron gives 2R on average (0.5: classes about balanced)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   sub->add_option("--max-per-class", a->splice.max_per_class,
                   "keep at most N windows per class (chosen by a hash of seed and sequence); 0 = all")

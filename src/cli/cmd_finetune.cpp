@@ -4,8 +4,10 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <iostream>
+#include <optional>
 
 #include "common.hpp"
+#include "io/atomic_file.hpp"
 #include "model/finetune.hpp"
 #include "model_plugin.hpp"
 
@@ -20,10 +22,11 @@ void run_finetune(model::FinetuneOptions o, const Context& ctx) {
         ctx.size));
   }
   o.command_line = ctx.command_line;
-  std::filesystem::create_directories(o.out);
+  io::OutputDir out_dir(o.out);  // removed again when the run fails and it was new
   check_writable(o.out + "/metrics.json");
+  std::optional<io::OutputDir> model_dir;
   if (!o.save_model.empty()) {
-    std::filesystem::create_directories(o.save_model);
+    model_dir.emplace(o.save_model);
     check_writable(o.save_model + "/model.safetensors");
   }
   using Fn = void (*)(const model::FinetuneOptions*, const std::function<void(const std::string&)>*,
@@ -90,7 +93,7 @@ void register_finetune(CLI::App& app, Context& ctx) {
   sub->add_option("--dropout", o->dropout, "hidden, attention and classifier dropout")->capture_default_str();
   sub->add_option("--clip", o->clip, "gradient-norm clipping (0: off)")->capture_default_str();
   sub->add_option("--eval-batch", o->eval_batch, "test sequences per forward pass")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   sub->add_option("--save-model", o->save_model,
                   "also write the fine-tuned classifier here (HF layout: config.json, vocab.txt, model.safetensors)");

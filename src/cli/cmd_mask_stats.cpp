@@ -21,7 +21,9 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   std::vector<uint32_t> grank = cfg.grank;
   if (grank.empty() && !a.npmi.empty()) grank = load_masking("genemask", a.npmi, "").grank;
   Masker masker(std::move(cfg));
-  ShardSet set(a.shards, a.split);
+  // SHA-256 and every token id of the shards first: cheap next to training, which is what a
+  // mask-stats run usually comes before.
+  ShardSet set(a.shards, a.split, ShardChecks{true});
   const uint64_t n = std::min<uint64_t>(a.samples, set.size());
   uint64_t tokens = 0, masked = 0, as_mask = 0, as_random = 0, kept = 0;
   std::map<uint64_t, uint64_t> spans;

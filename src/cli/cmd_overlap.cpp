@@ -119,7 +119,7 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
                                 (source == "max" && (a.train.empty() || a.counts.empty()))))
     throw std::invalid_argument(fmt::format("--drop-source {} needs {}", source,
                                             source == "max" ? "both --train and --counts" : source == "train" ? "--train" : "--counts"));
-  std::filesystem::create_directories(a.out);
+  io::OutputDir out_dir(a.out);  // a new --out goes again if the input is refused
   check_writable(a.out + "/overlap.tsv");
   if (!a.filtered.empty()) check_writable(a.filtered);
 

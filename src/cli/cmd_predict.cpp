@@ -17,10 +17,10 @@ void register_predict(CLI::App& app, Context& ctx) {
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("--out", o->out, "predictions.tsv: id, windows, prob_<class>..., predicted")->required();
-  sub->add_option("--batch", o->batch, "windows per forward pass")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--batch", o->batch, "windows per forward pass")->check(positive())->capture_default_str();
   sub->add_option("--stride", o->stride,
                   "tokens between window starts for sequences longer than the model (0: half a window, 255)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();

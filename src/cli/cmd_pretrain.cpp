@@ -77,6 +77,9 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->add_flag("--resume", o->resume, "continue from the newest checkpoint in --out");
   sub->add_flag("--allow-changes", o->allow_changes,
                 "with --resume: accept a seed, masking, model, batch or shard set other than the run's");
+  sub->add_flag("--verify", o->verify_shards,
+                "before training, check every shard's SHA-256 against the manifest and every token id (the ranks "
+                "share the files); token ids and offsets are always checked as samples are read");
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--precision", o->precision, "fp32, or bf16 on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
@@ -108,9 +111,9 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   em->add_flag("--per-token", eo->per_token, "also /tokens float32 [T, hidden] (one per 6-mer) and /offsets [N + 1]");
   em->add_option("--stride", eo->stride,
                  "tokens between window starts for sequences longer than the model (0: half a window, 255)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
-  em->add_option("--batch", eo->batch, "windows per forward pass")->check(CLI::PositiveNumber)->capture_default_str();
+  em->add_option("--batch", eo->batch, "windows per forward pass")->check(positive())->capture_default_str();
   em->add_option("--threads", eo->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
   em->add_option("--device", eo->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   em->add_option("--precision", eo->precision, "fp32, or bf16 (autocast) on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();

@@ -1,8 +1,10 @@
 // genemask shards: the sharded HDF5 pretraining corpus (MPI: ranks split the genome).
 #include <filesystem>
+#include <optional>
 
 #include "common.hpp"
 #include "hpc/shards.hpp"
+#include "io/atomic_file.hpp"
 
 namespace genemask::cli {
 namespace {
@@ -15,8 +17,9 @@ struct ShardsArgs {
 void run_shards(ShardsArgs a, const Context& ctx) {
   a.req.options.recipe.seed = a.seed;
   a.req.command_line = ctx.command_line;
+  std::optional<io::OutputDir> out_dir;  // a new --out goes again if the input is refused
   if (ctx.rank == 0) {
-    std::filesystem::create_directories(a.req.out_dir);
+    out_dir.emplace(a.req.out_dir);
     check_writable(a.req.out_dir + "/manifest.json");
   }
   const auto r = hpc::build_shards(a.req, MPI_COMM_WORLD);
@@ -28,6 +31,9 @@ void run_shards(ShardsArgs a, const Context& ctx) {
                       {"genes", a.req.genes.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.req.genes)},
                       {"gene_source", r.gene_source.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.gene_source)},
                       {"gene_transcripts", r.gene_transcripts},
+                      {"genes_read", r.genes.genes},
+                      {"genes_on_unknown_sequences", r.genes.unknown_sequence_genes},
+                      {"unknown_sequences", r.genes.unknown_sequences},
                       {"ranks", r.ranks},
                       {"seed", a.seed},
                       {"chromosomes", r.manifest.chromosomes.size()},
@@ -52,15 +58,17 @@ void register_shards(CLI::App& app, Context& ctx) {
   auto* sub = app.add_subcommand("shards", "Build the sharded HDF5 pretraining corpus (MPI: ranks split the genome)");
   sub->add_option("--genome", a->req.genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->required()->check(CLI::ExistingFile);
   sub->add_option("--out", a->req.out_dir, "output directory (shard files + manifest.json)")->required();
-  sub->add_option("--genes", a->req.genes, "GTF/GFF3 annotation: segments never cross a gene boundary (GB variant)")
+  sub->add_option("--genes", a->req.genes,
+                  "GTF/GFF3 annotation: segments never cross a gene boundary (GB variant); a file without gene lines "
+                  "gives its mRNA/transcript spans instead, overlapping ones of a strand merged into one locus")
       ->check(CLI::ExistingFile);
   sub->add_option("--seed", a->seed, "seed of the offsets, lengths and split")->capture_default_str();
   sub->add_option("--valid-fraction", o.valid_fraction, "fraction of samples for validation")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
-  sub->add_option("--shard-tokens", o.shard_tokens, "tokens per shard file")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--shard-tokens", o.shard_tokens, "tokens per shard file")->check(positive())->capture_default_str();
   sub->add_option("--max-offset", o.recipe.max_offset, "start offset per chromosome is uniform in [1, this]")
-      ->check(CLI::PositiveNumber)
+      ->check(positive())
       ->capture_default_str();
   sub->add_option("--full-prob", o.recipe.full_prob, "probability of a full-length (510-token) segment")
       ->check(CLI::Range(0.0, 1.0))

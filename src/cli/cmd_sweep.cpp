@@ -128,6 +128,17 @@ void run_sweep_command(SweepCli& c, const Context& ctx) {
   // with a scary banner).
   const bool stopped = ctx.rank == 0 && s.interrupted && s.remaining > 0;
   const bool bad = ctx.rank == 0 && c.strict && (s.failed > 0 || s.remaining > 0);
+  // Every job failed (none ok, now or in an earlier run): nothing to report, so not a
+  // success even without --strict (a setup problem such as an unloadable model).
+  const bool all_failed = ctx.rank == 0 && s.failed > 0 && s.ok == 0 && s.jobs_skipped == 0;
+  if (hpc::any_rank(all_failed && !stopped && !bad, MPI_COMM_WORLD)) {
+    if (ctx.rank == 0)
+      std::cerr << "genemask: error: all " << s.failed << " job(s) failed; the error of each is in " << c.o.out
+                << "/results.jsonl" << std::endl;
+    std::cout.flush();
+    if (hpc::mpi_active()) MPI_Finalize();
+    std::exit(1);
+  }
   if (hpc::any_rank(stopped || bad, MPI_COMM_WORLD)) {
     if (ctx.rank == 0 && stopped)
       std::cerr << "genemask: sweep stopped by a signal with " << s.remaining

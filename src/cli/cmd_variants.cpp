@@ -162,7 +162,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
   } else if (!a.genome.empty() || a.flank >= 0 || !a.window.empty()) {
     throw std::invalid_argument("--genome, --flank and --window apply to a VCF; a TSV already holds the sequences");
   }
-  std::filesystem::create_directories(a.out);
+  io::OutputDir out_dir(a.out);  // a new --out goes again if the input is refused
   check_writable(a.out + "/variants.tsv");
 
   io::VcfStats vs;
@@ -292,14 +292,14 @@ void register_variants(CLI::App& app, Context& ctx) {
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("--genome", a->genome, "reference FASTA of the VCF (plain, gzip or bgzip)")->check(CLI::ExistingFile);
-  sub->add_option("--flank", a->flank, "bases on each side of the variant")->check(CLI::NonNegativeNumber);
+  sub->add_option("--flank", a->flank, "bases on each side of the variant")->check(non_negative());
   sub->add_option("--window", a->window, "A:B: bases POS+A .. POS+B (e.g. -249:50)");
   sub->add_option("--out", a->out, "output directory: variants.tsv, summary.json (+ compare.tsv)")->required();
   sub->add_option("--class", a->score.class_name, "class scored: a label of the model or an index (default 1)");
   sub->add_option("--compare", a->compare, "another ranking (variants.tsv) for the top-N overlap")
       ->check(CLI::ExistingFile);
   sub->add_option("--top", a->top, "N values of the top-N overlap, comma-separated")->capture_default_str();
-  sub->add_option("--batch", a->score.batch, "sequences per forward pass")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--batch", a->score.batch, "sequences per forward pass")->check(positive())->capture_default_str();
   sub->add_option("--threads", a->score.threads, "intra-op threads (0: all cores)")->capture_default_str();
   sub->add_option("--device", a->score.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--gpu", a->score.device_index, "GPU ordinal for --device cuda")->capture_default_str();

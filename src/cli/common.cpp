@@ -1,6 +1,7 @@
 #include "common.hpp"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -45,6 +46,22 @@ void Progress::done() {
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   std::cerr << fmt::format("[genemask {}] done in {:.1f} s", label_, el) << std::endl;
 }
+
+namespace {
+CLI::Validator number_at_least(bool strict) {
+  return CLI::Validator(
+      [strict](std::string& text) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v)) return fmt::format("'{}' is not a number", text);
+        if (strict ? !(v > 0) : !(v >= 0)) return fmt::format("{} is {}", text, strict ? "not positive" : "negative");
+        return std::string();
+      },
+      strict ? "POSITIVE" : "NON-NEGATIVE");
+}
+}  // namespace
+
+CLI::Validator non_negative() { return number_at_least(false); }
+CLI::Validator positive() { return number_at_least(true); }
 
 void check_writable(const std::string& path) {
   const std::string probe = io::temp_name_for(path) + ".probe";

@@ -48,6 +48,11 @@ class Progress {
 /// no permission.
 void check_writable(const std::string& path);
 
+/// Option checks whose messages read as sentences ("--flank: -5 is negative") rather than
+/// CLI11's "Value -5 not in range 0.000000 to 1797...(300 digits)".
+CLI::Validator non_negative();  // a number >= 0
+CLI::Validator positive();      // a number > 0
+
 void register_count(CLI::App& app, Context& ctx);
 void register_npmi(CLI::App& app, Context& ctx);
 void register_pmi_vocab(CLI::App& app, Context& ctx);

@@ -7,6 +7,7 @@
 
 #include "common.hpp"
 #include "genemask/task_dataset.hpp"
+#include "io/atomic_file.hpp"
 
 namespace genemask::cli {
 
@@ -17,8 +18,9 @@ bool dataset_single_process(const Context& ctx, const char* builder);
 /// --out, --seed, [--train-fraction], --shots.
 void add_dataset_output_options(CLI::App* sub, dataset::OutputOptions& o, bool with_fraction);
 
-/// Creates the output directory and fails early when it cannot be written.
-void prepare_dataset_output(const dataset::OutputOptions& o);
+/// Creates the output directory and fails early when it cannot be written; the directory
+/// goes again when the build then fails and it was new.
+io::OutputDir prepare_dataset_output(const dataset::OutputOptions& o);
 
 /// stderr: "[dataset B] wrote OUT", `details`, the counts per class and drop reason;
 /// stdout: the JSON summary (summary.json's content, plus `extra`).

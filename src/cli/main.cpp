@@ -1,6 +1,7 @@
 // genemask: one binary, one subcommand per pipeline stage. Every rank runs main; rank 0
 // prints the JSON summary. A failure on any rank prints one line and aborts the job.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <iostream>
@@ -8,6 +9,8 @@
 
 #include "common.hpp"
 #include "hpc/mpi.hpp"
+#include "io/atomic_file.hpp"
+#include "io/error.hpp"
 #include "model_plugin.hpp"
 
 namespace {
@@ -60,15 +63,34 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    if (ctx.rank == 0) return app.exit(e);
+    // --help and --version print as CLI11 formats them; a bad option is one error line.
+    const bool help = dynamic_cast<const CLI::CallForHelp*>(&e) || dynamic_cast<const CLI::CallForAllHelp*>(&e) ||
+                      dynamic_cast<const CLI::CallForVersion*>(&e);
+    if (ctx.rank == 0 && help) return app.exit(e);
+    if (ctx.rank == 0) {
+      std::string usage = "genemask";
+      for (const auto* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front(); sub;
+           sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front())
+        usage += " " + sub->get_name();
+      std::cerr << "genemask: error: " << genemask::io::printable(e.what()) << " (see " << usage << " --help)"
+                << std::endl;
+    }
     return e.get_exit_code();
   }
 
+  // A signal that stops a command removes its unfinished outputs and says so; pretrain and
+  // sweep replace the handlers of the signals they stop on gracefully.
+  static const std::string program =
+      ctx.size > 1 ? "genemask[rank " + std::to_string(ctx.rank) + "]" : std::string("genemask");
+  genemask::io::install_signal_cleanup(program.c_str(), ctx.rank == 0);
   try {
     if (ctx.run) ctx.run();
   } catch (const std::exception& e) {
-    std::cerr << (ctx.size > 1 ? "genemask[rank " + std::to_string(ctx.rank) + "]: error: " : "genemask: error: ")
-              << e.what() << std::endl;
+    // One line, whatever bytes the input put into the message, in one write(2) so that the
+    // lines of several ranks on one terminal or pipe do not interleave.
+    const std::string line = program + ": error: " + genemask::io::printable(e.what()) + "\n";
+    std::cerr.flush();
+    if (::write(STDERR_FILENO, line.data(), line.size()) < 0) std::cerr << line;
     if (ctx.size > 1) genemask::hpc::abort_job(1);
     return 1;
   }

@@ -9,6 +9,7 @@
 #include "genemask/tokenizer.hpp"
 #include "io/error.hpp"
 #include "io/rank_tables.hpp"
+#include "io/sha256.hpp"
 #include "io/shard_manifest.hpp"
 
 namespace genemask {
@@ -19,13 +20,31 @@ uint64_t Batch::real_tokens() const {
   return n;
 }
 
-ShardSet::ShardSet(const std::string& dir, const std::string& split) {
+static_assert(io::kShardFirstToken == kFirstKmerToken && io::kShardLastToken == kVocabSize - 1 &&
+              io::kShardMaxSampleTokens == static_cast<uint64_t>(kMaxTokens));
+
+ShardSet::ShardSet(const std::string& dir, const std::string& split, const ShardChecks& checks) {
   const auto m = io::read_manifest(dir);
-  for (const auto& sh : m.shards) {
-    if (sh.split != split) continue;
-    auto r = std::make_unique<io::ShardReader>(dir + "/" + sh.file);
-    if (r->samples() != sh.samples)
-      throw io::InputError(dir + "/" + sh.file, fmt::format("has {} samples, the manifest says {}", r->samples(), sh.samples));
+  for (size_t k = 0; k < m.shards.size(); ++k) {
+    const auto& sh = m.shards[k];
+    const bool verify = checks.verify && static_cast<int>(k % static_cast<size_t>(checks.parts)) == checks.part;
+    if (sh.split != split && !verify) continue;
+    const std::string file = dir + "/" + sh.file;
+    if (verify && io::sha256_file(file) != sh.sha256)
+      throw io::InputError(file, fmt::format("SHA-256 differs from {}/manifest.json: the file was changed or damaged "
+                                             "(build the shards again)",
+                                             dir));
+    auto r = std::make_unique<io::ShardReader>(file);
+    if (r->samples() != sh.samples || r->tokens() != sh.tokens)
+      throw io::InputError(file, fmt::format("has {} samples and {} tokens, the manifest says {} and {}", r->samples(),
+                                             r->tokens(), sh.samples, sh.tokens));
+    for (size_t i = 0; i < r->samples(); ++i)
+      if (r->chrom()[i] >= m.chromosomes.size())
+        throw io::InputError(file, fmt::format("damaged shard: sample {} has chrom {}, but the manifest lists {} "
+                                               "chromosomes",
+                                               i, r->chrom()[i], m.chromosomes.size()));
+    if (verify) r->verify_tokens();
+    if (sh.split != split) continue;  // verified only
     const uint32_t s = static_cast<uint32_t>(shards_.size());
     for (size_t i = 0; i < r->samples(); ++i) order_.push_back(Ref{r->sample_index()[i], s, static_cast<uint32_t>(i)});
     total_tokens_ += r->tokens();
@@ -65,7 +84,7 @@ void build_batch(const std::vector<std::vector<uint16_t>>& samples, const std::v
 }
 
 DataLoader::DataLoader(const LoaderOptions& opts, Masker masker, LoaderCursor start)
-    : opts_(opts), masker_(std::move(masker)), set_(opts.shard_dir, opts.split), cursor_(start) {
+    : opts_(opts), masker_(std::move(masker)), set_(opts.shard_dir, opts.split, opts.checks), cursor_(start) {
   if (opts_.world < 1 || opts_.rank < 0 || opts_.rank >= opts_.world) throw std::invalid_argument("bad rank/world");
   if (opts_.batch_size == 0) throw std::invalid_argument("batch size must be positive");
   if (set_.size() > UINT32_MAX) throw std::invalid_argument("more than 2^32 samples in one split");

@@ -108,8 +108,8 @@ std::string find_rsvg_convert() {
 }
 
 void svg_to_png(const std::string& rsvg, const std::string& svg, const std::string& png) {
-  const std::string tmp = io::temp_name_for(png);
-  std::vector<std::string> args{rsvg, "--format=png", "-o", tmp, svg};
+  io::TempOutput tmp(png);
+  std::vector<std::string> args{rsvg, "--format=png", "-o", tmp.path(), svg};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -120,11 +120,10 @@ void svg_to_png(const std::string& rsvg, const std::string& svg, const std::stri
   while (waitpid(pid, &status, 0) < 0)
     if (errno != EINTR) throw std::runtime_error(fmt::format("waiting for {}: {}", rsvg, std::strerror(errno)));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    ::unlink(tmp.c_str());
     throw std::runtime_error(fmt::format("{} could not convert {} to PNG (exit status {}); rerun with --no-png to skip "
                                          "PNGs", rsvg, svg, WIFEXITED(status) ? WEXITSTATUS(status) : -1));
   }
-  io::rename_or_throw(tmp, png);
+  tmp.commit();
 }
 
 }  // namespace genemask::report

@@ -54,6 +54,9 @@ void validate(const SpliceOptions& o) {
         fmt::format("--window must be even and at least 6 (the site sits between its two halves), got {}", o.window));
   if (!(o.negatives_per_site >= 0) || !std::isfinite(o.negatives_per_site))
     throw std::invalid_argument(fmt::format("--negatives-per-site must be >= 0, got {}", o.negatives_per_site));
+  if (o.exon_feature.empty() || o.exon_feature.find_first_of("\t\n") != std::string::npos)
+    throw std::invalid_argument(
+        fmt::format("--exon-feature must be a GTF/GFF3 feature type such as exon or CDS, got '{}'", o.exon_feature));
 }
 
 SpliceCounts splice_windows(const std::string& chrom, const std::string& seq,

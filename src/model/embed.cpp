@@ -187,9 +187,9 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
           src += n * Hs;
         }
       }
-    const std::string tmp = io::temp_name_for(o.out);
-    try {
-      io::h5::Handle f = io::h5::create_file(tmp);
+    io::TempOutput tmp(o.out);
+    {
+      io::h5::Handle f = io::h5::create_file(tmp.path());
       if (o.pooling != "mean") io::h5::write_f32_2d(f, "cls", out_cls.data(), N, Hs);
       if (o.pooling != "cls") io::h5::write_f32_2d(f, "mean", out_mean.data(), N, Hs);
       if (o.per_token) {
@@ -207,11 +207,9 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
       io::h5::set_attr(f, "stride", static_cast<uint64_t>(stride));
       io::h5::set_attr(f, "mean_over", std::string("6-mer tokens (not [CLS], [SEP] or padding)"));
       io::h5::set_attr(f, "command_line", o.command_line);
-    } catch (...) {
-      std::remove(tmp.c_str());
-      throw;
+      io::h5::close_file(f);
     }
-    io::rename_or_throw(tmp, o.out);
+    tmp.commit();
   }
   s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   s.seq_per_s = s.seconds > 0 ? static_cast<double>(s.sequences) / s.seconds : 0;

@@ -223,8 +223,10 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   // Resume: the newest complete checkpoint.
   int64_t step = 0;
   LoaderCursor cursor;
+  std::optional<io::OutputDir> out_dir;  // a new --out goes again if the run fails before its first checkpoint
   std::optional<io::DirLock> lock;
   if (rank == 0) {
+    out_dir.emplace(o.out);
     fs::create_directories(o.out + "/checkpoints");
     lock.emplace(o.out, "genemask run");  // before anything in --out is read or written
   }
@@ -303,6 +305,8 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   lo.world = world;
   lo.batch_size = static_cast<size_t>(o.batch_per_rank);
   lo.seed = o.seed;
+  lo.checks = ShardChecks{o.verify_shards, rank, world};  // each rank checks its share of the files
+  if (o.verify_shards) say(fmt::format("verifying the shards of {} (SHA-256, token ids)", o.shards));
   DataLoader train(lo, Masker(mcfg), cursor);
   const int64_t effective = o.batch_per_rank * world * o.grad_accum;
   GradBuckets grads(params, comm, how);
@@ -351,6 +355,7 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
     LoaderOptions vo = lo;
     vo.split = "valid";
     vo.shuffle = false;
+    vo.checks = {};  // --verify covered both splits when the training loader opened them
     try {
       DataLoader valid(vo, Masker(mcfg));
       torch::NoGradGuard ng;
@@ -411,6 +416,7 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
       }
       fs::remove_all(final_dir);
       fs::rename(tmp, final_dir);
+      out_dir->keep();  // the run has a checkpoint to resume from: a later failure keeps it
       // Keep the last K.
       const auto all = checkpoint_steps(o.out);
       for (size_t i = 0; i + static_cast<size_t>(o.keep_checkpoints) < all.size(); ++i)

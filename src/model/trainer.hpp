@@ -26,6 +26,7 @@ struct PretrainOptions {
   int64_t eval_every = 500, eval_batches = 20, checkpoint_every = 1000, keep_checkpoints = 3, log_every = 10;
   bool resume = false;
   bool allow_changes = false;    // --resume with other settings than the run's, deliberately
+  bool verify_shards = false;    // --verify: SHA-256 and token ids of every shard before training
   std::string device = "cpu", precision = "fp32";
   std::string allreduce = "auto";  // auto | nccl | mpi (model/grad_sync.hpp)
   bool tf32 = true;                // TF32 for fp32 matrix products on a GPU

@@ -119,7 +119,7 @@ class Corpus(unittest.TestCase):
 
     def test_gene_boundaries_are_respected(self):
         gtf = os.path.join(self.tmp, "genes.gtf")
-        bounds = [(2000, 7000), (15000, 15500), (30000, 45000)]
+        bounds = [(2000, 7000), (15000, 15500), (30000, 36000)]
         with open(gtf, "w") as f:
             f.write("#comment\n")
             for s, e in bounds:  # GTF is 1-based inclusive: [s, e) 0-based is s+1..e
@@ -137,10 +137,42 @@ class Corpus(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn(f"{bad}:1: column 5 (end) is not a positive integer: 'x'", p.stderr)
 
+    def test_genes_on_other_sequences_are_reported(self):
+        # Regression: names that match no record were ignored silently (exit 0), and genes
+        # past a record's end were accepted.
+        other = os.path.join(self.tmp, "other.gff3")
+        with open(other, "w") as f:
+            f.write("NC_000001.11\tsrc\tgene\t101\t5000\t.\t+\t.\tID=a\n")
+        out = os.path.join(self.tmp, "other")
+        p = run(["shards", "--genome", self.fa, "--out", out, "--genes", other], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f"{other}: none of its 1 genes lies on a sequence of the genome", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, "manifest.json")))
+        some = os.path.join(self.tmp, "some.gff3")
+        with open(some, "w") as f:
+            f.write("1\tsrc\tgene\t101\t5000\t.\t+\t.\tID=a\n")
+            f.write("scaf9\tsrc\tgene\t101\t5000\t.\t+\t.\tID=b\n")
+            f.write("scaf9\tsrc\tgene\t7101\t9000\t.\t+\t.\tID=c\n")
+        for ranks in (1, 2):
+            p = run(["shards", "--genome", self.fa, "--out", os.path.join(self.tmp, f"some{ranks}"), "--genes", some],
+                    ranks=ranks)
+            s = summary(p)
+            self.assertEqual((s["genes_read"], s["genes_on_unknown_sequences"], s["unknown_sequences"]), (3, 2, 1))
+            self.assertIn(f"2 of the 3 genes in {some} lie on 1 sequence(s) the genome does not have (first: scaf9)",
+                          p.stderr)
+        past = os.path.join(self.tmp, "past.gff3")
+        end = len(self.seqs[0])
+        with open(past, "w") as f:
+            f.write("1\tsrc\tgene\t101\t5000\t.\t+\t.\tID=a\n")
+            f.write(f"1\tsrc\tgene\t{end - 100}\t{end + 1}\t.\t+\t.\tID=b\n")
+        p = run(["shards", "--genome", self.fa, "--out", os.path.join(self.tmp, "past"), "--genes", past], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f"{past}:2: a gene on 1 ends at {end + 1}, past the end of chr1 ({end} bases) in the genome", p.stderr)
+
     def test_mrna_only_gff3_gives_the_genes_of_its_transcripts(self):
         # A fungal-style GFF3: mRNA and CDS lines, no gene lines. Two isoforms of one locus
         # overlap (merged into one gene), one locus is on the minus strand.
-        mrnas = [(2000, 6000, "+"), (2500, 7000, "+"), (15000, 15500, "-"), (30000, 45000, "+")]
+        mrnas = [(2000, 6000, "+"), (2500, 7000, "+"), (15000, 15500, "-"), (30000, 36000, "+")]
         only = os.path.join(self.tmp, "mrna-only.gff3")
         with open(only, "w") as f:
             f.write("##gff-version 3\n")
@@ -150,7 +182,7 @@ class Corpus(unittest.TestCase):
         # The reference: the same loci written as gene lines (the isoforms' union).
         genes = os.path.join(self.tmp, "as-genes.gff3")
         with open(genes, "w") as f:
-            for i, (a, b, st) in enumerate([(2000, 7000, "+"), (15000, 15500, "-"), (30000, 45000, "+")]):
+            for i, (a, b, st) in enumerate([(2000, 7000, "+"), (15000, 15500, "-"), (30000, 36000, "+")]):
                 f.write(f"1\tsrc\tgene\t{a + 1}\t{b}\t.\t{st}\t.\tID=g{i}\n")
         a, b = os.path.join(self.tmp, "gb-mrna"), os.path.join(self.tmp, "gb-gene")
         p = run(["shards", "--genome", self.fa, "--out", a, "--seed", "7", "--genes", only])

@@ -309,6 +309,17 @@ class DatasetSplice(unittest.TestCase):
                  "--out", os.path.join(d, "e3"), "--skip-unknown-chromosomes", "--window", "41"], check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--window must be even", p.stderr)
+        # A CDS file read with a feature type it does not have names the type it looked for.
+        with open(os.path.join(d, "cds.gtf"), "w") as f:
+            f.write('chr1\ts\tCDS\t101\t200\t.\t+\t0\ttranscript_id "T";\n')
+        p = run(["dataset", "splice", "--genome", os.path.join(d, "g.fa"), "--annotation", os.path.join(d, "cds.gtf"),
+                 "--out", os.path.join(d, "e4"), "--exon-feature", "five_prime_UTR"], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(os.path.join(d, "cds.gtf") + ": no features of type 'five_prime_UTR' found", p.stderr)
+        p = run(["dataset", "splice", "--genome", os.path.join(d, "g.fa"), "--annotation", os.path.join(d, "cds.gtf"),
+                 "--out", os.path.join(d, "e5"), "--exon-feature", ""], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--exon-feature must be a GTF/GFF3 feature type such as exon or CDS, got ''", p.stderr)
 
 
 if __name__ == "__main__":

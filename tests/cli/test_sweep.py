@@ -205,6 +205,22 @@ class SweepSimulated(SweepBase):
             self.assertEqual(summary(p)["failed"], 1)
             self.assertEqual(len(read_records(out, allow_torn=False)), 36)
 
+    def test_all_jobs_failed_is_an_error_without_strict(self):
+        # Regression: every job failed (a model that cannot load) and the sweep exited 0.
+        for ranks in [None, 2]:
+            out = self.out(f"allfailed{ranks}")
+            p = self.sweep(out, ranks=ranks, extra=["--inject-failure", "*|*|*|*:always"], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"all 36 job(s) failed; the error of each is in {out}/results.jsonl", p.stderr)
+            self.assertEqual((summary(p)["ok"], summary(p)["failed"]), (0, 36))
+            # One job ok: the others' failures are reported, the sweep is not an error.
+            out = self.out(f"onefailed{ranks}")
+            p = self.sweep(out, ranks=ranks, extra=["--inject-failure", "A|*|*|*:always", "--inject-failure",
+                                                    "B 2|t1|*|*:always", "--inject-failure", "B 2|t2|10|*:always",
+                                                    "--inject-failure", "B 2|t2|100|*:always"], check=False)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual((summary(p)["ok"], summary(p)["failed"]), (3, 33))
+
     def test_gpu_of_each_worker(self):
         # GPU = (rank among the workers of the node / ranks_per_gpu) % visible GPUs; the
         # manager (rank 0) takes none. Simulated jobs report the device they were given.

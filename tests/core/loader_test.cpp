@@ -1,10 +1,12 @@
 #include "genemask/loader.hpp"
 
 #include <gtest/gtest.h>
+#include <hdf5.h>
 
 #include <set>
 
 #include "genemask/tokenizer.hpp"
+#include "io/sha256.hpp"
 #include "io/shard_manifest.hpp"
 #include "test_util.hpp"
 
@@ -24,6 +26,7 @@ std::vector<std::vector<uint16_t>> make_shards(const std::string& dir, size_t n)
   io::ShardManifest m;
   m.source_genome = "test";
   m.vocab_sha256 = vocab_sha256();
+  m.chromosomes = {{"chr1", 1000000}};
   for (int f = 0; f < 3; ++f) {
     io::ShardData d;
     for (size_t i = static_cast<size_t>(f); i < n; i += 3) {  // interleaved, like gzip ranks
@@ -150,4 +153,93 @@ TEST(DataLoader, MaskOfASampleDoesNotDependOnRankCount) {
       }
     }
   }
+}
+
+// A shard is untrusted input: the limits of what a sample may hold, exactly at the edges.
+// Regression: token ids >= 4101 and decreasing offsets reached the masker ("vector::
+// _M_default_append") and the model ("index out of range in self").
+TEST(ShardReader, RefusesIdsAndOffsetsOutsideTheFormat) {
+  TempDir tmp;
+  auto shard = [&](const std::vector<std::vector<uint16_t>>& samples, std::vector<uint64_t> offsets = {}) {
+    io::ShardData d;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      d.tokens.insert(d.tokens.end(), samples[i].begin(), samples[i].end());
+      d.offsets.push_back(d.tokens.size());
+      d.sample_index.push_back(i);
+      d.chrom.push_back(0);
+      d.start.push_back(0);
+    }
+    if (!offsets.empty()) d.offsets = offsets;
+    io::write_shard(tmp.file("s.h5"), d, "train", 1, vocab_sha256());
+    return tmp.file("s.h5");
+  };
+  const std::vector<uint16_t> longest(510, 5), edges{5, 4100, 77};
+  io::ShardReader ok(shard({longest, edges}));
+  std::vector<uint16_t> got;
+  ok.read(0, got);
+  EXPECT_EQ(got, longest);
+  ok.read(1, got);
+  EXPECT_EQ(got, edges);
+  ok.verify_tokens();
+  const std::string f = tmp.file("s.h5");
+  auto read_error = [&](const std::vector<std::vector<uint16_t>>& samples, size_t i) {
+    return test::error_of([&] {
+      io::ShardReader r(shard(samples));
+      r.read(i, got);
+    });
+  };
+  EXPECT_EQ(read_error({edges, {5, 6, 4101}}, 1),
+            f + ": damaged shard: sample 1 has token id 4101 at position 2, outside the 6-mer ids 5..4100 of the "
+                "DNABERT-6 vocabulary (build the shards again)");
+  EXPECT_EQ(read_error({{4, 5}}, 0), f + ": damaged shard: sample 0 has token id 4 at position 0, outside the 6-mer ids "
+                                         "5..4100 of the DNABERT-6 vocabulary (build the shards again)");
+  EXPECT_EQ(test::error_of([&] { io::ShardReader(shard({edges, {9, 4200}})).verify_tokens(); }),
+            f + ": damaged shard: sample 1 has token id 4200 at position 1, outside the 6-mer ids 5..4100 of the "
+                "DNABERT-6 vocabulary (build the shards again)");
+  EXPECT_EQ(test::error_of([&] { io::ShardReader r(shard({std::vector<uint16_t>(511, 5)})); }),
+            f + ": damaged shard: sample 0 spans offsets 0..511, expected 1 to 510 tokens in increasing order");
+  EXPECT_EQ(test::error_of([&] { io::ShardReader r(shard({edges, edges}, {0, 3, 2})); }),
+            f + ": damaged shard: sample 1 spans offsets 3..2, expected 1 to 510 tokens in increasing order");
+  EXPECT_EQ(test::error_of([&] { io::ShardReader r(shard({edges, edges}, {0, 3, 7})); }),
+            f + ": damaged shard: the offsets end at token 7, but /tokens holds 6");
+  EXPECT_EQ(test::error_of([&] { io::ShardReader r(shard({edges, edges}, {1, 3, 6})); }),
+            f + ": damaged shard: offsets[0] is 1, expected 0");
+}
+
+// mask-stats and pretrain --verify check each file against the manifest's SHA-256 and
+// every token id before anything is masked; the ranks' parts cover every file once.
+TEST(ShardSet, VerifyFindsAlteredFilesInEveryPart) {
+  TempDir tmp;
+  make_shards(tmp.path(), 30);
+  auto m = io::read_manifest(tmp.path());
+  for (auto& sh : m.shards) sh.sha256 = io::sha256_file(tmp.path() + "/" + sh.file);
+  io::write_manifest(tmp.path(), m);
+  for (int part = 0; part < 3; ++part) EXPECT_NO_THROW(ShardSet(tmp.path(), "train", ShardChecks{true, part, 3}));
+  // Change one token of the second file to another valid id (the shard still reads).
+  const std::string victim = tmp.path() + "/" + m.shards[1].file;
+  {
+    hid_t f = H5Fopen(victim.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t ds = H5Dopen2(f, "tokens", H5P_DEFAULT);
+    hid_t space = H5Dget_space(ds);
+    const hsize_t at = 3, one = 1;
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, &at, nullptr, &one, nullptr);
+    hid_t mem = H5Screate_simple(1, &one, nullptr);
+    const uint16_t id = 4000;
+    ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_UINT16, mem, space, H5P_DEFAULT, &id), 0);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(ds);
+    H5Fclose(f);
+  }
+  EXPECT_NO_THROW(ShardSet(tmp.path(), "train"));  // without verify: not looked at
+  int found = 0;
+  for (int part = 0; part < 3; ++part) {
+    const std::string e = test::error_of([&] { ShardSet(tmp.path(), "train", ShardChecks{true, part, 3}); });
+    if (e == "no error") continue;
+    ++found;
+    EXPECT_EQ(e, victim + ": SHA-256 differs from " + tmp.path() + "/manifest.json: the file was changed or damaged "
+                          "(build the shards again)");
+  }
+  EXPECT_EQ(found, 1);
 }

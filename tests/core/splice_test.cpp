@@ -211,6 +211,16 @@ TEST(Splice, ErrorsForUnknownChromosomeAndExonBeyondTheEnd) {
   auto odd = small();
   odd.window = 41;
   EXPECT_THROW(dataset::validate(odd), std::invalid_argument);
+  auto no_feature = small();
+  no_feature.exon_feature = "";
+  try {
+    dataset::validate(no_feature);
+    ADD_FAILURE() << "no error for an empty --exon-feature";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "--exon-feature must be a GTF/GFF3 feature type such as exon or CDS, got ''");
+  }
+  no_feature.exon_feature = "CDS";
+  EXPECT_NO_THROW(dataset::validate(no_feature));
 }
 
 TEST(Splice, DuplicatesKeptOnceAmbiguousDroppedAndCapPerClass) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fmt/format.h>
 #include <fstream>
 
 #include "hpc/plan.hpp"
@@ -167,6 +168,49 @@ TEST_F(SweepPlan, YamlErrorsNameTheLine) {
   // Quoted numbers stay strings and are rejected where a number is expected.
   EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nretries: \"3\"\n" + kTask); }),
             f + ":4: retries: \"3\" is not an integer >= 0");
+}
+
+// Regression: a 600-byte plan of nested aliases expanded to 20 GB before std::bad_alloc, and
+// `seeds: 1000000000000` to 21 GB; a 300-character model name passed and failed every job.
+TEST_F(SweepPlan, ExpansionIsBounded) {
+  const std::string f = d_ + "/p.yaml";
+  const std::string kTask = "tasks: [{name: t, train: train.csv, test: test.csv}]\n";
+  // Billion laughs: each level lists the previous one nine times (9^9 values in all).
+  std::string laughs = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (char level = 'b'; level <= 'i'; ++level) {
+    const char prev = static_cast<char>(level - 1);
+    laughs += fmt::format("{0}: &{0} [*{1}, *{1}, *{1}, *{1}, *{1}, *{1}, *{1}, *{1}, *{1}]\n", level, prev);
+  }
+  const std::string err = plan_error([&] { yaml_plan(laughs); });
+  EXPECT_NE(err.find("the plan expands to more than 100000 values (nested YAML aliases?)"), std::string::npos) << err;
+  EXPECT_EQ(err.rfind(f + ":", 0), 0u) << err;
+  // A few aliases are fine: the expansion is what is counted.
+  EXPECT_NO_THROW(yaml_plan("models: [{name: m, path: random}]\ntasks: [{name: t, train: &f train.csv, test: *f}]\n"));
+  EXPECT_EQ(plan_error([&] { yaml_plan("models: [{name: m, path: random}]\nseeds: 1000000000000\n" + kTask); }),
+            f + ":2: seeds: 1000000000000 seeds is more than the 100000 a plan may have (the paper runs 10)");
+  EXPECT_NO_THROW(yaml_plan("models: [{name: m, path: random}]\nseeds: 100000\nshots: [10]\n" + kTask));
+  // models x tasks x shots x seeds: 11 x 1 x 1 x 100000 is over the million.
+  std::string models = "models:\n";
+  for (int i = 0; i < 11; ++i) models += fmt::format("  - {{name: m{}, path: random}}\n", i);
+  EXPECT_EQ(plan_error([&] { yaml_plan(models + "seeds: 100000\nshots: [10]\n" + kTask); }),
+            f + ":1: 11 models x 1 tasks x 1 shots x 100000 seeds is more than the 1000000 jobs a sweep may run; split it "
+                "into several plans");
+  // Run directory names: <model>__<task>__<shots>__<seed> within 255 bytes, checked at plan time.
+  const std::string long_name(300, 'x');
+  EXPECT_EQ(plan_error([&] { yaml_plan("models: [{name: " + long_name + ", path: random}]\n" + kTask); }),
+            f + ":1: models[0].name: \"" + std::string(40, 'x') +
+                "...\" (300 bytes) makes run directory names up to 313 bytes long, over the file-name limit of 255; "
+                "shorten the model or task name");
+  // Exactly at the limit: 255 = model + 1 ("t") + 6 + 4 ("1000") + 2 ("10").
+  const std::string edge(255 - 1 - 6 - 4 - 2, 'y');
+  const auto p = yaml_plan("models: [{name: " + edge + ", path: random}]\n" + kTask);
+  for (const auto& job : hpc::expand_jobs(p, "/o"))
+    EXPECT_LE(fs::path(job.out).filename().string().size(), hpc::kMaxRunDirName);
+  EXPECT_NE(plan_error([&] { yaml_plan("models: [{name: " + edge + "z, path: random}]\n" + kTask); }), "no error");
+  // The file itself is bounded before it is read into memory.
+  test::write_file(d_ + "/big.json", std::string(hpc::kMaxPlanBytes + 1, ' '));
+  EXPECT_EQ(plan_error([&] { hpc::load_plan(d_ + "/big.json"); }),
+            d_ + "/big.json: the plan is 16777217 bytes, more than the 16777216 a plan may have: is this the plan file?");
 }
 
 TEST(SweepPlanDiff, OnlyAddedJobsAreCompatible) {

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <fmt/format.h>
+#include <functional>
+#include <map>
 #include <tuple>
 
 #include "test_util.hpp"
@@ -19,16 +22,51 @@ TEST(Annotation, GtfAndGff3GenesWithChrPrefixes) {
                    "1\tensembl\texon\t11\t15\t.\t+\t.\tgene_id \"G1\"; transcript_id \"T1\";\n"
                    "MT\tensembl\tgene\t5\t9\t.\t-\t.\tgene_id \"G2\";\n"
                    "scaffold_9\tensembl\tgene\t5\t9\t.\t-\t.\tgene_id \"G3\";\n");
-  auto b = io::gene_boundaries(tmp.file("a.gtf"), {"chr1", "chrM"});
+  io::GeneBoundaryStats st;
+  auto b = io::gene_boundaries(tmp.file("a.gtf"), {"chr1", "chrM"}, {100, 16569}, nullptr, &st);
   EXPECT_EQ(b[0], (std::vector<uint64_t>{10, 20}));
   EXPECT_EQ(b[1], (std::vector<uint64_t>{4, 9}));
+  EXPECT_EQ(st.genes, 3u);
+  EXPECT_EQ(st.unknown_sequence_genes, 1u);
+  EXPECT_EQ(st.unknown_sequences, std::vector<std::string>{"scaffold_9"});
   test::write_file(tmp.file("a.gff3"),
                    "##gff-version 3\n"
                    "chr2\tsrc\tncRNA_gene\t1\t100\t.\t+\t.\tID=g1\n"
                    "chr2\tsrc\tgene\t50\t60\t.\t?\t.\tID=g2\n"
                    "##FASTA\n>chr2\nACGT\n");
-  auto g = io::gene_boundaries(tmp.file("a.gff3"), {"2"});
+  auto g = io::gene_boundaries(tmp.file("a.gff3"), {"2"}, {100});
   EXPECT_EQ(g[0], (std::vector<uint64_t>{0, 49, 60, 100}));
+}
+
+// Regression: a GFF3 whose sequence names matched nothing was ignored (exit 0, no warning),
+// and genes ending past their chromosome were accepted.
+TEST(Annotation, GenesOffTheGenomeAreCountedOrRefused) {
+  TempDir tmp;
+  test::write_file(tmp.file("n.gff3"),
+                   "##gff-version 3\n"
+                   "NC_000001.11\tsrc\tgene\t11\t20\t.\t+\t.\tID=a\n"
+                   "NC_000002.12\tsrc\tgene\t11\t20\t.\t+\t.\tID=b\n"
+                   "NC_000001.11\tsrc\tgene\t31\t40\t.\t+\t.\tID=c\n");
+  EXPECT_EQ(error_of([&] { io::gene_boundaries(tmp.file("n.gff3"), {"chr1", "chr2"}, {100, 100}); }),
+            tmp.file("n.gff3") + ": none of its 3 genes lies on a sequence of the genome: the annotation names 2 "
+                                 "sequence(s) (NC_000001.11, NC_000002.12), the genome 2 (chr1, chr2); is it for this "
+                                 "genome assembly?");
+  // One gene past the end of its chromosome (1-based end 101 on a 100-base chr1): line named.
+  test::write_file(tmp.file("p.gtf"),
+                   "chr1\tsrc\tgene\t11\t20\t.\t+\t.\tgene_id \"a\";\n"
+                   "1\tsrc\tgene\t51\t101\t.\t-\t.\tgene_id \"b\";\n");
+  EXPECT_EQ(error_of([&] { io::gene_boundaries(tmp.file("p.gtf"), {"chr1"}, {100}); }),
+            tmp.file("p.gtf") + ":2: a gene on 1 ends at 101, past the end of chr1 (100 bases) in the genome: is the "
+                                "annotation for this genome assembly?");
+  // Exactly at the end is fine.
+  EXPECT_EQ(io::gene_boundaries(tmp.file("p.gtf"), {"chr1"}, {101})[0], (std::vector<uint64_t>{10, 20, 50, 101}));
+  // Merged transcript loci name the transcript that reaches past the end.
+  test::write_file(tmp.file("m.gff3"),
+                   "chr1\tsrc\tmRNA\t11\t60\t.\t+\t.\tID=t1\n"
+                   "chr1\tsrc\tmRNA\t21\t120\t.\t+\t.\tID=t2\n");
+  EXPECT_EQ(error_of([&] { io::gene_boundaries(tmp.file("m.gff3"), {"chr1"}, {100}); }),
+            tmp.file("m.gff3") + ":2: a gene on chr1 ends at 120, past the end of chr1 (100 bases) in the genome: is "
+                                 "the annotation for this genome assembly?");
 }
 
 TEST(Annotation, MalformedLinesNameFileAndLine) {
@@ -109,4 +147,94 @@ TEST(Annotation, CdsAsExonsGroupedByParent) {
   EXPECT_NE(error_of([&] { io::read_transcript_exons(tmp.file("cds.gff3")); })
                 .find("no features of type 'exon' found, but 3 'CDS' lines: use --exon-feature CDS"),
             std::string::npos);
+}
+
+// Regression: mRNA lines were skipped unparsed before the fallback existed, so a malformed
+// one in a file with gene lines must still not stop it; without gene lines it is an error.
+TEST(Annotation, MalformedTranscriptLineMattersOnlyWithoutGeneLines) {
+  TempDir tmp;
+  test::write_file(tmp.file("g.gff3"),
+                   "chr1\ts\tmRNA\t500\t100\t.\t+\t.\tID=a1\n"
+                   "chr1\ts\tgene\t101\t500\t.\t+\t.\tID=g\n");
+  io::GeneSource src;
+  const auto genes = io::read_genes(tmp.file("g.gff3"), &src);
+  EXPECT_FALSE(src.from_transcripts);
+  ASSERT_EQ(genes.size(), 1u);
+  EXPECT_EQ(genes[0].start, 100u);
+  test::write_file(tmp.file("m.gff3"),
+                   "chr1\ts\tmRNA\t101\t500\t.\t+\t.\tID=a1\n"
+                   "chr1\ts\tmRNA\t500\t100\t.\t+\t.\tID=a2\n"
+                   "chr1\ts\tmRNA\t601\t700\t.\tx\t.\tID=a3\n");
+  EXPECT_EQ(error_of([&] { io::read_genes(tmp.file("m.gff3")); }), tmp.file("m.gff3") + ":2: start 500 is after end 100");
+}
+
+// The fallback's loci against a brute-force reference: transcripts of one sequence and
+// strand that share a base are joined (union-find over all pairs), a locus spans its
+// group; gene_boundaries equals that of the same loci written as gene lines.
+TEST(Annotation, TranscriptLociMatchBruteForceGroups) {
+  TempDir tmp;
+  uint64_t state = 12345;
+  auto next = [&](uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  const std::vector<std::string> seqs = {"chrA", "chrB"};
+  for (int round = 0; round < 50; ++round) {
+    struct T {
+      std::string seq;
+      uint64_t start, end;
+      char strand;
+    };
+    std::vector<T> ts;
+    std::string text = "##gff-version 3\n";
+    const size_t n = 2 + next(14);
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t a = next(200), b = a + 1 + next(40);  // 0-based half-open
+      ts.push_back({seqs[next(2)], a, b, next(2) ? '+' : '-'});
+      text += fmt::format("{}\ts\t{}\t{}\t{}\t.\t{}\t.\tID=t{}\n", ts[i].seq, i % 3 ? "mRNA" : "transcript", a + 1, b,
+                          ts[i].strand, i);
+      text += fmt::format("{}\ts\tCDS\t{}\t{}\t.\t{}\t0\tParent=t{}\n", ts[i].seq, a + 1, b, ts[i].strand, i);
+    }
+    std::vector<size_t> parent(n);
+    for (size_t i = 0; i < n; ++i) parent[i] = i;
+    std::function<size_t(size_t)> find = [&](size_t x) { return parent[x] == x ? x : parent[x] = find(parent[x]); };
+    bool joined = true;
+    while (joined) {  // repeat until no pair joins: plain, not clever
+      joined = false;
+      for (size_t i = 0; i < n; ++i)
+        for (size_t j = 0; j < n; ++j)
+          if (ts[i].seq == ts[j].seq && ts[i].strand == ts[j].strand && ts[i].start < ts[j].end &&
+              ts[j].start < ts[i].end && find(i) != find(j)) {
+            parent[find(i)] = find(j);
+            joined = true;
+          }
+    }
+    std::map<size_t, std::tuple<std::string, uint64_t, uint64_t, char>> groups;
+    for (size_t i = 0; i < n; ++i) {
+      auto [it, fresh] = groups.try_emplace(find(i), ts[i].seq, ts[i].start, ts[i].end, ts[i].strand);
+      if (!fresh) {
+        std::get<1>(it->second) = std::min(std::get<1>(it->second), ts[i].start);
+        std::get<2>(it->second) = std::max(std::get<2>(it->second), ts[i].end);
+      }
+    }
+    std::vector<std::tuple<std::string, uint64_t, uint64_t, char>> want, got;
+    std::string as_genes;
+    for (const auto& [root, g] : groups) {
+      want.push_back(g);
+      as_genes += fmt::format("{}\ts\tgene\t{}\t{}\t.\t{}\t.\tID=g{}\n", std::get<0>(g), std::get<1>(g) + 1,
+                              std::get<2>(g), std::get<3>(g), root);
+    }
+    test::write_file(tmp.file("m.gff3"), text);
+    test::write_file(tmp.file("g.gff3"), as_genes);
+    io::GeneSource src;
+    for (const auto& g : io::read_genes(tmp.file("m.gff3"), &src)) got.emplace_back(g.seqid, g.start, g.end, g.strand);
+    EXPECT_TRUE(src.from_transcripts);
+    EXPECT_EQ(src.transcripts, n);
+    std::sort(got.begin(), got.end());
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got, want) << "round " << round << "\n" << text;
+    EXPECT_EQ(io::gene_boundaries(tmp.file("m.gff3"), {"chrA", "chrB"}, {1000, 1000}),
+              io::gene_boundaries(tmp.file("g.gff3"), {"chrA", "chrB"}, {1000, 1000}))
+        << "round " << round;
+  }
 }

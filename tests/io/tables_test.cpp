@@ -7,6 +7,7 @@
 
 #include "io/counts_file.hpp"
 #include "io/error.hpp"
+#include "io/h5.hpp"
 #include "io/rank_tables.hpp"
 #include "test_util.hpp"
 
@@ -81,6 +82,7 @@ TEST(CountsFile, RoundTripAndFormatChecks) {
   meta.command_line = "genemask count";
   meta.record_names = {"chr1", "chr2"};
   meta.record_lengths = {10, 20};
+  meta.acgt_bases = 100;
   io::write_counts_file(tmp.file("c.h5"), 2, counts, {}, meta);
   auto cf = io::read_counts_file(tmp.file("c.h5"));
   EXPECT_EQ(cf.kmax, 2);
@@ -97,4 +99,51 @@ TEST(CountsFile, RoundTripAndFormatChecks) {
   test::write_file(tmp.file("not.h5"), "hello");
   EXPECT_NE(error_of([&] { io::read_counts_file(tmp.file("not.h5")); }).find("cannot open as an HDF5 file"),
             std::string::npos);
+}
+
+// Regression: counts of 2^63 overflowed the totals (pmi -218 followed); a missing /counts/k3
+// said "HDF5: open dataset /counts/k3 failed" without naming the file.
+TEST(CountsFile, DamagedCountsAreRefused) {
+  TempDir tmp;
+  std::vector<std::vector<uint64_t>> counts(3);
+  counts[1] = {uint64_t{1} << 63, uint64_t{1} << 63, 0, 1};  // the writer's total wraps to 1
+  counts[2].assign(16, 0);
+  io::CountsMeta meta;
+  meta.acgt_bases = 100;
+  io::write_counts_file(tmp.file("big.h5"), 2, counts, {}, meta);
+  EXPECT_EQ(error_of([&] { io::read_counts_file(tmp.file("big.h5")); }),
+            tmp.file("big.h5") + ": /counts/k1: the counts overflow 64 bits at entry 1 (count 9223372036854775808): the "
+                                 "file is damaged");
+  counts[1] = {40, 30, 20, 20};  // 110 k-mers in 100 bases
+  io::write_counts_file(tmp.file("more.h5"), 2, counts, {}, meta);
+  EXPECT_EQ(error_of([&] { io::read_counts_file(tmp.file("more.h5")); }),
+            tmp.file("more.h5") + ": /counts/k1 counts 110 k-mers in 100 A/C/G/T bases (attribute acgt_bases): the file "
+                                  "is damaged");
+  // A count changed after writing no longer adds up to the recorded total.
+  counts[1] = {40, 30, 20, 10};
+  io::write_counts_file(tmp.file("c.h5"), 2, counts, {}, meta);
+  {
+    io::h5::quiet_errors();
+    hid_t f = H5Fopen(tmp.file("c.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t ds = H5Dopen2(f, "/counts/k1", H5P_DEFAULT);
+    const uint64_t changed[4] = {40, 30, 20, 11};
+    ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, changed), 0);
+    H5Dclose(ds);
+    ASSERT_GE(H5Ldelete(f, "/counts/k2", H5P_DEFAULT), 0);
+    H5Fclose(f);
+  }
+  EXPECT_EQ(error_of([&] { io::read_counts_file(tmp.file("c.h5"), 1); }),
+            tmp.file("c.h5") + ": /counts/k1 sums to 101, but attribute totals says 100: the file is damaged");
+  {
+    hid_t f = H5Fopen(tmp.file("c.h5").c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    hid_t ds = H5Dopen2(f, "/counts/k1", H5P_DEFAULT);
+    const uint64_t back[4] = {40, 30, 20, 10};
+    ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, back), 0);
+    H5Dclose(ds);
+    H5Fclose(f);
+  }
+  EXPECT_EQ(error_of([&] { io::read_counts_file(tmp.file("c.h5")); }),
+            tmp.file("c.h5") + ": has no dataset /counts/k2: is it the file you meant, written by this version of "
+                               "genemask?");
 }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "genemask/tokenizer.hpp"
+#include "io/error.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -47,7 +48,7 @@ TEST(TaskTable, BadRowsNameFileLineAndValue) {
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("o.tsv")); }),
             tmp.file("o.tsv") + ":2: bad sequence: tokens 1 'AAAAAA' and 2 'CCCCCC' do not overlap by 5 bases");
   test::write_file(tmp.file("h.tsv"), "seqs\tlabels\nAC\t1\n");
-  EXPECT_NE(error_of([&] { io::read_task_table(tmp.file("h.tsv")); }).find(":1: header 'seqs\tlabels' lacks"),
+  EXPECT_NE(error_of([&] { io::read_task_table(tmp.file("h.tsv")); }).find(":1: header 'seqs\\x09labels' lacks"),
             std::string::npos);
   test::write_file(tmp.file("x.csv"), "sequence,label\nACGU1,0\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("x.csv")); }),
@@ -56,6 +57,29 @@ TEST(TaskTable, BadRowsNameFileLineAndValue) {
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("q.csv")); }), tmp.file("q.csv") + ":2: unterminated double quote");
   test::write_file(tmp.file("l.csv"), "sequence,label\nACGT,\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("l.csv")); }), tmp.file("l.csv") + ":2: empty label");
+  // Regression: a NUL in a sequence ended the message there; binary bytes and escapes
+  // reached the terminal raw.
+  test::write_file(tmp.file("z.csv"), std::string("sequence,label\nAC") + '\0' + "GT,0\n");
+  EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("z.csv")); }),
+            tmp.file("z.csv") + ":2: bad sequence: byte 0x00 at position 3 is not a base");
+  test::write_file(tmp.file("b.tsv"), "sequence\tlabel\n\"AAAAAA A\x1b[2JAAAAA\"\t1\n");
+  EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("b.tsv")); }),
+            tmp.file("b.tsv") + ":2: bad sequence: token 2 'A\\x1b[2JAAAAA' has a character that is not a base (byte "
+                                "0x1b)");
+}
+
+TEST(Printable, EscapesControlBytesAndBrokenUtf8Only) {
+  EXPECT_EQ(io::printable("plain ASCII, a\\b"), "plain ASCII, a\\b");
+  EXPECT_EQ(io::printable(std::string("a\0b\nc\x7f", 6)), "a\\x00b\\x0ac\\x7f");
+  EXPECT_EQ(io::printable("g\xc3\xa9nome \xe2\x86\x92 \xf0\x9f\xa7\xac"), "g\xc3\xa9nome \xe2\x86\x92 \xf0\x9f\xa7\xac");  // kept
+  // Invalid UTF-8: a lone continuation byte, a cut sequence, an overlong, a surrogate.
+  EXPECT_EQ(io::printable("\x80|\xc3|\xc0\xaf|\xed\xa0\x80"), "\\x80|\\xc3|\\xc0\\xaf|\\xed\\xa0\\x80");
+  // Idempotent: an escaped message stays as it is.
+  const std::string once = io::printable(std::string("\x01\xff\0", 3));
+  EXPECT_EQ(io::printable(once), once);
+  // InputError escapes what it is given, so what() holds all of it.
+  const io::InputError e("f.tsv", 3, std::string("bad \0 byte", 10));
+  EXPECT_EQ(std::string(e.what()), "f.tsv:3: bad \\x00 byte");
 }
 
 TEST(TaskTable, UnlabelledTablesForPredictAndEmbed) {

@@ -1,0 +1,135 @@
+#!/usr/bin/env python3
+"""Full disks and signals: what a command leaves behind when the disk fills or it is
+stopped. A full disk (a 64 KiB tmpfs in a private mount namespace) and a file size limit
+(ulimit -f) must give one line naming the file and the system's reason, exit 1 and leave
+nothing; SIGTERM must print a line naming the signal and the unfinished output it removed
+(exit status 128 + 15); after kill -9, the next run removes the dead process's temporary."""
+import glob
+import os
+import random
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import unittest
+
+from test_cli import BIN, ENV, run, summary
+
+
+def unshare_works():
+    """A private mount namespace where a tmpfs can be mounted (root, or a user namespace)."""
+    for prefix in (["unshare", "--mount"], ["unshare", "--user", "--map-root-user", "--mount"]):
+        p = subprocess.run(prefix + ["sh", "-c", "mount -t tmpfs -o size=1m tmpfs /mnt"], capture_output=True)
+        if p.returncode == 0:
+            return prefix
+    return None
+
+
+class Interrupts(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="genemask-interrupts-")
+        rng = random.Random(11)  # A/C/G/T only, so that shards keep most of it (~180 KB)
+        cls.fa = os.path.join(cls.tmp, "g.fa")
+        with open(cls.fa, "w") as f:
+            for r in range(3):
+                s = "".join(rng.choices("ACGT", k=30000))
+                f.write(f">chr{r + 1}\n" + "".join(s[i:i + 60] + "\n" for i in range(0, len(s), 60)))
+        cls.unshare = unshare_works()
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def leftovers(self, d):
+        return sorted(os.path.basename(p) for p in glob.glob(os.path.join(d, "*")))
+
+    def error_line(self, p):
+        lines = [l for l in p.stderr.splitlines() if not l.startswith("[")]
+        self.assertEqual(len(lines), 1, p.stderr)
+        return lines[0]
+
+    def test_file_size_limit_names_the_file_and_reason(self):
+        # EFBIG from write(2) once the file passes `ulimit -f` (SIGXFSZ ignored, as a shell
+        # does when told to): counts.h5 (11 MiB at kmax 10) and shards.
+        d = os.path.join(self.tmp, "fsize")
+        os.makedirs(d)
+
+        def limit():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+        out = os.path.join(d, "counts.h5")
+        p = subprocess.run([os.path.abspath(BIN), "count", "--genome", self.fa, "--out", out, "--quiet"], env=ENV,
+                           capture_output=True, text=True, preexec_fn=limit)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        line = self.error_line(p)
+        self.assertRegex(line, r"^genemask: error: .*/fsize/counts\.h5\.tmp\.[^ ]+\.\d+: cannot write the file "
+                               r"\(\d+ bytes\): File too large \(a file size limit: ulimit -f\)$")
+        self.assertEqual(self.leftovers(d), [])
+
+    @unittest.skipUnless(shutil.which("unshare"), "unshare (util-linux) is missing")
+    def test_full_disk_names_the_file_and_says_so(self):
+        if self.unshare is None:
+            self.fail("cannot mount a tmpfs in a private mount namespace here (needed to fill a disk safely)")
+        d = os.path.join(self.tmp, "full")
+        os.makedirs(d)
+        for name, args in [("counts", ["count", "--genome", self.fa, "--out", f"{d}/counts.h5", "--quiet"]),
+                           ("shards", ["shards", "--genome", self.fa, "--out", f"{d}/shards"])]:
+            with self.subTest(name):
+                # The genome is read from outside; the output directory is a 64 KiB tmpfs.
+                script = f'mount -t tmpfs -o size=64k tmpfs "{d}" && exec "$0" "$@"'
+                p = subprocess.run(self.unshare + ["sh", "-c", script, os.path.abspath(BIN)] + args, env=ENV,
+                                   capture_output=True, text=True)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                line = self.error_line(p)
+                self.assertIn(f"{d}/", line)
+                self.assertIn("No space left on device (the disk is full)", line)
+                self.assertRegex(line, r"\.tmp\.[^ ]+\.\d+: cannot write the file \(\d+ bytes\): ")
+        # The tmpfs went with the namespace: nothing was written to the real directory.
+        self.assertEqual(self.leftovers(d), [])
+
+    def test_sigterm_removes_the_unfinished_output(self):
+        d = os.path.join(self.tmp, "term")
+        os.makedirs(d)
+        out = os.path.join(d, "counts.h5")
+        p = subprocess.Popen([os.path.abspath(BIN), "count", "--genome", self.fa, "--out", out, "--quiet"],
+                             env=dict(ENV, GENEMASK_TEST_HOLD_TEMP="30"), stderr=subprocess.PIPE, text=True)
+        line = p.stderr.readline()
+        self.assertTrue(line.startswith("genemask: holding "), line)
+        tmp = line.split("holding ", 1)[1].strip()
+        self.assertTrue(os.path.exists(tmp))
+        self.assertEqual(os.path.basename(tmp), f"counts.h5.tmp.{socket.gethostname()}.{p.pid}")
+        p.send_signal(signal.SIGTERM)
+        rest = p.stderr.read()
+        self.assertEqual(p.wait(), -signal.SIGTERM)
+        self.assertEqual(rest, f"genemask: stopped by SIGTERM; removed the unfinished {tmp}\n")
+        self.assertEqual(self.leftovers(d), [])
+
+    def test_kill_9_leftover_is_removed_by_the_next_run(self):
+        d = os.path.join(self.tmp, "kill")
+        os.makedirs(d)
+        out = os.path.join(d, "counts.h5")
+        p = subprocess.Popen([os.path.abspath(BIN), "count", "--genome", self.fa, "--out", out, "--quiet"],
+                             env=dict(ENV, GENEMASK_TEST_HOLD_TEMP="30"), stderr=subprocess.PIPE, text=True)
+        tmp = p.stderr.readline().split("holding ", 1)[1].strip()
+        p.kill()
+        p.wait()
+        p.stderr.close()
+        self.assertTrue(os.path.exists(tmp))  # kill -9 runs no handler
+        # A live process's temporary (this test's own pid) and another host's are not touched.
+        live = f"{out}.tmp.{socket.gethostname()}.{os.getpid()}"
+        other = f"{out}.tmp.another-node.{p.pid}"
+        for f in (live, other):
+            open(f, "w").close()
+        r = run(["count", "--genome", self.fa, "--out", out, "--quiet"])
+        self.assertIn(f"genemask: removed {tmp}, an unfinished output of process {p.pid} that no longer runs",
+                      r.stderr)
+        self.assertEqual(summary(r)["command"], "count")
+        self.assertEqual(self.leftovers(d), sorted(os.path.basename(f) for f in (out, live, other)))
+
+
+if __name__ == "__main__":
+    unittest.main()
