@@ -11,9 +11,9 @@
 #include <random>
 #include <string>
 
-#include "genemask/kmer.hpp"
-#include "genemask/loader.hpp"
-#include "genemask/tokenizer.hpp"
+#include "genemask/kmer/kmer.hpp"
+#include "genemask/corpus/loader.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 
 using namespace genemask;
 
@@ -40,9 +40,9 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int, uint64_t>> units;
   for (int k = 2; k <= 10; ++k)
     for (int i = 0; i < 4000; ++i) units.emplace_back(k, rng() % num_kmers(k));
-  for (const char* kind : {"random", "genemask", "pmi-vocab"}) {
+  for (const auto& [strategy, kind] : kMaskingNames) {
     MaskingConfig cfg;
-    cfg.kind = parse_masking(kind);
+    cfg.kind = strategy;
     cfg.grank = grank;
     cfg.pmi_units = units;
     Masker m(cfg);

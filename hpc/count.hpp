@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "genemask/kmer_count.hpp"
+#include "genemask/kmer/kmer_count.hpp"
 
 namespace genemask::hpc {
 

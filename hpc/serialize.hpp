@@ -3,8 +3,8 @@
 #include <boost/serialization/string.hpp>
 #include <boost/serialization/vector.hpp>
 
-#include "genemask/kmer_count.hpp"
-#include "genemask/shard_build.hpp"
+#include "genemask/kmer/kmer_count.hpp"
+#include "genemask/corpus/shard_build.hpp"
 
 namespace boost::serialization {
 template <class A>

@@ -8,7 +8,7 @@
 #include <iostream>
 #include <set>
 
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "genemask/version.hpp"
 #include "hpc/mpi.hpp"
 #include "hpc/serialize.hpp"

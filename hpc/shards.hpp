@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "genemask/shard_build.hpp"
+#include "genemask/corpus/shard_build.hpp"
 #include "io/shard_manifest.hpp"
 
 namespace genemask::hpc {

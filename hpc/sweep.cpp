@@ -188,17 +188,17 @@ struct Setup {
 
 /// Rank 0: plan, DIR/plan.json, results.jsonl (repair, skip ok jobs, --force). Throws.
 Setup prepare(const SweepOptions& o) {
-  const Plan plan = load_plan(o.plan);
+  const Plan plan = sweep::load_plan(o.plan);
   io::OutputDir out_dir(o.out);  // a new DIR goes again if the set-up fails
   fs::create_directories(fs::path(o.out) / "runs");
   Setup s;
   s.lock = std::make_shared<io::DirLock>(o.out, "genemask sweep");  // two sweeps would run every job twice
   const std::string plan_path = (fs::path(o.out) / "plan.json").string();
   const std::string results_path = (fs::path(o.out) / "results.jsonl").string();
-  const nlohmann::json new_plan = plan_to_json(plan);
-  std::vector<Job> all = expand_jobs(plan, fs::absolute(o.out).lexically_normal().string());
+  const nlohmann::json new_plan = sweep::plan_to_json(plan);
+  std::vector<Job> all = sweep::expand_jobs(plan, fs::absolute(o.out).lexically_normal().string());
   s.total = all.size();
-  PlanDiff diff;
+  sweep::PlanDiff diff;
   if (fs::exists(plan_path)) {
     nlohmann::json old_plan;
     try {
@@ -207,7 +207,7 @@ Setup prepare(const SweepOptions& o) {
     } catch (const std::exception& e) {
       throw std::runtime_error(fmt::format("{}: cannot read the previous plan ({}); remove it to start over", plan_path, e.what()));
     }
-    diff = compare_plans(old_plan, new_plan);
+    diff = sweep::compare_plans(old_plan, new_plan);
     if (!diff.changes.empty() && !o.force) {
       std::string list;
       for (const auto& c : diff.changes) list += (list.empty() ? "" : "; ") + c;
@@ -217,27 +217,27 @@ Setup prepare(const SweepOptions& o) {
           plan_path, o.plan, list));
     }
   }
-  ResultsFile rf = read_results(results_path, /*repair=*/true);
+  results::ResultsFile rf = results::read_results(results_path, /*repair=*/true, /*missing_ok=*/true);
   s.repaired = rf.repaired_bytes;
   std::set<std::string> keys;
   for (const auto& j : all) keys.insert(j.key);
   if (!diff.changes.empty()) {  // --force: keep results.jsonl to the records still valid
-    std::vector<const nlohmann::json*> keep, stale;
+    std::vector<const results::Record*> keep, stale;
     for (const auto& r : rf.records) {
-      const bool valid = !diff.settings_changed && keys.count(r.value("job", "")) &&
-                         !diff.changed_models.count(r.value("model", "")) && !diff.changed_tasks.count(r.value("task", ""));
+      const bool valid = !diff.settings_changed && keys.count(r.job) && !diff.changed_models.count(r.model) &&
+                         !diff.changed_tasks.count(r.task);
       (valid ? keep : stale).push_back(&r);
     }
-    if (!stale.empty()) {
+    if (!stale.empty()) {  // the lines move as they were written
       std::ofstream st(fs::path(o.out) / "results.stale.jsonl", std::ios::app);
-      for (const auto* r : stale) st << r->dump() << "\n";
+      for (const auto* r : stale) st << r->text << "\n";
       st.close();
       if (!st) throw std::runtime_error("cannot write " + (fs::path(o.out) / "results.stale.jsonl").string());
       io::AtomicFile f(results_path);
-      for (const auto* r : keep) f.stream() << r->dump() << "\n";
+      for (const auto* r : keep) f.stream() << r->text << "\n";
       f.commit();
       s.stale = stale.size();
-      std::vector<nlohmann::json> kept;
+      std::vector<results::Record> kept;
       for (const auto* r : keep) kept.push_back(*r);
       rf.records = std::move(kept);
     }
@@ -249,7 +249,7 @@ Setup prepare(const SweepOptions& o) {
   }
   std::set<std::string> done;
   for (const auto& r : rf.records)
-    if (r.value("status", "") == "ok") done.insert(r.value("job", ""));
+    if (r.ok) done.insert(r.job);
   for (auto& j : all)
     if (done.count(j.key))
       ++s.skipped;
@@ -300,7 +300,7 @@ class Manager {
     }
     if (!r.ok && g_stop_signal && attempts_[i] <= s_.retries) return nullptr;  // retried by the next run
     ++(r.ok ? sum_.ok : sum_.failed);
-    return std::make_unique<nlohmann::json>(result_record(job, r, attempts_[i]));
+    return std::make_unique<nlohmann::json>(result_record(job, r, attempts_[i]).to_json());
   }
 
   void write(const nlohmann::json& record) {

@@ -11,15 +11,13 @@
 #include <string>
 #include <vector>
 
-#include "hpc/plan.hpp"
+#include "genemask/eval/plan.hpp"
+#include "genemask/eval/results.hpp"
 
 namespace genemask::hpc {
 
-struct JobMetrics {
-  double accuracy = 0, auc = 0, f1 = 0, mcc = 0;
-  uint64_t n_train = 0, n_test = 0;
-  int classes = 0;
-};
+using sweep::Job;
+using sweep::Plan;
 
 /// What a worker was given: its threads and, for device cuda, its GPU ordinal.
 struct WorkerSetup {
@@ -31,22 +29,23 @@ struct WorkerSetup {
 
 /// Runs one job on a worker and returns its test metrics; throws to report a failure
 /// (the sweep records the message and retries the job on any worker).
-using JobRunner = std::function<JobMetrics(const Job&, const WorkerSetup&)>;
+using JobRunner = std::function<results::RunMetrics(const Job&, const WorkerSetup&)>;
 
 /// A finished attempt, sent worker -> manager.
 struct JobResult {
   std::string key;
   bool ok = false;
-  JobMetrics metrics;
+  results::RunMetrics metrics;
   double seconds = 0;
   std::string host, error;
   std::string device;  // "cpu" or "cuda:<ordinal>"
   int rank = 0;
 
   template <class A>
-  void serialize(A& ar, const unsigned int) {
-    ar & key & ok & metrics.accuracy & metrics.auc & metrics.f1 & metrics.mcc & metrics.n_train & metrics.n_test &
-        metrics.classes & seconds & host & error & device & rank;
+  void serialize(A& ar, const unsigned int version) {
+    ar & key & ok;
+    metrics.serialize(ar, version);
+    ar & seconds & host & error & device & rank;
   }
 };
 
@@ -84,7 +83,7 @@ SweepSummary run_sweep(const SweepOptions& o, const JobRunner& runner, MPI_Comm 
 /// A stand-in for fine-tuning: sleeps seconds_per_1000_shots * shots / 1000, writes
 /// out/metrics.json, and returns pseudo-metrics that depend only on the job key.
 JobRunner simulated_runner(double seconds_per_1000_shots);
-JobMetrics simulated_metrics(const std::string& key);
+results::RunMetrics simulated_metrics(const std::string& key);
 
 /// "GLOB:K" (jobs whose key matches the shell pattern GLOB fail their first K attempts)
 /// or "GLOB:always".
@@ -96,17 +95,9 @@ FailureRule parse_failure_rule(const std::string& spec);
 /// Wraps a runner: matching jobs throw "injected failure (attempt N)" before running.
 JobRunner with_injected_failures(JobRunner inner, std::vector<FailureRule> rules);
 
-// ---- results.jsonl ------------------------------------------------------------------
+// ---- results.jsonl (genemask/eval/results.hpp) ------------------------------------------
 
-/// The lines of an existing results file; a final line without newline or that does not
-/// parse is cut off (the file is truncated when `repair`). Throws for a bad line elsewhere.
-struct ResultsFile {
-  std::vector<nlohmann::json> records;
-  uint64_t repaired_bytes = 0;
-};
-ResultsFile read_results(const std::string& path, bool repair);
-
-/// The record of one job as written to results.jsonl.
-nlohmann::json result_record(const Job& job, const JobResult& r, int attempts);
+/// The record of one job's final attempt, as the sweep writes it to results.jsonl.
+results::Record result_record(const Job& job, const JobResult& r, int attempts);
 
 }  // namespace genemask::hpc

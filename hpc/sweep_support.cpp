@@ -22,60 +22,16 @@ namespace fs = std::filesystem;
 
 namespace genemask::hpc {
 
-ResultsFile read_results(const std::string& path, bool repair) {
-  ResultsFile rf;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return rf;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  size_t pos = 0, line = 0, good_end = 0;
-  while (pos < text.size()) {
-    ++line;
-    const size_t nl = text.find('\n', pos);
-    const bool last = nl == std::string::npos || nl + 1 == text.size();
-    const std::string s = text.substr(pos, nl == std::string::npos ? std::string::npos : nl - pos);
-    nlohmann::json j = nlohmann::json::parse(s, nullptr, /*allow_exceptions=*/false);
-    const bool parsed = !j.is_discarded() && j.is_object() && j.contains("job");
-    if (nl == std::string::npos || !parsed) {
-      // A kill during the last append can leave a torn final line; anywhere else a bad line
-      // means the file was edited or is not ours.
-      if (!last)
-        throw std::runtime_error(fmt::format("{}:{}: not a result record ({}...): repair or remove the line", path, line,
-                                             s.substr(0, 60)));
-      break;
-    }
-    rf.records.push_back(std::move(j));
-    pos = nl + 1;
-    good_end = pos;
-  }
-  rf.repaired_bytes = text.size() - good_end;
-  if (repair && rf.repaired_bytes > 0 &&
-      ::truncate(path.c_str(), static_cast<off_t>(good_end)) != 0)
-    throw std::runtime_error(fmt::format("cannot truncate the torn last line of {}: {}", path, std::strerror(errno)));
-  return rf;
-}
-
-nlohmann::json result_record(const Job& job, const JobResult& r, int attempts) {
-  nlohmann::json j{{"job", job.key},   {"model", job.model},          {"group", job.group}, {"task", job.task},
-                   {"shots", job.shots}, {"seed", job.seed},          {"status", r.ok ? "ok" : "failed"}};
-  if (r.ok) {
-    j["accuracy"] = r.metrics.accuracy;
-    j["auc"] = r.metrics.auc;
-    j["f1"] = r.metrics.f1;
-    j["mcc"] = r.metrics.mcc;
-    j["n_train"] = r.metrics.n_train;
-    j["n_test"] = r.metrics.n_test;
-    j["classes"] = r.metrics.classes;
-  }
-  j["seconds"] = r.seconds;
-  j["host"] = r.host;
-  j["rank"] = r.rank;
-  j["device"] = r.device;
-  j["attempts"] = attempts;
-  j["out"] = job.out;
-  if (!r.ok) j["error"] = r.error;
-  return j;
+results::Record result_record(const Job& job, const JobResult& r, int attempts) {
+  results::Record rec = results::make_record(job.model, job.group, job.task, job.shots, job.seed,
+                                             r.ok ? &r.metrics : nullptr, r.error);
+  rec.seconds = r.seconds;
+  rec.host = r.host;
+  rec.rank = r.rank;
+  rec.device = r.device;
+  rec.attempts = attempts;
+  rec.out = job.out;
+  return rec;
 }
 
 namespace {
@@ -87,16 +43,16 @@ double unit(uint64_t x) { return static_cast<double>(splitmix64(x) >> 11) / 9007
 
 }  // namespace
 
-JobMetrics simulated_metrics(const std::string& key) {
+results::RunMetrics simulated_metrics(const std::string& key) {
   const uint64_t h = fnv1a(key, kSimulateBasis);
-  JobMetrics m;
-  m.accuracy = 0.5 + 0.45 * unit(h);
-  m.auc = 0.5 + 0.45 * unit(h + 1);
-  m.f1 = 0.4 + 0.5 * unit(h + 2);
-  m.mcc = 2 * m.accuracy - 1;
+  results::RunMetrics m;
+  m.test.accuracy = 0.5 + 0.45 * unit(h);
+  m.test.auc = 0.5 + 0.45 * unit(h + 1);
+  m.test.f1 = 0.4 + 0.5 * unit(h + 2);
+  m.test.mcc = 2 * m.test.accuracy - 1;
   m.n_train = 2 * (1 + fnv1a(key + "#n", kSimulateBasis) % 1000);
-  m.n_test = 200;
-  m.classes = 2;
+  m.test.n = 200;
+  m.test.classes = 2;
   return m;
 }
 
@@ -104,16 +60,15 @@ JobRunner simulated_runner(double seconds_per_1000_shots) {
   return [seconds_per_1000_shots](const Job& job, const WorkerSetup&) {
     const double s = seconds_per_1000_shots * static_cast<double>(job.shots) / 1000.0;
     if (s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(s));
-    JobMetrics m = simulated_metrics(job.key);
+    results::RunMetrics m = simulated_metrics(job.key);
     m.n_train = 2 * static_cast<uint64_t>(job.shots);
     if (!job.out.empty()) {
       fs::create_directories(job.out);
+      nlohmann::json j;
+      m.to_json(j);
+      j["simulated"] = true;
       io::AtomicFile f(job.out + "/metrics.json");
-      f.stream() << nlohmann::json{{"accuracy", m.accuracy}, {"auc", m.auc},         {"f1", m.f1},
-                                   {"mcc", m.mcc},           {"n_test", m.n_test},   {"n_train", m.n_train},
-                                   {"simulated", true}}
-                        .dump()
-                 << "\n";
+      f.stream() << j.dump() << "\n";
       f.commit();
     }
     return m;

@@ -6,7 +6,8 @@
 # $SLURM_SUBMIT_DIR/jobs.
 #
 #   gm_bin                 the genemask binary: $GENEMASK_BIN, else build/src/cli/genemask of
-#                          this checkout, else `genemask` on PATH
+#                          this checkout, else PREFIX/bin/genemask when these scripts are
+#                          installed (PREFIX/share/genemask/jobs), else `genemask` on PATH
 #   gm_launch N CMD...     run CMD on N ranks: `srun` inside a Slurm allocation; without srun
 #                          `mpirun -np $SLURM_NTASKS` (N outside Slurm); the plain command when
 #                          N is 1 and there is no allocation. Extra mpirun options:
@@ -34,6 +35,8 @@ gm_bin() {
     printf '%s\n' "$GENEMASK_BIN"
   elif [ -x "$gm_repo/build/src/cli/genemask" ]; then
     printf '%s\n' "$gm_repo/build/src/cli/genemask"
+  elif [ -x "$gm_repo/../../bin/genemask" ]; then
+    (cd "$gm_repo/../../bin" && printf '%s\n' "$PWD/genemask")
   else
     printf '%s\n' genemask
   fi

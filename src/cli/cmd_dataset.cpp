@@ -6,9 +6,9 @@
 #include <iostream>
 
 #include "dataset_cli.hpp"
-#include "genemask/enhancer.hpp"
-#include "genemask/promoter.hpp"
-#include "genemask/task_dataset.hpp"
+#include "genemask/tasks/enhancer.hpp"
+#include "genemask/tasks/promoter.hpp"
+#include "genemask/tasks/task_dataset.hpp"
 
 namespace genemask::cli {
 

@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "dataset_cli.hpp"
-#include "genemask/splice.hpp"
+#include "genemask/tasks/splice.hpp"
 
 namespace genemask::cli {
 namespace {

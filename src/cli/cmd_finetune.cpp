@@ -29,37 +29,27 @@ void run_finetune(model::FinetuneOptions o, const Context& ctx) {
     model_dir.emplace(o.save_model);
     check_writable(o.save_model + "/model.safetensors");
   }
-  using Fn = void (*)(const model::FinetuneOptions*, const std::function<void(const std::string&)>*,
-                      model::FinetuneSummary*);
-  auto fn = reinterpret_cast<Fn>(model_symbol("genemask_model_finetune"));
-  const std::function<void(const std::string&)> log = [](const std::string& line) {
-    std::cerr << "[finetune] " << line << std::endl;
-  };
+  const model::LogFn log = [](const std::string& line) { std::cerr << "[finetune] " << line << std::endl; };
   model::FinetuneSummary s;
-  fn(&o, &log, &s);
-  print_summary(ctx, {{"command", "finetune"},
-                      {"model", s.model_source},
-                      {"train", o.train},
-                      {"test", o.test},
-                      {"out", o.out},
-                      {"shots", o.shots},
-                      {"seed", o.seed},
-                      {"n_train", s.n_train},
-                      {"n_test", s.n_test},
-                      {"classes", s.classes},
-                      {"accuracy", s.accuracy},
-                      {"auc", s.auc},
-                      {"f1", s.f1},
-                      {"mcc", s.mcc},
-                      {"regime", s.regime},
-                      {"epochs", s.epochs},
-                      {"steps", s.steps},
-                      {"lr", s.lr},
-                      {"batch", s.batch},
-                      {"truncated", s.truncated},
-                      {"pooler_loaded", s.pooler_loaded},
-                      {"seconds", s.seconds},
-                      {"train_examples_per_s", s.train_examples_per_s}});
+  GENEMASK_MODEL_ENTRY(genemask_model_finetune)(&o, &log, &s);
+  nlohmann::json summary = {{"command", "finetune"},
+                             {"model", s.model_source},
+                             {"train", o.train},
+                             {"test", o.test},
+                             {"out", o.out},
+                             {"shots", o.shots},
+                             {"seed", o.seed},
+                             {"regime", s.regime},
+                             {"epochs", s.epochs},
+                             {"steps", s.steps},
+                             {"lr", s.lr},
+                             {"batch", s.batch},
+                             {"truncated", s.truncated},
+                             {"pooler_loaded", s.pooler_loaded},
+                             {"seconds", s.seconds},
+                             {"train_examples_per_s", s.train_examples_per_s}};
+  s.metrics.to_json(summary);
+  print_summary(ctx, summary);
 }
 
 }  // namespace

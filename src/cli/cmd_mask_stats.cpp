@@ -1,17 +1,18 @@
-// genemask mask-stats: what a masking strategy does to a shard set; genemask vocab.
+// genemask mask-stats: what a masking strategy does to a shard set.
 #include <fmt/format.h>
 #include <iostream>
 #include <map>
 
 #include "common.hpp"
-#include "genemask/loader.hpp"
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/loader.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 
 namespace genemask::cli {
 namespace {
 
 struct MaskStatsArgs {
-  std::string shards, masking, npmi, pmi_vocab, split = "train";
+  std::string shards, npmi, pmi_vocab, split = "train";
+  MaskingKind masking = MaskingKind::genemask;
   uint64_t samples = 10000, seed = 42, epoch = 0;
 };
 
@@ -19,7 +20,7 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   if (ctx.rank != 0) return;
   MaskingConfig cfg = load_masking(a.masking, a.npmi, a.pmi_vocab);
   std::vector<uint32_t> grank = cfg.grank;
-  if (grank.empty() && !a.npmi.empty()) grank = load_masking("genemask", a.npmi, "").grank;
+  if (grank.empty() && !a.npmi.empty()) grank = load_masking(MaskingKind::genemask, a.npmi, "").grank;
   Masker masker(std::move(cfg));
   // SHA-256 and every token id of the shards first: cheap next to training, which is what a
   // mask-stats run usually comes before.
@@ -57,7 +58,7 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
     if (run) ++spans[run];
   }
   const double frac = tokens ? static_cast<double>(masked) / static_cast<double>(tokens) : 0.0;
-  std::cerr << fmt::format("masking {}: {} samples, {} tokens, masked fraction {:.4f}\n", a.masking, n, tokens, frac);
+  std::cerr << fmt::format("masking {}: {} samples, {} tokens, masked fraction {:.4f}\n", to_string(a.masking), n, tokens, frac);
   std::cerr << "span length\tspans\n";
   nlohmann::json hist = nlohmann::json::object();
   for (auto [len, cnt] : spans) {
@@ -77,7 +78,7 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   const double mk = masked ? static_cast<double>(masked) : 1.0;
   print_summary(ctx, {{"command", "mask-stats"},
                       {"shards", a.shards},
-                      {"masking", a.masking},
+                      {"masking", to_string(a.masking)},
                       {"samples", n},
                       {"tokens", tokens},
                       {"masked_tokens", masked},
@@ -95,7 +96,7 @@ void register_mask_stats(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<MaskStatsArgs>();
   auto* sub = app.add_subcommand("mask-stats", "Show what a masking strategy does on a shard set");
   sub->add_option("--shards", a->shards, "shard directory from `genemask shards`")->required()->check(CLI::ExistingDirectory);
-  sub->add_option("--masking", a->masking, "strategy")->required()->check(CLI::IsMember({"genemask", "random", "pmi-vocab"}));
+  add_masking_option(sub, a->masking)->required();
   sub->add_option("--npmi", a->npmi, "npmi.tsv (needed by genemask; gives GRANK deciles for any strategy)")
       ->check(CLI::ExistingFile);
   sub->add_option("--pmi-vocab", a->pmi_vocab, "pmi_vocab.tsv (needed by pmi-vocab)")->check(CLI::ExistingFile);
@@ -104,19 +105,6 @@ void register_mask_stats(CLI::App& app, Context& ctx) {
   sub->add_option("--epoch", a->epoch, "epoch (masks change per epoch)")->capture_default_str();
   sub->add_option("--split", a->split, "train or valid")->check(CLI::IsMember({"train", "valid"}))->capture_default_str();
   sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_mask_stats(*a, ctx); }; });
-}
-
-void register_vocab(CLI::App& app, Context& ctx) {
-  auto out = std::make_shared<std::string>();
-  auto* sub = app.add_subcommand("vocab", "Write the DNABERT-6 vocabulary (vocab.txt, 4101 tokens)");
-  sub->add_option("--out", *out, "output vocab.txt")->required();
-  sub->callback([out, &ctx] {
-    ctx.run = [out, &ctx] {
-      if (ctx.rank != 0) return;
-      write_vocab(*out);
-      print_summary(ctx, {{"command", "vocab"}, {"out", *out}, {"tokens", kVocabSize}, {"sha256", vocab_sha256()}});
-    };
-  });
 }
 
 }  // namespace genemask::cli

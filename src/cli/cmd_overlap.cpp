@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "common.hpp"
-#include "genemask/overlap.hpp"
+#include "genemask/kmer/overlap.hpp"
 #include "io/atomic_file.hpp"
 #include "io/counts_file.hpp"
 #include "io/error.hpp"

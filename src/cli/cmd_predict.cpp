@@ -33,9 +33,8 @@ void register_predict(CLI::App& app, Context& ctx) {
     ctx.run = [o, &ctx] {
       o->command_line = ctx.command_line;
       if (ctx.rank == 0) check_writable(o->out);
-      using Fn = void (*)(const model::PredictOptions*, MPI_Comm, model::PredictSummary*);
       model::PredictSummary s;
-      reinterpret_cast<Fn>(model_symbol("genemask_model_predict"))(o.get(), MPI_COMM_WORLD, &s);
+      GENEMASK_MODEL_ENTRY(genemask_model_predict)(o.get(), MPI_COMM_WORLD, &s);
       print_summary(ctx, {{"command", "predict"}, {"model", o->model}, {"input", o->input}, {"out", o->out},
                           {"sequences", s.sequences}, {"classes", s.classes}, {"windows", s.windows},
                           {"long_sequences", s.long_sequences}, {"window_tokens", s.window_tokens},

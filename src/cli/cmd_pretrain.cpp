@@ -1,9 +1,8 @@
-// genemask pretrain / export-hf. The LibTorch code lives in libgenemask_model.so, loaded on
-// first use, so other subcommands start without it.
+// genemask pretrain: MLM pretraining, data-parallel over MPI ranks. The LibTorch code lives
+// in libgenemask_model.so, loaded on first use, so other subcommands start without it.
 #include <iostream>
 
 #include "common.hpp"
-#include "model/embed.hpp"
 #include "model/trainer.hpp"
 #include "model_plugin.hpp"
 
@@ -12,17 +11,12 @@ namespace {
 
 void run_pretrain(model::PretrainOptions o, Context& ctx) {
   o.command_line = ctx.command_line;
-  using Fn = void (*)(const model::PretrainOptions*, MPI_Comm, const std::function<void(const std::string&)>*,
-                      model::PretrainSummary*);
-  auto fn = reinterpret_cast<Fn>(model_symbol("genemask_model_pretrain"));
-  const std::function<void(const std::string&)> log = [](const std::string& line) {
-    std::cerr << "[pretrain] " << line << std::endl;
-  };
+  const model::LogFn log = [](const std::string& line) { std::cerr << "[pretrain] " << line << std::endl; };
   model::PretrainSummary s;
-  fn(&o, MPI_COMM_WORLD, &log, &s);
+  GENEMASK_MODEL_ENTRY(genemask_model_pretrain)(&o, MPI_COMM_WORLD, &log, &s);
   print_summary(ctx, {{"command", "pretrain"},
                       {"out", o.out},
-                      {"masking", o.masking},
+                      {"masking", to_string(o.masking)},
                       {"model", o.model},
                       {"init", o.init},
                       {"ranks", s.ranks},
@@ -50,9 +44,7 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   auto o = std::make_shared<model::PretrainOptions>();
   auto* sub = app.add_subcommand("pretrain", "MLM pretraining of a BERT model, data-parallel over MPI ranks");
   sub->add_option("--shards", o->shards, "shard directory from `genemask shards`")->required()->check(CLI::ExistingDirectory);
-  sub->add_option("--masking", o->masking, "masking strategy")
-      ->check(CLI::IsMember({"genemask", "random", "pmi-vocab"}))
-      ->capture_default_str();
+  add_masking_option(sub, o->masking);
   sub->add_option("--npmi", o->npmi, "npmi.tsv (genemask masking)")->check(CLI::ExistingFile);
   sub->add_option("--pmi-vocab", o->pmi_vocab, "pmi_vocab.tsv (pmi-vocab masking)")->check(CLI::ExistingFile);
   auto* model_opt = sub->add_option("--model", o->model, "dnabert, logo or an HF-style config.json")->capture_default_str();
@@ -93,61 +85,6 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->footer("AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, gradient clipping 1.0. SIGTERM or "
               "SIGUSR1 (Slurm's warning signal) writes a checkpoint and exits; --resume continues exactly.");
   sub->callback([o, &ctx] { ctx.run = [o, &ctx] { run_pretrain(*o, ctx); }; });
-
-  auto eo = std::make_shared<model::EmbedOptions>();
-  auto* em = app.add_subcommand("embed", "Sequence (and per-token) embeddings from a model, to HDF5 (MPI)");
-  em->add_option("--model", eo->model, "model directory (config.json + model.safetensors) or a pretrain run")
-      ->required()
-      ->check(CLI::ExistingDirectory);
-  em->add_option("--input", eo->input, "FASTA, or a sequence/label table (raw bases or 6-mer text)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  em->add_option("--out", eo->out, "output emb.h5: /cls, /mean float32 [N, hidden], /ids, /windows")->required();
-  em->add_option("--layer", eo->layer, "hidden layer: 0 = embeddings, L = last; negative counts from the end")
-      ->capture_default_str();
-  em->add_option("--pooling", eo->pooling, "cls, mean or both")
-      ->check(CLI::IsMember({"cls", "mean", "both"}))
-      ->capture_default_str();
-  em->add_flag("--per-token", eo->per_token, "also /tokens float32 [T, hidden] (one per 6-mer) and /offsets [N + 1]");
-  em->add_option("--stride", eo->stride,
-                 "tokens between window starts for sequences longer than the model (0: half a window, 255)")
-      ->check(non_negative())
-      ->capture_default_str();
-  em->add_option("--batch", eo->batch, "windows per forward pass")->check(positive())->capture_default_str();
-  em->add_option("--threads", eo->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
-  em->add_option("--device", eo->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  em->add_option("--precision", eo->precision, "fp32, or bf16 (autocast) on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
-  em->callback([eo, &ctx] {
-    ctx.run = [eo, &ctx] {
-      eo->command_line = ctx.command_line;
-      if (ctx.rank == 0) check_writable(eo->out);
-      using Fn = void (*)(const model::EmbedOptions*, MPI_Comm, model::EmbedSummary*);
-      model::EmbedSummary s;
-      reinterpret_cast<Fn>(model_symbol("genemask_model_embed"))(eo.get(), MPI_COMM_WORLD, &s);
-      print_summary(ctx, {{"command", "embed"}, {"model", s.model_dir}, {"input", eo->input}, {"out", eo->out},
-                          {"sequences", s.sequences}, {"hidden", s.hidden}, {"layer", s.layer},
-                          {"windows", s.windows}, {"long_sequences", s.long_sequences}, {"tokens", s.tokens},
-                          {"window_tokens", s.window_tokens}, {"stride", s.stride}, {"ranks", s.ranks},
-                          {"seconds", s.seconds}, {"sequences_per_s", s.seq_per_s}});
-    };
-  });
-
-  auto run = std::make_shared<std::string>();
-  auto out = std::make_shared<std::string>();
-  auto* ex = app.add_subcommand("export-hf", "Export a run's newest checkpoint in the Hugging Face layout");
-  ex->add_option("--run", *run, "run directory of `genemask pretrain` (or one checkpoint directory)")
-      ->required()
-      ->check(CLI::ExistingDirectory);
-  ex->add_option("--out", *out, "output directory: config.json, vocab.txt, model.safetensors")->required();
-  ex->callback([run, out, &ctx] {
-    ctx.run = [run, out, &ctx] {
-      if (ctx.rank != 0) return;
-      using Fn = void (*)(const std::string*, const std::string*, std::string*);
-      std::string src;
-      reinterpret_cast<Fn>(model_symbol("genemask_model_export_run"))(run.get(), out.get(), &src);
-      print_summary(ctx, {{"command", "export-hf"}, {"checkpoint", src}, {"out", *out}});
-    };
-  });
 }
 
 }  // namespace genemask::cli

@@ -3,7 +3,7 @@
 #include <iostream>
 
 #include "common.hpp"
-#include "genemask/report.hpp"
+#include "genemask/eval/report.hpp"
 
 namespace genemask::cli {
 namespace {

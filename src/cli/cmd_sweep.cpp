@@ -44,11 +44,9 @@ int visible_gpus() {
 }
 
 hpc::JobRunner finetune_runner(const Context& ctx, bool verbose) {
-  using Fn = void (*)(const model::FinetuneOptions*, const std::function<void(const std::string&)>*,
-                      model::FinetuneSummary*);
   // Resolved before the sweep starts, so a missing library stops the run instead of
   // failing every job.
-  auto fn = reinterpret_cast<Fn>(model_symbol("genemask_model_finetune"));
+  auto fn = GENEMASK_MODEL_ENTRY(genemask_model_finetune);
   return [fn, &ctx, verbose](const hpc::Job& job, const hpc::WorkerSetup& w) {
     model::FinetuneOptions f;
     f.model = job.model_path;
@@ -73,15 +71,7 @@ hpc::JobRunner finetune_runner(const Context& ctx, bool verbose) {
     };
     model::FinetuneSummary s;
     fn(&f, &log, &s);
-    hpc::JobMetrics m;
-    m.accuracy = s.accuracy;
-    m.auc = s.auc;
-    m.f1 = s.f1;
-    m.mcc = s.mcc;
-    m.n_train = s.n_train;
-    m.n_test = s.n_test;
-    m.classes = s.classes;
-    return m;
+    return s.metrics;
   };
 }
 

@@ -182,12 +182,9 @@ void run_variants(VariantsArgs a, const Context& ctx) {
   std::vector<std::string> ref, alt;
   for (const auto& x : v) ref.push_back(x.ref_seq), alt.push_back(x.alt_seq);
 
-  using Fn = void (*)(const model::VariantScoreOptions*, const std::vector<std::string>*, const std::vector<std::string>*,
-                      const std::function<void(const std::string&)>*, model::VariantScores*);
-  auto fn = reinterpret_cast<Fn>(model_symbol("genemask_model_variants"));
-  const std::function<void(const std::string&)> log = [](const std::string& l) { std::cerr << "[variants] " << l << std::endl; };
+  const model::LogFn log = [](const std::string& l) { std::cerr << "[variants] " << l << std::endl; };
   model::VariantScores s;
-  fn(&a.score, &ref, &alt, &log, &s);
+  GENEMASK_MODEL_ENTRY(genemask_model_variants)(&a.score, &ref, &alt, &log, &s);
 
   const size_t n = v.size();
   std::vector<double> delta(n);

@@ -60,6 +60,14 @@ CLI::Validator number_at_least(bool strict) {
 }
 }  // namespace
 
+CLI::Option* add_masking_option(CLI::App* sub, MaskingKind& kind) {
+  return sub
+      ->add_option_function<std::string>(
+          "--masking", [&kind](const std::string& name) { kind = parse_masking(name); }, "masking strategy")
+      ->check(CLI::IsMember(masking_names()))
+      ->default_str(to_string(kind));
+}
+
 CLI::Validator non_negative() { return number_at_least(false); }
 CLI::Validator positive() { return number_at_least(true); }
 

@@ -7,6 +7,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "genemask/corpus/masking.hpp"
+
 namespace genemask::cli {
 
 struct Context {
@@ -53,6 +55,9 @@ void check_writable(const std::string& path);
 CLI::Validator non_negative();  // a number >= 0
 CLI::Validator positive();      // a number > 0
 
+/// --masking NAME, parsed here into the strategy (genemask/corpus/masking.hpp names them).
+CLI::Option* add_masking_option(CLI::App* sub, MaskingKind& kind);
+
 void register_count(CLI::App& app, Context& ctx);
 void register_npmi(CLI::App& app, Context& ctx);
 void register_pmi_vocab(CLI::App& app, Context& ctx);
@@ -61,6 +66,8 @@ void register_shards(CLI::App& app, Context& ctx);
 void register_mask_stats(CLI::App& app, Context& ctx);
 void register_vocab(CLI::App& app, Context& ctx);
 void register_pretrain(CLI::App& app, Context& ctx);  // runs via libgenemask_model.so
+void register_export_hf(CLI::App& app, Context& ctx);  // runs via libgenemask_model.so
+void register_embed(CLI::App& app, Context& ctx);      // runs via libgenemask_model.so
 void register_finetune(CLI::App& app, Context& ctx);  // runs via libgenemask_model.so
 void register_predict(CLI::App& app, Context& ctx);   // runs via libgenemask_model.so
 void register_sweep(CLI::App& app, Context& ctx);

@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "genemask/task_dataset.hpp"
+#include "genemask/tasks/task_dataset.hpp"
 #include "io/atomic_file.hpp"
 
 namespace genemask::cli {

@@ -52,6 +52,8 @@ int main(int argc, char** argv) {
   genemask::cli::register_mask_stats(app, ctx);
   genemask::cli::register_vocab(app, ctx);
   genemask::cli::register_pretrain(app, ctx);
+  genemask::cli::register_embed(app, ctx);
+  genemask::cli::register_export_hf(app, ctx);
   genemask::cli::register_finetune(app, ctx);
   genemask::cli::register_predict(app, ctx);
   genemask::cli::register_sweep(app, ctx);

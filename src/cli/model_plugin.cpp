@@ -8,11 +8,12 @@
 #include <stdexcept>
 
 #include "genemask/version.hpp"
-#include "model/runtime_info.hpp"
 
 namespace genemask::cli {
 
 void* model_symbol(const char* symbol) {
+  // $GENEMASK_MODEL_LIB; else next to the binary (the build tree); else by name, which the
+  // dynamic linker finds through the binary's RUNPATH ($ORIGIN/../lib when installed).
   static void* handle = [] {
     std::string path;
     if (const char* env = std::getenv("GENEMASK_MODEL_LIB")) {
@@ -23,12 +24,14 @@ void* model_symbol(const char* symbol) {
       std::string dir = n > 0 ? std::string(exe, static_cast<size_t>(n)) : std::string();
       dir = dir.substr(0, dir.rfind('/'));
       path = dir + "/libgenemask_model.so";
+      if (::access(path.c_str(), F_OK) != 0) path = "libgenemask_model.so";
     }
     void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (!h)
       throw std::runtime_error(fmt::format(
-          "cannot load the training library {}: {} (build with -DGENEMASK_WITH_TORCH=ON and keep "
-          "libgenemask_model.so next to the genemask binary, or set GENEMASK_MODEL_LIB)",
+          "cannot load the training library {}: {} (build with -DGENEMASK_WITH_TORCH=ON; keep "
+          "libgenemask_model.so next to the genemask binary or in the lib/ of its install prefix, or set "
+          "GENEMASK_MODEL_LIB)",
           path, ::dlerror()));
     return h;
   }();
@@ -41,7 +44,7 @@ std::string version_text() {
   std::string s = fmt::format("genemask {}\n", kVersion);
   model::RuntimeInfo r;
   try {
-    reinterpret_cast<void (*)(model::RuntimeInfo*)>(model_symbol("genemask_model_runtime_info"))(&r);
+    GENEMASK_MODEL_ENTRY(genemask_model_runtime_info)(&r);
   } catch (const std::exception& e) {
     return s + fmt::format("LibTorch: not available: {}", e.what());
   }

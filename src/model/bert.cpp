@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "io/error.hpp"
 
 namespace genemask::model {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
 #include "io/safetensors.hpp"

@@ -10,7 +10,7 @@
 #include <numeric>
 #include <thread>
 
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"

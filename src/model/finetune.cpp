@@ -16,10 +16,10 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "genemask/fewshot.hpp"
-#include "genemask/metrics.hpp"
+#include "genemask/tasks/fewshot.hpp"
+#include "genemask/eval/metrics.hpp"
 #include "genemask/rng.hpp"
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
 #include "io/task_table.hpp"
@@ -136,7 +136,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
   }
 
   FinetuneSummary s;
-  s.classes = C;
+  s.metrics.test.classes = C;
   s.class_names = names;
   s.regime = per_class < 500 ? "small" : "large";
   const bool small = s.regime == "small";
@@ -153,8 +153,8 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
     test.tokens.push_back(encode(r, o.test, &s.truncated));
     test.labels.push_back(index.at(r.label));
   }
-  s.n_train = train.tokens.size();
-  s.n_test = test.tokens.size();
+  s.metrics.n_train = train.tokens.size();
+  s.metrics.test.n = test.tokens.size();
 
   ClassifierSource src;
   auto model = build_classifier(o.model, o.config, C, o.dropout, o.seed, &src);
@@ -162,13 +162,13 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
   s.pooler_loaded = src.pooler_loaded;
   model->to(dev);
   auto opt = make_adamw(model, s.lr, o.weight_decay);
-  const int64_t n = static_cast<int64_t>(s.n_train);
+  const int64_t n = static_cast<int64_t>(s.metrics.n_train);
   const int64_t per_epoch = (n + s.batch - 1) / s.batch;
   s.steps = per_epoch * s.epochs;
   s.warmup_steps = static_cast<int64_t>(o.warmup_fraction * static_cast<double>(s.steps));  // HF: int(ratio * steps)
   say(fmt::format("{} classes ({}), {} training sequences ({} per class, {} regime), {} test; model {}{}; lr {:g}, "
                   "{} epochs x {} steps of batch {}, warmup {} steps, {} threads",
-                  C, joined(names), n, per_class, s.regime, s.n_test, s.model_source,
+                  C, joined(names), n, per_class, s.regime, s.metrics.test.n, s.model_source,
                   src.dir == "random" ? "" : src.pooler_loaded ? " (with its pooler)" : " (pooler initialised)", s.lr,
                   s.epochs, per_epoch, s.batch, s.warmup_steps, threads));
 
@@ -201,10 +201,10 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
 
   // Evaluation: no dropout, batches of similar lengths, probabilities back in file order.
   model->eval();
-  std::vector<double> probs(s.n_test * static_cast<size_t>(C));
+  std::vector<double> probs(s.metrics.test.n * static_cast<size_t>(C));
   {
     torch::NoGradGuard ng;
-    std::vector<size_t> by_len(s.n_test);
+    std::vector<size_t> by_len(s.metrics.test.n);
     for (size_t i = 0; i < by_len.size(); ++i) by_len[i] = i;
     std::stable_sort(by_len.begin(), by_len.end(),
                      [&](size_t a, size_t b) { return test.tokens[a].size() < test.tokens[b].size(); });
@@ -220,18 +220,15 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                     static_cast<size_t>(C) * sizeof(double));
     }
   }
-  metrics::Classification m;
   try {
-    m = metrics::evaluate(test.labels, probs, C);
+    s.metrics.test = metrics::evaluate(test.labels, probs, C);
   } catch (const std::invalid_argument& e) {
     throw io::InputError(o.test, fmt::format("cannot score the test set: {}", e.what()));
   }
-  s.accuracy = m.accuracy;
-  s.auc = m.auc;
-  s.f1 = m.f1;
-  s.mcc = m.mcc;
   s.seconds = std::chrono::duration<double>(clock::now() - t0).count();
-  say(fmt::format("test: accuracy {:.4f}  auc {:.4f}  f1 {:.4f}  mcc {:.4f}", s.accuracy, s.auc, s.f1, s.mcc));
+  std::string line = "test:";
+  for (const auto& f : metrics::kMetricFields) line += fmt::format("  {} {:.4f}", f.name, s.metrics.test.*f.member);
+  say(line);
 
   if (!o.save_model.empty()) save_classifier_hf(model, names, o.save_model);
   if (!o.out.empty()) {
@@ -242,7 +239,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
       out << "id\tlabel";
       for (int c = 0; c < C; ++c) out << "\tprob_" << c;
       out << '\n';
-      for (size_t i = 0; i < s.n_test; ++i) {
+      for (size_t i = 0; i < s.metrics.test.n; ++i) {
         out << "line" << test_rows[i].line << '\t' << test_rows[i].label;
         for (int c = 0; c < C; ++c) out << '\t' << fmt::format("{}", probs[i * static_cast<size_t>(C) + static_cast<size_t>(c)]);
         out << '\n';
@@ -251,10 +248,9 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
     }
     std::vector<uint64_t> train_lines;  // the shots, for provenance
     for (size_t i : chosen) train_lines.push_back(train_rows[i].line);
-    nlohmann::ordered_json j = {{"accuracy", s.accuracy},     {"auc", s.auc},
-                                {"f1", s.f1},                 {"mcc", s.mcc},
-                                {"n_test", s.n_test},         {"n_train", s.n_train},
-                                {"classes", C},               {"class_names", names},
+    nlohmann::ordered_json j;
+    s.metrics.to_json(j);
+    j.update(nlohmann::ordered_json{{"class_names", names},
                                 {"seed", o.seed},             {"shots", o.shots},
                                 {"per_class", per_class},     {"regime", s.regime},
                                 {"lr", s.lr},                 {"epochs", s.epochs},
@@ -267,7 +263,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                                 {"train_lines", train_lines},
                                 {"device", o.device},         {"seconds", s.seconds},
                                 {"train_examples_per_s", s.train_examples_per_s},
-                                {"command_line", o.command_line}};
+                                {"command_line", o.command_line}});
     io::AtomicFile f(o.out + "/metrics.json");
     f.stream() << j.dump(2) << '\n';
     f.commit();

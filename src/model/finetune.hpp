@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "genemask/eval/results.hpp"
+
 namespace genemask::model {
 
 struct FinetuneOptions {
@@ -32,9 +34,7 @@ struct FinetuneOptions {
 };
 
 struct FinetuneSummary {
-  double accuracy = 0, auc = 0, f1 = 0, mcc = 0;
-  uint64_t n_train = 0, n_test = 0;
-  int classes = 0;
+  results::RunMetrics metrics;  // test metrics (metrics.test.n: test examples), n_train
   std::vector<std::string> class_names;
   int64_t epochs = 0, steps = 0, batch = 0;
   double lr = 0;
@@ -50,7 +50,3 @@ struct FinetuneSummary {
 FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(const std::string&)>& log);
 
 }  // namespace genemask::model
-
-// Entry point in libgenemask_model.so (loaded by the CLI with dlopen):
-//   extern "C" void genemask_model_finetune(const genemask::model::FinetuneOptions*,
-//       const std::function<void(const std::string&)>* log, genemask::model::FinetuneSummary* out);

@@ -12,7 +12,7 @@
 #include <set>
 #include <unistd.h>
 
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
 #include "io/safetensors.hpp"

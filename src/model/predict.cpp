@@ -7,7 +7,7 @@
 #include <cstring>
 #include <fmt/format.h>
 
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
 #include "model/classifier.hpp"

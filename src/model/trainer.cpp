@@ -18,8 +18,8 @@
 #include <mutex>
 #include <thread>
 
-#include "genemask/loader.hpp"
-#include "genemask/svg_plot.hpp"
+#include "genemask/corpus/loader.hpp"
+#include "genemask/eval/svg_plot.hpp"
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
 #include "io/dir_lock.hpp"
@@ -160,21 +160,17 @@ double scheduled_lr(double peak, int64_t step, int64_t warmup, int64_t steps) {
   return peak * std::max(0.0, static_cast<double>(steps - step - 1) / static_cast<double>(steps - warmup));
 }
 
-PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::function<void(const std::string&)>& log) {
-  // First thing: a stop signal (Slurm's warning, scancel) that comes during the set-up is
-  // kept, and training stops after its first step with a checkpoint, instead of dying.
-  std::signal(SIGTERM, on_pretrain_stop_signal);
-  std::signal(SIGUSR1, on_pretrain_stop_signal);
-  using clock = std::chrono::steady_clock;
-  const auto t_start = clock::now();
-  const int rank = hpc::comm_rank(comm), world = hpc::comm_size(comm);
-  hpc::check_slurm_world(world);
-  auto say = [&](const std::string& s) {
-    if (rank == 0 && log) log(s);
-  };
+namespace {
+
+/// The checkpoint format state.json declares (format, format_version); --resume refuses others.
+constexpr const char* kCheckpointFormat = "genemask-checkpoint";
+constexpr int kCheckpointVersion = 1;
+
+/// Every check of the options that needs no file: NaN compares false, so every check is
+/// written so that NaN fails it.
+void check_options(const PretrainOptions& o) {
   if (o.steps <= 0 || o.batch_per_rank <= 0 || o.grad_accum <= 0)
     throw std::invalid_argument("--steps, --batch-per-rank and --grad-accum must be positive");
-  // NaN compares false: every check is written so that NaN fails it.
   if (!(std::isfinite(o.lr) && o.lr > 0)) throw std::invalid_argument(fmt::format("--lr must be a positive number, got {}", o.lr));
   if (!(std::isfinite(o.weight_decay) && o.weight_decay >= 0))
     throw std::invalid_argument(fmt::format("--weight-decay must be a number >= 0, got {}", o.weight_decay));
@@ -187,257 +183,322 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
         o.keep_checkpoints));
   if (o.warmup < 0 || o.log_every <= 0 || o.checkpoint_every < 0 || o.eval_every < 0 || o.eval_batches < 0)
     throw std::invalid_argument("--warmup, --checkpoint-every, --eval-every and --eval-batches must be >= 0, --log-every > 0");
-  const auto [local_rank, local_size] = hpc::local_rank_size(comm);
-  const bool bf16 = wants_bf16(o.precision, o.device);
-  const torch::Device device = pick_rank_device(o.device, local_rank);
-  use_device(device, o.tf32);  // before any CUDA work
-  const AllReduce how = choose_allreduce(o.allreduce, device, device.is_cuda() ? runtime_info().gpus : 0, local_size, comm);
-  const int threads = set_intra_op_threads(o.threads, local_size);
+}
 
-  // --init: the architecture and weights of an HF-format model (or a run's newest
-  // checkpoint); the optimizer, schedule and masking are this run's own.
-  const std::string init_dir = o.init.empty() ? "" : resolve_model_dir(o.init);
-  const BertConfig cfg = !init_dir.empty() ? BertConfig::from_json_file(init_dir + "/config.json")
-                         : o.model.find(".json") != std::string::npos ? BertConfig::from_json_file(o.model)
-                                                                        : BertConfig::named(o.model);
-  torch::manual_seed(o.seed);
-  BertForMaskedLM model(cfg);
-  init_weights(*model, cfg);
-  if (!init_dir.empty() && !o.resume) {
-    const bool bin = !fs::exists(init_dir + "/model.safetensors");
-    load_state(model, init_dir + (bin ? "/pytorch_model.bin" : "/model.safetensors"), read_hf_tensors(init_dir));
-    say(fmt::format("initialised from {}", init_dir));
-  }
-  model->to(device);
+/// One pretraining run: what the steps below set up and the training loop uses.
+struct Run {
+  const PretrainOptions& o;
+  MPI_Comm comm;
+  int rank = 0, world = 1;
+  std::function<void(const std::string&)> say;  // rank 0's log
+  std::chrono::steady_clock::time_point t_start = std::chrono::steady_clock::now();
+  // Where it runs.
+  torch::Device device = torch::kCPU;
+  bool bf16 = false;
+  AllReduce how = AllReduce::Local;
+  int threads = 1;
+  // What it trains.
+  std::string init_dir;  // --init, resolved to a model directory
+  BertConfig cfg;
+  BertForMaskedLM model{nullptr};
   std::vector<torch::Tensor> params;
-  for (auto& p : model->parameters()) params.push_back(p);
+  std::unique_ptr<torch::optim::AdamW> optimizer;
+  // Where it stands.
+  int64_t step = 0;
+  LoaderCursor cursor;
+  std::optional<io::OutputDir> out_dir;  // rank 0: a new --out goes again if the run fails before its first checkpoint
+  std::optional<io::DirLock> lock;       // rank 0: one run per --out
+  MaskingConfig masking;
+  LoaderOptions loader;
+  std::ofstream metrics;                 // rank 0: RUN/metrics.jsonl
+  std::string metrics_path;
+
+  Run(const PretrainOptions& options, MPI_Comm c, const std::function<void(const std::string&)>& log)
+      : o(options), comm(c), rank(hpc::comm_rank(c)), world(hpc::comm_size(c)), metrics_path(options.out + "/metrics.jsonl") {
+    say = [this, log](const std::string& line) {
+      if (rank == 0 && log) log(line);
+    };
+  }
+};
+
+/// Device (each rank binds its node-local GPU before any CUDA work), precision, intra-op
+/// threads and how gradients are summed.
+void choose_runtime(Run& r) {
+  hpc::check_slurm_world(r.world);
+  const auto [local_rank, local_size] = hpc::local_rank_size(r.comm);
+  r.bf16 = wants_bf16(r.o.precision, r.o.device);
+  r.device = pick_rank_device(r.o.device, local_rank);
+  use_device(r.device, r.o.tf32);
+  r.how = choose_allreduce(r.o.allreduce, r.device, r.device.is_cuda() ? runtime_info().gpus : 0, local_size, r.comm);
+  r.threads = set_intra_op_threads(r.o.threads, local_size);
+}
+
+/// The model (--model, or --init's architecture and weights) on its device, and AdamW. The
+/// optimizer, schedule and masking are always this run's own.
+void build_model(Run& r) {
+  const auto& o = r.o;
+  r.init_dir = o.init.empty() ? "" : resolve_model_dir(o.init);
+  r.cfg = !r.init_dir.empty() ? BertConfig::from_json_file(r.init_dir + "/config.json")
+          : o.model.find(".json") != std::string::npos ? BertConfig::from_json_file(o.model)
+                                                         : BertConfig::named(o.model);
+  torch::manual_seed(o.seed);
+  r.model = BertForMaskedLM(r.cfg);
+  init_weights(*r.model, r.cfg);
+  if (!r.init_dir.empty() && !o.resume) {
+    const bool bin = !fs::exists(r.init_dir + "/model.safetensors");
+    load_state(r.model, r.init_dir + (bin ? "/pytorch_model.bin" : "/model.safetensors"), read_hf_tensors(r.init_dir));
+    r.say(fmt::format("initialised from {}", r.init_dir));
+  }
+  r.model->to(r.device);
+  for (auto& p : r.model->parameters()) r.params.push_back(p);
   AdamWSettings adamw;
   adamw.lr = o.lr;
   adamw.beta1 = o.beta1;
   adamw.beta2 = o.beta2;
   adamw.eps = o.eps;
   adamw.weight_decay = o.weight_decay;
-  auto optimizer = make_adamw(model->named_parameters(), adamw);
-  torch::optim::AdamW& opt = *optimizer;
+  r.optimizer = make_adamw(r.model->named_parameters(), adamw);
+}
 
-  // Resume: the newest complete checkpoint.
-  int64_t step = 0;
-  LoaderCursor cursor;
-  std::optional<io::OutputDir> out_dir;  // a new --out goes again if the run fails before its first checkpoint
-  std::optional<io::DirLock> lock;
-  if (rank == 0) {
-    out_dir.emplace(o.out);
-    fs::create_directories(o.out + "/checkpoints");
-    lock.emplace(o.out, "genemask run");  // before anything in --out is read or written
+/// --out on rank 0: created (and removed again if the run fails before its first
+/// checkpoint), locked for this run; a run that is there already continues only with --resume.
+void open_run_directory(Run& r) {
+  if (r.rank == 0) {
+    r.out_dir.emplace(r.o.out);
+    fs::create_directories(r.o.out + "/checkpoints");
+    r.lock.emplace(r.o.out, "genemask run");  // before anything in --out is read or written
   }
-  if (!o.resume && latest_checkpoint(o.out) >= 0)
-    throw io::InputError(o.out, "already holds checkpoints of a run: continue it with --resume, or choose a new --out");
-  if (o.resume) {
-    const int64_t last = latest_checkpoint(o.out);
-    if (last < 0) throw io::InputError(o.out, "--resume: no complete checkpoint in checkpoints/");
-    const std::string d = checkpoint_dir(o.out, last);
-    std::ifstream in(d + "/state.json");
-    nlohmann::json st;
-    in >> st;
-    if (st.at("world_size").get<int>() != world)
-      throw io::InputError(d + "/state.json", fmt::format("was written by {} ranks; resume with the same number (now {})",
-                                                          st.at("world_size").get<int>(), world));
-    // The run's settings: a different one would silently make another run of this one.
-    const nlohmann::json now = {{"seed", o.seed}, {"masking", o.masking}, {"model", o.model},
-                                {"batch_per_rank", o.batch_per_rank}, {"grad_accum", o.grad_accum},
-                                {"shards", fs::weakly_canonical(o.shards).string()}};
-    for (const auto& [key, value] : now.items()) {
-      if (!st.contains(key) || st[key] == value || o.allow_changes) continue;
-      throw io::InputError(d + "/state.json",
-                           fmt::format("--resume: --{} is {} now but {} in the run; resume with the run's settings, or "
-                                       "pass --allow-changes to continue with the new one deliberately",
-                                       key == "batch_per_rank" ? "batch-per-rank" : key == "grad_accum" ? "grad-accum" : key,
-                                       value.dump(), st[key].dump()));
-    }
-    {
-      const BertConfig saved = BertConfig::from_json_file(d + "/config.json");
-      const auto a = nlohmann::json::parse(saved.to_json()), b = nlohmann::json::parse(cfg.to_json());
-      for (const auto& [key, value] : a.items())
-        if (b.contains(key) && b[key] != value)
-          throw io::InputError(d + "/config.json",
-                               fmt::format("--resume: the model's {} is {} in the run but {} in --model {}; resume "
-                                           "with the run's model config",
-                                           key, value.dump(), b[key].dump(), o.model));
-    }
-    step = st.at("step");
-    cursor.epoch = st.at("cursor").at("epoch");
-    cursor.position = st.at("cursor").at("position");
-    auto imported = import_hf(d);
-    {
-      torch::NoGradGuard ng;
-      auto src = imported->named_parameters();
-      for (auto& p : model->named_parameters()) p.value().copy_(src[p.key()].to(device));
-      model->pooler_weight.copy_(imported->pooler_weight);
-      model->pooler_bias.copy_(imported->pooler_bias);
-      model->has_pooler = imported->has_pooler;
-    }
-    torch::load(opt, d + "/optimizer.pt");
-    torch::Tensor rs;
-    torch::load(rs, rng_file(d, "rng-", rank));
-    set_rng_state(torch::kCPU, rs);
-    if (device.is_cuda()) {
-      const std::string f = rng_file(d, "cuda-rng-", rank);
-      if (fs::exists(f)) {
-        torch::load(rs, f);
-        set_rng_state(device, rs);
-      } else {
-        say(fmt::format("{} holds no GPU random state (written by a CPU run): GPU dropout continues from a new "
-                        "stream",
-                        d));
-      }
-    }
-    say(fmt::format("resumed from {} (step {}, epoch {}, position {})", d, step, cursor.epoch, cursor.position));
-  } else {
-    broadcast_params(params, comm);
-    torch::manual_seed(o.seed + static_cast<uint64_t>(rank) + 1);  // distinct dropout per rank
+  if (!r.o.resume && latest_checkpoint(r.o.out) >= 0)
+    throw io::InputError(r.o.out, "already holds checkpoints of a run: continue it with --resume, or choose a new --out");
+}
+
+/// The settings a checkpoint records and --resume compares (besides the model config).
+nlohmann::json run_settings(const Run& r) {
+  return {{"seed", r.o.seed},
+          {"masking", to_string(r.o.masking)},
+          {"model", r.o.model},
+          {"batch_per_rank", r.o.batch_per_rank},
+          {"grad_accum", r.o.grad_accum},
+          {"shards", fs::weakly_canonical(r.o.shards).string()}};
+}
+
+/// --resume: the newest complete checkpoint, which must be of this format, world size,
+/// settings and model config (--allow-changes accepts other settings deliberately); then
+/// its weights, optimizer, data cursor and this rank's random state.
+void resume_from_checkpoint(Run& r) {
+  const auto& o = r.o;
+  const int64_t last = latest_checkpoint(o.out);
+  if (last < 0) throw io::InputError(o.out, "--resume: no complete checkpoint in checkpoints/");
+  const std::string d = checkpoint_dir(o.out, last);
+  const std::string state = d + "/state.json";
+  std::ifstream in(state);
+  nlohmann::json st = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (st.is_discarded() || !st.is_object()) throw io::InputError(state, "is not a JSON object: the checkpoint is damaged");
+  // Checkpoints written before state.json named its format are version 1.
+  if (st.value("format", kCheckpointFormat) != kCheckpointFormat || st.value("format_version", 1) != kCheckpointVersion)
+    throw io::InputError(state, fmt::format("is format {} version {}; this genemask reads {} version {}",
+                                            st.value("format", nlohmann::json()).dump(),
+                                            st.value("format_version", nlohmann::json()).dump(), kCheckpointFormat,
+                                            kCheckpointVersion));
+  if (st.at("world_size").get<int>() != r.world)
+    throw io::InputError(state, fmt::format("was written by {} ranks; resume with the same number (now {})",
+                                            st.at("world_size").get<int>(), r.world));
+  // The run's settings: a different one would silently make another run of this one.
+  const nlohmann::json now = run_settings(r);  // named: items() of a temporary would dangle
+  for (const auto& [key, value] : now.items()) {
+    if (!st.contains(key) || st[key] == value || o.allow_changes) continue;
+    throw io::InputError(state, fmt::format("--resume: --{} is {} now but {} in the run; resume with the run's settings, "
+                                            "or pass --allow-changes to continue with the new one deliberately",
+                                            key == "batch_per_rank" ? "batch-per-rank" : key == "grad_accum" ? "grad-accum" : key,
+                                            value.dump(), st[key].dump()));
   }
+  {
+    const BertConfig saved = BertConfig::from_json_file(d + "/config.json");
+    const auto a = nlohmann::json::parse(saved.to_json()), b = nlohmann::json::parse(r.cfg.to_json());
+    for (const auto& [key, value] : a.items())
+      if (b.contains(key) && b[key] != value)
+        throw io::InputError(d + "/config.json",
+                             fmt::format("--resume: the model's {} is {} in the run but {} in --model {}; resume "
+                                         "with the run's model config",
+                                         key, value.dump(), b[key].dump(), o.model));
+  }
+  r.step = st.at("step");
+  r.cursor.epoch = st.at("cursor").at("epoch");
+  r.cursor.position = st.at("cursor").at("position");
+  auto imported = import_hf(d);
+  {
+    torch::NoGradGuard ng;
+    auto src = imported->named_parameters();
+    for (auto& p : r.model->named_parameters()) p.value().copy_(src[p.key()].to(r.device));
+    r.model->pooler_weight.copy_(imported->pooler_weight);
+    r.model->pooler_bias.copy_(imported->pooler_bias);
+    r.model->has_pooler = imported->has_pooler;
+  }
+  torch::load(*r.optimizer, d + "/optimizer.pt");
+  torch::Tensor rs;
+  torch::load(rs, rng_file(d, "rng-", r.rank));
+  set_rng_state(torch::kCPU, rs);
+  if (r.device.is_cuda()) {
+    const std::string f = rng_file(d, "cuda-rng-", r.rank);
+    if (fs::exists(f)) {
+      torch::load(rs, f);
+      set_rng_state(r.device, rs);
+    } else {
+      r.say(fmt::format("{} holds no GPU random state (written by a CPU run): GPU dropout continues from a new stream", d));
+    }
+  }
+  r.say(fmt::format("resumed from {} (step {}, epoch {}, position {})", d, r.step, r.cursor.epoch, r.cursor.position));
+}
 
-  // Data: this rank's share, masked per (seed, epoch, sample index).
-  MaskingConfig mcfg = load_masking(o.masking, o.npmi, o.pmi_vocab);
-  LoaderOptions lo;
-  lo.shard_dir = o.shards;
-  lo.rank = rank;
-  lo.world = world;
-  lo.batch_size = static_cast<size_t>(o.batch_per_rank);
-  lo.seed = o.seed;
-  lo.checks = ShardChecks{o.verify_shards, rank, world};  // each rank checks its share of the files
-  if (o.verify_shards) say(fmt::format("verifying the shards of {} (SHA-256, token ids)", o.shards));
-  DataLoader train(lo, Masker(mcfg), cursor);
-  const int64_t effective = o.batch_per_rank * world * o.grad_accum;
-  GradBuckets grads(params, comm, how);
-  FusedAdamW fused(opt);
-  say(fmt::format("device {}{}, all-reduce {} over {} gradient bucket(s) of up to {} MiB",
-                  device.str(), bf16 ? " (bf16 autocast)" : "", to_string(how), grads.bucket_count(),
-                  grads.bucket_floats_max() * 4 >> 20));
-  say(fmt::format("model {} ({} parameters), masking {}, {} ranks x batch {} x accumulation {} = effective batch {}, "
-                  "{} threads per rank, {} training samples",
-                  o.model, [&] {
-                    int64_t n = 0;
-                    for (auto& p : params) n += p.numel();
-                    return n;
-                  }(),
-                  o.masking, world, o.batch_per_rank, o.grad_accum, effective, threads, train.dataset_size()));
+/// A new run: rank 0's initial weights everywhere, and a dropout stream per rank.
+void start_fresh(Run& r) {
+  broadcast_params(r.params, r.comm);
+  torch::manual_seed(r.o.seed + static_cast<uint64_t>(r.rank) + 1);
+}
 
-  // metrics.jsonl continues from the checkpoint: later lines of an interrupted run go.
-  const std::string metrics_path = o.out + "/metrics.jsonl";
+/// The masking and this rank's share of the training data, masked per (seed, epoch, sample).
+std::unique_ptr<DataLoader> open_training_data(Run& r) {
+  r.masking = load_masking(r.o.masking, r.o.npmi, r.o.pmi_vocab);
+  r.loader.shard_dir = r.o.shards;
+  r.loader.rank = r.rank;
+  r.loader.world = r.world;
+  r.loader.batch_size = static_cast<size_t>(r.o.batch_per_rank);
+  r.loader.seed = r.o.seed;
+  r.loader.checks = ShardChecks{r.o.verify_shards, r.rank, r.world};  // each rank checks its share of the files
+  if (r.o.verify_shards) r.say(fmt::format("verifying the shards of {} (SHA-256, token ids)", r.o.shards));
+  return std::make_unique<DataLoader>(r.loader, Masker(r.masking), r.cursor);
+}
+
+/// RUN/metrics.jsonl on rank 0, continuing from the checkpoint: lines after it (an
+/// interrupted run's) go, and a line torn by a crash is dropped, not fatal.
+void open_metrics(Run& r) {
+  if (r.rank != 0) return;
   std::vector<std::string> kept;
-  if (rank == 0 && o.resume && fs::exists(metrics_path)) {
-    std::ifstream in(metrics_path);
+  if (r.o.resume && fs::exists(r.metrics_path)) {
+    std::ifstream in(r.metrics_path);
     std::string line;
-    uint64_t lineno = 0, torn = 0;
+    uint64_t lineno = 0;
     while (std::getline(in, line)) {
       ++lineno;
       if (line.empty()) continue;
-      // A line cut by a crash (or mangled) is dropped, not fatal: the run must stay resumable.
       const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
-        ++torn;
-        say(fmt::format("{}:{}: dropped a line that is not a complete metrics record", metrics_path, lineno));
+        r.say(fmt::format("{}:{}: dropped a line that is not a complete metrics record", r.metrics_path, lineno));
         continue;
       }
-      if (j["step"].get<int64_t>() <= step) kept.push_back(line);
+      if (j["step"].get<int64_t>() <= r.step) kept.push_back(line);
     }
-    (void)torn;
   }
-  std::ofstream metrics;
-  if (rank == 0) {
-    metrics.open(metrics_path, std::ios::trunc);
-    for (const auto& l : kept) metrics << l << '\n';
-    metrics.flush();
-  }
+  r.metrics.open(r.metrics_path, std::ios::trunc);
+  for (const auto& l : kept) r.metrics << l << '\n';
+  r.metrics.flush();
+}
 
-  auto evaluate = [&]() -> double {
-    LoaderOptions vo = lo;
-    vo.split = "valid";
-    vo.shuffle = false;
-    vo.checks = {};  // --verify covered both splits when the training loader opened them
+void write_metrics(Run& r, const nlohmann::json& j) {
+  if (r.rank != 0) return;
+  r.metrics << j.dump() << '\n';
+  r.metrics.flush();
+}
+
+/// Masked-token loss on the validation split (the first --eval-batches batches of each
+/// rank), or -1 when there is none.
+double evaluate(Run& r) {
+  LoaderOptions vo = r.loader;
+  vo.split = "valid";
+  vo.shuffle = false;
+  vo.checks = {};  // --verify covered both splits when the training loader opened them
+  try {
+    DataLoader valid(vo, Masker(r.masking));
+    torch::NoGradGuard ng;
+    r.model->eval();
+    double count = 0;
+    torch::Tensor acc = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(r.device));
+    const int64_t nb = std::min<int64_t>(r.o.eval_batches, static_cast<int64_t>(valid.batches_per_epoch()));
+    for (int64_t i = 0; i < nb; ++i) {
+      const HostBatch h = stage(valid.next(), r.device.is_cuda());
+      count += static_cast<double>(h.masked);
+      acc += summed_loss(r.model, to_device(h, r.device), r.bf16).to(torch::kFloat64);
+    }
+    r.model->train();
+    const double sum = hpc::allreduce_sum_double(acc.item<double>(), r.comm);
+    count = hpc::allreduce_sum_double(count, r.comm);
+    return count > 0 ? sum / count : -1;
+  } catch (const io::InputError& e) {
+    r.model->train();
+    r.say(fmt::format("evaluation skipped: {}", e.what()));
+    return -1;
+  }
+}
+
+/// RUN/checkpoints/step-N, atomically (written as step-N.tmp, renamed): the HF-layout model,
+/// the optimizer, each rank's random state and state.json (format, step, data cursor, the
+/// run's settings). Only the last --keep-checkpoints stay. Collective.
+std::string save_checkpoint(Run& r, int64_t at) {
+  const std::string final_dir = checkpoint_dir(r.o.out, at);
+  const std::string tmp = final_dir + ".tmp";
+  if (r.rank == 0) {
+    fs::remove_all(tmp);
     try {
-      DataLoader valid(vo, Masker(mcfg));
-      torch::NoGradGuard ng;
-      model->eval();
-      double count = 0;
-      torch::Tensor acc = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
-      const int64_t nb = std::min<int64_t>(o.eval_batches, static_cast<int64_t>(valid.batches_per_epoch()));
-      for (int64_t i = 0; i < nb; ++i) {
-        const HostBatch h = stage(valid.next(), device.is_cuda());
-        count += static_cast<double>(h.masked);
-        acc += summed_loss(model, to_device(h, device), bf16).to(torch::kFloat64);
-      }
-      model->train();
-      const double sum = hpc::allreduce_sum_double(acc.item<double>(), comm);
-      count = hpc::allreduce_sum_double(count, comm);
-      return count > 0 ? sum / count : -1;
-    } catch (const io::InputError& e) {
-      model->train();
-      say(fmt::format("evaluation skipped: {}", e.what()));
-      return -1;
+      export_hf(r.model, tmp);
+      torch::save(*r.optimizer, tmp + "/optimizer.pt");
+    } catch (...) {  // a full disk, say: no half-written step-N.tmp left behind
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+      throw;
     }
-  };
+  }
+  hpc::barrier(r.comm);  // the directory exists before others write into it
+  torch::save(rng_state(torch::kCPU), rng_file(tmp, "rng-", r.rank));
+  if (r.device.is_cuda()) torch::save(rng_state(r.device), rng_file(tmp, "cuda-rng-", r.rank));
+  hpc::barrier(r.comm);
+  if (r.rank == 0) {
+    nlohmann::json st = {{"format", kCheckpointFormat},
+                         {"format_version", kCheckpointVersion},
+                         {"step", at},
+                         {"world_size", r.world},
+                         {"cursor", {{"epoch", r.cursor.epoch}, {"position", r.cursor.position}}},
+                         {"init", r.init_dir},
+                         {"command_line", r.o.command_line}};
+    st.update(run_settings(r));
+    {
+      io::AtomicFile f(tmp + "/state.json");
+      f.stream() << st.dump(2) << '\n';
+      f.commit();
+    }
+    fs::remove_all(final_dir);
+    fs::rename(tmp, final_dir);
+    r.out_dir->keep();  // the run has a checkpoint to resume from: a later failure keeps it
+    const auto all = checkpoint_steps(r.o.out);
+    for (size_t i = 0; i + static_cast<size_t>(r.o.keep_checkpoints) < all.size(); ++i)
+      fs::remove_all(checkpoint_dir(r.o.out, all[i]));
+  }
+  hpc::barrier(r.comm);
+  return final_dir;
+}
 
-  auto save_checkpoint = [&](int64_t at) {
-    const std::string final_dir = checkpoint_dir(o.out, at);
-    const std::string tmp = final_dir + ".tmp";
-    if (rank == 0) {
-      fs::remove_all(tmp);
-      try {
-        export_hf(model, tmp);
-        torch::save(opt, tmp + "/optimizer.pt");
-      } catch (...) {  // a full disk, say: no half-written step-N.tmp left behind
-        std::error_code ec;
-        fs::remove_all(tmp, ec);
-        throw;
-      }
-    }
-    hpc::barrier(comm);  // the directory exists before others write into it
-    torch::save(rng_state(torch::kCPU), rng_file(tmp, "rng-", rank));
-    if (device.is_cuda()) torch::save(rng_state(device), rng_file(tmp, "cuda-rng-", rank));
-    hpc::barrier(comm);
-    if (rank == 0) {
-      nlohmann::json st = {{"step", at},
-                           {"world_size", world},
-                           {"cursor", {{"epoch", cursor.epoch}, {"position", cursor.position}}},
-                           {"seed", o.seed},
-                           {"masking", o.masking},
-                           {"model", o.model},
-                           {"init", init_dir},
-                           {"batch_per_rank", o.batch_per_rank},
-                           {"grad_accum", o.grad_accum},
-                           {"shards", fs::weakly_canonical(o.shards).string()},
-                           {"command_line", o.command_line}};
-      {
-        io::AtomicFile f(tmp + "/state.json");
-        f.stream() << st.dump(2) << '\n';
-        f.commit();
-      }
-      fs::remove_all(final_dir);
-      fs::rename(tmp, final_dir);
-      out_dir->keep();  // the run has a checkpoint to resume from: a later failure keeps it
-      // Keep the last K.
-      const auto all = checkpoint_steps(o.out);
-      for (size_t i = 0; i + static_cast<size_t>(o.keep_checkpoints) < all.size(); ++i)
-        fs::remove_all(checkpoint_dir(o.out, all[i]));
-    }
-    hpc::barrier(comm);
-    return final_dir;
-  };
-
-  PretrainSummary sum;
-  sum.start_step = step;
-  sum.ranks = world;
-  sum.effective_batch = effective;
-  sum.allreduce = to_string(how);
-  model->train();
-  // The next step's batches are read, masked and staged in pinned memory on a second thread
-  // while the GPU runs this one (on a CPU, where the cores are busy with the step, in turn).
-  auto fetch = [&train, pinned = device.is_cuda(), accum = o.grad_accum] {
+/// The optimizer steps from r.step to --steps (or a signal, or --stop-after). The next
+/// step's batches are read, masked and staged in pinned memory on a second thread while the
+/// GPU runs this one (on a CPU, where the cores are busy with the step, in turn); loss and
+/// gradient norm stay on the device until a logged step reads them.
+void train(Run& r, DataLoader& data, PretrainSummary& sum) {
+  using clock = std::chrono::steady_clock;
+  const auto& o = r.o;
+  GradBuckets grads(r.params, r.comm, r.how);
+  FusedAdamW fused(*r.optimizer);
+  r.say(fmt::format("device {}{}, all-reduce {} over {} gradient bucket(s) of up to {} MiB", r.device.str(),
+                    r.bf16 ? " (bf16 autocast)" : "", to_string(r.how), grads.bucket_count(),
+                    grads.bucket_floats_max() * 4 >> 20));
+  int64_t parameters = 0;
+  for (auto& p : r.params) parameters += p.numel();
+  r.say(fmt::format("model {} ({} parameters), masking {}, {} ranks x batch {} x accumulation {} = effective batch {}, "
+                    "{} threads per rank, {} training samples",
+                    o.model, parameters, to_string(o.masking), r.world, o.batch_per_rank, o.grad_accum,
+                    sum.effective_batch, r.threads, data.dataset_size()));
+  r.model->train();
+  auto fetch = [&data, pinned = r.device.is_cuda(), accum = o.grad_accum] {
     StepData sd;
     for (int64_t a = 0; a < accum; ++a) {
-      const Batch b = train.next();
+      const Batch b = data.next();
       sd.micro.push_back(stage(b, pinned));
       sd.masked += static_cast<double>(sd.micro.back().masked);
       sd.tokens += static_cast<double>(b.real_tokens());
@@ -445,98 +506,123 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
     }
     return sd;
   };
-  const auto policy = device.is_cuda() ? std::launch::async : std::launch::deferred;
+  const auto policy = r.device.is_cuda() ? std::launch::async : std::launch::deferred;
   std::future<StepData> pending = std::async(policy, fetch);
-  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(device);
+  const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(r.device);
   double tokens_window = 0;
   auto t_window = clock::now();
-  while (step < o.steps) {
+  while (r.step < o.steps) {
     StepData sd = pending.get();
-    if (step + 1 < o.steps) pending = std::async(policy, fetch);
-    if (!o.dump_first_batch.empty() && step == sum.start_step && rank == 0) dump_batch(sd.micro.front(), o.dump_first_batch);
-    const double total_masked = hpc::allreduce_sum_double(sd.masked, comm);
+    if (r.step + 1 < o.steps) pending = std::async(policy, fetch);
+    if (!o.dump_first_batch.empty() && r.step == sum.start_step && r.rank == 0)
+      dump_batch(sd.micro.front(), o.dump_first_batch);
+    const double total_masked = hpc::allreduce_sum_double(sd.masked, r.comm);
     std::vector<StepBatch> micro;
-    for (const auto& h : sd.micro) micro.push_back(to_device(h, device));  // every copy queued up front
+    for (const auto& h : sd.micro) micro.push_back(to_device(h, r.device));  // every copy queued up front
     grads.zero();
-    // Loss and norm stay on the device: read once per logged step, not per micro-batch.
     torch::Tensor loss_acc = torch::zeros({}, f64);
     for (const auto& b : micro) {
-      auto l = summed_loss(model, b, bf16);
+      auto l = summed_loss(r.model, b, r.bf16);
       (l / std::max(1.0, total_masked)).backward();
       loss_acc += l.detach().to(torch::kFloat64);
     }
-    cursor = sd.next;
+    r.cursor = sd.next;
     grads.allreduce();
     const torch::Tensor grad_norm = grads.clip(o.clip);
-    const double lr = scheduled_lr(o.lr, step, o.warmup, o.steps);
-    for (auto& g : opt.param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
+    const double lr = scheduled_lr(o.lr, r.step, o.warmup, o.steps);
+    for (auto& g : r.optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
     fused.step(lr);
-    ++step;
+    ++r.step;
     tokens_window += sd.tokens;
-    sum.steps_done = step;
-    auto step_loss = [&] { return hpc::allreduce_sum_double(loss_acc.item<double>(), comm) / std::max(1.0, total_masked); };
-    if (step % o.log_every == 0 || step == o.steps) {
+    sum.steps_done = r.step;
+    auto step_loss = [&] {
+      return hpc::allreduce_sum_double(loss_acc.item<double>(), r.comm) / std::max(1.0, total_masked);
+    };
+    if (r.step % o.log_every == 0 || r.step == o.steps) {
       const double loss = step_loss();  // waits for the step
       sum.last_loss = loss;
       const double secs = std::chrono::duration<double>(clock::now() - t_window).count();
-      const double tps = secs > 0 ? hpc::allreduce_sum_double(tokens_window, comm) / secs : 0;
+      const double tps = secs > 0 ? hpc::allreduce_sum_double(tokens_window, r.comm) / secs : 0;
       const double norm = grad_norm.item<double>();
       sum.tokens_per_s = tps;
       tokens_window = 0;
       t_window = clock::now();
-      if (rank == 0) {
-        nlohmann::json j = {{"step", step},
-                            {"loss", loss},
-                            {"perplexity", std::exp(loss)},
-                            {"lr", lr},
-                            {"grad_norm", norm},
-                            {"tokens_per_s", tps},
-                            {"seconds", std::chrono::duration<double>(clock::now() - t_start).count()}};
-        metrics << j.dump() << '\n';
-        metrics.flush();
-      }
-      say(fmt::format("step {}/{}  loss {:.4f}  ppl {:.2f}  lr {:.3g}  grad {:.3f}  {:.0f} tokens/s", step, o.steps, loss,
-                      std::exp(loss), lr, norm, tps));
-    } else if (o.stop_after >= 0 && step >= o.stop_after) {
+      write_metrics(r, {{"step", r.step},
+                        {"loss", loss},
+                        {"perplexity", std::exp(loss)},
+                        {"lr", lr},
+                        {"grad_norm", norm},
+                        {"tokens_per_s", tps},
+                        {"seconds", std::chrono::duration<double>(clock::now() - r.t_start).count()}});
+      r.say(fmt::format("step {}/{}  loss {:.4f}  ppl {:.2f}  lr {:.3g}  grad {:.3f}  {:.0f} tokens/s", r.step, o.steps,
+                        loss, std::exp(loss), lr, norm, tps));
+    } else if (o.stop_after >= 0 && r.step >= o.stop_after) {
       sum.last_loss = step_loss();
     }
-    if (o.stop_after >= 0 && step >= o.stop_after) return sum;  // like a kill: no checkpoint
-    if (o.eval_every > 0 && (step % o.eval_every == 0 || step == o.steps)) {
-      const double el = evaluate();
+    if (o.stop_after >= 0 && r.step >= o.stop_after) return;  // like a kill: no checkpoint
+    if (o.eval_every > 0 && (r.step % o.eval_every == 0 || r.step == o.steps)) {
+      const double el = evaluate(r);
       if (el >= 0) {
         sum.last_eval_loss = el;
-        if (rank == 0) {
-          metrics << nlohmann::json({{"step", step}, {"eval_loss", el}, {"eval_perplexity", std::exp(el)}}).dump() << '\n';
-          metrics.flush();
-        }
-        say(fmt::format("step {}  eval loss {:.4f}  eval ppl {:.2f}", step, el, std::exp(el)));
+        write_metrics(r, {{"step", r.step}, {"eval_loss", el}, {"eval_perplexity", std::exp(el)}});
+        r.say(fmt::format("step {}  eval loss {:.4f}  eval ppl {:.2f}", r.step, el, std::exp(el)));
       }
     }
-    const bool stop = hpc::any_rank(g_stop_requested.load(), comm);
-    if ((o.checkpoint_every > 0 && step % o.checkpoint_every == 0) || step == o.steps || stop)
-      sum.last_checkpoint = save_checkpoint(step);
+    const bool stop = hpc::any_rank(g_stop_requested.load(), r.comm);
+    if ((o.checkpoint_every > 0 && r.step % o.checkpoint_every == 0) || r.step == o.steps || stop)
+      sum.last_checkpoint = save_checkpoint(r, r.step);
     if (stop) {
       sum.interrupted = true;
-      if (step % o.log_every != 0) sum.last_loss = step_loss();
-      say(fmt::format("stopping on a signal after step {}; resume with --resume", step));
-      break;
+      if (r.step % o.log_every != 0) sum.last_loss = step_loss();
+      r.say(fmt::format("stopping on a signal after step {}; resume with --resume", r.step));
+      return;
     }
   }
-  if (rank == 0 && !sum.interrupted) {
-    std::vector<PlotSeries> s = {{"train (logged steps)", {}}, {"validation", {}}};
-    // The whole curve, including steps before a resume, from metrics.jsonl.
-    std::ifstream in(metrics_path);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      auto j = nlohmann::json::parse(line);
-      if (j.contains("perplexity")) s[0].points.emplace_back(j["step"].get<double>(), j["perplexity"].get<double>());
-      if (j.contains("eval_perplexity")) s[1].points.emplace_back(j["step"].get<double>(), j["eval_perplexity"].get<double>());
-    }
-    write_line_plot(o.out + "/perplexity.svg", "MLM perplexity (" + o.masking + ", " + o.model + ")", "step",
-                    "perplexity", s, true);
+}
+
+/// RUN/perplexity.svg: the whole curve, steps before a resume included, from metrics.jsonl.
+void plot_perplexity(const Run& r) {
+  if (r.rank != 0) return;
+  std::vector<PlotSeries> s = {{"train (logged steps)", {}}, {"validation", {}}};
+  std::ifstream in(r.metrics_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line);
+    if (j.contains("perplexity")) s[0].points.emplace_back(j["step"].get<double>(), j["perplexity"].get<double>());
+    if (j.contains("eval_perplexity")) s[1].points.emplace_back(j["step"].get<double>(), j["eval_perplexity"].get<double>());
   }
-  sum.seconds = std::chrono::duration<double>(clock::now() - t_start).count();
+  write_line_plot(r.o.out + "/perplexity.svg", "MLM perplexity (" + to_string(r.o.masking) + ", " + r.o.model + ")",
+                  "step", "perplexity", s, true);
+}
+
+}  // namespace
+
+PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::function<void(const std::string&)>& log) {
+  // First thing: a stop signal (Slurm's warning, scancel) that comes during the set-up is
+  // kept, and training stops after its first step with a checkpoint, instead of dying.
+  std::signal(SIGTERM, on_pretrain_stop_signal);
+  std::signal(SIGUSR1, on_pretrain_stop_signal);
+  check_options(o);
+  Run r(o, comm, log);
+  choose_runtime(r);
+  build_model(r);
+  open_run_directory(r);
+  if (o.resume)
+    resume_from_checkpoint(r);
+  else
+    start_fresh(r);
+  const auto data = open_training_data(r);
+  open_metrics(r);
+  PretrainSummary sum;
+  sum.start_step = r.step;
+  sum.ranks = r.world;
+  sum.effective_batch = o.batch_per_rank * r.world * o.grad_accum;
+  sum.allreduce = to_string(r.how);
+  train(r, *data, sum);
+  if (o.stop_after >= 0 && r.step >= o.stop_after && !sum.interrupted) return sum;  // a simulated kill
+  if (!sum.interrupted) plot_perplexity(r);
+  sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.t_start).count();
   return sum;
 }
 

@@ -15,10 +15,13 @@
 #include <functional>
 #include <string>
 
+#include "genemask/corpus/masking.hpp"
+
 namespace genemask::model {
 
 struct PretrainOptions {
-  std::string shards, out, masking = "genemask", npmi, pmi_vocab, model = "logo";
+  std::string shards, out, npmi, pmi_vocab, model = "logo";
+  MaskingKind masking = MaskingKind::genemask;
   std::string init;              // HF-format model directory or a run: initial weights and config
   int64_t steps = 10000, warmup = 500, batch_per_rank = 10, grad_accum = 25;
   double lr = 4e-4, weight_decay = 0.01, beta1 = 0.9, beta2 = 0.98, eps = 1e-6, clip = 1.0;

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <thread>
 
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "model/classifier.hpp"
 #include "model/runtime.hpp"
 

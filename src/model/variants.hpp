@@ -33,8 +33,3 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
                              const std::vector<std::string>& alt, const std::function<void(const std::string&)>& log);
 
 }  // namespace genemask::model
-
-// Entry point in libgenemask_model.so:
-//   extern "C" void genemask_model_variants(const genemask::model::VariantScoreOptions*,
-//       const std::vector<std::string>* ref, const std::vector<std::string>* alt,
-//       const std::function<void(const std::string&)>* log, genemask::model::VariantScores* out);

@@ -1,5 +1,5 @@
 # Issue 6 analyses: `genemask overlap` and `genemask variants`. Unit tests
-# (tests/core/overlap_test.cpp, tests/io/vcf_test.cpp) are globbed into core_tests/io_tests.
+# (tests/core/kmer/overlap_test.cpp, tests/io/vcf_test.cpp) are globbed into core_tests/io_tests.
 add_test(NAME cli_overlap_tests COMMAND ${GENEMASK_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/cli/test_overlap.py)
 set_tests_properties(cli_overlap_tests PROPERTIES TIMEOUT 600
   ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;MPIEXEC=${MPIEXEC_EXECUTABLE};PYTHONPATH=${CMAKE_CURRENT_SOURCE_DIR}/cli")

@@ -1,5 +1,5 @@
 # Stage 4, `genemask finetune`: the classifier against PyTorch references (gtest) and the
-# command end to end (Python). tests/core/fewshot_test.cpp is part of core_tests.
+# command end to end (Python). tests/core/tasks/fewshot_test.cpp is part of core_tests.
 if(GENEMASK_WITH_TORCH)
   add_executable(classifier_tests ${CMAKE_CURRENT_SOURCE_DIR}/model/classifier_test.cpp)
   target_link_libraries(classifier_tests PRIVATE genemask_test_util genemask_model GTest::gtest_main)

@@ -18,3 +18,9 @@ if(GENEMASK_WITH_TORCH)
   set_tests_properties(demo_quick PROPERTIES TIMEOUT 900
     ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;PYTHON=${GENEMASK_PYTHON};OMPI_MCA_rmaps_base_oversubscribe=1")
 endif()
+# cmake --install into a prefix, the prefix moved, the tiny pipeline run from there (the
+# binary finds its libraries and plugin through its RUNPATH, the scripts find the binary).
+if(GENEMASK_WITH_TORCH)
+  add_test(NAME install_relocated COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_install.sh ${CMAKE_BINARY_DIR})
+  set_tests_properties(install_relocated PROPERTIES TIMEOUT 600 ENVIRONMENT "PYTHON=${GENEMASK_PYTHON}")
+endif()

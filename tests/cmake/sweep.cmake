@@ -1,6 +1,7 @@
-# genemask sweep: plan parsing and the results file (serial gtest), and end-to-end sweeps
-# through the binary at 1, 2 and 4 ranks (simulated jobs; real fine-tuning with Torch).
-add_executable(sweep_tests hpc/sweep_plan_test.cpp)
+# genemask sweep: its testing aids (serial gtest; the plan and results.jsonl are core's,
+# tests/core/eval/), and end-to-end sweeps through the binary at 1, 2 and 4 ranks
+# (simulated jobs; real fine-tuning with Torch).
+add_executable(sweep_tests hpc/sweep_test.cpp)
 target_link_libraries(sweep_tests PRIVATE genemask_test_util genemask_hpc GTest::gtest_main)
 gtest_discover_tests(sweep_tests PROPERTIES TIMEOUT 120 DISCOVERY_TIMEOUT 60)
 

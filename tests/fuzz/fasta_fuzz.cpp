@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "genemask/kmer_count.hpp"
+#include "genemask/kmer/kmer_count.hpp"
 #include "io/error.hpp"
 #include "io/fasta.hpp"
 

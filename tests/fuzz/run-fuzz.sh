@@ -16,7 +16,7 @@ command -v ccache >/dev/null && launcher=ccache
 $launcher clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$root" -I"$root/include" -I"$gen" \
   "$here/fasta_fuzz.cpp" "$root/io/error.cpp" "$root/io/text_source.cpp" "$root/io/fasta.cpp" \
-  "$root/src/core/kmer.cpp" "$root/src/core/kmer_count.cpp" \
+  "$root/src/core/kmer/kmer.cpp" "$root/src/core/kmer/kmer_count.cpp" \
   -lisal -lz -lfmt -o "$out/fasta_fuzz"
 $launcher clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$root" -I"$root/include" -I"$gen" \

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <map>
 
-#include "genemask/segments.hpp"
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/segments.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "hpc/mpi.hpp"
 #include "hpc/shards.hpp"
 #include "io/shard_file.hpp"

@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "io/error.hpp"
 #include "test_util.hpp"
 

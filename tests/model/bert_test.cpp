@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "genemask/tokenizer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
 #include "io/error.hpp"
 #include "io/safetensors.hpp"
 #include "model/hf_io.hpp"

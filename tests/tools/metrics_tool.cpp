@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "genemask/metrics.hpp"
-#include "genemask/stats.hpp"
+#include "genemask/eval/metrics.hpp"
+#include "genemask/eval/stats.hpp"
 
 using nlohmann::json;
 namespace gm = genemask;

@@ -1,0 +1,121 @@
+#pragma once
+// The pretraining data loader (Torch-free): reads a shard set, gives rank r of R its share
+// of each epoch, masks each sample, pads batches, and prefetches in a background thread so
+// the trainer never waits on I/O.
+//
+// Order: all samples of the split sorted by sample_index; each epoch is a permutation of
+// them drawn from (seed, epoch); rank r takes permutation positions r, r+R, r+2R, ...,
+// floor(N/R) of them, so every sample is seen at most once per epoch across ranks and
+// every rank has the same number of steps. A cursor (epoch, position) resumes exactly.
+// The mask of a sample depends only on (seed, epoch, sample_index).
+// All HDF5 reads happen on the loader's thread.
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "genemask/corpus/masking.hpp"
+#include "io/shard_file.hpp"
+
+namespace genemask {
+
+struct LoaderCursor {
+  uint64_t epoch = 0;
+  uint64_t position = 0;  // index into this rank's sequence of the epoch
+  bool operator==(const LoaderCursor& o) const { return epoch == o.epoch && position == o.position; }
+};
+
+struct Batch {
+  int64_t rows = 0, cols = 0;             // cols = longest sample + 2 ([CLS], [SEP])
+  std::vector<int64_t> input_ids;         // rows x cols, [PAD] = 0
+  std::vector<int64_t> labels;            // -100 except on masked tokens
+  std::vector<int64_t> attention_mask;    // 1 on real positions, 0 on padding
+  std::vector<uint64_t> sample_index;
+  LoaderCursor next;                      // cursor after this batch (for checkpoints)
+  uint64_t real_tokens() const;
+};
+
+/// How much of a shard set to check when it is opened. Always: the manifest, each shard's
+/// offsets and sample indices, and the token ids of every sample as it is read.
+struct ShardChecks {
+  bool verify = false;  // also each shard's SHA-256 against the manifest and all its token ids (both splits)
+  int part = 0, parts = 1;  // verify shards part, part + parts, ... only (ranks share the work)
+};
+
+/// All samples of one split of a shard directory, in sample_index order.
+class ShardSet {
+ public:
+  ShardSet(const std::string& dir, const std::string& split, const ShardChecks& checks = {});
+  size_t size() const { return order_.size(); }
+  uint64_t sample_index(size_t i) const { return order_[i].sample_index; }
+  void read(size_t i, std::vector<uint16_t>& out) const;
+  uint64_t total_tokens() const { return total_tokens_; }
+
+ private:
+  struct Ref {
+    uint64_t sample_index;
+    uint32_t shard;
+    uint32_t local;
+  };
+  std::vector<std::unique_ptr<io::ShardReader>> shards_;
+  std::vector<Ref> order_;
+  uint64_t total_tokens_ = 0;
+};
+
+struct LoaderOptions {
+  std::string shard_dir;
+  std::string split = "train";
+  int rank = 0, world = 1;
+  size_t batch_size = 10;
+  uint64_t seed = 42;
+  bool shuffle = true;
+  size_t prefetch_batches = 8;
+  ShardChecks checks;
+};
+
+/// Builds one padded, masked batch from samples (shared by the loader and benchmarks).
+void build_batch(const std::vector<std::vector<uint16_t>>& samples, const std::vector<uint64_t>& sample_index,
+                 const Masker& masker, uint64_t seed, uint64_t epoch, Batch& out);
+
+class DataLoader {
+ public:
+  DataLoader(const LoaderOptions& opts, Masker masker, LoaderCursor start = {});
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// The next batch (blocks until the prefetch thread has it). Never ends: epochs follow.
+  Batch next();
+  /// Samples this rank sees per epoch, and batches per epoch (the last one may be short).
+  uint64_t samples_per_epoch() const { return per_rank_; }
+  uint64_t batches_per_epoch() const { return (per_rank_ + opts_.batch_size - 1) / opts_.batch_size; }
+  size_t dataset_size() const { return set_.size(); }
+
+ private:
+  void produce();
+  const std::vector<uint32_t>& permutation(uint64_t epoch);
+
+  LoaderOptions opts_;
+  Masker masker_;
+  ShardSet set_;
+  uint64_t per_rank_ = 0;
+  LoaderCursor cursor_;
+  uint64_t perm_epoch_ = UINT64_MAX;
+  std::vector<uint32_t> perm_;
+
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> queue_;
+  std::exception_ptr error_;
+  bool stop_ = false;
+};
+
+/// Masking settings from the files of `genemask npmi` / `genemask pmi-vocab`.
+MaskingConfig load_masking(MaskingKind kind, const std::string& npmi_tsv, const std::string& pmi_vocab_tsv);
+
+}  // namespace genemask

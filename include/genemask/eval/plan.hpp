@@ -1,0 +1,125 @@
+#pragma once
+// The plan of a few-shot sweep (models x tasks x shots x seeds) and the jobs it expands to,
+// for `sweep` (which runs them) and `report` (which orders its tables by it). A plan is
+// read from JSON, or YAML (.yaml/.yml), validated once (every error names the file, the key
+// path, the value and what is expected) and normalised: absolute paths, defaults filled
+// in. The normalised form is what `sweep` writes to DIR/plan.json. MPI- and Torch-free.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace genemask::sweep {
+
+/// What a plan may hold. A real plan (10 models x 4 tasks x 5 shots x 10 seeds = 2000 jobs)
+/// is far inside these; they stop a typo or a hostile file (nested YAML aliases, `seeds:
+/// 1000000000000`) from expanding until memory runs out.
+inline constexpr uint64_t kMaxPlanBytes = 16ull << 20;  // the plan file
+inline constexpr uint64_t kMaxPlanNodes = 100000;       // values after YAML aliases are expanded
+inline constexpr int64_t kMaxPlanSeeds = 100000;        // `seeds: N`, or a list's length
+inline constexpr uint64_t kMaxPlanJobs = 1000000;       // models x tasks x shots x seeds
+/// Longest file name (bytes) of a job's run directory, DIR/runs/<model>__<task>__<shots>__<seed>:
+/// NAME_MAX of Linux file systems.
+inline constexpr size_t kMaxRunDirName = 255;
+
+/// A bad plan; what() is one complete line: "plan.yaml:7: models[1].path: ...".
+class PlanError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct PlanModel {
+  std::string name;            // display name, e.g. "GeneMask 10K"
+  std::string path;            // absolute model directory / pretrain run, or "random"
+  std::string config;          // architecture for "random": logo, dnabert or an absolute config.json
+  std::string group;           // optional grouping for the report ("" when absent)
+  bool group_given = false;    // the plan names the group: the report takes it over the records'
+};
+
+struct PlanTask {
+  std::string name;
+  std::string train;                         // full training set (shots sampled per job), or ""
+  std::string test;                          // absolute test table
+  std::string dir;                           // released few-shot layout root, or ""
+  std::map<int64_t, std::string> shot_train; // dir layout: shot -> fixed train file
+};
+
+/// Fine-tuning settings shared by every job; 0 for lr/epochs/batch = the paper's regime.
+struct PlanFinetune {
+  double lr = 0;
+  int64_t epochs = 0, batch = 0;
+  double dropout = 0.1, warmup_fraction = 0.1, weight_decay = 0.01;
+};
+
+struct Plan {
+  std::string source;  // the plan file as given
+  std::vector<PlanModel> models;
+  std::vector<PlanTask> tasks;
+  std::vector<int64_t> shots{10, 50, 100, 500, 1000};
+  std::vector<uint64_t> seeds{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  int retries = 2;
+  int threads_per_worker = 1;
+  std::string device = "cpu";
+  int ranks_per_gpu = 1;
+  PlanFinetune finetune;
+};
+
+/// One fine-tuning run. Everything a worker needs travels in the job (workers never read
+/// the plan), as a Boost.Serialization archive.
+struct Job {
+  std::string key;         // "<model>|<task>|<shots>|<seed>": stable across runs and rank counts
+  std::string model, group, task;
+  int64_t shots = 0;       // the plan's shot count (n per class)
+  uint64_t seed = 0;
+  std::string model_path, config, train, test;
+  int64_t sample_shots = 0;  // n per class to sample from `train`; 0 = train is a fixed shot file
+  std::string out;           // DIR/runs/<safe job name>; set by the sweep
+  PlanFinetune finetune;
+  int attempt = 1;           // 1 for the first try, 2 for the first retry, ...
+
+  template <class A>
+  void serialize(A& ar, const unsigned int) {
+    ar & key & model & group & task & shots & seed & model_path & config & train & test & sample_shots & out;
+    ar & finetune.lr & finetune.epochs & finetune.batch & finetune.dropout & finetune.warmup_fraction &
+        finetune.weight_decay & attempt;
+  }
+};
+
+/// Reads and validates a plan (JSON, or YAML by extension). Relative paths are taken
+/// relative to the plan's directory; every referenced file must exist. Throws PlanError.
+Plan load_plan(const std::string& path);
+
+/// The model and task order (and model groups) of a plan, for the report: DIR/plan.json as
+/// `sweep` writes it, or a JSON file whose "models"/"tasks" list names or objects with
+/// "name" (and "group"). Nothing else is read or checked; throws io::InputError.
+Plan read_plan_order(const std::string& path);
+
+/// Validates a parsed plan document. `lines` maps key paths to source lines (YAML), may be null.
+Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const std::string& base_dir,
+                    const std::map<std::string, int>* lines = nullptr);
+
+/// The normalised plan (what DIR/plan.json holds): models, tasks, shots, seeds in plan order.
+nlohmann::json plan_to_json(const Plan& plan);
+
+/// All jobs in dispatch order: shots descending (long jobs first), then plan order
+/// (model, task, seed). `out_dir` is the sweep's DIR (job.out = DIR/runs/<safe name>).
+std::vector<Job> expand_jobs(const Plan& plan, const std::string& out_dir);
+
+/// A file-name-safe rendering: characters other than [A-Za-z0-9._-] become '_'.
+std::string safe_name(const std::string& s);
+
+/// How a new plan relates to the one already in DIR/plan.json (both normalised).
+struct PlanDiff {
+  std::vector<std::string> changes;  // human-readable, empty when compatible
+  std::set<std::string> changed_models, changed_tasks;
+  bool settings_changed = false;     // finetune overrides or device: every old result is stale
+};
+/// Compatible = the new plan only adds models, tasks, shots or seeds; everything that
+/// defines an existing job's result (model and task definitions, finetune, device) is unchanged.
+PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new_plan);
+
+}  // namespace genemask::sweep

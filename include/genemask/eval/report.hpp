@@ -1,0 +1,142 @@
+#pragma once
+// The paper-style report of a few-shot sweep (docs/report.md): reads results.jsonl (one JSON
+// object per job), aggregates each (model, task, shots) cell over seeds, and writes
+//   table1.{md,tex,csv}       mean ± std per cell; best in bold and second best highlighted
+//                             per (group, shots) block and column; paired t-test markers
+//                             against the baseline (paper Table 1)
+//   improvement.{md,tex,csv}  % improvement of the mean accuracy over tasks vs the baseline,
+//                             per shots (paper Tables 2 and 3)
+//   plots/<task>.svg (+ .png) metric vs shots with ±std error bars, one series per model
+// Torch-free and serial: the whole report is a few thousand numbers.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "genemask/eval/plan.hpp"
+#include "genemask/eval/results.hpp"
+#include "genemask/eval/stats.hpp"
+
+namespace genemask::report {
+
+/// The metrics a record may carry, in the order the report knows them.
+const std::vector<std::string>& known_metrics();
+/// "Accuracy", "AUC", "F1", "MCC".
+std::string metric_title(const std::string& metric);
+
+/// One record of results.jsonl (genemask/eval/results.hpp): `values` holds the metrics.
+using Record = results::Record;
+
+struct Results {
+  std::string path;
+  uint64_t records = 0;                  // parsed lines, ok and failed
+  uint64_t failed_records = 0;
+  std::vector<Record> ok;                // the LAST ok record per job key, in order of first appearance
+  std::vector<std::string> failed_jobs;  // keys with failed records and no ok record, in file order
+  std::vector<std::string> warnings;     // e.g. an ignored truncated last line
+};
+
+/// Reads results.jsonl (results::read_results: a torn last line is left out with a warning,
+/// any other bad line throws io::InputError "<path>:<line>: <what>; <remedy>"). A model must
+/// keep one group throughout the file.
+Results read_results(const std::string& path);
+
+/// Model and task order (and model groups): sweep::read_plan_order of the sweep's plan.json.
+using Plan = sweep::Plan;
+
+struct Options {
+  std::string results, out;
+  std::string plan;                        // "" : plan.json next to results when it exists
+  std::vector<std::string> baselines;      // at most one per group
+  std::vector<std::string> metrics{"accuracy", "auc"};  // table columns; the first one also
+                                           // drives the improvement tables and the plots
+  std::vector<std::string> models, tasks;  // selection and order; empty: all present
+  int decimals = 3;
+  bool png = true;  // also PNGs when rsvg-convert is on PATH
+};
+
+/// One metric of one (model, task, shots) cell over its seeds.
+struct MetricStat {
+  uint64_t n = 0;
+  double mean = 0, std = 0;  // std with ddof = 1; NaN when n < 2
+  bool compared = false;     // there is a baseline to compare with (and this is not it)
+  uint64_t pairs = 0;        // seeds present for both this model and the baseline
+  stats::TTest test;         // paired over those seeds (p = 1 when fewer than 2 pairs)
+  int rank = 0;              // 1 best, 2 second best in its (group, shots) block, else 0
+  /// The significance marker shown in the tables: only for improvements (t > 0), as the
+  /// paper marks "whether the improvement over the baseline is significant".
+  const char* marker(bool latex) const;
+};
+
+struct Model {
+  std::string name, group;
+  std::string baseline;  // "" when not compared (no baseline, or it is a baseline)
+};
+
+struct Table {
+  std::string results_path;
+  std::vector<std::string> metrics;
+  std::vector<Model> models;        // the models of a group are contiguous
+  std::vector<std::string> groups;  // distinct groups in model order
+  std::vector<std::string> tasks;
+  std::vector<int64_t> shots;       // ascending
+  std::vector<std::string> baselines;
+  std::vector<std::string> failed_jobs;  // from Results, noted under the tables
+  std::vector<std::string> warnings;     // e.g. a plan group that disagrees with the records
+  std::vector<std::vector<MetricStat>> cells;  // [(m * tasks + t) * shots + s][metric]
+  const std::vector<MetricStat>& cell(size_t m, size_t t, size_t s) const {
+    return cells[(m * tasks.size() + t) * shots.size() + s];
+  }
+  bool has_groups() const;  // some group is not ""
+};
+
+/// Orders, selects and aggregates. Throws std::invalid_argument (names what is present) for
+/// unknown --models/--tasks/--baseline names or metrics, and io::InputError when an ok record
+/// lacks a requested metric.
+Table aggregate(const Results& results, const Plan& plan, const Options& opt);
+
+/// Percentage improvement of a model over its baseline at one shots value, on the first
+/// metric: 100 (A_model - A_base) / A_base with A = mean over the tasks where both have
+/// results of the per-task mean over seeds.
+struct Improvement {
+  std::string model, group, baseline;
+  int64_t shots = 0;
+  uint64_t tasks = 0;                                   // 0: nothing to compare (NaN values)
+  double model_mean = 0, baseline_mean = 0, percent = 0;
+};
+std::vector<Improvement> improvements(const Table& table);
+
+/// The output texts (exposed for tests); decimals as Options::decimals.
+std::string table1_markdown(const Table& t, int decimals);
+std::string table1_latex(const Table& t, int decimals);
+std::string table1_csv(const Table& t);
+std::string improvement_markdown(const Table& t, const std::vector<Improvement>& imp);
+std::string improvement_latex(const Table& t, const std::vector<Improvement>& imp);
+std::string improvement_csv(const std::vector<Improvement>& imp);
+
+/// One series of an error-bar plot: (x, mean, std) points; std NaN draws no bar.
+struct ErrorSeries {
+  std::string label;
+  std::vector<std::pair<double, std::pair<double, double>>> points;
+};
+/// SVG plot with axes (log x when asked), ±std error bars, one <g class="series"> per series
+/// and a legend. Written atomically.
+void write_errorbar_plot(const std::string& path, const std::string& title, const std::string& x_label,
+                         const std::string& y_label, const std::vector<ErrorSeries>& series, bool log_x);
+/// rsvg-convert's full path when it is on PATH, else "".
+std::string find_rsvg_convert();
+/// Converts an SVG to PNG with rsvg-convert (atomically); throws std::runtime_error on failure.
+void svg_to_png(const std::string& rsvg, const std::string& svg, const std::string& png);
+
+struct Summary {
+  uint64_t records = 0, ok = 0, failed = 0;
+  std::vector<std::string> failed_jobs, models, tasks, baselines, files, warnings;
+  std::vector<int64_t> shots;
+  bool png = false;
+};
+
+/// Reads, aggregates and writes every output under opt.out (created when missing).
+Summary write_report(const Options& opt);
+
+}  // namespace genemask::report

@@ -1,0 +1,74 @@
+#pragma once
+// The result of a few-shot run, and results.jsonl, the sweep's record of them: one home for
+// both, used by `finetune` (metrics.json), the sweep (which writes results.jsonl) and the
+// report (which reads it). Layout in docs/formats.md.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "genemask/eval/metrics.hpp"
+
+namespace genemask::results {
+
+/// "<model>|<task>|<shots>|<seed>": a job's key, the same for every run and rank count.
+std::string job_key(const std::string& model, const std::string& task, int64_t shots, uint64_t seed);
+
+/// What one fine-tuning run reports: its test metrics (test.n = test examples) and how many
+/// training examples it had.
+struct RunMetrics {
+  metrics::Classification test;
+  uint64_t n_train = 0;
+
+  /// The metrics as fields of a JSON object (nlohmann::json or ordered_json): the
+  /// kMetricFields by name, then n_train, n_test, classes.
+  template <class Json>
+  void to_json(Json& j) const {
+    for (const auto& f : metrics::kMetricFields) j[f.name] = test.*f.member;
+    j["n_train"] = n_train;
+    j["n_test"] = test.n;
+    j["classes"] = test.classes;
+  }
+  template <class A>
+  void serialize(A& ar, const unsigned int) {
+    for (const auto& f : metrics::kMetricFields) ar&(test.*f.member);
+    ar& test.n& test.classes& n_train;
+  }
+};
+
+/// One line of results.jsonl: the final outcome of one job.
+struct Record {
+  std::string job, model, group, task;
+  int64_t shots = 0;
+  uint64_t seed = 0;
+  bool ok = false;
+  RunMetrics metrics;                  // ok records
+  std::map<std::string, double> values;  // the kMetricFields the line holds as numbers (by name)
+  double seconds = 0;
+  std::string host, device, out, error;  // error: failed records
+  int rank = 0, attempts = 1;
+  uint64_t line = 0;                     // 1-based line it was read from
+  std::string text;                      // the line as read (kept as is when records are moved)
+
+  nlohmann::json to_json() const;
+};
+
+/// An ok or failed record for a job, as the sweep writes it.
+Record make_record(const std::string& model, const std::string& group, const std::string& task, int64_t shots,
+                   uint64_t seed, const RunMetrics* ok_metrics, const std::string& error);
+
+/// The records of results.jsonl. Blank lines are skipped. A LAST line that is torn (no
+/// newline, or not a JSON object: a writer killed mid-line) is left out with a warning, and
+/// cut off the file when `repair`. Any other bad line, or a field of the wrong type, is an
+/// io::InputError "<path>:<line>: <what>; <remedy>". A missing file is an empty result when
+/// `missing_ok`, else an InputError.
+struct ResultsFile {
+  std::vector<Record> records;
+  uint64_t repaired_bytes = 0;        // the torn last line's length
+  std::vector<std::string> warnings;  // e.g. the torn last line left out
+};
+ResultsFile read_results(const std::string& path, bool repair, bool missing_ok);
+
+}  // namespace genemask::results

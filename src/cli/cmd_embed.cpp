@@ -1,0 +1,46 @@
+// genemask embed: sequence (and per-token) embeddings of a model, to HDF5 (MPI).
+#include "common.hpp"
+#include "model_plugin.hpp"
+
+namespace genemask::cli {
+
+void register_embed(CLI::App& app, Context& ctx) {
+  auto eo = std::make_shared<model::EmbedOptions>();
+  auto* em = app.add_subcommand("embed", "Sequence (and per-token) embeddings from a model, to HDF5 (MPI)");
+  em->add_option("--model", eo->model, "model directory (config.json + model.safetensors) or a pretrain run")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  em->add_option("--input", eo->input, "FASTA, or a sequence/label table (raw bases or 6-mer text)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  em->add_option("--out", eo->out, "output emb.h5: /cls, /mean float32 [N, hidden], /ids, /windows")->required();
+  em->add_option("--layer", eo->layer, "hidden layer: 0 = embeddings, L = last; negative counts from the end")
+      ->capture_default_str();
+  em->add_option("--pooling", eo->pooling, "cls, mean or both")
+      ->check(CLI::IsMember({"cls", "mean", "both"}))
+      ->capture_default_str();
+  em->add_flag("--per-token", eo->per_token, "also /tokens float32 [T, hidden] (one per 6-mer) and /offsets [N + 1]");
+  em->add_option("--stride", eo->stride,
+                 "tokens between window starts for sequences longer than the model (0: half a window, 255)")
+      ->check(non_negative())
+      ->capture_default_str();
+  em->add_option("--batch", eo->batch, "windows per forward pass")->check(positive())->capture_default_str();
+  em->add_option("--threads", eo->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
+  em->add_option("--device", eo->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  em->add_option("--precision", eo->precision, "fp32, or bf16 (autocast) on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  em->callback([eo, &ctx] {
+    ctx.run = [eo, &ctx] {
+      eo->command_line = ctx.command_line;
+      if (ctx.rank == 0) check_writable(eo->out);
+      model::EmbedSummary s;
+      GENEMASK_MODEL_ENTRY(genemask_model_embed)(eo.get(), MPI_COMM_WORLD, &s);
+      print_summary(ctx, {{"command", "embed"}, {"model", s.model_dir}, {"input", eo->input}, {"out", eo->out},
+                          {"sequences", s.sequences}, {"hidden", s.hidden}, {"layer", s.layer},
+                          {"windows", s.windows}, {"long_sequences", s.long_sequences}, {"tokens", s.tokens},
+                          {"window_tokens", s.window_tokens}, {"stride", s.stride}, {"ranks", s.ranks},
+                          {"seconds", s.seconds}, {"sequences_per_s", s.seq_per_s}});
+    };
+  });
+}
+
+}  // namespace genemask::cli

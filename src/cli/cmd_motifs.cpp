@@ -1,0 +1,75 @@
+// genemask motifs: the ranks of IUPAC consensus motifs in an NPMI ranking (paper Table 5).
+#include <fmt/format.h>
+#include <iostream>
+#include <map>
+
+#include "common.hpp"
+#include "genemask/kmer/kmer.hpp"
+#include "genemask/kmer/motif.hpp"
+#include "io/rank_tables.hpp"
+
+namespace genemask::cli {
+namespace {
+
+struct MotifArgs {
+  std::string npmi;
+  std::vector<std::string> motifs;
+  size_t top = 5;
+  std::string format = "tsv";
+};
+
+void run_motifs(const MotifArgs& a, const Context& ctx) {
+  if (ctx.rank != 0) return;
+  auto rows = io::read_npmi_tsv(a.npmi);
+  std::unordered_map<std::string, uint64_t> rank_of;
+  for (const auto& r : rows) rank_of.emplace(r.kmer, r.rank);
+  const int k = static_cast<int>(rows.front().kmer.size());
+  const bool md = a.format == "markdown";
+  std::cout << (md ? fmt::format("| Motif | Core | NPMI rank (out of {}) |\n|---|---|---|\n", rows.size())
+                   : "motif\tcore\tranks\tkmers\n");
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : a.motifs) {
+    MotifResult r;
+    try {
+      r = match_motif(m, rank_of, k, a.top);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(e.what());
+    }
+    std::string ranks, kmers;
+    for (size_t i = 0; i < r.hits.size(); ++i) {
+      const auto& h = r.hits[i];
+      if (i) {
+        ranks += ", ";
+        kmers += ",";
+      }
+      ranks += r.core.size() > static_cast<size_t>(k) ? fmt::format("{} (rank {})", h.kmer, h.rank)
+                                                      : std::to_string(h.rank);
+      kmers += h.kmer;
+    }
+    if (md)
+      std::cout << fmt::format("| {} | {} | {} |\n", r.motif, r.core, ranks);
+    else
+      std::cout << fmt::format("{}\t{}\t{}\t{}\n", r.motif, r.core, ranks, kmers);
+    nlohmann::json hits = nlohmann::json::array();
+    for (const auto& h : r.hits) hits.push_back({{"kmer", h.kmer}, {"rank", h.rank}});
+    out.push_back({{"motif", r.motif}, {"core", r.core}, {"matched", r.matched}, {"hits", hits}});
+  }
+  print_summary(ctx, {{"command", "motifs"}, {"npmi", a.npmi}, {"motifs", out}});
+}
+
+}  // namespace
+
+void register_motifs(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<MotifArgs>();
+  auto* sub = app.add_subcommand("motifs", "GRANK ranks of the k-mers matching IUPAC consensus motifs (paper Table 5)");
+  sub->add_option("--npmi", a->npmi, "npmi.tsv from `genemask npmi`")->required()->check(CLI::ExistingFile);
+  sub->add_option("motifs", a->motifs, "motifs, e.g. nTATAAAr 'nCyy[CCTCC]n' ([brackets] or upper case mark the core)")->required();
+  sub->add_option("--top", a->top, "ranks listed per motif (0 = all)")->capture_default_str();
+  sub->add_option("--format", a->format, "table format")->check(CLI::IsMember({"tsv", "markdown"}))->capture_default_str();
+  sub->footer("The core of a motif is the part in [brackets] (the paper's bold: nCyy[CCTCC]n), else the span from "
+              "its first to its last upper-case letter. A core shorter than k "
+              "matches every k-mer containing it; a longer core is split into its k-long windows.");
+  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_motifs(*a, ctx); }; });
+}
+
+}  // namespace genemask::cli

@@ -1,0 +1,60 @@
+// genemask pmi-vocab: the Gene-PMI-VOC masking vocabulary (k-mers of several lengths by PMI).
+#include <fmt/format.h>
+#include <iostream>
+
+#include "common.hpp"
+#include "genemask/kmer/kmer.hpp"
+#include "genemask/kmer/pmi.hpp"
+#include "io/counts_file.hpp"
+#include "io/rank_tables.hpp"
+
+namespace genemask::cli {
+namespace {
+
+struct VocabArgs {
+  std::string counts, out;
+  uint64_t min_count = 10000, size = 40000;
+  int kmin = 2, kmax = 10;
+};
+
+void run_pmi_vocab(const VocabArgs& a, const Context& ctx) {
+  if (ctx.rank != 0) return;
+  check_writable(a.out);
+  io::CountsFile cf = io::read_counts_file(a.counts, a.kmax);
+  PmiCalculator calc(cf.counts, a.kmax);
+  auto vocab = pmi_vocabulary(calc, a.kmin, a.kmax, a.min_count, a.size);
+  std::vector<io::PmiVocabRow> rows;
+  std::map<int, uint64_t> hist;
+  for (const auto& e : vocab) {
+    rows.push_back(io::PmiVocabRow{e.rank, decode_kmer(e.code, e.k), e.count, e.pmi});
+    ++hist[e.k];
+  }
+  io::write_pmi_vocab_tsv(a.out, rows);
+  std::cerr << "length\tk-mers in vocabulary\n";
+  nlohmann::json h = nlohmann::json::object();
+  for (int k = a.kmin; k <= a.kmax; ++k) {
+    std::cerr << k << '\t' << hist[k] << '\n';
+    h[std::to_string(k)] = hist[k];
+  }
+  if (rows.size() < a.size)
+    std::cerr << fmt::format("note: only {} k-mers have count >= {}; the vocabulary is smaller than --size {}\n",
+                             rows.size(), a.min_count, a.size);
+  print_summary(ctx, {{"command", "pmi-vocab"}, {"counts", a.counts}, {"out", a.out}, {"min_count", a.min_count},
+                      {"size", rows.size()}, {"length_histogram", h}});
+}
+
+}  // namespace
+
+void register_pmi_vocab(CLI::App& app, Context& ctx) {
+  auto a = std::make_shared<VocabArgs>();
+  auto* sub = app.add_subcommand("pmi-vocab", "Build the Gene-PMI-VOC masking vocabulary (top k-mers by PMI_k)");
+  sub->add_option("--counts", a->counts, "counts.h5 from `genemask count`")->required()->check(CLI::ExistingFile);
+  sub->add_option("--out", a->out, "output pmi_vocab.tsv")->required();
+  sub->add_option("--min-count", a->min_count, "only k-mers seen at least this often")->capture_default_str();
+  sub->add_option("--size", a->size, "vocabulary size (top N by PMI)")->capture_default_str();
+  sub->add_option("--kmin", a->kmin, "shortest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
+  sub->add_option("--kmax", a->kmax, "longest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
+  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_pmi_vocab(*a, ctx); }; });
+}
+
+}  // namespace genemask::cli

@@ -1,0 +1,197 @@
+#include "genemask/corpus/loader.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <numeric>
+#include <stdexcept>
+
+#include "genemask/kmer/kmer.hpp"
+#include "genemask/corpus/tokenizer.hpp"
+#include "io/error.hpp"
+#include "io/rank_tables.hpp"
+#include "io/sha256.hpp"
+#include "io/shard_manifest.hpp"
+
+namespace genemask {
+
+uint64_t Batch::real_tokens() const {
+  uint64_t n = 0;
+  for (int64_t v : attention_mask) n += static_cast<uint64_t>(v);
+  return n;
+}
+
+static_assert(io::kShardFirstToken == kFirstKmerToken && io::kShardLastToken == kVocabSize - 1 &&
+              io::kShardMaxSampleTokens == static_cast<uint64_t>(kMaxTokens));
+
+ShardSet::ShardSet(const std::string& dir, const std::string& split, const ShardChecks& checks) {
+  const auto m = io::read_manifest(dir);
+  for (size_t k = 0; k < m.shards.size(); ++k) {
+    const auto& sh = m.shards[k];
+    const bool verify = checks.verify && static_cast<int>(k % static_cast<size_t>(checks.parts)) == checks.part;
+    if (sh.split != split && !verify) continue;
+    const std::string file = dir + "/" + sh.file;
+    if (verify && io::sha256_file(file) != sh.sha256)
+      throw io::InputError(file, fmt::format("SHA-256 differs from {}/manifest.json: the file was changed or damaged "
+                                             "(build the shards again)",
+                                             dir));
+    auto r = std::make_unique<io::ShardReader>(file);
+    if (r->samples() != sh.samples || r->tokens() != sh.tokens)
+      throw io::InputError(file, fmt::format("has {} samples and {} tokens, the manifest says {} and {}", r->samples(),
+                                             r->tokens(), sh.samples, sh.tokens));
+    for (size_t i = 0; i < r->samples(); ++i)
+      if (r->chrom()[i] >= m.chromosomes.size())
+        throw io::InputError(file, fmt::format("damaged shard: sample {} has chrom {}, but the manifest lists {} "
+                                               "chromosomes",
+                                               i, r->chrom()[i], m.chromosomes.size()));
+    if (verify) r->verify_tokens();
+    if (sh.split != split) continue;  // verified only
+    const uint32_t s = static_cast<uint32_t>(shards_.size());
+    for (size_t i = 0; i < r->samples(); ++i) order_.push_back(Ref{r->sample_index()[i], s, static_cast<uint32_t>(i)});
+    total_tokens_ += r->tokens();
+    shards_.push_back(std::move(r));
+  }
+  if (order_.empty())
+    throw io::InputError(dir + "/manifest.json", fmt::format("has no '{}' samples", split));
+  std::sort(order_.begin(), order_.end(), [](const Ref& a, const Ref& b) { return a.sample_index < b.sample_index; });
+}
+
+void ShardSet::read(size_t i, std::vector<uint16_t>& out) const {
+  const Ref& r = order_[i];
+  shards_[r.shard]->read(r.local, out);
+}
+
+void build_batch(const std::vector<std::vector<uint16_t>>& samples, const std::vector<uint64_t>& sample_index,
+                 const Masker& masker, uint64_t seed, uint64_t epoch, Batch& out) {
+  size_t longest = 0;
+  for (const auto& s : samples) longest = std::max(longest, s.size());
+  out.rows = static_cast<int64_t>(samples.size());
+  out.cols = static_cast<int64_t>(longest + 2);
+  const size_t cells = samples.size() * (longest + 2);
+  out.input_ids.assign(cells, kPad);
+  out.labels.assign(cells, kIgnoreLabel);
+  out.attention_mask.assign(cells, 0);
+  out.sample_index = sample_index;
+  thread_local MaskedSample m;
+  for (size_t r = 0; r < samples.size(); ++r) {
+    masker.mask(samples[r].data(), samples[r].size(), seed, epoch, sample_index[r], m);
+    const size_t base = r * (longest + 2);
+    for (size_t j = 0; j < m.input_ids.size(); ++j) {
+      out.input_ids[base + j] = m.input_ids[j];
+      out.labels[base + j] = m.labels[j];
+      out.attention_mask[base + j] = 1;
+    }
+  }
+}
+
+DataLoader::DataLoader(const LoaderOptions& opts, Masker masker, LoaderCursor start)
+    : opts_(opts), masker_(std::move(masker)), set_(opts.shard_dir, opts.split, opts.checks), cursor_(start) {
+  if (opts_.world < 1 || opts_.rank < 0 || opts_.rank >= opts_.world) throw std::invalid_argument("bad rank/world");
+  if (opts_.batch_size == 0) throw std::invalid_argument("batch size must be positive");
+  if (set_.size() > UINT32_MAX) throw std::invalid_argument("more than 2^32 samples in one split");
+  per_rank_ = set_.size() / static_cast<uint64_t>(opts_.world);
+  if (per_rank_ == 0)
+    throw io::InputError(opts_.shard_dir, fmt::format("{} '{}' samples cannot feed {} ranks", set_.size(), opts_.split,
+                                                      opts_.world));
+  if (cursor_.position > per_rank_)
+    throw std::invalid_argument(fmt::format("resume cursor position {} is beyond the epoch ({} samples per rank)",
+                                            cursor_.position, per_rank_));
+  thread_ = std::thread([this] { produce(); });
+}
+
+DataLoader::~DataLoader() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+const std::vector<uint32_t>& DataLoader::permutation(uint64_t epoch) {
+  if (perm_epoch_ == epoch) return perm_;
+  perm_.resize(set_.size());
+  std::iota(perm_.begin(), perm_.end(), 0u);
+  if (opts_.shuffle) {
+    Rng rng(opts_.seed, Stream::shuffle, epoch);
+    for (size_t i = perm_.size(); i > 1; --i) std::swap(perm_[i - 1], perm_[rng.below(i)]);
+  }
+  perm_epoch_ = epoch;
+  return perm_;
+}
+
+void DataLoader::produce() {
+  try {
+    LoaderCursor c = cursor_;
+    std::vector<std::vector<uint16_t>> samples;
+    std::vector<uint64_t> index;
+    while (true) {
+      if (c.position >= per_rank_) {
+        c.epoch += 1;
+        c.position = 0;
+      }
+      const auto& perm = permutation(c.epoch);
+      const uint64_t n = std::min<uint64_t>(opts_.batch_size, per_rank_ - c.position);
+      samples.resize(n);
+      index.resize(n);
+      for (uint64_t j = 0; j < n; ++j) {
+        const size_t i = perm[(c.position + j) * static_cast<uint64_t>(opts_.world) + static_cast<uint64_t>(opts_.rank)];
+        set_.read(i, samples[j]);
+        index[j] = set_.sample_index(i);
+      }
+      Batch b;
+      build_batch(samples, index, masker_, opts_.seed, c.epoch, b);
+      c.position += n;
+      b.next = c;
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || queue_.size() < opts_.prefetch_batches; });
+      if (stop_) return;
+      queue_.push_back(std::move(b));
+      cv_.notify_all();
+    }
+  } catch (...) {
+    std::lock_guard<std::mutex> lk(mu_);
+    error_ = std::current_exception();
+    cv_.notify_all();
+  }
+}
+
+Batch DataLoader::next() {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return !queue_.empty() || error_; });
+  if (queue_.empty() && error_) std::rethrow_exception(error_);
+  Batch b = std::move(queue_.front());
+  queue_.pop_front();
+  cv_.notify_all();
+  return b;
+}
+
+MaskingConfig load_masking(MaskingKind kind, const std::string& npmi_tsv, const std::string& pmi_vocab_tsv) {
+  MaskingConfig cfg;
+  cfg.kind = kind;
+  if (cfg.kind == MaskingKind::genemask) {
+    if (npmi_tsv.empty()) throw std::invalid_argument("--masking genemask needs --npmi npmi.tsv (from genemask npmi)");
+    auto rows = io::read_npmi_tsv(npmi_tsv);
+    if (rows.front().kmer.size() != 6)
+      throw io::InputError(npmi_tsv, fmt::format("ranks {}-mers; GeneMask needs the 6-mer ranking (genemask npmi --k 6)",
+                                                 rows.front().kmer.size()));
+    cfg.grank.assign(4096, 0);
+    for (const auto& r : rows) {
+      uint64_t code;
+      encode_kmer(r.kmer, code);
+      cfg.grank[code] = static_cast<uint32_t>(r.rank);
+    }
+  }
+  if (cfg.kind == MaskingKind::pmi_vocab) {
+    if (pmi_vocab_tsv.empty())
+      throw std::invalid_argument("--masking pmi-vocab needs --pmi-vocab pmi_vocab.tsv (from genemask pmi-vocab)");
+    for (const auto& r : io::read_pmi_vocab_tsv(pmi_vocab_tsv)) {
+      uint64_t code;
+      encode_kmer(r.kmer, code);
+      cfg.pmi_units.emplace_back(static_cast<int>(r.kmer.size()), code);
+    }
+    if (cfg.pmi_units.empty()) throw io::InputError(pmi_vocab_tsv, "the vocabulary is empty");
+  }
+  return cfg;
+}
+
+}  // namespace genemask

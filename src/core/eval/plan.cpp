@@ -1,0 +1,559 @@
+#include "genemask/eval/plan.hpp"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "genemask/eval/results.hpp"
+#include "io/error.hpp"
+
+namespace fs = std::filesystem;
+
+namespace genemask::sweep {
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// YAML -> JSON, remembering the source line of every key path so that errors can name it.
+
+nlohmann::json yaml_scalar(const YAML::Node& n) {
+  const std::string& s = n.Scalar();
+  if (n.Tag() == "!") return s;  // quoted: always a string
+  static const std::regex int_re("[-+]?[0-9]+"), float_re("[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?");
+  if (s == "true" || s == "True" || s == "TRUE") return true;
+  if (s == "false" || s == "False" || s == "FALSE") return false;
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  if (std::regex_match(s, int_re)) {
+    try {
+      return s[0] == '-' ? nlohmann::json(std::stoll(s)) : nlohmann::json(std::stoull(s));
+    } catch (const std::out_of_range&) {
+      return s;
+    }
+  }
+  if (std::regex_match(s, float_re)) return std::stod(s);
+  return s;
+}
+
+/// Expands YAML (aliases included) into JSON. YAML aliases share nodes, so a few hundred
+/// bytes of nested aliases ("billion laughs") expand to billions of nodes: the expansion
+/// counts the nodes it makes and stops at kMaxPlanNodes.
+struct YamlBudget {
+  const std::string& source;
+  uint64_t nodes = 0;
+};
+
+nlohmann::json yaml_to_json(const YAML::Node& n, const std::string& path, std::map<std::string, int>& lines,
+                            YamlBudget& budget) {
+  if (++budget.nodes > kMaxPlanNodes)
+    throw PlanError(fmt::format("{}:{}: {}the plan expands to more than {} values (nested YAML aliases?); a plan "
+                                "lists models, tasks, shots and seeds and needs far fewer",
+                                budget.source, n.Mark().line + 1, path.empty() ? "" : path + ": ", kMaxPlanNodes));
+  lines[path] = n.Mark().line + 1;
+  switch (n.Type()) {
+    case YAML::NodeType::Sequence: {
+      auto a = nlohmann::json::array();
+      for (size_t i = 0; i < n.size(); ++i)
+        a.push_back(yaml_to_json(n[i], fmt::format("{}[{}]", path, i), lines, budget));
+      return a;
+    }
+    case YAML::NodeType::Map: {
+      auto o = nlohmann::json::object();
+      for (const auto& kv : n) {
+        const std::string key = kv.first.as<std::string>();
+        o[key] = yaml_to_json(kv.second, path.empty() ? key : path + "." + key, lines, budget);
+      }
+      return o;
+    }
+    case YAML::NodeType::Scalar:
+      return yaml_scalar(n);
+    default:
+      return nullptr;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Validation: one error names the file (and line for YAML), the key path, the value and
+// what is expected.
+
+class Checker {
+ public:
+  Checker(std::string source, std::string base_dir, const std::map<std::string, int>* lines)
+      : source_(std::move(source)), base_(std::move(base_dir)), lines_(lines) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
+    std::string where = source_;
+    if (lines_) {
+      auto it = lines_->find(path);
+      if (it != lines_->end()) where += ":" + std::to_string(it->second);
+    }
+    throw PlanError(fmt::format("{}: {}{}", where, path.empty() ? "" : path + ": ", msg));
+  }
+
+  const nlohmann::json& object(const nlohmann::json& j, const std::string& path,
+                               std::initializer_list<const char*> allowed) const {
+    if (!j.is_object()) fail(path, fmt::format("{} is not a mapping (expected keys: {})", j.dump(), join(allowed)));
+    for (const auto& kv : j.items())
+      if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return kv.key() == a; }))
+        fail(sub(path, kv.key()), fmt::format("unknown key (expected one of: {})", join(allowed)));
+    return j;
+  }
+  std::string string(const nlohmann::json& j, const std::string& path) const {
+    if (!j.is_string() || j.get<std::string>().empty()) fail(path, fmt::format("{} is not a non-empty string", j.dump()));
+    return j.get<std::string>();
+  }
+  int64_t integer(const nlohmann::json& j, const std::string& path, int64_t min, const char* what) const {
+    if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX)) ||
+        j.get<int64_t>() < min)
+      fail(path, fmt::format("{} is not {}", j.dump(), what));
+    return j.get<int64_t>();
+  }
+  double number(const nlohmann::json& j, const std::string& path, double min, double max, const char* what) const {
+    if (!j.is_number() || j.get<double>() < min || j.get<double>() > max)
+      fail(path, fmt::format("{} is not {}", j.dump(), what));
+    return j.get<double>();
+  }
+  /// An existing file or directory, relative to the plan's directory; returns the absolute path.
+  std::string existing(const nlohmann::json& j, const std::string& path, const char* what) const {
+    const std::string p = resolve(string(j, path));
+    if (!fs::exists(p)) fail(path, fmt::format("{} does not exist ({}: {})", j.dump(), what, p));
+    return p;
+  }
+  std::string resolve(const std::string& p) const {
+    fs::path fp(p);
+    return (fp.is_absolute() ? fp : fs::path(base_) / fp).lexically_normal().string();
+  }
+  static std::string sub(const std::string& path, const std::string& key) { return path.empty() ? key : path + "." + key; }
+  static std::string at(const std::string& path, size_t i) { return fmt::format("{}[{}]", path, i); }
+
+ private:
+  static std::string join(std::initializer_list<const char*> l) {
+    std::string s;
+    for (const char* a : l) s += (s.empty() ? "" : ", ") + std::string(a);
+    return s;
+  }
+  std::string source_, base_;
+  const std::map<std::string, int>* lines_;
+};
+
+const nlohmann::json& required(const Checker& c, const nlohmann::json& obj, const std::string& path, const char* key,
+                               const char* what) {
+  if (!obj.contains(key)) c.fail(path, fmt::format("missing key \"{}\" ({})", key, what));
+  return obj.at(key);
+}
+
+void check_name(const Checker& c, const std::string& name, const std::string& path) {
+  if (name.find('|') != std::string::npos)
+    c.fail(path, fmt::format("\"{}\" contains '|' (the job key separator); choose another name", name));
+}
+
+PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::string& path) {
+  c.object(j, path, {"name", "path", "config", "group"});
+  PlanModel m;
+  m.name = c.string(required(c, j, path, "name", "the model's display name"), Checker::sub(path, "name"));
+  check_name(c, m.name, Checker::sub(path, "name"));
+  const auto& pj = required(c, j, path, "path", "a model directory, a pretrain run, or \"random\"");
+  if (c.string(pj, Checker::sub(path, "path")) == "random") {
+    m.path = "random";
+    m.config = "logo";
+    if (j.contains("config")) {
+      const std::string cfg = c.string(j["config"], Checker::sub(path, "config"));
+      m.config = cfg == "logo" || cfg == "dnabert"
+                     ? cfg
+                     : c.existing(j["config"], Checker::sub(path, "config"), "expected logo, dnabert or a config.json");
+    }
+  } else {
+    m.path = c.existing(pj, Checker::sub(path, "path"), "expected a model directory, a pretrain run, or \"random\"");
+    if (j.contains("config"))
+      c.fail(Checker::sub(path, "config"), "only used with path \"random\" (a model directory has its own config.json)");
+  }
+  if (j.contains("group")) {
+    if (!j["group"].is_string()) c.fail(Checker::sub(path, "group"), fmt::format("{} is not a string", j["group"].dump()));
+    m.group = j["group"].get<std::string>();
+    m.group_given = true;
+  }
+  return m;
+}
+
+/// The fixed train file of one shot in the released layout: DIR/<shot>/train.tsv, or the
+/// single train*.tsv there (Splice-40: train_splice40_<N>.tsv).
+std::string shot_train_file(const Checker& c, const std::string& dir, int64_t shot, const std::string& path) {
+  const fs::path d = fs::path(dir) / std::to_string(shot);
+  if (fs::is_regular_file(d / "train.tsv")) return (d / "train.tsv").string();
+  std::vector<std::string> found;
+  if (fs::is_directory(d))
+    for (const auto& e : fs::directory_iterator(d)) {
+      const std::string f = e.path().filename().string();
+      if (e.is_regular_file() && f.rfind("train", 0) == 0 && f.size() > 4 && f.substr(f.size() - 4) == ".tsv")
+        found.push_back(e.path().string());
+    }
+  if (found.size() == 1) return found[0];
+  if (found.empty())
+    c.fail(path, fmt::format("\"{}\" has no train.tsv or train*.tsv for {} shots (the released few-shot layout is "
+                             "DIR/<shots>/train.tsv; remove {} from shots or add the file)",
+                             d.string(), shot, shot));
+  std::sort(found.begin(), found.end());
+  c.fail(path, fmt::format("\"{}\" has {} train*.tsv files ({}, ...): name the one to use train.tsv", d.string(),
+                           found.size(), found[0]));
+}
+
+PlanTask parse_task(const Checker& c, const nlohmann::json& j, const std::string& path,
+                    const std::vector<int64_t>& shots) {
+  c.object(j, path, {"name", "train", "test", "dir"});
+  PlanTask t;
+  t.name = c.string(required(c, j, path, "name", "the task's name"), Checker::sub(path, "name"));
+  check_name(c, t.name, Checker::sub(path, "name"));
+  if (j.contains("dir")) {
+    if (j.contains("train"))
+      c.fail(Checker::sub(path, "train"), "give either dir (fixed shot files) or train (sampled shots), not both");
+    t.dir = c.existing(j["dir"], Checker::sub(path, "dir"), "expected a few-shot task directory");
+    if (!fs::is_directory(t.dir)) c.fail(Checker::sub(path, "dir"), fmt::format("{} is not a directory", j["dir"].dump()));
+    if (j.contains("test")) {
+      t.test = c.existing(j["test"], Checker::sub(path, "test"), "expected the test table");
+    } else {
+      for (const char* f : {"test.tsv", "dev.tsv"})
+        if (t.test.empty() && fs::is_regular_file(fs::path(t.dir) / f)) t.test = (fs::path(t.dir) / f).string();
+      if (t.test.empty())
+        c.fail(Checker::sub(path, "dir"), fmt::format("\"{}\" has no test.tsv or dev.tsv (give \"test\" explicitly)", t.dir));
+    }
+    for (int64_t s : shots) t.shot_train[s] = shot_train_file(c, t.dir, s, Checker::sub(path, "dir"));
+  } else {
+    t.train = c.existing(required(c, j, path, "train", "or \"dir\": a training table, or the few-shot task directory"),
+                         Checker::sub(path, "train"), "expected a training table");
+    t.test = c.existing(required(c, j, path, "test", "the test table"), Checker::sub(path, "test"),
+                        "expected a test table");
+  }
+  return t;
+}
+
+/// The jobs a plan expands to, and the run directory names they get, must fit: at most
+/// kMaxPlanJobs jobs, and names within the file-name limit (a long model name would
+/// otherwise pass here and fail every job with "File name too long").
+void check_expansion(const Checker& c, const Plan& p) {
+  uint64_t jobs = 1;
+  for (const uint64_t n : {p.models.size(), p.tasks.size(), p.shots.size(), p.seeds.size()}) {
+    if (n > 0 && jobs > kMaxPlanJobs / n) {
+      jobs = kMaxPlanJobs + 1;
+      break;
+    }
+    jobs *= n;
+  }
+  if (jobs > kMaxPlanJobs)
+    c.fail("", fmt::format("{} models x {} tasks x {} shots x {} seeds is more than the {} jobs a sweep may run; split "
+                           "it into several plans",
+                           p.models.size(), p.tasks.size(), p.shots.size(), p.seeds.size(), kMaxPlanJobs));
+  size_t shot_digits = 0, seed_digits = 0;
+  for (int64_t s : p.shots) shot_digits = std::max(shot_digits, std::to_string(s).size());
+  for (uint64_t s : p.seeds) seed_digits = std::max(seed_digits, std::to_string(s).size());
+  size_t longest_task = 0;
+  for (const auto& t : p.tasks) longest_task = std::max(longest_task, safe_name(t.name).size());
+  size_t longest_model = 0;
+  for (const auto& m : p.models) longest_model = std::max(longest_model, safe_name(m.name).size());
+  const size_t fixed = 6 + shot_digits + seed_digits;  // three "__" separators
+  auto too_long = [&](const std::string& path, const std::string& name, size_t length) {
+    c.fail(path, fmt::format("\"{}{}\" ({} bytes) makes run directory names up to {} bytes long, over the file-name "
+                             "limit of {}; shorten the model or task name",
+                             name.substr(0, 40), name.size() > 40 ? "..." : "", name.size(), length, kMaxRunDirName));
+  };
+  for (size_t i = 0; i < p.models.size(); ++i) {
+    const size_t length = safe_name(p.models[i].name).size() + longest_task + fixed;
+    if (length > kMaxRunDirName) too_long(Checker::sub(Checker::at("models", i), "name"), p.models[i].name, length);
+  }
+  for (size_t i = 0; i < p.tasks.size(); ++i) {
+    const size_t length = longest_model + safe_name(p.tasks[i].name).size() + fixed;
+    if (length > kMaxRunDirName) too_long(Checker::sub(Checker::at("tasks", i), "name"), p.tasks[i].name, length);
+  }
+}
+
+template <class T>
+std::vector<T> parse_list(const Checker& c, const nlohmann::json& j, const std::string& path, int64_t min,
+                          const char* what) {
+  if (!j.is_array() || j.empty()) c.fail(path, fmt::format("{} is not a non-empty list of {}", j.dump(), what));
+  std::vector<T> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const T v = static_cast<T>(c.integer(j[i], Checker::at(path, i), min, what));
+    if (std::find(out.begin(), out.end(), v) != out.end())
+      c.fail(Checker::at(path, i), fmt::format("{} appears twice", j[i].dump()));
+    out.push_back(v);
+  }
+  return out;
+}
+
+}  // namespace
+
+Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const std::string& base_dir,
+                    const std::map<std::string, int>* lines) {
+  Checker c(source, base_dir, lines);
+  c.object(doc, "", {"models", "tasks", "shots", "seeds", "retries", "threads_per_worker", "device", "ranks_per_gpu",
+                     "finetune"});
+  Plan p;
+  p.source = source;
+  if (doc.contains("shots")) p.shots = parse_list<int64_t>(c, doc["shots"], "shots", 1, "a positive integer");
+  if (doc.contains("seeds")) {
+    const auto& s = doc["seeds"];
+    if (s.is_number_integer()) {  // n = seeds 1..n
+      p.seeds.clear();
+      const int64_t n = c.integer(s, "seeds", 1, "a positive count or a list of seeds");
+      if (n > kMaxPlanSeeds)
+        c.fail("seeds", fmt::format("{} seeds is more than the {} a plan may have (the paper runs 10)", n, kMaxPlanSeeds));
+      for (int64_t i = 1; i <= n; ++i) p.seeds.push_back(static_cast<uint64_t>(i));
+    } else {
+      p.seeds = parse_list<uint64_t>(c, s, "seeds", 0, "a non-negative integer");
+      if (p.seeds.size() > static_cast<uint64_t>(kMaxPlanSeeds))
+        c.fail("seeds", fmt::format("{} seeds is more than the {} a plan may have (the paper runs 10)", p.seeds.size(),
+                                    kMaxPlanSeeds));
+    }
+  }
+  const auto& models = required(c, doc, "", "models", "a list of {name, path[, config, group]}");
+  if (!models.is_array() || models.empty())
+    c.fail("models", fmt::format("{} is not a non-empty list of {{name, path[, config, group]}}", models.dump()));
+  // Names must differ, also after safe_name (they name the run directories).
+  std::map<std::string, std::string> safe;
+  auto check_unique = [&](const std::string& path, const std::string& name) {
+    auto [it, fresh] = safe.emplace(safe_name(name), name);
+    if (!fresh)
+      c.fail(Checker::sub(path, "name"), it->second == name
+                                             ? fmt::format("\"{}\" appears twice", name)
+                                             : fmt::format("\"{}\" and \"{}\" give the same run directory name \"{}\"",
+                                                           it->second, name, it->first));
+  };
+  for (size_t i = 0; i < models.size(); ++i) {
+    const std::string path = Checker::at("models", i);
+    p.models.push_back(parse_model(c, models[i], path));
+    const std::string& name = p.models.back().name;
+    check_unique(path, name);
+  }
+  const auto& tasks = required(c, doc, "", "tasks", "a list of {name, train, test} or {name, dir}");
+  if (!tasks.is_array() || tasks.empty())
+    c.fail("tasks", fmt::format("{} is not a non-empty list of {{name, train, test}} or {{name, dir}}", tasks.dump()));
+  safe.clear();
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    const std::string path = Checker::at("tasks", i);
+    p.tasks.push_back(parse_task(c, tasks[i], path, p.shots));
+    const std::string& name = p.tasks.back().name;
+    check_unique(path, name);
+  }
+  check_expansion(c, p);
+  if (doc.contains("retries")) p.retries = static_cast<int>(c.integer(doc["retries"], "retries", 0, "an integer >= 0"));
+  if (doc.contains("threads_per_worker"))
+    p.threads_per_worker = static_cast<int>(
+        c.integer(doc["threads_per_worker"], "threads_per_worker", 0, "an integer >= 0 (0 = all cores)"));
+  if (doc.contains("device")) {
+    p.device = c.string(doc["device"], "device");
+    if (p.device != "cpu" && p.device != "cuda") c.fail("device", fmt::format("{} is not cpu or cuda", doc["device"].dump()));
+  }
+  if (doc.contains("ranks_per_gpu"))
+    p.ranks_per_gpu = static_cast<int>(c.integer(doc["ranks_per_gpu"], "ranks_per_gpu", 1, "an integer >= 1"));
+  if (doc.contains("finetune")) {
+    const auto& f = c.object(doc["finetune"], "finetune",
+                             {"lr", "epochs", "batch", "dropout", "warmup_fraction", "weight_decay"});
+    auto& o = p.finetune;
+    if (f.contains("lr")) o.lr = c.number(f["lr"], "finetune.lr", 0, 1e9, "a learning rate >= 0 (0 = paper regime)");
+    if (f.contains("epochs")) o.epochs = c.integer(f["epochs"], "finetune.epochs", 0, "an integer >= 0 (0 = paper regime)");
+    if (f.contains("batch")) o.batch = c.integer(f["batch"], "finetune.batch", 0, "an integer >= 0 (0 = paper regime)");
+    if (f.contains("dropout")) o.dropout = c.number(f["dropout"], "finetune.dropout", 0, 0.999, "a probability in [0, 1)");
+    if (f.contains("warmup_fraction"))
+      o.warmup_fraction = c.number(f["warmup_fraction"], "finetune.warmup_fraction", 0, 1, "a fraction in [0, 1]");
+    if (f.contains("weight_decay"))
+      o.weight_decay = c.number(f["weight_decay"], "finetune.weight_decay", 0, 1e9, "a number >= 0");
+  }
+  return p;
+}
+
+Plan read_plan_order(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw io::InputError(path, "cannot open the plan; check the path (the sweep writes DIR/plan.json)");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) throw io::InputError(path, "not valid JSON (the sweep's plan.json is JSON)");
+  Plan p;
+  auto names = [&](const char* key, bool models) {
+    if (!j.is_object() || !j.contains(key)) return;
+    if (!j[key].is_array()) throw io::InputError(path, fmt::format("\"{}\" must be an array", key));
+    for (const auto& e : j[key]) {
+      PlanModel pm;
+      if (e.is_string()) {
+        pm.name = e.get<std::string>();
+      } else if (e.is_object() && e.contains("name") && e["name"].is_string()) {
+        pm.name = e["name"].get<std::string>();
+        if (e.contains("group") && e["group"].is_string()) {
+          pm.group = e["group"].get<std::string>();
+          pm.group_given = true;
+        }
+      } else {
+        throw io::InputError(path, fmt::format("an entry of \"{}\" is {}, expected a name or an object with \"name\"",
+                                               key, e.dump()));
+      }
+      if (models) {
+        p.models.push_back(std::move(pm));
+      } else {
+        PlanTask t;
+        t.name = pm.name;
+        p.tasks.push_back(std::move(t));
+      }
+    }
+  };
+  names("models", true);
+  names("tasks", false);
+  return p;
+}
+
+Plan load_plan(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw PlanError(fmt::format("{}: cannot open the plan (does the file exist?)", path));
+  std::error_code ec;
+  const uintmax_t bytes = fs::file_size(path, ec);
+  if (!ec && bytes > kMaxPlanBytes)
+    throw PlanError(fmt::format("{}: the plan is {} bytes, more than the {} a plan may have: is this the plan file?",
+                                path, bytes, kMaxPlanBytes));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  const std::string ext = fs::path(path).extension().string();
+  const std::string base = fs::absolute(fs::path(path)).parent_path().string();
+  if (ext == ".yaml" || ext == ".yml") {
+    std::map<std::string, int> lines;
+    nlohmann::json doc;
+    try {
+      YamlBudget budget{path};
+      doc = yaml_to_json(YAML::Load(text), "", lines, budget);
+    } catch (const YAML::Exception& e) {
+      throw PlanError(fmt::format("{}:{}: not valid YAML: {}", path, e.mark.line + 1, e.msg));
+    }
+    return plan_from_json(doc, path, base, &lines);
+  }
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw PlanError(fmt::format("{}: not valid JSON (byte {}): {} (YAML plans need a .yaml or .yml name)", path,
+                                e.byte, e.what()));
+  }
+  return plan_from_json(doc, path, base);
+}
+
+nlohmann::json plan_to_json(const Plan& p) {
+  nlohmann::json j;
+  j["format"] = "genemask-sweep-plan";
+  j["version"] = 1;
+  j["source"] = p.source;
+  for (const auto& m : p.models) {
+    nlohmann::json o{{"name", m.name}, {"path", m.path}, {"group", m.group}};
+    if (m.path == "random") o["config"] = m.config;
+    j["models"].push_back(o);
+  }
+  for (const auto& t : p.tasks) {
+    nlohmann::json o{{"name", t.name}, {"test", t.test}};
+    if (t.dir.empty()) {
+      o["train"] = t.train;
+    } else {
+      o["dir"] = t.dir;
+      for (const auto& [s, f] : t.shot_train) o["shot_train"][std::to_string(s)] = f;
+    }
+    j["tasks"].push_back(o);
+  }
+  j["shots"] = p.shots;
+  j["seeds"] = p.seeds;
+  j["retries"] = p.retries;
+  j["threads_per_worker"] = p.threads_per_worker;
+  j["device"] = p.device;
+  j["ranks_per_gpu"] = p.ranks_per_gpu;
+  const auto& f = p.finetune;
+  j["finetune"] = {{"lr", f.lr},           {"epochs", f.epochs}, {"batch", f.batch}, {"dropout", f.dropout},
+                   {"warmup_fraction", f.warmup_fraction}, {"weight_decay", f.weight_decay}};
+  return j;
+}
+
+std::string safe_name(const std::string& s) {
+  std::string out = s;
+  for (char& ch : out)
+    if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_') ch = '_';
+  return out;
+}
+
+std::vector<Job> expand_jobs(const Plan& p, const std::string& out_dir) {
+  std::vector<int64_t> shots = p.shots;
+  std::stable_sort(shots.begin(), shots.end(), std::greater<>());  // long jobs first
+  std::vector<Job> jobs;
+  for (int64_t s : shots)
+    for (const auto& m : p.models)
+      for (const auto& t : p.tasks)
+        for (uint64_t seed : p.seeds) {
+          Job j;
+          j.key = results::job_key(m.name, t.name, s, seed);
+          j.model = m.name;
+          j.group = m.group;
+          j.task = t.name;
+          j.shots = s;
+          j.seed = seed;
+          j.model_path = m.path;
+          j.config = m.config;
+          j.test = t.test;
+          if (t.dir.empty()) {
+            j.train = t.train;
+            j.sample_shots = s;
+          } else {
+            j.train = t.shot_train.at(s);
+            j.sample_shots = 0;
+          }
+          j.out = (fs::path(out_dir) / "runs" /
+                   fmt::format("{}__{}__{}__{}", safe_name(m.name), safe_name(t.name), s, seed))
+                      .string();
+          j.finetune = p.finetune;
+          jobs.push_back(std::move(j));
+        }
+  return jobs;
+}
+
+PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new_plan) {
+  PlanDiff d;
+  auto by_name = [](const nlohmann::json& list) {
+    std::map<std::string, nlohmann::json> m;
+    if (list.is_array())
+      for (const auto& e : list) m[e.value("name", "")] = e;
+    return m;
+  };
+  for (const char* kind : {"models", "tasks"}) {
+    const auto olds = by_name(old_plan.value(kind, nlohmann::json::array()));
+    const auto news = by_name(new_plan.value(kind, nlohmann::json::array()));
+    auto& changed = std::string(kind) == "models" ? d.changed_models : d.changed_tasks;
+    for (const auto& [name, o] : olds) {
+      auto it = news.find(name);
+      const std::string what = std::string(kind).substr(0, 5);
+      if (it == news.end()) {
+        d.changes.push_back(fmt::format("{} \"{}\" was removed", what, name));
+        continue;
+      }
+      // The group is presentation only; a task's fixed shot files may grow with new shots.
+      nlohmann::json a = o, b = it->second;
+      for (auto* x : {&a, &b}) x->erase("group"), x->erase("shot_train");
+      bool same = a == b;
+      if (o.contains("shot_train"))
+        for (const auto& [shot, file] : o.at("shot_train").items())
+          same = same && it->second.value("shot_train", nlohmann::json::object()).value(shot, "") == file;
+      if (!same) {
+        d.changes.push_back(fmt::format("{} \"{}\" changed from {} to {}", what, name, o.dump(), it->second.dump()));
+        changed.insert(name);
+      }
+    }
+  }
+  for (const char* list : {"shots", "seeds"}) {
+    const auto& n = new_plan.value(list, nlohmann::json::array());
+    for (const auto& v : old_plan.value(list, nlohmann::json::array()))
+      if (std::find(n.begin(), n.end(), v) == n.end())
+        d.changes.push_back(fmt::format("{} {} was removed from {}", list, v.dump(), list));
+  }
+  for (const char* key : {"finetune", "device"})
+    if (old_plan.value(key, nlohmann::json()) != new_plan.value(key, nlohmann::json())) {
+      d.changes.push_back(fmt::format("{} changed from {} to {}", key, old_plan.value(key, nlohmann::json()).dump(),
+                                      new_plan.value(key, nlohmann::json()).dump()));
+      d.settings_changed = true;
+    }
+  return d;
+}
+
+}  // namespace genemask::sweep

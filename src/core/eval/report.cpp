@@ -1,0 +1,280 @@
+// The report's input side: results.jsonl and plan.json parsing, ordering, aggregation over
+// seeds, ranks within (group, shots) blocks, paired t-tests and improvements (report.hpp).
+#include "genemask/eval/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "genemask/eval/results.hpp"
+#include "io/error.hpp"
+
+namespace genemask::report {
+namespace {
+
+using nlohmann::json;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "'" : ", '") + x + "'";
+  return s.empty() ? "(none)" : s;
+}
+
+/// The rounded value a reader sees; ranks compare these so that equal-looking cells tie.
+double shown(double v, int decimals) { return std::stod(fmt::format("{:.{}f}", v, decimals)); }
+
+}  // namespace
+
+const std::vector<std::string>& known_metrics() {
+  static const std::vector<std::string> m = [] {
+    std::vector<std::string> names;
+    for (const auto& f : metrics::kMetricFields) names.push_back(f.name);
+    return names;
+  }();
+  return m;
+}
+
+std::string metric_title(const std::string& metric) {
+  for (const auto& f : metrics::kMetricFields)
+    if (metric == f.name) return f.title;
+  return metric;
+}
+
+Results read_results(const std::string& path) {
+  results::ResultsFile file = results::read_results(path, /*repair=*/false, /*missing_ok=*/false);
+  Results r;
+  r.path = path;
+  r.warnings = std::move(file.warnings);
+  std::map<std::string, size_t> ok_index;                            // job key -> index in r.ok
+  std::map<std::string, std::pair<std::string, uint64_t>> group_of;  // model -> (group, first line)
+  std::vector<std::string> failed_order;
+  for (auto& rec : file.records) {
+    auto [g, inserted] = group_of.emplace(rec.model, std::make_pair(rec.group, rec.line));
+    if (!inserted && g->second.first != rec.group)
+      throw io::InputError(path, rec.line, fmt::format("model '{}' is in group '{}' here but in group '{}' on line {}; "
+                                                       "a model belongs to one group",
+                                                       rec.model, rec.group, g->second.first, g->second.second));
+    ++r.records;
+    if (!rec.ok) {
+      ++r.failed_records;
+      failed_order.push_back(rec.job);
+      continue;
+    }
+    auto [it, fresh] = ok_index.emplace(rec.job, r.ok.size());
+    if (fresh) {
+      r.ok.push_back(std::move(rec));
+    } else {
+      r.ok[it->second] = std::move(rec);  // a rerun: the last ok record wins
+    }
+  }
+  std::set<std::string> listed;
+  for (const auto& key : failed_order)
+    if (!ok_index.count(key) && listed.insert(key).second) r.failed_jobs.push_back(key);
+  return r;
+}
+
+const char* MetricStat::marker(bool latex) const {
+  if (!compared || pairs < 2 || !(test.t > 0)) return "";
+  return latex ? stats::significance_marker_latex(test.p) : stats::significance_marker(test.p);
+}
+
+bool Table::has_groups() const {
+  return std::any_of(groups.begin(), groups.end(), [](const std::string& g) { return !g.empty(); });
+}
+
+Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
+  Table t;
+  t.results_path = results.path;
+  t.failed_jobs = results.failed_jobs;
+  if (opt.metrics.empty()) throw std::invalid_argument("report: no metric chosen");
+  for (const auto& m : opt.metrics)
+    if (std::find(known_metrics().begin(), known_metrics().end(), m) == known_metrics().end())
+      throw std::invalid_argument(fmt::format("report: unknown metric '{}'; choose from {}", m, join(known_metrics())));
+  t.metrics = opt.metrics;
+  if (results.ok.empty())
+    throw io::InputError(results.path, fmt::format("no ok records ({} records, {} failed): nothing to report",
+                                                   results.records, results.failed_records));
+
+  // Names present, their groups, and the order: explicit selection, then the plan, then by name.
+  std::map<std::string, std::string> group_of;
+  std::set<std::string> task_set;
+  std::set<int64_t> shot_set;
+  for (const auto& r : results.ok) {
+    group_of.emplace(r.model, r.group);
+    task_set.insert(r.task);
+  }
+  std::vector<std::string> present_models;
+  for (const auto& [m, g] : group_of) present_models.push_back(m);
+  const std::vector<std::string> present_tasks(task_set.begin(), task_set.end());
+  auto order = [](const std::vector<std::string>& chosen, const std::vector<std::string>& planned,
+                  const std::vector<std::string>& present, const char* what) {
+    std::vector<std::string> out;
+    std::set<std::string> seen;
+    if (!chosen.empty()) {
+      for (const auto& c : chosen) {
+        if (std::find(present.begin(), present.end(), c) == present.end())
+          throw std::invalid_argument(fmt::format("report: {} '{}' has no ok results; present: {}", what, c, join(present)));
+        if (seen.insert(c).second) out.push_back(c);
+      }
+      return out;
+    }
+    for (const auto& p : planned)
+      if (std::find(present.begin(), present.end(), p) != present.end() && seen.insert(p).second) out.push_back(p);
+    for (const auto& p : present)  // sorted; those the plan does not name come last
+      if (seen.insert(p).second) out.push_back(p);
+    return out;
+  };
+  std::vector<std::string> planned_models;
+  for (const auto& pm : plan.models) {
+    planned_models.push_back(pm.name);
+    auto it = group_of.find(pm.name);
+    if (!pm.group_given || it == group_of.end() || it->second == pm.group) continue;
+    if (!it->second.empty())
+      t.warnings.push_back(fmt::format("model '{}' is in group '{}' in the plan but '{}' in {}; using the plan's",
+                                       pm.name, pm.group, it->second, results.path));
+    it->second = pm.group;
+  }
+  const auto models = order(opt.models, planned_models, present_models, "model");
+  std::vector<std::string> planned_tasks;
+  for (const auto& pt : plan.tasks) planned_tasks.push_back(pt.name);
+  t.tasks = order(opt.tasks, planned_tasks, present_tasks, "task");
+  // Groups in order of first appearance; a stable sort keeps the models of a group together.
+  for (const auto& m : models)
+    if (std::find(t.groups.begin(), t.groups.end(), group_of[m]) == t.groups.end()) t.groups.push_back(group_of[m]);
+  for (const auto& g : t.groups)
+    for (const auto& m : models)
+      if (group_of[m] == g) t.models.push_back(Model{m, g, ""});
+
+  // Baselines: one per group; a model without one in its group uses the first baseline.
+  std::map<std::string, std::string> group_baseline;
+  for (const auto& b : opt.baselines) {
+    if (!group_of.count(b))
+      throw std::invalid_argument(fmt::format("report: baseline '{}' has no ok results; models present: {}", b,
+                                              join(present_models)));
+    if (std::none_of(t.models.begin(), t.models.end(), [&](const Model& m) { return m.name == b; }))
+      throw std::invalid_argument(fmt::format("report: baseline '{}' is not among the selected --models", b));
+    auto [it, fresh] = group_baseline.emplace(group_of[b], b);
+    if (!fresh && it->second != b)
+      throw std::invalid_argument(fmt::format("report: baselines '{}' and '{}' are both in group '{}'; give at most "
+                                              "one baseline per group", it->second, b, group_of[b]));
+    if (fresh) t.baselines.push_back(b);
+  }
+  for (auto& m : t.models) {
+    if (group_baseline.empty() || std::find(t.baselines.begin(), t.baselines.end(), m.name) != t.baselines.end())
+      continue;
+    auto it = group_baseline.find(m.group);
+    m.baseline = it != group_baseline.end() ? it->second : t.baselines.front();
+  }
+
+  // values[model][task][shots] = seed -> record; only selected models and tasks.
+  std::map<std::string, size_t> model_idx, task_idx;
+  for (size_t i = 0; i < t.models.size(); ++i) model_idx[t.models[i].name] = i;
+  for (size_t i = 0; i < t.tasks.size(); ++i) task_idx[t.tasks[i]] = i;
+  std::vector<const Record*> used;
+  for (const auto& r : results.ok)
+    if (model_idx.count(r.model) && task_idx.count(r.task)) {
+      for (const auto& m : t.metrics)
+        if (!r.values.count(m))
+          throw io::InputError(results.path, r.line, fmt::format("the ok record of {} has no \"{}\"; choose other "
+                                                                 "--metric values or fix the sweep",
+                                                                 r.job, m));
+      shot_set.insert(r.shots);
+      used.push_back(&r);
+    }
+  t.shots.assign(shot_set.begin(), shot_set.end());
+  std::map<int64_t, size_t> shot_idx;
+  for (size_t i = 0; i < t.shots.size(); ++i) shot_idx[t.shots[i]] = i;
+  const size_t nm = t.metrics.size();
+  std::vector<std::map<uint64_t, const Record*>> by_seed(t.models.size() * t.tasks.size() * t.shots.size());
+  auto at = [&](size_t m, size_t k, size_t s) { return (m * t.tasks.size() + k) * t.shots.size() + s; };
+  for (const Record* r : used) by_seed[at(model_idx[r->model], task_idx[r->task], shot_idx[r->shots])][r->seed] = r;
+
+  t.cells.assign(by_seed.size(), std::vector<MetricStat>(nm));
+  for (size_t m = 0; m < t.models.size(); ++m)
+    for (size_t k = 0; k < t.tasks.size(); ++k)
+      for (size_t s = 0; s < t.shots.size(); ++s) {
+        const auto& seeds = by_seed[at(m, k, s)];
+        const std::map<uint64_t, const Record*>* base =
+            t.models[m].baseline.empty() ? nullptr : &by_seed[at(model_idx[t.models[m].baseline], k, s)];
+        for (size_t q = 0; q < nm; ++q) {
+          MetricStat& st = t.cells[at(m, k, s)][q];
+          std::vector<double> v;
+          for (const auto& [seed, r] : seeds) v.push_back(r->values.at(t.metrics[q]));
+          st.n = v.size();
+          st.mean = v.empty() ? kNaN : stats::mean(v);
+          st.std = v.size() < 2 ? kNaN : stats::stddev(v);
+          if (!base || v.empty()) continue;
+          st.compared = true;
+          std::vector<double> a, b;  // pairs by seed: only seeds present for both
+          for (const auto& [seed, r] : seeds) {
+            auto it = base->find(seed);
+            if (it == base->end()) continue;
+            a.push_back(r->values.at(t.metrics[q]));
+            b.push_back(it->second->values.at(t.metrics[q]));
+          }
+          st.pairs = a.size();
+          st.test = stats::paired_t_test(a, b);
+        }
+      }
+
+  // Ranks per (group, shots) block and (task, metric) column, on the shown (rounded) means.
+  for (const auto& g : t.groups)
+    for (size_t k = 0; k < t.tasks.size(); ++k)
+      for (size_t s = 0; s < t.shots.size(); ++s)
+        for (size_t q = 0; q < nm; ++q) {
+          std::vector<std::pair<size_t, double>> cand;
+          for (size_t m = 0; m < t.models.size(); ++m)
+            if (t.models[m].group == g && t.cells[at(m, k, s)][q].n > 0)
+              cand.emplace_back(m, shown(t.cells[at(m, k, s)][q].mean, opt.decimals));
+          std::vector<double> distinct;
+          for (const auto& c : cand) distinct.push_back(c.second);
+          std::sort(distinct.begin(), distinct.end(), std::greater<>());
+          distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+          for (const auto& [m, v] : cand) {
+            int& rank = t.cells[at(m, k, s)][q].rank;
+            if (v == distinct[0]) rank = 1;
+            // Of two models, "second" is merely "the other": highlighted only among 3 or more.
+            else if (cand.size() >= 3 && v == distinct[1]) rank = 2;
+          }
+        }
+  return t;
+}
+
+std::vector<Improvement> improvements(const Table& t) {
+  std::vector<Improvement> out;
+  std::map<std::string, size_t> idx;
+  for (size_t i = 0; i < t.models.size(); ++i) idx[t.models[i].name] = i;
+  for (size_t m = 0; m < t.models.size(); ++m) {
+    if (t.models[m].baseline.empty()) continue;
+    const size_t b = idx.at(t.models[m].baseline);
+    for (size_t s = 0; s < t.shots.size(); ++s) {
+      Improvement imp{t.models[m].name, t.models[m].group, t.models[m].baseline, t.shots[s], 0, 0, 0, 0};
+      std::vector<double> ours, theirs;
+      for (size_t k = 0; k < t.tasks.size(); ++k) {
+        const MetricStat &x = t.cell(m, k, s)[0], &y = t.cell(b, k, s)[0];
+        if (x.n == 0 || y.n == 0) continue;
+        ours.push_back(x.mean);
+        theirs.push_back(y.mean);
+      }
+      imp.tasks = ours.size();
+      if (ours.empty()) {
+        imp.model_mean = imp.baseline_mean = imp.percent = kNaN;
+      } else {
+        imp.model_mean = stats::mean(ours);
+        imp.baseline_mean = stats::mean(theirs);
+        imp.percent = 100 * (imp.model_mean - imp.baseline_mean) / imp.baseline_mean;
+      }
+      out.push_back(imp);
+    }
+  }
+  return out;
+}
+
+}  // namespace genemask::report

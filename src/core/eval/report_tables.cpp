@@ -1,0 +1,322 @@
+// The report's text outputs: Table 1 and the improvement tables as Markdown, LaTeX and CSV,
+// and write_report, which puts everything under the output directory (report.hpp).
+#include <cmath>
+#include <filesystem>
+#include <fmt/format.h>
+#include <set>
+
+#include "genemask/eval/report.hpp"
+#include "io/atomic_file.hpp"
+
+namespace genemask::report {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string num(double v, int decimals) { return fmt::format("{:.{}f}", v, decimals); }
+
+/// Full precision for CSV: Python's float() reads back the same double.
+std::string exact(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return fmt::format("{:.17g}", v);
+}
+
+std::string md_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '|' || c == '*' || c == '_' || c == '`' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+std::string md_marker(const char* m) {
+  std::string o;
+  for (const char* c = m; *c; ++c) o += *c == '*' ? std::string("\\*") : std::string(1, *c);
+  return o;
+}
+
+std::string tex_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': case '%': case '$': case '#': case '_': case '{': case '}': o += '\\'; o += c; break;
+      case '~': o += "\\textasciitilde{}"; break;
+      case '^': o += "\\textasciicircum{}"; break;
+      case '\\': o += "\\textbackslash{}"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+std::string md_cell(const MetricStat& st, int d) {
+  if (st.n == 0) return "\u2013";
+  std::string v = st.n >= 2 ? num(st.mean, d) + " \u00b1 " + num(st.std, d) : num(st.mean, d) + " (n=1)";
+  if (st.rank == 1) v = "**" + v + "**";
+  if (st.rank == 2) v = "_" + v + "_";
+  return v + md_marker(st.marker(false));
+}
+
+std::string tex_cell(const MetricStat& st, int d) {
+  if (st.n == 0) return "--";
+  std::string v = st.n >= 2 ? num(st.mean, d) + " $\\pm$ " + num(st.std, d) : num(st.mean, d) + " ($n=1$)";
+  if (st.rank == 1) v = "\\textbf{" + v + "}";
+  if (st.rank == 2) v = "\\cellcolor{yellow} " + v;
+  return v + st.marker(true);
+}
+
+std::string baseline_sentence(const Table& t, bool latex) {
+  if (t.baselines.empty()) return "No baseline was given, so there are no significance markers.";
+  std::string names;
+  for (const auto& b : t.baselines) names += (names.empty() ? "" : ", ") + (latex ? tex_escape(b) : md_escape(b));
+  const std::string dagger = latex ? "$\\dagger$" : "\u2020";
+  const std::string two = latex ? "**" : "\\*\\*", one = latex ? "*" : "\\*";
+  return fmt::format("Markers: paired t-test (two-sided, pairs by seed) of each model against the baseline of its "
+                     "group ({}), shown on improvements only: {} p < 0.01, {} p < 0.05, {} p < 0.1.",
+                     names, two, one, dagger);
+}
+
+}  // namespace
+
+std::string table1_markdown(const Table& t, int d) {
+  const size_t cols = 2 + t.tasks.size() * t.metrics.size();
+  std::string o = fmt::format("# Table 1: {} over seeds (mean \u00b1 std)\n\n", [&] {
+    std::string s;
+    for (const auto& m : t.metrics) s += (s.empty() ? "" : ", ") + metric_title(m);
+    return s;
+  }());
+  o += "| Shots | Model |";
+  for (const auto& task : t.tasks)
+    for (const auto& m : t.metrics) o += " " + md_escape(task) + " " + metric_title(m) + " |";
+  o += "\n|";
+  for (size_t c = 0; c < cols; ++c) o += c < 2 ? "---|" : "---:|";
+  o += "\n";
+  for (const auto& g : t.groups) {
+    if (t.has_groups()) {
+      o += "| | **" + (g.empty() ? std::string("(no group)") : md_escape(g)) + "** |";
+      for (size_t c = 2; c < cols; ++c) o += " |";
+      o += "\n";
+    }
+    for (size_t s = 0; s < t.shots.size(); ++s) {
+      bool first = true;
+      for (size_t m = 0; m < t.models.size(); ++m) {
+        if (t.models[m].group != g) continue;
+        o += "| " + (first ? std::to_string(t.shots[s]) : std::string()) + " | " + md_escape(t.models[m].name) + " |";
+        first = false;
+        for (size_t k = 0; k < t.tasks.size(); ++k)
+          for (const auto& st : t.cell(m, k, s)) o += " " + md_cell(st, d) + " |";
+        o += "\n";
+      }
+    }
+  }
+  o += "\nBold: best value of its column within a shots block of a group (ties on the shown digits are all "
+       "bold); italic: second best (only in blocks of 3 or more models). " +
+       baseline_sentence(t, false) + "\n";
+  if (!t.failed_jobs.empty()) {
+    o += fmt::format("\nFailed jobs without a result ({}):", t.failed_jobs.size());
+    for (const auto& j : t.failed_jobs) o += " `" + j + "`";
+    o += "\n";
+  }
+  return o;
+}
+
+std::string table1_latex(const Table& t, int d) {
+  const size_t cols = 2 + t.tasks.size() * t.metrics.size();
+  std::string o =
+      "% Table 1 of `genemask report` (paper layout, tab:perf-compare-10K).\n"
+      "% Needs \\usepackage[table]{xcolor} for \\cellcolor.\n"
+      "\\begin{table*}[t]\n\\footnotesize\n\\centering\n\\begin{tabular}{" + std::string(cols, 'c') + "}\n\\hline\n";
+  o += "\\textbf{Shots} & \\textbf{Model}";
+  for (const auto& task : t.tasks)
+    o += fmt::format(" & \\multicolumn{{{}}}{{c}}{{\\textbf{{{}}}}}", t.metrics.size(), tex_escape(task));
+  o += " \\\\\n & ";
+  for (const auto& task : t.tasks) {
+    (void)task;
+    for (const auto& m : t.metrics) o += " & \\textbf{" + metric_title(m) + "}";
+  }
+  o += " \\\\ \\hline\n";
+  for (size_t gi = 0; gi < t.groups.size(); ++gi) {
+    const auto& g = t.groups[gi];
+    if (t.has_groups())
+      o += fmt::format(" & \\multicolumn{{{}}}{{c}}{{\\textbf{{{}}}}} \\\\\n", cols - 1,
+                       g.empty() ? std::string("(no group)") : tex_escape(g));
+    for (size_t s = 0; s < t.shots.size(); ++s) {
+      bool first = true;
+      for (size_t m = 0; m < t.models.size(); ++m) {
+        if (t.models[m].group != g) continue;
+        o += (first ? std::to_string(t.shots[s]) : std::string()) + " & " + tex_escape(t.models[m].name);
+        first = false;
+        for (size_t k = 0; k < t.tasks.size(); ++k)
+          for (const auto& st : t.cell(m, k, s)) o += " & " + tex_cell(st, d);
+        o += " \\\\\n";
+      }
+      o += s + 1 < t.shots.size() ? fmt::format("\\cline{{2-{}}}\n", cols) : std::string("\\hline\n");
+    }
+  }
+  for (const auto& j : t.failed_jobs) o += "% failed job without a result: " + j + "\n";
+  o += "\\end{tabular}\n\\caption{Mean $\\pm$ std over seeds, rounded to " + std::to_string(d) +
+       " decimals. The best value is in \\textbf{bold}, the second best highlighted in yellow (within each "
+       "shots block of a group). " + baseline_sentence(t, true) + "}\n\\label{tab:perf-compare}\n\\end{table*}\n";
+  return o;
+}
+
+std::string table1_csv(const Table& t) {
+  std::string o = "group,model,task,shots,baseline,n,pairs";
+  for (const auto& m : t.metrics)
+    for (const char* f : {"mean", "std", "t", "p", "marker", "rank"}) o += "," + m + "_" + f;
+  o += "\n";
+  for (size_t m = 0; m < t.models.size(); ++m)
+    for (size_t s = 0; s < t.shots.size(); ++s)
+      for (size_t k = 0; k < t.tasks.size(); ++k) {
+        const auto& c = t.cell(m, k, s);
+        if (c[0].n == 0) continue;
+        o += fmt::format("{},{},{},{},{},{},{}", csv_field(t.models[m].group), csv_field(t.models[m].name),
+                         csv_field(t.tasks[k]), t.shots[s], csv_field(t.models[m].baseline), c[0].n, c[0].pairs);
+        for (const auto& st : c) {
+          const bool tested = st.compared;
+          o += fmt::format(",{},{},{},{},{},{}", exact(st.mean), exact(st.std), tested ? exact(st.test.t) : "",
+                           tested ? exact(st.test.p) : "", st.marker(false), st.rank);
+        }
+        o += "\n";
+      }
+  return o;
+}
+
+std::string improvement_markdown(const Table& t, const std::vector<Improvement>& imp) {
+  std::string o = fmt::format("# Improvement in average {} over tasks vs the baseline (%)\n\n", metric_title(t.metrics[0]));
+  o += "| Model | Group | Baseline |";
+  for (auto s : t.shots) o += " " + std::to_string(s) + " |";
+  o += "\n|---|---|---|";
+  for (size_t s = 0; s < t.shots.size(); ++s) o += "---:|";
+  o += "\n";
+  for (size_t i = 0; i < imp.size(); i += t.shots.size()) {
+    o += "| " + md_escape(imp[i].model) + " | " + md_escape(imp[i].group) + " | " + md_escape(imp[i].baseline) + " |";
+    for (size_t s = 0; s < t.shots.size(); ++s)
+      o += imp[i + s].tasks ? fmt::format(" {:.2f}% |", imp[i + s].percent) : std::string(" \u2013 |");
+    o += "\n";
+  }
+  o += fmt::format("\n100 (A_model - A_baseline) / A_baseline, where A is the mean over the tasks with results for both "
+                   "of the per-task mean {} over seeds.\n", t.metrics[0]);
+  return o;
+}
+
+std::string improvement_latex(const Table& t, const std::vector<Improvement>& imp) {
+  std::string o = "% Improvement tables of `genemask report` (paper tab:perf-percent-fewshot-*).\n"
+                  "\\begin{table}\n\\centering\n\\begin{tabular}{ccc" + std::string(t.shots.size(), 'c') +
+                  "}\n\\hline\nModel & Group & Baseline";
+  for (auto s : t.shots) o += " & " + std::to_string(s);
+  o += " \\\\ \\hline\n";
+  for (size_t i = 0; i < imp.size(); i += t.shots.size()) {
+    o += tex_escape(imp[i].model) + " & " + tex_escape(imp[i].group) + " & " + tex_escape(imp[i].baseline);
+    for (size_t s = 0; s < t.shots.size(); ++s)
+      o += imp[i + s].tasks ? fmt::format(" & ${:.2f}\\%$", imp[i + s].percent) : std::string(" & --");
+    o += " \\\\\n";
+  }
+  o += "\\hline\n\\end{tabular}\n\\caption{Percentage improvement in average " + metric_title(t.metrics[0]) +
+       " over the tasks of each model over its baseline, per shots.}\n\\label{tab:perf-percent}\n\\end{table}\n";
+  return o;
+}
+
+std::string improvement_csv(const std::vector<Improvement>& imp) {
+  std::string o = "group,model,baseline,shots,tasks,model_mean,baseline_mean,improvement_pct\n";
+  for (const auto& i : imp)
+    o += fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(i.group), csv_field(i.model), csv_field(i.baseline),
+                     i.shots, i.tasks, exact(i.model_mean), exact(i.baseline_mean), exact(i.percent));
+  return o;
+}
+
+namespace {
+
+void write_text(const fs::path& out, const std::string& name, const std::string& text, std::vector<std::string>& files) {
+  io::AtomicFile f((out / name).string());
+  f.stream() << text;
+  f.commit();
+  files.push_back(name);
+}
+
+/// A file name for a task: letters, digits, '.', '-', '_' kept; others become '_'.
+std::string safe_name(const std::string& s) {
+  std::string o;
+  for (char c : s) o += (std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_') ? c : '_';
+  if (o.empty() || o[0] == '.') o = "_" + o;
+  return o;
+}
+
+}  // namespace
+
+Summary write_report(const Options& opt) {
+  if (opt.decimals < 0 || opt.decimals > 10)
+    throw std::invalid_argument(fmt::format("report: --decimals {} is outside 0..10", opt.decimals));
+  Results results = read_results(opt.results);
+  Plan plan;
+  std::string plan_path = opt.plan;
+  if (plan_path.empty()) {
+    const fs::path p = fs::path(opt.results).parent_path() / "plan.json";
+    if (fs::exists(p)) plan_path = p.string();
+  }
+  if (!plan_path.empty()) plan = sweep::read_plan_order(plan_path);
+  const Table t = aggregate(results, plan, opt);
+
+  Summary sum;
+  sum.records = results.records;
+  sum.failed = results.failed_records;
+  sum.failed_jobs = results.failed_jobs;
+  sum.warnings = results.warnings;
+  sum.warnings.insert(sum.warnings.end(), t.warnings.begin(), t.warnings.end());
+  for (const auto& m : t.models) sum.models.push_back(m.name);
+  sum.tasks = t.tasks;
+  sum.shots = t.shots;
+  sum.baselines = t.baselines;
+  sum.ok = results.ok.size();
+
+  const fs::path out(opt.out);
+  fs::create_directories(out / "plots");
+  write_text(out, "table1.md", table1_markdown(t, opt.decimals), sum.files);
+  write_text(out, "table1.tex", table1_latex(t, opt.decimals), sum.files);
+  write_text(out, "table1.csv", table1_csv(t), sum.files);
+  if (!t.baselines.empty()) {
+    const auto imp = improvements(t);
+    write_text(out, "improvement.md", improvement_markdown(t, imp), sum.files);
+    write_text(out, "improvement.tex", improvement_latex(t, imp), sum.files);
+    write_text(out, "improvement.csv", improvement_csv(imp), sum.files);
+  }
+
+  const std::string rsvg = opt.png ? find_rsvg_convert() : std::string();
+  sum.png = !rsvg.empty();
+  std::set<std::string> used_names;
+  const bool log_x = t.shots.front() > 0 && t.shots.back() >= 10 * t.shots.front();
+  for (size_t k = 0; k < t.tasks.size(); ++k) {
+    std::vector<ErrorSeries> series;
+    for (size_t m = 0; m < t.models.size(); ++m) {
+      ErrorSeries es{t.models[m].name, {}};
+      for (size_t s = 0; s < t.shots.size(); ++s) {
+        const MetricStat& st = t.cell(m, k, s)[0];
+        if (st.n) es.points.push_back({static_cast<double>(t.shots[s]), {st.mean, st.std}});
+      }
+      if (!es.points.empty()) series.push_back(std::move(es));
+    }
+    std::string base = safe_name(t.tasks[k]);
+    for (int i = 2; !used_names.insert(base).second; ++i) base = safe_name(t.tasks[k]) + "-" + std::to_string(i);
+    const std::string svg = "plots/" + base + ".svg";
+    write_errorbar_plot((out / svg).string(), t.tasks[k] + ": " + metric_title(t.metrics[0]) + " vs shots", "shots",
+                        metric_title(t.metrics[0]) + " (mean \u00b1 std over seeds)", series, log_x);
+    sum.files.push_back(svg);
+    if (sum.png) {
+      const std::string png = "plots/" + base + ".png";
+      svg_to_png(rsvg, (out / svg).string(), (out / png).string());
+      sum.files.push_back(png);
+    }
+  }
+  return sum;
+}
+
+}  // namespace genemask::report

@@ -1,0 +1,198 @@
+#include "genemask/eval/results.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+#include "io/error.hpp"
+
+namespace genemask::results {
+
+using nlohmann::json;
+
+std::string job_key(const std::string& model, const std::string& task, int64_t shots, uint64_t seed) {
+  return fmt::format("{}|{}|{}|{}", model, task, shots, seed);
+}
+
+json Record::to_json() const {
+  json j{{"job", job},   {"model", model}, {"group", group},          {"task", task},
+         {"shots", shots}, {"seed", seed},  {"status", ok ? "ok" : "failed"}};
+  if (ok) metrics.to_json(j);
+  j["seconds"] = seconds;
+  j["host"] = host;
+  j["rank"] = rank;
+  j["device"] = device;
+  j["attempts"] = attempts;
+  j["out"] = out;
+  if (!ok) j["error"] = error;
+  return j;
+}
+
+Record make_record(const std::string& model, const std::string& group, const std::string& task, int64_t shots,
+                   uint64_t seed, const RunMetrics* ok_metrics, const std::string& error) {
+  Record r;
+  r.job = job_key(model, task, shots, seed);
+  r.model = model;
+  r.group = group;
+  r.task = task;
+  r.shots = shots;
+  r.seed = seed;
+  r.ok = ok_metrics != nullptr;
+  if (ok_metrics) {
+    r.metrics = *ok_metrics;
+    for (const auto& f : metrics::kMetricFields) r.values[f.name] = r.metrics.test.*f.member;
+  }
+  r.error = error;
+  return r;
+}
+
+namespace {
+
+/// Field access with errors that name the line, the field and what was there.
+class Fields {
+ public:
+  Fields(const json& j, const std::string& path, uint64_t line) : j_(j), path_(path), line_(line) {}
+  const json* find(const char* name) const {
+    auto it = j_.find(name);
+    return it == j_.end() || it->is_null() ? nullptr : &*it;
+  }
+  std::string string(const char* name, bool required = true) const {
+    const json* v = find(name);
+    if (!v) {
+      if (required) fail(fmt::format("the record has no \"{}\"", name));
+      return "";
+    }
+    if (!v->is_string()) fail(fmt::format("\"{}\" is {}, expected a string", name, v->dump()));
+    return v->get<std::string>();
+  }
+  int64_t integer(const char* name, bool required = true) const {
+    const json* v = find(name);
+    if (!v) {
+      if (required) fail(fmt::format("the record has no \"{}\"", name));
+      return 0;
+    }
+    if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)))
+      fail(fmt::format("\"{}\" is {}, expected an integer", name, v->dump()));
+    return v->get<int64_t>();
+  }
+  [[noreturn]] void fail(const std::string& what) const { throw io::InputError(path_, line_, what); }
+
+ private:
+  const json& j_;
+  const std::string& path_;
+  uint64_t line_;
+};
+
+Record parse_record(const json& j, const std::string& path, uint64_t line) {
+  const Fields f(j, path, line);
+  Record r;
+  r.line = line;
+  r.model = f.string("model");
+  r.task = f.string("task");
+  if (r.model.empty() || r.task.empty()) f.fail("empty \"model\" or \"task\" name");
+  r.shots = f.integer("shots");
+  const int64_t seed = f.integer("seed");
+  if (seed < 0) f.fail(fmt::format("\"seed\" is {}, expected an integer >= 0", seed));
+  r.seed = static_cast<uint64_t>(seed);
+  r.group = f.string("group", false);
+  const std::string key = job_key(r.model, r.task, r.shots, r.seed);
+  r.job = f.find("job") ? f.string("job") : key;
+  if (r.job != key)
+    f.fail(fmt::format("\"job\" is \"{}\" but its model, task, shots and seed make \"{}\"", r.job, key));
+  const std::string status = f.string("status");
+  if (status != "ok" && status != "failed")
+    f.fail(fmt::format("\"status\" is \"{}\", expected \"ok\" or \"failed\"", status));
+  r.ok = status == "ok";
+  if (r.ok) {
+    for (const auto& m : metrics::kMetricFields) {
+      const json* v = f.find(m.name);
+      if (!v) continue;
+      if (!v->is_number()) f.fail(fmt::format("\"{}\" is {}, expected a number", m.name, v->dump()));
+      r.metrics.test.*m.member = r.values[m.name] = v->get<double>();
+    }
+    r.metrics.n_train = static_cast<uint64_t>(std::max<int64_t>(0, f.integer("n_train", false)));
+    r.metrics.test.n = static_cast<uint64_t>(std::max<int64_t>(0, f.integer("n_test", false)));
+    r.metrics.test.classes = static_cast<int>(f.integer("classes", false));
+  } else {
+    r.error = f.string("error", false);
+  }
+  if (const json* v = f.find("seconds"); v && v->is_number()) r.seconds = v->get<double>();
+  r.host = f.string("host", false);
+  r.device = f.string("device", false);
+  r.out = f.string("out", false);
+  if (f.find("rank")) r.rank = static_cast<int>(f.integer("rank"));
+  if (f.find("attempts")) r.attempts = static_cast<int>(f.integer("attempts"));
+  return r;
+}
+
+}  // namespace
+
+ResultsFile read_results(const std::string& path, bool repair, bool missing_ok) {
+  ResultsFile rf;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    if (missing_ok) return rf;
+    throw io::InputError(path, "cannot open the file; check the path (it should be the sweep's results.jsonl)");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  in.close();
+  // Lines with their numbers and where they end; the last non-blank line may be a torn write.
+  struct Line {
+    uint64_t no;
+    size_t begin, end;  // [begin, end) without the newline
+    bool newline;
+  };
+  std::vector<Line> lines;
+  uint64_t no = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t nl = text.find('\n', pos);
+    const size_t end = nl == std::string::npos ? text.size() : nl;
+    ++no;
+    if (text.find_first_not_of(" \t\r", pos) < end) lines.push_back({no, pos, end, nl != std::string::npos});
+    pos = end + 1;
+  }
+  size_t good_end = 0;  // bytes of the file up to the end of the last record kept
+  bool needs_newline = false;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const Line& l = lines[i];
+    const std::string s = text.substr(l.begin, l.end - l.begin);
+    json j = json::parse(s, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      if (i + 1 == lines.size()) {
+        rf.repaired_bytes = text.size() - good_end;
+        rf.warnings.push_back(fmt::format("{}:{}: ignoring the last line, which is not complete JSON (a sweep "
+                                          "stopped while writing it; rerunning the sweep redoes that job)",
+                                          path, l.no));
+        break;
+      }
+      throw io::InputError(path, l.no, fmt::format("{} ({}{}): every line must be one JSON object as `genemask sweep` "
+                                                   "writes it; repair or remove the line",
+                                                   j.is_discarded() ? "not valid JSON" : "not a JSON object",
+                                                   s.substr(0, 60), s.size() > 60 ? "..." : ""));
+    }
+    Record r = parse_record(j, path, l.no);
+    r.text = s;
+    rf.records.push_back(std::move(r));
+    good_end = l.newline ? l.end + 1 : l.end;
+    needs_newline = !l.newline;
+  }
+  if (repair && (rf.repaired_bytes > 0 || needs_newline)) {
+    if (::truncate(path.c_str(), static_cast<off_t>(good_end)) != 0)
+      throw std::runtime_error(fmt::format("cannot truncate the torn last line of {}: {}", path, std::strerror(errno)));
+    if (needs_newline) {  // a complete record without its newline: the next append starts a line
+      std::ofstream out(path, std::ios::binary | std::ios::app);
+      out << '\n';
+      if (!out) throw std::runtime_error(fmt::format("cannot append to {}: {}", path, std::strerror(errno)));
+    }
+  }
+  return rf;
+}
+
+}  // namespace genemask::results

@@ -1,0 +1,245 @@
+#include "genemask/corpus/loader.hpp"
+
+#include <gtest/gtest.h>
+#include <hdf5.h>
+
+#include <set>
+
+#include "genemask/corpus/tokenizer.hpp"
+#include "io/sha256.hpp"
+#include "io/shard_manifest.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+using genemask::test::TempDir;
+
+namespace {
+
+/// A shard set of n samples with lengths 5..40 tokens, split over 3 files out of order.
+std::vector<std::vector<uint16_t>> make_shards(const std::string& dir, size_t n) {
+  std::mt19937_64 rng(3);
+  std::vector<std::vector<uint16_t>> all(n);
+  for (auto& s : all) {
+    s.resize(5 + rng() % 36);
+    for (auto& t : s) t = static_cast<uint16_t>(kFirstKmerToken + rng() % 4096);
+  }
+  io::ShardManifest m;
+  m.source_genome = "test";
+  m.vocab_sha256 = vocab_sha256();
+  m.chromosomes = {{"chr1", 1000000}};
+  for (int f = 0; f < 3; ++f) {
+    io::ShardData d;
+    for (size_t i = static_cast<size_t>(f); i < n; i += 3) {  // interleaved, like gzip ranks
+      d.tokens.insert(d.tokens.end(), all[i].begin(), all[i].end());
+      d.offsets.push_back(d.tokens.size());
+      d.sample_index.push_back(i * 7);  // sparse global indices
+      d.chrom.push_back(0);
+      d.start.push_back(i * 100);
+    }
+    const std::string file = "train-r0000" + std::to_string(f) + "-00000.h5";
+    io::write_shard(dir + "/" + file, d, "train", 1, vocab_sha256());
+    m.shards.push_back(io::ManifestShard{file, "train", "x", d.samples(), d.tokens.size(), 0, 0});
+  }
+  io::write_manifest(dir, m);
+  return all;
+}
+
+LoaderOptions opts(const std::string& dir, int rank, int world) {
+  LoaderOptions o;
+  o.shard_dir = dir;
+  o.rank = rank;
+  o.world = world;
+  o.batch_size = 4;
+  o.seed = 11;
+  return o;
+}
+
+}  // namespace
+
+TEST(ShardSet, SamplesInGlobalOrder) {
+  TempDir tmp;
+  auto all = make_shards(tmp.path(), 50);
+  ShardSet set(tmp.path(), "train");
+  ASSERT_EQ(set.size(), 50u);
+  std::vector<uint16_t> t;
+  for (size_t i = 0; i < 50; ++i) {
+    EXPECT_EQ(set.sample_index(i), i * 7);
+    set.read(i, t);
+    EXPECT_EQ(t, all[i]);
+  }
+}
+
+TEST(DataLoader, EpochsCoverEverySampleOnceAcrossRanks) {
+  TempDir tmp;
+  make_shards(tmp.path(), 50);
+  for (int world : {1, 2, 3}) {
+    std::set<uint64_t> seen;
+    for (int r = 0; r < world; ++r) {
+      DataLoader dl(opts(tmp.path(), r, world), Masker(MaskingConfig{}));
+      EXPECT_EQ(dl.samples_per_epoch(), 50u / static_cast<unsigned>(world));
+      uint64_t got = 0;
+      while (got < dl.samples_per_epoch()) {
+        Batch b = dl.next();
+        EXPECT_EQ(b.next.epoch, 0u);
+        for (uint64_t s : b.sample_index) EXPECT_TRUE(seen.insert(s).second) << "sample seen twice: " << s;
+        got += static_cast<uint64_t>(b.rows);
+      }
+      EXPECT_EQ(dl.next().next.epoch, 1u);  // then the next epoch starts
+    }
+    EXPECT_EQ(seen.size(), (50u / static_cast<unsigned>(world)) * static_cast<unsigned>(world));
+  }
+}
+
+TEST(DataLoader, BatchesArePaddedMaskedAndFramed) {
+  TempDir tmp;
+  auto all = make_shards(tmp.path(), 20);
+  DataLoader dl(opts(tmp.path(), 0, 1), Masker(MaskingConfig{}));
+  Batch b = dl.next();
+  ASSERT_EQ(b.rows, 4);
+  int64_t longest = 0;
+  for (uint64_t s : b.sample_index) longest = std::max<int64_t>(longest, static_cast<int64_t>(all[s / 7].size()));
+  EXPECT_EQ(b.cols, longest + 2);
+  for (int64_t r = 0; r < b.rows; ++r) {
+    const auto& t = all[b.sample_index[static_cast<size_t>(r)] / 7];
+    const size_t base = static_cast<size_t>(r * b.cols);
+    EXPECT_EQ(b.input_ids[base], kCls);
+    EXPECT_EQ(b.input_ids[base + t.size() + 1], kSep);
+    for (int64_t c = 0; c < b.cols; ++c) {
+      const bool real = static_cast<size_t>(c) < t.size() + 2;
+      EXPECT_EQ(b.attention_mask[base + static_cast<size_t>(c)], real ? 1 : 0);
+      if (!real) {
+        EXPECT_EQ(b.input_ids[base + static_cast<size_t>(c)], kPad);
+        EXPECT_EQ(b.labels[base + static_cast<size_t>(c)], kIgnoreLabel);
+      }
+    }
+  }
+}
+
+TEST(DataLoader, ResumeFromCursorGivesTheSameBatches) {
+  TempDir tmp;
+  make_shards(tmp.path(), 37);
+  std::vector<Batch> straight;
+  {
+    DataLoader dl(opts(tmp.path(), 1, 2), Masker(MaskingConfig{}));
+    for (int i = 0; i < 12; ++i) straight.push_back(dl.next());  // crosses into epoch 2
+  }
+  DataLoader resumed(opts(tmp.path(), 1, 2), Masker(MaskingConfig{}), straight[6].next);
+  for (int i = 7; i < 12; ++i) {
+    Batch b = resumed.next();
+    EXPECT_EQ(b.sample_index, straight[static_cast<size_t>(i)].sample_index) << i;
+    EXPECT_EQ(b.input_ids, straight[static_cast<size_t>(i)].input_ids) << i;
+    EXPECT_EQ(b.labels, straight[static_cast<size_t>(i)].labels) << i;
+    EXPECT_EQ(b.next, straight[static_cast<size_t>(i)].next);
+  }
+}
+
+TEST(DataLoader, MaskOfASampleDoesNotDependOnRankCount) {
+  TempDir tmp;
+  make_shards(tmp.path(), 24);
+  std::map<uint64_t, std::vector<int64_t>> labels_by_sample;
+  for (int world : {1, 2, 4}) {
+    for (int r = 0; r < world; ++r) {
+      DataLoader dl(opts(tmp.path(), r, world), Masker(MaskingConfig{}));
+      for (uint64_t got = 0; got < dl.samples_per_epoch();) {
+        Batch b = dl.next();
+        for (int64_t row = 0; row < b.rows; ++row) {
+          std::vector<int64_t> lab;
+          for (int64_t c = 0; c < b.cols; ++c)
+            if (b.attention_mask[static_cast<size_t>(row * b.cols + c)]) lab.push_back(b.labels[static_cast<size_t>(row * b.cols + c)]);
+          auto [it, fresh] = labels_by_sample.emplace(b.sample_index[static_cast<size_t>(row)], lab);
+          if (!fresh) EXPECT_EQ(it->second, lab) << "world " << world;
+        }
+        got += static_cast<uint64_t>(b.rows);
+      }
+    }
+  }
+}
+
+// A shard is untrusted input: the limits of what a sample may hold, exactly at the edges.
+// Regression: token ids >= 4101 and decreasing offsets reached the masker ("vector::
+// _M_default_append") and the model ("index out of range in self").
+TEST(ShardReader, RefusesIdsAndOffsetsOutsideTheFormat) {
+  TempDir tmp;
+  auto shard = [&](const std::vector<std::vector<uint16_t>>& samples, std::vector<uint64_t> offsets = {}) {
+    io::ShardData d;
+    for (size_t i = 0; i < samples.size(); ++i) {
+      d.tokens.insert(d.tokens.end(), samples[i].begin(), samples[i].end());
+      d.offsets.push_back(d.tokens.size());
+      d.sample_index.push_back(i);
+      d.chrom.push_back(0);
+      d.start.push_back(0);
+    }
+    if (!offsets.empty()) d.offsets = offsets;
+    io::write_shard(tmp.file("s.h5"), d, "train", 1, vocab_sha256());
+    return tmp.file("s.h5");
+  };
+  const std::vector<uint16_t> longest(510, 5), edges{5, 4100, 77};
+  io::ShardReader ok(shard({longest, edges}));
+  std::vector<uint16_t> got;
+  ok.read(0, got);
+  EXPECT_EQ(got, longest);
+  ok.read(1, got);
+  EXPECT_EQ(got, edges);
+  ok.verify_tokens();
+  const std::string f = tmp.file("s.h5");
+  auto read_error = [&](const std::vector<std::vector<uint16_t>>& samples, size_t i) {
+    return test::error_of([&] {
+      io::ShardReader r(shard(samples));
+      r.read(i, got);
+    });
+  };
+  EXPECT_EQ(read_error({edges, {5, 6, 4101}}, 1),
+            f + ": damaged shard: sample 1 has token id 4101 at position 2, outside the 6-mer ids 5..4100 of the "
+                "DNABERT-6 vocabulary (build the shards again)");
+  EXPECT_EQ(read_error({{4, 5}}, 0), f + ": damaged shard: sample 0 has token id 4 at position 0, outside the 6-mer ids "
+                                         "5..4100 of the DNABERT-6 vocabulary (build the shards again)");
+  EXPECT_EQ(test::error_of([&] { io::ShardReader(shard({edges, {9, 4200}})).verify_tokens(); }),
+            f + ": damaged shard: sample 1 has token id 4200 at position 1, outside the 6-mer ids 5..4100 of the "
+                "DNABERT-6 vocabulary (build the shards again)");
+  EXPECT_EQ(test::error_of([&] { io::ShardReader r(shard({std::vector<uint16_t>(511, 5)})); }),
+            f + ": damaged shard: sample 0 spans offsets 0..511, expected 1 to 510 tokens in increasing order");
+  EXPECT_EQ(test::error_of([&] { io::ShardReader r(shard({edges, edges}, {0, 3, 2})); }),
+            f + ": damaged shard: sample 1 spans offsets 3..2, expected 1 to 510 tokens in increasing order");
+  EXPECT_EQ(test::error_of([&] { io::ShardReader r(shard({edges, edges}, {0, 3, 7})); }),
+            f + ": damaged shard: the offsets end at token 7, but /tokens holds 6");
+  EXPECT_EQ(test::error_of([&] { io::ShardReader r(shard({edges, edges}, {1, 3, 6})); }),
+            f + ": damaged shard: offsets[0] is 1, expected 0");
+}
+
+// mask-stats and pretrain --verify check each file against the manifest's SHA-256 and
+// every token id before anything is masked; the ranks' parts cover every file once.
+TEST(ShardSet, VerifyFindsAlteredFilesInEveryPart) {
+  TempDir tmp;
+  make_shards(tmp.path(), 30);
+  auto m = io::read_manifest(tmp.path());
+  for (auto& sh : m.shards) sh.sha256 = io::sha256_file(tmp.path() + "/" + sh.file);
+  io::write_manifest(tmp.path(), m);
+  for (int part = 0; part < 3; ++part) EXPECT_NO_THROW(ShardSet(tmp.path(), "train", ShardChecks{true, part, 3}));
+  // Change one token of the second file to another valid id (the shard still reads).
+  const std::string victim = tmp.path() + "/" + m.shards[1].file;
+  {
+    hid_t f = H5Fopen(victim.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
+    ASSERT_GE(f, 0);
+    hid_t ds = H5Dopen2(f, "tokens", H5P_DEFAULT);
+    hid_t space = H5Dget_space(ds);
+    const hsize_t at = 3, one = 1;
+    H5Sselect_hyperslab(space, H5S_SELECT_SET, &at, nullptr, &one, nullptr);
+    hid_t mem = H5Screate_simple(1, &one, nullptr);
+    const uint16_t id = 4000;
+    ASSERT_GE(H5Dwrite(ds, H5T_NATIVE_UINT16, mem, space, H5P_DEFAULT, &id), 0);
+    H5Sclose(mem);
+    H5Sclose(space);
+    H5Dclose(ds);
+    H5Fclose(f);
+  }
+  EXPECT_NO_THROW(ShardSet(tmp.path(), "train"));  // without verify: not looked at
+  int found = 0;
+  for (int part = 0; part < 3; ++part) {
+    const std::string e = test::error_of([&] { ShardSet(tmp.path(), "train", ShardChecks{true, part, 3}); });
+    if (e == "no error") continue;
+    ++found;
+    EXPECT_EQ(e, victim + ": SHA-256 differs from " + tmp.path() + "/manifest.json: the file was changed or damaged "
+                          "(build the shards again)");
+  }
+  EXPECT_EQ(found, 1);
+}

@@ -1,0 +1,240 @@
+// Sweep plans (genemask/eval/plan.hpp): JSON and YAML give the same jobs, errors name file,
+// key path and value, what a plan may expand to is bounded, plan changes are classified.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+
+#include "genemask/eval/plan.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string plan_error(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const sweep::PlanError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+class SweepPlan : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    d_ = tmp_.path();
+    test::write_file(d_ + "/train.csv", "sequence,label\nACGTACGT,0\n");
+    test::write_file(d_ + "/test.csv", "sequence,label\nACGTACGT,0\n");
+    test::write_file(d_ + "/tiny.json", "{}\n");
+    // The released few-shot layout, with Splice-40's train file name at 50 shots.
+    fs::create_directories(d_ + "/prom/10");
+    fs::create_directories(d_ + "/prom/50");
+    test::write_file(d_ + "/prom/10/train.tsv", "x\n");
+    test::write_file(d_ + "/prom/50/train_splice40_50.tsv", "x\n");
+    test::write_file(d_ + "/prom/dev.tsv", "x\n");
+  }
+  sweep::Plan json_plan(const std::string& text) {
+    test::write_file(d_ + "/p.json", text);
+    return sweep::load_plan(d_ + "/p.json");
+  }
+  sweep::Plan yaml_plan(const std::string& text) {
+    test::write_file(d_ + "/p.yaml", text);
+    return sweep::load_plan(d_ + "/p.yaml");
+  }
+  test::TempDir tmp_;
+  std::string d_;
+};
+
+const char* kJson = R"({
+  "models": [{"name": "Random LOGO", "path": "random", "group": "LOGO"},
+             {"name": "Tiny", "path": "random", "config": "tiny.json"}],
+  "tasks": [{"name": "plain", "train": "train.csv", "test": "test.csv"},
+            {"name": "prom", "dir": "prom"}],
+  "shots": [10, 50], "seeds": 3, "retries": 1, "threads_per_worker": 2,
+  "finetune": {"epochs": 2, "lr": 0.001}
+})";
+
+const char* kYaml = R"(# the same plan in YAML
+models:
+  - {name: Random LOGO, path: random, group: LOGO}
+  - name: Tiny
+    path: random
+    config: tiny.json
+tasks:
+  - name: plain
+    train: train.csv
+    test: test.csv
+  - {name: prom, dir: prom}
+shots: [10, 50]
+seeds: [1, 2, 3]
+retries: 1
+threads_per_worker: 2
+finetune:
+  epochs: 2
+  lr: 1.0e-3
+)";
+
+TEST_F(SweepPlan, JsonAndYamlGiveTheSameJobs) {
+  const sweep::Plan a = json_plan(kJson), b = yaml_plan(kYaml);
+  auto ja = sweep::plan_to_json(a), jb = sweep::plan_to_json(b);
+  ja.erase("source");
+  jb.erase("source");
+  EXPECT_EQ(ja, jb);
+  const auto jobs_a = sweep::expand_jobs(a, "/out"), jobs_b = sweep::expand_jobs(b, "/out");
+  ASSERT_EQ(jobs_a.size(), 2u * 2 * 2 * 3);
+  ASSERT_EQ(jobs_a.size(), jobs_b.size());
+  for (size_t i = 0; i < jobs_a.size(); ++i) {
+    EXPECT_EQ(jobs_a[i].key, jobs_b[i].key);
+    EXPECT_EQ(jobs_a[i].train, jobs_b[i].train);
+    EXPECT_EQ(jobs_a[i].config, jobs_b[i].config);
+    EXPECT_EQ(jobs_a[i].finetune.lr, jobs_b[i].finetune.lr);
+  }
+  // Long jobs first, then plan order: model, task, seed.
+  EXPECT_EQ(jobs_a.front().key, "Random LOGO|plain|50|1");
+  EXPECT_EQ(jobs_a[1].key, "Random LOGO|plain|50|2");
+  EXPECT_EQ(jobs_a[3].key, "Random LOGO|prom|50|1");
+  EXPECT_EQ(jobs_a[12].key, "Random LOGO|plain|10|1");
+  EXPECT_EQ(jobs_a.back().key, "Tiny|prom|10|3");
+  // Sampled shots from a full training set; fixed shot files (shots = 0) from the layout.
+  EXPECT_EQ(jobs_a[0].sample_shots, 50);
+  EXPECT_EQ(jobs_a[0].train, d_ + "/train.csv");
+  EXPECT_EQ(jobs_a[3].sample_shots, 0);
+  EXPECT_EQ(jobs_a[3].train, d_ + "/prom/50/train_splice40_50.tsv");
+  EXPECT_EQ(jobs_a[3].test, d_ + "/prom/dev.tsv");
+  EXPECT_EQ(jobs_a.back().train, d_ + "/prom/10/train.tsv");
+  EXPECT_EQ(jobs_a[0].group, "LOGO");
+  EXPECT_EQ(jobs_a[0].config, "logo");
+  EXPECT_EQ(jobs_a.back().config, d_ + "/tiny.json");
+  EXPECT_EQ(jobs_a[0].out, "/out/runs/Random_LOGO__plain__50__1");
+  EXPECT_EQ(a.threads_per_worker, 2);
+  EXPECT_EQ(a.retries, 1);
+  EXPECT_EQ(a.finetune.epochs, 2);
+}
+
+TEST_F(SweepPlan, DefaultsAreThePapersShotsAndTenSeeds) {
+  const auto p = json_plan(R"({"models": [{"name": "m", "path": "random"}],
+                               "tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}]})");
+  EXPECT_EQ(p.shots, (std::vector<int64_t>{10, 50, 100, 500, 1000}));
+  EXPECT_EQ(p.seeds.size(), 10u);
+  EXPECT_EQ(p.seeds.front(), 1u);
+  EXPECT_EQ(p.retries, 2);
+  EXPECT_EQ(sweep::expand_jobs(p, "o").size(), 50u);
+}
+
+TEST_F(SweepPlan, ErrorsNameFileKeyAndValue) {
+  const std::string f = d_ + "/p.json";
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "nope"}], "tasks": []})"); }),
+            f + ": models[0].path: \"nope\" does not exist (expected a model directory, a pretrain run, or \"random\": " +
+                d_ + "/nope)");
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "random"}], "shots": [10, -5]})"); }),
+            f + ": shots[1]: -5 is not a positive integer");
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "random"}], "shot": [10]})"); }),
+            f + ": shot: unknown key (expected one of: models, tasks, shots, seeds, retries, threads_per_worker, device, "
+                "ranks_per_gpu, finetune)");
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "a|b", "path": "random"}]})"); }),
+            f + ": models[0].name: \"a|b\" contains '|' (the job key separator); choose another name");
+  EXPECT_EQ(plan_error([&] {
+              json_plan(R"({"models": [{"name": "m", "path": "random"}],
+                            "tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}], "device": "tpu"})");
+            }),
+            f + ": device: \"tpu\" is not cpu or cuda");
+  EXPECT_EQ(plan_error([&] {
+              json_plan(R"({"models": [{"name": "m", "path": "random"}], "shots": [10, 100],
+                            "tasks": [{"name": "p", "dir": "prom"}]})");
+            }),
+            f + ": tasks[0].dir: \"" + d_ +
+                "/prom/100\" has no train.tsv or train*.tsv for 100 shots (the released few-shot layout is "
+                "DIR/<shots>/train.tsv; remove 100 from shots or add the file)");
+  EXPECT_EQ(plan_error([&] { json_plan("{\"models\": [}"); }).substr(0, f.size() + 16), f + ": not valid JSON");
+}
+
+TEST_F(SweepPlan, YamlErrorsNameTheLine) {
+  const std::string f = d_ + "/p.yaml";
+  const std::string kTask = "tasks: [{name: t, train: train.csv, test: test.csv}]\n";
+  EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nseeds: 0\n"); }),
+            f + ":4: seeds: 0 is not a positive count or a list of seeds");
+  EXPECT_EQ(plan_error([&] {
+              yaml_plan("models:\n  - name: m\n    path: random\n    config: huge\ntasks: []\n");
+            }),
+            f + ":4: models[0].config: \"huge\" does not exist (expected logo, dnabert or a config.json: " + d_ + "/huge)");
+  EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nfinetune: {dropout: 1.5}\n" + kTask); }),
+            f + ":4: finetune.dropout: 1.5 is not a probability in [0, 1)");
+  // Quoted numbers stay strings and are rejected where a number is expected.
+  EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nretries: \"3\"\n" + kTask); }),
+            f + ":4: retries: \"3\" is not an integer >= 0");
+}
+
+// Regression: a 600-byte plan of nested aliases expanded to 20 GB before std::bad_alloc, and
+// `seeds: 1000000000000` to 21 GB; a 300-character model name passed and failed every job.
+TEST_F(SweepPlan, ExpansionIsBounded) {
+  const std::string f = d_ + "/p.yaml";
+  const std::string kTask = "tasks: [{name: t, train: train.csv, test: test.csv}]\n";
+  // Billion laughs: each level lists the previous one nine times (9^9 values in all).
+  std::string laughs = "a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n";
+  for (char level = 'b'; level <= 'i'; ++level) {
+    const char prev = static_cast<char>(level - 1);
+    laughs += fmt::format("{0}: &{0} [*{1}, *{1}, *{1}, *{1}, *{1}, *{1}, *{1}, *{1}, *{1}]\n", level, prev);
+  }
+  const std::string err = plan_error([&] { yaml_plan(laughs); });
+  EXPECT_NE(err.find("the plan expands to more than 100000 values (nested YAML aliases?)"), std::string::npos) << err;
+  EXPECT_EQ(err.rfind(f + ":", 0), 0u) << err;
+  // A few aliases are fine: the expansion is what is counted.
+  EXPECT_NO_THROW(yaml_plan("models: [{name: m, path: random}]\ntasks: [{name: t, train: &f train.csv, test: *f}]\n"));
+  EXPECT_EQ(plan_error([&] { yaml_plan("models: [{name: m, path: random}]\nseeds: 1000000000000\n" + kTask); }),
+            f + ":2: seeds: 1000000000000 seeds is more than the 100000 a plan may have (the paper runs 10)");
+  EXPECT_NO_THROW(yaml_plan("models: [{name: m, path: random}]\nseeds: 100000\nshots: [10]\n" + kTask));
+  // models x tasks x shots x seeds: 11 x 1 x 1 x 100000 is over the million.
+  std::string models = "models:\n";
+  for (int i = 0; i < 11; ++i) models += fmt::format("  - {{name: m{}, path: random}}\n", i);
+  EXPECT_EQ(plan_error([&] { yaml_plan(models + "seeds: 100000\nshots: [10]\n" + kTask); }),
+            f + ":1: 11 models x 1 tasks x 1 shots x 100000 seeds is more than the 1000000 jobs a sweep may run; split it "
+                "into several plans");
+  // Run directory names: <model>__<task>__<shots>__<seed> within 255 bytes, checked at plan time.
+  const std::string long_name(300, 'x');
+  EXPECT_EQ(plan_error([&] { yaml_plan("models: [{name: " + long_name + ", path: random}]\n" + kTask); }),
+            f + ":1: models[0].name: \"" + std::string(40, 'x') +
+                "...\" (300 bytes) makes run directory names up to 313 bytes long, over the file-name limit of 255; "
+                "shorten the model or task name");
+  // Exactly at the limit: 255 = model + 1 ("t") + 6 + 4 ("1000") + 2 ("10").
+  const std::string edge(255 - 1 - 6 - 4 - 2, 'y');
+  const auto p = yaml_plan("models: [{name: " + edge + ", path: random}]\n" + kTask);
+  for (const auto& job : sweep::expand_jobs(p, "/o"))
+    EXPECT_LE(fs::path(job.out).filename().string().size(), sweep::kMaxRunDirName);
+  EXPECT_NE(plan_error([&] { yaml_plan("models: [{name: " + edge + "z, path: random}]\n" + kTask); }), "no error");
+  // The file itself is bounded before it is read into memory.
+  test::write_file(d_ + "/big.json", std::string(sweep::kMaxPlanBytes + 1, ' '));
+  EXPECT_EQ(plan_error([&] { sweep::load_plan(d_ + "/big.json"); }),
+            d_ + "/big.json: the plan is 16777217 bytes, more than the 16777216 a plan may have: is this the plan file?");
+}
+
+TEST(SweepPlanDiff, OnlyAddedJobsAreCompatible) {
+  nlohmann::json old_plan = R"({"models": [{"name": "a", "path": "/a", "group": ""}],
+      "tasks": [{"name": "t", "dir": "/t", "test": "/t/test.tsv", "shot_train": {"10": "/t/10/train.tsv"}}],
+      "shots": [10], "seeds": [1, 2], "finetune": {"lr": 0}, "device": "cpu"})"_json;
+  nlohmann::json grown = old_plan;
+  grown["models"].push_back({{"name", "b"}, {"path", "/b"}, {"group", ""}});
+  grown["shots"].push_back(50);
+  grown["tasks"][0]["shot_train"]["50"] = "/t/50/train.tsv";
+  grown["seeds"].push_back(3);
+  grown["models"][0]["group"] = "LOGO";  // presentation only
+  EXPECT_TRUE(sweep::compare_plans(old_plan, grown).changes.empty());
+
+  nlohmann::json moved = old_plan;
+  moved["models"][0]["path"] = "/elsewhere";
+  moved["seeds"] = {1};
+  const auto d = sweep::compare_plans(old_plan, moved);
+  ASSERT_EQ(d.changes.size(), 2u);
+  EXPECT_EQ(d.changes[1], "seeds 2 was removed from seeds");
+  EXPECT_EQ(d.changed_models, std::set<std::string>{"a"});
+  EXPECT_FALSE(d.settings_changed);
+
+  nlohmann::json tuned = old_plan;
+  tuned["finetune"]["lr"] = 0.01;
+  EXPECT_TRUE(sweep::compare_plans(old_plan, tuned).settings_changed);
+}
+
+}  // namespace

@@ -1,0 +1,170 @@
+#include "genemask/eval/report.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fmt/format.h>
+#include <stdexcept>
+
+#include "io/error.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+using namespace genemask::report;
+
+namespace {
+
+std::string line(const std::string& model, const std::string& group, const std::string& task, int shots, int seed,
+                 double acc, double auc, const std::string& status = "ok") {
+  if (status != "ok")
+    return fmt::format(R"({{"model":"{}","group":"{}","task":"{}","shots":{},"seed":{},"status":"{}"}})", model, group,
+                       task, shots, seed, status) + "\n";
+  return fmt::format(R"({{"model":"{}","group":"{}","task":"{}","shots":{},"seed":{},"status":"ok","accuracy":{},"auc":{}}})",
+                     model, group, task, shots, seed, acc, auc) + "\n";
+}
+
+Results parse(const test::TempDir& dir, const std::string& text) {
+  test::write_file(dir.file("results.jsonl"), text);
+  return read_results(dir.file("results.jsonl"));
+}
+
+}  // namespace
+
+TEST(Report, LastOkRecordWinsFailedJobsAreListedTornLastLineIgnored) {
+  test::TempDir dir;
+  const std::string text = line("m", "", "t", 10, 0, 0.1, 0.1) + line("m", "", "t", 10, 1, 0, 0, "failed") +
+                           line("m", "", "t", 10, 2, 0, 0, "failed") + line("m", "", "t", 10, 2, 0.7, 0.8) +
+                           line("m", "", "t", 10, 0, 0.5, 0.6) + "\n" + R"({"model":"m","gr)";
+  const Results r = parse(dir, text);
+  EXPECT_EQ(r.records, 5u);
+  EXPECT_EQ(r.failed_records, 2u);
+  ASSERT_EQ(r.ok.size(), 2u);
+  EXPECT_EQ(r.ok[0].seed, 0u);
+  EXPECT_EQ(r.ok[0].values.at("accuracy"), 0.5);  // the rerun replaced 0.1
+  EXPECT_EQ(r.ok[0].line, 5u);
+  EXPECT_EQ(r.failed_jobs, std::vector<std::string>{"m|t|10|1"});
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_NE(r.warnings[0].find("results.jsonl:7: ignoring the last line"), std::string::npos) << r.warnings[0];
+}
+
+TEST(Report, MalformedLineBeforeTheLastIsAnErrorWithFileAndLine) {
+  test::TempDir dir;
+  try {
+    parse(dir, line("m", "", "t", 10, 0, 0.5, 0.5) + "[1, 2]\n" + line("m", "", "t", 10, 1, 0.5, 0.5));
+    FAIL();
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.line(), 2u);
+    EXPECT_NE(std::string(e.what()).find("every line must be one JSON object"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse(dir, "{oops\n" + line("m", "", "t", 10, 1, 0.5, 0.5)), io::InputError);
+}
+
+TEST(Report, RanksTiesOnShownDigitsAndSecondOnlyAmongThree) {
+  test::TempDir dir;
+  std::string text;
+  // Means over 2 seeds: a 0.7004, b 0.6996 (both show 0.700: tie for best), c 0.650, d 0.600.
+  for (int s = 0; s < 2; ++s) {
+    text += line("a", "G", "t", 10, s, 0.7004, 0.5);
+    text += line("b", "G", "t", 10, s, 0.6996, 0.5);
+    text += line("c", "G", "t", 10, s, 0.65, 0.5);
+    text += line("d", "G", "t", 10, s, 0.60, 0.5);
+    text += line("x", "H", "t", 10, s, 0.60 + 0.1 * s, 0.5);
+    text += line("y", "H", "t", 10, s, 0.50, 0.5);
+  }
+  Options o;
+  const Table t = aggregate(parse(dir, text), Plan{}, o);
+  ASSERT_EQ(t.models.size(), 6u);
+  std::vector<int> ranks;
+  for (size_t m = 0; m < t.models.size(); ++m) ranks.push_back(t.cell(m, 0, 0)[0].rank);
+  EXPECT_EQ(ranks, (std::vector<int>{1, 1, 2, 0, 1, 0}));  // group H has 2 models: no "second"
+  EXPECT_EQ(t.cell(0, 0, 0)[1].rank, 1);                    // equal AUCs: all best
+  EXPECT_NEAR(t.cell(4, 0, 0)[0].std, std::sqrt(0.005), 1e-15);
+}
+
+TEST(Report, PairsBySharedSeedsAndMarksImprovementsOnly) {
+  test::TempDir dir;
+  std::string text;
+  const double base[] = {0.60, 0.62, 0.61, 0.63, 0.59};
+  const double up[] = {0.65, 0.66, 0.67, 0.66, 0.64};
+  for (int s = 0; s < 5; ++s) {
+    text += line("base", "", "t", 10, s, base[s], 0.5);
+    text += line("up", "", "t", 10, s, up[s], 0.5);
+    text += line("down", "", "t", 10, s, 2 * base[s] - up[s], 0.5);
+  }
+  text += line("up", "", "t", 10, 9, 0.99, 0.5);  // a seed the baseline lacks: not paired
+  Options o;
+  o.baselines = {"base"};
+  const Table t = aggregate(parse(dir, text), Plan{}, o);
+  ASSERT_EQ(t.models[2].name, "up");
+  const MetricStat& up_acc = t.cell(2, 0, 0)[0];
+  EXPECT_EQ(up_acc.n, 6u);
+  EXPECT_EQ(up_acc.pairs, 5u);
+  std::vector<double> a(up, up + 5), b(base, base + 5);
+  const stats::TTest want = stats::paired_t_test(a, b);
+  EXPECT_EQ(up_acc.test.t, want.t);
+  EXPECT_LT(want.p, 0.01);
+  EXPECT_STREQ(up_acc.marker(false), "**");
+  const MetricStat& down_acc = t.cell(1, 0, 0)[0];  // equally significant, but worse
+  EXPECT_NEAR(down_acc.test.p, want.p, 1e-12);
+  EXPECT_STREQ(down_acc.marker(false), "");
+  EXPECT_FALSE(t.cell(0, 0, 0)[0].compared);  // the baseline itself
+  EXPECT_STREQ(t.cell(0, 0, 0)[0].marker(false), "");
+}
+
+TEST(Report, ImprovementUsesTasksBothHave) {
+  test::TempDir dir;
+  std::string text = line("base", "", "t1", 10, 0, 0.5, 0.5) + line("base", "", "t2", 10, 0, 0.7, 0.5) +
+                     line("m", "", "t1", 10, 0, 0.6, 0.5) + line("m", "", "t2", 10, 0, 0.8, 0.5) +
+                     line("m", "", "t3", 10, 0, 0.1, 0.5) +  // the baseline has no t3: left out
+                     line("m", "", "t1", 50, 0, 0.6, 0.5);   // nor shots 50
+  Options o;
+  o.baselines = {"base"};
+  const auto imp = improvements(aggregate(parse(dir, text), Plan{}, o));
+  ASSERT_EQ(imp.size(), 2u);
+  EXPECT_EQ(imp[0].tasks, 2u);
+  EXPECT_NEAR(imp[0].percent, 100 * (0.7 - 0.6) / 0.6, 1e-12);
+  EXPECT_EQ(imp[1].tasks, 0u);
+  EXPECT_TRUE(std::isnan(imp[1].percent));
+}
+
+TEST(Report, PlanOrdersModelsAndTasksGroupsStayTogether) {
+  test::TempDir dir;
+  std::string text;
+  for (const char* m : {"a", "b", "c"})
+    for (const char* task : {"t1", "t2"}) text += line(m, m[0] == 'b' ? "G2" : "G1", task, 10, 0, 0.5, 0.5);
+  test::write_file(dir.file("plan.json"),
+                   R"({"models": [{"name": "b", "group": "G2"}, "c", {"name": "zz"}], "tasks": [{"name": "t2"}]})");
+  const Plan plan = sweep::read_plan_order(dir.file("plan.json"));
+  const Table t = aggregate(parse(dir, text), plan, Options{});
+  std::vector<std::string> names;
+  for (const auto& m : t.models) names.push_back(m.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"b", "c", "a"}));  // plan order, then by name; groups contiguous
+  EXPECT_EQ(t.groups, (std::vector<std::string>{"G2", "G1"}));
+  EXPECT_EQ(t.tasks, (std::vector<std::string>{"t2", "t1"}));
+  EXPECT_TRUE(t.warnings.empty());
+  // A plan group overrides the records' one, with a warning when they disagree.
+  test::write_file(dir.file("plan2.json"), R"({"models": [{"name": "a", "group": "G2"}, {"name": "c", "group": ""}]})");
+  const Table t2 = aggregate(parse(dir, text), sweep::read_plan_order(dir.file("plan2.json")), Options{});
+  names.clear();
+  for (const auto& m : t2.models) names.push_back(m.name + "/" + m.group);
+  EXPECT_EQ(names, (std::vector<std::string>{"a/G2", "b/G2", "c/"}));
+  ASSERT_EQ(t2.warnings.size(), 2u);
+  EXPECT_NE(t2.warnings[0].find("model 'a' is in group 'G2' in the plan but 'G1'"), std::string::npos) << t2.warnings[0];
+  Options sel;
+  sel.models = {"a"};
+  sel.baselines = {"b"};
+  EXPECT_THROW(aggregate(parse(dir, text), plan, sel), std::invalid_argument);  // baseline not selected
+}
+
+TEST(Report, ErrorBarPlotIsWellFormed) {
+  test::TempDir dir;
+  write_errorbar_plot(dir.file("p.svg"), "a < b & c", "shots", "acc",
+                      {{"m<1>", {{10, {0.5, 0.1}}, {100, {0.6, std::nan("")}}}}, {"m2", {{10, {0.4, 0.0}}}}}, true);
+  const std::string svg = test::read_file(dir.file("p.svg"));
+  EXPECT_NE(svg.find("a &lt; b &amp; c"), std::string::npos);
+  EXPECT_NE(svg.find("data-label=\"m&lt;1&gt;\""), std::string::npos);
+  size_t bars = 0;
+  for (size_t p = svg.find("class=\"errorbar\""); p != std::string::npos; p = svg.find("class=\"errorbar\"", p + 1)) ++bars;
+  EXPECT_EQ(bars, 1u);  // NaN and 0 std draw no bar
+  EXPECT_NE(svg.find("(log scale)"), std::string::npos);
+}

@@ -1,0 +1,108 @@
+// results.jsonl (genemask/eval/results.hpp), the one reader and writer of the sweep's
+// records: what is written reads back the same, a torn last line is left out (and cut off
+// with repair), and every other bad line is an error naming the file, the line and the field.
+#include "genemask/eval/results.hpp"
+
+#include <gtest/gtest.h>
+
+#include "io/error.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+using genemask::test::error_of;
+
+namespace {
+
+results::RunMetrics some_metrics() {
+  results::RunMetrics m;
+  m.test.accuracy = 0.75;
+  m.test.auc = 0.8125;
+  m.test.f1 = 0.5;
+  m.test.mcc = -0.25;
+  m.test.n = 40;
+  m.test.classes = 3;
+  m.n_train = 30;
+  return m;
+}
+
+}  // namespace
+
+TEST(Results, RecordsRoundTripWithEveryMetric) {
+  test::TempDir tmp;
+  const auto m = some_metrics();
+  auto ok = results::make_record("GeneMask 10K", "LOGO", "prom-core", 10, 7, &m, "");
+  ok.seconds = 1.5;
+  ok.attempts = 2;
+  const auto failed = results::make_record("B", "", "t", 50, 1, nullptr, "out of memory");
+  test::write_file(tmp.file("r.jsonl"), ok.to_json().dump() + "\n" + failed.to_json().dump() + "\n");
+  const auto rf = results::read_results(tmp.file("r.jsonl"), false, false);
+  ASSERT_EQ(rf.records.size(), 2u);
+  const auto& a = rf.records[0];
+  EXPECT_EQ(a.job, "GeneMask 10K|prom-core|10|7");
+  EXPECT_TRUE(a.ok);
+  EXPECT_EQ(a.line, 1u);
+  EXPECT_EQ(a.attempts, 2);
+  for (const auto& f : metrics::kMetricFields) {
+    EXPECT_EQ(a.metrics.test.*f.member, m.test.*f.member) << f.name;
+    EXPECT_EQ(a.values.at(f.name), m.test.*f.member) << f.name;
+  }
+  EXPECT_EQ(a.metrics.n_train, 30u);
+  EXPECT_EQ(a.metrics.test.n, 40u);
+  EXPECT_EQ(a.metrics.test.classes, 3);
+  EXPECT_FALSE(rf.records[1].ok);
+  EXPECT_EQ(rf.records[1].error, "out of memory");
+  EXPECT_TRUE(rf.records[1].values.empty());
+  EXPECT_TRUE(rf.warnings.empty());
+}
+
+TEST(Results, TornLastLineIsLeftOutAndCutWithRepair) {
+  test::TempDir tmp;
+  const std::string p = tmp.file("results.jsonl");
+  const std::string good = R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","accuracy":0.5})" "\n"
+                           R"({"model":"a","task":"t","shots":10,"seed":2,"status":"failed"})" "\n";
+  const std::string torn = R"({"job":"a|t|10|3","sta)";
+  test::write_file(p, good + torn);
+  auto rf = results::read_results(p, /*repair=*/false, false);
+  EXPECT_EQ(rf.records.size(), 2u);
+  EXPECT_EQ(rf.repaired_bytes, torn.size());
+  ASSERT_EQ(rf.warnings.size(), 1u);
+  EXPECT_EQ(rf.warnings[0], p + ":3: ignoring the last line, which is not complete JSON (a sweep stopped while writing "
+                                "it; rerunning the sweep redoes that job)");
+  EXPECT_EQ(test::read_file(p), good + torn);  // not repaired
+  rf = results::read_results(p, /*repair=*/true, false);
+  EXPECT_EQ(test::read_file(p), good);
+  // A complete last record without its newline is kept; repair gives it the newline, so that
+  // the next append starts a line of its own.
+  const std::string last = R"({"model":"a","task":"t","shots":10,"seed":3,"status":"ok","accuracy":0.25})";
+  test::write_file(p, good + last);
+  rf = results::read_results(p, /*repair=*/true, false);
+  EXPECT_EQ(rf.records.size(), 3u);
+  EXPECT_EQ(test::read_file(p), good + last + "\n");
+  // A missing file: empty for the sweep, an error for the report.
+  EXPECT_TRUE(results::read_results(tmp.file("none.jsonl"), true, /*missing_ok=*/true).records.empty());
+  EXPECT_NE(error_of([&] { results::read_results(tmp.file("none.jsonl"), false, false); }).find("cannot open"),
+            std::string::npos);
+}
+
+TEST(Results, BadLinesNameFileLineAndField) {
+  test::TempDir tmp;
+  const std::string p = tmp.file("results.jsonl");
+  const std::string good = R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","accuracy":0.5})" "\n";
+  auto error = [&](const std::string& text) {
+    test::write_file(p, text);
+    return error_of([&] { results::read_results(p, true, false); });
+  };
+  EXPECT_EQ(error("{oops}\n" + good), p + ":1: not valid JSON ({oops}): every line must be one JSON object as "
+                                          "`genemask sweep` writes it; repair or remove the line");
+  EXPECT_EQ(error("[1, 2]\n" + good), p + ":1: not a JSON object ([1, 2]): every line must be one JSON object as "
+                                          "`genemask sweep` writes it; repair or remove the line");
+  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":"ten","seed":1,"status":"ok"})" "\n" + good),
+            p + ":1: \"shots\" is \"ten\", expected an integer");
+  EXPECT_EQ(error(good + R"({"model":"a","task":"t","shots":10,"seed":1,"status":"done"})" "\n"),
+            p + ":2: \"status\" is \"done\", expected \"ok\" or \"failed\"");
+  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","auc":"high"})" "\n"),
+            p + ":1: \"auc\" is \"high\", expected a number");
+  EXPECT_EQ(error(R"({"job":"a|t|10|9","model":"a","task":"t","shots":10,"seed":1,"status":"ok"})" "\n"),
+            p + ":1: \"job\" is \"a|t|10|9\" but its model, task, shots and seed make \"a|t|10|1\"");
+  EXPECT_EQ(error(R"({"task":"t","shots":10,"seed":1,"status":"ok"})" "\n"), p + ":1: the record has no \"model\"");
+}

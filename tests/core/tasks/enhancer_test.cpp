@@ -1,0 +1,93 @@
+// `dataset enhancer`: genomic-benchmarks interval CSVs cut from a genome written here,
+// checked against windows worked out by hand.
+#include "genemask/tasks/enhancer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <map>
+
+#include "test_util.hpp"
+
+using namespace genemask;
+
+namespace {
+// 0-based:  0         10        20        30        40        50
+const std::string kChr1 = "ACGTTGCAAC" "GGATCCTTAG" "CATGCATGCA" "TTTAAACCCG" "GGGTTTAAAC" "CCAGTGACTG";
+const std::string kHeader = "id,region,start,end,strand\n";
+}  // namespace
+
+TEST(Enhancer, WindowsLabelsAndGivenSplit) {
+  test::TempDir d;
+  test::write_file(d.file("g.fa"), ">chr1\n" + kChr1.substr(0, 33) + "\n" + kChr1.substr(33) + "\n>chr2\nACGTNACGTACGTACGTACG\n");
+  std::filesystem::create_directories(d.file("gb/train"));
+  std::filesystem::create_directories(d.file("gb/test"));
+  test::write_file(d.file("gb/train/positive.csv"),
+                   kHeader + "0,chr1,20,30,+\n"   // CATGCATGCA
+                             "1,chr1,30,40,-\n"   // TTTAAACCCG reversed and complemented
+                             "2,chr1,55,65,+\n"   // runs off the end: dropped
+                             "3,chr2,0,10,+\n");  // holds an N: dropped
+  test::write_gzip(d.file("gb/train/negative.csv.gz"), kHeader + "0,chr1,0,10,+\n");  // ACGTTGCAAC
+  test::write_file(d.file("gb/test/positive.csv"), kHeader + "0,1,40,50,.\n");      // GGGTTTAAAC, '.' = '+'
+  test::write_file(d.file("gb/test/negative.csv"), kHeader + "0,chr1,10,20,-\n");   // GGATCCTTAG -> CTAAGGATCC
+  test::write_file(d.file("gb/README.txt"), "not a class file\n");
+  dataset::EnhancerOptions o;
+  o.genome = d.file("g.fa");
+  o.intervals = d.file("gb");
+  dataset::DatasetStats st;
+  std::vector<char> split;
+  auto ex = dataset::build_enhancer(o, st, split);
+  ASSERT_EQ(ex.size(), 5u);
+  ASSERT_EQ(split.size(), 5u);
+  std::map<std::string, std::pair<std::string, char>> got;  // sequence -> label, split
+  for (size_t i = 0; i < ex.size(); ++i) got[ex[i].sequence] = {ex[i].label, split[i]};
+  EXPECT_EQ(got["CATGCATGCA"], std::make_pair(std::string("1"), 't'));
+  EXPECT_EQ(got["CGGGTTTAAA"], std::make_pair(std::string("1"), 't'));
+  EXPECT_EQ(got["ACGTTGCAAC"], std::make_pair(std::string("0"), 't'));
+  EXPECT_EQ(got["GGGTTTAAAC"], std::make_pair(std::string("1"), 'e'));
+  EXPECT_EQ(got["CTAAGGATCC"], std::make_pair(std::string("0"), 'e'));
+  EXPECT_EQ(st.dropped["off_chromosome"], 1u);
+  EXPECT_EQ(st.dropped["contains_n"], 1u);
+
+  // Through the writer: the given split is kept.
+  dataset::OutputOptions out;
+  out.out = d.file("out");
+  auto st2 = dataset::write_task_dataset(ex, out, st, split);
+  EXPECT_EQ(st2.train, 3u);
+  EXPECT_EQ(st2.test, 2u);
+  EXPECT_TRUE(st2.given_split);
+  EXPECT_EQ(test::read_file(d.file("out/test.tsv")).find("CATGCATGCA"), std::string::npos);
+}
+
+TEST(Enhancer, ClassNamesOtherThanPositiveNegativeAreKept) {
+  EXPECT_EQ(dataset::class_label("positive", {"negative", "positive"}), "1");
+  EXPECT_EQ(dataset::class_label("negative", {"positive", "negative", "positive", "negative"}), "0");
+  EXPECT_EQ(dataset::class_label("human", {"human", "worm"}), "human");
+  EXPECT_EQ(dataset::class_label("enhancer", {"enhancer", "ocr", "promoter"}), "enhancer");
+}
+
+TEST(Enhancer, InputErrors) {
+  test::TempDir d;
+  test::write_file(d.file("g.fa"), ">chr1\n" + kChr1 + "\n");
+  dataset::EnhancerOptions o;
+  o.genome = d.file("g.fa");
+  o.intervals = d.file("gb");
+  dataset::DatasetStats st;
+  std::vector<char> split;
+  std::filesystem::create_directories(d.file("gb/train"));
+  std::string m = test::error_of([&] { dataset::build_enhancer(o, st, split); });
+  EXPECT_NE(m.find("no 'test' folder"), std::string::npos) << m;
+  std::filesystem::create_directories(d.file("gb/test"));
+  test::write_file(d.file("gb/test/positive.csv"), kHeader + "0,chr1,0,10,+\n");
+  m = test::error_of([&] { dataset::build_enhancer(o, st, split); });
+  EXPECT_NE(m.find("train: no <class>.csv"), std::string::npos) << m;
+  test::write_file(d.file("gb/train/positive.csv"), kHeader + "0,chr1,0,10,+\n1,chrUn,0,10,+\n");
+  m = test::error_of([&] { dataset::build_enhancer(o, st, split); });
+  EXPECT_NE(m.find("positive.csv:3:"), std::string::npos) << m;
+  EXPECT_NE(m.find("'chrUn'"), std::string::npos) << m;
+  EXPECT_NE(m.find("chr1"), std::string::npos) << m;
+  test::write_file(d.file("gb/train/positive.csv"), kHeader + "0,chr1,60,70,+\n");
+  m = test::error_of([&] { dataset::build_enhancer(o, st, split); });
+  EXPECT_NE(m.find("positive.csv:2:"), std::string::npos) << m;
+  EXPECT_NE(m.find("beyond the end of 'chr1' (60 bp)"), std::string::npos) << m;
+}
