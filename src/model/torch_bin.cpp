@@ -12,6 +12,105 @@
 #include "io/error.hpp"
 
 namespace genemask::model {
+namespace {
+
+/// Walks the opcodes of a pickle (protocol <= 5) and checks what LibTorch's unpickler would
+/// trust: every length a string, bytes or long opcode declares must fit in the bytes that
+/// are left, every memo index must be below the pickle's size, the opcode must be one a
+/// pickle can hold, and a STOP must end it. The unpickler allocates what a length says
+/// before it reads (a 600-byte file asked for gigabytes): this check comes first. Throws
+/// std::invalid_argument naming the byte offset.
+void check_pickle(const std::string& p) {
+  size_t pos = 0;
+  auto need = [&](uint64_t n, uint8_t op) {
+    if (n > p.size() - pos)
+      throw std::invalid_argument(fmt::format("pickle opcode 0x{:02x} at byte {} declares {} bytes, {} are left", op,
+                                              pos - 1, n, p.size() - pos));
+  };
+  auto uint = [&](int bytes, uint8_t op) {
+    need(static_cast<uint64_t>(bytes), op);
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[pos + static_cast<size_t>(i)]);
+    pos += static_cast<size_t>(bytes);
+    return v;
+  };
+  auto memo = [&](uint64_t id, uint8_t op) {
+    if (id > p.size())
+      throw std::invalid_argument(fmt::format("pickle opcode 0x{:02x} at byte {} uses memo slot {}, more than the "
+                                              "pickle's {} bytes could fill",
+                                              op, pos - 1, id, p.size()));
+  };
+  auto line = [&](uint8_t op) {
+    const size_t nl = p.find('\n', pos);
+    if (nl == std::string::npos)
+      throw std::invalid_argument(fmt::format("pickle opcode 0x{:02x} at byte {}: its text argument has no end", op, pos - 1));
+    pos = nl + 1;
+  };
+  while (pos < p.size()) {
+    const auto op = static_cast<uint8_t>(p[pos++]);
+    switch (op) {
+      case '.':  // STOP
+        return;
+      case '(': case '0': case '1': case '2': case 'N': case 'Q': case 'R': case 'a': case 'b': case 'd': case '}':
+      case 'e': case 'l': case ']': case 'o': case 's': case 't': case ')': case 'u': case 0x81: case 0x85: case 0x86:
+      case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93:
+        break;  // no argument
+      case 0x94:  // MEMOIZE
+        break;
+      case 'K': case 0x80: case 0x82:  // BININT1, PROTO, EXT1
+        uint(1, op);
+        break;
+      case 'h': case 'q':  // BINGET, BINPUT
+        memo(uint(1, op), op);
+        break;
+      case 'M': case 0x83:  // BININT2, EXT2
+        uint(2, op);
+        break;
+      case 'J': case 0x84:  // BININT, EXT4
+        uint(4, op);
+        break;
+      case 'j': case 'r':  // LONG_BINGET, LONG_BINPUT
+        memo(uint(4, op), op);
+        break;
+      case 'G':  // BINFLOAT
+        uint(8, op);
+        break;
+      case 0x95:  // FRAME: its length; the frame's opcodes follow
+        need(uint(8, op), op);
+        break;
+      case 'F': case 'I': case 'L': case 'P': case 'S': case 'V': case 'g': case 'p':  // text arguments
+        line(op);
+        break;
+      case 'c': case 'i':  // GLOBAL, INST: module and name lines
+        line(op);
+        line(op);
+        break;
+      case 'U': case 'C': case 0x8c: case 0x8a: {  // SHORT_BINSTRING, SHORT_BINBYTES, SHORT_BINUNICODE, LONG1
+        const uint64_t n = uint(1, op);
+        need(n, op);
+        pos += n;
+        break;
+      }
+      case 'T': case 'B': case 'X': case 0x8b: {  // BINSTRING, BINBYTES, BINUNICODE, LONG4
+        const uint64_t n = uint(4, op);
+        need(n, op);
+        pos += n;
+        break;
+      }
+      case 0x8d: case 0x8e: case 0x96: {  // BINUNICODE8, BINBYTES8, BYTEARRAY8
+        const uint64_t n = uint(8, op);
+        need(n, op);
+        pos += n;
+        break;
+      }
+      default:
+        throw std::invalid_argument(fmt::format("byte {} holds 0x{:02x}, which is not a pickle opcode", pos - 1, op));
+    }
+  }
+  throw std::invalid_argument("the pickle ends without STOP");
+}
+
+}  // namespace
 
 /// DNABERT's released weights: pytorch_model.bin, a torch.save'd (zip) state_dict.
 /// LibTorch's unpickler turns collections.OrderedDict into None (it expects it only for
@@ -46,6 +145,7 @@ std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(std::istream
         pkl += '.';
       }
     }
+    check_pickle(pkl);
     size_t off = 0;
     auto reader = [&](char* buf, size_t n) {
       n = std::min(n, pkl.size() - off);
