@@ -17,6 +17,8 @@
 #include <iostream>
 #include <stdexcept>
 
+#include "io/error.hpp"
+
 namespace genemask::io {
 namespace {
 
@@ -179,9 +181,7 @@ void AtomicFile::commit() {
   if (!out_) {
     const int err = errno;
     throw std::runtime_error(fmt::format("cannot write {}: {}", tmp_.path(),
-                                         err == ENOSPC || err == EDQUOT
-                                             ? std::string(std::strerror(err)) + " (the disk is full)"
-                                             : (err ? std::strerror(err) : "write error (disk full?)")));
+                                         err ? write_error_reason(err) : "write error (disk full?)"));
   }
   tmp_.commit();
 }

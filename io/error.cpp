@@ -1,5 +1,7 @@
 #include "io/error.hpp"
 
+#include <cerrno>
+#include <cstring>
 #include <fmt/format.h>
 
 namespace genemask::io {
@@ -53,6 +55,17 @@ std::string printable(std::string_view text) {
     }
   }
   return out;
+}
+
+std::string excerpt(std::string_view text, size_t max_bytes) {
+  return text.size() > max_bytes ? printable(text.substr(0, max_bytes)) + "..." : printable(text);
+}
+
+std::string write_error_reason(int err) {
+  std::string reason = std::strerror(err);
+  if (err == ENOSPC || err == EDQUOT) reason += " (the disk is full)";
+  else if (err == EFBIG) reason += " (a file size limit: ulimit -f)";
+  return reason;
 }
 
 std::string describe_byte(unsigned char c) {

@@ -30,5 +30,12 @@ std::string describe_byte(unsigned char c);
 /// and bytes that are not valid UTF-8 become \xNN; a backslash stays itself; valid UTF-8
 /// (file names in any language) is kept.
 std::string printable(std::string_view text);
+/// printable() of at most the first `max_bytes` of `text`, with "..." when it was longer: a
+/// value quoted from a file in a message.
+std::string excerpt(std::string_view text, size_t max_bytes);
+
+/// The system's reason for a failed write: strerror(err), and what it usually means for a
+/// full disk or quota ("(the disk is full)") or a file size limit ("(... ulimit -f)").
+std::string write_error_reason(int err);
 
 }  // namespace genemask::io

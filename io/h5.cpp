@@ -59,21 +59,13 @@ int stack_errno() {
   return found;
 }
 
-/// The system's reason for a failed write, with what it usually means.
-std::string reason_of(int err) {
-  std::string reason = std::strerror(err);
-  if (err == ENOSPC || err == EDQUOT) reason += " (the disk is full)";
-  else if (err == EFBIG) reason += " (a file size limit: ulimit -f)";
-  return reason;
-}
-
 /// "<file>: cannot <what>[: <reason>]", the reason from the error stack, else errno.
 std::string failure(const std::string& file, const std::string& what) {
   int err = stack_errno();
   if (err == 0) err = errno;
   const bool known = err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO || err == EROFS || err == EACCES;
   H5Eclear2(H5E_DEFAULT);
-  return fmt::format("{}: cannot {}{}", file.empty() ? "HDF5" : file, what, known ? ": " + reason_of(err) : "");
+  return fmt::format("{}: cannot {}{}", file.empty() ? "HDF5" : file, what, known ? ": " + write_error_reason(err) : "");
 }
 [[noreturn]] void fail(const std::string& file, const std::string& what) { throw std::runtime_error(failure(file, what)); }
 [[noreturn]] void fail(hid_t loc, const std::string& what) { fail(file_name(loc), what); }
@@ -154,7 +146,7 @@ void close_file(Handle& file) {
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err != 0) {
     ::unlink(name.c_str());
-    throw std::runtime_error(fmt::format("{}: cannot write the file ({} bytes): {}", name, image.size(), reason_of(err)));
+    throw std::runtime_error(fmt::format("{}: cannot write the file ({} bytes): {}", name, image.size(), write_error_reason(err)));
   }
 }
 

@@ -48,6 +48,13 @@ void write_manifest(const std::string& dir, const ShardManifest& m) {
   f.commit();
 }
 
+void verify_shard_checksum(const std::string& dir, const ManifestShard& shard) {
+  if (sha256_file(dir + "/" + shard.file) != shard.sha256)
+    throw InputError(dir + "/" + shard.file, fmt::format("SHA-256 differs from {}/manifest.json: the file was changed or "
+                                                         "damaged (build the shards again)",
+                                                         dir));
+}
+
 ShardManifest read_manifest(const std::string& dir, bool verify_checksums) {
   const std::string path = dir + "/manifest.json";
   std::ifstream in(path);
@@ -87,8 +94,7 @@ ShardManifest read_manifest(const std::string& dir, bool verify_checksums) {
       struct stat st {};
       if (::stat(file.c_str(), &st) != 0)
         throw InputError(path, fmt::format("lists {} but the file is missing: the shard set is incomplete", sh.file));
-      if (verify_checksums && sha256_file(file) != sh.sha256)
-        throw InputError(file, "SHA-256 differs from the manifest: the file was changed or damaged");
+      if (verify_checksums) verify_shard_checksum(dir, sh);
       m.shards.push_back(std::move(sh));
     }
     return m;

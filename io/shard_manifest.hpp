@@ -37,4 +37,7 @@ void write_manifest(const std::string& dir, const ShardManifest& m);
 /// (verify_checksums: also their SHA-256). Errors name the file and what is wrong.
 ShardManifest read_manifest(const std::string& dir, bool verify_checksums = false);
 
+/// Throws InputError naming DIR/shard.file when its SHA-256 is not the manifest's.
+void verify_shard_checksum(const std::string& dir, const ManifestShard& shard);
+
 }  // namespace genemask::io

@@ -137,9 +137,7 @@ void check_vocab(const std::string& dir) {
     if (n < want.size() && line != want[n])
       throw io::InputError(path, n + 1, fmt::format("token '{}' where DNABERT-6's vocabulary has '{}': this model uses "
                                                     "other token ids than genemask",
-                                                    io::printable(line.substr(0, 40)) +
-                                                        (line.size() > 40 ? "..." : ""),
-                                                    want[n]));
+                                                    io::excerpt(line, 40), want[n]));
     ++n;
   }
   if (n != want.size())

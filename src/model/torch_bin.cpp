@@ -53,10 +53,8 @@ void check_pickle(const std::string& p) {
         return;
       case '(': case '0': case '1': case '2': case 'N': case 'Q': case 'R': case 'a': case 'b': case 'd': case '}':
       case 'e': case 'l': case ']': case 'o': case 's': case 't': case ')': case 'u': case 0x81: case 0x85: case 0x86:
-      case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93:
+      case 0x87: case 0x88: case 0x89: case 0x8f: case 0x90: case 0x91: case 0x92: case 0x93: case 0x94:
         break;  // no argument
-      case 0x94:  // MEMOIZE
-        break;
       case 'K': case 0x80: case 0x82:  // BININT1, PROTO, EXT1
         uint(1, op);
         break;

@@ -294,15 +294,25 @@ void resume_from_checkpoint(Run& r) {
   std::ifstream in(state);
   nlohmann::json st = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
   if (st.is_discarded() || !st.is_object()) throw io::InputError(state, "is not a JSON object: the checkpoint is damaged");
-  // Checkpoints written before state.json named its format are version 1.
-  if (st.value("format", kCheckpointFormat) != kCheckpointFormat || st.value("format_version", 1) != kCheckpointVersion)
-    throw io::InputError(state, fmt::format("is format {} version {}; this genemask reads {} version {}",
-                                            st.value("format", nlohmann::json()).dump(),
-                                            st.value("format_version", nlohmann::json()).dump(), kCheckpointFormat,
-                                            kCheckpointVersion));
-  if (st.at("world_size").get<int>() != r.world)
-    throw io::InputError(state, fmt::format("was written by {} ranks; resume with the same number (now {})",
-                                            st.at("world_size").get<int>(), r.world));
+  std::string format;
+  int version = 0, world = 0;
+  try {  // a field of another type is a damaged checkpoint, not a JSON library message
+    // Checkpoints written before state.json named its format are version 1.
+    format = st.value("format", std::string(kCheckpointFormat));
+    version = st.value("format_version", kCheckpointVersion);
+    world = st.at("world_size").get<int>();
+    r.step = st.at("step").get<int64_t>();
+    r.cursor.epoch = st.at("cursor").at("epoch").get<uint64_t>();
+    r.cursor.position = st.at("cursor").at("position").get<uint64_t>();
+  } catch (const nlohmann::json::exception& e) {
+    throw io::InputError(state, fmt::format("missing or malformed field ({}): the checkpoint is damaged", e.what()));
+  }
+  if (format != kCheckpointFormat || version != kCheckpointVersion)
+    throw io::InputError(state, fmt::format("is format \"{}\" version {}; this genemask reads {} version {}", format,
+                                            version, kCheckpointFormat, kCheckpointVersion));
+  if (world != r.world)
+    throw io::InputError(state, fmt::format("was written by {} ranks; resume with the same number (now {})", world,
+                                            r.world));
   // The run's settings: a different one would silently make another run of this one.
   const nlohmann::json now = run_settings(r);  // named: items() of a temporary would dangle
   for (const auto& [key, value] : now.items()) {
@@ -322,9 +332,6 @@ void resume_from_checkpoint(Run& r) {
                                          "with the run's model config",
                                          key, value.dump(), b[key].dump(), o.model));
   }
-  r.step = st.at("step");
-  r.cursor.epoch = st.at("cursor").at("epoch");
-  r.cursor.position = st.at("cursor").at("position");
   auto imported = import_hf(d);
   {
     torch::NoGradGuard ng;

@@ -153,6 +153,23 @@ class Pretrain(unittest.TestCase):
         self.assertIn("config.json: --resume: the model's intermediate_size is 64 in the run but 48", p.stderr)
         with open(cfg, "w") as f:
             json.dump(TINY, f)
+        # state.json names its format; another one, or a field of another type, is one clear line.
+        state = os.path.join(out, "checkpoints", "step-00000004", "state.json")
+        with open(state) as f:
+            good = json.load(f)
+        self.assertEqual((good["format"], good["format_version"]), ("genemask-checkpoint", 1))
+        for bad, want in [(dict(good, format_version=2), 'state.json: is format "genemask-checkpoint" version 2; '
+                                                          "this genemask reads genemask-checkpoint version 1"),
+                          (dict(good, step="four"), "state.json: missing or malformed field ("),
+                          ({k: v for k, v in good.items() if k != "cursor"}, "state.json: missing or malformed field (")]:
+            with open(state, "w") as f:
+                json.dump(bad, f)
+            p = self.pretrain(out, ["--resume"], model="mutable.json", check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(want, p.stderr)
+            self.assertEqual(len([l for l in p.stderr.splitlines() if "error:" in l]), 1, p.stderr)
+        with open(state, "w") as f:
+            json.dump(good, f)
         s = summary(self.pretrain(out, ["--resume", "--allow-changes"], model="mutable.json", seed=9))
         self.assertEqual(s["start_step"], 4)
 

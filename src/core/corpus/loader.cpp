@@ -9,7 +9,6 @@
 #include "genemask/corpus/tokenizer.hpp"
 #include "io/error.hpp"
 #include "io/rank_tables.hpp"
-#include "io/sha256.hpp"
 #include "io/shard_manifest.hpp"
 
 namespace genemask {
@@ -30,10 +29,7 @@ ShardSet::ShardSet(const std::string& dir, const std::string& split, const Shard
     const bool verify = checks.verify && static_cast<int>(k % static_cast<size_t>(checks.parts)) == checks.part;
     if (sh.split != split && !verify) continue;
     const std::string file = dir + "/" + sh.file;
-    if (verify && io::sha256_file(file) != sh.sha256)
-      throw io::InputError(file, fmt::format("SHA-256 differs from {}/manifest.json: the file was changed or damaged "
-                                             "(build the shards again)",
-                                             dir));
+    if (verify) io::verify_shard_checksum(dir, sh);
     auto r = std::make_unique<io::ShardReader>(file);
     if (r->samples() != sh.samples || r->tokens() != sh.tokens)
       throw io::InputError(file, fmt::format("has {} samples and {} tokens, the manifest says {} and {}", r->samples(),

@@ -254,9 +254,9 @@ void check_expansion(const Checker& c, const Plan& p) {
   for (const auto& m : p.models) longest_model = std::max(longest_model, safe_name(m.name).size());
   const size_t fixed = 6 + shot_digits + seed_digits;  // three "__" separators
   auto too_long = [&](const std::string& path, const std::string& name, size_t length) {
-    c.fail(path, fmt::format("\"{}{}\" ({} bytes) makes run directory names up to {} bytes long, over the file-name "
+    c.fail(path, fmt::format("\"{}\" ({} bytes) makes run directory names up to {} bytes long, over the file-name "
                              "limit of {}; shorten the model or task name",
-                             name.substr(0, 40), name.size() > 40 ? "..." : "", name.size(), length, kMaxRunDirName));
+                             io::excerpt(name, 40), name.size(), length, kMaxRunDirName));
   };
   for (size_t i = 0; i < p.models.size(); ++i) {
     const size_t length = safe_name(p.models[i].name).size() + longest_task + fixed;

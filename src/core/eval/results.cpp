@@ -172,10 +172,10 @@ ResultsFile read_results(const std::string& path, bool repair, bool missing_ok) 
                                           path, l.no));
         break;
       }
-      throw io::InputError(path, l.no, fmt::format("{} ({}{}): every line must be one JSON object as `genemask sweep` "
+      throw io::InputError(path, l.no, fmt::format("{} ({}): every line must be one JSON object as `genemask sweep` "
                                                    "writes it; repair or remove the line",
                                                    j.is_discarded() ? "not valid JSON" : "not a JSON object",
-                                                   s.substr(0, 60), s.size() > 60 ? "..." : ""));
+                                                   io::excerpt(s, 60)));
     }
     Record r = parse_record(j, path, l.no);
     r.text = s;
