@@ -12,7 +12,7 @@ source "$root/bench/common.sh"
 echo "== shard building on $g ($(du -h "$g" | cut -f1)), median of $runs runs"
 for n in 1 2; do
   for _ in $(seq "$runs"); do
-    mpiexec -n "$n" --oversubscribe "$bin" shards --genome "$g" --out "$work/shards-$n"
+    mpiexec -n "$n" --oversubscribe "$bin" shards --genome "$g" --out "$work/shards-$n" --force
   done | "$python" -c '
 import json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin]

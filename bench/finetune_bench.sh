@@ -23,7 +23,7 @@ for len in 70 300; do
     for t in 1 2; do
       for _ in $(seq "$runs"); do
         "$bin" finetune --model random --config logo --train "$work/ft-$len.csv" --test "$work/ft-$len.csv" \
-          --out "$work/ft-out" --epochs "$epochs" --batch "$batch" --threads "$t" 2>/dev/null |
+          --out "$work/ft-out" --force --epochs "$epochs" --batch "$batch" --threads "$t" 2>/dev/null |
           LEN=$len BATCH=$batch T=$t "$python" -c 'import json, os, sys
 s = json.loads(sys.stdin.read().splitlines()[-1])
 print(json.dumps({"impl": "genemask", "len": int(os.environ["LEN"]), "batch": int(os.environ["BATCH"]),

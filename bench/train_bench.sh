@@ -32,7 +32,7 @@ for t in (1, 2):
     print(f"ratio genemask / PyTorch, {t} thread(s): {med[('genemask', t)] / med[('pytorch', t)]:.2f}x")
 PY
 echo "== genemask pretrain, logo, weak scaling: batch 5 per rank, 1 thread per rank, 1 vs 2 ranks"
-"$bin" shards --genome "$g" --out "$work/train-shards" >/dev/null
+"$bin" shards --genome "$g" --out "$work/train-shards" --force >/dev/null
 for n in 1 2; do
   rm -rf "$work/train-run-$n"
   mpiexec -n "$n" --oversubscribe "$bin" pretrain --shards "$work/train-shards" --masking random --model logo \

@@ -64,9 +64,7 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
                                  gs.unknown_sequences.front())
                   << std::endl;
     }
-    // The directory holds no valid shard set until the new manifest is written.
-    std::filesystem::create_directories(req.out_dir);
-    std::filesystem::remove(req.out_dir + "/manifest.json");
+    std::filesystem::create_directories(req.out_dir);  // the CLI's: io::OutputSet's staging directory
   }
   bcast_serialized(records, 0, comm);
   bcast_serialized(starts, 0, comm);
@@ -123,21 +121,12 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
     m.candidates = T.candidates;
     m.dropped_non_acgt = T.dropped_non_acgt;
     for (const auto& r : records) m.chromosomes.push_back(io::ManifestChrom{r.name, r.length});
-    std::set<std::string> listed;
     for (const auto& f : T.files) {
       m.shards.push_back(io::ManifestShard{f.file, f.split, f.sha256, f.samples, f.tokens, f.first_sample, f.last_sample});
-      listed.insert(f.file);
       struct stat st {};
       if (::stat((req.out_dir + "/" + f.file).c_str(), &st) == 0) res.shard_bytes += static_cast<uint64_t>(st.st_size);
     }
     io::write_manifest(req.out_dir, m);
-    // Shards of an earlier, interrupted or differently-ranked run are not in the manifest.
-    for (const auto& e : std::filesystem::directory_iterator(req.out_dir)) {
-      const std::string name = e.path().filename().string();
-      const bool ours = (name.rfind("train-r", 0) == 0 || name.rfind("valid-r", 0) == 0) &&
-                        name.find(".h5") != std::string::npos;
-      if (ours && !listed.count(name)) std::filesystem::remove(e.path());
-    }
   }
   res.seconds = std::chrono::duration<double>(clock::now() - t0).count();
   return res;

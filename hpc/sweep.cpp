@@ -37,6 +37,7 @@
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
 #include "io/dir_lock.hpp"
+#include "io/output_guard.hpp"
 
 namespace fs = std::filesystem;
 
@@ -190,9 +191,20 @@ struct Setup {
 Setup prepare(const SweepOptions& o) {
   const Plan plan = sweep::load_plan(o.plan);
   io::OutputDir out_dir(o.out);  // a new DIR goes again if the set-up fails
-  fs::create_directories(fs::path(o.out) / "runs");
   Setup s;
-  s.lock = std::make_shared<io::DirLock>(o.out, "genemask sweep");  // two sweeps would run every job twice
+  try {
+    s.lock = std::make_shared<io::DirLock>(o.out, "genemask sweep");  // two sweeps would run every job twice
+  } catch (...) {
+    out_dir.keep();  // another sweep's directory, maybe made a moment ago: never removed here
+    throw;
+  }
+  // DIR/plan.json and DIR/results.jsonl are rewritten: neither may be one of the inputs
+  // (`--plan DIR/plan.json`).
+  io::check_writable_target((fs::path(o.out) / "plan.json").string());
+  io::check_writable_target((fs::path(o.out) / "results.jsonl").string());
+  // A new or empty directory, or this command's (a sweep continues where it stopped).
+  io::claim_run_directory(o.out, "sweep", "--out", {"plan.json", "results.jsonl", "runs"});
+  fs::create_directories(fs::path(o.out) / "runs");
   const std::string plan_path = (fs::path(o.out) / "plan.json").string();
   const std::string results_path = (fs::path(o.out) / "results.jsonl").string();
   const nlohmann::json new_plan = sweep::plan_to_json(plan);
@@ -277,8 +289,8 @@ class Manager {
   /// The next job for `worker` (with its attempt number), or null when none should start.
   /// A retry goes to another worker when there is other work for this one.
   const Job* next(int worker) {
-    if (g_stop_signal) sum_.interrupted = true;
-    if (queue_.empty() || g_stop_signal) return nullptr;
+    if (g_stop_signal || worker_stop_) sum_.interrupted = true;
+    if (queue_.empty() || g_stop_signal || worker_stop_) return nullptr;
     auto it = std::find_if(queue_.begin(), queue_.end(), [&](size_t j) { return failed_on_[j] != worker; });
     if (it == queue_.end()) it = queue_.begin();
     const size_t i = *it;
@@ -291,14 +303,27 @@ class Manager {
   /// goes back to the queue for a retry).
   std::unique_ptr<nlohmann::json> finish(const Job& job, const JobResult& r) {
     const size_t i = static_cast<size_t>(&job - s_.jobs.data());
+    if (r.stop_signal && !worker_stop_) {
+      // A signal to one rank stops the sweep as a signal to mpirun does: no new jobs.
+      worker_stop_ = r.stop_signal;
+      std::cerr << fmt::format("[genemask sweep] rank {} on {} was stopped by signal {}: no new jobs are handed out; "
+                               "the running ones are recorded",
+                               r.rank, r.host, r.stop_signal)
+                << std::endl;
+    }
+    if (r.declined) {  // never started: the next run does it
+      --attempts_[i];
+      queue_.push_front(i);
+      return nullptr;
+    }
     busy_s_[r.rank] += r.seconds;
-    if (!r.ok && attempts_[i] <= s_.retries && !g_stop_signal) {
+    if (!r.ok && attempts_[i] <= s_.retries && !g_stop_signal && !worker_stop_) {
       ++sum_.retried;
       failed_on_[i] = r.rank;
       queue_.push_front(i);  // at the front: it is as long as the jobs being handed out now
       return nullptr;
     }
-    if (!r.ok && g_stop_signal && attempts_[i] <= s_.retries) return nullptr;  // retried by the next run
+    if (!r.ok && (g_stop_signal || worker_stop_) && attempts_[i] <= s_.retries) return nullptr;  // retried by the next run
     ++(r.ok ? sum_.ok : sum_.failed);
     return std::make_unique<nlohmann::json>(result_record(job, r, attempts_[i]).to_json());
   }
@@ -350,6 +375,7 @@ class Manager {
   ResultsWriter writer_;
   std::deque<size_t> queue_;
   std::vector<int> attempts_, failed_on_;  // failed_on_: rank of the last failed attempt
+  int worker_stop_ = 0;                    // a worker's stop signal
   std::map<int, double> busy_s_;
   double overhead_s_ = 0, write_s_ = 0;
   uint64_t dispatches_ = 0, writes_ = 0;
@@ -442,7 +468,17 @@ void run_worker(const JobRunner& runner, const WorkerSetup& w, MPI_Comm comm) {
     if (msg.tag == kTagStop) return;
     if (msg.tag != kTagJob) throw std::logic_error(fmt::format("sweep: unexpected message tag {} from the manager", msg.tag));
     const Job job = unpack<Job>(msg.bytes);
-    send_bytes(pack(run_job(runner, job, w, host)), kManager, kTagResult, comm);
+    JobResult r;
+    if (g_stop_signal) {  // stopped while waiting: hand the job back unstarted
+      r.key = job.key;
+      r.host = host;
+      r.rank = w.rank;
+      r.declined = true;
+    } else {
+      r = run_job(runner, job, w, host);
+    }
+    r.stop_signal = g_stop_signal;  // the manager stops handing out jobs to every worker
+    send_bytes(pack(r), kManager, kTagResult, comm);
   }
 }
 

@@ -40,12 +40,14 @@ struct JobResult {
   std::string host, error;
   std::string device;  // "cpu" or "cuda:<ordinal>"
   int rank = 0;
+  int stop_signal = 0;    // the worker got SIGTERM/SIGINT/SIGUSR1: the whole sweep stops
+  bool declined = false;  // not run: the job came after the worker's stop signal
 
   template <class A>
   void serialize(A& ar, const unsigned int version) {
     ar & key & ok;
     metrics.serialize(ar, version);
-    ar & seconds & host & error & device & rank;
+    ar & seconds & host & error & device & rank & stop_signal & declined;
   }
 };
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -18,6 +19,7 @@
 #include <stdexcept>
 
 #include "io/error.hpp"
+#include "io/output_guard.hpp"
 
 namespace genemask::io {
 namespace {
@@ -108,14 +110,41 @@ bool process_alive(long pid) {
 
 }  // namespace
 
-std::string temp_name_for(const std::string& path) {
-  return fmt::format("{}.tmp.{}.{}", path, host_name(), ::getpid());
+namespace {
+
+constexpr size_t kNameMax = 255;  // NAME_MAX of Linux file systems
+
+/// "<name>.tmp.<host>." for the file name `name`; a name too long for that (and for the
+/// pid and a suffix after it) keeps its first bytes and a hash of the whole name instead,
+/// so that any name the file system accepts can be written.
+std::string temp_prefix(const std::string& name) {
+  const std::string tail = ".tmp." + host_name() + ".";
+  constexpr size_t kRoom = 20 + 8;  // the pid and a suffix such as ".probe"
+  if (name.size() + tail.size() + kRoom <= kNameMax) return name + tail;
+  uint64_t h = 1469598103934665603ull;  // FNV-1a 64 (io is below core's rng.hpp)
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  const std::string mark = fmt::format("~{:016x}", h);
+  const size_t keep = kNameMax > tail.size() + kRoom + mark.size() ? kNameMax - tail.size() - kRoom - mark.size() : 0;
+  return name.substr(0, std::min(keep, name.size())) + mark + tail;
+}
+
+std::pair<std::string, std::string> split_dir(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {"", path};
+  return {path.substr(0, slash + 1), path.substr(slash + 1)};
+}
+
+}  // namespace
+
+std::string temp_name_for(const std::string& path, const std::string& suffix) {
+  const auto [dir, name] = split_dir(path);
+  return fmt::format("{}{}{}{}", dir, temp_prefix(name), ::getpid(), suffix);
 }
 
 int remove_stale_temporaries(const std::string& path) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string prefix = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".tmp." + host_name() + ".";
+  const std::string prefix = temp_prefix(slash == std::string::npos ? path : path.substr(slash + 1));
   DIR* d = ::opendir(dir.c_str());
   if (!d) return 0;
   int removed = 0;
@@ -146,6 +175,7 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 }
 
 TempOutput::TempOutput(std::string path) : path_(std::move(path)), tmp_(temp_name_for(path_)) {
+  check_writable_target(path_);  // never over an input, a device or a FIFO
   remove_stale_temporaries(path_);
   slot_ = register_temp(tmp_);
 }
@@ -158,10 +188,13 @@ TempOutput::~TempOutput() {
 void TempOutput::commit() {
   // Testing hook: hold the finished temporary for N seconds before the rename, so that a
   // test can stop the process while it exists (tests/cli/test_interrupts.py).
-  if (const char* hold = std::getenv("GENEMASK_TEST_HOLD_TEMP")) {
+  // GENEMASK_TEST_HOLD_TEMP_MATCH limits it to temporaries whose name contains that text.
+  const char* match = std::getenv("GENEMASK_TEST_HOLD_TEMP_MATCH");
+  if (const char* hold = std::getenv("GENEMASK_TEST_HOLD_TEMP"); hold && (!match || tmp_.find(match) != std::string::npos)) {
     std::cerr << "genemask: holding " << tmp_ << std::endl;
     ::sleep(static_cast<unsigned>(std::atoi(hold)));
   }
+  check_writable_target(path_);  // it may have become one while the output was written
   rename_or_throw(tmp_, path_);
   committed_ = true;
   unregister_temp(slot_);
@@ -197,17 +230,23 @@ OutputDir::OutputDir(const std::string& path) : exceptions_(std::uncaught_except
   }
   fs::create_directories(p);
   if (!top.empty()) created_ = top.string();
+  dir_ = p.string();
 }
 
 OutputDir::OutputDir(OutputDir&& o) noexcept
-    : created_(std::move(o.created_)), exceptions_(o.exceptions_), kept_(o.kept_) {
+    : created_(std::move(o.created_)), dir_(std::move(o.dir_)), exceptions_(o.exceptions_), kept_(o.kept_) {
   o.created_.clear();
 }
 
 OutputDir::~OutputDir() {
   if (created_.empty() || kept_ || std::uncaught_exceptions() <= exceptions_) return;
+  // The directory, then the parents made for it while they are empty: another command may
+  // have started writing beside it in a parent made here.
   std::error_code ec;
-  std::filesystem::remove_all(created_, ec);
+  std::filesystem::remove_all(dir_, ec);
+  const std::string top = std::filesystem::path(created_).lexically_normal().string();
+  for (auto q = std::filesystem::path(dir_).parent_path(); !q.empty(); q = q.parent_path())
+    if (q.string().size() < top.size() || ::rmdir(q.c_str()) != 0 || q.string() == top) break;
 }
 
 void install_signal_cleanup(const char* program, bool announce) {

@@ -58,18 +58,22 @@ class OutputDir {
   OutputDir& operator=(OutputDir&&) = delete;
   OutputDir(const OutputDir&) = delete;
   OutputDir& operator=(const OutputDir&) = delete;
-  /// The outputs are worth keeping from now on, whatever happens later (a first checkpoint).
+  /// The outputs are worth keeping from now on, whatever happens later (a first checkpoint),
+  /// or the directory is not this command's to remove (its lock is held by another run).
   void keep() { kept_ = true; }
   bool created() const { return !created_.empty(); }
 
  private:
   std::string created_;  // the topmost directory this object made, or ""
+  std::string dir_;      // the directory, absolute
   int exceptions_ = 0;   // std::uncaught_exceptions() when it was made
   bool kept_ = false;
 };
 
-/// The temporary name of `path` for this process: "<path>.tmp.<host>.<pid>".
-std::string temp_name_for(const std::string& path);
+/// The temporary name of `path` for this process: "<path>.tmp.<host>.<pid><suffix>"; when
+/// that would exceed the file system's 255-byte name limit, the name part is shortened and
+/// a hash of it added ("<first bytes>~<hash>.tmp.<host>.<pid>").
+std::string temp_name_for(const std::string& path, const std::string& suffix = "");
 /// Removes "<path>.tmp.<host>.<pid>" files left by processes of this host that no longer
 /// run; returns how many.
 int remove_stale_temporaries(const std::string& path);

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -12,35 +13,55 @@
 
 namespace genemask::io {
 
-DirLock::DirLock(const std::string& dir, const std::string& what) {
-  const std::string path = dir + "/.genemask.lock";
-  fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw InputError(path, fmt::format("cannot open the lock file: {}", std::strerror(errno)));
-  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-    char buf[256] = {};
-    const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
-    std::string holder(buf, n > 0 ? static_cast<size_t>(n) : 0);
-    while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+DirLock::DirLock(const std::string& dir, const std::string& what) : path_(dir + "/.genemask.lock") {
+  // The holder removes the lock file when it ends: a file locked here may have been removed
+  // (and another created) between open and flock, so the lock counts only when the path
+  // still names the file that was locked.
+  for (int attempt = 0;; ++attempt) {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw InputError(path_, fmt::format("cannot open the lock file: {}", std::strerror(errno)));
+    if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      char buf[256] = {};
+      const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
+      std::string holder(buf, n > 0 ? static_cast<size_t>(n) : 0);
+      while (!holder.empty() && (holder.back() == '\n' || holder.back() == '\0')) holder.pop_back();
+      ::close(fd_);
+      fd_ = -1;
+      throw InputError(dir, fmt::format("is in use by another {} ({}); wait for it to end, or choose another --out",
+                                        what, holder.empty() ? "holder unknown" : printable(holder)));
+    }
+    struct stat held {}, named {};
+    if (::fstat(fd_, &held) == 0 && ::stat(path_.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
+        held.st_ino == named.st_ino)
+      break;
     ::close(fd_);
     fd_ = -1;
-    throw InputError(dir, fmt::format("is in use by another {} ({}); wait for it to end, or choose another --out", what,
-                                      holder.empty() ? "holder unknown" : holder));
+    if (attempt == 100) throw InputError(path_, "the lock file keeps being replaced by another process");
   }
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   const std::string me = fmt::format("host {}, pid {}\n", host, ::getpid());
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
     const int err = errno;
+    ::unlink(path_.c_str());
     ::close(fd_);
     fd_ = -1;
-    throw InputError(path, fmt::format("cannot write the lock file: {}", std::strerror(err)));
+    throw InputError(path_, fmt::format("cannot write the lock file: {}", write_error_reason(err)));
   }
 }
 
 DirLock::~DirLock() {
   if (fd_ < 0) return;
-  (void)::ftruncate(fd_, 0);
+  ::unlink(path_.c_str());  // still locked: nobody else holds this file now
   ::close(fd_);
+}
+
+bool DirLock::held_by_another(const std::string& dir) {
+  const int fd = ::open((dir + "/.genemask.lock").c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
 }
 
 }  // namespace genemask::io

@@ -1,7 +1,8 @@
 #pragma once
 // One run per output directory: an exclusive flock on DIR/.genemask.lock for the life of
 // the object, which names the holder (host, pid). The kernel drops the lock when the
-// process ends, so a crashed run never leaves a stale one behind.
+// process ends, so a crashed run never leaves a stale one behind; a run that ends removes
+// the file.
 #include <string>
 
 namespace genemask::io {
@@ -15,7 +16,11 @@ class DirLock {
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;
 
+  /// True when a live process holds DIR's lock now (a run in progress). Creates nothing.
+  static bool held_by_another(const std::string& dir);
+
  private:
+  std::string path_;
   int fd_ = -1;
 };
 

@@ -8,6 +8,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/output_guard.hpp"
 #include "io/sha256.hpp"
 
 namespace genemask::io {
@@ -56,6 +57,7 @@ void verify_shard_checksum(const std::string& dir, const ManifestShard& shard) {
 }
 
 ShardManifest read_manifest(const std::string& dir, bool verify_checksums) {
+  check_output_complete(dir);  // a shard set whose publication was cut short
   const std::string path = dir + "/manifest.json";
   std::ifstream in(path);
   if (!in) throw InputError(path, "cannot open: is this a shard directory made by `genemask shards`?");

@@ -113,7 +113,11 @@ void register_count(CLI::App& app, Context& ctx) {
       "Counts forward-strand k-mers; soft-masked (lowercase) bases count as upper case; k-mers with N or "
       "another IUPAC code are skipped. Plain and bgzip files are split among ranks by bytes; plain gzip is "
       "read whole by every rank (recompress with `bgzip` to scale).");
-  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_count(*a, ctx); }; });
+  sub->callback([a, &ctx] {
+    ctx.inputs = {{"--genome", a->genome}};
+    ctx.outputs = {{"--out", a->out, io::OutputKind::file}};
+    ctx.run = [a, &ctx] { run_count(*a, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

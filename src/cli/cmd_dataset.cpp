@@ -20,10 +20,11 @@ bool dataset_single_process(const Context& ctx, const char* builder) {
                   builder, ctx.size));
 }
 
-io::OutputDir prepare_dataset_output(const dataset::OutputOptions& o) {
-  io::OutputDir dir(o.out);
-  check_writable(o.out + "/summary.json");
-  return dir;
+std::unique_ptr<io::OutputSet> prepare_dataset_output(dataset::OutputOptions& o) {
+  auto set = std::make_unique<io::OutputSet>(o.out, io::OutputSet::Options{"dataset " + o.builder, "--out", o.force,
+                                                                          "summary.json"});
+  o.write_dir = set->staging();
+  return set;
 }
 
 void finish_dataset(const Context& ctx, const dataset::DatasetStats& st, const dataset::OutputOptions& o,
@@ -49,6 +50,7 @@ void add_dataset_output_options(CLI::App* sub, dataset::OutputOptions& o, bool w
   sub->add_option("--shots", o.shots, "also write fewshot/<n>/train.tsv with n training examples per class (e.g. 10,50)")
       ->delimiter(',')
       ->check(CLI::Range(int64_t{1}, int64_t{1000000000}).description("positive"));
+  add_force_flag(sub, o.force);
 }
 
 namespace {
@@ -91,6 +93,8 @@ void register_promoter(CLI::App& ds, Context& ctx) {
       "chromosome is an error. Exact duplicates are dropped; the split is a hash of (seed, sequence). "
       "See docs/datasets.md.");
   sub->callback([p, out, window, negatives, t1, t2, &ctx] {
+    ctx.inputs = {{"--genome", p->genome}, {"--tss", p->tss}, {"--tata-list", p->tata_list}, {"--chrom-map", p->chrom_map}};
+    ctx.outputs = {{"--out", out->out, io::OutputKind::directory}};
     ctx.run = [p, out, window, negatives, t1, t2, &ctx] {
       if (!dataset_single_process(ctx, "promoter")) return;
       dataset::PromoterOptions o = *p;
@@ -111,10 +115,11 @@ void register_promoter(CLI::App& ds, Context& ctx) {
                      {"tata", t1->count() ? "tata-only" : t2->count() ? "non-tata-only" : "all"},
                      {"tata_rule", o.tata_list.empty() ? "motif TATAWAWR at -31..-25" : "--tata-list"},
                      {"bed_tss_offset", std::to_string(o.bed_tss_offset)}};
-      const io::OutputDir out_dir = prepare_dataset_output(oo);  // goes again if the build fails
+      const auto out_dir = prepare_dataset_output(oo);  // published once complete
       dataset::DatasetStats st;
       auto ex = dataset::build_promoter(o, st);
       st = dataset::write_task_dataset(std::move(ex), oo, st);
+      out_dir->publish();
       finish_dataset(ctx, st, oo);
     };
   });
@@ -137,17 +142,20 @@ void register_enhancer(CLI::App& ds, Context& ctx) {
       "Labels: 1/0 when the classes (file stems) are exactly positive/negative, else the class names. '-' strand "
       "intervals are reverse complemented. The input's train/test split is kept. See docs/datasets.md.");
   sub->callback([e, out, &ctx] {
+    ctx.inputs = {{"--genome", e->genome}, {"--intervals", e->intervals}, {"--chrom-map", e->chrom_map}};
+    ctx.outputs = {{"--out", out->out, io::OutputKind::directory}};
     ctx.run = [e, out, &ctx] {
       if (!dataset_single_process(ctx, "enhancer")) return;
       dataset::OutputOptions oo = *out;
       oo.builder = "enhancer";
       oo.inputs = {{"genome", e->genome}, {"intervals", e->intervals}};
       if (!e->chrom_map.empty()) oo.inputs["chrom_map"] = e->chrom_map;
-      const io::OutputDir out_dir = prepare_dataset_output(oo);  // goes again if the build fails
+      const auto out_dir = prepare_dataset_output(oo);  // published once complete
       dataset::DatasetStats st;
       std::vector<char> split;
       auto ex = dataset::build_enhancer(*e, st, split);
       st = dataset::write_task_dataset(std::move(ex), oo, st, split);
+      out_dir->publish();
       finish_dataset(ctx, st, oo);
     };
   });

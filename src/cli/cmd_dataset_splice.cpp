@@ -52,10 +52,11 @@ void run_splice(const Args& a, const Context& ctx) {
                  {"negatives_per_site", fmt::format("{}", o.negatives_per_site)},
                  {"max_per_class", std::to_string(o.max_per_class)},
                  {"skip_unknown_chromosomes", o.skip_unknown_chromosomes ? "true" : "false"}};
-  const io::OutputDir out_dir = prepare_dataset_output(oo);  // goes again if the build fails
+  const auto out_dir = prepare_dataset_output(oo);  // published once complete
 
   dataset::SpliceBuild b = dataset::build_splice_dataset(a.genome, a.annotation, o);
   const dataset::DatasetStats st = dataset::write_task_dataset(std::move(b.examples), oo, b.stats);
+  out_dir->publish();
 
   const std::string details =
       std::string("labels: 0 = acceptor, 1 = donor, 2 = non-splice\n") +
@@ -106,7 +107,11 @@ void register_dataset_splice(CLI::App& dataset, Context& ctx) {
   sub->add_option("--chrom-map", a->splice.chrom_map, "\"input<TAB>genome\" sequence-name aliases")
       ->check(CLI::ExistingFile);
   add_dataset_output_options(sub, a->out, true);
-  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_splice(*a, ctx); }; });
+  sub->callback([a, &ctx] {
+    ctx.inputs = {{"--genome", a->genome}, {"--annotation", a->annotation}, {"--chrom-map", a->splice.chrom_map}};
+    ctx.outputs = {{"--out", a->out.out, io::OutputKind::directory}};
+    ctx.run = [a, &ctx] { run_splice(*a, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

@@ -29,6 +29,8 @@ void register_embed(CLI::App& app, Context& ctx) {
   em->add_option("--device", eo->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   em->add_option("--precision", eo->precision, "fp32, or bf16 (autocast) on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   em->callback([eo, &ctx] {
+    ctx.inputs = {{"--model", eo->model}, {"--input", eo->input}};
+    ctx.outputs = {{"--out", eo->out, io::OutputKind::file}};
     ctx.run = [eo, &ctx] {
       eo->command_line = ctx.command_line;
       if (ctx.rank == 0) check_writable(eo->out);

@@ -14,7 +14,7 @@
 namespace genemask::cli {
 namespace {
 
-void run_finetune(model::FinetuneOptions o, const Context& ctx) {
+void run_finetune(model::FinetuneOptions o, bool force, const Context& ctx) {
   if (ctx.size > 1) {
     refuse_multi_rank(ctx, fmt::format(
         "finetune is a single-process command and was started on {} MPI ranks: run it without mpirun "
@@ -22,16 +22,19 @@ void run_finetune(model::FinetuneOptions o, const Context& ctx) {
         ctx.size));
   }
   o.command_line = ctx.command_line;
-  io::OutputDir out_dir(o.out);  // removed again when the run fails and it was new
-  check_writable(o.out + "/metrics.json");
-  std::optional<io::OutputDir> model_dir;
-  if (!o.save_model.empty()) {
-    model_dir.emplace(o.save_model);
-    check_writable(o.save_model + "/model.safetensors");
-  }
+  // Each directory is written into its staging directory and appears complete, or not at all.
+  io::OutputSet out_dir(o.out, {"finetune", "--out", force, "metrics.json"});
+  std::optional<io::OutputSet> model_dir;
+  if (!o.save_model.empty())
+    model_dir.emplace(o.save_model, io::OutputSet::Options{"finetune --save-model", "--save-model", force, "config.json"});
+  o.out = out_dir.staging();
+  if (model_dir) o.save_model = model_dir->staging();
   const model::LogFn log = [](const std::string& line) { std::cerr << "[finetune] " << line << std::endl; };
   model::FinetuneSummary s;
   GENEMASK_MODEL_ENTRY(genemask_model_finetune)(&o, &log, &s);
+  if (model_dir) model_dir->publish();
+  out_dir.publish();
+  o.out = out_dir.dir();
   nlohmann::json summary = {{"command", "finetune"},
                              {"model", s.model_source},
                              {"train", o.train},
@@ -69,7 +72,7 @@ void register_finetune(CLI::App& app, Context& ctx) {
   sub->add_option("--test", o->test, "test table (same formats); its labels must be classes of --train")
       ->required()
       ->check(CLI::ExistingFile);
-  sub->add_option("--out", o->out, "output directory: metrics.json, predictions.tsv")->required();
+  sub->add_option("--out", o->out, "output directory: metrics.json, predictions.tsv (new, empty, or an earlier finetune's with --force)")->required();
   sub->add_option("--shots", o->shots, "sequences per class sampled from --train (0: --train as given)")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "seed: the shots, classifier initialisation, dropout, batch order")
@@ -97,7 +100,15 @@ void register_finetune(CLI::App& app, Context& ctx) {
       "linear decay to 0, AdamW betas (0.9, 0.999), eps 1e-8, weight decay 0.01, dropout 0.1, gradient clipping 1.0. "
       "--lr/--epochs/--batch override one setting. The same seed and --threads give the same predictions. "
       "Single-process: under mpirun with several ranks it refuses; use `genemask sweep` for many runs.");
-  sub->callback([o, &ctx] { ctx.run = [o, &ctx] { run_finetune(*o, ctx); }; });
+  auto force = std::make_shared<bool>(false);
+  add_force_flag(sub, *force, "--out and --save-model");
+  sub->callback([o, force, &ctx] {
+    // --model and --config name a directory or file, or "random", "logo", "dnabert".
+    ctx.inputs = {{"--model", o->model}, {"--config", o->config}, {"--train", o->train}, {"--test", o->test}};
+    ctx.outputs = {{"--out", o->out, io::OutputKind::directory},
+                   {"--save-model", o->save_model, io::OutputKind::directory}};
+    ctx.run = [o, force, &ctx] { run_finetune(*o, *force, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

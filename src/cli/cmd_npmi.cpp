@@ -48,7 +48,11 @@ void register_npmi(CLI::App& app, Context& ctx) {
   sub->add_option("--min-count", a->min_count, "c: minimum count; rarer k-mers are ranked last and flagged")
       ->check(CLI::Range(uint64_t{2}, UINT64_MAX))
       ->capture_default_str();
-  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_npmi(*a, ctx); }; });
+  sub->callback([a, &ctx] {
+    ctx.inputs = {{"--counts", a->counts}};
+    ctx.outputs = {{"--out", a->out, io::OutputKind::file}};
+    ctx.run = [a, &ctx] { run_npmi(*a, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

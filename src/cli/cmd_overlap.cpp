@@ -25,6 +25,7 @@ struct OverlapArgs {
   std::vector<std::string> train;
   int k = 15;
   bool both_strands = false;
+  bool force = false;
 };
 
 constexpr const char* kHelp = R"(Definitions (docs/analyses.md):
@@ -119,8 +120,8 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
                                 (source == "max" && (a.train.empty() || a.counts.empty()))))
     throw std::invalid_argument(fmt::format("--drop-source {} needs {}", source,
                                             source == "max" ? "both --train and --counts" : source == "train" ? "--train" : "--counts"));
-  io::OutputDir out_dir(a.out);  // a new --out goes again if the input is refused
-  check_writable(a.out + "/overlap.tsv");
+  io::OutputSet out(a.out, {"overlap", "--out", a.force, "summary.json"});  // published when complete
+  const std::string dir = out.staging();
   if (!a.filtered.empty()) check_writable(a.filtered);
 
   const auto test = io::read_task_table(a.test);
@@ -173,7 +174,7 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
   }
 
   {
-    io::AtomicFile f(a.out + "/overlap.tsv");
+    io::AtomicFile f(dir + "/overlap.tsv");
     auto& o = f.stream();
     o << "line\tlabel\tkmers\tfraction_train\tfraction_corpus\n";
     for (size_t i = 0; i < n; ++i)
@@ -188,7 +189,7 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
                                                                   : p.filename().string();
   }
   {
-    io::AtomicFile f(a.out + "/overlap.md");
+    io::AtomicFile f(dir + "/overlap.md");
     f.stream() << "| Task | Training data | Pretraining data |\n|---|---|---|\n"
                << "| " << task << " | " << cell(f_train, !a.train.empty()) << " | " << cell(f_corpus, !a.counts.empty())
                << " |\n\nMedian overlap ratio of the test sequences' " << a.k << "-mers"
@@ -212,10 +213,11 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
                               {"percentile_method", "linear (numpy default)"}, {"sources", sources},
                               {"filter", filter},     {"seconds", seconds},   {"command_line", ctx.command_line}};
   {
-    io::AtomicFile f(a.out + "/summary.json");
+    io::AtomicFile f(dir + "/summary.json");
     f.stream() << j.dump(2) << '\n';
     f.commit();
   }
+  out.publish();
   nlohmann::json line = {{"command", "overlap"}, {"task", task}, {"n_test", n}, {"no_kmers", no_kmers}, {"k", a.k},
                          {"out", a.out}, {"seconds", seconds}};
   if (!a.train.empty()) line["train_median"] = sources["train"]["median"], line["train_p95"] = sources["train"]["p95"];
@@ -244,7 +246,13 @@ void register_overlap(CLI::App& app, Context& ctx) {
   sub->add_option("--drop-source", a->drop_source, "fraction used by --drop-above: train, corpus or max (default: train if given)")
       ->check(CLI::IsMember({"train", "corpus", "max"}));
   sub->add_option("--filtered", a->filtered, "the filtered test table (same layout as --test)");
-  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_overlap(*a, ctx); }; });
+  add_force_flag(sub, a->force);
+  sub->callback([a, &ctx] {
+    ctx.inputs = {{"--test", a->test}, {"--counts", a->counts}};
+    for (const auto& t : a->train) ctx.inputs.push_back({"--train", t});
+    ctx.outputs = {{"--out", a->out, io::OutputKind::directory}, {"--filtered", a->filtered, io::OutputKind::file}};
+    ctx.run = [a, &ctx] { run_overlap(*a, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

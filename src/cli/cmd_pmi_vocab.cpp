@@ -54,7 +54,11 @@ void register_pmi_vocab(CLI::App& app, Context& ctx) {
   sub->add_option("--size", a->size, "vocabulary size (top N by PMI)")->capture_default_str();
   sub->add_option("--kmin", a->kmin, "shortest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
   sub->add_option("--kmax", a->kmax, "longest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
-  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_pmi_vocab(*a, ctx); }; });
+  sub->callback([a, &ctx] {
+    ctx.inputs = {{"--counts", a->counts}};
+    ctx.outputs = {{"--out", a->out, io::OutputKind::file}};
+    ctx.run = [a, &ctx] { run_pmi_vocab(*a, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

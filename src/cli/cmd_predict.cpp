@@ -30,6 +30,8 @@ void register_predict(CLI::App& app, Context& ctx) {
   sub->footer("A sequence longer than the model (more than 510 6-mers) is scored in windows of 510 tokens, --stride "
               "apart, the last ending at its end; its probabilities are the mean over its windows.");
   sub->callback([o, &ctx] {
+    ctx.inputs = {{"--model", o->model}, {"--input", o->input}};
+    ctx.outputs = {{"--out", o->out, io::OutputKind::file}};
     ctx.run = [o, &ctx] {
       o->command_line = ctx.command_line;
       if (ctx.rank == 0) check_writable(o->out);

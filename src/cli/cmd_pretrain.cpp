@@ -84,7 +84,14 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->add_option("--dump-first-batch", o->dump_first_batch, "testing: first micro-batch to a safetensors file")->group("");
   sub->footer("AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, gradient clipping 1.0. SIGTERM or "
               "SIGUSR1 (Slurm's warning signal) writes a checkpoint and exits; --resume continues exactly.");
-  sub->callback([o, &ctx] { ctx.run = [o, &ctx] { run_pretrain(*o, ctx); }; });
+  sub->callback([o, &ctx] {
+    // --model names a config file or a built-in architecture ("logo"): only a file is an input.
+    ctx.inputs = {{"--shards", o->shards}, {"--npmi", o->npmi}, {"--pmi-vocab", o->pmi_vocab},
+                  {"--model", o->model}, {"--init", o->init}};
+    ctx.outputs = {{"--out", o->out, io::OutputKind::directory},
+                   {"--dump-first-batch", o->dump_first_batch, io::OutputKind::file}};
+    ctx.run = [o, &ctx] { run_pretrain(*o, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

@@ -34,9 +34,13 @@ Writes under OUT:
                             PNGs when rsvg-convert is on PATH (unless --no-png).
 )";
 
-void run_report(const report::Options& o, const Context& ctx) {
+void run_report(report::Options o, bool force, const Context& ctx) {
   if (ctx.rank != 0) return;  // a few thousand numbers: rank 0 alone
+  io::OutputSet out(o.out, {"report", "--out", force, "table1.md"});
+  o.out = out.staging();
   const report::Summary s = report::write_report(o);
+  out.publish();
+  o.out = out.dir();
   for (const auto& w : s.warnings) std::cerr << "warning: " << w << "\n";
   if (!s.failed_jobs.empty()) {
     std::cerr << "note: " << s.failed_jobs.size() << " job(s) failed and have no ok result:";
@@ -58,7 +62,7 @@ void register_report(CLI::App& app, Context& ctx) {
   sub->add_option("--results", opts->results, "results.jsonl written by `genemask sweep`")
       ->required()
       ->check(CLI::ExistingFile);
-  sub->add_option("--out", opts->out, "output directory (created when missing)")->required();
+  sub->add_option("--out", opts->out, "output directory: new, empty, or an earlier report (--force)")->required();
   sub->add_option("--baseline", opts->baselines,
                   "model to compare against (t-test markers, improvement tables); repeat for one per group")
       ->take_all();
@@ -73,7 +77,13 @@ void register_report(CLI::App& app, Context& ctx) {
       ->check(CLI::ExistingFile);
   sub->add_option("--decimals", opts->decimals, "decimals shown in the tables")->capture_default_str();
   sub->add_flag("!--no-png", opts->png, "do not convert the SVG plots to PNG");
-  sub->callback([opts, &ctx] { ctx.run = [opts, &ctx] { run_report(*opts, ctx); }; });
+  auto force = std::make_shared<bool>(false);
+  add_force_flag(sub, *force);
+  sub->callback([opts, force, &ctx] {
+    ctx.inputs = {{"--results", opts->results}, {"--plan", opts->plan}};
+    ctx.outputs = {{"--out", opts->out, io::OutputKind::directory}};
+    ctx.run = [opts, force, &ctx] { run_report(*opts, *force, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

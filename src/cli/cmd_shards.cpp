@@ -12,17 +12,21 @@ namespace {
 struct ShardsArgs {
   hpc::ShardsRequest req;
   uint64_t seed = 42;
+  bool force = false;
 };
 
 void run_shards(ShardsArgs a, const Context& ctx) {
   a.req.options.recipe.seed = a.seed;
   a.req.command_line = ctx.command_line;
-  std::optional<io::OutputDir> out_dir;  // a new --out goes again if the input is refused
-  if (ctx.rank == 0) {
-    out_dir.emplace(a.req.out_dir);
-    check_writable(a.req.out_dir + "/manifest.json");
-  }
+  // Rank 0 owns --out: every rank writes its shard files into the staging directory, and
+  // rank 0 moves the whole set into place once every rank is done, the manifest last.
+  std::optional<io::OutputSet> out_dir;
+  if (ctx.rank == 0) out_dir.emplace(a.req.out_dir, io::OutputSet::Options{"shards", "--out", a.force, "manifest.json"});
+  const std::string final_dir = a.req.out_dir;
+  a.req.out_dir = io::OutputSet::staging_for(final_dir);
   const auto r = hpc::build_shards(a.req, MPI_COMM_WORLD);
+  if (out_dir) out_dir->publish();
+  a.req.out_dir = final_dir;
   const auto& t = r.totals;
   const double mb = static_cast<double>(r.file_bytes) / 1e6;
   print_summary(ctx, {{"command", "shards"},
@@ -78,9 +82,12 @@ void register_shards(CLI::App& app, Context& ctx) {
   sub->footer("Per chromosome: skip a uniform [1, max-offset] bases, then cut consecutive segments of max-tokens "
               "6-mers with probability full-prob, else a uniform length; segments with N or other non-ACGT bases "
               "are dropped. Each rank writes its own shard files; manifest.json is written last.");
+  add_force_flag(sub, a->force);
   sub->callback([a, &ctx] {
     if (a->req.options.recipe.min_tokens > a->req.options.recipe.max_tokens)
       throw CLI::ValidationError("--min-tokens", "must not exceed --max-tokens");
+    ctx.inputs = {{"--genome", a->req.genome}, {"--genes", a->req.genes}};
+    ctx.outputs = {{"--out", a->req.out_dir, io::OutputKind::directory}};
     ctx.run = [a, &ctx] { run_shards(*a, ctx); };
   });
 }

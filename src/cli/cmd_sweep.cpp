@@ -69,6 +69,8 @@ hpc::JobRunner finetune_runner(const Context& ctx, bool verbose) {
     const std::function<void(const std::string&)> log = [&](const std::string& line) {
       if (verbose) std::cerr << "[sweep rank " << w.rank << " " << job.key << "] " << line << std::endl;
     };
+    // The job's model and tables are inputs too: its run directory must not replace them.
+    const io::InputsInUse inputs({{"model", job.model_path}, {"train", job.train}, {"test", job.test}});
     model::FinetuneSummary s;
     fn(&f, &log, &s);
     return s.metrics;
@@ -167,7 +169,11 @@ void register_sweep(CLI::App& app, Context& ctx) {
   sub->footer("Rank 0 hands jobs to ranks 1..N-1, 1000-shot jobs first; with one rank it runs them itself. "
               "A restarted sweep skips the jobs results.jsonl has as ok; a failed job is retried `retries` times. "
               "SIGTERM/SIGINT/SIGUSR1: no new jobs, the running ones are recorded, then exit (status 3 when jobs are left).");
-  sub->callback([c, &ctx] { ctx.run = [c, &ctx] { run_sweep_command(*c, ctx); }; });
+  sub->callback([c, &ctx] {
+    ctx.inputs = {{"--plan", c->o.plan}};
+    ctx.outputs = {{"--out", c->o.out, io::OutputKind::directory}};
+    ctx.run = [c, &ctx] { run_sweep_command(*c, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

@@ -26,6 +26,7 @@ struct VariantsArgs {
   model::VariantScoreOptions score;
   std::string variants, genome, window, out, compare, top = "10,100,1000";
   int64_t flank = -1;
+  bool force = false;
 };
 
 constexpr const char* kHelp = R"(Input: --variants V.vcf (.vcf.gz; CHROM POS ID REF ALT, POS 1-based; one row per ALT
@@ -162,8 +163,8 @@ void run_variants(VariantsArgs a, const Context& ctx) {
   } else if (!a.genome.empty() || a.flank >= 0 || !a.window.empty()) {
     throw std::invalid_argument("--genome, --flank and --window apply to a VCF; a TSV already holds the sequences");
   }
-  io::OutputDir out_dir(a.out);  // a new --out goes again if the input is refused
-  check_writable(a.out + "/variants.tsv");
+  io::OutputSet out(a.out, {"variants", "--out", a.force, "summary.json"});  // published when complete
+  const std::string dir = out.staging();
 
   io::VcfStats vs;
   uint64_t off = 0;
@@ -224,7 +225,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
   }
 
   {
-    io::AtomicFile f(a.out + "/variants.tsv");
+    io::AtomicFile f(dir + "/variants.tsv");
     auto& o = f.stream();
     o << "id\tchrom\tpos\tref\talt\tp_ref\tp_alt\tdelta\trank\n";
     for (size_t r = 0; r < n; ++r) {
@@ -235,7 +236,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
     f.commit();
   }
   if (!cmp.is_null()) {
-    io::AtomicFile f(a.out + "/compare.tsv");
+    io::AtomicFile f(dir + "/compare.tsv");
     f.stream() << "n\tshared\toverlap\n";
     for (const auto& r : cmp_rows)
       f.stream() << static_cast<uint64_t>(r[0]) << '\t' << static_cast<uint64_t>(r[1]) << '\t' << num(r[2]) << '\n';
@@ -264,10 +265,11 @@ void run_variants(VariantsArgs a, const Context& ctx) {
                               {"sequences_per_s", s.sequences_per_s},
                               {"command_line", ctx.command_line}};
   {
-    io::AtomicFile f(a.out + "/summary.json");
+    io::AtomicFile f(dir + "/summary.json");
     f.stream() << j.dump(2) << '\n';
     f.commit();
   }
+  out.publish();
   nlohmann::json line = {{"command", "variants"}, {"n", n}, {"class", cls}, {"off_chromosome", off},
                          {"skipped_symbolic", vs.skipped_symbolic}, {"truncated", s.truncated}, {"out", a.out},
                          {"max_abs_delta", std::fabs(delta[order[0]])}, {"seconds", seconds},
@@ -301,7 +303,13 @@ void register_variants(CLI::App& app, Context& ctx) {
   sub->add_option("--device", a->score.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--gpu", a->score.device_index, "GPU ordinal for --device cuda")->capture_default_str();
   sub->add_option("--precision", a->score.precision, "fp32, or bf16 (autocast) on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
-  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_variants(*a, ctx); }; });
+  add_force_flag(sub, a->force);
+  sub->callback([a, &ctx] {
+    ctx.inputs = {{"--model", a->score.model}, {"--variants", a->variants}, {"--genome", a->genome},
+                  {"--compare", a->compare}};
+    ctx.outputs = {{"--out", a->out, io::OutputKind::directory}};
+    ctx.run = [a, &ctx] { run_variants(*a, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

@@ -9,6 +9,7 @@ void register_vocab(CLI::App& app, Context& ctx) {
   auto* sub = app.add_subcommand("vocab", "Write the DNABERT-6 vocabulary (vocab.txt, 4101 tokens)");
   sub->add_option("--out", *out, "output vocab.txt")->required();
   sub->callback([out, &ctx] {
+    ctx.outputs = {{"--out", *out, io::OutputKind::file}};
     ctx.run = [out, &ctx] {
       if (ctx.rank != 0) return;
       write_vocab(*out);

@@ -68,11 +68,18 @@ CLI::Option* add_masking_option(CLI::App* sub, MaskingKind& kind) {
       ->default_str(to_string(kind));
 }
 
+CLI::Option* add_force_flag(CLI::App* sub, bool& force, const std::string& option) {
+  return sub->add_flag("--force", force,
+                       "replace an earlier output of this command in " + option +
+                           " (a directory genemask wrote: .genemask.json); without it, an existing non-empty " + option +
+                           " is refused, and nothing genemask did not write is ever removed");
+}
+
 CLI::Validator non_negative() { return number_at_least(false); }
 CLI::Validator positive() { return number_at_least(true); }
 
 void check_writable(const std::string& path) {
-  const std::string probe = io::temp_name_for(path) + ".probe";
+  const std::string probe = io::temp_name_for(path, ".probe");
   FILE* f = std::fopen(probe.c_str(), "wb");
   if (!f)
     throw std::runtime_error(fmt::format("cannot write output {}: {} (does the directory exist?)", path,

@@ -3,11 +3,13 @@
 #include <chrono>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "genemask/corpus/masking.hpp"
+#include "io/output_guard.hpp"
 
 namespace genemask::cli {
 
@@ -17,6 +19,11 @@ struct Context {
   std::string command_line;      // argv joined, for provenance attributes
   std::function<void()> run;     // set by the chosen subcommand
   int exit_code = 0;             // returned by main after run() (see kExitStopped)
+  // Set by the chosen subcommand's callback: the files it reads and writes. Before run(),
+  // every rank checks them (io::check_outputs: no output over or inside an input, no device
+  // as an output), and during run() the inputs are protected (io::InputsInUse).
+  std::vector<io::NamedPath> inputs;
+  std::vector<io::NamedOutput> outputs;
 };
 
 /// Exit status of a command stopped early by SIGTERM/SIGINT/SIGUSR1 after saving what it
@@ -54,6 +61,10 @@ void check_writable(const std::string& path);
 /// CLI11's "Value -5 not in range 0.000000 to 1797...(300 digits)".
 CLI::Validator non_negative();  // a number >= 0
 CLI::Validator positive();      // a number > 0
+
+/// --force: an existing directory that holds an earlier output of this command (genemask's
+/// marker) is replaced; without it such a directory is refused. Nothing else is replaced.
+CLI::Option* add_force_flag(CLI::App* sub, bool& force, const std::string& option = "--out");
 
 /// --masking NAME, parsed here into the strategy (genemask/corpus/masking.hpp names them).
 CLI::Option* add_masking_option(CLI::App* sub, MaskingKind& kind);

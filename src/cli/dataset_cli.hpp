@@ -1,6 +1,7 @@
 #pragma once
 // Pieces shared by the `genemask dataset` builders' subcommands (cmd_dataset.cpp,
 // cmd_dataset_splice.cpp): the output options, the single-process rule, the summary.
+#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,9 +19,9 @@ bool dataset_single_process(const Context& ctx, const char* builder);
 /// --out, --seed, [--train-fraction], --shots.
 void add_dataset_output_options(CLI::App* sub, dataset::OutputOptions& o, bool with_fraction);
 
-/// Creates the output directory and fails early when it cannot be written; the directory
-/// goes again when the build then fails and it was new.
-io::OutputDir prepare_dataset_output(const dataset::OutputOptions& o);
+/// The output directory (new, empty, or an earlier build of this builder with --force), locked;
+/// sets o.write_dir to its staging directory. publish() it once the files are written.
+std::unique_ptr<io::OutputSet> prepare_dataset_output(dataset::OutputOptions& o);
 
 /// stderr: "[dataset B] wrote OUT", `details`, the counts per class and drop reason;
 /// stdout: the JSON summary (summary.json's content, plus `extra`).

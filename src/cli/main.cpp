@@ -1,6 +1,7 @@
 // genemask: one binary, one subcommand per pipeline stage. Every rank runs main; rank 0
 // prints the JSON summary. A failure on any rank prints one line and aborts the job.
 #include <mpi.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,7 +12,9 @@
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/output_guard.hpp"
 #include "model_plugin.hpp"
+#include "start_check.hpp"
 
 namespace {
 
@@ -62,23 +65,55 @@ int main(int argc, char** argv) {
   genemask::cli::register_overlap(app, ctx);
   genemask::cli::register_variants(app, ctx);
 
+  // A write past `ulimit -f` fails with EFBIG instead of killing the process without a
+  // word (SIGXFSZ): the writers then report it and remove their temporaries.
+  ::signal(SIGXFSZ, SIG_IGN);
+
+  // This rank's reason not to start: a usage error, or an output the command must not write
+  // (over or inside an input, a device).
+  std::string error;
+  int error_code = 0, help_code = -1;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version print as CLI11 formats them; a bad option is one error line.
     const bool help = dynamic_cast<const CLI::CallForHelp*>(&e) || dynamic_cast<const CLI::CallForAllHelp*>(&e) ||
                       dynamic_cast<const CLI::CallForVersion*>(&e);
-    if (ctx.rank == 0 && help) return app.exit(e);
-    if (ctx.rank == 0) {
+    if (help) {
+      help_code = ctx.rank == 0 ? app.exit(e) : e.get_exit_code();
+    } else {
       std::string usage = "genemask";
       for (const auto* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front(); sub;
            sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front())
         usage += " " + sub->get_name();
-      std::cerr << "genemask: error: " << genemask::io::printable(e.what()) << " (see " << usage << " --help)"
-                << std::endl;
+      error = std::string(e.what()) + " (see " + usage + " --help)";
+      error_code = e.get_exit_code();
     }
-    return e.get_exit_code();
   }
+  if (error.empty() && help_code < 0) {
+    try {
+      genemask::io::check_outputs(ctx.inputs, ctx.outputs);
+    } catch (const std::exception& e) {
+      error = e.what();
+      error_code = 1;
+    }
+  }
+  // Every rank of a job starts, or none: a rank that stopped alone would leave the others
+  // waiting in their first collective.
+  std::string verdict;
+  try {
+    verdict = genemask::cli::agree_to_start(ctx.rank, ctx.size, argc, argv, error);
+  } catch (const std::exception& e) {
+    verdict = e.what();
+  }
+  if (!verdict.empty()) {
+    if (ctx.rank == 0) {
+      const std::string line = "genemask: error: " + genemask::io::printable(verdict) + "\n";
+      if (::write(STDERR_FILENO, line.data(), line.size()) < 0) std::cerr << line;
+    }
+    return error_code ? error_code : 1;
+  }
+  if (help_code >= 0) return help_code;
 
   // A signal that stops a command removes its unfinished outputs and says so; pretrain and
   // sweep replace the handlers of the signals they stop on gracefully.
@@ -86,11 +121,15 @@ int main(int argc, char** argv) {
       ctx.size > 1 ? "genemask[rank " + std::to_string(ctx.rank) + "]" : std::string("genemask");
   genemask::io::install_signal_cleanup(program.c_str(), ctx.rank == 0);
   try {
+    const genemask::io::InputsInUse protect(ctx.inputs);  // no output may replace or enter them
     if (ctx.run) ctx.run();
   } catch (const std::exception& e) {
     // One line, whatever bytes the input put into the message, in one write(2) so that the
-    // lines of several ranks on one terminal or pipe do not interleave.
-    const std::string line = program + ": error: " + genemask::io::printable(e.what()) + "\n";
+    // lines of several ranks on one terminal or pipe do not interleave. LibTorch appends a
+    // C++ backtrace to its messages: not for users.
+    std::string what = e.what();
+    if (const size_t bt = what.find("\nException raised from "); bt != std::string::npos) what.resize(bt);
+    const std::string line = program + ": error: " + genemask::io::printable(what) + "\n";
     std::cerr.flush();
     if (::write(STDERR_FILENO, line.data(), line.size()) < 0) std::cerr << line;
     if (ctx.size > 1) genemask::hpc::abort_job(1);

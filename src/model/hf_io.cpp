@@ -15,6 +15,7 @@
 #include "genemask/corpus/tokenizer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/output_guard.hpp"
 #include "io/safetensors.hpp"
 #include "model/torch_bin.hpp"
 
@@ -177,6 +178,7 @@ std::vector<int64_t> checkpoint_steps(const std::string& run) {
 }
 
 std::string resolve_model_dir(const std::string& run) {
+  io::check_output_complete(run);  // an export whose publication was cut short
   if (std::filesystem::exists(run + "/model.safetensors") || std::filesystem::exists(run + "/pytorch_model.bin"))
     return run;
   const auto steps = checkpoint_steps(run);
@@ -188,24 +190,7 @@ std::string resolve_model_dir(const std::string& run) {
 std::string export_run(const std::string& run, const std::string& out_dir) {
   const std::string src = resolve_model_dir(run);
   auto m = import_hf(src);
-  // Complete or not at all: written under a temporary name, then renamed into place.
-  const std::string tmp = fmt::format("{}.tmp-{}", out_dir, ::getpid());
-  std::filesystem::remove_all(tmp);
-  try {
-    export_hf(m, tmp);
-  } catch (...) {
-    std::error_code ec;
-    std::filesystem::remove_all(tmp, ec);
-    throw;
-  }
-  if (std::filesystem::exists(out_dir)) {
-    const std::string old = fmt::format("{}.old-{}", out_dir, ::getpid());
-    std::filesystem::rename(out_dir, old);
-    std::filesystem::rename(tmp, out_dir);
-    std::filesystem::remove_all(old);
-  } else {
-    std::filesystem::rename(tmp, out_dir);
-  }
+  export_hf(m, out_dir);  // the caller's staging directory (io::OutputSet): published when complete
   return src;
 }
 

@@ -24,6 +24,7 @@
 #include "io/atomic_file.hpp"
 #include "io/dir_lock.hpp"
 #include "io/error.hpp"
+#include "io/output_guard.hpp"
 #include "io/safetensors.hpp"
 #include "model/bert.hpp"
 #include "model/grad_sync.hpp"
@@ -265,8 +266,15 @@ void build_model(Run& r) {
 void open_run_directory(Run& r) {
   if (r.rank == 0) {
     r.out_dir.emplace(r.o.out);
+    try {
+      r.lock.emplace(r.o.out, "genemask run");  // before anything in --out is read or written
+    } catch (...) {
+      r.out_dir->keep();  // another run's directory, maybe made a moment ago: never removed here
+      throw;
+    }
+    // A new or empty directory, or a run's (never a directory of other files).
+    io::claim_run_directory(r.o.out, "pretrain", "--out", {"checkpoints", "metrics.jsonl"});
     fs::create_directories(r.o.out + "/checkpoints");
-    r.lock.emplace(r.o.out, "genemask run");  // before anything in --out is read or written
   }
   if (!r.o.resume && latest_checkpoint(r.o.out) >= 0)
     throw io::InputError(r.o.out, "already holds checkpoints of a run: continue it with --resume, or choose a new --out");

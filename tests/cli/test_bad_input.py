@@ -17,6 +17,9 @@ import os
 import random
 import re
 import shutil
+import socket
+import signal
+import stat
 import subprocess
 import tempfile
 import unittest
@@ -25,7 +28,7 @@ import zipfile
 import h5py
 import numpy as np
 
-from test_cli import BIN, ENV, run
+from test_cli import BIN, ENV, MPIEXEC, run, summary
 from test_corpus import write_genome
 
 TINY = {"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 2,
@@ -45,13 +48,36 @@ def sha256(path):
     return h.hexdigest()
 
 
+def digest(path):
+    """The bytes of a file, or of a directory tree (names, and the bytes of every file),
+    hashed: what a command must leave as it was. A symlink is hashed as its target name."""
+    h = hashlib.sha256()
+    if os.path.islink(path):
+        h.update(b"link:" + os.readlink(path).encode())
+    elif os.path.isdir(path):
+        for root, dirs, files in sorted(os.walk(path)):
+            dirs.sort()
+            for n in sorted(files):
+                f = os.path.join(root, n)
+                h.update(os.path.relpath(f, path).encode() + b"\0")
+                h.update(b"link:" + os.readlink(f).encode() if os.path.islink(f) else sha256(f).encode())
+            h.update(b"dirs:" + "/".join(dirs).encode())
+    elif os.path.exists(path):
+        h.update(sha256(path).encode())
+    else:
+        h.update(b"missing")
+    return h.hexdigest()
+
+
 class Row:
     """One hostile input: argv, what the error line must contain (str: a substring; a
-    compiled pattern: re.search), the --out it must not leave behind, and whether it is an
-    option-parsing (CLI11) error rather than a runtime one."""
+    compiled pattern: re.search), the --out it must not leave behind, whether it is an
+    option-parsing (CLI11) error rather than a runtime one, and the files and directories
+    whose bytes the command must leave as they were (the user's data)."""
 
-    def __init__(self, name, argv, expect, out=None, usage=False):
+    def __init__(self, name, argv, expect, out=None, usage=False, keep=()):
         self.name, self.argv, self.expect, self.out, self.usage = name, argv, expect, out, usage
+        self.keep = list(keep)
 
 
 class BadInput(unittest.TestCase):
@@ -149,6 +175,7 @@ class BadInput(unittest.TestCase):
             f.write(b"sequence\tlabel\n" + b"ACGTAC CGTACG GTAC\x00A TACGTT\t1\n")
 
         cls.make_plans()
+        cls.make_data_loss_inputs()
         run(["sweep", "--plan", t("plan.yaml"), "--out", t("sweep"), "--simulate", "0", "--progress-every", "0"])
         with open(t("sweep", "results.jsonl"), "rb") as f:
             res = f.read().splitlines(keepends=True)
@@ -236,6 +263,42 @@ class BadInput(unittest.TestCase):
         os.replace(src + ".new", src)
 
     @classmethod
+    def make_data_loss_inputs(cls):
+        """Copies of the good inputs that the data-loss rows aim at (so that a regression
+        destroys a copy, not the fixtures of the other tests), and other spellings of them."""
+        t = cls.t
+        for src, dst in [("g.fa", "own.fa"), ("counts.h5", "own.h5"), ("test.csv", "own-test.csv"),
+                         ("train.csv", "own-train.csv")]:
+            shutil.copy(t(src), t(dst))
+        for src, dst in [("shards", "own-shards"), ("run", "own-run"), ("hf", "own-hf"), ("clf", "own-clf")]:
+            shutil.copytree(t(src), t(dst), symlinks=True)
+        os.symlink(t("own.fa"), t("link.fa"))
+        os.link(t("own.fa"), t("hard.fa"))
+        os.mkfifo(t("fifo"))
+        os.symlink("/dev/null", t("null-link"))
+        # A user's directory: files and a subdirectory, no genemask marker.
+        os.makedirs(t("user-dir", "sub"))
+        for name, text in [("notes.txt", "mine\n"), ("config.json", "{}\n"), ("sub/data.csv", "a,b\n")]:
+            with open(t("user-dir", name), "w") as f:
+                f.write(text)
+        # A directory that holds a file named as genemask names its shard files.
+        os.makedirs(t("user-shards"))
+        with open(t("user-shards", "train-r00000-00000.h5"), "w") as f:
+            f.write("my own file\n")
+        with open(t("a-file"), "w") as f:
+            f.write("a file, not a directory\n")
+        # A sweep whose --plan is DIR/plan.json, the file the sweep writes.
+        os.makedirs(t("plan-inside"))
+        plan = {"models": [{"name": "tiny", "path": "random", "config": t("tiny.json")}],
+                "tasks": [{"name": "t", "train": t("train.csv"), "test": t("test.csv")}],
+                "shots": [10], "seeds": 2}
+        with open(t("plan-inside", "plan.json"), "w") as f:
+            json.dump(plan, f, indent=1)
+        cls.checkpoint = sorted(os.listdir(t("own-run", "checkpoints")))[-1]
+        with open(t("tss.bed"), "w") as f:  # TSSs for a small promoter task
+            f.write("".join(f"chr1\t{p}\t{p + 1}\tP{p}\t900\t+\n" for p in range(200, 15000, 97)))
+
+    @classmethod
     def make_plans(cls):
         t = cls.t
         base = ("models:\n  - {name: %s, path: random, config: tiny.json}\n"
@@ -259,13 +322,15 @@ class BadInput(unittest.TestCase):
     def leftovers(self):
         found = []
         for root, dirs, files in os.walk(self.tmp):
-            found += [os.path.join(root, n) for n in dirs + files if fnmatch.fnmatch(n, "*.tmp.*")]
+            found += [os.path.join(root, n) for n in dirs + files
+                      if fnmatch.fnmatch(n, "*.tmp.*") or n in (".genemask-staging", ".genemask.lock")]
         return found
 
-    def check_row(self, row):
+    def check_row(self, row, launcher=(), cwd=None):
         out_existed = row.out is not None and os.path.lexists(row.out)
-        cmd = [os.path.abspath(BIN)] + [str(a) for a in row.argv]
-        p = subprocess.run(cmd, env=ENV, capture_output=True, timeout=300)
+        kept = {k: digest(k) for k in row.keep}
+        cmd = list(launcher) + [os.path.abspath(BIN)] + [str(a) for a in row.argv]
+        p = subprocess.run(cmd, env=ENV, capture_output=True, timeout=300, cwd=cwd)
         raw = p.stderr
         where = f"\n$ {' '.join(cmd)}\nexit {p.returncode}\nstderr: {raw[-3000:]!r}"
         if row.usage:
@@ -291,6 +356,8 @@ class BadInput(unittest.TestCase):
             left = [os.path.relpath(os.path.join(r, n), row.out) for r, ds, fs in os.walk(row.out) for n in ds + fs]
             self.fail(f"{row.out} was left behind (holding {left})" + where)
         self.assertEqual(self.leftovers(), [], "temporary files left behind" + where)
+        for k, d in kept.items():
+            self.assertEqual(digest(k), d, f"{k} was changed" + where)
 
     def check_table(self, rows):
         for row in rows:
@@ -470,6 +537,289 @@ class BadInput(unittest.TestCase):
                                "--flank", "-5", "--out", t("va1")],
                 ["--flank", "-5"], t("va1"), usage=True),
         ])
+
+
+    # ---- issue 21: the user's data -----------------------------------------------------
+
+    def test_outputs_never_replace_inputs(self):
+        t = self.t
+        ck = t("own-run", "checkpoints", self.checkpoint)
+
+        def row(name, argv, expect, keep, out=None):
+            return Row(name, argv, expect, out=out, keep=keep)
+
+        self.check_table([
+            row("count --out = --genome", ["count", "--genome", t("own.fa"), "--out", t("own.fa"), "--quiet"],
+                ["--out " + t("own.fa"), "--genome " + t("own.fa"), "never writes over its inputs"], [t("own.fa")]),
+            row("count --out = --genome spelled ./", ["count", "--genome", t("own.fa"), "--out", t(".", "own.fa")],
+                ["--genome " + t("own.fa"), "never writes over its inputs"], [t("own.fa")]),
+            row("count --genome through a symlink", ["count", "--genome", t("link.fa"), "--out", t("own.fa")],
+                ["--out " + t("own.fa"), "--genome " + t("link.fa")], [t("own.fa"), t("link.fa")]),
+            row("count --out a hard link of --genome", ["count", "--genome", t("own.fa"), "--out", t("hard.fa")],
+                ["--out " + t("hard.fa"), "--genome " + t("own.fa")], [t("own.fa")]),
+            row("npmi --out = --counts", ["npmi", "--counts", t("own.h5"), "--out", t("own.h5")],
+                ["--out " + t("own.h5"), "--counts " + t("own.h5")], [t("own.h5")]),
+            row("pmi-vocab --out = --counts", ["pmi-vocab", "--counts", t("own.h5"), "--out", t("own.h5")],
+                ["--out " + t("own.h5"), "--counts " + t("own.h5")], [t("own.h5")]),
+            row("shards --out = --genome (a file)", ["shards", "--genome", t("own.fa"), "--out", t("own.fa")],
+                ["--out " + t("own.fa"), "not a directory"], [t("own.fa")]),
+            row("pretrain --out = --shards",
+                ["pretrain", "--shards", t("own-shards"), "--masking", "random", "--model", t("tiny.json"),
+                 "--out", t("own-shards"), "--steps", "1", *FAST],
+                ["--out " + t("own-shards"), "--shards " + t("own-shards")], [t("own-shards")]),
+            row("pretrain --out inside --shards",
+                ["pretrain", "--shards", t("own-shards"), "--masking", "random", "--model", t("tiny.json"),
+                 "--out", t("own-shards", "run"), "--steps", "1", *FAST],
+                ["--out " + t("own-shards", "run"), "lies inside", "--shards " + t("own-shards")], [t("own-shards")],
+                out=t("own-shards", "run")),
+            row("export-hf --out = --run", ["export-hf", "--run", t("own-run"), "--out", t("own-run")],
+                ["--out " + t("own-run"), "--run " + t("own-run")], [t("own-run")]),
+            row("export-hf --out = a checkpoint of --run", ["export-hf", "--run", t("own-run"), "--out", ck],
+                ["--out " + ck, "lies inside", "--run " + t("own-run")], [t("own-run")]),
+            row("embed --out = --input", ["embed", "--model", t("own-hf"), "--input", t("own-test.csv"),
+                                          "--out", t("own-test.csv"), *FAST],
+                ["--out " + t("own-test.csv"), "--input " + t("own-test.csv")], [t("own-test.csv")]),
+            row("predict --out = --input", ["predict", "--model", t("own-clf"), "--input", t("own-test.csv"),
+                                            "--out", t("own-test.csv"), *FAST],
+                ["--out " + t("own-test.csv"), "--input " + t("own-test.csv")], [t("own-test.csv")]),
+            row("finetune --save-model = --model",
+                ["finetune", "--model", t("own-hf"), "--train", t("own-train.csv"), "--test", t("own-test.csv"),
+                 "--out", t("dl-ft1"), "--save-model", t("own-hf"), "--epochs", "1", *FAST],
+                ["--save-model " + t("own-hf"), "--model " + t("own-hf")], [t("own-hf")], out=t("dl-ft1")),
+            row("finetune --out inside --model",
+                ["finetune", "--model", t("own-hf"), "--train", t("own-train.csv"), "--test", t("own-test.csv"),
+                 "--out", t("own-hf", "ft"), "--epochs", "1", *FAST],
+                ["--out " + t("own-hf", "ft"), "lies inside", "--model " + t("own-hf")], [t("own-hf")],
+                out=t("own-hf", "ft")),
+            row("overlap --filtered = --test",
+                ["overlap", "--test", t("own-test.csv"), "--train", t("own-train.csv"), "--k", "6", "--out", t("dl-ov1"),
+                 "--drop-above", "0.5", "--filtered", t("own-test.csv")],
+                ["--filtered " + t("own-test.csv"), "--test " + t("own-test.csv")], [t("own-test.csv")],
+                out=t("dl-ov1")),
+            row("overlap --filtered = --train",
+                ["overlap", "--test", t("own-test.csv"), "--train", t("own-train.csv"), "--k", "6", "--out", t("dl-ov2"),
+                 "--drop-above", "0.5", "--filtered", t("own-train.csv")],
+                ["--filtered " + t("own-train.csv"), "--train " + t("own-train.csv")], [t("own-train.csv")],
+                out=t("dl-ov2")),
+            row("sweep --plan DIR/plan.json --out DIR",
+                ["sweep", "--plan", t("plan-inside", "plan.json"), "--out", t("plan-inside"), "--simulate", "0",
+                 "--progress-every", "0"],
+                [t("plan-inside", "plan.json"), "--plan", "never writes over its inputs"], [t("plan-inside")]),
+        ])
+
+    def test_directories_genemask_did_not_write(self):
+        t = self.t
+        tiny_pretrain = ["--masking", "random", "--model", t("tiny.json"), "--steps", "1", "--warmup", "1",
+                         "--batch-per-rank", "2", "--grad-accum", "1", "--eval-every", "0", *FAST]
+        self.check_table([
+            Row("export-hf --out a user's directory", ["export-hf", "--run", t("run"), "--out", t("user-dir")],
+                ["--out " + t("user-dir"), "is not empty", "no .genemask.json"], keep=[t("user-dir")]),
+            Row("export-hf --out a user's directory, --force",
+                ["export-hf", "--run", t("run"), "--out", t("user-dir"), "--force"],
+                ["--out " + t("user-dir"), "is not empty"], keep=[t("user-dir")]),
+            Row("export-hf --out an existing file", ["export-hf", "--run", t("run"), "--out", t("a-file")],
+                ["--out " + t("a-file"), "not a directory"], keep=[t("a-file")]),
+            Row("export-hf --out an earlier export, no --force", ["export-hf", "--run", t("run"), "--out", t("hf")],
+                ["--out " + t("hf"), "earlier output of `genemask export-hf`", "--force"], keep=[t("hf")]),
+            Row("export-hf --out a finetune's --save-model, --force",
+                ["export-hf", "--run", t("run"), "--out", t("clf"), "--force"],
+                ["--out " + t("clf"), "`genemask finetune --save-model`"], keep=[t("clf")]),
+            Row("shards --out a directory with a user file named like a shard",
+                ["shards", "--genome", self.fa, "--out", t("user-shards")],
+                ["--out " + t("user-shards"), "is not empty", "train-r00000-00000.h5"], keep=[t("user-shards")]),
+            Row("shards --out an earlier shard set, no --force", ["shards", "--genome", self.fa, "--out", t("shards")],
+                ["--out " + t("shards"), "earlier output of `genemask shards`", "--force"], keep=[t("shards")]),
+            Row("pretrain --out a user's directory",
+                ["pretrain", "--shards", t("shards"), "--out", t("user-dir"), *tiny_pretrain],
+                ["--out " + t("user-dir"), "is not empty", "not a `genemask pretrain` directory"],
+                keep=[t("user-dir")]),
+            Row("sweep --out a user's directory",
+                ["sweep", "--plan", t("plan.yaml"), "--out", t("user-dir"), "--simulate", "0"],
+                ["--out " + t("user-dir"), "is not empty", "not a `genemask sweep` directory"], keep=[t("user-dir")]),
+            Row("finetune --out a user's directory", self.finetune("hf", "user-dir"),
+                ["--out " + t("user-dir"), "is not empty"], keep=[t("user-dir")]),
+            Row("report --out a pretraining run", ["report", "--results", t("sweep", "results.jsonl"), "--out", t("run"),
+                                                   "--no-png"],
+                ["--out " + t("run"), "`genemask pretrain`"], keep=[t("run")]),
+        ])
+
+    def test_devices_fifos_and_sockets_are_not_outputs(self):
+        t = self.t
+        self.check_table([
+            Row("count --out a FIFO", ["count", "--genome", self.fa, "--out", t("fifo"), "--quiet"],
+                ["--out " + t("fifo"), "FIFO", "never writes to devices"]),
+            Row("count --out a symlink to /dev/null", ["count", "--genome", self.fa, "--out", t("null-link"), "--quiet"],
+                ["--out " + t("null-link"), "character device"], keep=[t("null-link")]),
+            Row("npmi --out a FIFO", ["npmi", "--counts", t("counts.h5"), "--out", t("fifo")],
+                ["--out " + t("fifo"), "FIFO"]),
+            Row("embed --out a symlink to /dev/null",
+                ["embed", "--model", t("hf"), "--input", t("test.csv"), "--out", t("null-link"), *FAST],
+                ["--out " + t("null-link"), "character device"], keep=[t("null-link")]),
+            Row("export-hf --out /dev", ["export-hf", "--run", t("run"), "--out", "/dev/null"],
+                ["--out /dev/null", "character device"]),
+        ])
+        self.assertTrue(stat.S_ISCHR(os.stat("/dev/null").st_mode))
+        self.assertTrue(stat.S_ISFIFO(os.stat(t("fifo")).st_mode))
+
+    def test_replacing_an_earlier_output_needs_force_and_spares_user_files(self):
+        t = self.t
+        out = t("rep-hf")
+        run(["export-hf", "--run", t("run"), "--out", out])
+        marker = json.load(open(os.path.join(out, ".genemask.json")))
+        self.assertEqual(marker["command"], "export-hf")
+        self.assertTrue(marker["complete"])
+        self.assertIn("model.safetensors", marker["entries"])
+        with open(os.path.join(out, "README.user"), "w") as f:
+            f.write("my notes\n")
+        before = sha256(os.path.join(out, "model.safetensors"))
+        p = run(["export-hf", "--run", t("run"), "--out", out], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("--force", p.stderr)
+        run(["export-hf", "--run", t("run"), "--out", out, "--force"])
+        self.assertEqual(sha256(os.path.join(out, "model.safetensors")), before)  # the same checkpoint again
+        with open(os.path.join(out, "README.user")) as f:
+            self.assertEqual(f.read(), "my notes\n")  # not listed in the marker: never removed
+        self.assertEqual(self.leftovers(), [])
+
+        # A shard set rebuilt with --force: the old files go, a user's file stays, and a
+        # user's file in the way of a new shard is refused, not replaced.
+        sh = t("rep-shards")
+        args = ["shards", "--genome", self.fa, "--max-tokens", "60", "--min-tokens", "20"]
+        run(args + ["--out", sh, "--seed", "1"])
+        with open(os.path.join(sh, "notes.txt"), "w") as f:
+            f.write("keep me\n")
+        run(args + ["--out", sh, "--seed", "2", "--force"])
+        m = json.load(open(os.path.join(sh, "manifest.json")))
+        self.assertEqual(m["seed"], 2)
+        listed = {x["file"] for x in m["shards"]}
+        on_disk = {n for n in os.listdir(sh) if n.endswith(".h5")}
+        self.assertEqual(on_disk, listed)
+        self.assertTrue(os.path.exists(os.path.join(sh, "notes.txt")))
+
+    def test_one_writer_per_output_directory(self):
+        """A second writer of a directory that a first one is writing stops at once and
+        names the first; the first finishes with a consistent set of files."""
+        t = self.t
+        cases = [
+            ("finetune", lambda out, seed: ["finetune", "--model", t("hf"), "--train", t("train.csv"), "--test",
+                                            t("test.csv"), "--out", out, "--epochs", "1", "--seed", str(seed), *FAST],
+             "metrics.json"),
+            ("export-hf", lambda out, seed: ["export-hf", "--run", t("run"), "--out", out], "config.json"),
+            ("dataset promoter", lambda out, seed: ["dataset", "promoter", "--genome", self.fa, "--tss", t("tss.bed"),
+                                                    "--out", out, "--seed", str(seed), "--shots", "5"],
+             "summary.json"),
+        ]
+        for name, argv, held in cases:
+            with self.subTest(name):
+                out = t(f"conc-{name.replace(' ', '-')}")
+                first = subprocess.Popen([os.path.abspath(BIN)] + argv(out, 1), env=dict(
+                    ENV, GENEMASK_TEST_HOLD_TEMP="4", GENEMASK_TEST_HOLD_TEMP_MATCH=held), stderr=subprocess.PIPE,
+                    stdout=subprocess.PIPE, text=True)
+                line = first.stderr.readline()
+                while line and not line.startswith("genemask: holding"):
+                    line = first.stderr.readline()
+                self.assertTrue(line.startswith("genemask: holding"), line)
+                second = run(argv(out, 2), check=False)
+                self.assertEqual(second.returncode, 1, second.stderr)
+                self.assertRegex(second.stderr, rf"{re.escape(out)}: is in use by another genemask {name} "
+                                                rf"\(host [^,]+, pid {first.pid}\)")
+                first.stderr.read()
+                self.assertEqual(first.wait(timeout=120), 0)
+                if name == "finetune":
+                    self.assertEqual(json.load(open(os.path.join(out, "metrics.json")))["seed"], 1)
+                if name == "dataset promoter":  # one build's split: every few-shot row is a training row
+                    self.assertEqual(json.load(open(os.path.join(out, "summary.json")))["options"]["seed"], 1)
+                    with open(os.path.join(out, "train.tsv")) as f:
+                        train = {l.split("\t")[0] for l in f.read().splitlines()[1:]}
+                    with open(os.path.join(out, "fewshot", "5", "train.tsv")) as f:
+                        shots = [l.split("\t")[0].strip('"').split(" ") for l in f.read().splitlines()[1:]]
+                    self.assertTrue(all(k[0] + "".join(x[-1] for x in k[1:]) in train for k in shots))
+                self.assertFalse(os.path.exists(os.path.join(out, ".genemask.lock")))
+        self.assertEqual(self.leftovers(), [])
+
+    def test_a_cut_short_publication_is_refused_by_readers(self):
+        """kill -9 while the marker still says "incomplete": the files are in place, but
+        readers refuse the directory and say what to do; --force replaces it."""
+        t = self.t
+        out = t("cut-hf")
+        p = subprocess.Popen([os.path.abspath(BIN), "export-hf", "--run", t("run"), "--out", out],
+                             env=dict(ENV, GENEMASK_TEST_HOLD_TEMP="3", GENEMASK_TEST_HOLD_TEMP_MATCH=".genemask.json"),
+                             stderr=subprocess.PIPE, text=True)
+        holds = 0
+        while holds < 2:  # the first hold writes "incomplete", the second would write "complete"
+            line = p.stderr.readline()
+            self.assertTrue(line, "export-hf ended before its second marker")
+            holds += line.startswith("genemask: holding")
+        p.kill()
+        p.wait()
+        p.stderr.close()
+        self.assertFalse(json.load(open(os.path.join(out, ".genemask.json")))["complete"])
+        self.assertTrue(os.path.exists(os.path.join(out, "model.safetensors")))
+        r = run(["embed", "--model", out, "--input", t("test.csv"), "--out", t("cut-emb.h5"), *FAST], check=False)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"{out}: is an incomplete output of `genemask export-hf`", r.stderr)
+        run(["export-hf", "--run", t("run"), "--out", out])  # incomplete: replaced without --force
+        self.assertTrue(json.load(open(os.path.join(out, ".genemask.json")))["complete"])
+
+
+    def test_ranks_must_agree_before_starting(self):
+        """Ranks given other arguments (MPMD), or a file that one rank lacks or sees with
+        other content: one error line from rank 0 naming the ranks, every rank exits, no
+        rank waits forever in a collective, and nothing is written."""
+        t = self.t
+        d0, d1, d2 = t("mpmd-0"), t("mpmd-1"), t("mpmd-2")
+        for d in (d0, d1, d2):
+            os.makedirs(d, exist_ok=True)
+        shutil.copy(self.fa, os.path.join(d0, "g.fa"))
+        with open(os.path.join(d2, "g.fa"), "w") as f:
+            f.write(">other\nACGTACGTAC\n")
+
+        def mpmd(argv0, argv1, wdir0=None, wdir1=None):
+            cmd = [MPIEXEC, "--oversubscribe"]
+            for i, (argv, wdir) in enumerate([(argv0, wdir0), (argv1, wdir1)]):
+                cmd += ([":"] if i else []) + ["-n", "1"] + (["--wdir", wdir] if wdir else [])
+                cmd += [os.path.abspath(BIN)] + argv
+            return subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=120)
+
+        host = socket.gethostname()
+        cases = [
+            ("another --genome", mpmd(["count", "--genome", self.fa, "--out", t("mp1.h5")],
+                                      ["count", "--genome", t("own.fa"), "--out", t("mp1.h5")]),
+             ["rank 1 was started with other arguments than rank 0", "--genome " + self.fa,
+              "--genome " + t("own.fa"), "same command line"], t("mp1.h5")),
+            ("another --kmax", mpmd(["count", "--genome", self.fa, "--out", t("mp2.h5"), "--kmax", "8"],
+                                    ["count", "--genome", self.fa, "--out", t("mp2.h5"), "--kmax", "6"]),
+             ["rank 1 was started with other arguments", "--kmax 8", "--kmax 6"], t("mp2.h5")),
+            ("a file rank 1 lacks", mpmd(["count", "--genome", "g.fa", "--out", "c.h5"],
+                                         ["count", "--genome", "g.fa", "--out", "c.h5"], d0, d1),
+             [f"rank 1 on {host}: --genome: File does not exist: g.fa"], os.path.join(d0, "c.h5")),
+            ("another file behind the same name", mpmd(["shards", "--genome", "g.fa", "--out", "s"],
+                                                       ["shards", "--genome", "g.fa", "--out", "s"], d0, d2),
+             ["rank 1 sees g.fa differently from rank 0", f"rank 1 on {host}: 18 bytes",
+              "same inputs"], os.path.join(d0, "s")),
+        ]
+        for name, p, expect, out in cases:
+            with self.subTest(name):
+                where = f"\nexit {p.returncode}\nstderr: {p.stderr[-3000:]}"
+                self.assertNotEqual(p.returncode, 0, where)
+                lines = [l for l in p.stderr.splitlines() if l.startswith("genemask")]
+                self.assertEqual(len(lines), 1, "want one error line, from rank 0" + where)
+                self.assertTrue(lines[0].startswith("genemask: error: "), where)
+                for e in expect:
+                    self.assertIn(e, lines[0], where)
+                self.assertFalse(os.path.exists(out), out + where)
+        self.assertFalse(os.path.exists(os.path.join(d2, "s")))
+        self.assertEqual(self.leftovers(), [])
+
+    def test_a_name_as_long_as_the_file_system_allows(self):
+        # 250 bytes: legal, but "NAME.tmp.HOST.PID" is not; the temporary gets a hashed name.
+        t = self.t
+        out = t("n" * 246 + ".tsv")
+        p = run(["npmi", "--counts", t("counts.h5"), "--out", out])
+        self.assertEqual(summary(p)["out"], out)
+        with open(t("npmi.tsv")) as a, open(out) as b:
+            self.assertEqual(a.read(), b.read())
+        self.assertEqual(self.leftovers(), [])
 
 
 if __name__ == "__main__":

@@ -220,6 +220,32 @@ class PromoterTest(unittest.TestCase):
         self.assertIn("--shots 5000: class '0' has only", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "bad", "train.tsv")))
 
+    def test_rebuild_replaces_the_whole_task(self):
+        """Rebuilding into the same --out with another seed (issue 21, item 23): refused
+        without --force; with it, no few-shot set of the old split survives, each new one is
+        drawn from the new training split and shares no row with the new test split, and a
+        file the user put there stays."""
+        out = os.path.join(self.tmp, "rebuild")
+        self.build("rebuild", "--seed", "1", "--shots", "10,20")
+        spit(os.path.join(out, "my-notes.txt"), "mine\n")
+        old_test = read_plain(os.path.join(out, "test.tsv"))
+        p = run(["dataset", "promoter", "--genome", os.path.join(self.tmp, "g.fa"), "--tss",
+                 os.path.join(self.tmp, "t.bed"), "--out", out, "--seed", "2", "--shots", "15"], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("earlier output of `genemask dataset promoter`", p.stderr)
+        self.assertEqual(read_plain(os.path.join(out, "test.tsv")), old_test)
+        self.build("rebuild", "--seed", "2", "--shots", "15", "--force")
+        self.assertEqual(sorted(os.listdir(os.path.join(out, "fewshot"))), ["15", "test.tsv", "train.tsv"])
+        train = {r[0] for r in read_plain(os.path.join(out, "train.tsv"))}
+        test = {r[0] for r in read_plain(os.path.join(out, "test.tsv"))}
+        self.assertNotEqual(test, {r[0] for r in old_test})  # another split
+        shots = read_released(os.path.join(out, "fewshot", "15", "train.tsv"))
+        self.assertEqual(len(shots), 30)
+        self.assertTrue({r[0] for r in shots} <= train)
+        self.assertFalse({r[0] for r in shots} & test)
+        self.assertEqual(slurp(os.path.join(out, "my-notes.txt")), "mine\n")
+        self.assertEqual(json.loads(slurp(os.path.join(out, "summary.json")))["options"]["seed"], 2)
+
 
 class EnhancerTest(unittest.TestCase):
     def test_genomic_benchmarks_layout(self):

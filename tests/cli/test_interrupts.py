@@ -5,6 +5,7 @@ stopped. A full disk (a 64 KiB tmpfs in a private mount namespace) and a file si
 nothing; SIGTERM must print a line naming the signal and the unfinished output it removed
 (exit status 128 + 15); after kill -9, the next run removes the dead process's temporary."""
 import glob
+import json
 import os
 import random
 import resource
@@ -13,9 +14,10 @@ import signal
 import socket
 import subprocess
 import tempfile
+import time
 import unittest
 
-from test_cli import BIN, ENV, run, summary
+from test_cli import BIN, ENV, MPIEXEC, run, summary
 
 
 def unshare_works():
@@ -69,6 +71,105 @@ class Interrupts(unittest.TestCase):
         self.assertRegex(line, r"^genemask: error: .*/fsize/counts\.h5\.tmp\.[^ ]+\.\d+: cannot write the file "
                                r"\(\d+ bytes\): File too large \(a file size limit: ulimit -f\)$")
         self.assertEqual(self.leftovers(d), [])
+
+    def test_file_size_limit_with_the_default_sigxfsz(self):
+        # Started without a shell that ignores SIGXFSZ, whose default kills the process
+        # without a word and leaves its temporaries: genemask ignores the signal itself, so
+        # the write fails with EFBIG and is reported like a full disk (issue 21, item 8).
+        d = os.path.join(self.tmp, "xfsz")
+        os.makedirs(d)
+        tiny = os.path.join(d, "tiny.json")
+        with open(tiny, "w") as f:
+            json.dump({"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 1,
+                       "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512}, f)
+        src = os.path.join(self.tmp, "xfsz-src")
+        os.makedirs(src)
+        shards, runs = os.path.join(src, "shards"), os.path.join(src, "run")
+        run(["shards", "--genome", self.fa, "--out", shards, "--max-tokens", "60", "--min-tokens", "20"])
+        pretrain = ["pretrain", "--shards", shards, "--model", tiny, "--masking", "random", "--steps", "2",
+                    "--warmup", "1", "--batch-per-rank", "2", "--grad-accum", "1", "--eval-every", "0",
+                    "--threads", "1"]
+        run(pretrain + ["--out", runs])
+        plan = os.path.join(src, "plan.yaml")
+        with open(plan, "w") as f:
+            f.write(f"models:\n  - {{name: m, path: random, config: {tiny}}}\n"
+                    f"tasks:\n  - {{name: t, train: {plan}, test: {plan}}}\nshots: [10]\nseeds: 40\n")
+        cases = [  # command, file size limit in bytes
+            (["count", "--genome", self.fa, "--out", f"{d}/counts.h5", "--quiet"], 1 << 20),
+            (["shards", "--genome", self.fa, "--out", f"{d}/shards"], 64 << 10),
+            (["export-hf", "--run", runs, "--out", f"{d}/hf"], 64 << 10),
+            (pretrain + ["--out", f"{d}/run"], 64 << 10),
+            (["sweep", "--plan", plan, "--out", f"{d}/sweep", "--simulate", "0", "--progress-every", "0"], 4 << 10),
+        ]
+        for argv, limit in cases:
+            with self.subTest(argv[0]):
+                def set_limit(n=limit):
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (n, n))
+                    signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
+
+                p = subprocess.run([os.path.abspath(BIN)] + argv, env=ENV, capture_output=True, text=True,
+                                   preexec_fn=set_limit, timeout=300)
+                self.assertEqual(p.returncode, 1, f"killed by a signal? {p.returncode}\n{p.stderr}")
+                line = self.error_line(p)
+                self.assertTrue(line.startswith("genemask: error: "), line)
+                self.assertIn("File too large", line)
+                self.assertIn(d, line)  # the file that could not be written
+                left = [os.path.relpath(os.path.join(r, n), d) for r, ds, fs in os.walk(d) for n in ds + fs
+                        if ".tmp." in n or n in (".genemask-staging", ".genemask.lock")]
+                self.assertEqual(left, [])
+
+    def test_a_signal_to_one_sweep_worker_stops_the_sweep(self):
+        # SIGTERM to one worker rank (not to mpirun): the manager hands out no new job, the
+        # running ones are recorded, every rank exits with status 3; the next run does the
+        # rest, and no job is run twice (issue 21, item 21).
+        d = os.path.join(self.tmp, "sweep-term")
+        os.makedirs(d)
+        plan = os.path.join(d, "plan.yaml")
+        with open(plan, "w") as f:
+            f.write(f"models:\n  - {{name: m, path: random}}\n"
+                    f"tasks:\n  - {{name: t, train: {plan}, test: {plan}}}\nshots: [10]\nseeds: 16\n")
+        out = os.path.join(d, "out")
+        # --simulate 100: a 10-shot job sleeps 1 s.
+        argv = [MPIEXEC, "-n", "3", "--oversubscribe", os.path.abspath(BIN), "sweep", "--plan", plan, "--out", out,
+                "--simulate", "100", "--progress-every", "0"]
+        p = subprocess.Popen(argv, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        results = os.path.join(out, "results.jsonl")
+        deadline = time.time() + 60
+        while time.time() < deadline and not (os.path.exists(results) and os.path.getsize(results) > 0):
+            time.sleep(0.1)
+        worker = None
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().split(b"\0")
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+            except OSError:
+                continue
+            if out.encode() in cmd and b"OMPI_COMM_WORLD_RANK=2" in env and cmd[0].endswith(b"genemask"):
+                worker = int(pid)
+        self.assertIsNotNone(worker, "worker rank 2 not found")
+        os.kill(worker, signal.SIGTERM)
+        try:
+            _, err = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            self.fail("the sweep did not stop after SIGTERM to a worker")
+        self.assertEqual(p.returncode, 3, err)
+        self.assertIn("rank 2 on ", err)
+        self.assertIn("was stopped by signal 15", err)
+        with open(results) as f:
+            first = [json.loads(l)["job"] for l in f]
+        self.assertLess(len(first), 16)
+        self.assertEqual(len(first), len(set(first)))
+        r = run(["sweep", "--plan", plan, "--out", out, "--simulate", "0", "--progress-every", "0"])
+        self.assertEqual(summary(r)["jobs_skipped"], len(first))
+        with open(results) as f:
+            jobs = [json.loads(l)["job"] for l in f]
+        self.assertEqual(len(jobs), 16)
+        self.assertEqual(len(set(jobs)), 16)
 
     @unittest.skipUnless(shutil.which("unshare"), "unshare (util-linux) is missing")
     def test_full_disk_names_the_file_and_says_so(self):

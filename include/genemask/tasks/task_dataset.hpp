@@ -26,6 +26,8 @@ struct DatasetStats {
 
 struct OutputOptions {
   std::string out;               // directory
+  std::string write_dir;         // where the files are written (a staging directory); empty: out
+  bool force = false;            // the CLI's --force: replace an earlier build in out
   double train_fraction = 0.7;   // used when examples carry no given split
   uint64_t seed = 42;
   std::vector<int64_t> shots;    // also write OUT/fewshot/<n>/train.tsv (n per class, sampled with seed)

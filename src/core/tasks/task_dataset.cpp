@@ -181,17 +181,18 @@ DatasetStats write_task_dataset(std::vector<Example> examples, const OutputOptio
     subsets.emplace_back(n, std::move(rows));
   }
 
-  fs::create_directories(fs::path(o.out) / "fewshot");
-  write_plain((fs::path(o.out) / "train.tsv").string(), train);
-  write_plain((fs::path(o.out) / "test.tsv").string(), test);
-  write_released((fs::path(o.out) / "fewshot" / "train.tsv").string(), train);
-  write_released((fs::path(o.out) / "fewshot" / "test.tsv").string(), test);
+  const fs::path out = o.write_dir.empty() ? fs::path(o.out) : fs::path(o.write_dir);
+  fs::create_directories(out / "fewshot");
+  write_plain((out / "train.tsv").string(), train);
+  write_plain((out / "test.tsv").string(), test);
+  write_released((out / "fewshot" / "train.tsv").string(), train);
+  write_released((out / "fewshot" / "test.tsv").string(), test);
   for (const auto& [n, rows] : subsets) {
-    const fs::path dir = fs::path(o.out) / "fewshot" / std::to_string(n);
+    const fs::path dir = out / "fewshot" / std::to_string(n);
     fs::create_directories(dir);
     write_released((dir / "train.tsv").string(), rows);
   }
-  io::AtomicFile f((fs::path(o.out) / "summary.json").string());
+  io::AtomicFile f((out / "summary.json").string());
   f.stream() << dataset_summary(stats, o).dump(2) << '\n';
   f.commit();
   return stats;

@@ -1,0 +1,472 @@
+#include "io/output_guard.hpp"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <set>
+#include <stdexcept>
+
+#include "genemask/version.hpp"
+#include "io/atomic_file.hpp"
+#include "io/dir_lock.hpp"
+#include "io/error.hpp"
+
+namespace genemask::io {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kMarkerFormat = "genemask-output";
+constexpr int kMarkerVersion = 1;
+constexpr const char* kStaging = ".genemask-staging";
+constexpr const char* kLockName = ".genemask.lock";
+
+struct Identity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const Identity& o) const { return dev == o.dev && ino == o.ino; }
+};
+
+std::optional<struct stat> stat_of(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return st;
+}
+
+Identity identity(const struct stat& st) { return Identity{st.st_dev, st.st_ino}; }
+
+/// "a character device" for a file type that is neither a regular file nor a directory.
+std::string special_kind(mode_t mode) {
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+/// The identities of the existing directories that hold `path` (its parent, the parent's
+/// parent, ... up to /), symlinks resolved; and of `path` itself when it exists.
+struct Place {
+  std::optional<Identity> self;
+  std::vector<std::pair<Identity, std::string>> above;  // innermost first
+};
+
+Place place_of(const std::string& path) {
+  Place p;
+  fs::path q = fs::absolute(path).lexically_normal();
+  if (!q.has_filename() && q.has_parent_path() && q != q.root_path()) q = q.parent_path();  // "out/"
+  if (auto st = stat_of(q.string())) p.self = identity(*st);
+  // The nearest existing directory above `path`, resolved, then every directory above it.
+  fs::path up = q.parent_path();
+  while (!up.empty() && !stat_of(up.string()) && up != up.parent_path()) up = up.parent_path();
+  char buf[PATH_MAX];
+  fs::path real = ::realpath(up.string().c_str(), buf) ? fs::path(buf) : up;
+  for (fs::path d = real;; d = d.parent_path()) {
+    if (auto st = stat_of(d.string())) p.above.emplace_back(identity(*st), d.string());
+    if (d == d.parent_path() || d.empty()) break;
+  }
+  return p;
+}
+
+struct Registered {
+  NamedPath named;
+  Identity id;
+  bool dir = false;
+};
+
+std::mutex g_mutex;
+std::vector<std::optional<Registered>> g_inputs;  // slots; InputsInUse owns a range
+
+std::string quoted(const NamedPath& p) { return p.option.empty() ? p.path : p.option + " " + p.path; }
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm {};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+  return buf;
+}
+
+/// True when `path` is one of the inputs in use (InputsInUse).
+bool is_input_in_use(const std::string& path) {
+  const auto st = stat_of(path);
+  if (!st) return false;
+  std::lock_guard<std::mutex> g(g_mutex);
+  for (const auto& r : g_inputs)
+    if (r && r->id == identity(*st)) return true;
+  return false;
+}
+
+/// The entries of `dir` that are not genemask's own bookkeeping (lock, marker, staging) nor
+/// an input of the running command (`sweep --plan DIR/plan.yaml --out DIR`).
+std::vector<std::string> user_entries(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw std::runtime_error(fmt::format("cannot read the directory {}: {}", dir, std::strerror(errno)));
+  while (const dirent* e = ::readdir(d)) {
+    const std::string n = e->d_name;
+    if (n == "." || n == ".." || n == kLockName || n == kOutputMarker || n == kStaging) continue;
+    if (is_input_in_use(dir + "/" + n)) continue;
+    names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void write_marker(const std::string& dir, const nlohmann::json& marker) {
+  AtomicFile f(dir + "/" + kOutputMarker);
+  f.stream() << marker.dump(2) << '\n';
+  f.commit();
+}
+
+nlohmann::json new_marker(const std::string& command, bool complete, const std::vector<std::string>& entries) {
+  return nlohmann::ordered_json{{"format", kMarkerFormat},
+                                {"format_version", kMarkerVersion},
+                                {"command", command},
+                                {"complete", complete},
+                                {"entries", entries},
+                                {"genemask_version", kVersion},
+                                {"written", now_utc()},
+                                {"host", host_name()},
+                                {"pid", static_cast<long>(::getpid())}};
+}
+
+}  // namespace
+
+void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedOutput>& outputs) {
+  struct In {
+    const NamedPath* named;
+    Identity id;
+    bool dir;
+  };
+  std::vector<In> ins;
+  for (const auto& i : inputs) {
+    if (i.path.empty()) continue;
+    if (auto st = stat_of(i.path)) ins.push_back(In{&i, identity(*st), S_ISDIR(st->st_mode)});
+  }
+  std::vector<std::pair<const NamedOutput*, std::string>> seen;
+  for (const auto& o : outputs) {
+    if (o.path.empty()) continue;
+    const NamedPath named{o.option, o.path};
+    if (auto st = stat_of(o.path)) {
+      const bool dir = S_ISDIR(st->st_mode), reg = S_ISREG(st->st_mode);
+      if (!dir && !reg)
+        throw std::runtime_error(fmt::format(
+            "{} is {}, not a {}: genemask writes its outputs as new files that it renames into place, so it never "
+            "writes to devices, pipes or sockets; give a {} name",
+            quoted(named), special_kind(st->st_mode), o.kind == OutputKind::file ? "regular file" : "directory",
+            o.kind == OutputKind::file ? "file" : "directory"));
+      if (o.kind == OutputKind::file && dir)
+        throw std::runtime_error(fmt::format("{} is a directory; give a file name", quoted(named)));
+      if (o.kind == OutputKind::directory && !dir)
+        throw std::runtime_error(
+            fmt::format("{} exists and is not a directory; give the name of a new or empty directory", quoted(named)));
+    }
+    const Place p = place_of(o.path);
+    for (const auto& in : ins) {
+      if (p.self && *p.self == in.id)
+        throw std::runtime_error(fmt::format(
+            "{} is {} {}, an input of this command: genemask never writes over its inputs; choose another {}",
+            quoted(named), in.dir ? "the directory" : "the file", quoted(*in.named), o.option));
+      if (!in.dir) continue;
+      for (const auto& [id, where] : p.above)
+        if (id == in.id)
+          throw std::runtime_error(fmt::format(
+              "{} lies inside {}, an input directory of this command: genemask never writes into its inputs; "
+              "choose an {} outside it",
+              quoted(named), quoted(*in.named), o.option));
+    }
+    // Two outputs under one name: the same file (existing), or the same path (new).
+    const std::string key = p.self ? fmt::format("id:{}:{}", p.self->dev, p.self->ino)
+                                   : "path:" + fs::absolute(o.path).lexically_normal().string();
+    for (const auto& [other, k] : seen)
+      if (k == key)
+        throw std::runtime_error(fmt::format("{} and {} are the same {}: give each output its own name",
+                                             quoted(NamedPath{other->option, other->path}), quoted(named),
+                                             p.self ? (o.kind == OutputKind::file ? "file" : "directory") : "path"));
+    seen.emplace_back(&o, key);
+  }
+}
+
+InputsInUse::InputsInUse(const std::vector<NamedPath>& inputs) {
+  std::lock_guard<std::mutex> g(g_mutex);
+  first_ = g_inputs.size();
+  for (const auto& i : inputs) {
+    if (i.path.empty()) continue;
+    if (auto st = stat_of(i.path)) g_inputs.emplace_back(Registered{i, identity(*st), S_ISDIR(st->st_mode)});
+  }
+  count_ = g_inputs.size() - first_;
+}
+
+InputsInUse::~InputsInUse() {
+  std::lock_guard<std::mutex> g(g_mutex);
+  for (size_t i = first_; i < first_ + count_ && i < g_inputs.size(); ++i) g_inputs[i].reset();
+  while (!g_inputs.empty() && !g_inputs.back()) g_inputs.pop_back();
+}
+
+void check_writable_target(const std::string& path) {
+  if (auto st = stat_of(path); st && !S_ISREG(st->st_mode) && !S_ISDIR(st->st_mode))
+    throw std::runtime_error(fmt::format(
+        "cannot write {}: it is {}; genemask writes its outputs as new files that it renames into place, so it "
+        "never writes to devices, pipes or sockets",
+        path, special_kind(st->st_mode)));
+  std::vector<Registered> inputs;
+  {
+    std::lock_guard<std::mutex> g(g_mutex);
+    for (const auto& r : g_inputs)
+      if (r) inputs.push_back(*r);
+  }
+  if (inputs.empty()) return;
+  const Place p = place_of(path);
+  for (const auto& in : inputs) {
+    if (p.self && *p.self == in.id)
+      throw std::runtime_error(fmt::format("cannot write {}: it is {}, an input of this command; genemask never "
+                                           "writes over its inputs",
+                                           path, quoted(in.named)));
+    if (!in.dir) continue;
+    for (const auto& [id, where] : p.above)
+      if (id == in.id)
+        throw std::runtime_error(fmt::format("cannot write {}: it lies inside {}, an input directory of this command; "
+                                             "genemask never writes into its inputs",
+                                             path, quoted(in.named)));
+  }
+}
+
+namespace {
+/// Throws when removing `path` (recursively) would remove an input in use: it is one, or
+/// holds one.
+void check_removable(const std::string& path) {
+  check_writable_target(path);
+  const auto st = stat_of(path);
+  if (!st || !S_ISDIR(st->st_mode)) return;
+  std::vector<Registered> inputs;
+  {
+    std::lock_guard<std::mutex> g(g_mutex);
+    for (const auto& r : g_inputs)
+      if (r) inputs.push_back(*r);
+  }
+  for (const auto& in : inputs)
+    for (const auto& [id, where] : place_of(in.named.path).above)
+      if (id == identity(*st))
+        throw std::runtime_error(fmt::format("cannot replace {}: it holds {}, an input of this command; move the "
+                                             "input elsewhere first",
+                                             path, quoted(in.named)));
+}
+}  // namespace
+
+std::optional<nlohmann::json> read_output_marker(const std::string& dir) {
+  const std::string path = dir + "/" + kOutputMarker;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (text.size() > (1u << 20)) throw InputError(path, "is larger than 1 MiB: not a genemask output marker");
+  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const auto is_string_array = [](const nlohmann::json& a) {
+    return a.is_array() && std::all_of(a.begin(), a.end(), [](const nlohmann::json& e) { return e.is_string(); });
+  };
+  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kMarkerFormat || !j.contains("command") ||
+      !j["command"].is_string() || !j.contains("complete") || !j["complete"].is_boolean() || !j.contains("entries") ||
+      !is_string_array(j["entries"]))
+    throw InputError(path, "is not a genemask output marker (format genemask-output with command, complete and "
+                           "entries); it was changed by hand: remove the directory's content yourself, or choose "
+                           "another directory");
+  for (const auto& e : j["entries"]) {
+    const std::string n = e.get<std::string>();
+    if (n.empty() || n == "." || n == ".." || n.find('/') != std::string::npos)
+      throw InputError(path, fmt::format("lists the entry '{}', which is not a plain name in the directory", excerpt(n, 80)));
+  }
+  return j;
+}
+
+void check_output_complete(const std::string& dir) {
+  const auto m = read_output_marker(dir);
+  if (m && !(*m)["complete"].get<bool>())
+    throw InputError(dir, fmt::format("is an incomplete output of `genemask {}` (it stopped while moving its files "
+                                      "into place): run that command again with --force",
+                                      (*m)["command"].get<std::string>()));
+}
+
+OutputSet::OutputSet(std::string dir, Options options)
+    : dir_(std::move(dir)), o_(std::move(options)), exceptions_(std::uncaught_exceptions()) {
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  const std::string what = o_.option + " " + dir_;
+  if (auto st = stat_of(dir_)) {
+    if (!S_ISDIR(st->st_mode))
+      throw std::runtime_error(fmt::format("{} exists and is not a directory; give the name of a new or empty directory",
+                                           what));
+  } else if (errno == ENOENT || errno == ENOTDIR) {
+    fs::path p = fs::absolute(dir_).lexically_normal();
+    if (!p.has_filename()) p = p.parent_path();
+    fs::path top;
+    for (fs::path q = p; !q.empty() && !fs::exists(fs::symlink_status(q)); q = q.parent_path()) {
+      top = q;
+      if (q == q.parent_path()) break;
+    }
+    std::error_code ec;
+    fs::create_directories(p, ec);
+    if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", what, ec.message()));
+    if (!top.empty()) created_ = top.string();
+  } else {
+    throw std::runtime_error(fmt::format("cannot use {}: {}", what, std::strerror(errno)));
+  }
+  try {
+    check_writable_target(dir_);
+    lock_ = std::make_unique<DirLock>(dir_, "genemask " + o_.command);
+    const std::vector<std::string> others = user_entries(dir_);
+    if (const auto marker = read_output_marker(dir_)) {
+      const std::string cmd = (*marker)["command"].get<std::string>();
+      const bool complete = (*marker)["complete"].get<bool>();
+      if (cmd != o_.command)
+        throw std::runtime_error(fmt::format("{} holds the output of `genemask {}`, not of `genemask {}`: choose "
+                                             "another {}",
+                                             what, cmd, o_.command, o_.option));
+      if (complete && !o_.force)
+        throw std::runtime_error(fmt::format("{} holds an earlier output of `genemask {}` (written {}): pass --force "
+                                             "to replace it, or choose another {}",
+                                             what, cmd, marker->value("written", "at an unknown time"), o_.option));
+      if (!complete)
+        std::cerr << fmt::format("genemask: {} holds an output of `genemask {}` that was never completed; it is "
+                                 "replaced",
+                                 dir_, cmd)
+                  << std::endl;
+      for (const auto& e : (*marker)["entries"]) {
+        const std::string n = e.get<std::string>();
+        if (fs::exists(fs::symlink_status(dir_ + "/" + n))) old_entries_.push_back(n);
+      }
+    } else if (!others.empty()) {
+      throw std::runtime_error(fmt::format(
+          "{} is not empty ({} entr{}, first '{}') and holds no output of genemask (no {}): genemask fills only new "
+          "or empty directories; choose another {}, or empty it yourself",
+          what, others.size(), others.size() == 1 ? "y" : "ies", others.front(), kOutputMarker, o_.option));
+    }
+    staging_ = staging_for(dir_);
+    std::error_code ec;
+    fs::remove_all(staging_, ec);  // a staging directory left by a killed run (we hold the lock)
+    if (!fs::create_directory(staging_, ec) || ec)
+      throw std::runtime_error(fmt::format("cannot create {}: {}", staging_, ec ? ec.message() : "it exists"));
+  } catch (...) {
+    if (lock_) remove_created();  // never a directory another writer holds
+    lock_.reset();
+    throw;
+  }
+}
+
+void OutputSet::remove_created() {
+  if (created_.empty()) return;
+  // DIR with what this run put there; then the parents it made, while they are empty
+  // (another command may be writing beside it).
+  std::error_code ec;
+  fs::remove_all(dir_, ec);
+  const fs::path top = fs::absolute(created_).lexically_normal();
+  for (fs::path p = fs::absolute(dir_).lexically_normal().parent_path(); !p.empty(); p = p.parent_path()) {
+    if (p.string().size() < top.string().size() || ::rmdir(p.c_str()) != 0 || p == top) break;
+  }
+}
+
+std::string OutputSet::staging_for(const std::string& dir) {
+  std::string d = dir;
+  while (d.size() > 1 && d.back() == '/') d.pop_back();
+  return d + "/" + kStaging;
+}
+
+OutputSet::~OutputSet() {
+  if (published_) return;
+  std::error_code ec;
+  if (!staging_.empty()) fs::remove_all(staging_, ec);
+  if (lock_) remove_created();
+  lock_.reset();
+}
+
+void OutputSet::publish(const nlohmann::json& extra) {
+  std::vector<std::string> fresh;
+  {
+    DIR* d = ::opendir(staging_.c_str());
+    if (!d) throw std::runtime_error(fmt::format("cannot read {}: {}", staging_, std::strerror(errno)));
+    while (const dirent* e = ::readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") fresh.push_back(n);
+    }
+    ::closedir(d);
+  }
+  // Readers open read_first first: it goes last (and, of the old output, first).
+  std::sort(fresh.begin(), fresh.end(), [&](const std::string& a, const std::string& b) {
+    if ((a == o_.read_first) != (b == o_.read_first)) return b == o_.read_first;
+    return a < b;
+  });
+  const std::set<std::string> old(old_entries_.begin(), old_entries_.end());
+  for (const auto& n : fresh) {
+    const std::string target = dir_ + "/" + n;
+    if (!old.count(n) && fs::exists(fs::symlink_status(target)))
+      throw std::runtime_error(fmt::format("{} is in the way: genemask did not write it (it is not listed in {}/{}), "
+                                           "so it is not replaced; move it away and run the command again",
+                                           target, dir_, kOutputMarker));
+    check_writable_target(target);
+  }
+  for (const auto& n : old_entries_) check_removable(dir_ + "/" + n);
+  std::vector<std::string> all = old_entries_;
+  for (const auto& n : fresh)
+    if (!old.count(n)) all.push_back(n);
+  write_marker(dir_, new_marker(o_.command, false, all));  // a cut-short publication says so
+  const std::set<std::string> fresh_set(fresh.begin(), fresh.end());
+  std::vector<std::string> gone = old_entries_;
+  std::stable_partition(gone.begin(), gone.end(), [&](const std::string& n) { return n == o_.read_first; });
+  for (const auto& n : gone) {
+    const std::string target = dir_ + "/" + n;
+    // A file that comes again is replaced by the rename below, atomically; the rest goes now.
+    if (fresh_set.count(n) && n != o_.read_first && !fs::is_directory(fs::symlink_status(target))) continue;
+    std::error_code ec;
+    fs::remove_all(target, ec);
+    if (ec) throw std::runtime_error(fmt::format("cannot remove {} (of the earlier output): {}", target, ec.message()));
+  }
+  for (const auto& n : fresh) rename_or_throw(staging_ + "/" + n, dir_ + "/" + n);
+  nlohmann::json m = new_marker(o_.command, true, fresh);
+  for (const auto& [k, v] : extra.items()) m[k] = v;
+  write_marker(dir_, m);
+  ::rmdir(staging_.c_str());
+  published_ = true;
+  lock_.reset();
+}
+
+void claim_run_directory(const std::string& dir, const std::string& command, const std::string& option,
+                         const std::vector<std::string>& legacy_entries) {
+  const std::vector<std::string> others = user_entries(dir);
+  if (const auto marker = read_output_marker(dir)) {
+    const std::string cmd = (*marker)["command"].get<std::string>();
+    if (cmd != command)
+      throw std::runtime_error(fmt::format("{} {} holds the output of `genemask {}`, not a `genemask {}` directory: "
+                                           "choose another {}",
+                                           option, dir, cmd, command, option));
+    return;
+  }
+  const bool legacy = std::any_of(legacy_entries.begin(), legacy_entries.end(), [&](const std::string& n) {
+    return std::find(others.begin(), others.end(), n) != others.end();
+  });
+  if (!others.empty() && !legacy)
+    throw std::runtime_error(fmt::format(
+        "{} {} is not empty ({} entr{}, first '{}') and is not a `genemask {}` directory (no {}): choose a new or "
+        "empty directory",
+        option, dir, others.size(), others.size() == 1 ? "y" : "ies", others.front(), command, kOutputMarker));
+  write_marker(dir, new_marker(command, true, {}));
+}
+
+}  // namespace genemask::io

@@ -1,0 +1,128 @@
+#pragma once
+// What genemask promises about the user's files (README, "What genemask promises about your
+// files"), in one place:
+//  - an output is never one of the command's inputs, nor inside an input directory: compared
+//    by file identity (device and inode), so symlinks, hard links, "./" and absolute
+//    spellings are all seen through;
+//  - an existing output is a regular file or a directory as the option says, never a device,
+//    a FIFO or a socket (`--out /dev/null` would otherwise become a regular file);
+//  - a directory is filled only when it is new or empty, and an earlier output of the same
+//    command in it is replaced only with --force; genemask recognises its own outputs by the
+//    marker file DIR/.genemask.json, and removes nothing that the marker does not list;
+//  - one writer per output directory (io/dir_lock.hpp), and a directory's files appear as
+//    one unit: they are written into DIR/.genemask-staging, moved into place, and the marker,
+//    which readers check, is written last.
+// The checks are plain stat(2) calls: no MPI, no Torch.
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace genemask::io {
+
+class DirLock;
+
+/// A path as the command line names it: the option and the value ("--genome", "g.fa").
+struct NamedPath {
+  std::string option;
+  std::string path;
+};
+
+enum class OutputKind { file, directory };
+
+struct NamedOutput {
+  std::string option;
+  std::string path;
+  OutputKind kind = OutputKind::file;
+};
+
+/// Refuses (throws std::runtime_error naming both options and paths):
+///  - an output that is one of the inputs, or lies inside an input that is a directory;
+///  - an output that exists and is not of its kind (a file where a directory is expected,
+///    a device, FIFO or socket anywhere);
+///  - two outputs that are the same path.
+/// Inputs that do not exist are skipped (their own checks report them).
+void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedOutput>& outputs);
+
+/// The inputs of the running command, for the lifetime of this object: every TempOutput,
+/// AtomicFile, HDF5 file and OutputSet refuses to write over one of them or into one of
+/// them. A backstop for outputs whose names a command makes itself (DIR/plan.json).
+class InputsInUse {
+ public:
+  explicit InputsInUse(const std::vector<NamedPath>& inputs);
+  ~InputsInUse();
+  InputsInUse(const InputsInUse&) = delete;
+  InputsInUse& operator=(const InputsInUse&) = delete;
+
+ private:
+  size_t first_ = 0, count_ = 0;
+};
+
+/// Throws when writing, replacing or removing `path` would touch an input in use (it is one,
+/// or lies inside one), or when `path` exists and is not a regular file, a directory or a
+/// symlink to one of them.
+void check_writable_target(const std::string& path);
+
+/// The marker of a directory genemask wrote: DIR/.genemask.json.
+inline constexpr const char* kOutputMarker = ".genemask.json";
+
+/// DIR/.genemask.json, or nullopt when DIR has none. A marker that is not one of ours
+/// (not JSON, other format) is an InputError.
+std::optional<nlohmann::json> read_output_marker(const std::string& dir);
+
+/// Readers of a genemask directory call this first: an output whose publication was cut
+/// short (marker "complete": false) is an InputError that says to run the command again.
+void check_output_complete(const std::string& dir);
+
+/// A command's output directory whose files are published as one unit.
+///
+/// The constructor creates DIR (with its parents) or accepts an existing directory that is
+/// empty, or that holds an earlier output of the same command (marker) and `force` is set,
+/// or an output of it that never completed; anything else is refused with a message that
+/// says what to do. It takes DIR's run lock, and makes an empty DIR/.genemask-staging: the
+/// command writes its files there (staging()). publish() moves them into DIR, removing the
+/// files of the earlier output first (only those its marker lists), and writes the marker
+/// last. Until publish(), DIR's earlier content is untouched; an object destroyed without
+/// publish() removes the staging directory, and DIR too when it created it.
+class OutputSet {
+ public:
+  struct Options {
+    std::string command;     // "export-hf", "dataset promoter", ...: must match to replace
+    std::string option = "--out";
+    bool force = false;      // replace an earlier complete output of the same command
+    std::string read_first;  // the file readers open first (manifest.json): removed first, placed last
+  };
+  OutputSet(std::string dir, Options options);
+  ~OutputSet();
+  OutputSet(const OutputSet&) = delete;
+  OutputSet& operator=(const OutputSet&) = delete;
+
+  /// DIR/.genemask-staging: where the files of DIR are written (the same on every rank).
+  static std::string staging_for(const std::string& dir);
+  const std::string& dir() const { return dir_; }
+  const std::string& staging() const { return staging_; }
+  /// True when DIR held an earlier output that publish() replaces.
+  bool replaces() const { return !old_entries_.empty(); }
+  /// Moves the staged files into DIR and writes the marker (with `extra` fields merged in).
+  void publish(const nlohmann::json& extra = nlohmann::json::object());
+
+ private:
+  void remove_created();
+  std::string dir_, staging_, created_;
+  Options o_;
+  std::vector<std::string> old_entries_;
+  std::unique_ptr<DirLock> lock_;
+  int exceptions_ = 0;
+  bool published_ = false;
+};
+
+/// For commands that keep writing into one directory across runs (pretrain's run, sweep's
+/// DIR): DIR must be new, empty, or already one of this command's (its marker, or, for
+/// directories written before markers existed, `legacy_entries` such as "checkpoints");
+/// a new or empty DIR gets the marker. Call with DIR's lock held.
+void claim_run_directory(const std::string& dir, const std::string& command, const std::string& option,
+                         const std::vector<std::string>& legacy_entries);
+
+}  // namespace genemask::io
