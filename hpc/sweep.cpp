@@ -37,6 +37,7 @@
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
 #include "io/dir_lock.hpp"
+#include "io/error.hpp"
 #include "io/output_guard.hpp"
 
 namespace fs = std::filesystem;
@@ -168,9 +169,14 @@ class ResultsWriter {
   void append(const nlohmann::json& record) {
     const std::string line = record.dump() + "\n";
     const ssize_t n = ::write(fd_, line.data(), line.size());
-    if (n != static_cast<ssize_t>(line.size()))
-      throw std::runtime_error(fmt::format("writing {} failed: {}", path_, n < 0 ? std::strerror(errno) : "short write"));
-    if (::fsync(fd_) != 0) throw std::runtime_error(fmt::format("fsync of {} failed: {}", path_, std::strerror(errno)));
+    if (n != static_cast<ssize_t>(line.size())) {
+      // A short write (a full disk, `ulimit -f`) leaves a torn last line, which the next run
+      // repairs; the second write gives the reason.
+      const ssize_t again = n >= 0 ? ::write(fd_, line.data() + n, line.size() - static_cast<size_t>(n)) : -1;
+      throw std::runtime_error(fmt::format("cannot append to {}: {}", path_,
+                                           again < 0 ? io::write_error_reason(errno) : "a short write"));
+    }
+    if (::fsync(fd_) != 0) throw std::runtime_error(fmt::format("fsync of {} failed: {}", path_, io::write_error_reason(errno)));
   }
 
  private:

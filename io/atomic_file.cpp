@@ -1,6 +1,7 @@
 #include "io/atomic_file.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -201,20 +202,78 @@ void TempOutput::commit() {
   slot_ = -1;
 }
 
+FdStreamBuf::~FdStreamBuf() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool FdStreamBuf::open(const std::string& path) {
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) return false;
+  setp(buf_, buf_ + sizeof buf_);
+  return true;
+}
+
+bool FdStreamBuf::write_all(const char* p, size_t n) {
+  while (n > 0 && error_ == 0) {
+    const ssize_t w = ::write(fd_, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      error_ = w < 0 ? errno : EIO;  // a short write is followed by the real error
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return error_ == 0;
+}
+
+bool FdStreamBuf::drain() {
+  const bool ok = write_all(pbase(), static_cast<size_t>(pptr() - pbase()));
+  setp(buf_, buf_ + sizeof buf_);
+  return ok;
+}
+
+int FdStreamBuf::overflow(int c) {
+  if (fd_ < 0 || !drain()) return traits_type::eof();
+  if (c != traits_type::eof()) {
+    *pptr() = static_cast<char>(c);
+    pbump(1);
+  }
+  return traits_type::not_eof(c);
+}
+
+int FdStreamBuf::sync() { return fd_ >= 0 && drain() ? 0 : -1; }
+
+std::streamsize FdStreamBuf::xsputn(const char* s, std::streamsize n) {
+  if (fd_ < 0) return 0;
+  if (n < epptr() - pptr()) {
+    std::memcpy(pptr(), s, static_cast<size_t>(n));
+    pbump(static_cast<int>(n));
+    return n;
+  }
+  if (!drain() || !write_all(s, static_cast<size_t>(n))) return 0;
+  return n;
+}
+
+bool FdStreamBuf::close() {
+  if (fd_ < 0) return error_ == 0;
+  drain();
+  if (::close(fd_) != 0 && error_ == 0) error_ = errno;  // NFS reports write errors here
+  fd_ = -1;
+  return error_ == 0;
+}
+
 AtomicFile::AtomicFile(std::string path) : tmp_(std::move(path)) {
-  errno = 0;
-  out_.open(tmp_.path(), std::ios::binary | std::ios::trunc);
-  if (!out_) throw std::runtime_error(fmt::format("cannot create {}: {}", tmp_.path(), std::strerror(errno)));
+  if (!buf_.open(tmp_.path()))
+    throw std::runtime_error(fmt::format("cannot create {}: {}", tmp_.path(), std::strerror(errno)));
 }
 
 void AtomicFile::commit() {
-  errno = 0;
   out_.flush();
-  if (out_) out_.close();
-  if (!out_) {
-    const int err = errno;
+  if (!buf_.close() || !out_) {
+    const int err = buf_.error();
     throw std::runtime_error(fmt::format("cannot write {}: {}", tmp_.path(),
-                                         err ? write_error_reason(err) : "write error (disk full?)"));
+                                         err ? write_error_reason(err) : "a write failed"));
   }
   tmp_.commit();
 }

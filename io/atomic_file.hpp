@@ -5,6 +5,8 @@
 // (install_signal_cleanup), and, after a kill -9 or a crash, by the next writer of the same
 // output on the same host, which removes temporaries of processes that no longer run.
 #include <fstream>
+#include <ostream>
+#include <streambuf>
 #include <string>
 
 namespace genemask::io {
@@ -29,13 +31,41 @@ class TempOutput {
   bool committed_ = false;
 };
 
+/// An output stream buffer over a file descriptor, written with write(2), that keeps the
+/// errno of the first failed write or close (std::filebuf loses it: a full disk and a file
+/// size limit both read "write error").
+class FdStreamBuf : public std::streambuf {
+ public:
+  FdStreamBuf() = default;
+  ~FdStreamBuf() override;
+  FdStreamBuf(const FdStreamBuf&) = delete;
+  FdStreamBuf& operator=(const FdStreamBuf&) = delete;
+  /// Creates (truncates) `path`; false with errno set when it cannot.
+  bool open(const std::string& path);
+  /// Writes what is buffered and closes; false when any write or the close failed.
+  bool close();
+  int error() const { return error_; }  // errno of the first failure, 0 if none
+
+ protected:
+  int overflow(int c) override;
+  int sync() override;
+  std::streamsize xsputn(const char* s, std::streamsize n) override;
+
+ private:
+  bool write_all(const char* p, size_t n);
+  bool drain();
+  int fd_ = -1;
+  int error_ = 0;
+  char buf_[1 << 16];
+};
+
 /// A text or binary stream written through a TempOutput.
 class AtomicFile {
  public:
   explicit AtomicFile(std::string path);
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
-  std::ofstream& stream() { return out_; }
+  std::ostream& stream() { return out_; }
   const std::string& temp_path() const { return tmp_.path(); }
   /// Flushes, checks for write errors (naming the file and the system's reason, e.g. a full
   /// disk), renames onto the final path.
@@ -43,7 +73,8 @@ class AtomicFile {
 
  private:
   TempOutput tmp_;
-  std::ofstream out_;
+  FdStreamBuf buf_;
+  std::ostream out_{&buf_};
 };
 
 /// A command's output directory, created with its parents when missing. When this object
