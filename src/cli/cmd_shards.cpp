@@ -1,10 +1,14 @@
 // genemask shards: the sharded HDF5 pretraining corpus (MPI: ranks split the genome).
+#include <algorithm>
 #include <filesystem>
+#include <fmt/format.h>
+#include <new>
 #include <optional>
 
 #include "common.hpp"
 #include "hpc/shards.hpp"
 #include "io/atomic_file.hpp"
+#include "io/error.hpp"
 
 namespace genemask::cli {
 namespace {
@@ -14,6 +18,18 @@ struct ShardsArgs {
   uint64_t seed = 42;
 };
 
+/// What ran out of memory, how much it takes, and which option lowers it.
+std::string shards_out_of_memory(const ShardBuildOptions& o) {
+  auto mib = [](uint64_t b) { return fmt::format("{:.0f} MiB", static_cast<double>(b) / (1 << 20)); };
+  ShardBuildOptions smaller = o;  // a quarter, and no more than the default
+  smaller.shard_tokens = std::max<uint64_t>(1, std::min(o.shard_tokens / 4, ShardBuildOptions{}.shard_tokens));
+  return fmt::format("out of memory{}: each rank buffers a train and a valid shard file of up to --shard-tokens {} "
+                     "tokens before writing them, up to {} with the copies made while they grow and are written; "
+                     "lower --shard-tokens (--shard-tokens {} needs about {}) or give the job more memory",
+                     io::memory_limit_note(), o.shard_tokens, mib(shard_buffer_bytes(o)), smaller.shard_tokens,
+                     mib(shard_buffer_bytes(smaller)));
+}
+
 void run_shards(ShardsArgs a, const Context& ctx) {
   a.req.options.recipe.seed = a.seed;
   a.req.command_line = ctx.command_line;
@@ -22,7 +38,13 @@ void run_shards(ShardsArgs a, const Context& ctx) {
     out_dir.emplace(a.req.out_dir);
     check_writable(a.req.out_dir + "/manifest.json");
   }
-  const auto r = hpc::build_shards(a.req, MPI_COMM_WORLD);
+  const auto r = [&] {
+    try {
+      return hpc::build_shards(a.req, MPI_COMM_WORLD);
+    } catch (const std::bad_alloc&) {
+      throw std::runtime_error(shards_out_of_memory(a.req.options));
+    }
+  }();
   const auto& t = r.totals;
   const double mb = static_cast<double>(r.file_bytes) / 1e6;
   print_summary(ctx, {{"command", "shards"},
