@@ -63,9 +63,11 @@ int stack_errno() {
 std::string failure(const std::string& file, const std::string& what) {
   int err = stack_errno();
   if (err == 0) err = errno;
-  const bool known = err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO || err == EROFS || err == EACCES;
+  const bool known = err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO || err == EROFS || err == EACCES ||
+                     err == ENOMEM || err == EMFILE;
   H5Eclear2(H5E_DEFAULT);
-  return fmt::format("{}: cannot {}{}", file.empty() ? "HDF5" : file, what, known ? ": " + write_error_reason(err) : "");
+  const std::string reason = err == EMFILE ? open_error_reason(err) : write_error_reason(err);
+  return fmt::format("{}: cannot {}{}", file.empty() ? "HDF5" : file, what, known ? ": " + reason : "");
 }
 [[noreturn]] void fail(const std::string& file, const std::string& what) { throw std::runtime_error(failure(file, what)); }
 [[noreturn]] void fail(hid_t loc, const std::string& what) { fail(file_name(loc), what); }

@@ -183,7 +183,7 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
     if (label_col >= 0) r.label = f[static_cast<size_t>(label_col)];
     const std::string& s = f[static_cast<size_t>(seq_col)];
     if (r.label.empty() && label_col >= 0 && label_required) throw InputError(path, lineno, "empty label");
-    if (!r.label.empty())
+    if (!r.label.empty() && label_required)  // classes are made of labels only where labels are needed
       if (const std::string why = label_problem(r.label); !why.empty()) throw InputError(path, lineno, why);
     try {
       if (s.find(' ') != std::string::npos) {

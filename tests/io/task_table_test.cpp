@@ -116,7 +116,11 @@ TEST(TaskTable, LabelsThatWouldBeExtraClassesAreRefused) {
     EXPECT_EQ(e.rfind(tmp.file("num.csv") + ":4: label '" + bad + "' is a number not written as a plain integer", 0), 0u)
         << bad << ": " << e;
   }
-  for (const char* good : {"1", "0", "2", "10", "-1", "enhancer", "1a", "e5", "class 1"}) EXPECT_EQ(table("ok.csv", good), "no error") << good;
+  for (const char* good : {"1", "0", "2", "10", "-1", "enhancer", "1a", "e5", "class 1"})
+    EXPECT_EQ(table("ok.csv", good), "no error") << good;
+  // Where labels are not used (predict, embed), they are not classes either.
+  table("num.csv", "1.0");
+  EXPECT_EQ(io::read_task_table(tmp.file("num.csv"), /*label_required=*/false).back().label, "1.0");
 }
 
 TEST(TaskTable, ATableWithoutAnyBaseIsRefused) {
