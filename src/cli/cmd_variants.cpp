@@ -2,6 +2,7 @@
 // a fine-tuned classifier's probability between the reference and the alternative allele
 // window of each variant, variants ranked by |delta|, and the top-N overlap with another
 // ranking. Reading, ranking and comparing are here; scoring is in libgenemask_model.so.
+#include <cerrno>
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -58,7 +59,7 @@ struct Ranking {
 
 Ranking read_ranking(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw io::InputError(path, "cannot be read");
+  if (!in) throw io::InputError(path, "cannot be read: " + io::open_error_reason(errno));
   std::string line;
   if (!std::getline(in, line)) throw io::InputError(path, 1, "empty file: expected a header");
   if (!line.empty() && line.back() == '\r') line.pop_back();

@@ -145,14 +145,16 @@ class Checker {
 
   const nlohmann::json& object(const nlohmann::json& j, const std::string& path,
                                std::initializer_list<const char*> allowed) const {
-    if (!j.is_object()) fail(path, fmt::format("{} is not a mapping (expected keys: {})", io::json_excerpt(j), join(allowed)));
+    if (!j.is_object())
+      fail(path, fmt::format("{} is not a mapping (expected keys: {})", io::json_excerpt(j), join(allowed)));
     for (const auto& kv : j.items())
       if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return kv.key() == a; }))
         fail(sub(path, kv.key()), fmt::format("unknown key (expected one of: {})", join(allowed)));
     return j;
   }
   std::string string(const nlohmann::json& j, const std::string& path) const {
-    if (!j.is_string() || j.get<std::string>().empty()) fail(path, fmt::format("{} is not a non-empty string", io::json_excerpt(j)));
+    if (!j.is_string() || j.get<std::string>().empty())
+      fail(path, fmt::format("{} is not a non-empty string", io::json_excerpt(j)));
     return j.get<std::string>();
   }
   int64_t integer(const nlohmann::json& j, const std::string& path, int64_t min, const char* what) const {
@@ -221,7 +223,8 @@ PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::stri
       c.fail(Checker::sub(path, "config"), "only used with path \"random\" (a model directory has its own config.json)");
   }
   if (j.contains("group")) {
-    if (!j["group"].is_string()) c.fail(Checker::sub(path, "group"), fmt::format("{} is not a string", io::json_excerpt(j["group"])));
+    if (!j["group"].is_string())
+      c.fail(Checker::sub(path, "group"), fmt::format("{} is not a string", io::json_excerpt(j["group"])));
     m.group = j["group"].get<std::string>();
     m.group_given = true;
   }
@@ -260,7 +263,8 @@ PlanTask parse_task(const Checker& c, const nlohmann::json& j, const std::string
     if (j.contains("train"))
       c.fail(Checker::sub(path, "train"), "give either dir (fixed shot files) or train (sampled shots), not both");
     t.dir = c.existing(j["dir"], Checker::sub(path, "dir"), "expected a few-shot task directory");
-    if (!fs::is_directory(t.dir)) c.fail(Checker::sub(path, "dir"), fmt::format("{} is not a directory", io::json_excerpt(j["dir"])));
+    if (!fs::is_directory(t.dir))
+      c.fail(Checker::sub(path, "dir"), fmt::format("{} is not a directory", io::json_excerpt(j["dir"])));
     if (j.contains("test")) {
       t.test = c.existing(j["test"], Checker::sub(path, "test"), "expected the test table");
     } else {
@@ -359,7 +363,8 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
   }
   const auto& models = required(c, doc, "", "models", "a list of {name, path[, config, group]}");
   if (!models.is_array() || models.empty())
-    c.fail("models", fmt::format("{} is not a non-empty list of {{name, path[, config, group]}}", io::json_excerpt(models)));
+    c.fail("models",
+           fmt::format("{} is not a non-empty list of {{name, path[, config, group]}}", io::json_excerpt(models)));
   // Names must differ, also after safe_name (they name the run directories).
   std::map<std::string, std::string> safe;
   auto check_unique = [&](const std::string& path, const std::string& name) {
@@ -378,7 +383,8 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
   }
   const auto& tasks = required(c, doc, "", "tasks", "a list of {name, train, test} or {name, dir}");
   if (!tasks.is_array() || tasks.empty())
-    c.fail("tasks", fmt::format("{} is not a non-empty list of {{name, train, test}} or {{name, dir}}", io::json_excerpt(tasks)));
+    c.fail("tasks", fmt::format("{} is not a non-empty list of {{name, train, test}} or {{name, dir}}",
+                                io::json_excerpt(tasks)));
   safe.clear();
   for (size_t i = 0; i < tasks.size(); ++i) {
     const std::string path = Checker::at("tasks", i);
@@ -393,7 +399,8 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
         c.integer(doc["threads_per_worker"], "threads_per_worker", 0, "an integer >= 0 (0 = all cores)"));
   if (doc.contains("device")) {
     p.device = c.string(doc["device"], "device");
-    if (p.device != "cpu" && p.device != "cuda") c.fail("device", fmt::format("{} is not cpu or cuda", io::json_excerpt(doc["device"])));
+    if (p.device != "cpu" && p.device != "cuda")
+      c.fail("device", fmt::format("{} is not cpu or cuda", io::json_excerpt(doc["device"])));
   }
   if (doc.contains("ranks_per_gpu"))
     p.ranks_per_gpu = static_cast<int>(c.integer(doc["ranks_per_gpu"], "ranks_per_gpu", 1, "an integer >= 1"));
@@ -587,7 +594,8 @@ PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new
         for (const auto& [shot, file] : o.at("shot_train").items())
           same = same && it->second.value("shot_train", nlohmann::json::object()).value(shot, "") == file;
       if (!same) {
-        d.changes.push_back(fmt::format("{} \"{}\" changed from {} to {}", what, name, io::json_excerpt(o, 1000), io::json_excerpt(it->second, 1000)));
+        d.changes.push_back(fmt::format("{} \"{}\" changed from {} to {}", what, name, io::json_excerpt(o, 1000),
+                                        io::json_excerpt(it->second, 1000)));
         changed.insert(name);
       }
     }
@@ -600,7 +608,8 @@ PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new
   }
   for (const char* key : {"finetune", "device"})
     if (old_plan.value(key, nlohmann::json()) != new_plan.value(key, nlohmann::json())) {
-      d.changes.push_back(fmt::format("{} changed from {} to {}", key, io::json_excerpt(old_plan.value(key, nlohmann::json()), 1000),
+      d.changes.push_back(fmt::format("{} changed from {} to {}", key,
+                                      io::json_excerpt(old_plan.value(key, nlohmann::json()), 1000),
                                       io::json_excerpt(new_plan.value(key, nlohmann::json()), 1000)));
       d.settings_changed = true;
     }
