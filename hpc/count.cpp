@@ -3,11 +3,25 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <fmt/format.h>
 
 #include "hpc/mpi.hpp"
 #include "hpc/serialize.hpp"
+#include "io/error.hpp"
 
 namespace genemask::hpc {
+
+CountMemory count_memory(const CountOptions& opts) {
+  CountMemory m;
+  const uint64_t dense = num_kmers(opts.kmax), tails = RankCounts::tail_offset(opts.kmax);
+  m.presence_bytes = opts.presence15 ? num_kmers(15) / 8 : 0;
+  // uint64 counters of k = kmax and of the shorter k-mers at record ends, uint16 batches.
+  m.rank_bytes = dense * (sizeof(uint64_t) + sizeof(uint16_t)) + tails * sizeof(uint64_t) + m.presence_bytes;
+  // The counts of every k (as large as the dense table and its tails again), then the
+  // counts.h5 image built in memory before it is written.
+  m.rank0_extra_bytes = 2 * ((dense + tails) * sizeof(uint64_t) + m.presence_bytes);
+  return m;
+}
 
 uint64_t peak_rss_bytes() {
   struct rusage ru {};
@@ -56,6 +70,10 @@ DistributedCountResult count_distributed(const std::string& genome, const CountO
     std::vector<RecordSegment> all;
     for (auto& s : segs) all.insert(all.end(), s.begin(), s.end());
     res.records = stitch_records(info, std::move(all));
+    if (bases[0] == 0)
+      throw io::InputError(genome, fmt::format("has no A, C, G or T base ({} bases in {} record(s), all N or other "
+                                               "IUPAC codes): no k-mer to count",
+                                               bases[1], res.records.size()));
     local.acgt_bases = bases[0];
     local.other_bases = bases[1];
     res.counts = finalize_counts(local);

@@ -31,6 +31,14 @@ struct DistributedCountResult {
 DistributedCountResult count_distributed(const std::string& genome, const CountOptions& opts, MPI_Comm comm,
                                          const std::function<void(double)>& progress = {}, bool profile = false);
 
+/// What count_distributed holds per rank (the dense k-mer tables of kmax and the
+/// --presence15 bitset) and what rank 0 adds to combine and write them; for messages when
+/// memory runs out, and for docs/count.md.
+struct CountMemory {
+  uint64_t rank_bytes = 0, rank0_extra_bytes = 0, presence_bytes = 0;
+};
+CountMemory count_memory(const CountOptions& opts);
+
 /// Peak resident set of this process in bytes.
 uint64_t peak_rss_bytes();
 

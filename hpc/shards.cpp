@@ -13,6 +13,7 @@
 #include "hpc/mpi.hpp"
 #include "hpc/serialize.hpp"
 #include "io/annotation.hpp"
+#include "io/error.hpp"
 
 namespace genemask::hpc {
 
@@ -100,6 +101,16 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
       T.tokens_train += s.tokens_train;
       T.tokens_valid += s.tokens_valid;
       T.files.insert(T.files.end(), s.files.begin(), s.files.end());
+    }
+    if (T.samples_train + T.samples_valid == 0) {
+      uint64_t bases = 0;
+      for (const auto& r : records) bases += r.length;
+      throw io::InputError(req.genome, fmt::format("gives no sample: none of its {} candidate segment(s) is all A, C, "
+                                                   "G and T ({} dropped for N or other codes; {} record(s) of {} "
+                                                   "bases in all); a corpus needs stretches of at least --min-tokens "
+                                                   "{} 6-mers without N",
+                                                   T.candidates, T.dropped_non_acgt, records.size(), bases,
+                                                   o.recipe.min_tokens));
     }
     std::sort(T.files.begin(), T.files.end(), [](const ShardFileInfo& a, const ShardFileInfo& b) {
       if (a.split != b.split) return a.split == "train";

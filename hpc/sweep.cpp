@@ -39,6 +39,7 @@
 #include "io/dir_lock.hpp"
 #include "io/error.hpp"
 #include "io/output_guard.hpp"
+#include "io/json.hpp"
 
 namespace fs = std::filesystem;
 
@@ -218,13 +219,18 @@ Setup prepare(const SweepOptions& o) {
   s.total = all.size();
   sweep::PlanDiff diff;
   if (fs::exists(plan_path)) {
-    nlohmann::json old_plan;
-    try {
-      std::ifstream in(plan_path);
-      old_plan = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-      throw std::runtime_error(fmt::format("{}: cannot read the previous plan ({}); remove it to start over", plan_path, e.what()));
-    }
+    errno = 0;
+    std::ifstream in(plan_path, std::ios::binary);
+    if (!in)
+      throw io::InputError(plan_path, fmt::format("cannot read the previous plan ({}); remove it to start over",
+                                                  io::open_error_reason(errno)));
+    std::stringstream text;
+    text << in.rdbuf();
+    io::JsonParse parsed = io::try_parse_json(text.str());
+    if (!parsed.ok())
+      throw io::InputError(plan_path, parsed.line,
+                           fmt::format("cannot read the previous plan ({}); remove it to start over", parsed.error));
+    const nlohmann::json old_plan = std::move(parsed.value);
     diff = sweep::compare_plans(old_plan, new_plan);
     if (!diff.changes.empty() && !o.force) {
       std::string list;

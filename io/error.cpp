@@ -1,5 +1,7 @@
 #include "io/error.hpp"
 
+#include <sys/resource.h>
+
 #include <cerrno>
 #include <cstring>
 #include <fmt/format.h>
@@ -66,6 +68,29 @@ std::string write_error_reason(int err) {
   if (err == ENOSPC || err == EDQUOT) reason += " (the disk is full)";
   else if (err == EFBIG) reason += " (a file size limit: ulimit -f)";
   return reason;
+}
+
+std::string open_error_reason(int err) {
+  if (err == 0) return "unknown reason";
+  std::string reason = std::strerror(err);
+  if (err == EMFILE) {
+    struct rlimit rl {};
+    if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      reason += fmt::format(" (EMFILE: this process may have at most {} files open, the limit `ulimit -n` sets; raise "
+                            "it, e.g. ulimit -n 4096)",
+                            static_cast<uint64_t>(rl.rlim_cur));
+    else
+      reason += " (EMFILE: the per-process limit on open files, ulimit -n; raise it)";
+  } else if (err == ENFILE) {
+    reason += " (ENFILE: the system-wide limit on open files, fs.file-max, is reached)";
+  }
+  return reason;
+}
+
+std::string memory_limit_note() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return "";
+  return fmt::format(" under a virtual memory limit of {} MiB (ulimit -v)", static_cast<uint64_t>(rl.rlim_cur) >> 20);
 }
 
 std::string describe_byte(unsigned char c) {

@@ -38,4 +38,14 @@ std::string excerpt(std::string_view text, size_t max_bytes);
 /// full disk or quota ("(the disk is full)") or a file size limit ("(... ulimit -f)").
 std::string write_error_reason(int err);
 
+/// The system's reason for a failed open: strerror(err), and for the limit on open files
+/// (EMFILE) the limit itself and the remedy: "Too many open files (this process may have
+/// 256 files open: ulimit -n; raise it, e.g. ulimit -n 4096)". errno 0 (unknown) reads
+/// "unknown reason".
+std::string open_error_reason(int err);
+
+/// " under a virtual memory limit of N MiB (ulimit -v)" when this process has one, else "":
+/// for messages about a failed allocation.
+std::string memory_limit_note();
+
 }  // namespace genemask::io

@@ -1,5 +1,6 @@
 #include "io/fai.hpp"
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
 #include <fmt/format.h>
@@ -16,7 +17,7 @@ namespace genemask::io {
 
 FaiIndex FaiIndex::load(const std::string& fai_path) {
   std::ifstream in(fai_path);
-  if (!in) throw InputError(fai_path, "cannot open index");
+  if (!in) throw InputError(fai_path, "cannot open index: " + open_error_reason(errno));
   FaiIndex idx;
   std::unordered_set<std::string> names;
   std::string line;
@@ -146,7 +147,7 @@ std::string fetch_region(const std::string& fasta_path, const FaiIndex& index, c
   const uint64_t last = e->offset + ((end - 1) / e->line_bases) * e->line_bytes + (end - 1) % e->line_bases;
   std::string raw(last - first + 1, '\0');
   FILE* f = std::fopen(fasta_path.c_str(), "rb");
-  if (!f) throw InputError(fasta_path, "cannot open");
+  if (!f) throw InputError(fasta_path, "cannot open: " + open_error_reason(errno));
   bool ok = std::fseek(f, static_cast<long>(first), SEEK_SET) == 0 && std::fread(raw.data(), 1, raw.size(), f) == raw.size();
   std::fclose(f);
   if (!ok) throw InputError(fasta_path, "read failed: the .fai index does not match the file (rebuild it)");

@@ -10,6 +10,12 @@ void fail_at(const FileInfo& info, uint64_t voffset, const std::string& message)
   throw InputError(info.path, line_of_voffset(info, voffset), message);
 }
 
+void fail_cr_only(const FileInfo& info, uint64_t voffset) {
+  fail_at(info, voffset,
+          "a carriage return (CR, byte 0x0d) inside a header line: the file's line ends are CR only (classic Mac OS), "
+          "so it reads as one header and no sequence; convert them to LF, e.g. tr '\\r' '\\n' < IN > OUT");
+}
+
 void fail_invalid_base(const FileInfo& info, uint64_t voffset, unsigned char byte, const std::string& record) {
   fail_at(info, voffset,
           fmt::format("invalid base {} in {} (allowed: ACGT, N and IUPAC codes, '-', '*')", describe_byte(byte),

@@ -40,6 +40,9 @@ inline constexpr std::array<uint8_t, 256> kSeqClass = make_seq_class_table();
 /// Throws InputError for the byte at voffset, with its 1-based line number.
 [[noreturn]] void fail_at(const FileInfo& info, uint64_t voffset, const std::string& message);
 
+/// The error for a carriage return inside a header line (a file with CR-only line ends).
+[[noreturn]] void fail_cr_only(const FileInfo& info, uint64_t voffset);
+
 /// The error for a byte that cannot be on a sequence line; `record` is named when known.
 [[noreturn]] void fail_invalid_base(const FileInfo& info, uint64_t voffset, unsigned char byte,
                                     const std::string& record = {});
@@ -72,6 +75,24 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
   uint64_t header_voff = 0;
   uint64_t line_voff = start;  // voffset of the current line's first byte
   constexpr size_t kMaxHeaderBytes = 1u << 20;
+
+  // A header line is complete: check it and hand it over.
+  auto complete_header = [&]() {
+    if (!header.empty() && header.back() == '\r') header.pop_back();
+    for (size_t k = 0; k < header.size(); ++k) {
+      unsigned char c = static_cast<unsigned char>(header[k]);
+      if (c == '\r') fail_cr_only(info, header_voff + k);
+      if (c < 0x20 && c != '\t')
+        fail_at(info, header_voff + k, fmt::format("invalid {} in header line: binary data?", describe_byte(c)));
+    }
+    std::string_view name(header);
+    name.remove_prefix(1);
+    size_t ws = name.find_first_of(" \t");
+    if (ws != std::string_view::npos) name = name.substr(0, ws);
+    if (name.empty()) fail_at(info, header_voff, "empty record name after '>' (every record needs a name)");
+    h.header(name, header_voff, owned);
+    if (!owned) lookahead_done = true;  // a header ends any lookahead
+  };
 
   TextBlock blk;
   while (reader->next(blk)) {
@@ -125,6 +146,11 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
       const bool deliver = !skipping_partial && (owned || (lookahead && !lookahead_done));
       if (deliver) {
         if (in_header) {
+          // A CR that does not end the line: CR-only line ends make the whole file one header.
+          if (const void* cr = std::memchr(d + i, '\r', end - i)) {
+            const size_t at = static_cast<size_t>(static_cast<const char*>(cr) - d);
+            if (at + 1 < n && d[at + 1] != '\n') fail_cr_only(info, blk.voff_base + at);
+          }
           if (header.size() + (end - i) > kMaxHeaderBytes)
             fail_at(info, header_voff, "header line longer than 1 MiB: not a FASTA file?");
           header.append(d + i, end - i);
@@ -140,22 +166,7 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
       // A line is complete.
       if (first_line_pending && blk.voff_base + end > line_voff + 1)  // more than "\r": not empty
         fail_at(info, line_voff, "not a FASTA file: the first line must start with '>'");
-      if (in_header && deliver) {
-        if (!header.empty() && header.back() == '\r') header.pop_back();
-        for (size_t k = 0; k < header.size(); ++k) {
-          unsigned char c = static_cast<unsigned char>(header[k]);
-          if (c < 0x20 && c != '\t')
-            fail_at(info, header_voff + k, fmt::format("invalid {} in header line: binary data?", describe_byte(c)));
-        }
-        std::string_view name(header);
-        name.remove_prefix(1);
-        size_t ws = name.find_first_of(" \t");
-        if (ws != std::string_view::npos) name = name.substr(0, ws);
-        if (name.empty())
-          fail_at(info, header_voff, "empty record name after '>' (every record needs a name)");
-        h.header(name, header_voff, owned);
-        if (!owned) lookahead_done = true;  // a header ends any lookahead
-      }
+      if (in_header && deliver) complete_header();
       const uint64_t nl_voff = blk.voff_base + end;
       const bool next_owned = own.owns(nl_voff);
       if (owned && !next_owned) {
@@ -181,6 +192,8 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
     if (!at_line_start) fail_at(info, line_voff, "not a FASTA file: the first line must start with '>'");
     fail_at(info, 0, "not a FASTA file: it is empty");
   }
+  // The file ends inside a header line (">chr1" without a newline): it is complete too.
+  if (!at_line_start && in_header && !skipping_partial && (owned || (lookahead && !lookahead_done))) complete_header();
   h.finish();
 }
 

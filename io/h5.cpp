@@ -63,9 +63,11 @@ int stack_errno() {
 std::string failure(const std::string& file, const std::string& what) {
   int err = stack_errno();
   if (err == 0) err = errno;
-  const bool known = err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO || err == EROFS || err == EACCES;
+  const bool known = err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO || err == EROFS || err == EACCES ||
+                     err == ENOMEM || err == EMFILE;
   H5Eclear2(H5E_DEFAULT);
-  return fmt::format("{}: cannot {}{}", file.empty() ? "HDF5" : file, what, known ? ": " + write_error_reason(err) : "");
+  const std::string reason = err == EMFILE ? open_error_reason(err) : write_error_reason(err);
+  return fmt::format("{}: cannot {}{}", file.empty() ? "HDF5" : file, what, known ? ": " + reason : "");
 }
 [[noreturn]] void fail(const std::string& file, const std::string& what) { throw std::runtime_error(failure(file, what)); }
 [[noreturn]] void fail(hid_t loc, const std::string& what) { fail(file_name(loc), what); }
@@ -134,7 +136,7 @@ void close_file(Handle& file) {
   }
   if (H5Fclose(file.release()) < 0) fail(name, "close the file");
   const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-  if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot create the file: {}", name, std::strerror(errno)));
+  if (fd < 0) throw std::runtime_error(fmt::format("{}: cannot create the file: {}", name, open_error_reason(errno)));
   size_t done = 0;
   int err = 0;
   while (done < image.size() && err == 0) {
@@ -153,7 +155,16 @@ void close_file(Handle& file) {
 Handle open_file_ro(const std::string& path) {
   quiet_errors();
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (id < 0) throw InputError(path, "cannot open as an HDF5 file (missing, unreadable or not HDF5)");
+  if (id < 0) {
+    H5Eclear2(H5E_DEFAULT);
+    // HDF5 says only that it failed: opening the file ourselves tells a missing or
+    // unreadable file, or the limit on open files (EMFILE), from one that is not HDF5.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    const int err = fd < 0 ? errno : 0;
+    if (fd >= 0) ::close(fd);
+    if (err != 0) throw InputError(path, fmt::format("cannot open as an HDF5 file: {}", open_error_reason(err)));
+    throw InputError(path, "cannot open as an HDF5 file: it is readable but not HDF5 (or a damaged one)");
+  }
   return Handle(id, H5Fclose, "open file");
 }
 

@@ -1,5 +1,6 @@
 #include "io/rank_tables.hpp"
 
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -30,7 +31,7 @@ struct TableReader {
   std::ifstream in;
   uint64_t lineno = 0;
   TableReader(const std::string& p, const char* header) : path(p), in(p) {
-    if (!in) throw InputError(path, "cannot open");
+    if (!in) throw InputError(path, "cannot open: " + open_error_reason(errno));
     std::string line;
     if (!next(line)) throw InputError(path, 1, "empty file: expected a header line");
     if (line != header)

@@ -1,5 +1,6 @@
 #include "io/safetensors.hpp"
 
+#include <cerrno>
 #include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/json.hpp"
 
 namespace genemask::io {
 
@@ -48,7 +50,7 @@ void write_safetensors(const std::string& path, const std::vector<StTensor>& ten
 
 std::vector<StTensor> read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "cannot open");
+  if (!in) throw InputError(path, "cannot open: " + open_error_reason(errno));
   in.seekg(0, std::ios::end);
   const uint64_t size = static_cast<uint64_t>(in.tellg());
   in.seekg(0);
@@ -60,12 +62,9 @@ std::vector<StTensor> read_safetensors(const std::string& path, std::map<std::st
     throw InputError(path, fmt::format("header length {} does not fit the file ({} bytes): not safetensors?", hlen, size));
   std::string header(hlen, '\0');
   in.read(header.data(), static_cast<std::streamsize>(hlen));
-  nlohmann::json h;
-  try {
-    h = nlohmann::json::parse(header);
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path, fmt::format("header is not valid JSON: {}", e.what()));
-  }
+  JsonParse parsed = try_parse_json(header);
+  if (!parsed.ok()) throw InputError(path, fmt::format("header (bytes 9 to {}): {}", 8 + hlen, parsed.error));
+  const nlohmann::json h = std::move(parsed.value);
   const uint64_t data_start = 8 + hlen, data_size = size - data_start;
   std::vector<StTensor> out;
   std::vector<std::tuple<uint64_t, uint64_t, std::string>> ranges;  // [begin, end), name

@@ -1,5 +1,6 @@
 #include "io/sha256.hpp"
 
+#include <cerrno>
 #include <openssl/evp.h>
 
 #include <fmt/format.h>
@@ -40,7 +41,7 @@ std::string sha256_hex(std::string_view data) {
 
 std::string sha256_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "cannot open");
+  if (!in) throw InputError(path, "cannot open: " + open_error_reason(errno));
   Sha s;
   std::vector<char> buf(1 << 20);
   while (in) {

@@ -2,13 +2,17 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
+
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
 #include "io/output_guard.hpp"
+#include "io/json.hpp"
 #include "io/sha256.hpp"
 
 namespace genemask::io {
@@ -59,14 +63,14 @@ void verify_shard_checksum(const std::string& dir, const ManifestShard& shard) {
 ShardManifest read_manifest(const std::string& dir, bool verify_checksums) {
   check_output_complete(dir);  // a shard set whose publication was cut short
   const std::string path = dir + "/manifest.json";
-  std::ifstream in(path);
-  if (!in) throw InputError(path, "cannot open: is this a shard directory made by `genemask shards`?");
-  json j;
-  try {
-    in >> j;
-  } catch (const json::exception& e) {
-    throw InputError(path, fmt::format("not valid JSON: {}", e.what()));
-  }
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw InputError(path, fmt::format("cannot open ({}): is this a shard directory made by `genemask shards`?",
+                                       open_error_reason(errno)));
+  std::stringstream text;
+  text << in.rdbuf();
+  const json j = parse_json(text.str(), path, "the manifest is damaged: build the shards again");
   try {
     if (j.value("format", "") != kManifestFormat)
       throw InputError(path, fmt::format("format is '{}', expected '{}'", j.value("format", ""), kManifestFormat));

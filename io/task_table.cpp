@@ -1,5 +1,6 @@
 #include "io/task_table.hpp"
 
+#include <cerrno>
 #include <algorithm>
 #include <cctype>
 #include <fmt/format.h>
@@ -48,6 +49,71 @@ std::string lower(std::string s) {
   return s;
 }
 
+bool is_digit(char c) { return c >= '0' && c <= '9'; }
+
+/// Whether `s` reads as a number (1, 01, +1, 1.0, .5, 1e0, -2): such a label must be an
+/// integer as `str(int)` writes it, or "1.0" and "01" would be classes apart from "1".
+bool looks_numeric(const std::string& s) {
+  size_t i = 0, digits = 0;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+  while (i < s.size() && is_digit(s[i])) ++i, ++digits;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && is_digit(s[i])) ++i, ++digits;
+  }
+  if (digits == 0) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    size_t j = i + 1;
+    if (j < s.size() && (s[j] == '+' || s[j] == '-')) ++j;
+    if (j >= s.size() || !is_digit(s[j])) return false;
+    while (j < s.size() && is_digit(s[j])) ++j;
+    i = j;
+  }
+  return i == s.size();
+}
+
+/// 0, 7, 42, -1: no sign but '-', no leading zero, no decimals or exponent.
+bool is_plain_integer(const std::string& s) {
+  const size_t b = !s.empty() && s[0] == '-' ? 1 : 0;
+  if (b == s.size() || (s[b] == '0' && s.size() > b + 1) || (b == 1 && s == "-0")) return false;
+  return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(b), s.end(), is_digit);
+}
+
+/// Why `label` cannot be a class name as written, or "" when it can.
+std::string label_problem(const std::string& label) {
+  const char* kSpace = " \t\r\v\f";
+  const size_t b = label.find_first_not_of(kSpace);
+  if (b != 0 || label.find_last_not_of(kSpace) + 1 != label.size()) {
+    const std::string trimmed = b == std::string::npos ? "" : label.substr(b, label.find_last_not_of(kSpace) + 1 - b);
+    return fmt::format("label '{}' has a leading or trailing space, which would make it a class apart from '{}'; "
+                       "remove the space",
+                       label, trimmed);
+  }
+  if (looks_numeric(label) && !is_plain_integer(label))
+    return fmt::format("label '{}' is a number not written as a plain integer (0, 1, 2, ...), so it would be a class "
+                       "apart from the same number written plainly; write class labels as integers without leading "
+                       "zeros, '+' or decimals, or as names",
+                       label);
+  return "";
+}
+
+/// The column index of `names` (lower case) in `header`, -1 when absent; two columns of
+/// those names are an error (which one would the rows mean?).
+int find_column(const std::vector<std::string>& header, std::initializer_list<const char*> names,
+                const std::string& path, const std::string& line) {
+  int col = -1;
+  for (size_t i = 0; i < header.size(); ++i) {
+    const std::string h = lower(header[i]);
+    if (std::none_of(names.begin(), names.end(), [&](const char* n) { return h == n; })) continue;
+    if (col >= 0)
+      throw InputError(path, 1,
+                       fmt::format("header '{}' has two '{}' columns (columns {} and {}): keep one", line,
+                                   *names.begin(), col + 1, i + 1));
+    col = static_cast<int>(i);
+  }
+  return col;
+}
+
 }  // namespace
 
 std::string kmer_text_to_bases(const std::string& text) {
@@ -83,7 +149,7 @@ std::string kmer_text_to_bases(const std::string& text) {
 
 std::vector<TaskRow> read_task_table(const std::string& path, bool label_required) {
   std::ifstream in(path);
-  if (!in) throw InputError(path, "cannot open");
+  if (!in) throw InputError(path, "cannot open: " + open_error_reason(errno));
   std::string line;
   uint64_t lineno = 0;
   auto next = [&]() {
@@ -93,19 +159,18 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
     return true;
   };
   if (!next()) throw InputError(path, 1, "empty file: expected a header with 'sequence' and 'label' columns");
+  // A UTF-8 byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
+  if (line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
   const char delim = line.find('\t') != std::string::npos ? '\t' : ',';
   bool bad = false;
   auto header = split_fields(line, delim, bad);
-  int seq_col = -1, label_col = -1;
-  for (size_t i = 0; i < header.size(); ++i) {
-    const std::string h = lower(header[i]);
-    if (h == "sequence" || h == "seq") seq_col = static_cast<int>(i);
-    if (h == "label") label_col = static_cast<int>(i);
-  }
+  const int seq_col = find_column(header, {"sequence", "seq"}, path, line);
+  const int label_col = find_column(header, {"label"}, path, line);
   if (label_required && (seq_col < 0 || label_col < 0))
     throw InputError(path, 1, fmt::format("header '{}' lacks a 'sequence' and a 'label' column", line));
   if (seq_col < 0) throw InputError(path, 1, fmt::format("header '{}' lacks a 'sequence' column", line));
   std::vector<TaskRow> rows;
+  bool any_base = false;  // some sequence has an A, C, G or T
   const size_t need = static_cast<size_t>(std::max(seq_col, label_col)) + 1;
   while (next()) {
     if (line.empty()) continue;
@@ -118,6 +183,8 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
     if (label_col >= 0) r.label = f[static_cast<size_t>(label_col)];
     const std::string& s = f[static_cast<size_t>(seq_col)];
     if (r.label.empty() && label_col >= 0 && label_required) throw InputError(path, lineno, "empty label");
+    if (!r.label.empty() && label_required)  // classes are made of labels only where labels are needed
+      if (const std::string why = label_problem(r.label); !why.empty()) throw InputError(path, lineno, why);
     try {
       if (s.find(' ') != std::string::npos) {
         r.sequence = kmer_text_to_bases(s);
@@ -133,9 +200,15 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
       throw InputError(path, lineno, fmt::format("bad sequence: {}", e.what()));
     }
     if (r.sequence.empty()) throw InputError(path, lineno, "empty sequence");
+    any_base = any_base || r.sequence.find_first_of("ACGT") != std::string::npos;
     rows.push_back(std::move(r));
   }
   if (rows.empty()) throw InputError(path, "no rows after the header");
+  // A model would still score such a table (every prediction a guess: AUC 0.5).
+  if (!any_base)
+    throw InputError(path, fmt::format("none of its {} sequences has an A, C, G or T (all N or other IUPAC codes, "
+                                       "lines {} to {}): nothing to learn or score; is this the table you meant?",
+                                       rows.size(), rows.front().line, rows.back().line));
   return rows;
 }
 

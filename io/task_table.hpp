@@ -16,7 +16,10 @@ struct TaskRow {
 
 /// Reads and checks a task table. k-mer text must be tokens of one length overlapping by
 /// k-1 bases; raw sequences must be IUPAC letters. Errors name the file, the line and the
-/// value (an empty file, a missing column, a bad token, an empty sequence or label).
+/// value (an empty file, a missing column or one given twice, a bad token, an empty sequence
+/// or label, a table without any A, C, G or T). A UTF-8 byte order mark is skipped. Labels
+/// are classes as written, so one that would be a class apart by its spelling (a leading or
+/// trailing space; a number not written as a plain integer: "1.0", "01", "+1") is an error.
 /// Without `label_required`, a table may lack the label column (unlabelled sequences for a
 /// model to run on); its rows then have empty labels.
 std::vector<TaskRow> read_task_table(const std::string& path, bool label_required = true);

@@ -40,7 +40,7 @@ class Fd {
  public:
   explicit Fd(const std::string& path) : path_(path) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw InputError(path, fmt::format("cannot open: {}", std::strerror(errno)));
+    if (fd_ < 0) throw InputError(path, fmt::format("cannot open: {}", open_error_reason(errno)));
   }
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);

@@ -1,5 +1,6 @@
 #include "test_util.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -145,6 +146,25 @@ Genome random_genome(std::mt19937_64& rng, const GenomeSpec& spec) {
     if (spec.blank_lines) g.fasta += nl;
   }
   return g;
+}
+
+NoMoreFiles::NoMoreFiles() {
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) throw std::runtime_error("getrlimit failed");
+  old_soft_ = rl.rlim_cur;
+  const int fd = ::dup(0);  // the lowest free descriptor
+  if (fd < 0) throw std::runtime_error("dup failed");
+  ::close(fd);
+  limit_ = static_cast<uint64_t>(fd);
+  rl.rlim_cur = static_cast<rlim_t>(fd);
+  if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) throw std::runtime_error("setrlimit failed");
+}
+
+NoMoreFiles::~NoMoreFiles() {
+  struct rlimit rl {};
+  ::getrlimit(RLIMIT_NOFILE, &rl);
+  rl.rlim_cur = static_cast<rlim_t>(old_soft_);
+  ::setrlimit(RLIMIT_NOFILE, &rl);
 }
 
 std::string error_of(const std::function<void()>& f) {

@@ -49,6 +49,20 @@ struct GenomeSpec {
 
 Genome random_genome(std::mt19937_64& rng, const GenomeSpec& spec);
 
+/// While alive, this process cannot open another file: RLIMIT_NOFILE is lowered to the
+/// lowest free descriptor, so the next open() fails with EMFILE (as under `ulimit -n`).
+class NoMoreFiles {
+ public:
+  NoMoreFiles();
+  ~NoMoreFiles();
+  NoMoreFiles(const NoMoreFiles&) = delete;
+  NoMoreFiles& operator=(const NoMoreFiles&) = delete;
+  uint64_t limit() const { return limit_; }
+
+ private:
+  uint64_t old_soft_ = 0, limit_ = 0;
+};
+
 /// The message of the io::InputError that f throws, or "no error".
 std::string error_of(const std::function<void()>& f);
 

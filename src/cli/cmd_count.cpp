@@ -1,5 +1,6 @@
 // genemask count: distributed exact k-mer counting, k = 1..kmax, into counts.h5.
 #include <chrono>
+#include <new>
 #include <fmt/format.h>
 
 #include "common.hpp"
@@ -37,7 +38,29 @@ void check_against_fai(const std::string& genome, const std::vector<RecordInfo>&
                                        e[i].length, records[i].name, records[i].length, hint));
 }
 
-void run_count(const CountArgs& a, const Context& ctx) {
+/// What ran out of memory, how much it takes, and which option lowers it.
+std::string count_out_of_memory(const CountArgs& a) {
+  auto mib = [](uint64_t b) { return fmt::format("{:.0f} MiB", static_cast<double>(b) / (1 << 20)); };
+  const auto m = hpc::count_memory(CountOptions{a.kmax, a.presence15});
+  std::vector<std::string> remedies;
+  if (a.kmax > 1) {
+    const auto lower = hpc::count_memory(CountOptions{a.kmax - 1, a.presence15});
+    remedies.push_back(fmt::format("lower --kmax (each step down divides the tables by 4: --kmax {} needs {} per rank)",
+                                   a.kmax - 1, mib(lower.rank_bytes)));
+  }
+  if (a.presence15) remedies.push_back(fmt::format("leave out --presence15 ({})", mib(m.presence_bytes)));
+  remedies.push_back("give the job more memory");
+  std::string remedy;
+  for (size_t i = 0; i < remedies.size(); ++i)
+    remedy += (i == 0 ? "" : i + 1 == remedies.size() ? " or " : ", ") + remedies[i];
+  return fmt::format("out of memory{}: counting k = 1..{} holds {} of k-mer tables per rank ({} counters for k = {}{}) "
+                     "and rank 0 about {} more to combine them and build counts.h5; {}",
+                     io::memory_limit_note(), a.kmax, mib(m.rank_bytes), num_kmers(a.kmax), a.kmax,
+                     a.presence15 ? fmt::format(" and the {} --presence15 bitset", mib(m.presence_bytes)) : "",
+                     mib(m.rank0_extra_bytes), remedy);
+}
+
+void count_and_write(const CountArgs& a, const Context& ctx) {
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
   if (ctx.rank == 0) check_writable(a.out);
@@ -94,6 +117,14 @@ void run_count(const CountArgs& a, const Context& ctx) {
     j["parse_s"] = s.parse_s;
   }
   print_summary(ctx, j);
+}
+
+void run_count(const CountArgs& a, const Context& ctx) {
+  try {  // the tables are allocated in the count and on rank 0 when writing: one message names their size
+    count_and_write(a, ctx);
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error(count_out_of_memory(a));
+  }
 }
 
 }  // namespace

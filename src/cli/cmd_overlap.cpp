@@ -2,6 +2,7 @@
 // sequence, the fraction of its k-mers found in the task's training set and/or in the
 // pretraining corpus (counts.h5 /presence/k15); median and 95th percentile; optional
 // filtering of the test set. Exact sets (docs/analyses.md has the definitions).
+#include <cerrno>
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
@@ -89,7 +90,7 @@ double threshold(const std::string& text, const std::vector<double>& f) {
 /// Copies `path` to `out` without the given 1-based lines (bytes of other lines unchanged).
 void copy_without_lines(const std::string& path, const std::set<uint64_t>& drop, const std::string& out) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw io::InputError(path, "cannot be read");
+  if (!in) throw io::InputError(path, "cannot be read: " + io::open_error_reason(errno));
   io::AtomicFile f(out);
   std::string line;
   uint64_t n = 0;

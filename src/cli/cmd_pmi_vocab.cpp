@@ -51,7 +51,7 @@ void register_pmi_vocab(CLI::App& app, Context& ctx) {
   sub->add_option("--counts", a->counts, "counts.h5 from `genemask count`")->required()->check(CLI::ExistingFile);
   sub->add_option("--out", a->out, "output pmi_vocab.tsv")->required();
   sub->add_option("--min-count", a->min_count, "only k-mers seen at least this often")->capture_default_str();
-  sub->add_option("--size", a->size, "vocabulary size (top N by PMI)")->capture_default_str();
+  sub->add_option("--size", a->size, "vocabulary size (top N by PMI)")->check(positive())->capture_default_str();
   sub->add_option("--kmin", a->kmin, "shortest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
   sub->add_option("--kmax", a->kmax, "longest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
   sub->callback([a, &ctx] {

@@ -1,10 +1,14 @@
 // genemask shards: the sharded HDF5 pretraining corpus (MPI: ranks split the genome).
+#include <algorithm>
 #include <filesystem>
+#include <fmt/format.h>
+#include <new>
 #include <optional>
 
 #include "common.hpp"
 #include "hpc/shards.hpp"
 #include "io/atomic_file.hpp"
+#include "io/error.hpp"
 
 namespace genemask::cli {
 namespace {
@@ -15,6 +19,18 @@ struct ShardsArgs {
   bool force = false;
 };
 
+/// What ran out of memory, how much it takes, and which option lowers it.
+std::string shards_out_of_memory(const ShardBuildOptions& o) {
+  auto mib = [](uint64_t b) { return fmt::format("{:.0f} MiB", static_cast<double>(b) / (1 << 20)); };
+  ShardBuildOptions smaller = o;  // a quarter, and no more than the default
+  smaller.shard_tokens = std::max<uint64_t>(1, std::min(o.shard_tokens / 4, ShardBuildOptions{}.shard_tokens));
+  return fmt::format("out of memory{}: each rank buffers a train and a valid shard file of up to --shard-tokens {} "
+                     "tokens before writing them, up to {} with the copies made while they grow and are written; "
+                     "lower --shard-tokens (--shard-tokens {} needs about {}) or give the job more memory",
+                     io::memory_limit_note(), o.shard_tokens, mib(shard_buffer_bytes(o)), smaller.shard_tokens,
+                     mib(shard_buffer_bytes(smaller)));
+}
+
 void run_shards(ShardsArgs a, const Context& ctx) {
   a.req.options.recipe.seed = a.seed;
   a.req.command_line = ctx.command_line;
@@ -24,7 +40,13 @@ void run_shards(ShardsArgs a, const Context& ctx) {
   if (ctx.rank == 0) out_dir.emplace(a.req.out_dir, io::OutputSet::Options{"shards", "--out", a.force, "manifest.json"});
   const std::string final_dir = a.req.out_dir;
   a.req.out_dir = io::OutputSet::staging_for(final_dir);
-  const auto r = hpc::build_shards(a.req, MPI_COMM_WORLD);
+  const auto r = [&] {
+    try {
+      return hpc::build_shards(a.req, MPI_COMM_WORLD);
+    } catch (const std::bad_alloc&) {
+      throw std::runtime_error(shards_out_of_memory(a.req.options));
+    }
+  }();
   if (out_dir) out_dir->publish();
   a.req.out_dir = final_dir;
   const auto& t = r.totals;

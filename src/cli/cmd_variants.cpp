@@ -2,6 +2,7 @@
 // a fine-tuned classifier's probability between the reference and the alternative allele
 // window of each variant, variants ranked by |delta|, and the top-N overlap with another
 // ranking. Reading, ranking and comparing are here; scoring is in libgenemask_model.so.
+#include <cerrno>
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -59,7 +60,7 @@ struct Ranking {
 
 Ranking read_ranking(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw io::InputError(path, "cannot be read");
+  if (!in) throw io::InputError(path, "cannot be read: " + io::open_error_reason(errno));
   std::string line;
   if (!std::getline(in, line)) throw io::InputError(path, 1, "empty file: expected a header");
   if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -114,17 +115,17 @@ Ranking read_ranking(const std::string& path) {
   return out;
 }
 
+/// "10,100,1000" as numbers. Digits only: std::stoull reads "-5" as 2^64 - 5.
 std::vector<uint64_t> parse_top(const std::string& s) {
   std::vector<uint64_t> out;
   for (const auto& t : io::split_fields(s, ',')) {
-    try {
-      size_t used = 0;
-      const unsigned long long n = std::stoull(t, &used);
-      if (used != t.size() || n == 0) throw std::invalid_argument("");
-      out.push_back(n);
-    } catch (const std::exception&) {
-      throw std::invalid_argument(fmt::format("--top '{}': expected positive integers separated by commas", s));
-    }
+    const bool digits = !t.empty() && t.size() <= 18 && t.find_first_not_of("0123456789") == std::string::npos;
+    const uint64_t n = digits ? std::stoull(t) : 0;
+    if (n == 0)
+      throw std::invalid_argument(fmt::format("'{}' is not a positive integer (in '{}'): expected positive integers "
+                                              "separated by commas",
+                                              t, s));
+    out.push_back(n);
   }
   return out;
 }
@@ -297,7 +298,18 @@ void register_variants(CLI::App& app, Context& ctx) {
   sub->add_option("--class", a->score.class_name, "class scored: a label of the model or an index (default 1)");
   sub->add_option("--compare", a->compare, "another ranking (variants.tsv) for the top-N overlap")
       ->check(CLI::ExistingFile);
-  sub->add_option("--top", a->top, "N values of the top-N overlap, comma-separated")->capture_default_str();
+  sub->add_option("--top", a->top, "N values of the top-N overlap, comma-separated")
+      ->check(CLI::Validator(
+          [](std::string& v) {
+            try {
+              parse_top(v);
+              return std::string();
+            } catch (const std::invalid_argument& e) {
+              return std::string(e.what());
+            }
+          },
+          "N[,N...]"))
+      ->capture_default_str();
   sub->add_option("--batch", a->score.batch, "sequences per forward pass")->check(positive())->capture_default_str();
   sub->add_option("--threads", a->score.threads, "intra-op threads (0: all cores)")->capture_default_str();
   sub->add_option("--device", a->score.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();

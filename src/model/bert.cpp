@@ -10,6 +10,7 @@
 
 #include "genemask/corpus/tokenizer.hpp"
 #include "io/error.hpp"
+#include "io/json.hpp"
 
 namespace genemask::model {
 
@@ -71,14 +72,7 @@ void BertConfig::validate() const {
 }
 
 BertConfig BertConfig::from_json_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw io::InputError(path, "cannot open");
-  nlohmann::json j;
-  try {
-    in >> j;
-  } catch (const nlohmann::json::exception& e) {
-    throw io::InputError(path, fmt::format("not valid JSON: {}", e.what()));
-  }
+  nlohmann::json j = io::read_json_file(path);
   BertConfig c;
   try {
     if (j.contains("model_type") && j["model_type"] != "bert")

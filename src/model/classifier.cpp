@@ -14,6 +14,7 @@
 #include "genemask/corpus/tokenizer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/json.hpp"
 #include "io/safetensors.hpp"
 #include "model/hf_io.hpp"
 #include "model/optim.hpp"
@@ -187,13 +188,7 @@ BertForSequenceClassification load_classifier_hf(const std::string& dir, std::ve
   const std::string cfg_path = dir + "/config.json";
   if (!std::filesystem::exists(cfg_path))
     throw io::InputError(dir, "has no config.json: give the directory written by `genemask finetune --save-model`");
-  nlohmann::json j;
-  try {
-    std::ifstream in(cfg_path);
-    j = nlohmann::json::parse(in);
-  } catch (const std::exception& e) {
-    throw io::InputError(cfg_path, fmt::format("not valid JSON: {}", e.what()));
-  }
+  nlohmann::json j = io::read_json_file(cfg_path);
   check_vocab(dir);
   auto tensors = read_hf_tensors(dir);
   std::vector<std::string> names;

@@ -25,6 +25,7 @@
 #include "io/dir_lock.hpp"
 #include "io/error.hpp"
 #include "io/output_guard.hpp"
+#include "io/json.hpp"
 #include "io/safetensors.hpp"
 #include "model/bert.hpp"
 #include "model/grad_sync.hpp"
@@ -299,8 +300,7 @@ void resume_from_checkpoint(Run& r) {
   if (last < 0) throw io::InputError(o.out, "--resume: no complete checkpoint in checkpoints/");
   const std::string d = checkpoint_dir(o.out, last);
   const std::string state = d + "/state.json";
-  std::ifstream in(state);
-  nlohmann::json st = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json st = io::try_read_json_file(state).value;  // null when missing or not JSON
   if (st.is_discarded() || !st.is_object()) throw io::InputError(state, "is not a JSON object: the checkpoint is damaged");
   std::string format;
   int version = 0, world = 0;
@@ -396,7 +396,7 @@ void open_metrics(Run& r) {
     while (std::getline(in, line)) {
       ++lineno;
       if (line.empty()) continue;
-      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      const auto j = io::try_parse_json(line).value;  // null when not JSON
       if (j.is_discarded() || !j.is_object() || !j.contains("step") || !j["step"].is_number_integer()) {
         r.say(fmt::format("{}:{}: dropped a line that is not a complete metrics record", r.metrics_path, lineno));
         continue;
@@ -603,7 +603,7 @@ void plot_perplexity(const Run& r) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    auto j = nlohmann::json::parse(line);
+    auto j = io::parse_json(line, r.metrics_path);
     if (j.contains("perplexity")) s[0].points.emplace_back(j["step"].get<double>(), j["perplexity"].get<double>());
     if (j.contains("eval_perplexity")) s[1].points.emplace_back(j["step"].get<double>(), j["eval_perplexity"].get<double>());
   }

@@ -176,3 +176,35 @@ TEST(Fai, RejectsBadIndexLines) {
   EXPECT_NE(error_of([&] { io::FaiIndex::build(tmp.file("ragged.fa")); }).find(":4: record 'a' has lines of different lengths"),
             std::string::npos);
 }
+
+// Issue 21: a file of CR-only line ends (classic Mac OS) was one long header with no
+// newline, which was never handed over: 0 records, exit 0.
+TEST(FastaErrors, CrOnlyLineEndsAreNamed) {
+  TempDir tmp;
+  test::write_file(tmp.file("mac.fa"), ">chr1\rACGTACGT\rACGT\r>chr2\rAAAA\r");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("mac.fa")); }),
+            tmp.file("mac.fa") + ":1: a carriage return (CR, byte 0x0d) inside a header line: the file's line ends "
+                                 "are CR only (classic Mac OS), so it reads as one header and no sequence; convert "
+                                 "them to LF, e.g. tr '\\r' '\\n' < IN > OUT");
+  // Also when the CR is not followed by more text in the same block of the reader.
+  test::write_file(tmp.file("mac2.fa"), ">chr1\r");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("mac2.fa")); }),
+            tmp.file("mac2.fa") + ":1: record 'chr1' has no sequence");
+  // CRLF stays fine, with or without a final line end.
+  test::write_file(tmp.file("dos.fa"), ">chr1\r\nACGT\r\nAC");
+  EXPECT_EQ(io::read_fasta_all(tmp.file("dos.fa")).at(0).second, "ACGTAC");
+}
+
+TEST(FastaErrors, AHeaderWithoutNewlineIsARecord) {
+  TempDir tmp;
+  test::write_file(tmp.file("h.fa"), ">chr1");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("h.fa")); }), tmp.file("h.fa") + ":1: record 'chr1' has no sequence");
+  test::write_file(tmp.file("h2.fa"), ">a\nACGT\n>b");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("h2.fa")); }), tmp.file("h2.fa") + ":3: record 'b' has no sequence");
+  test::write_file(tmp.file("h3.fa"), ">a\nACGT\n>a");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("h3.fa")); }),
+            tmp.file("h3.fa") + ":3: duplicate record name 'a' (first seen on line 1); record names must be unique");
+  test::write_file(tmp.file("h4.fa"), ">");
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("h4.fa")); }),
+            tmp.file("h4.fa") + ":1: empty record name after '>' (every record needs a name)");
+}

@@ -56,3 +56,18 @@ TEST(Safetensors, CraftedHeadersAreRefused) {
   write_raw(f, {{"a", {{"dtype", "F32"}, {"shape", {int64_t{1} << 62, 4}}, {"data_offsets", {0, 0}}}}}, 16);
   EXPECT_NE(error_of([&] { io::read_safetensors(f); }).find("shape needs more bytes than the file holds"), std::string::npos);
 }
+
+// Issue 21: a header of 100,000 nested '[' is refused before it is parsed (it overflowed
+// the stack where a value was serialised into a message).
+TEST(Safetensors, ADeeplyNestedHeaderIsRefused) {
+  TempDir tmp;
+  const std::string f = tmp.file("deep.safetensors");
+  const std::string h = "{\"a\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  std::string out(8, '\0');
+  const uint64_t n = h.size();
+  std::memcpy(out.data(), &n, 8);
+  test::write_file(f, out + h);
+  EXPECT_EQ(error_of([&] { io::read_safetensors(f); }),
+            f + ": header (bytes 9 to " + std::to_string(8 + h.size()) +
+                "): arrays and objects nested more than 64 levels deep (byte 70): not a file genemask reads");
+}

@@ -98,3 +98,65 @@ TEST(TaskTable, UnlabelledTablesForPredictAndEmbed) {
   EXPECT_NE(test::error_of([&] { io::read_task_table(tmp.file("n.tsv"), false); }).find("lacks a 'sequence' column"),
             std::string::npos);
 }
+
+// Issue 21: a label that differs from another only in spaces or in how a number is written
+// was a class of its own.
+TEST(TaskTable, LabelsThatWouldBeExtraClassesAreRefused) {
+  TempDir tmp;
+  auto table = [&](const std::string& name, const std::string& label) {
+    test::write_file(tmp.file(name), "sequence,label\nACGTACGT,0\nACGTTTGA,1\nACGTAAAA," + label + "\n");
+    return error_of([&] { io::read_task_table(tmp.file(name)); });
+  };
+  EXPECT_EQ(table("space.csv", "1 "),
+            tmp.file("space.csv") + ":4: label '1 ' has a leading or trailing space, which would make it a class "
+                                    "apart from '1'; remove the space");
+  EXPECT_EQ(table("lead.csv", " 1").rfind(tmp.file("lead.csv") + ":4: label ' 1' has a leading or trailing space", 0), 0u);
+  for (const char* bad : {"1.0", "01", "+1", "1e0", "1.", ".5", "-0", "00"}) {
+    const std::string e = table("num.csv", bad);
+    EXPECT_EQ(e.rfind(tmp.file("num.csv") + ":4: label '" + bad + "' is a number not written as a plain integer", 0), 0u)
+        << bad << ": " << e;
+  }
+  for (const char* good : {"1", "0", "2", "10", "-1", "enhancer", "1a", "e5", "class 1"})
+    EXPECT_EQ(table("ok.csv", good), "no error") << good;
+  // Where labels are not used (predict, embed), they are not classes either.
+  table("num.csv", "1.0");
+  EXPECT_EQ(io::read_task_table(tmp.file("num.csv"), /*label_required=*/false).back().label, "1.0");
+}
+
+TEST(TaskTable, ATableWithoutAnyBaseIsRefused) {
+  TempDir tmp;
+  test::write_file(tmp.file("n.tsv"), "sequence\tlabel\nNNNNNNNN\t0\nNNNNRYNN\t1\n");
+  EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("n.tsv")); }),
+            tmp.file("n.tsv") + ": none of its 2 sequences has an A, C, G or T (all N or other IUPAC codes, lines 2 "
+                                "to 3): nothing to learn or score; is this the table you meant?");
+  // One all-N row among real ones is a row like any other.
+  test::write_file(tmp.file("m.tsv"), "sequence\tlabel\nNNNNNNNN\t0\nNNNANNNN\t1\n");
+  EXPECT_EQ(io::read_task_table(tmp.file("m.tsv")).size(), 2u);
+}
+
+TEST(TaskTable, TwoColumnsOfOneNameAreRefused) {
+  TempDir tmp;
+  test::write_file(tmp.file("s.csv"), "sequence,label,sequence\nACGT,0,GGGG\n");
+  EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("s.csv")); }),
+            tmp.file("s.csv") + ":1: header 'sequence,label,sequence' has two 'sequence' columns (columns 1 and 3): "
+                                "keep one");
+  test::write_file(tmp.file("q.tsv"), "seq\tLabel\tSequence\nACGT\t0\tGGGG\n");
+  EXPECT_NE(error_of([&] { io::read_task_table(tmp.file("q.tsv")); }).find("two 'sequence' columns (columns 1 and 3)"),
+            std::string::npos);
+  test::write_file(tmp.file("l.csv"), "label,sequence,label\n0,ACGT,1\n");
+  EXPECT_NE(error_of([&] { io::read_task_table(tmp.file("l.csv")); }).find(":1: header 'label,sequence,label' has two "
+                                                                          "'label' columns (columns 1 and 3)"),
+            std::string::npos);
+}
+
+TEST(TaskTable, AUtf8ByteOrderMarkIsStripped) {
+  TempDir tmp;
+  test::write_file(tmp.file("bom.csv"), "\xEF\xBB\xBFsequence,label\nACGT,0\nACGG,1\n");
+  const auto rows = io::read_task_table(tmp.file("bom.csv"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].label, "1");
+  // A header that is wrong anyway is quoted without the mark.
+  test::write_file(tmp.file("bom2.csv"), "\xEF\xBB\xBFseqs,label\nACGT,0\n");
+  EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("bom2.csv")); }),
+            tmp.file("bom2.csv") + ":1: header 'seqs,label' lacks a 'sequence' and a 'label' column");
+}

@@ -48,6 +48,13 @@ struct ShardBuildOptions {
   std::string vocab_sha256;
 };
 
+/// What one rank holds to write its shards: a train and a valid shard of up to
+/// shard_tokens tokens (uint16, plus 28 bytes of offsets, index, chromosome and start per
+/// sample of at least min_tokens), each up to twice that while its vectors grow, and the
+/// HDF5 image of the one being written. For messages when memory runs out (--shard-tokens
+/// lowers it).
+uint64_t shard_buffer_bytes(const ShardBuildOptions& opts);
+
 struct ShardFileInfo {
   std::string file, split, sha256;
   uint64_t samples = 0, tokens = 0, first_sample = 0, last_sample = 0;

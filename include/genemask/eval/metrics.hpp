@@ -20,15 +20,19 @@ struct Classification {
 /// The metrics, each once: the name in files (metrics.json, results.jsonl, summaries), the
 /// title in tables, and the member. Writers, readers and the report go through this list,
 /// so a new metric is a member above, a line here and its computation in evaluate().
+/// [min, max] is the range a value can have; readers refuse a value outside it.
 struct MetricField {
   const char* name;
   const char* title;
   double Classification::*member;
+  double min, max;
 };
-inline constexpr MetricField kMetricFields[] = {{"accuracy", "Accuracy", &Classification::accuracy},
-                                                {"auc", "AUC", &Classification::auc},
-                                                {"f1", "F1", &Classification::f1},
-                                                {"mcc", "MCC", &Classification::mcc}};
+inline constexpr MetricField kMetricFields[] = {{"accuracy", "Accuracy", &Classification::accuracy, 0, 1},
+                                                {"auc", "AUC", &Classification::auc, 0, 1},
+                                                {"f1", "F1", &Classification::f1, 0, 1},
+                                                {"mcc", "MCC", &Classification::mcc, -1, 1}};
+/// Rounding in a computed metric may step this far past its range (an MCC of 1 + 2e-16).
+inline constexpr double kMetricRangeSlack = 1e-9;
 
 /// argmax per row of probs (row-major, n x classes); ties go to the lower class index.
 std::vector<int> argmax_rows(const std::vector<double>& probs, int classes);

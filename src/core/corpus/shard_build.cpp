@@ -203,6 +203,13 @@ class ShardHandler {
 
 }  // namespace
 
+uint64_t shard_buffer_bytes(const ShardBuildOptions& opts) {
+  const uint64_t samples = opts.shard_tokens / std::max<uint64_t>(1, opts.recipe.min_tokens) + 1;
+  const uint64_t shard = opts.shard_tokens * sizeof(uint16_t) +
+                         samples * (2 * sizeof(uint64_t) + sizeof(uint32_t) + sizeof(uint64_t));
+  return 2 * 2 * shard + shard;
+}
+
 bool is_validation(uint64_t seed, uint64_t sample_index, double valid_fraction) {
   return hash_uniform(seed, Stream::split, sample_index) < valid_fraction;
 }

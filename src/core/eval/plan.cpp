@@ -1,9 +1,11 @@
 #include "genemask/eval/plan.hpp"
 
 #include <fmt/format.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -11,6 +13,7 @@
 
 #include "genemask/eval/results.hpp"
 #include "io/error.hpp"
+#include "io/json.hpp"
 
 namespace fs = std::filesystem;
 
@@ -46,25 +49,72 @@ struct YamlBudget {
   uint64_t nodes = 0;
 };
 
+[[noreturn]] void too_deep(const std::string& source, int line, const std::string& why) {
+  throw PlanError(fmt::format("{}:{}: the plan nests lists and mappings more than {} levels deep{}; a plan needs a "
+                              "few levels",
+                              source, line, io::kMaxJsonDepth, why));
+}
+
+/// yaml-cpp's parser recurses once per level of nesting (version 0.6 without a limit: a
+/// plan of 100,000 '[' overflowed the stack), and so does building nodes from its events.
+/// This first pass sees the events in order and stops at kMaxJsonDepth levels, before the
+/// recursion goes deeper.
+class YamlDepthGuard final : public YAML::EventHandler {
+ public:
+  explicit YamlDepthGuard(const std::string& source) : source_(source) {}
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    open(m);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {
+    open(m);
+  }
+  void OnMapEnd() override { --depth_; }
+
+ private:
+  void open(const YAML::Mark& m) {
+    if (++depth_ > io::kMaxJsonDepth) too_deep(source_, m.line + 1, "");
+  }
+  const std::string& source_;
+  int depth_ = 0;
+};
+
+void check_yaml_depth(const std::string& text, const std::string& source) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  YamlDepthGuard guard(source);
+  while (parser.HandleNextDocument(guard)) {
+  }
+}
+
 nlohmann::json yaml_to_json(const YAML::Node& n, const std::string& path, std::map<std::string, int>& lines,
-                            YamlBudget& budget) {
+                            YamlBudget& budget, int depth = 0) {
   if (++budget.nodes > kMaxPlanNodes)
     throw PlanError(fmt::format("{}:{}: {}the plan expands to more than {} values (nested YAML aliases?); a plan "
                                 "lists models, tasks, shots and seeds and needs far fewer",
                                 budget.source, n.Mark().line + 1, path.empty() ? "" : path + ": ", kMaxPlanNodes));
+  // Aliases nest what they name: a chain of them, or one inside the collection it names,
+  // is deeper than the text.
+  if (depth > io::kMaxJsonDepth && (n.IsSequence() || n.IsMap()))
+    too_deep(budget.source, n.Mark().line + 1, " once its YAML aliases are expanded (an alias inside what it names?)");
   lines[path] = n.Mark().line + 1;
   switch (n.Type()) {
     case YAML::NodeType::Sequence: {
       auto a = nlohmann::json::array();
       for (size_t i = 0; i < n.size(); ++i)
-        a.push_back(yaml_to_json(n[i], fmt::format("{}[{}]", path, i), lines, budget));
+        a.push_back(yaml_to_json(n[i], fmt::format("{}[{}]", path, i), lines, budget, depth + 1));
       return a;
     }
     case YAML::NodeType::Map: {
       auto o = nlohmann::json::object();
       for (const auto& kv : n) {
         const std::string key = kv.first.as<std::string>();
-        o[key] = yaml_to_json(kv.second, path.empty() ? key : path + "." + key, lines, budget);
+        o[key] = yaml_to_json(kv.second, path.empty() ? key : path + "." + key, lines, budget, depth + 1);
       }
       return o;
     }
@@ -95,31 +145,33 @@ class Checker {
 
   const nlohmann::json& object(const nlohmann::json& j, const std::string& path,
                                std::initializer_list<const char*> allowed) const {
-    if (!j.is_object()) fail(path, fmt::format("{} is not a mapping (expected keys: {})", j.dump(), join(allowed)));
+    if (!j.is_object())
+      fail(path, fmt::format("{} is not a mapping (expected keys: {})", io::json_excerpt(j), join(allowed)));
     for (const auto& kv : j.items())
       if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return kv.key() == a; }))
         fail(sub(path, kv.key()), fmt::format("unknown key (expected one of: {})", join(allowed)));
     return j;
   }
   std::string string(const nlohmann::json& j, const std::string& path) const {
-    if (!j.is_string() || j.get<std::string>().empty()) fail(path, fmt::format("{} is not a non-empty string", j.dump()));
+    if (!j.is_string() || j.get<std::string>().empty())
+      fail(path, fmt::format("{} is not a non-empty string", io::json_excerpt(j)));
     return j.get<std::string>();
   }
   int64_t integer(const nlohmann::json& j, const std::string& path, int64_t min, const char* what) const {
     if (!j.is_number_integer() || (j.is_number_unsigned() && j.get<uint64_t>() > uint64_t(INT64_MAX)) ||
         j.get<int64_t>() < min)
-      fail(path, fmt::format("{} is not {}", j.dump(), what));
+      fail(path, fmt::format("{} is not {}", io::json_excerpt(j), what));
     return j.get<int64_t>();
   }
   double number(const nlohmann::json& j, const std::string& path, double min, double max, const char* what) const {
     if (!j.is_number() || j.get<double>() < min || j.get<double>() > max)
-      fail(path, fmt::format("{} is not {}", j.dump(), what));
+      fail(path, fmt::format("{} is not {}", io::json_excerpt(j), what));
     return j.get<double>();
   }
   /// An existing file or directory, relative to the plan's directory; returns the absolute path.
   std::string existing(const nlohmann::json& j, const std::string& path, const char* what) const {
     const std::string p = resolve(string(j, path));
-    if (!fs::exists(p)) fail(path, fmt::format("{} does not exist ({}: {})", j.dump(), what, p));
+    if (!fs::exists(p)) fail(path, fmt::format("{} does not exist ({}: {})", io::json_excerpt(j), what, p));
     return p;
   }
   std::string resolve(const std::string& p) const {
@@ -171,7 +223,8 @@ PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::stri
       c.fail(Checker::sub(path, "config"), "only used with path \"random\" (a model directory has its own config.json)");
   }
   if (j.contains("group")) {
-    if (!j["group"].is_string()) c.fail(Checker::sub(path, "group"), fmt::format("{} is not a string", j["group"].dump()));
+    if (!j["group"].is_string())
+      c.fail(Checker::sub(path, "group"), fmt::format("{} is not a string", io::json_excerpt(j["group"])));
     m.group = j["group"].get<std::string>();
     m.group_given = true;
   }
@@ -210,7 +263,8 @@ PlanTask parse_task(const Checker& c, const nlohmann::json& j, const std::string
     if (j.contains("train"))
       c.fail(Checker::sub(path, "train"), "give either dir (fixed shot files) or train (sampled shots), not both");
     t.dir = c.existing(j["dir"], Checker::sub(path, "dir"), "expected a few-shot task directory");
-    if (!fs::is_directory(t.dir)) c.fail(Checker::sub(path, "dir"), fmt::format("{} is not a directory", j["dir"].dump()));
+    if (!fs::is_directory(t.dir))
+      c.fail(Checker::sub(path, "dir"), fmt::format("{} is not a directory", io::json_excerpt(j["dir"])));
     if (j.contains("test")) {
       t.test = c.existing(j["test"], Checker::sub(path, "test"), "expected the test table");
     } else {
@@ -271,12 +325,12 @@ void check_expansion(const Checker& c, const Plan& p) {
 template <class T>
 std::vector<T> parse_list(const Checker& c, const nlohmann::json& j, const std::string& path, int64_t min,
                           const char* what) {
-  if (!j.is_array() || j.empty()) c.fail(path, fmt::format("{} is not a non-empty list of {}", j.dump(), what));
+  if (!j.is_array() || j.empty()) c.fail(path, fmt::format("{} is not a non-empty list of {}", io::json_excerpt(j), what));
   std::vector<T> out;
   for (size_t i = 0; i < j.size(); ++i) {
     const T v = static_cast<T>(c.integer(j[i], Checker::at(path, i), min, what));
     if (std::find(out.begin(), out.end(), v) != out.end())
-      c.fail(Checker::at(path, i), fmt::format("{} appears twice", j[i].dump()));
+      c.fail(Checker::at(path, i), fmt::format("{} appears twice", io::json_excerpt(j[i])));
     out.push_back(v);
   }
   return out;
@@ -309,7 +363,8 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
   }
   const auto& models = required(c, doc, "", "models", "a list of {name, path[, config, group]}");
   if (!models.is_array() || models.empty())
-    c.fail("models", fmt::format("{} is not a non-empty list of {{name, path[, config, group]}}", models.dump()));
+    c.fail("models",
+           fmt::format("{} is not a non-empty list of {{name, path[, config, group]}}", io::json_excerpt(models)));
   // Names must differ, also after safe_name (they name the run directories).
   std::map<std::string, std::string> safe;
   auto check_unique = [&](const std::string& path, const std::string& name) {
@@ -328,7 +383,8 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
   }
   const auto& tasks = required(c, doc, "", "tasks", "a list of {name, train, test} or {name, dir}");
   if (!tasks.is_array() || tasks.empty())
-    c.fail("tasks", fmt::format("{} is not a non-empty list of {{name, train, test}} or {{name, dir}}", tasks.dump()));
+    c.fail("tasks", fmt::format("{} is not a non-empty list of {{name, train, test}} or {{name, dir}}",
+                                io::json_excerpt(tasks)));
   safe.clear();
   for (size_t i = 0; i < tasks.size(); ++i) {
     const std::string path = Checker::at("tasks", i);
@@ -343,7 +399,8 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
         c.integer(doc["threads_per_worker"], "threads_per_worker", 0, "an integer >= 0 (0 = all cores)"));
   if (doc.contains("device")) {
     p.device = c.string(doc["device"], "device");
-    if (p.device != "cpu" && p.device != "cuda") c.fail("device", fmt::format("{} is not cpu or cuda", doc["device"].dump()));
+    if (p.device != "cpu" && p.device != "cuda")
+      c.fail("device", fmt::format("{} is not cpu or cuda", io::json_excerpt(doc["device"])));
   }
   if (doc.contains("ranks_per_gpu"))
     p.ranks_per_gpu = static_cast<int>(c.integer(doc["ranks_per_gpu"], "ranks_per_gpu", 1, "an integer >= 1"));
@@ -364,12 +421,14 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
 }
 
 Plan read_plan_order(const std::string& path) {
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw io::InputError(path, "cannot open the plan; check the path (the sweep writes DIR/plan.json)");
+  if (!in)
+    throw io::InputError(path, fmt::format("cannot open the plan ({}); check the path (the sweep writes DIR/plan.json)",
+                                           io::open_error_reason(errno)));
   std::stringstream ss;
   ss << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) throw io::InputError(path, "not valid JSON (the sweep's plan.json is JSON)");
+  const nlohmann::json j = io::parse_json(ss.str(), path, "the sweep's plan.json is JSON");
   Plan p;
   auto names = [&](const char* key, bool models) {
     if (!j.is_object() || !j.contains(key)) return;
@@ -386,7 +445,7 @@ Plan read_plan_order(const std::string& path) {
         }
       } else {
         throw io::InputError(path, fmt::format("an entry of \"{}\" is {}, expected a name or an object with \"name\"",
-                                               key, e.dump()));
+                                               key, io::json_excerpt(e)));
       }
       if (models) {
         p.models.push_back(std::move(pm));
@@ -403,8 +462,10 @@ Plan read_plan_order(const std::string& path) {
 }
 
 Plan load_plan(const std::string& path) {
+  errno = 0;
   std::ifstream in(path);
-  if (!in) throw PlanError(fmt::format("{}: cannot open the plan (does the file exist?)", path));
+  if (!in)
+    throw PlanError(fmt::format("{}: cannot open the plan ({}; does the file exist?)", path, io::open_error_reason(errno)));
   std::error_code ec;
   const uintmax_t bytes = fs::file_size(path, ec);
   if (!ec && bytes > kMaxPlanBytes)
@@ -420,20 +481,17 @@ Plan load_plan(const std::string& path) {
     nlohmann::json doc;
     try {
       YamlBudget budget{path};
+      check_yaml_depth(text, path);
       doc = yaml_to_json(YAML::Load(text), "", lines, budget);
     } catch (const YAML::Exception& e) {
       throw PlanError(fmt::format("{}:{}: not valid YAML: {}", path, e.mark.line + 1, e.msg));
     }
     return plan_from_json(doc, path, base, &lines);
   }
-  nlohmann::json doc;
-  try {
-    doc = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw PlanError(fmt::format("{}: not valid JSON (byte {}): {} (YAML plans need a .yaml or .yml name)", path,
-                                e.byte, e.what()));
-  }
-  return plan_from_json(doc, path, base);
+  io::JsonParse parsed = io::try_parse_json(text);
+  if (!parsed.ok())
+    throw PlanError(fmt::format("{}:{}: {} (YAML plans need a .yaml or .yml name)", path, parsed.line, parsed.error));
+  return plan_from_json(parsed.value, path, base);
 }
 
 nlohmann::json plan_to_json(const Plan& p) {
@@ -536,7 +594,8 @@ PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new
         for (const auto& [shot, file] : o.at("shot_train").items())
           same = same && it->second.value("shot_train", nlohmann::json::object()).value(shot, "") == file;
       if (!same) {
-        d.changes.push_back(fmt::format("{} \"{}\" changed from {} to {}", what, name, o.dump(), it->second.dump()));
+        d.changes.push_back(fmt::format("{} \"{}\" changed from {} to {}", what, name, io::json_excerpt(o, 1000),
+                                        io::json_excerpt(it->second, 1000)));
         changed.insert(name);
       }
     }
@@ -545,12 +604,13 @@ PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new
     const auto& n = new_plan.value(list, nlohmann::json::array());
     for (const auto& v : old_plan.value(list, nlohmann::json::array()))
       if (std::find(n.begin(), n.end(), v) == n.end())
-        d.changes.push_back(fmt::format("{} {} was removed from {}", list, v.dump(), list));
+        d.changes.push_back(fmt::format("{} {} was removed from {}", list, io::json_excerpt(v, 1000), list));
   }
   for (const char* key : {"finetune", "device"})
     if (old_plan.value(key, nlohmann::json()) != new_plan.value(key, nlohmann::json())) {
-      d.changes.push_back(fmt::format("{} changed from {} to {}", key, old_plan.value(key, nlohmann::json()).dump(),
-                                      new_plan.value(key, nlohmann::json()).dump()));
+      d.changes.push_back(fmt::format("{} changed from {} to {}", key,
+                                      io::json_excerpt(old_plan.value(key, nlohmann::json()), 1000),
+                                      io::json_excerpt(new_plan.value(key, nlohmann::json()), 1000)));
       d.settings_changed = true;
     }
   return d;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "io/error.hpp"
+#include "io/json.hpp"
 
 namespace genemask::results {
 
@@ -67,7 +68,7 @@ class Fields {
       if (required) fail(fmt::format("the record has no \"{}\"", name));
       return "";
     }
-    if (!v->is_string()) fail(fmt::format("\"{}\" is {}, expected a string", name, v->dump()));
+    if (!v->is_string()) fail(fmt::format("\"{}\" is {}, expected a string", name, io::json_excerpt(*v)));
     return v->get<std::string>();
   }
   int64_t integer(const char* name, bool required = true) const {
@@ -77,7 +78,7 @@ class Fields {
       return 0;
     }
     if (!v->is_number_integer() || (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)))
-      fail(fmt::format("\"{}\" is {}, expected an integer", name, v->dump()));
+      fail(fmt::format("\"{}\" is {}, expected an integer", name, io::json_excerpt(*v)));
     return v->get<int64_t>();
   }
   [[noreturn]] void fail(const std::string& what) const { throw io::InputError(path_, line_, what); }
@@ -112,8 +113,14 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
     for (const auto& m : metrics::kMetricFields) {
       const json* v = f.find(m.name);
       if (!v) continue;
-      if (!v->is_number()) f.fail(fmt::format("\"{}\" is {}, expected a number", m.name, v->dump()));
-      r.metrics.test.*m.member = r.values[m.name] = v->get<double>();
+      if (!v->is_number())
+        f.fail(fmt::format("job {}: \"{}\" is {}, expected a number", r.job, m.name, io::json_excerpt(*v)));
+      const double x = v->get<double>();
+      if (!(x >= m.min - metrics::kMetricRangeSlack && x <= m.max + metrics::kMetricRangeSlack))
+        f.fail(fmt::format("job {}: \"{}\" is {}, outside its range [{}, {}]: the record is damaged or not written "
+                           "by `genemask sweep`; repair or remove the line",
+                           r.job, m.name, io::json_excerpt(*v), m.min, m.max));
+      r.metrics.test.*m.member = r.values[m.name] = x;
     }
     r.metrics.n_train = static_cast<uint64_t>(std::max<int64_t>(0, f.integer("n_train", false)));
     r.metrics.test.n = static_cast<uint64_t>(std::max<int64_t>(0, f.integer("n_test", false)));
@@ -134,10 +141,16 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
 
 ResultsFile read_results(const std::string& path, bool repair, bool missing_ok) {
   ResultsFile rf;
+  errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    if (missing_ok) return rf;
-    throw io::InputError(path, "cannot open the file; check the path (it should be the sweep's results.jsonl)");
+    const int err = errno;
+    // Only a file that is not there is "no results yet": one that cannot be opened (no
+    // more file descriptors, no permission) would make a resumed sweep redo every job.
+    if (missing_ok && err == ENOENT) return rf;
+    throw io::InputError(path, fmt::format("cannot open the file ({}); check the path (it should be the sweep's "
+                                           "results.jsonl)",
+                                           io::open_error_reason(err)));
   }
   std::stringstream ss;
   ss << in.rdbuf();
@@ -163,18 +176,23 @@ ResultsFile read_results(const std::string& path, bool repair, bool missing_ok) 
   for (size_t i = 0; i < lines.size(); ++i) {
     const Line& l = lines[i];
     const std::string s = text.substr(l.begin, l.end - l.begin);
-    json j = json::parse(s, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) {
-      if (i + 1 == lines.size()) {
+    io::JsonParse parsed = io::try_parse_json(s);
+    const json& j = parsed.value;
+    if (!parsed.ok() || !j.is_object()) {
+      // A sweep writes a record and its newline in one write(2): only a last line without
+      // its newline can be one cut short by a crash. A complete line is what was written.
+      if (i + 1 == lines.size() && !l.newline) {
         rf.repaired_bytes = text.size() - good_end;
-        rf.warnings.push_back(fmt::format("{}:{}: ignoring the last line, which is not complete JSON (a sweep "
-                                          "stopped while writing it; rerunning the sweep redoes that job)",
+        rf.warnings.push_back(fmt::format("{}:{}: ignoring the last line, which is not complete JSON and has no "
+                                          "newline (a sweep stopped while writing it; rerunning the sweep redoes "
+                                          "that job)",
                                           path, l.no));
         break;
       }
+      const bool deep = !parsed.ok() && parsed.error.rfind("not valid JSON", 0) != 0;
       throw io::InputError(path, l.no, fmt::format("{} ({}): every line must be one JSON object as `genemask sweep` "
                                                    "writes it; repair or remove the line",
-                                                   j.is_discarded() ? "not valid JSON" : "not a JSON object",
+                                                   deep ? parsed.error : !parsed.ok() ? "not valid JSON" : "not a JSON object",
                                                    io::excerpt(s, 60)));
     }
     Record r = parse_record(j, path, l.no);

@@ -367,6 +367,7 @@ std::vector<RecordInfo> stitch_records(const io::FileInfo& file, std::vector<Rec
   }
   if (!records.empty() && records.back().length == 0)
     io::fail_at(file, records.back().voff, fmt::format("record '{}' has no sequence", records.back().name));
+  if (records.empty()) throw io::InputError(file.path, "has no FASTA record (no '>' header line): nothing to read");
   return records;
 }
 

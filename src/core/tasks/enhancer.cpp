@@ -32,6 +32,13 @@ std::vector<IntervalFile> find_interval_files(const std::string& dir) {
         stem = name.substr(0, name.size() - 4);
       else
         continue;
+      // An empty stray file would be one more class, and change every label (the classes
+      // would no longer be exactly negative/positive).
+      std::error_code ec;
+      if (e.is_regular_file(ec) && fs::file_size(e.path(), ec) == 0 && !ec)
+        throw io::InputError(e.path().string(), fmt::format("empty file (0 bytes) among the class files of {}: it "
+                                                            "would be a class '{}' of no intervals; remove it",
+                                                            d.string(), stem));
       here.push_back({e.path().string(), stem, split});
     }
     if (here.empty()) throw io::InputError(d.string(), "no <class>.csv or <class>.csv.gz files");
@@ -41,6 +48,18 @@ std::vector<IntervalFile> find_interval_files(const std::string& dir) {
         throw io::InputError(d.string(), fmt::format("class '{}' has two files: {} and {}", here[i].cls,
                                                      here[i - 1].path, here[i].path));
     out.insert(out.end(), here.begin(), here.end());
+  }
+  // Both splits need the same classes: a test split without a class scores a task it was
+  // not built for, a class only in test was never trained on.
+  std::set<std::string> train, test;
+  for (const auto& f : out) (f.split == 't' ? train : test).insert(f.cls);
+  for (const auto& f : out) {
+    const bool in_train = train.count(f.cls) > 0, in_test = test.count(f.cls) > 0;
+    if (in_train && in_test) continue;
+    const fs::path other = fs::path(dir) / (in_train ? "test" : "train");
+    throw io::InputError(other.string(), fmt::format("has no file for class '{}' ({} has one): every class needs "
+                                                     "{}.csv[.gz] in both train/ and test/",
+                                                     f.cls, f.path, f.cls));
   }
   return out;
 }
@@ -101,6 +120,22 @@ std::vector<Example> build_enhancer(const EnhancerOptions& o, DatasetStats& stat
       keep[i] = 1;
     }
   });
+
+  // Every class file must give examples to its split, or the task lacks that class there.
+  std::vector<uint64_t> rows_of(files.size(), 0), kept_of(files.size(), 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    ++rows_of[items[i].file];
+    kept_of[items[i].file] += keep[i] ? 1 : 0;
+  }
+  for (size_t fi = 0; fi < files.size(); ++fi)
+    if (kept_of[fi] == 0)
+      throw io::InputError(files[fi].path,
+                           rows_of[fi] == 0
+                               ? std::string("no intervals after the header: the class would have no examples")
+                               : fmt::format("none of its {} intervals gave a sequence (each ran past its chromosome "
+                                             "or held N): the class would have no {} examples; is {} the genome "
+                                             "they were made for?",
+                                             rows_of[fi], files[fi].split == 't' ? "train" : "test", o.genome));
 
   std::vector<Example> out;
   split.clear();

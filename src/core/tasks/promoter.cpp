@@ -1,5 +1,6 @@
 #include "genemask/tasks/promoter.hpp"
 
+#include <cerrno>
 #include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
@@ -116,7 +117,7 @@ std::vector<Example> build_promoter(const PromoterOptions& o, DatasetStats& stat
   std::unordered_set<std::string> tata_names;
   if (!o.tata_list.empty()) {
     std::ifstream in(o.tata_list);
-    if (!in) throw io::InputError(o.tata_list, "cannot open the --tata-list file");
+    if (!in) throw io::InputError(o.tata_list, "cannot open the --tata-list file: " + io::open_error_reason(errno));
     for (std::string line; std::getline(in, line);) {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (!line.empty() && line[0] != '#') tata_names.insert(line);

@@ -149,7 +149,7 @@ TEST_F(SweepPlan, ErrorsNameFileKeyAndValue) {
             f + ": tasks[0].dir: \"" + d_ +
                 "/prom/100\" has no train.tsv or train*.tsv for 100 shots (the released few-shot layout is "
                 "DIR/<shots>/train.tsv; remove 100 from shots or add the file)");
-  EXPECT_EQ(plan_error([&] { json_plan("{\"models\": [}"); }).substr(0, f.size() + 16), f + ": not valid JSON");
+  EXPECT_EQ(plan_error([&] { json_plan("{\"models\": [}"); }).substr(0, f.size() + 18), f + ":1: not valid JSON");
 }
 
 TEST_F(SweepPlan, YamlErrorsNameTheLine) {
@@ -238,3 +238,39 @@ TEST(SweepPlanDiff, OnlyAddedJobsAreCompatible) {
 }
 
 }  // namespace
+
+// Issue 21: a plan nested 100,000 deep crashed (SIGSEGV) formatting its error (JSON) or in
+// yaml-cpp's recursive parser (YAML); now it is refused with the file and line.
+TEST_F(SweepPlan, NestingIsBounded) {
+  const std::string deep(100000, '[');
+  const std::string fj = d_ + "/p.json", fy = d_ + "/p.yaml";
+  EXPECT_EQ(plan_error([&] { json_plan("{\"models\":\n" + deep + std::string(100000, ']') + "}"); }),
+            fj + ":2: arrays and objects nested more than 64 levels deep (byte 75): not a file genemask reads (YAML "
+                 "plans need a .yaml or .yml name)");
+  // A value nested less deep than the limit is quoted in the error, cut short.
+  std::string e = plan_error([&] { json_plan("{\"models\": " + std::string(60, '[') + std::string(60, ']') + "}"); });
+  EXPECT_EQ(e, fj + ": models[0]: " + std::string(59, '[') + std::string(21, ']') +
+                   "... is not a mapping (expected keys: name, path, config, group)");
+  // YAML: flow style, block style ("- - - ..." on one line), and aliases expanded.
+  e = plan_error([&] { yaml_plan("models:\n  - " + deep + "\n"); });
+  EXPECT_EQ(e, fy + ":2: the plan nests lists and mappings more than 64 levels deep; a plan needs a few levels") << e.substr(0, 300);
+  std::string block = "models:\n";
+  for (int i = 0; i < 100000; ++i) block += "- ";
+  e = plan_error([&] { yaml_plan(block + "x\n"); });
+  EXPECT_NE(e.find(fy + ":2: the plan nests lists and mappings more than 64 levels deep"), std::string::npos)
+      << e.substr(0, 300);
+  // 40 levels, named 40 times deeper by an alias: deep only once expanded.
+  const std::string forty = std::string(40, '[') + "x" + std::string(40, ']');
+  e = plan_error([&] { yaml_plan("a: &a " + forty + "\nmodels: " + std::string(40, '[') + "*a" + std::string(40, ']') + "\n"); });
+  EXPECT_NE(e.find("more than 64 levels deep once its YAML aliases are expanded"), std::string::npos) << e.substr(0, 300);
+  // At the limit, the nesting itself is no error (the plan is wrong for other reasons).
+  e = plan_error([&] { yaml_plan("models: " + std::string(63, '[') + "x" + std::string(63, ']') + "\n"); });
+  EXPECT_EQ(e.find("levels deep"), std::string::npos) << e.substr(0, 300);
+}
+
+TEST_F(SweepPlan, AnAliasInsideWhatItNamesIsAnError) {
+  const std::string e = plan_error([&] { yaml_plan("models: &a [*a]\n"); });
+  // yaml-cpp builds a cycle; expanding it stops at the depth bound, not the stack's end.
+  EXPECT_EQ(e, d_ + "/p.yaml:1: the plan nests lists and mappings more than 64 levels deep once its YAML aliases are "
+                    "expanded (an alias inside what it names?); a plan needs a few levels");
+}

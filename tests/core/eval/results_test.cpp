@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "io/error.hpp"
+#include "io/json.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -66,8 +67,8 @@ TEST(Results, TornLastLineIsLeftOutAndCutWithRepair) {
   EXPECT_EQ(rf.records.size(), 2u);
   EXPECT_EQ(rf.repaired_bytes, torn.size());
   ASSERT_EQ(rf.warnings.size(), 1u);
-  EXPECT_EQ(rf.warnings[0], p + ":3: ignoring the last line, which is not complete JSON (a sweep stopped while writing "
-                                "it; rerunning the sweep redoes that job)");
+  EXPECT_EQ(rf.warnings[0], p + ":3: ignoring the last line, which is not complete JSON and has no newline (a sweep "
+                                "stopped while writing it; rerunning the sweep redoes that job)");
   EXPECT_EQ(test::read_file(p), good + torn);  // not repaired
   rf = results::read_results(p, /*repair=*/true, false);
   EXPECT_EQ(test::read_file(p), good);
@@ -101,8 +102,68 @@ TEST(Results, BadLinesNameFileLineAndField) {
   EXPECT_EQ(error(good + R"({"model":"a","task":"t","shots":10,"seed":1,"status":"done"})" "\n"),
             p + ":2: \"status\" is \"done\", expected \"ok\" or \"failed\"");
   EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","auc":"high"})" "\n"),
-            p + ":1: \"auc\" is \"high\", expected a number");
+            p + ":1: job a|t|10|1: \"auc\" is \"high\", expected a number");
   EXPECT_EQ(error(R"({"job":"a|t|10|9","model":"a","task":"t","shots":10,"seed":1,"status":"ok"})" "\n"),
             p + ":1: \"job\" is \"a|t|10|9\" but its model, task, shots and seed make \"a|t|10|1\"");
   EXPECT_EQ(error(R"({"task":"t","shots":10,"seed":1,"status":"ok"})" "\n"), p + ":1: the record has no \"model\"");
+}
+
+// Issue 21: the report bolded an accuracy of 7.5 or -1 as the best result.
+TEST(Results, MetricsOutsideTheirRangeAreErrors) {
+  test::TempDir tmp;
+  const std::string p = tmp.file("results.jsonl");
+  auto line = [](const std::string& metric, const std::string& value) {
+    return R"({"model":"a","task":"t","shots":10,"seed":4,"status":"ok",")" + metric + "\":" + value + "}\n";
+  };
+  auto error = [&](const std::string& text) {
+    test::write_file(p, text);
+    return error_of([&] { results::read_results(p, false, false); });
+  };
+  EXPECT_EQ(error(line("accuracy", "7.5")),
+            p + ":1: job a|t|10|4: \"accuracy\" is 7.5, outside its range [0, 1]: the record is damaged or not "
+                "written by `genemask sweep`; repair or remove the line");
+  EXPECT_NE(error(line("accuracy", "-1")).find(p + ":1: job a|t|10|4: \"accuracy\" is -1, outside its range [0, 1]"),
+            std::string::npos);
+  EXPECT_NE(error(line("auc", "1.01")).find("\"auc\" is 1.01, outside its range [0, 1]"), std::string::npos);
+  EXPECT_NE(error(line("f1", "-0.5")).find("\"f1\" is -0.5, outside its range [0, 1]"), std::string::npos);
+  EXPECT_NE(error(line("mcc", "-1.5")).find("\"mcc\" is -1.5, outside its range [-1, 1]"), std::string::npos);
+  EXPECT_NE(error(line("mcc", "1e308")).find("\"mcc\" is 1e+308, outside its range [-1, 1]"), std::string::npos);
+  // At the limits, and a rounding step past them, values are fine.
+  for (const auto& [m, v] : {std::pair{"accuracy", "0"}, {"accuracy", "1"}, {"mcc", "-1"}, {"mcc", "1.0000000000000002"},
+                             {"auc", "0.5"}, {"f1", "1"}})
+    EXPECT_EQ(error(line(m, v)), "no error") << m << " " << v;
+}
+
+TEST(Results, ACompleteLastLineIsNotATornWrite) {
+  test::TempDir tmp;
+  const std::string p = tmp.file("results.jsonl");
+  const std::string good = R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","accuracy":0.5})" "\n";
+  const std::string nan = R"({"model":"a","task":"t","shots":10,"seed":2,"status":"ok","accuracy":NaN})";
+  test::write_file(p, good + nan + "\n");
+  EXPECT_EQ(error_of([&] { results::read_results(p, /*repair=*/true, false); }),
+            p + ":2: not valid JSON (" + nan.substr(0, 60) + "...): every line must be one JSON object as `genemask sweep` "
+                "writes it; repair or remove the line");
+  EXPECT_EQ(test::read_file(p), good + nan + "\n");  // not cut off
+  // Without its newline it may be a write cut short: left out with a warning.
+  test::write_file(p, good + nan);
+  const auto rf = results::read_results(p, false, false);
+  EXPECT_EQ(rf.records.size(), 1u);
+  EXPECT_EQ(rf.warnings.size(), 1u);
+  // A line nested 100,000 deep is an error, not a crash.
+  test::write_file(p, good + std::string(100000, '[') + "\n" + good);
+  EXPECT_NE(error_of([&] { results::read_results(p, false, false); })
+                .find(p + ":2: arrays and objects nested more than 64 levels deep"),
+            std::string::npos);
+}
+
+TEST(Results, AFileThatCannotBeOpenedIsNotAMissingOne) {
+  test::TempDir tmp;
+  const std::string p = tmp.file("results.jsonl");
+  test::write_file(p, R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","accuracy":0.5})" "\n");
+  std::string e;
+  {
+    test::NoMoreFiles limit;  // a resumed sweep must not take "cannot open" for "no results yet"
+    e = error_of([&] { results::read_results(p, /*repair=*/true, /*missing_ok=*/true); });
+  }
+  EXPECT_EQ(e.rfind(p + ": cannot open the file (Too many open files (EMFILE", 0), 0u) << e;
 }

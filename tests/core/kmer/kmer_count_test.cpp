@@ -130,3 +130,29 @@ TEST(KmerCount, ErrorsCarryFileAndLine) {
   for (int r = 0; r < 3; ++r) sum.add(count_owned(dinfo, io::partition(dinfo, r, 3), CountOptions{}));
   EXPECT_THROW(stitch_records(dinfo, sum.segments), io::InputError);
 }
+
+// Issue 21: ">chr1" without a newline, or a file of CR-only line ends, counted 0 records.
+// Every rank count must see the last header exactly once.
+TEST(KmerCount, AHeaderAtTheEndOfTheFileIsSeenByExactlyOneRank) {
+  TempDir tmp;
+  test::write_file(tmp.file("h.fa"), ">a\nACGTACGTAC\nGGTTAA\n>b");
+  for (int ranks = 1; ranks <= 5; ++ranks) {
+    const io::FileInfo info = io::probe_file(tmp.file("h.fa"));
+    RankCounts sum;
+    for (int r = 0; r < ranks; ++r) sum.add(count_owned(info, io::partition(info, r, ranks), CountOptions{4, false}));
+    EXPECT_EQ(test::error_of([&] { stitch_records(info, sum.segments); }), tmp.file("h.fa") + ":4: record 'b' has no sequence")
+        << ranks << " ranks";
+  }
+  test::write_file(tmp.file("mac.fa"), ">chr1\rACGTACGT\rACGT\r");
+  const io::FileInfo mac = io::probe_file(tmp.file("mac.fa"));
+  for (int ranks = 1; ranks <= 4; ++ranks) {
+    std::string e;
+    for (int r = 0; r < ranks; ++r) {
+      const std::string got = test::error_of([&] { count_owned(mac, io::partition(mac, r, ranks), CountOptions{4, false}); });
+      if (got != "no error") e = got;
+    }
+    EXPECT_NE(e.find(":1: a carriage return (CR, byte 0x0d) inside a header line"), std::string::npos) << ranks << ": " << e;
+  }
+  EXPECT_EQ(test::error_of([&] { stitch_records(mac, {}); }),
+            tmp.file("mac.fa") + ": has no FASTA record (no '>' header line): nothing to read");
+}

@@ -91,3 +91,44 @@ TEST(Enhancer, InputErrors) {
   EXPECT_NE(m.find("positive.csv:2:"), std::string::npos) << m;
   EXPECT_NE(m.find("beyond the end of 'chr1' (60 bp)"), std::string::npos) << m;
 }
+
+// Issue 21: a test folder without one class built a task whose test split lacked it, and an
+// empty stray file was one more class (so positive/negative were no longer labelled 1/0).
+TEST(Enhancer, BothSplitsNeedTheSameNonEmptyClasses) {
+  test::TempDir d;
+  test::write_file(d.file("g.fa"), ">chr1\n" + kChr1 + "\n>chr2\nNNNNNNNNNNNNNNNNNNNN\n");
+  dataset::EnhancerOptions o;
+  o.genome = d.file("g.fa");
+  o.intervals = d.file("gb");
+  dataset::DatasetStats st;
+  std::vector<char> split;
+  std::filesystem::create_directories(d.file("gb/train"));
+  std::filesystem::create_directories(d.file("gb/test"));
+  test::write_file(d.file("gb/train/positive.csv"), kHeader + "0,chr1,20,30,+\n");
+  test::write_file(d.file("gb/train/negative.csv"), kHeader + "0,chr1,0,10,+\n");
+  test::write_file(d.file("gb/test/positive.csv"), kHeader + "0,chr1,40,50,+\n");
+  EXPECT_EQ(test::error_of([&] { dataset::build_enhancer(o, st, split); }),
+            d.file("gb/test") + ": has no file for class 'negative' (" + d.file("gb/train/negative.csv") +
+                " has one): every class needs negative.csv[.gz] in both train/ and test/");
+  test::write_file(d.file("gb/test/negative.csv"), kHeader + "0,chr1,10,20,-\n");
+  test::write_file(d.file("gb/test/enhancer.csv"), kHeader + "0,chr1,10,20,-\n");
+  EXPECT_EQ(test::error_of([&] { dataset::build_enhancer(o, st, split); }),
+            d.file("gb/train") + ": has no file for class 'enhancer' (" + d.file("gb/test/enhancer.csv") +
+                " has one): every class needs enhancer.csv[.gz] in both train/ and test/");
+  std::filesystem::remove(d.file("gb/test/enhancer.csv"));
+  test::write_file(d.file("gb/test/notes.csv"), "");
+  EXPECT_EQ(test::error_of([&] { dataset::build_enhancer(o, st, split); }),
+            d.file("gb/test/notes.csv") + ": empty file (0 bytes) among the class files of " + d.file("gb/test") +
+                ": it would be a class 'notes' of no intervals; remove it");
+  std::filesystem::remove(d.file("gb/test/notes.csv"));
+  EXPECT_EQ(dataset::build_enhancer(o, st, split).size(), 4u);
+  // A class file whose every interval is dropped (here: all N) leaves its split without it.
+  test::write_file(d.file("gb/test/negative.csv"), kHeader + "0,chr2,0,10,+\n1,chr2,5,15,+\n");
+  EXPECT_EQ(test::error_of([&] { dataset::build_enhancer(o, st, split); }),
+            d.file("gb/test/negative.csv") + ": none of its 2 intervals gave a sequence (each ran past its chromosome "
+                                             "or held N): the class would have no test examples; is " +
+                d.file("g.fa") + " the genome they were made for?");
+  test::write_file(d.file("gb/test/negative.csv"), kHeader);
+  EXPECT_EQ(test::error_of([&] { dataset::build_enhancer(o, st, split); }),
+            d.file("gb/test/negative.csv") + ": no intervals after the header: the class would have no examples");
+}

@@ -1,0 +1,100 @@
+#include "io/json.hpp"
+
+#include <sys/resource.h>
+
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <string>
+
+#include "io/error.hpp"
+#include "io/shard_manifest.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+using genemask::test::error_of;
+using genemask::test::TempDir;
+
+namespace {
+std::string nested(size_t depth, const std::string& inner = "1") {
+  return std::string(depth, '[') + inner + std::string(depth, ']');
+}
+}  // namespace
+
+TEST(Json, DepthIsCheckedExactlyAtTheLimit) {
+  EXPECT_EQ(io::json_too_deep_at(nested(io::kMaxJsonDepth)), std::string::npos);
+  EXPECT_EQ(io::json_too_deep_at(nested(io::kMaxJsonDepth + 1)), static_cast<size_t>(io::kMaxJsonDepth));
+  EXPECT_TRUE(io::try_parse_json(nested(io::kMaxJsonDepth)).ok());
+  // Siblings are not depth: a long flat list is fine.
+  std::string flat = "[";
+  for (int i = 0; i < 1000; ++i) flat += std::string(i ? "," : "") + "{\"a\": [1]}";
+  EXPECT_EQ(io::json_too_deep_at(flat + "]"), std::string::npos);
+}
+
+TEST(Json, BracketsInsideStringsDoNotCount) {
+  const std::string in_string = "{\"a\": \"" + std::string(100, '[') + "\"}";
+  EXPECT_EQ(io::json_too_deep_at(in_string), std::string::npos);
+  EXPECT_TRUE(io::try_parse_json(in_string).ok());
+  // An escaped quote does not end the string; closing brackets in a string do not undo depth.
+  EXPECT_EQ(io::json_too_deep_at("[\"\\\"[[[[\"]"), std::string::npos);
+  const std::string trick = std::string(40, '[') + "\"" + std::string(40, ']') + "\"," + std::string(40, '[');
+  EXPECT_EQ(io::json_too_deep_at(trick), 40u + 1 + 40 + 2 + 24);  // the 25th '[' after the string
+}
+
+// Regression: a plan.json of 100,000 '[' crashed (SIGSEGV) in dump() while formatting the
+// error; parse_json refuses it by name, line and depth before parsing.
+TEST(Json, HundredThousandLevelsAreAnErrorNotACrash) {
+  const std::string deep = "{\"models\":\n" + nested(100000) + "}";
+  EXPECT_EQ(error_of([&] { io::parse_json(deep, "p.json"); }),
+            "p.json:2: arrays and objects nested more than 64 levels deep (byte 75): not a file genemask reads");
+  const std::string open_only(100000, '{');
+  EXPECT_FALSE(io::try_parse_json(open_only).ok());
+}
+
+TEST(Json, ParseErrorsNameTheLineAndTheHint) {
+  const std::string e = error_of([] { io::parse_json("{\n\"a\": 1,\n}", "x.json", "repair it"); });
+  EXPECT_EQ(e.rfind("x.json:3: not valid JSON: [json.exception.parse_error.101]", 0), 0u) << e;
+  EXPECT_NE(e.find("; repair it"), std::string::npos) << e;
+  // A jsonl line: the line of the file, not of the text.
+  EXPECT_EQ(error_of([] { io::parse_json("nope", "r.jsonl", "", 7); }).rfind("r.jsonl:7: not valid JSON", 0), 0u);
+}
+
+TEST(Json, ExcerptCutsAndNeverThrows) {
+  nlohmann::json j = std::string(500, 'x');
+  const std::string ex = io::json_excerpt(j, 20);
+  EXPECT_EQ(ex, "\"" + std::string(19, 'x') + "...");
+  nlohmann::json bad = std::string("a\xff" "b");  // dump() would throw on invalid UTF-8
+  EXPECT_EQ(io::json_excerpt(bad), "\"a\xef\xbf\xbd" "b\"");
+}
+
+TEST(Json, ReadJsonFileNamesTheReason) {
+  TempDir tmp;
+  EXPECT_EQ(error_of([&] { io::read_json_file(tmp.file("none.json")); }),
+            tmp.file("none.json") + ": cannot open: No such file or directory");
+  test::write_file(tmp.file("deep.json"), nested(65));
+  EXPECT_NE(error_of([&] { io::read_json_file(tmp.file("deep.json")); }).find("nested more than 64 levels"),
+            std::string::npos);
+  test::write_file(tmp.file("ok.json"), "{\"a\": [1, 2]}\n");
+  EXPECT_EQ(io::read_json_file(tmp.file("ok.json"))["a"][1], 2);
+  EXPECT_FALSE(io::try_read_json_file(tmp.file("none.json")).ok());
+}
+
+TEST(OpenErrorReason, NamesEmfileAndTheLimit) {
+  struct rlimit rl {};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &rl), 0);
+  const std::string r = io::open_error_reason(EMFILE);
+  EXPECT_EQ(r.rfind("Too many open files (EMFILE", 0), 0u) << r;
+  if (rl.rlim_cur != RLIM_INFINITY)
+    EXPECT_NE(r.find("at most " + std::to_string(rl.rlim_cur) + " files open"), std::string::npos) << r;
+  EXPECT_NE(r.find("ulimit -n"), std::string::npos) << r;
+  EXPECT_EQ(io::open_error_reason(ENOENT), "No such file or directory");
+  EXPECT_EQ(io::open_error_reason(0), "unknown reason");
+}
+
+TEST(Json, ADeeplyNestedShardManifestIsRefused) {
+  TempDir tmp;
+  test::write_file(tmp.file("manifest.json"), "{\"shards\": " + std::string(100000, '[') + "}");
+  EXPECT_EQ(error_of([&] { io::read_manifest(tmp.path()); }),
+            tmp.file("manifest.json") + ":1: arrays and objects nested more than 64 levels deep (byte 75): not a file "
+                                        "genemask reads; the manifest is damaged: build the shards again");
+}
