@@ -194,6 +194,7 @@ BertForSequenceClassification load_classifier_hf(const std::string& dir, std::ve
   } catch (const std::exception& e) {
     throw io::InputError(cfg_path, fmt::format("not valid JSON: {}", e.what()));
   }
+  check_config_object(j, cfg_path);
   check_vocab(dir);
   auto tensors = read_hf_tensors(dir);
   std::vector<std::string> names;
