@@ -31,6 +31,8 @@ results::Record result_record(const Job& job, const JobResult& r, int attempts) 
   rec.device = r.device;
   rec.attempts = attempts;
   rec.out = job.out;
+  rec.checkpoint = job.model_path;
+  rec.checkpoint_step = job.checkpoint_step;
   return rec;
 }
 

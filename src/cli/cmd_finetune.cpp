@@ -90,7 +90,7 @@ void register_finetune(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->add_option("--save-model", o->save_model,
                   "also write the fine-tuned classifier here (HF layout: config.json, vocab.txt, model.safetensors)");
-  sub->add_option("--threads", o->threads, "intra-op threads (0: all cores)")->capture_default_str();
+  sub->add_option("--threads", o->threads, "intra-op threads (0: all cores; capped at the cores available)")->capture_default_str();
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--gpu", o->device_index, "GPU ordinal for --device cuda")->capture_default_str();
   sub->add_option("--precision", o->precision, "fp32, or bf16 (autocast) on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();

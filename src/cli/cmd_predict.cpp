@@ -22,7 +22,7 @@ void register_predict(CLI::App& app, Context& ctx) {
                   "tokens between window starts for sequences longer than the model (0: half a window, 255)")
       ->check(non_negative())
       ->capture_default_str();
-  sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node)")->capture_default_str();
+  sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node; capped at the cores available)")->capture_default_str();
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--precision", o->precision, "fp32, or bf16 (autocast) on cuda")
       ->check(CLI::IsMember({"fp32", "bf16"}))

@@ -311,7 +311,7 @@ void register_variants(CLI::App& app, Context& ctx) {
           "N[,N...]"))
       ->capture_default_str();
   sub->add_option("--batch", a->score.batch, "sequences per forward pass")->check(positive())->capture_default_str();
-  sub->add_option("--threads", a->score.threads, "intra-op threads (0: all cores)")->capture_default_str();
+  sub->add_option("--threads", a->score.threads, "intra-op threads (0: all cores; capped at the cores available)")->capture_default_str();
   sub->add_option("--device", a->score.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--gpu", a->score.device_index, "GPU ordinal for --device cuda")->capture_default_str();
   sub->add_option("--precision", a->score.precision, "fp32, or bf16 (autocast) on cuda")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();

@@ -71,8 +71,17 @@ void BertConfig::validate() const {
                                             params, bytes / (1 << 30), ram / (1 << 30)));
 }
 
+void check_config_object(const nlohmann::json& j, const std::string& path) {
+  if (!j.is_object())
+    throw io::InputError(path, fmt::format("holds a JSON {} ({}), not an object of model settings: a model's "
+                                           "config.json is {{\"vocab_size\": ..., \"hidden_size\": ..., ...}} as "
+                                           "transformers writes it",
+                                           j.type_name(), io::excerpt(j.dump(), 40)));
+}
+
 BertConfig BertConfig::from_json_file(const std::string& path) {
   nlohmann::json j = io::read_json_file(path);
+  check_config_object(j, path);
   BertConfig c;
   try {
     if (j.contains("model_type") && j["model_type"] != "bert")

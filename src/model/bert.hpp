@@ -9,6 +9,7 @@
 // float rounding, which the tests check against `attention_reference`.
 #include <torch/torch.h>
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 namespace genemask::model {
@@ -28,6 +29,10 @@ struct BertConfig {
   std::string to_json() const;  // HF config.json text
   void validate() const;
 };
+
+/// Throws InputError naming `path` when `j` (its parsed text) is not a JSON object: a
+/// config.json of `[]` or `42` is named as such, not as a config without fields.
+void check_config_object(const nlohmann::json& j, const std::string& path);
 
 /// softmax(q k^T / sqrt(d)) v over keys where `key_mask` is true, for q [B, heads, Lq, d] and
 /// k, v [B, heads, L, d]. key_mask: bool, broadcastable to [B, 1, 1, L] (true = a real token),

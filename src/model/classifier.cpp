@@ -189,6 +189,7 @@ BertForSequenceClassification load_classifier_hf(const std::string& dir, std::ve
   if (!std::filesystem::exists(cfg_path))
     throw io::InputError(dir, "has no config.json: give the directory written by `genemask finetune --save-model`");
   nlohmann::json j = io::read_json_file(cfg_path);
+  check_config_object(j, cfg_path);
   check_vocab(dir);
   auto tensors = read_hf_tensors(dir);
   std::vector<std::string> names;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
+#include <string_view>
 #include <fstream>
 #include <numeric>
 #include <thread>
@@ -20,6 +21,7 @@
 #include "io/text_source.hpp"
 #include "model/hf_io.hpp"
 #include "model/inputs.hpp"
+#include "model/resources.hpp"
 #include "model/runtime.hpp"
 
 namespace genemask::model {
@@ -30,7 +32,7 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   if (o.pooling != "cls" && o.pooling != "mean" && o.pooling != "both")
     throw std::invalid_argument(fmt::format("--pooling must be cls, mean or both, got '{}'", o.pooling));
   if (o.batch <= 0) throw std::invalid_argument(fmt::format("--batch must be positive, got {}", o.batch));
-  set_intra_op_threads(o.threads, local_size);
+  set_intra_op_threads(o.threads, local_size, rank == 0);
   const bool bf16 = wants_bf16(o.precision, o.device);
   const torch::Device dev = pick_rank_device(o.device, local_rank);
   use_device(dev, /*tf32=*/false);  // full fp32: outputs match the CPU's within 1e-4
@@ -56,6 +58,7 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
 
   // This rank's sequences by length; their windows in that order, so that a sequence's
   // windows are consecutive and its sums can be finished as soon as its last one is done.
+  // Token ids are made per window from the bases (no copy of a sequence's tokens).
   std::vector<size_t> mine;
   for (size_t i = static_cast<size_t>(rank); i < in.seqs.size(); i += static_cast<size_t>(world)) mine.push_back(i);
   std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) { return in.seqs[a].size() < in.seqs[b].size(); });
@@ -63,54 +66,82 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
     size_t seq;  // index into `mine`
     int64_t start, len;
   };
-  std::vector<std::vector<uint16_t>> toks(mine.size());
   std::vector<Window> windows;
   std::vector<uint32_t> nwin(mine.size());
-  uint64_t long_seqs = 0;
+  std::vector<uint64_t> ntok(mine.size());
+  uint64_t long_seqs = 0, my_tokens = 0, longest = 0;
   for (size_t j = 0; j < mine.size(); ++j) {
-    toks[j] = tokenize(in.seqs[mine[j]]);
-    const int64_t n = static_cast<int64_t>(toks[j].size());
+    const int64_t n = static_cast<int64_t>(in.seqs[mine[j]].size()) - (kTokenK - 1);  // >= 1: read_sequences checks
+    ntok[j] = static_cast<uint64_t>(n);
+    my_tokens += ntok[j];
+    longest = std::max(longest, ntok[j]);
     const auto starts = window_starts(n, width, stride);
     nwin[j] = static_cast<uint32_t>(starts.size());
     long_seqs += starts.size() > 1;
     for (int64_t st : starts) windows.push_back({j, st, std::min(width, n - st)});
   }
-  // Per sequence: [CLS] sum, token sums and how many windows hold each token.
   const size_t Hs = static_cast<size_t>(H);
+  {
+    // What this rank will hold besides the input: one batch of windows through the model
+    // (activations, the attention scores of a layer), the pooled vectors of its sequences,
+    // and with --per-token every token's vector (twice: made and sent; rank 0 also gathers
+    // and orders all of them) and the sums of its longest sequence.
+    const double rows = static_cast<double>(std::min<int64_t>(o.batch, static_cast<int64_t>(windows.size())));
+    const double positions = static_cast<double>(width + 2), Hd = static_cast<double>(H);
+    const double heads = static_cast<double>(m->config.num_attention_heads);
+    double need = rows * positions *
+                  (4 * 8 * Hd + 4 * 2 * static_cast<double>(m->config.intermediate_size) + 4 * 2 * heads * positions);
+    need += static_cast<double>(in.seqs.size()) * Hd * 4 * (rank == 0 ? 6 : 2);
+    need += static_cast<double>(windows.size()) * sizeof(Window);
+    std::string what = fmt::format("embedding its {} sequence(s) with a model of hidden size {}", in.seqs.size(), H);
+    if (o.per_token) {
+      uint64_t total_tokens = 0;
+      for (const auto& q : in.seqs) total_tokens += q.size() - (kTokenK - 1);
+      need += static_cast<double>(my_tokens) * Hd * 4 * 2 + static_cast<double>(longest) * (Hd * 8 + 4);
+      if (rank == 0) need += static_cast<double>(total_tokens) * Hd * 4 * 2;
+      what = fmt::format("--per-token output of {} token vectors of {} floats", total_tokens, H);
+    }
+    check_memory(o.input, static_cast<uint64_t>(need), what,
+                 o.per_token ? "embed fewer or shorter sequences per run, or use --pooling mean/cls without --per-token "
+                               "(their memory does not grow with the sequence length)"
+                             : "use a smaller --batch, or embed fewer sequences per run");
+  }
+  // Per sequence: its [CLS] vector and the mean of its token vectors (a token's vector is
+  // the mean over the windows that hold it), summed window by window in O(hidden) memory
+  // whatever the sequence's length. --per-token also keeps each token's sum and count.
   std::vector<float> cls(mine.size() * Hs), mean(mine.size() * Hs);
   std::vector<std::vector<float>> token_vecs(o.per_token ? mine.size() : 0);
-  std::vector<double> cls_acc, tok_acc;
+  std::vector<double> cls_acc(Hs), mean_acc(Hs), tok_acc;
   std::vector<uint32_t> tok_cnt;
+  std::vector<int64_t> open_starts;  // window starts of the open sequence
   size_t open = SIZE_MAX, done_windows = 0;
   auto finish = [&](size_t j) {
-    const size_t n = toks[j].size();
-    std::vector<double> mn(Hs, 0.0);
-    if (o.per_token) token_vecs[j].resize(n * Hs);
-    for (size_t k = 0; k < n; ++k)
-      for (size_t h = 0; h < Hs; ++h) {
-        const double v = tok_acc[k * Hs + h] / tok_cnt[k];
-        mn[h] += v;
-        if (o.per_token) token_vecs[j][k * Hs + h] = static_cast<float>(v);
-      }
+    const size_t n = ntok[j];
     for (size_t h = 0; h < Hs; ++h) {
       cls[j * Hs + h] = static_cast<float>(cls_acc[h] / nwin[j]);
-      mean[j * Hs + h] = static_cast<float>(mn[h] / static_cast<double>(n));
+      mean[j * Hs + h] = static_cast<float>(mean_acc[h] / static_cast<double>(n));
     }
+    if (!o.per_token) return;
+    token_vecs[j].resize(n * Hs);
+    for (size_t k = 0; k < n; ++k)
+      for (size_t h = 0; h < Hs; ++h) token_vecs[j][k * Hs + h] = static_cast<float>(tok_acc[k * Hs + h] / tok_cnt[k]);
   };
   torch::NoGradGuard ng;
   for (size_t b = 0; b < windows.size(); b += static_cast<size_t>(o.batch)) {
     const size_t e = std::min(windows.size(), b + static_cast<size_t>(o.batch));
-    int64_t longest = 0;
-    for (size_t w = b; w < e; ++w) longest = std::max(longest, windows[w].len);
-    const int64_t rows = static_cast<int64_t>(e - b), cols = longest + 2;
+    int64_t widest = 0;
+    for (size_t w = b; w < e; ++w) widest = std::max(widest, windows[w].len);
+    const int64_t rows = static_cast<int64_t>(e - b), cols = widest + 2;
     auto ids = torch::zeros({rows, cols}, torch::kLong);
     auto mask = torch::zeros({rows, cols}, torch::kLong);
     auto ia = ids.accessor<int64_t, 2>();
     auto ma = mask.accessor<int64_t, 2>();
     for (int64_t r = 0; r < rows; ++r) {
       const Window& w = windows[b + static_cast<size_t>(r)];
+      const auto t = tokenize(std::string_view(in.seqs[mine[w.seq]]).substr(static_cast<size_t>(w.start),
+                                                                             static_cast<size_t>(w.len + kTokenK - 1)));
       ia[r][0] = kCls;
-      for (int64_t k = 0; k < w.len; ++k) ia[r][k + 1] = toks[w.seq][static_cast<size_t>(w.start + k)];
+      for (int64_t k = 0; k < w.len; ++k) ia[r][k + 1] = t[static_cast<size_t>(k)];
       ia[r][w.len + 1] = kSep;
       for (int64_t k = 0; k < w.len + 2; ++k) ma[r][k] = 1;
     }
@@ -122,19 +153,33 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
     const float* hp = hid.data_ptr<float>();
     for (int64_t r = 0; r < rows; ++r) {
       const Window& w = windows[b + static_cast<size_t>(r)];
-      if (w.seq != open) {  // a new sequence starts here
+      if (w.seq != open) {  // a new sequence starts here: its windows follow
         open = w.seq;
-        cls_acc.assign(Hs, 0.0);
-        tok_acc.assign(toks[w.seq].size() * Hs, 0.0);
-        tok_cnt.assign(toks[w.seq].size(), 0);
+        std::fill(cls_acc.begin(), cls_acc.end(), 0.0);
+        std::fill(mean_acc.begin(), mean_acc.end(), 0.0);
+        open_starts = window_starts(static_cast<int64_t>(ntok[w.seq]), width, stride);
+        if (o.per_token) {
+          tok_acc.assign(ntok[w.seq] * Hs, 0.0);
+          tok_cnt.assign(ntok[w.seq], 0);
+        }
         done_windows = 0;
       }
       const float* row = hp + static_cast<size_t>(r * cols) * Hs;
       for (size_t h = 0; h < Hs; ++h) cls_acc[h] += row[h];
       for (int64_t k = 0; k < w.len; ++k) {
-        const size_t t = static_cast<size_t>(w.start + k);
-        ++tok_cnt[t];
-        for (size_t h = 0; h < Hs; ++h) tok_acc[t * Hs + h] += row[static_cast<size_t>(k + 1) * Hs + h];
+        const int64_t t = w.start + k;
+        // Windows holding token t: those starting in [t - width + 1, t] (all but a lone
+        // window are `width` long).
+        const auto lo = std::lower_bound(open_starts.begin(), open_starts.end(), t - width + 1);
+        const auto hi = std::upper_bound(open_starts.begin(), open_starts.end(), t);
+        const double holding = static_cast<double>(hi - lo);
+        const float* x = row + static_cast<size_t>(k + 1) * Hs;
+        for (size_t h = 0; h < Hs; ++h) mean_acc[h] += x[h] / holding;
+        if (o.per_token) {
+          const size_t ts = static_cast<size_t>(t);
+          ++tok_cnt[ts];
+          for (size_t h = 0; h < Hs; ++h) tok_acc[ts * Hs + h] += x[h];
+        }
       }
       if (++done_windows == nwin[w.seq]) finish(w.seq);
     }
@@ -142,11 +187,10 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
 
   // Gather (index, windows, cls, mean[, tokens]) of every rank onto rank 0, in input order.
   auto bytes = [](const auto& v) { return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(v[0])); };
-  std::vector<uint64_t> ntok(mine.size());
   std::vector<float> flat_tokens;
-  for (size_t j = 0; j < mine.size(); ++j) {
-    ntok[j] = toks[j].size();
-    if (o.per_token) flat_tokens.insert(flat_tokens.end(), token_vecs[j].begin(), token_vecs[j].end());
+  for (size_t j = 0; j < mine.size() && o.per_token; ++j) {
+    flat_tokens.insert(flat_tokens.end(), token_vecs[j].begin(), token_vecs[j].end());
+    std::vector<float>().swap(token_vecs[j]);
   }
   token_vecs.clear();
   const auto all_idx = hpc::gather_bytes(bytes(mine), 0, comm);

@@ -35,7 +35,10 @@ struct EmbedSummary {
 /// offsets[i]..offsets[i+1]). A sequence of more 6-mers than the model takes (510, or
 /// max_position_embeddings - 2) runs in windows of that many tokens `stride` apart, the
 /// last ending at its end: a token's vector is the mean over the windows that hold it,
-/// [CLS] the mean of the windows' [CLS], and mean the mean of its token vectors.
+/// [CLS] the mean of the windows' [CLS], and mean the mean of its token vectors. /cls and
+/// /mean are summed window by window: memory is one batch of windows plus O(hidden) per
+/// sequence, whatever its length; only per_token grows with the tokens. Work that cannot
+/// fit in the memory available is refused before it starts (an InputError naming the input).
 EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm);
 
 }  // namespace genemask::model

@@ -68,6 +68,9 @@ std::pair<torch::Tensor, torch::Tensor> make_batch(const Examples& ex, const std
   return {ids.to(dev), mask.to(dev)};
 }
 
+/// A number for a message: "nan" whatever its sign bit (fmt writes "-nan").
+std::string shown(double v) { return std::isnan(v) ? "nan" : fmt::format("{}", v); }
+
 std::string joined(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "'" : ", '") + x + "'";
@@ -190,8 +193,13 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
       for (size_t r : rows) lab.push_back(train.labels[r]);
       auto labels = torch::tensor(lab, torch::kLong).to(dev);
       const double lr = linear_warmup_lr(s.lr, step, s.warmup_steps, s.steps);
-      loss_sum += train_step(model, *opt, ids, mask, labels, lr, o.clip, bf16) * static_cast<double>(rows.size());
+      const double loss = train_step(model, *opt, ids, mask, labels, lr, o.clip, bf16);
       ++step;
+      if (!std::isfinite(loss))  // the weights are ruined from here on: stop before any output
+        throw std::runtime_error(fmt::format("fine-tuning diverged: the training loss is {} at step {} of {} (epoch {}, "
+                                             "learning rate {:g}); nothing was written: lower --lr (now {:g})",
+                                             shown(loss), step, s.steps, e + 1, lr, s.lr));
+      loss_sum += loss * static_cast<double>(rows.size());
     }
     say(fmt::format("epoch {}/{}  loss {:.4f}  {:.2f} s", e + 1, s.epochs, loss_sum / static_cast<double>(n),
                     std::chrono::duration<double>(clock::now() - t_epoch).count()));
@@ -220,6 +228,11 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                     static_cast<size_t>(C) * sizeof(double));
     }
   }
+  for (size_t i = 0; i < probs.size(); ++i)
+    if (!std::isfinite(probs[i]))
+      throw std::runtime_error(fmt::format("fine-tuning diverged: the model gives a probability of {} for test row {} "
+                                           "({}); nothing was written: lower --lr (now {:g})",
+                                           shown(probs[i]), i / static_cast<size_t>(C) + 1, o.test, s.lr));
   try {
     s.metrics.test = metrics::evaluate(test.labels, probs, C);
   } catch (const std::invalid_argument& e) {

@@ -16,6 +16,7 @@
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
 #include "io/output_guard.hpp"
+#include "io/run_dir.hpp"
 #include "io/safetensors.hpp"
 #include "model/torch_bin.hpp"
 
@@ -51,6 +52,12 @@ void write_vocab_and_weights(torch::nn::Module& m, const BertConfig& config, con
     for (const auto& b : m.named_buffers()) named.insert(b.key(), b.value());
   for (const auto& p : named) {
     auto t = p.value().detach().to(torch::kCPU, torch::kFloat32).contiguous();
+    // The last guard against a diverged model on disk (the trainer and export-hf say more
+    // before they get here): a checkpoint of NaN weights would resume and export as garbage.
+    if (const int64_t bad = non_finite_count(t))
+      throw std::runtime_error(fmt::format("{}/model.safetensors not written: tensor '{}' holds {} non-finite values "
+                                           "(NaN or infinity)",
+                                           dir, p.key(), bad));
     io::StTensor s;
     s.name = p.key();
     s.dtype = "F32";
@@ -60,6 +67,11 @@ void write_vocab_and_weights(torch::nn::Module& m, const BertConfig& config, con
     tensors.push_back(std::move(s));
   }
   io::write_safetensors(dir + "/model.safetensors", tensors);
+}
+
+int64_t non_finite_count(const torch::Tensor& t) {
+  if (!t.is_floating_point()) return 0;
+  return t.numel() - torch::isfinite(t).sum().item<int64_t>();
 }
 
 void export_hf(BertForMaskedLM& model, const std::string& dir) {
@@ -107,18 +119,45 @@ void load_state(BertForMaskedLM& model, const std::string& source,
   }
 }
 
+namespace {
+
+/// HF stores a few integer buffers with the weights (BertEmbeddings' position_ids and,
+/// in newer versions, token_type_ids); they are no parameters and are skipped on load.
+bool is_integer_buffer(const std::string& name) {
+  const auto ends_with = [&](const char* suffix) {
+    const size_t n = std::strlen(suffix);
+    return name.size() >= n && name.compare(name.size() - n, n, suffix) == 0;
+  };
+  return ends_with("position_ids") || ends_with("token_type_ids");
+}
+
+[[noreturn]] void refuse_dtype(const std::string& path, const std::string& name, const std::string& dtype) {
+  throw io::InputError(path, fmt::format("tensor '{}' has dtype {}; model weights must be F32, F16 or BF16 (as "
+                                         "transformers loads them): convert the file, e.g. with "
+                                         "save_pretrained(..., torch_dtype=torch.float32)",
+                                         name, dtype));
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, torch::Tensor>> read_hf_tensors(const std::string& dir) {
   const std::string path = dir + "/model.safetensors";
-  if (!std::filesystem::exists(path) && std::filesystem::exists(dir + "/pytorch_model.bin"))
-    return read_pytorch_bin(dir + "/pytorch_model.bin");
+  if (!std::filesystem::exists(path) && std::filesystem::exists(dir + "/pytorch_model.bin")) {
+    const std::string bin = dir + "/pytorch_model.bin";
+    auto tensors = read_pytorch_bin(bin);
+    for (const auto& [name, t] : tensors)
+      if (!t.is_floating_point() && !is_integer_buffer(name))
+        refuse_dtype(bin, name, std::string(c10::toString(t.scalar_type())));
+    return tensors;
+  }
   std::vector<std::pair<std::string, torch::Tensor>> tensors;
   for (auto& s : io::read_safetensors(path)) {
     torch::ScalarType type;
     if (s.dtype == "F32") type = torch::kFloat32;
     else if (s.dtype == "F16") type = torch::kFloat16;
     else if (s.dtype == "BF16") type = torch::kBFloat16;
-    else if (s.dtype == "I64") type = torch::kInt64;
-    else throw io::InputError(path, fmt::format("tensor '{}': dtype {} is not supported", s.name, s.dtype));
+    else if (s.dtype == "I64" && is_integer_buffer(s.name)) type = torch::kInt64;
+    else refuse_dtype(path, s.name, s.dtype);
     auto t = torch::empty(s.shape, torch::TensorOptions().dtype(type));
     std::memcpy(t.data_ptr(), s.data.data(), s.data.size());
     tensors.emplace_back(s.name, t);
@@ -160,36 +199,27 @@ BertForMaskedLM import_hf(const std::string& dir) {
 
 namespace genemask::model {
 
-std::string checkpoint_dir(const std::string& run, int64_t step) {
-  return fmt::format("{}/checkpoints/step-{:08d}", run, step);
-}
-
-std::vector<int64_t> checkpoint_steps(const std::string& run) {
-  std::vector<int64_t> steps;
-  const std::filesystem::path d = std::filesystem::path(run) / "checkpoints";
-  if (!std::filesystem::exists(d)) return steps;
-  for (const auto& e : std::filesystem::directory_iterator(d)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("step-", 0) == 0 && n.find(".tmp") == std::string::npos && std::filesystem::exists(e.path() / "state.json"))
-      steps.push_back(std::stoll(n.substr(5)));
-  }
-  std::sort(steps.begin(), steps.end());
-  return steps;
-}
-
-std::string resolve_model_dir(const std::string& run) {
-  io::check_output_complete(run);  // an export whose publication was cut short
-  if (std::filesystem::exists(run + "/model.safetensors") || std::filesystem::exists(run + "/pytorch_model.bin"))
-    return run;
-  const auto steps = checkpoint_steps(run);
-  if (steps.empty())
-    throw io::InputError(run, "no complete checkpoint (checkpoints/step-*/state.json) and no model.safetensors");
-  return checkpoint_dir(run, steps.back());
-}
+std::string resolve_model_dir(const std::string& run) { return io::resolve_model(run).dir; }
 
 std::string export_run(const std::string& run, const std::string& out_dir) {
   const std::string src = resolve_model_dir(run);
   auto m = import_hf(src);
+  {
+    // A diverged run's weights: transformers would load them and give NaN everywhere.
+    const bool bin = !std::filesystem::exists(src + "/model.safetensors");
+    auto named = m->named_parameters();
+    if (m->has_pooler) {
+      named.insert("bert.pooler.dense.weight", m->pooler_weight);
+      named.insert("bert.pooler.dense.bias", m->pooler_bias);
+    }
+    for (const auto& p : named)
+      if (const int64_t bad = non_finite_count(p.value()))
+        throw io::InputError(src + (bin ? "/pytorch_model.bin" : "/model.safetensors"),
+                             fmt::format("tensor '{}' holds {} non-finite values (NaN or infinity): the training "
+                                         "diverged; export an earlier checkpoint (--run RUN/checkpoints/step-N) "
+                                         "or train again with a lower --lr",
+                                         p.key(), bad));
+  }
   export_hf(m, out_dir);  // the caller's staging directory (io::OutputSet): published when complete
   return src;
 }

@@ -22,6 +22,9 @@ void write_vocab_and_weights(torch::nn::Module& m, const BertConfig& config, con
 /// file, the line and the token.
 void check_vocab(const std::string& dir);
 
+/// How many elements of `t` are NaN or infinite (0 for an integer tensor).
+int64_t non_finite_count(const torch::Tensor& t);
+
 /// Loads DIR (config.json + model.safetensors, or + pytorch_model.bin as DNABERT ships it)
 /// into a new model. Missing or unexpected
 /// tensors and shape mismatches are errors that name the tensor.
@@ -31,13 +34,9 @@ BertForMaskedLM import_hf(const std::string& dir);
 /// safetensors file, as stored (any BERT head: the fine-tuning code picks what it needs).
 std::vector<std::pair<std::string, torch::Tensor>> read_hf_tensors(const std::string& dir);
 
-/// RUN/checkpoints/step-NNNNNNNN: the directory of the checkpoint of `step`.
-std::string checkpoint_dir(const std::string& run, int64_t step);
-/// Steps of the complete checkpoints of a run (state.json written; no .tmp), ascending.
-std::vector<int64_t> checkpoint_steps(const std::string& run);
-
 /// A model directory (has model.safetensors) as is, or the newest complete checkpoint of
-/// a run directory. Throws InputError when there is neither.
+/// a run directory (io::resolve_model; the run's layout is in io/run_dir.hpp). Throws
+/// InputError when there is neither.
 std::string resolve_model_dir(const std::string& run_or_dir);
 
 /// Copies named tensors into the model's parameters by HF name (and the pooler, when the

@@ -2,24 +2,59 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
+#include <new>
 #include <stdexcept>
 
 #include "io/error.hpp"
 #include "io/fasta.hpp"
 #include "io/task_table.hpp"
 #include "io/text_source.hpp"
+#include "model/resources.hpp"
 
 namespace genemask::model {
 
+namespace {
+
+/// What reading `path` holds in memory at most: its bases (every rank reads all of them),
+/// and while a record grows, the string it grows into (up to twice its bases). A compressed
+/// file is not measured here (its size says little); running out of memory while reading it
+/// is reported by read_sequences.
+void check_read_memory(const std::string& path, bool compressed) {
+  std::error_code ec;
+  const uintmax_t bytes = std::filesystem::file_size(path, ec);
+  if (ec || compressed) return;
+  check_memory(path, 2 * static_cast<uint64_t>(bytes),
+               fmt::format("reading its {} bytes of sequence (each rank holds all of them)", bytes),
+               "split it into smaller files, or run where more memory is available (a Slurm job: --mem)");
+}
+
+}  // namespace
+
 SequenceInputs read_sequences(const std::string& path) {
+  try {
+    return read_sequences_unchecked(path);
+  } catch (const std::bad_alloc&) {
+    std::error_code ec;
+    const uintmax_t bytes = std::filesystem::file_size(path, ec);
+    const MemoryBudget m = available_memory();
+    throw io::InputError(path, fmt::format("ran out of memory while reading its {} bytes ({:.2f} GiB were available, "
+                                           "{}); split it into smaller files, or run where more memory is available",
+                                           ec ? 0 : bytes, static_cast<double>(m.bytes) / (1 << 30), m.limited_by));
+  }
+}
+
+SequenceInputs read_sequences_unchecked(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw io::InputError(path, "cannot open");
   char c = 0;
   while (in.get(c) && (c == '\n' || c == '\r' || c == ' ')) {
   }
   SequenceInputs out;
-  if (c == '>' || io::probe_file(path).compression != io::Compression::none) {
+  const bool compressed = io::probe_file(path).compression != io::Compression::none;
+  check_read_memory(path, compressed);
+  if (c == '>' || compressed) {
     for (auto& [name, seq] : io::read_fasta_all(path)) {
       out.ids.push_back(name);
       out.seqs.push_back(std::move(seq));

@@ -14,8 +14,12 @@ struct SequenceInputs {
 
 /// FASTA (plain or compressed; ids are the record names) or a task table (raw bases or
 /// 6-mer text, labelled or not; ids are `line<N>`). A sequence shorter than one 6-mer is
-/// an error that names the file and the line or record.
+/// an error that names the file and the line or record. An uncompressed file that cannot
+/// fit in the memory available (model/resources.hpp) is refused before it is read, and
+/// running out of memory while reading is an error that names the file.
 SequenceInputs read_sequences(const std::string& path);
+/// The same without the memory checks.
+SequenceInputs read_sequences_unchecked(const std::string& path);
 
 /// Start tokens of the windows of `width` tokens that cover `n` tokens: 0, stride,
 /// 2 stride, ... while a window ends before the last token, then one window ending at the

@@ -3,33 +3,60 @@
 // start-up to every process that links it).
 #include "model/plugin_api.hpp"
 
+#include <c10/util/Exception.h>
+
+#include <stdexcept>
+#include <string>
+
 #include "model/export.hpp"
 #include "model/runtime.hpp"
 
 using namespace genemask::model;
 
-extern "C" {
+namespace {
 
-void genemask_model_runtime_info(RuntimeInfo* out) { *out = runtime_info(); }
-
-void genemask_model_pretrain(const PretrainOptions* o, MPI_Comm comm, const LogFn* log, PretrainSummary* out) {
-  *out = pretrain(*o, comm, *log);
+/// Runs an entry point's body. LibTorch's c10::Error::what() holds its C++ stack trace, many
+/// lines long; what reaches the user's one error line is the message alone (its first line).
+template <class F>
+void guarded(F&& body) {
+  try {
+    body();
+  } catch (const c10::Error& e) {
+    const std::string msg = e.what_without_backtrace();
+    throw std::runtime_error(msg.substr(0, msg.find('\n')));
+  }
 }
 
-void genemask_model_embed(const EmbedOptions* o, MPI_Comm comm, EmbedSummary* out) { *out = embed(*o, comm); }
+}  // namespace
 
-void genemask_model_predict(const PredictOptions* o, MPI_Comm comm, PredictSummary* out) { *out = predict(*o, comm); }
+extern "C" {
+
+void genemask_model_runtime_info(RuntimeInfo* out) {
+  guarded([&] { *out = runtime_info(); });
+}
+
+void genemask_model_pretrain(const PretrainOptions* o, MPI_Comm comm, const LogFn* log, PretrainSummary* out) {
+  guarded([&] { *out = pretrain(*o, comm, *log); });
+}
+
+void genemask_model_embed(const EmbedOptions* o, MPI_Comm comm, EmbedSummary* out) {
+  guarded([&] { *out = embed(*o, comm); });
+}
+
+void genemask_model_predict(const PredictOptions* o, MPI_Comm comm, PredictSummary* out) {
+  guarded([&] { *out = predict(*o, comm); });
+}
 
 void genemask_model_export_run(const std::string* run, const std::string* out_dir, std::string* used) {
-  *used = export_run(*run, *out_dir);
+  guarded([&] { *used = export_run(*run, *out_dir); });
 }
 
 void genemask_model_finetune(const FinetuneOptions* o, const LogFn* log, FinetuneSummary* out) {
-  *out = finetune(*o, log ? *log : LogFn());
+  guarded([&] { *out = finetune(*o, log ? *log : LogFn()); });
 }
 
 void genemask_model_variants(const VariantScoreOptions* o, const std::vector<std::string>* ref,
                              const std::vector<std::string>* alt, const LogFn* log, VariantScores* out) {
-  *out = score_variants(*o, *ref, *alt, log ? *log : LogFn());
+  guarded([&] { *out = score_variants(*o, *ref, *alt, log ? *log : LogFn()); });
 }
 }

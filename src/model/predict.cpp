@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
+#include <string_view>
 
 #include "genemask/corpus/tokenizer.hpp"
 #include "hpc/mpi.hpp"
@@ -21,7 +22,7 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
   const int rank = hpc::comm_rank(comm), world = hpc::comm_size(comm);
   const auto [local_rank, local_size] = hpc::local_rank_size(comm);
   if (o.batch <= 0) throw std::invalid_argument(fmt::format("--batch must be positive, got {}", o.batch));
-  set_intra_op_threads(o.threads, local_size);
+  set_intra_op_threads(o.threads, local_size, rank == 0);
   const bool bf16 = wants_bf16(o.precision, o.device);
   const torch::Device dev = pick_rank_device(o.device, local_rank);
   use_device(dev, /*tf32=*/false);
@@ -46,12 +47,11 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
   };
   std::vector<size_t> mine;
   for (size_t i = static_cast<size_t>(rank); i < in.seqs.size(); i += static_cast<size_t>(world)) mine.push_back(i);
-  std::vector<std::vector<uint16_t>> toks(mine.size());
+  // Token ids are made per window from the bases (no copy of a sequence's tokens).
   std::vector<Window> windows;
   uint64_t long_seqs = 0;
   for (size_t j = 0; j < mine.size(); ++j) {
-    toks[j] = tokenize(in.seqs[mine[j]]);
-    const int64_t n = static_cast<int64_t>(toks[j].size());
+    const int64_t n = static_cast<int64_t>(in.seqs[mine[j]].size()) - (kTokenK - 1);  // >= 1: read_sequences checks
     const auto starts = window_starts(n, width, stride);
     long_seqs += starts.size() > 1;
     for (int64_t st : starts) windows.push_back({j, st, std::min(width, n - st)});
@@ -69,9 +69,10 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
     auto ma = mask.accessor<int64_t, 2>();
     for (int64_t r = 0; r < rows; ++r) {
       const Window& w = windows[b + static_cast<size_t>(r)];
-      const auto& t = toks[w.seq];
+      const auto t = tokenize(std::string_view(in.seqs[mine[w.seq]]).substr(static_cast<size_t>(w.start),
+                                                                             static_cast<size_t>(w.len + kTokenK - 1)));
       ia[r][0] = kCls;
-      for (int64_t k = 0; k < w.len; ++k) ia[r][k + 1] = t[static_cast<size_t>(w.start + k)];
+      for (int64_t k = 0; k < w.len; ++k) ia[r][k + 1] = t[static_cast<size_t>(k)];
       ia[r][w.len + 1] = kSep;
       for (int64_t k = 0; k < w.len + 2; ++k) ma[r][k] = 1;
     }

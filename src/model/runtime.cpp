@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iostream>
 #include <fmt/format.h>
 #include <stdexcept>
 #include <thread>
@@ -32,9 +33,21 @@ class KeepWarnings : public c10::WarningHandler {
 
 }  // namespace
 
-int set_intra_op_threads(int requested, int ranks_on_node) {
-  const int cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int threads = requested > 0 ? requested : std::max(1, cores / std::max(1, ranks_on_node));
+int set_intra_op_threads(int requested, int ranks_on_node, bool announce) {
+  if (requested < 0) throw std::invalid_argument(fmt::format("--threads must be >= 0 (0: all cores), got {}", requested));
+  const CoreBudget b = available_cores();
+  int threads = requested > 0 ? requested : std::max(1, b.cores / std::max(1, ranks_on_node));
+  if (threads > b.cores) {
+    // More threads than cores only slows LibTorch down, and thousands of them exhaust the
+    // address space: its pool then waits forever on a futex instead of failing.
+    threads = b.cores;
+    if (announce)
+      std::cerr << fmt::format("[genemask] --threads {} is more than the {} core(s) this process may use (CPU "
+                               "affinity: {}, cgroup CPU quota: {}); using {}",
+                               requested, b.cores, b.affinity,
+                               b.cgroup_quota > 0 ? std::to_string(b.cgroup_quota) : std::string("none"), threads)
+                << std::endl;
+  }
   torch::set_num_threads(threads);
   return threads;
 }

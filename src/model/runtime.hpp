@@ -5,13 +5,16 @@
 
 #include <string>
 
+#include "model/resources.hpp"
 #include "model/runtime_info.hpp"
 
 namespace genemask::model {
 
-/// Sets LibTorch's intra-op threads: `requested`, or the node's cores shared by
-/// `ranks_on_node` ranks for 0. Returns the count.
-int set_intra_op_threads(int requested, int ranks_on_node = 1);
+/// Sets LibTorch's intra-op threads: `requested`, or the available cores shared by
+/// `ranks_on_node` ranks for 0, never more than available_cores() (a larger request is
+/// capped, with one "[genemask] ..." line on stderr when `announce`). Returns the count.
+/// A negative request is an error.
+int set_intra_op_threads(int requested, int ranks_on_node = 1, bool announce = true);
 
 /// The LibTorch version, its CUDA build, and the GPUs visible now (never throws).
 RuntimeInfo runtime_info();

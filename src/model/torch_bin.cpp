@@ -108,6 +108,8 @@ void check_pickle(const std::string& p) {
   throw std::invalid_argument("the pickle ends without STOP");
 }
 
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 }  // namespace
 
 /// DNABERT's released weights: pytorch_model.bin, a torch.save'd (zip) state_dict.
@@ -119,6 +121,24 @@ void check_pickle(const std::string& p) {
 /// (module versions, an OrderedDict of dicts) as the dict's state, set by a final BUILD:
 /// that tail is cut, leaving the dict of tensors on the stack.
 std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(std::istream& in, const std::string& path) {
+  {
+    // torch.save before PyTorch 1.6 (and _use_new_zipfile_serialization=False since) wrote
+    // pickles, not a zip: protocol 2, then the magic number 0x1950a86a20f9469cfc6c as a
+    // LONG1. LibTorch has no reader for it; transformers loads it through Python's.
+    static const char kLegacy[] = "\x80\x02\x8a\x0a\x6c\xfc\x9c\x46\xf9\x20\x6a\xa8\x50\x19";
+    char head[sizeof kLegacy - 1] = {};
+    in.read(head, sizeof head);
+    const bool legacy = in.gcount() == static_cast<std::streamsize>(sizeof head) &&
+                        std::memcmp(head, kLegacy, sizeof head) == 0;
+    in.clear();
+    in.seekg(0);
+    if (legacy)
+      throw io::InputError(
+          path, fmt::format("is a legacy torch.save file (PyTorch before 1.6, not a zip archive), which genemask "
+                            "cannot read; convert it once to the zip format with: python -c \"import torch; "
+                            "p = '{}'; torch.save(torch.load(p, map_location='cpu', weights_only=True), p)\"",
+                            path));
+  }
   c10::IValue v;
   std::map<const void*, uint64_t> record_bytes;  // data pointer of each record read -> its size
   try {
@@ -158,8 +178,11 @@ std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(std::istream
     };
     torch::jit::Unpickler up(reader, nullptr, nullptr, read_record, c10::Device(torch::kCPU));
     v = up.parse_ivalue();
+  } catch (const c10::Error& e) {
+    // what() carries LibTorch's C++ stack trace: the message alone, first line.
+    throw io::InputError(path, fmt::format("cannot read as a torch.save file: {}", first_line(e.what_without_backtrace())));
   } catch (const std::exception& e) {
-    throw io::InputError(path, fmt::format("cannot read as a torch.save file: {}", e.what()));
+    throw io::InputError(path, fmt::format("cannot read as a torch.save file: {}", first_line(e.what())));
   }
   if (!v.isGenericDict()) throw io::InputError(path, "does not hold a state_dict (a dict of tensors)");
   std::vector<std::pair<std::string, torch::Tensor>> out;

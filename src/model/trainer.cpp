@@ -16,6 +16,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "genemask/corpus/loader.hpp"
@@ -26,7 +27,9 @@
 #include "io/error.hpp"
 #include "io/output_guard.hpp"
 #include "io/json.hpp"
+#include "io/run_dir.hpp"
 #include "io/safetensors.hpp"
+#include "io/sha256.hpp"
 #include "model/bert.hpp"
 #include "model/grad_sync.hpp"
 #include "model/hf_io.hpp"
@@ -131,7 +134,7 @@ void broadcast_params(std::vector<torch::Tensor>& params, MPI_Comm comm) {
 }
 
 int64_t latest_checkpoint(const std::string& out) {
-  const auto steps = checkpoint_steps(out);
+  const auto steps = io::checkpoint_steps(out);
   return steps.empty() ? -1 : steps.back();
 }
 
@@ -165,8 +168,11 @@ double scheduled_lr(double peak, int64_t step, int64_t warmup, int64_t steps) {
 namespace {
 
 /// The checkpoint format state.json declares (format, format_version); --resume refuses others.
+/// Version 2 adds the run id, the run's --steps and the SHA-256 of every file of the
+/// checkpoint (`files`), which bind the checkpoint's files to its state.json; version 1
+/// (without them) still resumes.
 constexpr const char* kCheckpointFormat = "genemask-checkpoint";
-constexpr int kCheckpointVersion = 1;
+constexpr int kCheckpointVersion = 2;
 
 /// Every check of the options that needs no file: NaN compares false, so every check is
 /// written so that NaN fails it.
@@ -207,6 +213,7 @@ struct Run {
   std::unique_ptr<torch::optim::AdamW> optimizer;
   // Where it stands.
   int64_t step = 0;
+  std::string run_id;  // made when the run starts, kept by --resume, in every state.json
   LoaderCursor cursor;
   std::optional<io::OutputDir> out_dir;  // rank 0: a new --out goes again if the run fails before its first checkpoint
   std::optional<io::DirLock> lock;       // rank 0: one run per --out
@@ -232,7 +239,7 @@ void choose_runtime(Run& r) {
   r.device = pick_rank_device(r.o.device, local_rank);
   use_device(r.device, r.o.tf32);
   r.how = choose_allreduce(r.o.allreduce, r.device, r.device.is_cuda() ? runtime_info().gpus : 0, local_size, r.comm);
-  r.threads = set_intra_op_threads(r.o.threads, local_size);
+  r.threads = set_intra_op_threads(r.o.threads, local_size, r.rank == 0);
 }
 
 /// The model (--model, or --init's architecture and weights) on its device, and AdamW. The
@@ -281,7 +288,8 @@ void open_run_directory(Run& r) {
     throw io::InputError(r.o.out, "already holds checkpoints of a run: continue it with --resume, or choose a new --out");
 }
 
-/// The settings a checkpoint records and --resume compares (besides the model config).
+/// The settings a checkpoint records and --resume compares (besides the model config). The
+/// model is compared by its config's content (below), not by how --model was spelt.
 nlohmann::json run_settings(const Run& r) {
   return {{"seed", r.o.seed},
           {"masking", to_string(r.o.masking)},
@@ -291,6 +299,70 @@ nlohmann::json run_settings(const Run& r) {
           {"shards", fs::weakly_canonical(r.o.shards).string()}};
 }
 
+/// A run's id: 128 random bits in hex, made when the run starts.
+std::string new_run_id() {
+  std::random_device rd;
+  std::string id;
+  for (int i = 0; i < 4; ++i) id += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
+  return id;
+}
+
+/// The files of a checkpoint directory (all but state.json) and their SHA-256, for state.json.
+nlohmann::json checkpoint_files(const std::string& dir) {
+  nlohmann::json files = nlohmann::json::object();
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().filename() != "state.json") names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) files[n] = io::sha256_file(dir + "/" + n);
+  return files;
+}
+
+/// Format 2: the checkpoint's files are the ones its state.json lists (same SHA-256), and its
+/// run id is the one of the run's other checkpoints, so that a file (or a whole checkpoint)
+/// copied in from another checkpoint or run is refused, named, instead of resumed with
+/// weights, optimizer and step that do not belong together.
+void check_checkpoint_files(const Run& r, const std::string& d, const nlohmann::json& st) {
+  const std::string state = d + "/state.json";
+  if (!st.contains("run_id") || !st["run_id"].is_string() || st["run_id"].get<std::string>().empty() ||
+      !st.contains("files") || !st["files"].is_object())
+    throw io::InputError(state, "is format version 2 but has no run_id or no files list: the checkpoint is damaged");
+  const auto& files = st["files"];
+  std::vector<std::string> needed = {"config.json", "model.safetensors", "optimizer.pt"};
+  for (int k = 0; k < r.world; ++k) needed.push_back(fs::path(rng_file(d, "rng-", k)).filename().string());
+  for (const auto& n : needed)
+    if (!files.contains(n))
+      throw io::InputError(state, fmt::format("does not list {} among the checkpoint's files: the checkpoint is damaged", n));
+  const std::string id = st["run_id"].get<std::string>();
+  for (int64_t step : io::checkpoint_steps(r.o.out)) {
+    const std::string other = io::checkpoint_dir(r.o.out, step) + "/state.json";
+    if (other == state) continue;
+    std::ifstream in(other);
+    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("run_id") || !j["run_id"].is_string() || j["run_id"] == id) continue;
+    throw io::InputError(state, fmt::format("is of run {}, but {} is of run {}: the checkpoint was copied in from "
+                                            "another run; remove it to resume from this run's own checkpoints",
+                                            id, other, j["run_id"].get<std::string>()));
+  }
+  if (r.rank != 0) return;  // rank 0 reads each file once; its error ends the job
+  for (const auto& [name, sum] : files.items()) {
+    if (!sum.is_string() || name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      throw io::InputError(state, fmt::format("lists a file entry {}: {} that is not a file name and SHA-256; the "
+                                              "checkpoint is damaged",
+                                              io::excerpt(name, 40), io::excerpt(sum.dump(), 80)));
+    const std::string f = d + "/" + name;
+    if (!fs::is_regular_file(f))
+      throw io::InputError(f, "is missing from its checkpoint (its state.json lists it): the checkpoint is damaged; "
+                              "remove the directory to resume from an earlier checkpoint");
+    const std::string have = io::sha256_file(f);
+    if (have != sum.get<std::string>())
+      throw io::InputError(f, fmt::format("is not the file this checkpoint's state.json records (SHA-256 {}, recorded "
+                                          "{}): it was copied in from another checkpoint or run, or changed; put the "
+                                          "checkpoint's own file back, or remove {} to resume from an earlier checkpoint",
+                                          have.substr(0, 16), sum.get<std::string>().substr(0, 16), d));
+  }
+}
+
 /// --resume: the newest complete checkpoint, which must be of this format, world size,
 /// settings and model config (--allow-changes accepts other settings deliberately); then
 /// its weights, optimizer, data cursor and this rank's random state.
@@ -298,7 +370,7 @@ void resume_from_checkpoint(Run& r) {
   const auto& o = r.o;
   const int64_t last = latest_checkpoint(o.out);
   if (last < 0) throw io::InputError(o.out, "--resume: no complete checkpoint in checkpoints/");
-  const std::string d = checkpoint_dir(o.out, last);
+  const std::string d = io::checkpoint_dir(o.out, last);
   const std::string state = d + "/state.json";
   nlohmann::json st = io::try_read_json_file(state).value;  // null when missing or not JSON
   if (st.is_discarded() || !st.is_object()) throw io::InputError(state, "is not a JSON object: the checkpoint is damaged");
@@ -307,7 +379,7 @@ void resume_from_checkpoint(Run& r) {
   try {  // a field of another type is a damaged checkpoint, not a JSON library message
     // Checkpoints written before state.json named its format are version 1.
     format = st.value("format", std::string(kCheckpointFormat));
-    version = st.value("format_version", kCheckpointVersion);
+    version = st.value("format_version", 1);
     world = st.at("world_size").get<int>();
     r.step = st.at("step").get<int64_t>();
     r.cursor.epoch = st.at("cursor").at("epoch").get<uint64_t>();
@@ -315,16 +387,23 @@ void resume_from_checkpoint(Run& r) {
   } catch (const nlohmann::json::exception& e) {
     throw io::InputError(state, fmt::format("missing or malformed field ({}): the checkpoint is damaged", e.what()));
   }
-  if (format != kCheckpointFormat || version != kCheckpointVersion)
-    throw io::InputError(state, fmt::format("is format \"{}\" version {}; this genemask reads {} version {}", format,
-                                            version, kCheckpointFormat, kCheckpointVersion));
+  if (format != kCheckpointFormat || version < 1 || version > kCheckpointVersion)
+    throw io::InputError(state, fmt::format("is format \"{}\" version {}; this genemask reads {} versions 1 to {}",
+                                            format, version, kCheckpointFormat, kCheckpointVersion));
+  if (r.step != last)
+    throw io::InputError(state, fmt::format("records step {}, but it is in the checkpoint of step {} ({}): this "
+                                            "state.json belongs to another checkpoint; put the checkpoint's own "
+                                            "state.json back, or remove the directory to resume from an earlier one",
+                                            r.step, last, d));
   if (world != r.world)
     throw io::InputError(state, fmt::format("was written by {} ranks; resume with the same number (now {})", world,
                                             r.world));
+  if (version >= 2) check_checkpoint_files(r, d, st);
+  r.run_id = version >= 2 ? st["run_id"].get<std::string>() : new_run_id();
   // The run's settings: a different one would silently make another run of this one.
   const nlohmann::json now = run_settings(r);  // named: items() of a temporary would dangle
   for (const auto& [key, value] : now.items()) {
-    if (!st.contains(key) || st[key] == value || o.allow_changes) continue;
+    if (key == "model" || !st.contains(key) || st[key] == value || o.allow_changes) continue;
     throw io::InputError(state, fmt::format("--resume: --{} is {} now but {} in the run; resume with the run's settings, "
                                             "or pass --allow-changes to continue with the new one deliberately",
                                             key == "batch_per_rank" ? "batch-per-rank" : key == "grad_accum" ? "grad-accum" : key,
@@ -365,8 +444,9 @@ void resume_from_checkpoint(Run& r) {
   r.say(fmt::format("resumed from {} (step {}, epoch {}, position {})", d, r.step, r.cursor.epoch, r.cursor.position));
 }
 
-/// A new run: rank 0's initial weights everywhere, and a dropout stream per rank.
+/// A new run: an id, rank 0's initial weights everywhere, and a dropout stream per rank.
 void start_fresh(Run& r) {
+  r.run_id = new_run_id();
   broadcast_params(r.params, r.comm);
   torch::manual_seed(r.o.seed + static_cast<uint64_t>(r.rank) + 1);
 }
@@ -449,7 +529,7 @@ double evaluate(Run& r) {
 /// the optimizer, each rank's random state and state.json (format, step, data cursor, the
 /// run's settings). Only the last --keep-checkpoints stay. Collective.
 std::string save_checkpoint(Run& r, int64_t at) {
-  const std::string final_dir = checkpoint_dir(r.o.out, at);
+  const std::string final_dir = io::checkpoint_dir(r.o.out, at);
   const std::string tmp = final_dir + ".tmp";
   if (r.rank == 0) {
     fs::remove_all(tmp);
@@ -469,12 +549,15 @@ std::string save_checkpoint(Run& r, int64_t at) {
   if (r.rank == 0) {
     nlohmann::json st = {{"format", kCheckpointFormat},
                          {"format_version", kCheckpointVersion},
+                         {"run_id", r.run_id},
                          {"step", at},
+                         {"steps", r.o.steps},
                          {"world_size", r.world},
                          {"cursor", {{"epoch", r.cursor.epoch}, {"position", r.cursor.position}}},
                          {"init", r.init_dir},
                          {"command_line", r.o.command_line}};
     st.update(run_settings(r));
+    st["files"] = checkpoint_files(tmp);  // every rank's random state is there: after the barrier
     {
       io::AtomicFile f(tmp + "/state.json");
       f.stream() << st.dump(2) << '\n';
@@ -483,12 +566,77 @@ std::string save_checkpoint(Run& r, int64_t at) {
     fs::remove_all(final_dir);
     fs::rename(tmp, final_dir);
     r.out_dir->keep();  // the run has a checkpoint to resume from: a later failure keeps it
-    const auto all = checkpoint_steps(r.o.out);
+    const auto all = io::checkpoint_steps(r.o.out);
     for (size_t i = 0; i + static_cast<size_t>(r.o.keep_checkpoints) < all.size(); ++i)
-      fs::remove_all(checkpoint_dir(r.o.out, all[i]));
+      fs::remove_all(io::checkpoint_dir(r.o.out, all[i]));
   }
   hpc::barrier(r.comm);
   return final_dir;
+}
+
+/// A number for a message: "nan" whatever its sign bit (fmt writes "-nan").
+std::string shown(double v) { return std::isnan(v) ? "nan" : fmt::format("{}", v); }
+
+/// Stops a diverged run: one line with the step, what was not finite and the last good
+/// checkpoint (every checkpoint on disk is one: none is written after a non-finite step).
+[[noreturn]] void stop_diverged(const Run& r, int64_t step, const std::string& what) {
+  const int64_t last = latest_checkpoint(r.o.out);
+  const std::string next =
+      last >= 0 ? fmt::format("nothing of it was saved; the last good checkpoint is {} (step {}): continue from it "
+                              "with --resume and a lower --lr (now {:g}) or a longer --warmup",
+                              io::checkpoint_dir(r.o.out, last), last, r.o.lr)
+                : fmt::format("nothing was saved (the run has no checkpoint): train again with a lower --lr (now {:g}) "
+                              "or a longer --warmup",
+                              r.o.lr);
+  throw io::InputError(r.o.out, fmt::format("training diverged at step {}: {}; {}", step, what, next));
+}
+
+/// Watches for a diverging run without a host synchronisation per step: each step folds
+/// "is the loss or the gradient norm not finite" into device scalars (the first such step,
+/// its loss and norm: a few tiny kernels, no wait), and check() reads them where the loop
+/// waits for the device anyway (logged steps, evaluation, checkpoints, the end).
+class DivergenceWatch {
+ public:
+  explicit DivergenceWatch(const torch::Device& d)
+      : first_(torch::full({}, -1, torch::TensorOptions().dtype(torch::kLong).device(d))),
+        loss_(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(d))),
+        norm_(torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(d))) {}
+
+  /// Step `step` (1-based) had this rank's share of the loss `loss` and the gradient norm `norm`.
+  void record(int64_t step, const torch::Tensor& loss, const torch::Tensor& norm) {
+    torch::NoGradGuard ng;
+    const auto n = norm.to(torch::kFloat64);
+    const auto first = torch::logical_and(torch::logical_not(torch::logical_and(torch::isfinite(loss), torch::isfinite(n))),
+                                          first_.lt(0));
+    loss_ = torch::where(first, loss, loss_);
+    norm_ = torch::where(first, n, norm_);
+    first_.masked_fill_(first, step);
+  }
+
+  /// Collective: throws (stop_diverged) when a step so far had a non-finite loss or norm.
+  void check(const Run& r) const {
+    const int64_t at = first_.item<int64_t>();
+    if (!hpc::any_rank(at >= 0, r.comm)) return;
+    const double loss = hpc::allreduce_sum_double(at >= 0 ? loss_.item<double>() : 0.0, r.comm);
+    stop_diverged(r, at, fmt::format("the loss is {} and the gradient norm {}", shown(loss), shown(norm_.item<double>())));
+  }
+
+ private:
+  torch::Tensor first_, loss_, norm_;
+};
+
+/// Before a checkpoint: every weight finite. A huge learning rate can overflow the weights
+/// with finite gradients (weight decay multiplies them by 1 - lr * decay), and the next
+/// step's loss would come too late to keep them off the disk.
+void check_weights(const Run& r) {
+  torch::NoGradGuard ng;
+  std::vector<torch::Tensor> finite;
+  for (const auto& p : r.params) finite.push_back(torch::isfinite(p).all());
+  if (!hpc::any_rank(!torch::stack(finite).all().item<bool>(), r.comm)) return;
+  for (const auto& p : r.model->named_parameters())
+    if (const int64_t bad = non_finite_count(p.value()))
+      stop_diverged(r, r.step, fmt::format("after it the weights of '{}' hold {} non-finite values", p.key(), bad));
+  stop_diverged(r, r.step, "after it a weight holds non-finite values");
 }
 
 /// The optimizer steps from r.step to --steps (or a signal, or --stop-after). The next
@@ -526,6 +674,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(r.device);
   double tokens_window = 0;
   auto t_window = clock::now();
+  DivergenceWatch watch(r.device);
   while (r.step < o.steps) {
     StepData sd = pending.get();
     if (r.step + 1 < o.steps) pending = std::async(policy, fetch);
@@ -544,6 +693,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     r.cursor = sd.next;
     grads.allreduce();
     const torch::Tensor grad_norm = grads.clip(o.clip);
+    watch.record(r.step + 1, loss_acc / std::max(1.0, total_masked), grad_norm);
     const double lr = scheduled_lr(o.lr, r.step, o.warmup, o.steps);
     for (auto& g : r.optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
     fused.step(lr);
@@ -553,12 +703,23 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     auto step_loss = [&] {
       return hpc::allreduce_sum_double(loss_acc.item<double>(), r.comm) / std::max(1.0, total_masked);
     };
-    if (r.step % o.log_every == 0 || r.step == o.steps) {
+    const bool logged = r.step % o.log_every == 0 || r.step == o.steps;
+    const bool stopping_after = o.stop_after >= 0 && r.step >= o.stop_after;
+    const bool eval_now = o.eval_every > 0 && (r.step % o.eval_every == 0 || r.step == o.steps);
+    const bool stop = hpc::any_rank(g_stop_requested.load(), r.comm);
+    const bool checkpoint_now =
+        (o.checkpoint_every > 0 && r.step % o.checkpoint_every == 0) || r.step == o.steps || stop;
+    // Where the loop waits for the device anyway: a diverged step stops the run before
+    // anything of it is logged, evaluated or saved.
+    if (logged || stopping_after || eval_now || checkpoint_now) watch.check(r);
+    if (logged) {
       const double loss = step_loss();  // waits for the step
+      const double norm = grad_norm.item<double>();
+      if (!std::isfinite(loss) || !std::isfinite(norm))
+        stop_diverged(r, r.step, fmt::format("the loss is {} and the gradient norm {}", shown(loss), shown(norm)));
       sum.last_loss = loss;
       const double secs = std::chrono::duration<double>(clock::now() - t_window).count();
       const double tps = secs > 0 ? hpc::allreduce_sum_double(tokens_window, r.comm) / secs : 0;
-      const double norm = grad_norm.item<double>();
       sum.tokens_per_s = tps;
       tokens_window = 0;
       t_window = clock::now();
@@ -571,21 +732,24 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
                         {"seconds", std::chrono::duration<double>(clock::now() - r.t_start).count()}});
       r.say(fmt::format("step {}/{}  loss {:.4f}  ppl {:.2f}  lr {:.3g}  grad {:.3f}  {:.0f} tokens/s", r.step, o.steps,
                         loss, std::exp(loss), lr, norm, tps));
-    } else if (o.stop_after >= 0 && r.step >= o.stop_after) {
+    } else if (stopping_after) {
       sum.last_loss = step_loss();
     }
-    if (o.stop_after >= 0 && r.step >= o.stop_after) return;  // like a kill: no checkpoint
-    if (o.eval_every > 0 && (r.step % o.eval_every == 0 || r.step == o.steps)) {
+    if (stopping_after) return;  // like a kill: no checkpoint
+    if (eval_now) {
       const double el = evaluate(r);
       if (el >= 0) {
         sum.last_eval_loss = el;
         write_metrics(r, {{"step", r.step}, {"eval_loss", el}, {"eval_perplexity", std::exp(el)}});
         r.say(fmt::format("step {}  eval loss {:.4f}  eval ppl {:.2f}", r.step, el, std::exp(el)));
+      } else if (std::isnan(el)) {  // -1 means "no validation data"; NaN fails el >= 0 too
+        stop_diverged(r, r.step, fmt::format("the validation loss is {}", shown(el)));
       }
     }
-    const bool stop = hpc::any_rank(g_stop_requested.load(), r.comm);
-    if ((o.checkpoint_every > 0 && r.step % o.checkpoint_every == 0) || r.step == o.steps || stop)
+    if (checkpoint_now) {
+      check_weights(r);
       sum.last_checkpoint = save_checkpoint(r, r.step);
+    }
     if (stop) {
       sum.interrupted = true;
       if (r.step % o.log_every != 0) sum.last_loss = step_loss();
@@ -603,9 +767,14 @@ void plot_perplexity(const Run& r) {
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    auto j = io::parse_json(line, r.metrics_path);
-    if (j.contains("perplexity")) s[0].points.emplace_back(j["step"].get<double>(), j["perplexity"].get<double>());
-    if (j.contains("eval_perplexity")) s[1].points.emplace_back(j["step"].get<double>(), j["eval_perplexity"].get<double>());
+    // Records open_metrics kept; a value that is not a number (NaN was written as null by
+    // earlier versions) is left out of the plot.
+    const auto j = io::parse_json(line, r.metrics_path);
+    if (!j.is_object() || !j.contains("step") || !j["step"].is_number()) continue;
+    if (j.contains("perplexity") && j["perplexity"].is_number())
+      s[0].points.emplace_back(j["step"].get<double>(), j["perplexity"].get<double>());
+    if (j.contains("eval_perplexity") && j["eval_perplexity"].is_number())
+      s[1].points.emplace_back(j["step"].get<double>(), j["eval_perplexity"].get<double>());
   }
   write_line_plot(r.o.out + "/perplexity.svg", "MLM perplexity (" + to_string(r.o.masking) + ", " + r.o.model + ")",
                   "step", "perplexity", s, true);

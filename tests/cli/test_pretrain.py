@@ -157,9 +157,9 @@ class Pretrain(unittest.TestCase):
         state = os.path.join(out, "checkpoints", "step-00000004", "state.json")
         with open(state) as f:
             good = json.load(f)
-        self.assertEqual((good["format"], good["format_version"]), ("genemask-checkpoint", 1))
-        for bad, want in [(dict(good, format_version=2), 'state.json: is format "genemask-checkpoint" version 2; '
-                                                          "this genemask reads genemask-checkpoint version 1"),
+        self.assertEqual((good["format"], good["format_version"]), ("genemask-checkpoint", 2))
+        for bad, want in [(dict(good, format_version=3), 'state.json: is format "genemask-checkpoint" version 3; '
+                                                          "this genemask reads genemask-checkpoint versions 1 to 2"),
                           (dict(good, step="four"), "state.json: missing or malformed field ("),
                           ({k: v for k, v in good.items() if k != "cursor"}, "state.json: missing or malformed field (")]:
             with open(state, "w") as f:

@@ -48,7 +48,7 @@ def expected_record(model, task, shots, seed):
     return {"job": key, "model": model["name"], "group": model.get("group", ""), "task": task, "shots": shots,
             "seed": seed, "status": "ok", "accuracy": acc, "auc": 0.5 + 0.45 * unit((h + 1) & M64),
             "f1": 0.4 + 0.5 * unit((h + 2) & M64), "mcc": 2 * acc - 1, "n_train": 2 * shots, "n_test": 200,
-            "classes": 2, "attempts": 1}
+            "classes": 2, "attempts": 1, "checkpoint": "random", "checkpoint_step": None}
 
 
 def read_records(out, allow_torn=True):

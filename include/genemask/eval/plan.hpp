@@ -35,6 +35,11 @@ class PlanError : public std::runtime_error {
 struct PlanModel {
   std::string name;            // display name, e.g. "GeneMask 10K"
   std::string path;            // absolute model directory / pretrain run, or "random"
+  // What `path` resolves to, once, when the plan is read (io::resolve_model): the model
+  // directory every job of this model loads (a run's newest checkpoint), and its step
+  // (-1: a model directory that is no checkpoint). "" for random.
+  std::string checkpoint;
+  int64_t checkpoint_step = -1;
   std::string config;          // architecture for "random": logo, dnabert or an absolute config.json
   std::string group;           // optional grouping for the report ("" when absent)
   bool group_given = false;    // the plan names the group: the report takes it over the records'
@@ -75,7 +80,8 @@ struct Job {
   std::string model, group, task;
   int64_t shots = 0;       // the plan's shot count (n per class)
   uint64_t seed = 0;
-  std::string model_path, config, train, test;
+  std::string model_path, config, train, test;  // model_path: the plan's resolved checkpoint
+  int64_t checkpoint_step = -1;                 // its step, -1 when not a checkpoint
   int64_t sample_shots = 0;  // n per class to sample from `train`; 0 = train is a fixed shot file
   std::string out;           // DIR/runs/<safe job name>; set by the sweep
   PlanFinetune finetune;
@@ -85,12 +91,16 @@ struct Job {
   void serialize(A& ar, const unsigned int) {
     ar & key & model & group & task & shots & seed & model_path & config & train & test & sample_shots & out;
     ar & finetune.lr & finetune.epochs & finetune.batch & finetune.dropout & finetune.warmup_fraction &
-        finetune.weight_decay & attempt;
+        finetune.weight_decay & attempt & checkpoint_step;
   }
 };
 
 /// Reads and validates a plan (JSON, or YAML by extension). Relative paths are taken
-/// relative to the plan's directory; every referenced file must exist. Throws PlanError.
+/// relative to the plan's directory; every referenced file must exist. A model path that is
+/// a pretrain run resolves here, once, to its newest complete checkpoint (so that every job
+/// of the sweep uses the same step); a run that has not finished (a live pretrain holds its
+/// lock, or its newest checkpoint is below the --steps its state.json records) is refused
+/// unless the plan names a checkpoint directory explicitly. Throws PlanError.
 Plan load_plan(const std::string& path);
 
 /// The model and task order (and model groups) of a plan, for the report: DIR/plan.json as

@@ -48,6 +48,8 @@ struct Record {
   std::map<std::string, double> values;  // the kMetricFields the line holds as numbers (by name)
   double seconds = 0;
   std::string host, device, out, error;  // error: failed records
+  std::string checkpoint;                // the model directory the job loaded ("random" for none)
+  int64_t checkpoint_step = -1;          // its pretraining step; -1: not a checkpoint (null in the file)
   int rank = 0, attempts = 1;
   uint64_t line = 0;                     // 1-based line it was read from
   std::string text;                      // the line as read (kept as is when records are moved)

@@ -14,6 +14,7 @@
 #include "genemask/eval/results.hpp"
 #include "io/error.hpp"
 #include "io/json.hpp"
+#include "io/run_dir.hpp"
 
 namespace fs = std::filesystem;
 
@@ -202,6 +203,31 @@ void check_name(const Checker& c, const std::string& name, const std::string& pa
     c.fail(path, fmt::format("\"{}\" contains '|' (the job key separator); choose another name", name));
 }
 
+/// A model path to the directory its jobs load, once per sweep: a run's newest complete
+/// checkpoint (each job taking "the newest" when it starts would mix steps while the run
+/// goes on). A run still in progress is refused: its newest checkpoint is not its model.
+void resolve_checkpoint(const Checker& c, PlanModel& m, const std::string& path) {
+  io::ResolvedModel r;
+  try {
+    r = io::resolve_model(m.path);
+  } catch (const io::InputError& e) {
+    c.fail(path, fmt::format("{} (expected a model directory, a pretrain run or \"random\")", e.what()));
+  }
+  m.checkpoint = r.dir;
+  m.checkpoint_step = r.step;
+  if (r.run.empty() || r.dir == m.path) return;  // a model or checkpoint directory named explicitly
+  const std::string name_it = fmt::format("name a checkpoint directory (\"{}\") to evaluate that step", r.dir);
+  const std::string holder = io::lock_holder(m.path);
+  if (!holder.empty())
+    c.fail(path, fmt::format("the run \"{}\" is still being trained (a live genemask pretrain holds its lock: {}); its "
+                             "newest checkpoint (step {}) is not its final model: wait for the run to end, or {}",
+                             m.path, holder, r.step, name_it));
+  if (r.run_steps > 0 && r.step < r.run_steps)
+    c.fail(path, fmt::format("the run \"{}\" has not finished: its newest checkpoint is step {} of the {} steps it "
+                             "was started for; finish it with `genemask pretrain ... --resume`, or {}",
+                             m.path, r.step, r.run_steps, name_it));
+}
+
 PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::string& path) {
   c.object(j, path, {"name", "path", "config", "group"});
   PlanModel m;
@@ -219,6 +245,7 @@ PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::stri
     }
   } else {
     m.path = c.existing(pj, Checker::sub(path, "path"), "expected a model directory, a pretrain run, or \"random\"");
+    resolve_checkpoint(c, m, Checker::sub(path, "path"));
     if (j.contains("config"))
       c.fail(Checker::sub(path, "config"), "only used with path \"random\" (a model directory has its own config.json)");
   }
@@ -501,7 +528,12 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["source"] = p.source;
   for (const auto& m : p.models) {
     nlohmann::json o{{"name", m.name}, {"path", m.path}, {"group", m.group}};
-    if (m.path == "random") o["config"] = m.config;
+    if (m.path == "random") {
+      o["config"] = m.config;
+    } else {
+      o["checkpoint"] = m.checkpoint;
+      o["checkpoint_step"] = m.checkpoint_step >= 0 ? nlohmann::json(m.checkpoint_step) : nlohmann::json();
+    }
     j["models"].push_back(o);
   }
   for (const auto& t : p.tasks) {
@@ -548,7 +580,8 @@ std::vector<Job> expand_jobs(const Plan& p, const std::string& out_dir) {
           j.task = t.name;
           j.shots = s;
           j.seed = seed;
-          j.model_path = m.path;
+          j.model_path = m.checkpoint.empty() ? m.path : m.checkpoint;
+          j.checkpoint_step = m.checkpoint_step;
           j.config = m.config;
           j.test = t.test;
           if (t.dir.empty()) {
@@ -589,6 +622,7 @@ PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new
       // The group is presentation only; a task's fixed shot files may grow with new shots.
       nlohmann::json a = o, b = it->second;
       for (auto* x : {&a, &b}) x->erase("group"), x->erase("shot_train");
+      if (!a.contains("checkpoint")) b.erase("checkpoint"), b.erase("checkpoint_step");  // a plan.json of before
       bool same = a == b;
       if (o.contains("shot_train"))
         for (const auto& [shot, file] : o.at("shot_train").items())

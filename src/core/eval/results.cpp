@@ -30,6 +30,8 @@ json Record::to_json() const {
   j["device"] = device;
   j["attempts"] = attempts;
   j["out"] = out;
+  j["checkpoint"] = checkpoint;
+  j["checkpoint_step"] = checkpoint_step >= 0 ? json(checkpoint_step) : json();
   if (!ok) j["error"] = error;
   return j;
 }
@@ -132,6 +134,8 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
   r.host = f.string("host", false);
   r.device = f.string("device", false);
   r.out = f.string("out", false);
+  r.checkpoint = f.string("checkpoint", false);  // absent in records of before
+  if (f.find("checkpoint_step")) r.checkpoint_step = f.integer("checkpoint_step");
   if (f.find("rank")) r.rank = static_cast<int>(f.integer("rank"));
   if (f.find("attempts")) r.attempts = static_cast<int>(f.integer("attempts"));
   return r;

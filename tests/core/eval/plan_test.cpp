@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "genemask/eval/plan.hpp"
+#include "io/dir_lock.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -209,6 +210,79 @@ TEST_F(SweepPlan, ExpansionIsBounded) {
   test::write_file(d_ + "/big.json", std::string(sweep::kMaxPlanBytes + 1, ' '));
   EXPECT_EQ(plan_error([&] { sweep::load_plan(d_ + "/big.json"); }),
             d_ + "/big.json: the plan is 16777217 bytes, more than the 16777216 a plan may have: is this the plan file?");
+}
+
+// Issue 21: each job took "the newest checkpoint" of a run when it started, so the seeds of
+// one model could use different steps while the run went on.
+TEST_F(SweepPlan, ARunResolvesOnceToItsNewestCheckpointAndMustHaveFinished) {
+  auto checkpoint = [&](const std::string& name, const std::string& state) {
+    fs::create_directories(d_ + "/run/checkpoints/" + name);
+    test::write_file(d_ + "/run/checkpoints/" + name + "/model.safetensors", "x");
+    test::write_file(d_ + "/run/checkpoints/" + name + "/state.json", state);
+  };
+  checkpoint("step-00000002", R"({"step": 2, "steps": 4})");
+  checkpoint("step-00000004", R"({"step": 4, "steps": 4})");
+  checkpoint("step-latest", R"({"step": 4, "steps": 4})");  // not a checkpoint name
+  const std::string tail = R"(], "tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}], "shots": [10],
+                               "seeds": [1, 2]})";
+  const std::string newest = d_ + "/run/checkpoints/step-00000004";
+  auto p = json_plan(R"({"models": [{"name": "m", "path": "run"})" + tail);
+  EXPECT_EQ(p.models[0].path, d_ + "/run");
+  EXPECT_EQ(p.models[0].checkpoint, newest);
+  EXPECT_EQ(p.models[0].checkpoint_step, 4);
+  for (const auto& job : sweep::expand_jobs(p, "/out")) {
+    EXPECT_EQ(job.model_path, newest);
+    EXPECT_EQ(job.checkpoint_step, 4);
+  }
+  const auto j = sweep::plan_to_json(p);
+  EXPECT_EQ(j["models"][0]["checkpoint"], newest);
+  EXPECT_EQ(j["models"][0]["checkpoint_step"], 4);
+  // A newer checkpoint of a longer run: refused until the run ends, unless named explicitly.
+  checkpoint("step-00000006", R"({"step": 6, "steps": 10})");
+  const std::string f = d_ + "/p.json";
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "run"})" + tail); }),
+            f + ": models[0].path: the run \"" + d_ + "/run\" has not finished: its newest checkpoint is step 6 of the "
+                "10 steps it was started for; finish it with `genemask pretrain ... --resume`, or name a checkpoint "
+                "directory (\"" + d_ + "/run/checkpoints/step-00000006\") to evaluate that step");
+  p = json_plan(R"({"models": [{"name": "m", "path": "run/checkpoints/step-00000006"})" + tail);
+  EXPECT_EQ(p.models[0].checkpoint, d_ + "/run/checkpoints/step-00000006");
+  EXPECT_EQ(p.models[0].checkpoint_step, 6);
+  test::write_file(d_ + "/run/checkpoints/step-00000006/state.json", R"({"step": 6, "steps": 6})");
+  EXPECT_EQ(json_plan(R"({"models": [{"name": "m", "path": "run"})" + tail).models[0].checkpoint_step, 6);
+  {
+    io::DirLock live(d_ + "/run", "genemask run");  // a pretrain still writing it
+    const std::string e = plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "run"})" + tail); });
+    EXPECT_NE(e.find("models[0].path: the run \"" + d_ + "/run\" is still being trained (a live genemask pretrain "
+                     "holds its lock: host "),
+              std::string::npos)
+        << e;
+  }
+  // A model directory: itself, no step; a directory that is neither is named.
+  fs::create_directories(d_ + "/hf");
+  test::write_file(d_ + "/hf/model.safetensors", "x");
+  p = json_plan(R"({"models": [{"name": "m", "path": "hf"}, {"name": "r", "path": "random"})" + tail);
+  EXPECT_EQ(p.models[0].checkpoint, d_ + "/hf");
+  EXPECT_EQ(p.models[0].checkpoint_step, -1);
+  EXPECT_TRUE(sweep::plan_to_json(p)["models"][0]["checkpoint_step"].is_null());
+  EXPECT_FALSE(sweep::plan_to_json(p)["models"][1].contains("checkpoint"));
+  fs::create_directories(d_ + "/empty");
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "empty"})" + tail); }),
+            f + ": models[0].path: " + d_ + "/empty: no complete checkpoint (checkpoints/step-*/state.json) and no "
+                "model.safetensors (expected a model directory, a pretrain run or \"random\")");
+}
+
+TEST(SweepPlanDiff, AResolvedCheckpointThatMovedIsAChange) {
+  const nlohmann::json before = R"({"models": [{"name": "a", "path": "/r", "group": ""}]})"_json;  // plan.json of before
+  nlohmann::json now = R"({"models": [{"name": "a", "path": "/r", "group": "",
+                            "checkpoint": "/r/checkpoints/step-00000004", "checkpoint_step": 4}]})"_json;
+  EXPECT_TRUE(sweep::compare_plans(before, now).changes.empty());
+  EXPECT_TRUE(sweep::compare_plans(now, now).changes.empty());
+  nlohmann::json later = now;
+  later["models"][0]["checkpoint"] = "/r/checkpoints/step-00000006";
+  later["models"][0]["checkpoint_step"] = 6;
+  const auto d = sweep::compare_plans(now, later);
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_EQ(d.changed_models, std::set<std::string>{"a"});
 }
 
 TEST(SweepPlanDiff, OnlyAddedJobsAreCompatible) {

@@ -34,7 +34,10 @@ TEST(Results, RecordsRoundTripWithEveryMetric) {
   auto ok = results::make_record("GeneMask 10K", "LOGO", "prom-core", 10, 7, &m, "");
   ok.seconds = 1.5;
   ok.attempts = 2;
-  const auto failed = results::make_record("B", "", "t", 50, 1, nullptr, "out of memory");
+  ok.checkpoint = "/runs/g/checkpoints/step-00000020";
+  ok.checkpoint_step = 20;
+  auto failed = results::make_record("B", "", "t", 50, 1, nullptr, "out of memory");
+  failed.checkpoint = "random";
   test::write_file(tmp.file("r.jsonl"), ok.to_json().dump() + "\n" + failed.to_json().dump() + "\n");
   const auto rf = results::read_results(tmp.file("r.jsonl"), false, false);
   ASSERT_EQ(rf.records.size(), 2u);
@@ -50,7 +53,12 @@ TEST(Results, RecordsRoundTripWithEveryMetric) {
   EXPECT_EQ(a.metrics.n_train, 30u);
   EXPECT_EQ(a.metrics.test.n, 40u);
   EXPECT_EQ(a.metrics.test.classes, 3);
+  EXPECT_EQ(a.checkpoint, "/runs/g/checkpoints/step-00000020");
+  EXPECT_EQ(a.checkpoint_step, 20);
   EXPECT_FALSE(rf.records[1].ok);
+  EXPECT_EQ(rf.records[1].checkpoint, "random");
+  EXPECT_EQ(rf.records[1].checkpoint_step, -1);  // null in the file
+  EXPECT_TRUE(failed.to_json().at("checkpoint_step").is_null());
   EXPECT_EQ(rf.records[1].error, "out of memory");
   EXPECT_TRUE(rf.records[1].values.empty());
   EXPECT_TRUE(rf.warnings.empty());

@@ -1,0 +1,100 @@
+#include "io/run_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "io/dir_lock.hpp"
+#include "io/error.hpp"
+#include "test_util.hpp"
+
+using namespace genemask;
+using genemask::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+/// RUN/checkpoints/NAME with a state.json (a complete checkpoint) or without.
+void make_checkpoint(const std::string& run, const std::string& name, bool complete = true,
+                     const std::string& state = "{}") {
+  fs::create_directories(run + "/checkpoints/" + name);
+  test::write_file(run + "/checkpoints/" + name + "/model.safetensors", "x");
+  if (complete) test::write_file(run + "/checkpoints/" + name + "/state.json", state);
+}
+}  // namespace
+
+// Regression (issue 21): a stray checkpoints/step-latest or a step of 20 digits made every
+// command that reads a run fail with the bare text "stoll".
+TEST(RunDir, CheckpointNamesAreStepsThatFit) {
+  EXPECT_EQ(io::checkpoint_step_of("step-00000020"), 20);
+  EXPECT_EQ(io::checkpoint_step_of("step-0"), 0);
+  EXPECT_EQ(io::checkpoint_step_of("step-9223372036854775807"), INT64_MAX);
+  for (const char* not_a_step : {"step-latest", "step-99999999999999999999", "step-9223372036854775808", "step-",
+                                 "step--1", "step-+1", "step-0020.tmp", "step-00000020 ", "Step-1", "step1", "",
+                                 "step-12a", "step-00000000000000000001"})
+    EXPECT_FALSE(io::checkpoint_step_of(not_a_step).has_value()) << not_a_step;
+}
+
+TEST(RunDir, StrayDirectoriesAreIgnored) {
+  TempDir tmp;
+  const std::string run = tmp.file("run");
+  make_checkpoint(run, "step-00000010");
+  make_checkpoint(run, "step-00000020");
+  make_checkpoint(run, "step-00000030", /*complete=*/false);  // still being written
+  make_checkpoint(run, "step-00000040.tmp");
+  make_checkpoint(run, "step-latest");
+  make_checkpoint(run, "step-99999999999999999999");
+  test::write_file(run + "/checkpoints/step-00000050", "a file, not a directory");
+  EXPECT_EQ(io::checkpoint_steps(run), (std::vector<int64_t>{10, 20}));
+  const auto r = io::resolve_model(run);
+  EXPECT_EQ(r.dir, io::checkpoint_dir(run, 20));
+  EXPECT_EQ(r.step, 20);
+  EXPECT_EQ(r.run, run);
+  EXPECT_EQ(r.run_steps, -1);  // state.json of before format 2: no "steps"
+}
+
+TEST(RunDir, ResolveRunCheckpointAndModelDirectory) {
+  TempDir tmp;
+  const std::string run = tmp.file("run");
+  make_checkpoint(run, "step-00000004", true, R"({"step": 4, "steps": 8})");
+  // A run: its newest complete checkpoint, with the --steps it was started for.
+  auto r = io::resolve_model(run);
+  EXPECT_EQ(r.step, 4);
+  EXPECT_EQ(r.run_steps, 8);
+  // A checkpoint named explicitly: itself, its step from its name.
+  r = io::resolve_model(run + "/checkpoints/step-00000004/");
+  EXPECT_EQ(r.dir, run + "/checkpoints/step-00000004/");
+  EXPECT_EQ(r.step, 4);
+  EXPECT_EQ(r.run_steps, 8);
+  EXPECT_EQ(fs::path(r.run).lexically_normal(), fs::path(run).lexically_normal());
+  // A model directory (export-hf): no step.
+  fs::create_directories(tmp.file("hf"));
+  test::write_file(tmp.file("hf/model.safetensors"), "x");
+  r = io::resolve_model(tmp.file("hf"));
+  EXPECT_EQ(r.dir, tmp.file("hf"));
+  EXPECT_EQ(r.step, -1);
+  EXPECT_EQ(r.run, "");
+  // Neither: one InputError naming the path.
+  fs::create_directories(tmp.file("empty/checkpoints/step-latest"));
+  try {
+    io::resolve_model(tmp.file("empty"));
+    FAIL() << "no error";
+  } catch (const io::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find(tmp.file("empty") + ": no complete checkpoint"), std::string::npos) << e.what();
+  }
+}
+
+TEST(RunDir, LockHolderNamesALiveLockOnly) {
+  TempDir tmp;
+  EXPECT_EQ(io::lock_holder(tmp.path()), "");           // no lock file
+  EXPECT_FALSE(fs::exists(tmp.file(".genemask.lock")));  // and none made by asking
+  {
+    io::DirLock lock(tmp.path(), "genemask run");
+    // flock is per open file: this process's second descriptor sees the lock as another's.
+    EXPECT_NE(io::lock_holder(tmp.path()).find("pid " + std::to_string(::getpid())), std::string::npos);
+  }
+  EXPECT_EQ(io::lock_holder(tmp.path()), "");  // released: the file stays, unlocked
+}
