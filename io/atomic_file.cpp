@@ -265,7 +265,7 @@ bool FdStreamBuf::close() {
 
 AtomicFile::AtomicFile(std::string path) : tmp_(std::move(path)) {
   if (!buf_.open(tmp_.path()))
-    throw std::runtime_error(fmt::format("cannot create {}: {}", tmp_.path(), std::strerror(errno)));
+    throw std::runtime_error(fmt::format("cannot create {}: {}", tmp_.path(), open_error_reason(errno)));
 }
 
 void AtomicFile::commit() {

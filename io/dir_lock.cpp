@@ -19,7 +19,7 @@ DirLock::DirLock(const std::string& dir, const std::string& what) : path_(dir + 
   // still names the file that was locked.
   for (int attempt = 0;; ++attempt) {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw InputError(path_, fmt::format("cannot open the lock file: {}", std::strerror(errno)));
+    if (fd_ < 0) throw InputError(path_, fmt::format("cannot open the lock file: {}", open_error_reason(errno)));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       char buf[256] = {};
       const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
