@@ -140,9 +140,14 @@ def read_rows(out):
 
 
 def files_of(d):
+    """The files under d by relative path, less the output marker (.genemask.json), which
+    records the command line and the time of writing."""
+    assert os.path.isfile(os.path.join(d, ".genemask.json")), d
     out = {}
     for root, _, names in os.walk(d):
         for n in names:
+            if n == ".genemask.json" and root == d:
+                continue
             p = os.path.join(root, n)
             with open(p, "rb") as f:
                 out[os.path.relpath(p, d)] = f.read()

@@ -193,14 +193,14 @@ class Overlap(unittest.TestCase):
         fr = np.array([fraction(s, train)[1] for s, _ in self.test])
         src = text(self.t("test.tsv")).split("\n")
         for arg, thr in [("0.5", 0.5), ("p90", np.percentile(fr[~np.isnan(fr)], 90))]:
-            p = self.overlap("o4", "--train", self.t("train1.tsv"), "--train", self.t("train2.csv"),
+            p = self.overlap(f"o4-{arg}", "--train", self.t("train1.tsv"), "--train", self.t("train2.csv"),
                              "--drop-above", arg, "--filtered", self.t("filtered.tsv"))
             drop = {i + 2 for i, f in enumerate(fr) if not np.isnan(f) and f > thr}
             self.assertGreater(len(drop), 0)
             self.assertEqual(summary(p)["dropped"], len(drop))
             expect = "\n".join(l for i, l in enumerate(src) if i + 1 not in drop)
             self.assertEqual(text(self.t("filtered.tsv")), expect)
-            j = json.loads(text(self.t("o4/summary.json")))
+            j = json.loads(text(self.t(f"o4-{arg}/summary.json")))
             self.assertAlmostEqual(j["filter"]["threshold"], thr, places=12)
             self.assertEqual(j["filter"]["kept"], len(self.test) - len(drop))
         # by the corpus fraction

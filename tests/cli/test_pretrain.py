@@ -222,9 +222,14 @@ class Pretrain(unittest.TestCase):
             self.assertTrue(os.path.exists(os.path.join(hf, f)), f)
         with open(os.path.join(hf, "config.json")) as f:
             self.assertEqual(json.load(f)["hidden_size"], 32)
-        # Again onto the existing directory: replaced whole, nothing temporary left beside it.
-        run(["export-hf", "--run", out, "--out", hf])
-        self.assertEqual(sorted(os.listdir(hf)), ["config.json", "model.safetensors", "special_tokens_map.json",
+        # Again onto the existing directory: refused without --force, then replaced whole with it,
+        # nothing temporary left beside it.
+        p = run(["export-hf", "--run", out, "--out", hf], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("pass --force to replace it", p.stderr)
+        run(["export-hf", "--run", out, "--out", hf, "--force"])
+        self.assertEqual(sorted(os.listdir(hf)), [".genemask.json", "config.json", "model.safetensors",
+                                                  "special_tokens_map.json",
                                                   "tokenizer_config.json", "vocab.txt"])
         self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith("hf.")], [])
 
@@ -260,8 +265,11 @@ class Pretrain(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn(f"{bad}:3: sequence 'line3' has 3 bases", p.stderr)
         self.assertFalse(any(n.startswith("bad.h5") for n in os.listdir(self.tmp)))
-        p = run(["export-hf", "--run", self.tmp, "--out", os.path.join(self.tmp, "nohf")], check=False)
+        norun = os.path.join(self.tmp, "norun")
+        os.makedirs(norun)
+        p = run(["export-hf", "--run", norun, "--out", os.path.join(self.tmp, "nohf")], check=False)
         self.assertIn("no complete checkpoint", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "nohf")))
         # Which sequences share a batch, and so the padded shape of each matrix product,
         # depends on the rank count; BLAS may then sum in another order (and differs across
         # CPUs), so equal up to float rounding, not bit for bit. The hidden states are

@@ -228,7 +228,8 @@ class Variants(unittest.TestCase):
                  "--out", self.t("e3"), "--flank", "10", "--class", "nope"], check=False)
         self.assertIn("'prom'", p.stderr)
         # a model without a classifier head (the pretraining-style export) is refused
-        p = run(["variants", "--model", self.tmp, "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+        os.makedirs(self.t("noclf"), exist_ok=True)
+        p = run(["variants", "--model", self.t("noclf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
                  "--out", self.t("e4"), "--flank", "10"], check=False)
         self.assertIn("config.json", p.stderr)
         self.assertIn("--compare", run(["variants", "--help"]).stdout)
