@@ -168,7 +168,7 @@ class ResultsWriter {
   ResultsWriter(const ResultsWriter&) = delete;
   ResultsWriter& operator=(const ResultsWriter&) = delete;
   void append(const nlohmann::json& record) {
-    const std::string line = record.dump() + "\n";
+    const std::string line = io::json_text(record) + "\n";
     const ssize_t n = ::write(fd_, line.data(), line.size());
     if (n != static_cast<ssize_t>(line.size())) {
       // A short write (a full disk, `ulimit -f`) leaves a torn last line, which the next run
@@ -268,7 +268,7 @@ Setup prepare(const SweepOptions& o) {
   }
   {
     io::AtomicFile f(plan_path);
-    f.stream() << new_plan.dump(2) << "\n";
+    f.stream() << io::json_text(new_plan, 2) << "\n";
     f.commit();
   }
   std::set<std::string> done;

@@ -17,6 +17,7 @@
 #include "genemask/rng.hpp"
 #include "hpc/sweep.hpp"
 #include "io/atomic_file.hpp"
+#include "io/json.hpp"
 
 namespace fs = std::filesystem;
 
@@ -70,7 +71,7 @@ JobRunner simulated_runner(double seconds_per_1000_shots) {
       m.to_json(j);
       j["simulated"] = true;
       io::AtomicFile f(job.out + "/metrics.json");
-      f.stream() << j.dump() << "\n";
+      f.stream() << io::json_text(j) << "\n";
       f.commit();
     }
     return m;

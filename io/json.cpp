@@ -89,4 +89,30 @@ std::string json_excerpt(const nlohmann::json& value, size_t max_bytes) {
   return excerpt(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), max_bytes);
 }
 
+namespace {
+nlohmann::json printable_strings(const nlohmann::json& v) {
+  if (v.is_string()) return printable(v.get_ref<const std::string&>());
+  if (v.is_array()) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& e : v) out.push_back(printable_strings(e));
+    return out;
+  }
+  if (v.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (const auto& [k, e] : v.items()) out[printable(k)] = printable_strings(e);
+    return out;
+  }
+  return v;
+}
+}  // namespace
+
+std::string json_text(const nlohmann::json& value, int indent) {
+  try {
+    return value.dump(indent);
+  } catch (const nlohmann::json::type_error& e) {
+    if (e.id != 316) throw;  // 316: invalid UTF-8 in a string
+    return printable_strings(value).dump(indent);
+  }
+}
+
 }  // namespace genemask::io

@@ -52,4 +52,10 @@ JsonParse try_read_json_file(const std::string& path);
 /// made printable. Values from parse_json are bounded in depth, so dump() is safe.
 std::string json_excerpt(const nlohmann::json& value, size_t max_bytes = 80);
 
+/// The text of a JSON value genemask writes (a summary line, summary.json, a marker, a
+/// results record): value.dump(indent), except that a string which is not valid UTF-8 (a
+/// path the user named with Latin-1 bytes) is written as printable() renders it, with \xNN
+/// escapes, instead of failing after the work is done. Valid UTF-8 is written as it is.
+std::string json_text(const nlohmann::json& value, int indent = -1);
+
 }  // namespace genemask::io

@@ -23,6 +23,7 @@
 #include "io/atomic_file.hpp"
 #include "io/dir_lock.hpp"
 #include "io/error.hpp"
+#include "io/json.hpp"
 
 namespace genemask::io {
 namespace fs = std::filesystem;
@@ -135,7 +136,7 @@ std::vector<std::string> user_entries(const std::string& dir) {
 
 void write_marker(const std::string& dir, const nlohmann::json& marker) {
   AtomicFile f(dir + "/" + kOutputMarker);
-  f.stream() << marker.dump(2) << '\n';
+  f.stream() << json_text(marker, 2) << '\n';
   f.commit();
 }
 

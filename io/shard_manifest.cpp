@@ -49,7 +49,7 @@ void write_manifest(const std::string& dir, const ShardManifest& m) {
   j["totals"] = {{"train", {{"samples", samples[0]}, {"tokens", tokens[0]}}},
                  {"valid", {{"samples", samples[1]}, {"tokens", tokens[1]}}}};
   AtomicFile f(dir + "/manifest.json");
-  f.stream() << j.dump(2) << '\n';
+  f.stream() << json_text(j, 2) << '\n';
   f.commit();
 }
 

@@ -17,6 +17,7 @@
 #include "io/counts_file.hpp"
 #include "io/error.hpp"
 #include "io/task_table.hpp"
+#include "io/json.hpp"
 
 namespace genemask::cli {
 namespace {
@@ -215,7 +216,7 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
                               {"filter", filter},     {"seconds", seconds},   {"command_line", ctx.command_line}};
   {
     io::AtomicFile f(dir + "/summary.json");
-    f.stream() << j.dump(2) << '\n';
+    f.stream() << io::json_text(j, 2) << '\n';
     f.commit();
   }
   out.publish();

@@ -19,6 +19,7 @@
 #include "io/vcf.hpp"
 #include "model/variants.hpp"
 #include "model_plugin.hpp"
+#include "io/json.hpp"
 
 namespace genemask::cli {
 namespace {
@@ -267,7 +268,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
                               {"command_line", ctx.command_line}};
   {
     io::AtomicFile f(dir + "/summary.json");
-    f.stream() << j.dump(2) << '\n';
+    f.stream() << io::json_text(j, 2) << '\n';
     f.commit();
   }
   out.publish();

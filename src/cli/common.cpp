@@ -11,6 +11,7 @@
 
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
+#include "io/json.hpp"
 
 namespace genemask::cli {
 
@@ -22,7 +23,7 @@ void refuse_multi_rank(const Context& ctx, const std::string& message) {
 
 void print_summary(const Context& ctx, const nlohmann::json& summary) {
   if (ctx.rank != 0) return;
-  std::cout << summary.dump() << std::endl;
+  std::cout << io::json_text(summary) << std::endl;
 }
 
 Progress::Progress(std::string label, double interval_s, bool enabled)

@@ -178,7 +178,7 @@ void save_classifier_hf(BertForSequenceClassification& m, const std::vector<std:
   j["problem_type"] = "single_label_classification";
   {
     io::AtomicFile f(dir + "/config.json");
-    f.stream() << j.dump(2) << '\n';
+    f.stream() << io::json_text(j, 2) << '\n';
     f.commit();
   }
   write_vocab_and_weights(*m, m->config, dir);

@@ -25,6 +25,7 @@
 #include "io/task_table.hpp"
 #include "model/classifier.hpp"
 #include "model/runtime.hpp"
+#include "io/json.hpp"
 
 namespace genemask::model {
 namespace {
@@ -278,7 +279,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                                 {"train_examples_per_s", s.train_examples_per_s},
                                 {"command_line", o.command_line}});
     io::AtomicFile f(o.out + "/metrics.json");
-    f.stream() << j.dump(2) << '\n';
+    f.stream() << io::json_text(j, 2) << '\n';
     f.commit();
   }
   return s;

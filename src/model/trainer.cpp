@@ -491,7 +491,7 @@ void open_metrics(Run& r) {
 
 void write_metrics(Run& r, const nlohmann::json& j) {
   if (r.rank != 0) return;
-  r.metrics << j.dump() << '\n';
+  r.metrics << io::json_text(j) << '\n';
   r.metrics.flush();
 }
 
@@ -560,7 +560,7 @@ std::string save_checkpoint(Run& r, int64_t at) {
     st["files"] = checkpoint_files(tmp);  // every rank's random state is there: after the barrier
     {
       io::AtomicFile f(tmp + "/state.json");
-      f.stream() << st.dump(2) << '\n';
+      f.stream() << io::json_text(st, 2) << '\n';
       f.commit();
     }
     fs::remove_all(final_dir);

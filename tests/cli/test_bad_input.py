@@ -823,6 +823,27 @@ class BadInput(unittest.TestCase):
             self.assertEqual(a.read(), b.read())
         self.assertEqual(self.leftovers(), [])
 
+    def test_a_name_that_is_not_utf8(self):
+        # Latin-1 bytes in --out are a legal file name: the output is written under exactly
+        # that name, and the JSON that names it (the summary line, summary.json, the marker)
+        # carries it escaped as \xNN instead of failing after the work was done.
+        t = self.t
+        out = os.fsencode(t("np")) + b"\xe9\xff.tsv"
+        p = subprocess.run([BIN, "npmi", "--counts", t("counts.h5"), "--out", out], env=ENV, capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout.decode().strip().splitlines()[-1])["out"], t("np") + "\\xe9\\xff.tsv")
+        with open(t("npmi.tsv"), "rb") as a, open(out, "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        d = os.fsencode(t("rep")) + b"\xff"
+        p = subprocess.run([BIN, "overlap", "--test", t("test.csv"), "--train", t("train.csv"), "--out", d],
+                           env=ENV, capture_output=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        with open(os.path.join(d, b"summary.json"), "rb") as f:
+            self.assertTrue(json.loads(f.read())["command_line"].endswith(t("rep") + "\\xff"))
+        with open(os.path.join(d, b".genemask.json"), "rb") as f:
+            json.loads(f.read())
+        self.assertEqual(self.leftovers(), [])
+
 
 if __name__ == "__main__":
     unittest.main()

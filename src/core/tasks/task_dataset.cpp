@@ -9,6 +9,7 @@
 #include "genemask/tasks/fewshot.hpp"
 #include "genemask/rng.hpp"
 #include "io/atomic_file.hpp"
+#include "io/json.hpp"
 
 namespace genemask::dataset {
 
@@ -193,7 +194,7 @@ DatasetStats write_task_dataset(std::vector<Example> examples, const OutputOptio
     write_released((dir / "train.tsv").string(), rows);
   }
   io::AtomicFile f((out / "summary.json").string());
-  f.stream() << dataset_summary(stats, o).dump(2) << '\n';
+  f.stream() << io::json_text(dataset_summary(stats, o), 2) << '\n';
   f.commit();
   return stats;
 }
