@@ -25,14 +25,33 @@ bool g_mpi_active = false;
 
 bool mpi_active() { return g_mpi_active; }
 
-bool launched_by_mpi() {
-  for (const char* v : {"GENEMASK_FORCE_MPI", "OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK", "PMI_SIZE",
-                        "SLURM_PROCID", "MPI_LOCALNRANKS", "HYDRA_CONTROL_FD"}) {
-    const char* e = std::getenv(v);
-    if (e && *e && std::string(e) != "0") return true;
-  }
-  return false;
+namespace {
+/// The integer value of a variable, or `none` when it is unset, empty or not a number.
+long env_int(const EnvLookup& env, const char* name, long none = -1) {
+  const char* v = env(name);
+  if (!v || !*v) return none;
+  char* end = nullptr;
+  const long n = std::strtol(v, &end, 10);
+  return *end == '\0' ? n : none;
 }
+}  // namespace
+
+int slurm_step_tasks(const EnvLookup& env) {
+  long n = env_int(env, "SLURM_STEP_NUM_TASKS", 0);
+  if (n <= 0 && env("SLURM_STEP_ID")) n = env_int(env, "SLURM_NTASKS", 0);
+  return n > 0 ? static_cast<int>(n) : 0;
+}
+
+bool launched_by_mpi(const EnvLookup& env) {
+  if (const char* f = env("GENEMASK_FORCE_MPI"); f && *f && std::string(f) != "0") return true;
+  for (const char* size : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS"})
+    if (env_int(env, size, 0) > 1) return true;
+  for (const char* rank : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (env_int(env, rank, 0) > 0) return true;
+  return slurm_step_tasks(env) > 1;
+}
+
+bool launched_by_mpi() { return launched_by_mpi([](const char* n) { return std::getenv(n); }); }
 
 void abort_job(int code) {
   if (g_mpi_active) MPI_Abort(MPI_COMM_WORLD, code);
@@ -169,15 +188,19 @@ std::pair<int, int> local_rank_size(MPI_Comm comm) {
   return rs;
 }
 
+std::string slurm_world_problem(int world_size, const EnvLookup& env) {
+  const int tasks = slurm_step_tasks(env);
+  if (tasks <= 1 || world_size != 1) return "";
+  return fmt::format(
+      "the Slurm step has {} tasks (SLURM_STEP_NUM_TASKS) but MPI sees 1 rank: the tasks were started as separate "
+      "runs without MPI wiring, each of which would do the whole job (try `srun --mpi=pmix`, see `srun --mpi=list`, "
+      "or mpirun inside the allocation)",
+      tasks);
+}
+
 void check_slurm_world(int world_size) {
-  const char* nt = std::getenv("SLURM_NTASKS");
-  if (!nt || !*nt || !std::getenv("SLURM_PROCID")) return;
-  const int n = std::atoi(nt);
-  if (n != world_size)
-    throw std::runtime_error(fmt::format(
-        "SLURM_NTASKS={} but MPI sees {} rank(s): the ranks were started without MPI wiring (try `srun --mpi=pmix` "
-        "or mpirun inside the allocation)",
-        n, world_size));
+  const std::string why = slurm_world_problem(world_size, [](const char* n) { return std::getenv(n); });
+  if (!why.empty()) throw std::runtime_error(why);
 }
 
 void barrier(MPI_Comm comm) {

@@ -7,6 +7,7 @@
 #include <limits>
 #include <sstream>
 #include <stdexcept>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -37,8 +38,20 @@ int checked_int(uint64_t v, const char* what);
 /// collective below acts as on a communicator of one rank.
 bool mpi_active();
 
-/// True when the environment shows an MPI launcher (Open MPI, PMIx, PMI, Slurm) or
-/// GENEMASK_FORCE_MPI=1.
+/// A lookup of environment variables (std::getenv, or a made-up environment in tests).
+using EnvLookup = std::function<const char*(const char*)>;
+
+/// The tasks of the Slurm step this process runs in: SLURM_STEP_NUM_TASKS, or SLURM_NTASKS
+/// for a task of a step (SLURM_STEP_ID set); 0 outside any step (a batch script itself).
+int slurm_step_tasks(const EnvLookup& env);
+
+/// True when this process is one of several ranks: an MPI launcher says the world is larger
+/// than one (OMPI_COMM_WORLD_SIZE, PMI_SIZE or MPI_LOCALNRANKS above 1, or a rank above 0 in
+/// OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK), or it is a task of a Slurm step of several
+/// tasks (slurm_step_tasks() > 1; so rank 0 of `srun -n 4`, whose PMIX_RANK is 0, joins
+/// too), or GENEMASK_FORCE_MPI=1. A one-task step (`srun --gpus=1 script`) and `mpiexec -n
+/// 1` run without MPI, as a plain command does.
+bool launched_by_mpi(const EnvLookup& env);
 bool launched_by_mpi();
 
 /// MPI_Init / MPI_Finalize (when launched by MPI); errors are returned (not fatal) so that
@@ -129,8 +142,13 @@ double allreduce_sum_double(double v, MPI_Comm comm);
 /// Collective. This process's rank and the number of ranks on its node
 /// (MPI_Comm_split_type, shared memory).
 std::pair<int, int> local_rank_size(MPI_Comm comm);
-/// Under Slurm, the world size must be SLURM_NTASKS: a mismatch means N singleton runs
-/// (e.g. `srun` without MPI support) and is an error that says so.
+/// Under Slurm: "" when the MPI world fits the step, else why not. A world of one rank in a
+/// step of several tasks means the tasks started as separate singletons (`srun` without an
+/// MPI plugin its MPI speaks), which would each do the whole job: an error. A world larger
+/// than one is an MPI launcher's, also when it differs from the step's tasks: `mpiexec -n 2`
+/// inside a one-task step (`srun --gpus=1 scripts/gpu-check.sh`) is a nested launch.
+std::string slurm_world_problem(int world_size, const EnvLookup& env);
+/// Throws slurm_world_problem() for this process's environment, if any.
 void check_slurm_world(int world_size);
 
 /// Collective. MPI_Barrier (nothing without MPI).

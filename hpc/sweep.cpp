@@ -130,12 +130,6 @@ Message receive(int source, MPI_Comm comm) {
   }
 }
 
-std::string host_name() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof(buf) - 1) != 0) return "unknown";
-  return buf;
-}
-
 /// Runs one attempt; a thrown exception is the job's failure, not the worker's.
 JobResult run_job(const JobRunner& runner, const Job& job, const WorkerSetup& w, const std::string& host) {
   JobResult r;
@@ -396,7 +390,7 @@ class Manager {
 
 /// One rank: the manager runs every job itself.
 void run_alone(Manager& m, const JobRunner& runner, const WorkerSetup& w) {
-  const std::string host = host_name();
+  const std::string host = io::host_name();
   Clock::time_point arrived{};
   bool have_arrival = false;
   while (const Job* job = m.next(w.rank)) {
@@ -473,7 +467,7 @@ void run_manager(Manager& m, int size, MPI_Comm comm) {
 }
 
 void run_worker(const JobRunner& runner, const WorkerSetup& w, MPI_Comm comm) {
-  const std::string host = host_name();
+  const std::string host = io::host_name();
   send_bytes(std::string(), kManager, kTagReady, comm);
   for (;;) {
     const Message msg = receive(kManager, comm);

@@ -23,13 +23,14 @@
 #include "io/output_guard.hpp"
 
 namespace genemask::io {
-namespace {
 
 std::string host_name() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
   return buf;
 }
+
+namespace {
 
 // The live temporaries, for the signal handler: a fixed table that it can read without
 // allocating or locking. state: 0 free, 1 being written, 2 live.

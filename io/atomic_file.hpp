@@ -101,6 +101,10 @@ class OutputDir {
   bool kept_ = false;
 };
 
+/// This machine's host name (gethostname), "localhost" when it has none: the HOST of
+/// temporary names and lock holders, and how ranks tell nodes apart.
+std::string host_name();
+
 /// The temporary name of `path` for this process: "<path>.tmp.<host>.<pid><suffix>"; when
 /// that would exceed the file system's 255-byte name limit, the name part is shortened and
 /// a hash of it added ("<first bytes>~<hash>.tmp.<host>.<pid>").

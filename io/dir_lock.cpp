@@ -1,5 +1,7 @@
 #include "io/dir_lock.hpp"
 
+#include "io/atomic_file.hpp"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -38,9 +40,7 @@ DirLock::DirLock(const std::string& dir, const std::string& what) : path_(dir + 
     fd_ = -1;
     if (attempt == 100) throw InputError(path_, "the lock file keeps being replaced by another process");
   }
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  const std::string me = fmt::format("host {}, pid {}\n", host, ::getpid());
+  const std::string me = fmt::format("host {}, pid {}\n", host_name(), ::getpid());
   if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != static_cast<ssize_t>(me.size())) {
     const int err = errno;
     ::unlink(path_.c_str());

@@ -101,12 +101,6 @@ std::string now_utc() {
   return buf;
 }
 
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
-  return buf;
-}
-
 /// True when `path` is one of the inputs in use (InputsInUse).
 bool is_input_in_use(const std::string& path) {
   const auto st = stat_of(path);

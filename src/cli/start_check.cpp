@@ -13,16 +13,11 @@
 #include <nlohmann/json.hpp>
 
 #include "hpc/mpi.hpp"
+#include "io/atomic_file.hpp"
 #include "io/error.hpp"
 
 namespace genemask::cli {
 namespace {
-
-std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
-  return buf;
-}
 
 /// What a rank sees at an argument that names a path: "missing", "directory", or
 /// "<size> bytes, modified <time>" for a file.
@@ -72,7 +67,7 @@ std::string joined(const nlohmann::json& args) {
 
 std::string agree_to_start(int rank, int size, int argc, char** argv, const std::string& my_error) {
   if (size <= 1) return my_error;
-  nlohmann::json me = {{"host", host_name()}, {"error", my_error}, {"args", nlohmann::json::array()},
+  nlohmann::json me = {{"host", io::host_name()}, {"error", my_error}, {"args", nlohmann::json::array()},
                        {"paths", nlohmann::json::array()}};
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];

@@ -29,6 +29,8 @@ BertConfig BertConfig::named(const std::string& name) {
   throw std::invalid_argument(fmt::format("unknown model '{}' (expected dnabert, logo or a config.json)", name));
 }
 
+int64_t BertConfig::max_tokens() const { return std::min<int64_t>(kMaxTokens, max_position_embeddings - 2); }
+
 void BertConfig::validate() const {
   if (hidden_size <= 0 || num_attention_heads <= 0 || hidden_size % num_attention_heads != 0)
     throw std::invalid_argument(fmt::format("hidden_size {} must be a positive multiple of num_attention_heads {}",
@@ -38,6 +40,10 @@ void BertConfig::validate() const {
   if (vocab_size <= 0 || num_hidden_layers <= 0 || intermediate_size <= 0 || max_position_embeddings <= 0 ||
       type_vocab_size <= 0)
     throw std::invalid_argument("config sizes must be positive");
+  if (max_position_embeddings < 3)
+    throw std::invalid_argument(fmt::format(
+        "max_position_embeddings is {}: an input needs at least 3 positions ([CLS], one 6-mer, [SEP])",
+        max_position_embeddings));
   // Bounds before anything is allocated: a config is a file a user may have got anywhere.
   const std::pair<const char*, int64_t> limits[] = {
       {"hidden_size", 65536}, {"num_hidden_layers", 1024}, {"num_attention_heads", 1024},
@@ -162,6 +168,12 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) {
 
 torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids) {
   const int64_t L = input_ids.size(1);
+  // Checked on the host (a size, no synchronisation): past the table, the lookup is an index
+  // error on the CPU and a device-side assert that poisons the CUDA context on a GPU.
+  const int64_t max_pos = position_embeddings->options.num_embeddings();
+  if (L > max_pos)
+    throw std::invalid_argument(fmt::format(
+        "an input of {} positions is longer than the model's max_position_embeddings ({})", L, max_pos));
   auto pos = torch::arange(L, input_ids.options().dtype(torch::kLong)).unsqueeze(0);
   auto e = word_embeddings(input_ids) + position_embeddings(pos) + token_type_embeddings(token_type_ids);
   return dropout(LayerNorm(e));

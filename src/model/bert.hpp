@@ -28,6 +28,9 @@ struct BertConfig {
   static BertConfig from_json_file(const std::string& path);
   std::string to_json() const;  // HF config.json text
   void validate() const;
+  /// The 6-mer tokens one input can hold between [CLS] and [SEP]: 510 (the 512 positions of
+  /// DNABERT and LOGO), or fewer when max_position_embeddings is smaller.
+  int64_t max_tokens() const;
 };
 
 /// Throws InputError naming `path` when `j` (its parsed text) is not a JSON object: a

@@ -46,7 +46,7 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
     throw std::invalid_argument(fmt::format("--layer {}: the model has layers 0 (embeddings) to {} (or -1 to -{})",
                                             o.layer, L, L + 1));
   const int64_t layer = o.layer < 0 ? L + 1 + o.layer : o.layer;
-  const int64_t width = std::min<int64_t>(kMaxTokens, m->config.max_position_embeddings - 2);
+  const int64_t width = m->config.max_tokens();
   const int64_t stride = o.stride > 0 ? o.stride : std::max<int64_t>(1, width / 2);
   if (stride > width)
     throw std::invalid_argument(fmt::format("--stride {} is longer than a window ({} tokens)", stride, width));

@@ -37,14 +37,15 @@ struct Examples {
   std::vector<int> labels;
 };
 
-/// [CLS] 6-mers [SEP], at most 512 positions; counts the sequences cut.
-std::vector<uint16_t> encode(const io::TaskRow& r, const std::string& path, uint64_t* truncated) {
+/// [CLS] 6-mers [SEP], at most max_tokens 6-mers (the model's positions less two: 510 for
+/// 512); counts the sequences cut.
+std::vector<uint16_t> encode(const io::TaskRow& r, const std::string& path, int64_t max_tokens, uint64_t* truncated) {
   if (r.sequence.size() < static_cast<size_t>(kTokenK))
     throw io::InputError(path, r.line,
                          fmt::format("sequence of {} bases; at least 6 (one 6-mer) are needed", r.sequence.size()));
   auto t = tokenize(r.sequence);
-  if (t.size() > static_cast<size_t>(kMaxTokens)) {
-    t.resize(static_cast<size_t>(kMaxTokens));
+  if (t.size() > static_cast<size_t>(max_tokens)) {
+    t.resize(static_cast<size_t>(max_tokens));
     ++*truncated;
   }
   return frame(t);
@@ -148,22 +149,23 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
   s.epochs = o.epochs > 0 ? o.epochs : small ? 20 : 5;
   s.batch = o.batch > 0 ? o.batch : small ? 5 : 15;
 
-  Examples train, test;
-  for (size_t i : chosen) {
-    train.tokens.push_back(encode(train_rows[i], o.train, &s.truncated));
-    train.labels.push_back(class_of_row[i]);
-  }
-  for (const auto& r : test_rows) {
-    test.tokens.push_back(encode(r, o.test, &s.truncated));
-    test.labels.push_back(index.at(r.label));
-  }
-  s.metrics.n_train = train.tokens.size();
-  s.metrics.test.n = test.tokens.size();
-
   ClassifierSource src;
   auto model = build_classifier(o.model, o.config, C, o.dropout, o.seed, &src);
   s.model_source = src.dir;
   s.pooler_loaded = src.pooler_loaded;
+
+  Examples train, test;
+  const int64_t max_tokens = model->config.max_tokens();
+  for (size_t i : chosen) {
+    train.tokens.push_back(encode(train_rows[i], o.train, max_tokens, &s.truncated));
+    train.labels.push_back(class_of_row[i]);
+  }
+  for (const auto& r : test_rows) {
+    test.tokens.push_back(encode(r, o.test, max_tokens, &s.truncated));
+    test.labels.push_back(index.at(r.label));
+  }
+  s.metrics.n_train = train.tokens.size();
+  s.metrics.test.n = test.tokens.size();
   model->to(dev);
   auto opt = make_adamw(model, s.lr, o.weight_decay);
   const int64_t n = static_cast<int64_t>(s.metrics.n_train);

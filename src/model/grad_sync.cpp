@@ -2,7 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <exception>
+#include <map>
+#include <nlohmann/json.hpp>
+
 #include "hpc/mpi.hpp"
+#include "io/atomic_file.hpp"
 
 namespace genemask::model {
 
@@ -15,28 +20,56 @@ std::string to_string(AllReduce a) {
   return "?";
 }
 
-AllReduce choose_allreduce(const std::string& requested, const torch::Device& device, int gpus_on_node,
-                           int ranks_on_node, MPI_Comm comm) {
+AllReduce decide_allreduce(const std::string& requested, const std::vector<RankGpu>& ranks, bool nccl_available) {
   if (requested != "auto" && requested != "nccl" && requested != "mpi")
     throw std::invalid_argument(fmt::format("--allreduce must be auto, nccl or mpi, got '{}'", requested));
-  const int world = hpc::comm_size(comm);
-  // Every rank must decide the same: a node with fewer GPUs than ranks rules NCCL out for all.
-  const bool own_gpu = device.is_cuda() && gpus_on_node >= ranks_on_node;
-  const bool all_own = !hpc::any_rank(!own_gpu, comm);
-  if (requested == "mpi") return world == 1 ? AllReduce::Local : AllReduce::Mpi;
+  const size_t world = ranks.size();
+  bool on_gpus = world > 0;
+  for (const auto& r : ranks) on_gpus = on_gpus && !r.gpu.empty();
+  // The first two ranks of one host on one GPU, if any.
+  std::string shared;
+  std::map<std::pair<std::string, std::string>, size_t> first;
+  for (size_t i = 0; i < world && on_gpus && shared.empty(); ++i) {
+    auto [it, fresh] = first.emplace(std::make_pair(ranks[i].host, ranks[i].gpu), i);
+    if (!fresh)
+      shared = fmt::format("ranks {} and {} on {} share GPU {}", it->second, i, ranks[i].host, ranks[i].gpu);
+  }
+  const bool own = on_gpus && shared.empty();
+  if (requested == "mpi") return world <= 1 ? AllReduce::Local : AllReduce::Mpi;
   if (requested == "nccl") {
-    if (!device.is_cuda()) throw std::invalid_argument("--allreduce nccl needs --device cuda");
-    if (!nccl_built())
+    if (!on_gpus) throw std::invalid_argument("--allreduce nccl needs --device cuda");
+    if (!nccl_available)
       throw std::invalid_argument("--allreduce nccl: this genemask was built without NCCL (docs/build.md)");
-    if (!all_own)
+    if (!own)
       throw std::invalid_argument(fmt::format(
-          "--allreduce nccl needs a GPU per rank, but a node runs more ranks than it has GPUs (here {} ranks, {} "
-          "GPUs); use --allreduce mpi, or fewer ranks per node",
-          ranks_on_node, gpus_on_node));
+          "--allreduce nccl needs a GPU per rank, but {}; use --allreduce mpi, fewer ranks per node, or one GPU per "
+          "rank (e.g. srun --gpus-per-task=1)",
+          shared));
     return AllReduce::Nccl;
   }
-  if (world == 1) return AllReduce::Local;
-  return all_own && nccl_built() ? AllReduce::Nccl : AllReduce::Mpi;
+  if (world <= 1) return AllReduce::Local;
+  return own && nccl_available ? AllReduce::Nccl : AllReduce::Mpi;
+}
+
+AllReduce choose_allreduce(const std::string& requested, const torch::Device& device, MPI_Comm comm) {
+  const std::string mine = nlohmann::json{io::host_name(), gpu_identity(device)}.dump();
+  const auto all = hpc::gather_bytes(mine, 0, comm);
+  std::string verdict;  // "N" with the AllReduce's value, or "E" and the message
+  if (hpc::comm_rank(comm) == 0) {
+    std::vector<RankGpu> ranks;
+    for (const auto& a : all) {
+      const auto j = nlohmann::json::parse(a);
+      ranks.push_back({j[0].get<std::string>(), j[1].get<std::string>()});
+    }
+    try {
+      verdict = "N" + std::to_string(static_cast<int>(decide_allreduce(requested, ranks, nccl_built())));
+    } catch (const std::invalid_argument& e) {
+      verdict = std::string("E") + e.what();
+    }
+  }
+  hpc::bcast_bytes(verdict, 0, comm);
+  if (verdict.empty() || verdict[0] == 'E') throw std::invalid_argument(verdict.empty() ? "no verdict" : verdict.substr(1));
+  return static_cast<AllReduce>(std::stoi(verdict.substr(1)));
 }
 
 GradBuckets::GradBuckets(const std::vector<torch::Tensor>& params, MPI_Comm comm, AllReduce how,
@@ -65,7 +98,9 @@ GradBuckets::GradBuckets(const std::vector<torch::Tensor>& params, MPI_Comm comm
   if (how_ == AllReduce::Nccl && !buckets_.empty()) nccl_ = make_nccl_comm(comm_, buckets_.front().device());
 }
 
-GradBuckets::~GradBuckets() = default;
+GradBuckets::~GradBuckets() {
+  if (nccl_ && std::uncaught_exceptions() > 0) nccl_->abort();
+}
 
 int64_t GradBuckets::bucket_floats_max() const {
   int64_t m = 0;

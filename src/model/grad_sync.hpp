@@ -20,12 +20,30 @@ namespace genemask::model {
 
 enum class AllReduce { Local, Mpi, Nccl };
 
-/// What `--allreduce auto|nccl|mpi` means for this job: collective over comm. auto picks
-/// NCCL when the device is cuda, this genemask has NCCL, and on every node there are at
-/// least as many visible GPUs as ranks; MPI for more than one rank otherwise; Local for one.
-/// Asking for nccl where it cannot work is an error that says why.
-AllReduce choose_allreduce(const std::string& requested, const torch::Device& device, int gpus_on_node,
-                           int ranks_on_node, MPI_Comm comm);
+/// One rank's GPU as its node sees it: the host name, and the GPU's identity (its UUID, the
+/// same whatever CUDA_VISIBLE_DEVICES numbering the rank sees), empty for a rank on the CPU.
+struct RankGpu {
+  std::string host, gpu;
+};
+
+/// What `--allreduce auto|nccl|mpi` means for ranks whose GPUs are `ranks` (index = rank):
+/// pure, so that each layout is unit-tested without a GPU. NCCL needs a GPU per rank: on
+/// every host, the ranks' GPU identities all differ. That holds under per-task binding
+/// (`--gpus-per-task=1`, `--gpu-bind`, a wrapper setting CUDA_VISIBLE_DEVICES per rank: each
+/// rank sees one GPU, ordinal 0, but a different one) and with one rank per visible GPU; it
+/// fails when two ranks of a host share a GPU. auto: NCCL when it holds and `nccl_available`,
+/// MPI for more than one rank otherwise, Local for one. nccl where it cannot work is an error
+/// that names the ranks sharing a GPU; anything but auto, nccl or mpi is an error too.
+AllReduce decide_allreduce(const std::string& requested, const std::vector<RankGpu>& ranks, bool nccl_available);
+
+/// decide_allreduce over the ranks of comm, collective: each rank's host and GPU identity
+/// (gpu_identity(device)) are gathered to rank 0, which decides for all; an error is thrown
+/// on every rank.
+AllReduce choose_allreduce(const std::string& requested, const torch::Device& device, MPI_Comm comm);
+
+/// A GPU's identity: its UUID as nvidia-smi -L writes it ("GPU-8f6b...") where this build has
+/// CUDA; "" for the CPU.
+std::string gpu_identity(const torch::Device& device);
 std::string to_string(AllReduce a);
 /// Whether this build has NCCL (a CUDA LibTorch and nccl.h at build time).
 bool nccl_built();
@@ -36,6 +54,10 @@ class NcclComm {
   virtual ~NcclComm() = default;
   /// In-place sum over ranks of a contiguous fp32 CUDA tensor, on the current stream.
   virtual void allreduce_sum(torch::Tensor& flat) = 0;
+  /// Tears the communicator down without waiting for the other ranks (ncclCommAbort): the
+  /// way out when this rank fails while its peers may sit in an all-reduce, where
+  /// ncclCommDestroy would wait for them forever. The destructor then does nothing more.
+  virtual void abort() = 0;
 };
 /// Collective over comm; `device` is this rank's GPU, already made current.
 std::unique_ptr<NcclComm> make_nccl_comm(MPI_Comm comm, const torch::Device& device);
@@ -47,6 +69,9 @@ class GradBuckets {
   GradBuckets(const std::vector<torch::Tensor>& params, MPI_Comm comm, AllReduce how,
               int64_t bucket_floats = int64_t{1} << 24);
   ~GradBuckets();
+  /// Unwinding from an error (std::uncaught_exceptions() > 0) aborts the NCCL communicator
+  /// instead of destroying it, so that the error reaches MPI_Abort instead of waiting for
+  /// peers stuck in an all-reduce.
   GradBuckets(const GradBuckets&) = delete;
   GradBuckets& operator=(const GradBuckets&) = delete;
 
@@ -65,6 +90,8 @@ class GradBuckets {
   AllReduce how() const { return how_; }
   size_t bucket_count() const { return buckets_.size(); }
   int64_t bucket_floats_max() const;
+  /// Replaces the NCCL communicator (tests: a fake one that records how it ended).
+  void set_nccl_for_test(std::unique_ptr<NcclComm> comm) { nccl_ = std::move(comm); }
 
  private:
   std::vector<torch::Tensor> params_, buckets_;

@@ -1,6 +1,7 @@
 // The NCCL communicator: compiled only where the LibTorch has CUDA and nccl.h was found
 // (GENEMASK_HAVE_NCCL); nccl_none.cpp stands in otherwise.
 #include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 
 #include <fmt/format.h>
@@ -39,6 +40,10 @@ class Nccl final : public NcclComm {
   ~Nccl() override {
     if (comm_) ncclCommDestroy(comm_);
   }
+  void abort() override {
+    if (comm_) ncclCommAbort(comm_);  // returns without waiting for the other ranks
+    comm_ = nullptr;
+  }
   void allreduce_sum(torch::Tensor& flat) override {
     if (!flat.is_cuda() || flat.scalar_type() != torch::kFloat32 || !flat.is_contiguous())
       throw std::invalid_argument("NCCL all-reduce: needs a contiguous fp32 CUDA tensor");
@@ -56,6 +61,20 @@ class Nccl final : public NcclComm {
 }  // namespace
 
 bool nccl_built() { return true; }
+
+std::string gpu_identity(const torch::Device& device) {
+  if (!device.is_cuda()) return "";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device.index()) != cudaSuccess)
+    throw std::runtime_error(fmt::format("cannot read the properties of GPU {}", device.index()));
+  // nvidia-smi's form: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.
+  std::string hex;
+  for (int i = 0; i < 16; ++i) {
+    hex += fmt::format("{:02x}", static_cast<unsigned char>(prop.uuid.bytes[i]));
+    if (i == 3 || i == 5 || i == 7 || i == 9) hex += '-';
+  }
+  return "GPU-" + hex;
+}
 
 std::unique_ptr<NcclComm> make_nccl_comm(MPI_Comm comm, const torch::Device& device) {
   return std::make_unique<Nccl>(comm, device);

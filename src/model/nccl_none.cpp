@@ -6,6 +6,11 @@ namespace genemask::model {
 
 bool nccl_built() { return false; }
 
+// Without NCCL the identity only tells ranks apart for the decision, which is MPI anyway.
+std::string gpu_identity(const torch::Device& device) {
+  return device.is_cuda() ? "cuda:" + std::to_string(device.index()) : "";
+}
+
 std::unique_ptr<NcclComm> make_nccl_comm(MPI_Comm, const torch::Device&) {
   throw std::invalid_argument("this genemask was built without NCCL; use --allreduce mpi (docs/build.md)");
 }

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "model/export.hpp"
 #include "model/runtime.hpp"
 
@@ -17,13 +19,15 @@ namespace {
 
 /// Runs an entry point's body. LibTorch's c10::Error::what() holds its C++ stack trace, many
 /// lines long; what reaches the user's one error line is the message alone (its first line).
+/// `doing` says what genemask was doing ("pretrain", ...) in front of LibTorch's words, so that
+/// a bare "index out of range in self" still says where it came from.
 template <class F>
-void guarded(F&& body) {
+void guarded(const char* doing, F&& body) {
   try {
     body();
   } catch (const c10::Error& e) {
     const std::string msg = e.what_without_backtrace();
-    throw std::runtime_error(msg.substr(0, msg.find('\n')));
+    throw std::runtime_error(fmt::format("{}: LibTorch: {}", doing, msg.substr(0, msg.find('\n'))));
   }
 }
 
@@ -32,31 +36,31 @@ void guarded(F&& body) {
 extern "C" {
 
 void genemask_model_runtime_info(RuntimeInfo* out) {
-  guarded([&] { *out = runtime_info(); });
+  guarded("reading the LibTorch runtime", [&] { *out = runtime_info(); });
 }
 
 void genemask_model_pretrain(const PretrainOptions* o, MPI_Comm comm, const LogFn* log, PretrainSummary* out) {
-  guarded([&] { *out = pretrain(*o, comm, *log); });
+  guarded("pretrain", [&] { *out = pretrain(*o, comm, *log); });
 }
 
 void genemask_model_embed(const EmbedOptions* o, MPI_Comm comm, EmbedSummary* out) {
-  guarded([&] { *out = embed(*o, comm); });
+  guarded("embed", [&] { *out = embed(*o, comm); });
 }
 
 void genemask_model_predict(const PredictOptions* o, MPI_Comm comm, PredictSummary* out) {
-  guarded([&] { *out = predict(*o, comm); });
+  guarded("predict", [&] { *out = predict(*o, comm); });
 }
 
 void genemask_model_export_run(const std::string* run, const std::string* out_dir, std::string* used) {
-  guarded([&] { *used = export_run(*run, *out_dir); });
+  guarded("export-hf", [&] { *used = export_run(*run, *out_dir); });
 }
 
 void genemask_model_finetune(const FinetuneOptions* o, const LogFn* log, FinetuneSummary* out) {
-  guarded([&] { *out = finetune(*o, log ? *log : LogFn()); });
+  guarded("finetune", [&] { *out = finetune(*o, log ? *log : LogFn()); });
 }
 
 void genemask_model_variants(const VariantScoreOptions* o, const std::vector<std::string>* ref,
                              const std::vector<std::string>* alt, const LogFn* log, VariantScores* out) {
-  guarded([&] { *out = score_variants(*o, *ref, *alt, log ? *log : LogFn()); });
+  guarded("variants", [&] { *out = score_variants(*o, *ref, *alt, log ? *log : LogFn()); });
 }
 }

@@ -31,7 +31,7 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
   model->to(dev);
   model->eval();
   const int64_t C = static_cast<int64_t>(names.size());
-  const int64_t width = std::min<int64_t>(kMaxTokens, model->config.max_position_embeddings - 2);
+  const int64_t width = model->config.max_tokens();
   const int64_t stride = o.stride > 0 ? o.stride : std::max<int64_t>(1, width / 2);
   if (stride > width)
     throw std::invalid_argument(fmt::format("--stride {} is longer than a window ({} tokens)", stride, width));

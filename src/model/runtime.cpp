@@ -125,9 +125,17 @@ torch::Device pick_rank_device(const std::string& device, int local_rank) {
 void use_device(const torch::Device& device, bool tf32) {
   if (!device.is_cuda()) return;
   c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA)->setDevice(device);
-  const auto p = tf32 ? at::Float32Precision::TF32 : at::Float32Precision::IEEE;
-  at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL, p);
-  at::globalContext().setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::CONV, p);
+  set_tf32(tf32);
+}
+
+void set_tf32(bool on) {
+  // The setters that keep LibTorch's two records of the choice in step: the legacy flag
+  // (float32_matmul_precision, read by TunableOp, cuBLASLt and SDPA through
+  // allowTF32CuBLAS()) and the per-backend precision of the newer API. Setting only the
+  // newer one (setFloat32Precision) leaves them disagreeing, and allowTF32CuBLAS() then
+  // throws "you have used mix of the legacy and new APIs" in the first matrix product.
+  at::globalContext().setAllowTF32CuBLAS(on);
+  at::globalContext().setAllowTF32CuDNN(on);
 }
 
 bool wants_bf16(const std::string& precision, const std::string& device) {

@@ -33,6 +33,11 @@ torch::Device pick_rank_device(const std::string& device, int local_rank);
 /// products and convolutions on or off. Nothing for cpu.
 void use_device(const torch::Device& device, bool tf32 = true);
 
+/// TF32 for fp32 matrix products (cuBLAS) and convolutions (cuDNN) on or off, through the
+/// API that keeps LibTorch's legacy and per-backend records consistent, so that code reading
+/// either (allowTF32CuBLAS(), float32MatmulPrecision()) agrees and never throws. Needs no GPU.
+void set_tf32(bool on);
+
 /// Whether `--precision` asks for bf16: "fp32" or "bf16" with `--device cuda`; anything else
 /// is a one-line error (bf16 on a CPU included).
 bool wants_bf16(const std::string& precision, const std::string& device);

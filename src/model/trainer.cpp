@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "genemask/corpus/loader.hpp"
+#include "io/shard_manifest.hpp"
 #include "genemask/eval/svg_plot.hpp"
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
@@ -238,7 +239,7 @@ void choose_runtime(Run& r) {
   r.bf16 = wants_bf16(r.o.precision, r.o.device);
   r.device = pick_rank_device(r.o.device, local_rank);
   use_device(r.device, r.o.tf32);
-  r.how = choose_allreduce(r.o.allreduce, r.device, r.device.is_cuda() ? runtime_info().gpus : 0, local_size, r.comm);
+  r.how = choose_allreduce(r.o.allreduce, r.device, r.comm);
   r.threads = set_intra_op_threads(r.o.threads, local_size, r.rank == 0);
 }
 
@@ -428,14 +429,17 @@ void resume_from_checkpoint(Run& r) {
     r.model->pooler_bias.copy_(imported->pooler_bias);
     r.model->has_pooler = imported->has_pooler;
   }
-  torch::load(*r.optimizer, d + "/optimizer.pt");
+  // Onto this rank's device, whatever device wrote it: without one, LibTorch puts the
+  // AdamW moments back on the GPU that saved them (every rank on that one GPU, or a failure
+  // on a CPU-only node), so a GPU run could not continue on fewer GPUs or on CPUs.
+  torch::load(*r.optimizer, d + "/optimizer.pt", r.device);
   torch::Tensor rs;
-  torch::load(rs, rng_file(d, "rng-", r.rank));
+  torch::load(rs, rng_file(d, "rng-", r.rank), torch::kCPU);
   set_rng_state(torch::kCPU, rs);
   if (r.device.is_cuda()) {
     const std::string f = rng_file(d, "cuda-rng-", r.rank);
     if (fs::exists(f)) {
-      torch::load(rs, f);
+      torch::load(rs, f, torch::kCPU);  // a generator state is a CPU byte tensor
       set_rng_state(r.device, rs);
     } else {
       r.say(fmt::format("{} holds no GPU random state (written by a CPU run): GPU dropout continues from a new stream", d));
@@ -453,6 +457,17 @@ void start_fresh(Run& r) {
 
 /// The masking and this rank's share of the training data, masked per (seed, epoch, sample).
 std::unique_ptr<DataLoader> open_training_data(Run& r) {
+  // Samples longer than the model's position table would fail in the first forward pass
+  // (an index error on the CPU, a device-side assert that poisons the context on a GPU).
+  const io::ShardManifest manifest = io::read_manifest(r.o.shards);
+  if (manifest.max_tokens > r.cfg.max_tokens())
+    throw io::InputError(
+        r.o.shards + "/manifest.json",
+        fmt::format("the shards hold samples of up to {} tokens ({} positions with [CLS] and [SEP]), but the model's "
+                    "max_position_embeddings is {}: make shards with --max-tokens {} or less, or use a model with "
+                    "max_position_embeddings {} or more",
+                    manifest.max_tokens, manifest.max_tokens + 2, r.cfg.max_position_embeddings, r.cfg.max_tokens(),
+                    manifest.max_tokens + 2));
   r.masking = load_masking(r.o.masking, r.o.npmi, r.o.pmi_vocab);
   r.loader.shard_dir = r.o.shards;
   r.loader.rank = r.rank;
@@ -529,6 +544,10 @@ double evaluate(Run& r) {
 /// the optimizer, each rank's random state and state.json (format, step, data cursor, the
 /// run's settings). Only the last --keep-checkpoints stay. Collective.
 std::string save_checkpoint(Run& r, int64_t at) {
+  // Tests: a slow file system (GENEMASK_TEST_SLOW_CHECKPOINT_S seconds per checkpoint), to
+  // check that checkpoint time stays out of tokens/s.
+  if (const char* slow = std::getenv("GENEMASK_TEST_SLOW_CHECKPOINT_S"))
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(slow)));
   const std::string final_dir = io::checkpoint_dir(r.o.out, at);
   const std::string tmp = final_dir + ".tmp";
   if (r.rank == 0) {
@@ -736,6 +755,9 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       sum.last_loss = step_loss();
     }
     if (stopping_after) return;  // like a kill: no checkpoint
+    // Evaluation and checkpoints are not training: their time is kept out of tokens/s (the
+    // window's start moves forward by it), so the rate is the training steps' alone.
+    const auto t_other = clock::now();
     if (eval_now) {
       const double el = evaluate(r);
       if (el >= 0) {
@@ -750,6 +772,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       check_weights(r);
       sum.last_checkpoint = save_checkpoint(r, r.step);
     }
+    t_window += clock::now() - t_other;
     if (stop) {
       sum.interrupted = true;
       if (r.step % o.log_every != 0) sum.last_loss = step_loss();

@@ -55,14 +55,15 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
   }
 
   const size_t n = ref.size();
+  const int64_t max_tokens = model->config.max_tokens();
   std::vector<std::vector<uint16_t>> tokens(2 * n);
   for (size_t i = 0; i < 2 * n; ++i) {
     const std::string& seq = i < n ? ref[i] : alt[i - n];
     if (seq.size() < static_cast<size_t>(kTokenK))
       throw std::invalid_argument(fmt::format("a sequence of {} bases: at least 6 (one 6-mer) are needed", seq.size()));
     auto t = tokenize(seq);
-    if (t.size() > static_cast<size_t>(kMaxTokens)) {
-      t.resize(static_cast<size_t>(kMaxTokens));
+    if (t.size() > static_cast<size_t>(max_tokens)) {  // the model's limit: 510, or fewer positions
+      t.resize(static_cast<size_t>(max_tokens));
       ++s.truncated;
     }
     tokens[i] = frame(t);

@@ -28,7 +28,7 @@ import zipfile
 import h5py
 import numpy as np
 
-from test_cli import BIN, ENV, MPIEXEC, run, summary
+from test_cli import BIN, ENV, mpiexec, run, summary
 from test_corpus import write_genome
 
 TINY = {"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 2,
@@ -777,7 +777,7 @@ class BadInput(unittest.TestCase):
             f.write(">other\nACGTACGTAC\n")
 
         def mpmd(argv0, argv1, wdir0=None, wdir1=None):
-            cmd = [MPIEXEC, "--oversubscribe"]
+            cmd = mpiexec()
             for i, (argv, wdir) in enumerate([(argv0, wdir0), (argv1, wdir1)]):
                 cmd += ([":"] if i else []) + ["-n", "1"] + (["--wdir", wdir] if wdir else [])
                 cmd += [os.path.abspath(BIN)] + argv

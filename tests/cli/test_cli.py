@@ -6,6 +6,7 @@ import json
 import math
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,9 +22,37 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 CODE = {"A": 0, "C": 1, "G": 2, "T": 3}
 
 
+def mpiexec_flags():
+    """The launcher's flags: MPIEXEC_FLAGS (split as a shell would; set and empty: none), else
+    --oversubscribe where MPIEXEC is Open MPI's (its --version names Open MPI, OpenRTE or
+    PRRTE), which otherwise refuses more ranks than cores; MPICH's, Cray's and other
+    launchers get none."""
+    global _MPIEXEC_FLAGS
+    if _MPIEXEC_FLAGS is None:
+        if "MPIEXEC_FLAGS" in os.environ:
+            _MPIEXEC_FLAGS = shlex.split(os.environ["MPIEXEC_FLAGS"])
+        else:
+            try:
+                p = subprocess.run([MPIEXEC, "--version"], capture_output=True, text=True, timeout=60, env=ENV)
+                text = (p.stdout + p.stderr).lower()
+            except (OSError, subprocess.TimeoutExpired):
+                text = ""
+            ompi = any(s in text for s in ("open mpi", "openrte", "prte", "prrte"))
+            _MPIEXEC_FLAGS = ["--oversubscribe"] if ompi else []
+    return list(_MPIEXEC_FLAGS)
+
+
+_MPIEXEC_FLAGS = None
+
+
+def mpiexec(ranks=None):
+    """The start of a launch command line: MPIEXEC [-n RANKS] MPIEXEC_FLAGS."""
+    return [MPIEXEC] + (["-n", str(ranks)] if ranks else []) + mpiexec_flags()
+
+
 def run(args, cwd=None, ranks=None, check=True, env=None):
-    """env: variables added to ENV for this run."""
-    cmd = ([MPIEXEC, "-n", str(ranks), "--oversubscribe"] if ranks else []) + [os.path.abspath(BIN)] + args
+    """env: variables added to ENV for this run; ranks: under mpiexec(ranks)."""
+    cmd = (mpiexec(ranks) if ranks else []) + [os.path.abspath(BIN)] + args
     p = subprocess.run(cmd, cwd=cwd, env=dict(ENV, **(env or {})), capture_output=True, text=True)
     if check and p.returncode != 0:
         raise AssertionError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stderr}")

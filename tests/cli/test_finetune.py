@@ -241,6 +241,19 @@ class Finetune(unittest.TestCase):
         self.assertFalse(os.path.exists(os.path.join(self.tmp, out, "metrics.json")))
         return p
 
+    def test_model_with_fewer_positions_cuts_inputs_to_fit(self):
+        # A config of 40 positions and sequences of 70-100 bases (65-95 6-mers): each input is
+        # cut to 38 6-mers between [CLS] and [SEP], counted, instead of an index error in the
+        # position table (a device-side assert on a GPU). With 600 positions, nothing is cut.
+        for positions, cut in [(40, True), (600, False)]:
+            cfg = os.path.join(self.tmp, f"pos{positions}.json")
+            with open(cfg, "w") as f:
+                json.dump(dict(TINY, max_position_embeddings=positions), f)
+            p = run(["finetune", "--model", "random", "--config", cfg, "--train", self.paths["train3.csv"],
+                     "--test", self.paths["test3.csv"], "--out", os.path.join(self.tmp, f"pos{positions}")] + FAST)
+            s = summary(p)
+            self.assertEqual(s["truncated"], (150 + 90) if cut else 0, s)
+
     def test_bad_inputs(self):
         tr, te = self.paths["train.csv"], self.paths["test.csv"]
         bad = lambda name, text: (open(os.path.join(self.tmp, name), "w").write(text), os.path.join(self.tmp, name))[1]

@@ -1,32 +1,77 @@
 #!/usr/bin/env python3
-"""scripts/gpu-check.sh as a dry run on the CPU (--cpu --no-build, one timed step): the
-GPU tests report themselves skipped, both configs are benchmarked against Python PyTorch,
-and the JSON holds what the table prints, with the model FLOPs per token of the closed
-form in docs/build.md."""
+"""scripts/gpu-check.sh on the CPU (--cpu --no-build, one timed step):
+- as a dry run: every part passes (the build skipped by --no-build), the GPU tests run
+  their bodies on the CPU (passed, not skipped), both configs are benchmarked against
+  Python PyTorch, and the JSON holds what the table prints, with the model FLOPs per
+  token of the closed form in docs/build.md;
+- the same inside an srun step (`srun --gpus=1 scripts/gpu-check.sh`, as docs/build.md
+  says): srun's variables (SLURM_NTASKS=1, SLURM_PROCID=0, PMI_SIZE=1, ...) must not
+  break the inner `mpiexec -n 2` nor the single-rank commands;
+- with parts that fail (a fake build directory and a Python whose benchmarks fail): every
+  part still runs and reports its status and exit code, the JSON is written with the
+  rows that exist, and the exit code is 1;
+- a Python without numpy and h5py: one message naming both, exit 2, before any part;
+- statically: tests/cli/test_gpu.py has no "no GPU: exit 77" path left, and gpu-check.sh's
+  module list covers every module the GPU tests and the benchmark import."""
+import ast
 import json
 import os
+import re
+import stat
 import subprocess
 import sys
 import tempfile
 import unittest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ["GENEMASK_BUILD_DIR"]
+SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
+BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
+PARTS = ["build", "model_tests", "gpu_tests", "bench_dnabert_genemask", "bench_dnabert_pytorch",
+         "bench_logo_genemask", "bench_logo_pytorch"]
+# What `srun --gpus=1 --mpi=pmi2 scripts/gpu-check.sh` puts into the script's environment
+# that bears on an MPI world's size and rank. (srun also sets SLURM_NODELIST; together with
+# PMI_SIZE it makes an Open MPI built without Slurm support, as Debian's, refuse to start
+# a singleton: "direct launched using srun, but OMPI was not built with SLURM support".)
+SRUN_ENV = {"SLURM_NTASKS": "1", "SLURM_NPROCS": "1", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+            "SLURM_NODEID": "0", "SLURM_STEP_ID": "0", "SLURM_STEP_NUM_TASKS": "1", "SLURM_STEP_NUM_NODES": "1",
+            "SLURM_JOB_ID": "424242", "SLURM_NNODES": "1", "SLURM_TASKS_PER_NODE": "1", "PMI_SIZE": "1",
+            "PMI_RANK": "0", "SLURM_NODELIST": "node1", "SLURM_JOB_NODELIST": "node1",
+            "SLURM_STEP_NODELIST": "node1"}
+
+
+def gpu_check(out, *args, env=None, build=BUILD, python=sys.executable):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PMI_"))}
+    e.update(CUDA_VISIBLE_DEVICES="", **(env or {}))
+    return subprocess.run(["bash", SCRIPT, "--cpu", "--no-build", "--build", build, "--python", python,
+                           "--out", out, *args], capture_output=True, text=True, env=e)
 
 
 class GpuCheckDryRun(unittest.TestCase):
-    def test_dry_run(self):
+    def dry_run(self, env=None):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "gpu-check.json")
-            p = subprocess.run(["bash", os.path.join(ROOT, "scripts", "gpu-check.sh"), "--cpu", "--no-build",
-                                "--build", BUILD, "--steps", "1", "--python", sys.executable, "--out", out],
-                               capture_output=True, text=True, env=dict(os.environ, CUDA_VISIBLE_DEVICES=""))
-            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-            self.assertIn("genemask / PyTorch", p.stdout)
+            p = gpu_check(out, "--steps", "1", env=env)
+            log = p.stdout + p.stderr
             with open(out) as f:
                 res = json.load(f)
-        self.assertEqual(res["gpu_tests"], "skipped")
+        parts = res["parts"]
+        self.assertEqual(list(parts), PARTS)
+        self.assertEqual(parts["build"], {"status": "skipped", "exit_code": None, "seconds": 0, "note": "--no-build"})
+        for name in PARTS[1:]:
+            self.assertEqual((name, parts[name]["status"], parts[name]["exit_code"]), (name, "passed", 0), log)
+        self.assertTrue(res["passed"])
+        self.assertEqual(p.returncode, 0, log)
+        self.assertIn("genemask / PyTorch", p.stdout)
+        self.assertIn("gpu-check: every part passed", p.stdout)
+        # The GPU tests ran their bodies on the CPU: passed, not skipped.
+        self.assertEqual(res["gpu_tests"], "passed")
+        self.assertRegex(p.stderr, r"Ran 8 tests in")
+        self.assertRegex(p.stderr, r"(?m)^OK$")  # not "OK (skipped=...)"
+        return res, p
+
+    def test_dry_run(self):
+        res, _ = self.dry_run()
         self.assertEqual(res["device"], "cpu")
         runs = {(r["impl"], r["config"]): r for r in res["runs"]}
         self.assertEqual(set(runs), {(i, c) for i in ("genemask", "pytorch") for c in CONFIGS})
@@ -44,6 +89,115 @@ class GpuCheckDryRun(unittest.TestCase):
                                    r["median_tokens_per_s"] / runs[("pytorch", cfg)]["median_tokens_per_s"], places=6)
             self.assertIsNone(r["mfu"])  # no peak on a CPU
             self.assertGreater(sum(r["breakdown_s"].values()), 0)
+
+    def test_dry_run_inside_an_srun_step(self):
+        # `srun --gpus=1 scripts/gpu-check.sh`: the GPU tests' `mpiexec -n 2` is a launch
+        # nested in a one-task step (it used to stop with "SLURM_NTASKS=1 but MPI sees 2"),
+        # and single-rank commands must not start MPI inside the step (Debian's Open MPI,
+        # built without Slurm support, refuses to start under srun's SLURM_NODELIST+PMI_SIZE).
+        self.dry_run(env=SRUN_ENV)
+
+    def test_failing_parts_do_not_stop_the_others(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            build = os.path.join(tmp, "build")
+            # A build directory whose model_tests fail, whose genemask runs only --version,
+            # and without train_bench.
+            def script(path, body):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write("#!/bin/sh\n" + body)
+                os.chmod(path, os.stat(path).st_mode | stat.S_IXUSR)
+            script(os.path.join(build, "tests", "model_tests"), "echo model_tests broken >&2; exit 3\n")
+            script(os.path.join(build, "src", "cli", "genemask"),
+                   '[ "$1" = --version ] && { echo "genemask 0"; echo "GPUs visible: 0"; exit 0; }\n'
+                   'echo "genemask: error: broken" >&2; exit 1\n')
+            # A Python whose dnabert benchmark fails and whose logo benchmark gives a row.
+            row = json.dumps({"impl": "pytorch", "config": "logo", "batch": 2, "seq": 512, "median_tokens_per_s": 100.0,
+                              "median_step_s": 10.24, "peak_memory_gib": 0.0})
+            script(os.path.join(tmp, "python"),
+                   'case "$1" in *train_bench.py) [ "$2" = logo ] || exit 5; echo \'%s\'; exit 0 ;; esac\n'
+                   'exec "%s" "$@"\n' % (row, sys.executable))
+            out = os.path.join(tmp, "gpu-check.json")
+            p = gpu_check(out, "--steps", "1", build=build, python=os.path.join(tmp, "python"))
+            log = p.stdout + p.stderr
+            self.assertEqual(p.returncode, 1, log)
+            with open(out) as f:
+                res = json.load(f)
+        parts = res["parts"]
+        self.assertEqual(list(parts), PARTS, log)
+        got = {n: (v["status"], v["exit_code"]) for n, v in parts.items()}
+        self.assertEqual(got, {"build": ("skipped", None), "model_tests": ("failed", 3), "gpu_tests": ("failed", 1),
+                               "bench_dnabert_genemask": ("failed", 127), "bench_dnabert_pytorch": ("failed", 5),
+                               "bench_logo_genemask": ("failed", 127), "bench_logo_pytorch": ("passed", 0)}, log)
+        self.assertIn("train_bench is missing", parts["bench_logo_genemask"]["note"])
+        self.assertFalse(res["passed"])
+        self.assertEqual(res["gpu_tests"], "failed")
+        self.assertEqual([(r["impl"], r["config"]) for r in res["runs"]], [("pytorch", "logo")])
+        self.assertIn("logo     genemask  (no result: failed)", p.stdout)
+        self.assertIn("gpu-check: 5 part(s) failed: model_tests, gpu_tests, bench_dnabert_genemask, "
+                      "bench_dnabert_pytorch, bench_logo_genemask", p.stdout)
+        for name in PARTS:  # the status table
+            self.assertRegex(p.stdout, rf"(?m)^{name} +{parts[name]['status']} ")
+
+    def test_missing_python_modules_are_named_before_building(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            stubs = os.path.join(tmp, "stubs")
+            os.makedirs(stubs)
+            for m in ("numpy", "h5py"):
+                with open(os.path.join(stubs, m + ".py"), "w") as f:
+                    f.write(f"raise ModuleNotFoundError(\"No module named '{m}'\", name='{m}')\n")
+            py = os.path.join(tmp, "python")
+            with open(py, "w") as f:
+                f.write(f'#!/bin/sh\nPYTHONPATH={stubs} exec "{sys.executable}" "$@"\n')
+            os.chmod(py, 0o755)
+            out = os.path.join(tmp, "gpu-check.json")
+            p = gpu_check(out, build=os.path.join(tmp, "no-build"), python=py)
+            self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+            self.assertFalse(os.path.exists(out))
+        lines = [l for l in p.stderr.splitlines() if "cannot import" in l]
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("cannot import: numpy, h5py (needed: torch numpy h5py)", lines[0])
+        self.assertNotIn("==", p.stdout)  # no part ran
+
+    def test_module_list_covers_the_imports(self):
+        with open(SCRIPT) as f:
+            listed = set(re.search(r"(?m)^modules=\((.*)\)$", f.read()).group(1).split())
+        needed = set()
+        local = {"test_cli", "test_corpus"}
+        for rel in ["tests/cli/test_gpu.py", "tests/cli/test_cli.py", "tests/cli/test_corpus.py",
+                    "bench/train_bench.py"]:
+            with open(os.path.join(ROOT, rel)) as f:
+                tree = ast.parse(f.read())
+            # Module level for all; inside functions too for the GPU tests (h5py).
+            nodes = ast.walk(tree) if rel.endswith("test_gpu.py") else tree.body
+            for n in nodes:
+                names = [a.name for a in n.names] if isinstance(n, ast.Import) else \
+                    [n.module] if isinstance(n, ast.ImportFrom) and n.module and not n.level else []
+                needed |= {x.split(".")[0] for x in names}
+        needed -= set(sys.stdlib_module_names) | local
+        self.assertTrue({"torch", "numpy", "h5py"} <= needed, needed)
+        self.assertEqual(needed - listed, set())
+
+    def test_gpu_tests_never_skip_as_a_whole(self):
+        with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as f:
+            src = f.read()
+        tree = ast.parse(src)
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call):
+                f = n.func
+                name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+                # sys.exit(77), os._exit, exit(): no exit path; skipTest, skip*: no skipping.
+                self.assertNotIn(name, {"exit", "_exit", "quit", "skipTest", "skip", "skipIf", "skipUnless"},
+                                 ast.get_source_segment(src, n))
+            if isinstance(n, ast.Raise) and n.exc is not None:
+                self.assertNotIn("SkipTest", ast.get_source_segment(src, n.exc))
+            if isinstance(n, ast.Constant):
+                self.assertNotEqual(n.value, 77, "an exit code 77 (ctest's skip) in test_gpu.py")
+        # Every test goes through each_device (a subTest per device: cpu always, cuda where visible).
+        tests = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
+        self.assertGreaterEqual(len(tests), 8)
+        for t in tests:
+            self.assertIn("self.each_device(", ast.get_source_segment(src, t), t.name)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import tempfile
 import time
 import unittest
 
-from test_cli import BIN, ENV, MPIEXEC, run, summary
+from test_cli import BIN, ENV, mpiexec, run, summary
 
 
 def unshare_works():
@@ -130,8 +130,8 @@ class Interrupts(unittest.TestCase):
                     f"tasks:\n  - {{name: t, train: {plan}, test: {plan}}}\nshots: [10]\nseeds: 16\n")
         out = os.path.join(d, "out")
         # --simulate 100: a 10-shot job sleeps 1 s.
-        argv = [MPIEXEC, "-n", "3", "--oversubscribe", os.path.abspath(BIN), "sweep", "--plan", plan, "--out", out,
-                "--simulate", "100", "--progress-every", "0"]
+        argv = mpiexec(3) + [os.path.abspath(BIN), "sweep", "--plan", plan, "--out", out,
+                             "--simulate", "100", "--progress-every", "0"]
         p = subprocess.Popen(argv, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         results = os.path.join(out, "results.jsonl")
         deadline = time.time() + 60

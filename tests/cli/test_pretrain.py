@@ -46,7 +46,7 @@ class Pretrain(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
-    def pretrain(self, out, extra=(), ranks=None, model="tiny.json", check=True, **opts):
+    def pretrain(self, out, extra=(), ranks=None, model="tiny.json", check=True, env=None, **opts):
         """extra: flags; opts: option overrides, e.g. grad_accum=1 for --grad-accum 1."""
         o = {"masking": "random", "steps": 8, "warmup": 2, "batch_per_rank": 2, "grad_accum": 2, "log_every": 1,
              "eval_every": 4, "eval_batches": 2, "checkpoint_every": 4, "threads": 1}
@@ -54,7 +54,7 @@ class Pretrain(unittest.TestCase):
         args = ["pretrain", "--shards", self.shards, "--model", os.path.join(self.tmp, model), "--out", out]
         for k, v in o.items():
             args += ["--" + k.replace("_", "-"), str(v)]
-        return run(args + list(extra), ranks=ranks, check=check)
+        return run(args + list(extra), ranks=ranks, check=check, env=env)
 
     def test_resume_after_kill_gives_the_same_loss_curve(self):
         a = os.path.join(self.tmp, "a")
@@ -71,6 +71,79 @@ class Pretrain(unittest.TestCase):
         self.assertEqual(s["start_step"], 4)
         self.assertEqual(metrics(b), want)  # exactly, not approximately
         self.assertTrue(os.path.exists(os.path.join(b, "perplexity.svg")))
+
+    def test_resume_on_the_cpu_from_a_checkpoint_written_on_a_gpu(self):
+        # A GPU run's optimizer.pt records its tensors' device ("cuda:0"). Made here by
+        # rewriting a CPU checkpoint's device records, as a GPU would have written them (the
+        # moments' values are the same), with state.json's SHA-256 of the file updated. Resumed
+        # with --device cpu, the moments must come onto the CPU: LibTorch's default puts them
+        # back on the GPU that saved them, which fails where there is none and puts every rank
+        # on one GPU where there are several. The curve equals the uninterrupted run's.
+        import hashlib
+        import zipfile
+        whole, cut = os.path.join(self.tmp, "dev-whole"), os.path.join(self.tmp, "dev-cut")
+        self.pretrain(whole, steps=6, checkpoint_every=3, eval_every=0)
+        self.pretrain(cut, steps=6, checkpoint_every=3, eval_every=0, stop_after=4)
+        ck = os.path.join(cut, "checkpoints", "step-00000003")
+        opt = os.path.join(ck, "optimizer.pt")
+        with zipfile.ZipFile(opt) as z:
+            entries = [(i, z.read(i.filename)) for i in z.infolist()]
+        cpu, gpu = b"X\x03\x00\x00\x00cpu", b"X\x06\x00\x00\x00cuda:0"
+        moved = 0
+        with zipfile.ZipFile(opt + ".new", "w", zipfile.ZIP_STORED) as z:
+            for info, data in entries:
+                if info.filename.endswith("data.pkl"):
+                    moved += data.count(cpu)
+                    data = data.replace(cpu, gpu)
+                z.writestr(info.filename, data)
+        self.assertGreater(moved, 0, "no device records found in optimizer.pt")
+        os.replace(opt + ".new", opt)
+        with open(os.path.join(ck, "state.json")) as f:
+            state = json.load(f)
+        with open(opt, "rb") as f:
+            state["files"]["optimizer.pt"] = hashlib.sha256(f.read()).hexdigest()
+        with open(os.path.join(ck, "state.json"), "w") as f:
+            json.dump(state, f)
+        s = summary(self.pretrain(cut, ["--resume", "--device", "cpu"], steps=6, checkpoint_every=3, eval_every=0))
+        self.assertEqual(s["start_step"], 3)
+        self.assertEqual(metrics(cut), metrics(whole))
+
+    def test_tokens_per_second_leaves_out_checkpoint_time(self):
+        # Each checkpoint takes 1.5 s more here (a slow file system); a training step of the
+        # tiny model takes milliseconds. tokens/s of the steps after a checkpoint must stay
+        # that of training: counting the checkpoint made it 100x lower.
+        def rates(out, env):
+            run(["pretrain", "--shards", self.shards, "--model", os.path.join(self.tmp, "tiny0.json"), "--out", out,
+                 "--masking", "random", "--steps", "4", "--warmup", "1", "--batch-per-rank", "2", "--grad-accum",
+                 "1", "--log-every", "1", "--eval-every", "0", "--checkpoint-every", "1", "--keep-checkpoints",
+                 "1", "--threads", "1"], env=env)
+            with open(os.path.join(out, "metrics.jsonl")) as f:
+                return [json.loads(l)["tokens_per_s"] for l in f if '"tokens_per_s"' in l]
+        fast = rates(os.path.join(self.tmp, "tps-fast"), {})
+        slow = rates(os.path.join(self.tmp, "tps-slow"), {"GENEMASK_TEST_SLOW_CHECKPOINT_S": "1.5"})
+        self.assertEqual(len(slow), 4)
+        med = sorted(fast[1:])[1]
+        for v in slow[1:]:  # steps 2-4 each follow a checkpoint
+            self.assertGreater(v, med / 10, (fast, slow))
+
+    def test_samples_longer_than_the_model_are_refused_before_training(self):
+        # 60-token samples (62 positions) and a model of 40 positions: one line naming
+        # both and what to do, before any step (it used to be an index error and a LibTorch
+        # stack trace on the CPU, a device-side assert on a GPU).
+        with open(os.path.join(self.tmp, "tiny.json")) as f:
+            cfg = json.load(f)
+        cfg["max_position_embeddings"] = 40
+        with open(os.path.join(self.tmp, "short.json"), "w") as f:
+            json.dump(cfg, f)
+        out = os.path.join(self.tmp, "short")
+        p = self.pretrain(out, model="short.json", check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        lines = [l for l in p.stderr.splitlines() if l.startswith("genemask: error")]
+        self.assertEqual(len(lines), 1, p.stderr)
+        self.assertIn("manifest.json: the shards hold samples of up to 60 tokens (62 positions", lines[0])
+        self.assertIn("max_position_embeddings is 40: make shards with --max-tokens 38 or less", lines[0])
+        self.assertNotIn("Exception raised from", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, "checkpoints")))
 
     def test_one_rank_with_accumulation_equals_two_and_four_ranks(self):
         # The same effective batch (8 sequences) as 1 x 4, 2 x 2 and 4 x 1 (ranks x
@@ -361,12 +434,20 @@ class Pretrain(unittest.TestCase):
 
     def test_slurm_world_size_mismatch_is_an_error(self):
         # What `srun -n 4` without MPI wiring looks like: each process sees a world of 1.
-        env = dict(ENV, SLURM_NTASKS="4", SLURM_PROCID="0")
+        srun = {"SLURM_JOB_ID": "77", "SLURM_STEP_ID": "0", "SLURM_PROCID": "0", "SLURM_LOCALID": "0",
+                "SLURM_NODEID": "0", "SLURM_NNODES": "1", "SLURM_STEP_NUM_NODES": "1"}
+        env = dict(ENV, SLURM_NTASKS="4", SLURM_NPROCS="4", SLURM_STEP_NUM_TASKS="4", **srun)
         args = [os.path.abspath(BIN), "pretrain", "--shards", self.shards, "--masking", "random", "--model",
                 os.path.join(self.tmp, "tiny.json"), "--out", os.path.join(self.tmp, "slurm"), "--steps", "1"]
         p = subprocess.run(args, env=env, capture_output=True, text=True)
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn("SLURM_NTASKS=4 but MPI sees 1 rank(s)", p.stderr)
+        self.assertIn("the Slurm step has 4 tasks (SLURM_STEP_NUM_TASKS) but MPI sees 1 rank", p.stderr)
+        # A nested launch: `mpiexec -n 2` inside a one-task step (`srun --gpus=1 script`)
+        # makes a world of 2 that is the launcher's, not the step's: it runs.
+        nested = dict(srun, SLURM_NTASKS="1", SLURM_NPROCS="1", SLURM_STEP_NUM_TASKS="1", PMI_SIZE="1", PMI_RANK="0")
+        s = summary(self.pretrain(os.path.join(self.tmp, "slurm-nested"), ranks=2, steps=2, checkpoint_every=2,
+                                  eval_every=0, env=nested))
+        self.assertEqual(s["ranks"], 2)
 
     def test_bad_options(self):
         p = self.pretrain(os.path.join(self.tmp, "bad"), masking="genemask", check=False)

@@ -15,7 +15,7 @@ import tempfile
 import time
 import unittest
 
-from test_cli import BIN, ENV, MPIEXEC, run, summary
+from test_cli import BIN, ENV, mpiexec, run, summary
 
 MODELS = [{"name": "A", "path": "random"}, {"name": "B 2", "path": "random", "config": "dnabert", "group": "G"}]
 TASKS = ["t1", "t2"]
@@ -228,15 +228,15 @@ class SweepSimulated(SweepBase):
                                               (5, 1, "3,5,7", {1: 0, 2: 1, 3: 2, 4: 0})]:
             plan = self.write_plan("gpu.json", device="cuda", ranks_per_gpu=per_gpu)
             out = self.out(f"gpu{ranks}")
-            cmd = [MPIEXEC, "-n", str(ranks), "--oversubscribe", os.path.abspath(BIN), "sweep", "--plan", plan,
-                   "--out", out, "--simulate", "0.01", "--progress-every", "0"]
+            cmd = mpiexec(ranks) + [os.path.abspath(BIN), "sweep", "--plan", plan,
+                                    "--out", out, "--simulate", "0.01", "--progress-every", "0"]
             p = subprocess.run(cmd, env=dict(ENV, CUDA_VISIBLE_DEVICES=visible), capture_output=True, text=True)
             self.assertEqual(p.returncode, 0, p.stderr)
             got = {r["rank"]: r["device"] for r in read_records(out, allow_torn=False)}
             self.assertEqual(got, {r: f"cuda:{g}" for r, g in want.items()})
 
     def start(self, out, ranks, simulate):
-        cmd = ([MPIEXEC, "-n", str(ranks), "--oversubscribe"] if ranks else []) + [
+        cmd = (mpiexec(ranks) if ranks else []) + [
             os.path.abspath(BIN), "sweep", "--plan", self.plan, "--out", out, "--simulate", simulate,
             "--progress-every", "0"]
         return subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -8,6 +8,7 @@
 #include "model/bert.hpp"
 #include "model/grad_sync.hpp"
 #include "model/optim.hpp"
+#include "model/runtime.hpp"
 #include "model_test_util.hpp"
 
 using namespace genemask::model;
@@ -61,21 +62,53 @@ TEST(Attention, SdpaMatchesEagerWithPadding) {
   }
 }
 
-TEST(Attention, SdpaOnGpuMatchesEager) {
-  // The GPU's fused kernels (flash without a mask, memory-efficient or cuDNN with one)
-  // against the eager computation on the same GPU; ctest reports it skipped without one.
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU visible";
-  const torch::Device gpu(torch::kCUDA, 0);
+/// The devices a device test runs on: the CPU always, the first GPU where one is visible.
+/// A GPU test's body thus runs in CI too; only what needs a GPU is checked on one alone.
+std::vector<torch::Device> test_devices() {
+  std::vector<torch::Device> d{torch::Device(torch::kCPU)};
+  if (torch::cuda::is_available()) d.emplace_back(torch::kCUDA, 0);
+  return d;
+}
+
+TEST(Attention, FusedKernelsMatchEagerOnEveryDevice) {
+  // SDPA's fused kernels (on a GPU flash without a mask, memory-efficient or cuDNN with one;
+  // on the CPU its flash kernel) against the eager computation on the same device, fp32 and
+  // bf16.
   auto x = random_qkv(4, 4, 64, 64, 32);
-  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
-    auto q = x.q.to(gpu, dtype), k = x.k.to(gpu, dtype), v = x.v.to(gpu, dtype);
-    const double tol = dtype == torch::kFloat32 ? 1e-4 : 3e-2;  // bf16: 8-bit mantissa
-    for (const auto& km : {torch::Tensor(), key_mask_of(x.mask.to(gpu))}) {
-      auto fast = attention(q, k, v, km, 0.0).to(torch::kFloat32);
-      auto ref = attention_reference(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32), km, 0.0, false);
-      EXPECT_LT(max_abs_diff(fast, ref), tol) << (km.defined() ? "masked " : "no mask ") << dtype;
+  for (const auto& dev : test_devices()) {
+    for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+      auto q = x.q.to(dev, dtype), k = x.k.to(dev, dtype), v = x.v.to(dev, dtype);
+      const double tol = dtype == torch::kFloat32 ? 1e-4 : 3e-2;  // bf16: 8-bit mantissa
+      for (const auto& km : {torch::Tensor(), key_mask_of(x.mask.to(dev))}) {
+        auto fast = attention(q, k, v, km, 0.0).to(torch::kFloat32);
+        EXPECT_EQ(fast.device(), dev);
+        auto ref = attention_reference(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32), km, 0.0,
+                                       false);
+        EXPECT_LT(max_abs_diff(fast, ref), tol) << dev << (km.defined() ? " masked " : " no mask ") << dtype;
+      }
     }
   }
+}
+
+TEST(Runtime, Tf32SettingKeepsLibTorchsTwoRecordsInStep) {
+  // LibTorch keeps the TF32 choice twice (the legacy flag and the per-backend precision);
+  // setting only the newer record makes allowTF32CuBLAS(), which cuBLASLt, TunableOp and
+  // SDPA call on a GPU, throw. Shown here on the newer API alone, then set_tf32 both ways.
+  auto& ctx = at::globalContext();
+  ctx.setFloat32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL, at::Float32Precision::TF32);
+  EXPECT_THROW((void)ctx.allowTF32CuBLAS(), c10::Error) << "LibTorch no longer checks the two records";
+  for (bool on : {true, false, true}) {
+    set_tf32(on);
+    bool cublas = !on, cudnn = !on;
+    EXPECT_NO_THROW(cublas = ctx.allowTF32CuBLAS());
+    EXPECT_NO_THROW(cudnn = ctx.allowTF32CuDNN());
+    EXPECT_NO_THROW((void)ctx.float32MatmulPrecision());
+    EXPECT_EQ(cublas, on);
+    EXPECT_EQ(cudnn, on);
+    EXPECT_EQ(ctx.float32Precision(at::Float32Backend::CUDA, at::Float32Op::MATMUL),
+              on ? at::Float32Precision::TF32 : at::Float32Precision::IEEE);
+  }
+  set_tf32(false);
 }
 
 TEST(Attention, NoMaskEqualsAllOnesMask) {
@@ -193,13 +226,81 @@ TEST(GradBuckets, MpiSumOverOneRankIsTheIdentity) {
 
 TEST(AllReduceChoice, CpuAndErrors) {
   const torch::Device cpu(torch::kCPU);
-  EXPECT_EQ(choose_allreduce("auto", cpu, 0, 1, MPI_COMM_SELF), AllReduce::Local);
-  EXPECT_EQ(choose_allreduce("mpi", cpu, 0, 1, MPI_COMM_SELF), AllReduce::Local);
+  EXPECT_EQ(choose_allreduce("auto", cpu, MPI_COMM_SELF), AllReduce::Local);
+  EXPECT_EQ(choose_allreduce("mpi", cpu, MPI_COMM_SELF), AllReduce::Local);
   try {
-    choose_allreduce("nccl", cpu, 0, 1, MPI_COMM_SELF);
+    choose_allreduce("nccl", cpu, MPI_COMM_SELF);
     FAIL() << "nccl on cpu accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("needs --device cuda"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(choose_allreduce("gloo", cpu, 0, 1, MPI_COMM_SELF), std::invalid_argument);
+  EXPECT_THROW(choose_allreduce("gloo", cpu, MPI_COMM_SELF), std::invalid_argument);
+  EXPECT_EQ(gpu_identity(cpu), "");
+}
+
+TEST(AllReduceChoice, DecidedFromEachRanksGpuIdentity) {
+  const std::string a = "GPU-aaaa", b = "GPU-bbbb", c = "GPU-cccc", d = "GPU-dddd";
+  // Per-task binding (--gpus-per-task=1): every rank sees one GPU, ordinal 0, and a GPU
+  // count per node of 1 for 2 ranks, yet each has its own: NCCL.
+  const std::vector<RankGpu> per_task{{"n1", a}, {"n1", b}, {"n2", c}, {"n2", d}};
+  EXPECT_EQ(decide_allreduce("auto", per_task, true), AllReduce::Nccl);
+  EXPECT_EQ(decide_allreduce("nccl", per_task, true), AllReduce::Nccl);
+  EXPECT_EQ(decide_allreduce("mpi", per_task, true), AllReduce::Mpi);
+  EXPECT_EQ(decide_allreduce("auto", per_task, false), AllReduce::Mpi);  // a build without NCCL
+  // The same UUID on two hosts is two GPUs (identities are per host).
+  EXPECT_EQ(decide_allreduce("auto", {{"n1", a}, {"n2", a}}, true), AllReduce::Nccl);
+  // Two ranks on one GPU: MPI through host memory; nccl names the ranks and the GPU.
+  const std::vector<RankGpu> shared{{"n1", a}, {"n1", a}};
+  EXPECT_EQ(decide_allreduce("auto", shared, true), AllReduce::Mpi);
+  try {
+    decide_allreduce("nccl", shared, true);
+    FAIL() << "nccl on a shared GPU accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ranks 0 and 1 on n1 share GPU GPU-aaaa"), std::string::npos) << e.what();
+  }
+  // Mixed: one node binds per task, the other runs two ranks on one GPU: MPI for all.
+  const std::vector<RankGpu> mixed{{"n1", a}, {"n1", b}, {"n2", c}, {"n2", c}};
+  EXPECT_EQ(decide_allreduce("auto", mixed, true), AllReduce::Mpi);
+  EXPECT_THROW(decide_allreduce("nccl", mixed, true), std::invalid_argument);
+  // A rank on the CPU rules NCCL out; one rank needs no all-reduce.
+  EXPECT_EQ(decide_allreduce("auto", {{"n1", a}, {"n1", ""}}, true), AllReduce::Mpi);
+  EXPECT_EQ(decide_allreduce("auto", {{"n1", a}}, true), AllReduce::Local);
+  EXPECT_EQ(decide_allreduce("nccl", {{"n1", a}}, true), AllReduce::Nccl);
+  EXPECT_EQ(decide_allreduce("auto", {{"n1", ""}, {"n2", ""}}, true), AllReduce::Mpi);
+}
+
+namespace {
+/// A stand-in NCCL communicator that records how it ended.
+struct FakeNccl final : NcclComm {
+  std::string* ended;
+  explicit FakeNccl(std::string* e) : ended(e) {}
+  ~FakeNccl() override {
+    if (ended->empty()) *ended = "destroyed";
+  }
+  void allreduce_sum(torch::Tensor&) override {}
+  void abort() override { *ended = "aborted"; }
+};
+}  // namespace
+
+TEST(GradBuckets, NcclIsAbortedWhenUnwindingAndDestroyedOtherwise) {
+  // A rank that throws (out of memory, an I/O error) must not wait in ncclCommDestroy for
+  // peers stuck in an all-reduce: the job would hang until its walltime instead of reaching
+  // MPI_Abort.
+  auto m = model_with_grads(3);
+  std::vector<torch::Tensor> params;
+  for (auto& p : m->parameters()) params.push_back(p);
+  std::string ended;
+  {
+    GradBuckets buckets(params, MPI_COMM_SELF, AllReduce::Local);
+    buckets.set_nccl_for_test(std::make_unique<FakeNccl>(&ended));
+  }
+  EXPECT_EQ(ended, "destroyed");
+  ended.clear();
+  try {
+    GradBuckets buckets(params, MPI_COMM_SELF, AllReduce::Local);
+    buckets.set_nccl_for_test(std::make_unique<FakeNccl>(&ended));
+    throw std::runtime_error("CUDA out of memory");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(ended, "aborted");
 }
