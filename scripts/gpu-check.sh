@@ -150,12 +150,13 @@ ready() {
   fi
 }
 
+# shellcheck disable=SC2317  # called through part(), which shellcheck does not follow
 build_all() {
   local gen=() require_cuda=ON rc=0 t
   command -v ninja >/dev/null && gen=(-G Ninja)
   [ "$device" = cpu ] && require_cuda=OFF
   if ! cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGENEMASK_PYTHON="$python" \
-      -DGENEMASK_REQUIRE_CUDA=$require_cuda ${cmake_prefix:+-DCMAKE_PREFIX_PATH="$cmake_prefix"}; then
+      -DGENEMASK_REQUIRE_CUDA="$require_cuda" ${cmake_prefix:+-DCMAKE_PREFIX_PATH="$cmake_prefix"}; then
     failed_targets=" genemask train_bench model_tests "
     return 3
   fi
@@ -163,7 +164,7 @@ build_all() {
   for t in genemask train_bench model_tests; do
     cmake --build "$build" -j "$(nproc)" --target "$t" || { rc=$?; failed_targets+="$t "; }
   done
-  return $rc
+  return "$rc"
 }
 if [ "$do_build" = 1 ]; then
   part build build_all
@@ -185,6 +186,8 @@ ready gpu_tests genemask "$bin" &&
 echo "== benchmark: one pretraining step, 512 tokens, $precision on $device ($steps steps)"
 threads=$(nproc)
 if [ "$device" = cpu ]; then batch_dnabert=1; batch_logo=2; fi
+# The inner shell expands "$@" and "$0" itself (the command, then its JSON file).
+# shellcheck disable=SC2016
 for cfg in dnabert logo; do
   b=$batch_dnabert
   [ "$cfg" = logo ] && b=$batch_logo

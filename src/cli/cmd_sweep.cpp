@@ -62,6 +62,7 @@ hpc::JobRunner finetune_runner(const Context& ctx, bool verbose) {
     f.dropout = job.finetune.dropout;
     f.warmup_fraction = job.finetune.warmup_fraction;
     f.weight_decay = job.finetune.weight_decay;
+    f.precision = job.finetune.precision;
     f.threads = w.threads;
     f.device = w.device;
     f.device_index = w.device_index;

@@ -1,5 +1,7 @@
 #include "model/runtime.hpp"
 
+#include <mutex>
+#include <fstream>
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <ATen/detail/CUDAHooksInterface.h>
@@ -52,8 +54,38 @@ int set_intra_op_threads(int requested, int ranks_on_node, bool announce) {
   return threads;
 }
 
+namespace {
+/// The CPU's model name and its bf16 matrix instructions, from /proc/cpuinfo (Linux).
+std::pair<std::string, std::string> cpu_bf16_support() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model, flags;
+  while (std::getline(in, line) && (model.empty() || flags.empty())) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name" && model.empty()) model = value;
+    if (key == "flags" && flags.empty()) flags = " " + value + " ";
+  }
+  std::string bf16;
+  if (flags.find(" amx_bf16 ") != std::string::npos) bf16 = "AMX-BF16";
+  if (flags.find(" avx512_bf16 ") != std::string::npos) bf16 += std::string(bf16.empty() ? "" : ", ") + "AVX512-BF16";
+  return {model, bf16};
+}
+}  // namespace
+
+CpuBf16 cpu_bf16() {
+  static const CpuBf16 c = [] {
+    const auto [model, bf16] = cpu_bf16_support();
+    return CpuBf16{model, bf16};
+  }();
+  return c;
+}
+
 RuntimeInfo runtime_info() {
   RuntimeInfo r;
+  r.cpu_model = cpu_bf16().model;
+  r.cpu_bf16 = cpu_bf16().instructions;
   r.torch_version = TORCH_VERSION;
   const auto& hooks = at::detail::getCUDAHooks();
   r.cuda_built = hooks.isBuilt();
@@ -138,22 +170,31 @@ void set_tf32(bool on) {
   at::globalContext().setAllowTF32CuDNN(on);
 }
 
-bool wants_bf16(const std::string& precision, const std::string& device) {
+bool wants_bf16(const std::string& precision, const std::string& device, bool announce) {
   if (precision == "fp32") return false;
   if (precision != "bf16") throw std::invalid_argument(fmt::format("--precision must be fp32 or bf16, got '{}'", precision));
-  if (device != "cuda") throw std::invalid_argument("--precision bf16 needs --device cuda; on CPU use fp32");
+  if (device == "cpu" && announce && cpu_bf16().instructions.empty()) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      std::cerr << fmt::format(
+          "[genemask] --precision bf16 on a CPU without AMX-BF16 or AVX512-BF16 ({}): bf16 matrix products are "
+          "emulated and slower than fp32; fp32 is the faster choice here\n",
+          cpu_bf16().model.empty() ? "unknown CPU" : cpu_bf16().model);
+    });
+  }
   return true;
 }
 
 Autocast::Autocast(bool on) : on_(on) {
   if (!on_) return;
-  at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-  at::autocast::set_autocast_enabled(at::kCUDA, true);
+  for (auto type : {at::kCUDA, at::kCPU}) {
+    at::autocast::set_autocast_dtype(type, at::kBFloat16);
+    at::autocast::set_autocast_enabled(type, true);
+  }
 }
-
 Autocast::~Autocast() {
   if (!on_) return;
-  at::autocast::set_autocast_enabled(at::kCUDA, false);
+  for (auto type : {at::kCUDA, at::kCPU}) at::autocast::set_autocast_enabled(type, false);
   at::autocast::clear_cache();
 }
 

@@ -38,12 +38,22 @@ void use_device(const torch::Device& device, bool tf32 = true);
 /// either (allowTF32CuBLAS(), float32MatmulPrecision()) agrees and never throws. Needs no GPU.
 void set_tf32(bool on);
 
-/// Whether `--precision` asks for bf16: "fp32" or "bf16" with `--device cuda`; anything else
-/// is a one-line error (bf16 on a CPU included).
-bool wants_bf16(const std::string& precision, const std::string& device);
+/// The CPU's model name and its bf16 matrix instructions ("AMX-BF16, AVX512-BF16", "" for
+/// none), read once from /proc/cpuinfo.
+struct CpuBf16 {
+  std::string model, instructions;
+};
+CpuBf16 cpu_bf16();
 
-/// bf16 autocast on CUDA while alive, for a forward pass (weights, gradients and the
-/// optimizer stay fp32); nothing when off.
+/// Whether `--precision` asks for bf16: "fp32" or "bf16", on cuda or on the CPU; anything
+/// else is a one-line error. On a CPU without AMX-BF16 or AVX512-BF16, bf16 runs (emulated,
+/// so that it behaves the same everywhere) and, with `announce`, says once on stderr that it
+/// is slower than fp32 there.
+bool wants_bf16(const std::string& precision, const std::string& device, bool announce = true);
+
+/// bf16 autocast while alive, for a forward pass, on CUDA and on the CPU (each applies to the
+/// operations on its own device): matrix products in bf16; weights, gradients, the optimizer
+/// and the loss (logits cast to fp32 before the cross-entropy) stay fp32. Nothing when off.
 class Autocast {
  public:
   explicit Autocast(bool on);

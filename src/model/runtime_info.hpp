@@ -12,6 +12,8 @@ struct RuntimeInfo {
   std::string cudnn_version;  // e.g. "9.19.0"; empty without cuDNN
   int gpus = 0;               // GPUs visible to this process now
   std::string no_gpu_reason;  // with CUDA built and no GPU visible: what CUDA said
+  std::string cpu_model;      // /proc/cpuinfo's model name
+  std::string cpu_bf16;       // the CPU's bf16 matrix instructions: "AMX-BF16, AVX512-BF16", or "" for none
 };
 
 }  // namespace genemask::model

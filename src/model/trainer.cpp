@@ -236,7 +236,7 @@ struct Run {
 void choose_runtime(Run& r) {
   hpc::check_slurm_world(r.world);
   const auto [local_rank, local_size] = hpc::local_rank_size(r.comm);
-  r.bf16 = wants_bf16(r.o.precision, r.o.device);
+  r.bf16 = wants_bf16(r.o.precision, r.o.device, r.rank == 0);
   r.device = pick_rank_device(r.o.device, local_rank);
   use_device(r.device, r.o.tf32);
   r.how = choose_allreduce(r.o.allreduce, r.device, r.comm);

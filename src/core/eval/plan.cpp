@@ -433,7 +433,7 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
     p.ranks_per_gpu = static_cast<int>(c.integer(doc["ranks_per_gpu"], "ranks_per_gpu", 1, "an integer >= 1"));
   if (doc.contains("finetune")) {
     const auto& f = c.object(doc["finetune"], "finetune",
-                             {"lr", "epochs", "batch", "dropout", "warmup_fraction", "weight_decay"});
+                             {"lr", "epochs", "batch", "dropout", "warmup_fraction", "weight_decay", "precision"});
     auto& o = p.finetune;
     if (f.contains("lr")) o.lr = c.number(f["lr"], "finetune.lr", 0, 1e9, "a learning rate >= 0 (0 = paper regime)");
     if (f.contains("epochs")) o.epochs = c.integer(f["epochs"], "finetune.epochs", 0, "an integer >= 0 (0 = paper regime)");
@@ -443,6 +443,11 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
       o.warmup_fraction = c.number(f["warmup_fraction"], "finetune.warmup_fraction", 0, 1, "a fraction in [0, 1]");
     if (f.contains("weight_decay"))
       o.weight_decay = c.number(f["weight_decay"], "finetune.weight_decay", 0, 1e9, "a number >= 0");
+    if (f.contains("precision")) {
+      o.precision = c.string(f["precision"], "finetune.precision");
+      if (o.precision != "fp32" && o.precision != "bf16")
+        c.fail("finetune.precision", fmt::format("{} is not fp32 or bf16", io::json_excerpt(f["precision"])));
+    }
   }
   return p;
 }
@@ -555,6 +560,8 @@ nlohmann::json plan_to_json(const Plan& p) {
   const auto& f = p.finetune;
   j["finetune"] = {{"lr", f.lr},           {"epochs", f.epochs}, {"batch", f.batch}, {"dropout", f.dropout},
                    {"warmup_fraction", f.warmup_fraction}, {"weight_decay", f.weight_decay}};
+  // Only when it is not the default, so that the plans of earlier sweeps read the same.
+  if (f.precision != "fp32") j["finetune"]["precision"] = f.precision;
   return j;
 }
 

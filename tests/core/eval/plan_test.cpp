@@ -116,6 +116,18 @@ TEST_F(SweepPlan, JsonAndYamlGiveTheSameJobs) {
   EXPECT_EQ(a.finetune.epochs, 2);
 }
 
+TEST_F(SweepPlan, FinetunePrecisionIsReadAndWrittenOnlyWhenNotTheDefault) {
+  const std::string task = R"("tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}])";
+  const auto fp32 = json_plan(R"({"models": [{"name": "m", "path": "random"}], )" + task + "}");
+  EXPECT_EQ(fp32.finetune.precision, "fp32");
+  // A plan without the field normalises as before, so earlier sweeps' plan.json still match.
+  EXPECT_FALSE(sweep::plan_to_json(fp32)["finetune"].contains("precision"));
+  const auto bf16 =
+      json_plan(R"({"models": [{"name": "m", "path": "random"}], "finetune": {"precision": "bf16"}, )" + task + "}");
+  EXPECT_EQ(bf16.finetune.precision, "bf16");
+  EXPECT_EQ(sweep::plan_to_json(bf16)["finetune"]["precision"], "bf16");
+}
+
 TEST_F(SweepPlan, DefaultsAreThePapersShotsAndTenSeeds) {
   const auto p = json_plan(R"({"models": [{"name": "m", "path": "random"}],
                                "tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}]})");
@@ -164,6 +176,8 @@ TEST_F(SweepPlan, YamlErrorsNameTheLine) {
             f + ":4: models[0].config: \"huge\" does not exist (expected logo, dnabert or a config.json: " + d_ + "/huge)");
   EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nfinetune: {dropout: 1.5}\n" + kTask); }),
             f + ":4: finetune.dropout: 1.5 is not a probability in [0, 1)");
+  EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nfinetune: {precision: fp16}\n" + kTask); }),
+            f + ":4: finetune.precision: \"fp16\" is not fp32 or bf16");
   // Quoted numbers stay strings and are rejected where a number is expected.
   EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nretries: \"3\"\n" + kTask); }),
             f + ":4: retries: \"3\" is not an integer >= 0");
