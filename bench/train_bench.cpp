@@ -71,15 +71,11 @@ int main(int argc, char** argv) {
     auto t0 = clock_type::now();
     grads.zero();
     {
-      if (bf16) {
-        at::autocast::set_autocast_dtype(at::kCUDA, at::kBFloat16);
-        at::autocast::set_autocast_enabled(at::kCUDA, true);
-      }
-      // No padding: no mask, which lets a GPU use its flash kernel, as the trainer does.
-      auto loss = m->masked_lm_loss_sum(ids, torch::Tensor(), rows, targets) / masked;
-      if (bf16) {
-        at::autocast::set_autocast_enabled(at::kCUDA, false);
-        at::autocast::clear_cache();
+      torch::Tensor loss;
+      {
+        genemask::model::Autocast autocast(bf16);  // bf16 on the GPU or the CPU, as the trainer runs it
+        // No padding: no mask, which lets a GPU use its flash kernel, as the trainer does.
+        loss = m->masked_lm_loss_sum(ids, torch::Tensor(), rows, targets) / masked;
       }
       loss.backward();
     }

@@ -55,7 +55,7 @@ std::string version_text() {
   else
     s += "CUDA: not built (CPU-only LibTorch)\n";
   s += fmt::format("CPU: {}; bf16 instructions: {}\n", r.cpu_model.empty() ? "unknown" : r.cpu_model,
-                   r.cpu_bf16.empty() ? "none (--precision bf16 on the CPU is emulated, slower than fp32)" : r.cpu_bf16);
+                   r.cpu_bf16.empty() ? "none (--precision bf16 on this CPU is emulated, many times slower than fp32)" : r.cpu_bf16);
   s += fmt::format("GPUs visible: {}", r.gpus);
   if (r.cuda_built && r.gpus == 0) s += fmt::format(" ({})", r.no_gpu_reason);
   return s;

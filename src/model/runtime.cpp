@@ -178,7 +178,8 @@ bool wants_bf16(const std::string& precision, const std::string& device, bool an
     std::call_once(once, [] {
       std::cerr << fmt::format(
           "[genemask] --precision bf16 on a CPU without AMX-BF16 or AVX512-BF16 ({}): bf16 matrix products are "
-          "emulated and slower than fp32; fp32 is the faster choice here\n",
+          "emulated, many times slower than fp32 (34x for a logo training step on an AMD EPYC, docs/benchmarks.md); "
+          "use fp32 here\n",
           cpu_bf16().model.empty() ? "unknown CPU" : cpu_bf16().model);
     });
   }
