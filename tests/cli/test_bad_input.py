@@ -40,6 +40,17 @@ def seq(rng, n):
     return "".join(rng.choice("ACGT") for _ in range(n))
 
 
+def make_classifier(t, rng):
+    """Labelled tables t("train.csv") (20 rows) and t("test.csv") (8), and the classifier
+    t("clf") fine-tuned on them from the model t("hf") (run directory t("ft"))."""
+    with open(t("train.csv"), "w") as f:
+        f.write("sequence,label\n" + "".join(f"{seq(rng, 80)},{i % 2}\n" for i in range(20)))
+    with open(t("test.csv"), "w") as f:
+        f.write("sequence,label\n" + "".join(f"{seq(rng, 80)},{i % 2}\n" for i in range(8)))
+    run(["finetune", "--model", t("hf"), "--train", t("train.csv"), "--test", t("test.csv"), "--out", t("ft"),
+         "--epochs", "1", "--save-model", t("clf"), *FAST])
+
+
 def sha256(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -98,12 +109,7 @@ class BadInput(unittest.TestCase):
              "--steps", "2", "--warmup", "1", "--batch-per-rank", "2", "--grad-accum", "1", "--eval-every", "0",
              *FAST])
         run(["export-hf", "--run", t("run"), "--out", t("hf")])
-        with open(t("train.csv"), "w") as f:
-            f.write("sequence,label\n" + "".join(f"{seq(rng, 80)},{i % 2}\n" for i in range(20)))
-        with open(t("test.csv"), "w") as f:
-            f.write("sequence,label\n" + "".join(f"{seq(rng, 80)},{i % 2}\n" for i in range(8)))
-        run(["finetune", "--model", t("hf"), "--train", t("train.csv"), "--test", t("test.csv"), "--out", t("ft"),
-             "--epochs", "1", "--save-model", t("clf"), *FAST])
+        make_classifier(t, rng)
         with open(t("v.vcf"), "w") as f:
             f.write("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n")
             f.write(f"chr1\t500\tv1\t{cls.seqs[0][499]}\t{'A' if cls.seqs[0][499] != 'A' else 'C'}\t.\t.\t.\n")

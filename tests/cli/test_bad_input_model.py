@@ -30,8 +30,7 @@ Row = tb.Row
 NO_BACKTRACE = re.compile(r"^(?!.*(Exception raised from|frame #[0-9]))")
 
 
-def seq(rng, n):
-    return "".join(rng.choices("ACGT", k=n))
+seq = tb.seq
 
 
 def finite_checkpoints(run_dir):
@@ -63,12 +62,7 @@ class BadModelInput(unittest.TestCase):
         run(cls.pretrain(t("run")))
         run(cls.pretrain(t("run2"), "--seed", "7"))
         run(["export-hf", "--run", t("run"), "--out", t("hf")])
-        with open(t("train.csv"), "w") as f:
-            f.write("sequence,label\n" + "".join(f"{seq(rng, 80)},{i % 2}\n" for i in range(20)))
-        with open(t("test.csv"), "w") as f:
-            f.write("sequence,label\n" + "".join(f"{seq(rng, 80)},{i % 2}\n" for i in range(8)))
-        run(["finetune", "--model", t("hf"), "--train", t("train.csv"), "--test", t("test.csv"), "--out", t("ft"),
-             "--epochs", "1", "--save-model", t("clf"), *FAST])
+        tb.make_classifier(t, rng)
         cls.make_model_dirs()
 
     @classmethod

@@ -77,6 +77,13 @@ class Gpu(unittest.TestCase):
                     s = "".join(rng.choice("ACGT") for _ in range(rng.randint(60, 300)))
                     f.write(s + f",{i % 2}\n")
 
+    def assert_same_curve(self, a, b, rel):
+        """Two runs' (step, loss) lists: steps 1..6 in both, losses within rel (relative)."""
+        self.assertEqual([x for x, _ in a], list(range(1, 7)))
+        self.assertEqual([x for x, _ in a], [x for x, _ in b])
+        for (_, la), (_, lb) in zip(a, b):
+            self.assertAlmostEqual(la, lb, delta=rel * abs(la))
+
     def each_device(self, body):
         """body(dev) once per device, each as a subTest with its own directory."""
         for dev in self.devices:
@@ -113,15 +120,10 @@ class Gpu(unittest.TestCase):
 
         def body(dev, d):
             self.pretrain(os.path.join(d, "run"), "--no-tf32", device=dev)  # TF32 would round products to 10 bits
-            a, b = losses(cpu), losses(os.path.join(d, "run"))
-            self.assertEqual([s for s, _ in a], list(range(1, 7)))
-            self.assertEqual([s for s, _ in a], [s for s, _ in b])
             # Same initial weights (made on the CPU), same batches and masks; only the kernels
             # differ. Six AdamW steps amplify float32 rounding a little: 1e-3 relative on
             # the GPU; on the CPU the same kernels: equal.
-            rel = 1e-3 if dev == "cuda" else 0.0
-            for (_, la), (_, lb) in zip(a, b):
-                self.assertAlmostEqual(la, lb, delta=rel * abs(la))
+            self.assert_same_curve(losses(cpu), losses(os.path.join(d, "run")), 1e-3 if dev == "cuda" else 0.0)
         self.each_device(body)
 
     def test_bf16_loss_close_to_fp32(self):
@@ -152,16 +154,11 @@ class Gpu(unittest.TestCase):
             ck = os.path.join(cut, "checkpoints", "step-00000006")
             self.assertTrue(os.path.exists(os.path.join(ck, "rng-rank00000.pt")))
             self.assertEqual(os.path.exists(os.path.join(ck, "cuda-rng-rank00000.pt")), dev == "cuda")
-            a, b = losses(whole), losses(cut)
-            self.assertEqual([x for x, _ in a], list(range(1, 7)))
-            self.assertEqual([x for x, _ in a], [x for x, _ in b])
             # Dropout draws from the device's generator, restored from the checkpoint; masks
             # from (seed, epoch, index): the same steps, up to the GPU's non-deterministic
             # reductions (a fresh stream instead of the restored one moves the loss by far
             # more); on the CPU exactly.
-            rel = 1e-5 if dev == "cuda" else 0.0
-            for (_, la), (_, lb) in zip(a, b):
-                self.assertAlmostEqual(la, lb, delta=rel * abs(la))
+            self.assert_same_curve(losses(whole), losses(cut), 1e-5 if dev == "cuda" else 0.0)
         self.each_device(body)
 
     def test_nccl_at_world_size_one_equals_no_allreduce(self):
@@ -181,11 +178,7 @@ class Gpu(unittest.TestCase):
                 s = self.pretrain(nccl, "--allreduce", "auto", device=dev)
                 self.assertEqual(s["allreduce"], "none (one rank)")
                 rel = 0.0
-            a, b = losses(mpi), losses(nccl)
-            self.assertEqual([x for x, _ in a], list(range(1, 7)))
-            self.assertEqual([x for x, _ in a], [x for x, _ in b])
-            for (_, la), (_, lb) in zip(a, b):
-                self.assertAlmostEqual(la, lb, delta=rel * abs(la))
+            self.assert_same_curve(losses(mpi), losses(nccl), rel)
         self.each_device(body)
 
     def test_two_ranks_equal_one_rank_with_accumulation(self):
@@ -198,12 +191,8 @@ class Gpu(unittest.TestCase):
             self.assertEqual(s["ranks"], 2)
             self.assertEqual(s["allreduce"], "NCCL" if dev == "cuda" and self.gpus > 1 else "MPI")
             self.assertEqual(s["effective_batch"], 8)
-            a, b = losses(one), losses(two)
-            self.assertEqual([x for x, _ in a], list(range(1, 7)))
-            self.assertEqual([x for x, _ in a], [x for x, _ in b])
             # A sum over ranks instead of over micro-batches: another order of additions.
-            for (_, la), (_, lb) in zip(a, b):
-                self.assertAlmostEqual(la, lb, delta=1e-4 * abs(la))
+            self.assert_same_curve(losses(one), losses(two), 1e-4)
         self.each_device(body)
 
     def embed(self, run_dir, out, dev, *extra):
