@@ -1,8 +1,18 @@
 #include "hpc/mpi.hpp"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "io/atomic_file.hpp"
 
 namespace genemask::hpc {
 
@@ -60,20 +70,122 @@ void abort_job(int code) {
 
 void bcast_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm) {
   if (!g_mpi_active) return;
-  GM_MPI_CHECK(MPI_Bcast(data.data(), checked_int(data.size(), "broadcast size"), MPI_UINT64_T, root, comm));
+  GM_MPI_WAIT(MPI_Bcast(data.data(), checked_int(data.size(), "broadcast size"), MPI_UINT64_T, root, comm));
+}
+
+long mpi_timeout_s(const EnvLookup& env) {
+  const char* v = env("GENEMASK_MPI_TIMEOUT");
+  if (!v || !*v) return kDefaultMpiTimeoutS;
+  const long n = env_int(env, "GENEMASK_MPI_TIMEOUT", -1);
+  if (n < 0)
+    throw std::invalid_argument(fmt::format(
+        "GENEMASK_MPI_TIMEOUT='{}': not a whole number of seconds >= 0 (the longest wait of one rank for the "
+        "others; 0: no limit; default {})",
+        v, kDefaultMpiTimeoutS));
+  return n;
+}
+
+namespace {
+// The collective wait in progress (steady-clock ns since its start; 0: none) and the
+// watchdog that watches it.
+std::atomic<int64_t> g_wait_since{0};
+std::atomic<const char*> g_wait_what{""};
+long g_timeout_s = 0;
+std::mutex g_watch_mutex;
+std::condition_variable g_watch_cv;
+bool g_watch_stop = false;
+std::thread g_watchdog;
+
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+void watch(int rank, int size) {
+  const auto tick = std::chrono::milliseconds(std::clamp<long>(g_timeout_s * 100, 100, 1000));
+  std::unique_lock lock(g_watch_mutex);
+  while (!g_watch_cv.wait_for(lock, tick, [] { return g_watch_stop; })) {
+    const int64_t since = g_wait_since.load();
+    if (since == 0 || now_ns() - since < g_timeout_s * int64_t{1000000000}) continue;
+    // The main thread is blocked inside MPI: MPI_Abort from this thread is not allowed
+    // (MPI_THREAD_FUNNELED); a process that ends without MPI_Finalize makes the launcher
+    // end the others.
+    std::string what = g_wait_what.load();
+    what.resize(std::min(what.find('('), what.size()));  // the call's name, without its arguments
+    const std::string why = fmt::format(
+        "error: rank {} of {} on host {} waited {} s in {} without an answer from the other ranks: a node, its "
+        "network link or a rank has failed or hangs. Ending the job (exit status {}). The limit is "
+        "GENEMASK_MPI_TIMEOUT={} seconds (0: no limit)",
+        rank, size, io::host_name(), (now_ns() - since) / 1000000000, what, kExitMpiTimeout,
+        g_timeout_s);
+    io::remove_unfinished_outputs(why.c_str());
+    std::_Exit(kExitMpiTimeout);
+  }
+}
+}  // namespace
+
+namespace {
+/// Testing hook: GENEMASK_TEST_COLLECTIVE_DELAY=RANK:CALL:SECONDS makes rank RANK sleep
+/// before the first collective whose call starts with CALL (e.g. "2:MPI_Reduce:8"), saying so
+/// on stderr, so that a test can cut a node's link while the others wait for it.
+void test_delay(const char* what) {
+  static bool done = false;
+  const char* v = std::getenv("GENEMASK_TEST_COLLECTIVE_DELAY");
+  if (done || !v || !g_mpi_active) return;
+  const std::string spec = v;
+  const size_t a = spec.find(':'), b = spec.rfind(':');
+  if (a == std::string::npos || b == a) return;
+  int rank = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (std::to_string(rank) != spec.substr(0, a) || std::string(what).rfind(spec.substr(a + 1, b - a - 1), 0) != 0)
+    return;
+  done = true;
+  std::cerr << fmt::format("genemask: test: rank {} on host {} pausing {} s before {}", rank, io::host_name(),
+                           spec.substr(b + 1), spec.substr(a + 1, b - a - 1))
+            << std::endl;
+  ::sleep(static_cast<unsigned>(std::atoi(spec.c_str() + b + 1)));
+}
+}  // namespace
+
+CollectiveWait::CollectiveWait(const char* what) {
+  test_delay(what);
+  if (g_timeout_s <= 0) return;
+  int64_t idle = 0;
+  if (g_wait_since.load(std::memory_order_relaxed) != 0) return;
+  g_wait_what.store(what, std::memory_order_relaxed);
+  outer_ = g_wait_since.compare_exchange_strong(idle, now_ns());
+}
+
+CollectiveWait::~CollectiveWait() {
+  if (outer_) g_wait_since.store(0);
 }
 
 MpiEnv::MpiEnv(int& argc, char**& argv) {
   if (!launched_by_mpi()) return;
+  // Before MPI_Init: every rank sees the same environment and refuses a bad value alike.
+  const long timeout = mpi_timeout_s([](const char* n) { return std::getenv(n); });
   int provided = 0;
   GM_MPI_CHECK(MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided));
   GM_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   g_mpi_active = true;
   rank_ = comm_rank(MPI_COMM_WORLD);
   size_ = comm_size(MPI_COMM_WORLD);
+  timeout_s_ = timeout;
+  if (timeout > 0 && size_ > 1) {
+    g_timeout_s = timeout;
+    g_watchdog = std::thread(watch, rank_, size_);
+  }
 }
 
 MpiEnv::~MpiEnv() {
+  if (g_watchdog.joinable()) {
+    {
+      const std::lock_guard lock(g_watch_mutex);
+      g_watch_stop = true;
+    }
+    g_watch_cv.notify_all();
+    g_watchdog.join();
+  }
   if (g_mpi_active) MPI_Finalize();
 }
 
@@ -99,7 +211,7 @@ void reduce_chunked(std::vector<uint64_t>& data, MPI_Op op, int root, MPI_Comm c
   for (uint64_t off = 0; off < data.size(); off += kChunkElems) {
     const int n = checked_int(std::min<uint64_t>(kChunkElems, data.size() - off), "reduce chunk");
     void* buf = data.data() + off;
-    GM_MPI_CHECK(MPI_Reduce(is_root ? MPI_IN_PLACE : buf, is_root ? buf : nullptr, n, MPI_UINT64_T, op, root, comm));
+    GM_MPI_WAIT(MPI_Reduce(is_root ? MPI_IN_PLACE : buf, is_root ? buf : nullptr, n, MPI_UINT64_T, op, root, comm));
   }
 }
 }  // namespace
@@ -110,13 +222,13 @@ void reduce_bor_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm) { redu
 uint64_t allreduce_max_u64(uint64_t v, MPI_Comm comm) {
   if (!g_mpi_active) return v;
   uint64_t out = 0;
-  GM_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, comm));
+  GM_MPI_WAIT(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, comm));
   return out;
 }
 double allreduce_max_double(double v, MPI_Comm comm) {
   if (!g_mpi_active) return v;
   double out = 0;
-  GM_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm));
+  GM_MPI_WAIT(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm));
   return out;
 }
 
@@ -126,7 +238,7 @@ std::vector<std::string> gather_bytes(const std::string& mine, int root, MPI_Com
   const bool is_root = comm_rank(comm) == root;
   int n = checked_int(mine.size(), "gathered message size");
   std::vector<int> sizes(is_root ? static_cast<size_t>(size) : 0);
-  GM_MPI_CHECK(MPI_Gather(&n, 1, MPI_INT, is_root ? sizes.data() : nullptr, 1, MPI_INT, root, comm));
+  GM_MPI_WAIT(MPI_Gather(&n, 1, MPI_INT, is_root ? sizes.data() : nullptr, 1, MPI_INT, root, comm));
   std::vector<int> displs;
   std::string all;
   if (is_root) {
@@ -137,7 +249,7 @@ std::vector<std::string> gather_bytes(const std::string& mine, int root, MPI_Com
     }
     all.resize(total);
   }
-  GM_MPI_CHECK(MPI_Gatherv(mine.data(), n, MPI_BYTE, is_root ? all.data() : nullptr, is_root ? sizes.data() : nullptr,
+  GM_MPI_WAIT(MPI_Gatherv(mine.data(), n, MPI_BYTE, is_root ? all.data() : nullptr, is_root ? sizes.data() : nullptr,
                            is_root ? displs.data() : nullptr, MPI_BYTE, root, comm));
   std::vector<std::string> out;
   if (is_root)
@@ -149,11 +261,11 @@ std::vector<std::string> gather_bytes(const std::string& mine, int root, MPI_Com
 void bcast_bytes(std::string& bytes, int root, MPI_Comm comm) {
   if (!g_mpi_active) return;
   uint64_t n = bytes.size();
-  GM_MPI_CHECK(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
+  GM_MPI_WAIT(MPI_Bcast(&n, 1, MPI_UINT64_T, root, comm));
   bytes.resize(n);
   constexpr uint64_t kChunk = uint64_t{1} << 30;
   for (uint64_t off = 0; off < n; off += kChunk)
-    GM_MPI_CHECK(MPI_Bcast(bytes.data() + off, checked_int(std::min(kChunk, n - off), "broadcast chunk"), MPI_BYTE,
+    GM_MPI_WAIT(MPI_Bcast(bytes.data() + off, checked_int(std::min(kChunk, n - off), "broadcast chunk"), MPI_BYTE,
                            root, comm));
 }
 
@@ -161,7 +273,7 @@ void allreduce_sum_f32(float* data, uint64_t n, MPI_Comm comm) {
   if (!g_mpi_active) return;
   constexpr uint64_t kChunk = uint64_t{1} << 27;
   for (uint64_t off = 0; off < n; off += kChunk)
-    GM_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, data + off, checked_int(std::min(kChunk, n - off), "allreduce chunk"),
+    GM_MPI_WAIT(MPI_Allreduce(MPI_IN_PLACE, data + off, checked_int(std::min(kChunk, n - off), "allreduce chunk"),
                                MPI_FLOAT, MPI_SUM, comm));
 }
 
@@ -169,20 +281,20 @@ void bcast_f32(float* data, uint64_t n, int root, MPI_Comm comm) {
   if (!g_mpi_active) return;
   constexpr uint64_t kChunk = uint64_t{1} << 27;
   for (uint64_t off = 0; off < n; off += kChunk)
-    GM_MPI_CHECK(MPI_Bcast(data + off, checked_int(std::min(kChunk, n - off), "broadcast chunk"), MPI_FLOAT, root, comm));
+    GM_MPI_WAIT(MPI_Bcast(data + off, checked_int(std::min(kChunk, n - off), "broadcast chunk"), MPI_FLOAT, root, comm));
 }
 
 double allreduce_sum_double(double v, MPI_Comm comm) {
   if (!g_mpi_active) return v;
   double out = 0;
-  GM_MPI_CHECK(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, comm));
+  GM_MPI_WAIT(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, comm));
   return out;
 }
 
 std::pair<int, int> local_rank_size(MPI_Comm comm) {
   if (!g_mpi_active) return {0, 1};
   MPI_Comm local;
-  GM_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, comm_rank(comm), MPI_INFO_NULL, &local));
+  GM_MPI_WAIT(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, comm_rank(comm), MPI_INFO_NULL, &local));
   std::pair<int, int> rs{comm_rank(local), comm_size(local)};
   MPI_Comm_free(&local);
   return rs;
@@ -204,13 +316,13 @@ void check_slurm_world(int world_size) {
 }
 
 void barrier(MPI_Comm comm) {
-  if (g_mpi_active) GM_MPI_CHECK(MPI_Barrier(comm));
+  if (g_mpi_active) GM_MPI_WAIT(MPI_Barrier(comm));
 }
 
 bool any_rank(bool mine, MPI_Comm comm) {
   if (!g_mpi_active) return mine;
   int in = mine ? 1 : 0, out = 0;
-  GM_MPI_CHECK(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, comm));
+  GM_MPI_WAIT(MPI_Allreduce(&in, &out, 1, MPI_INT, MPI_MAX, comm));
   return out != 0;
 }
 

@@ -54,6 +54,39 @@ int slurm_step_tasks(const EnvLookup& env);
 bool launched_by_mpi(const EnvLookup& env);
 bool launched_by_mpi();
 
+/// How long one collective may wait for the other ranks before this rank ends the job:
+/// GENEMASK_MPI_TIMEOUT in seconds (default kDefaultMpiTimeoutS; 0: no limit). A node that
+/// dies is noticed by the MPI launcher within seconds, but a link that silently drops
+/// packets, or a rank that hangs, would leave the others waiting until the job's time
+/// limit. Throws std::invalid_argument, naming the variable, for a value that is not a
+/// whole number of seconds >= 0.
+constexpr long kDefaultMpiTimeoutS = 1800;
+constexpr int kExitMpiTimeout = 75;  // EX_TEMPFAIL: the job scripts requeue on it
+long mpi_timeout_s(const EnvLookup& env);
+
+/// While one lives, this rank is waiting in a collective (`what`, e.g. "MPI_Allreduce").
+/// A watchdog thread (started by MpiEnv when the timeout is not 0) ends the process when
+/// the wait exceeds the timeout: one line naming the rank, its host, the call and the
+/// limit, the live temporaries removed, exit status kExitMpiTimeout; the launcher then ends
+/// the other ranks. Nests (the outermost wait counts); cheap (two atomic stores).
+class CollectiveWait {
+ public:
+  explicit CollectiveWait(const char* what);
+  ~CollectiveWait();
+  CollectiveWait(const CollectiveWait&) = delete;
+  CollectiveWait& operator=(const CollectiveWait&) = delete;
+
+ private:
+  bool outer_ = false;
+};
+
+/// GM_MPI_CHECK for a call that waits for other ranks: under a CollectiveWait.
+#define GM_MPI_WAIT(call)                                    \
+  do {                                                       \
+    const ::genemask::hpc::CollectiveWait gm_mpi_wait_(#call); \
+    GM_MPI_CHECK(call);                                      \
+  } while (0)
+
 /// MPI_Init / MPI_Finalize (when launched by MPI); errors are returned (not fatal) so that
 /// GM_MPI_CHECK sees them.
 class MpiEnv {
@@ -63,11 +96,14 @@ class MpiEnv {
   MpiEnv(const MpiEnv&) = delete;
   MpiEnv& operator=(const MpiEnv&) = delete;
   int rank() const { return rank_; }
+  /// The watchdog's limit (mpi_timeout_s), 0 without MPI.
+  long timeout_s() const { return timeout_s_; }
   int size() const { return size_; }
   MPI_Comm comm() const { return MPI_COMM_WORLD; }
 
  private:
   int rank_ = 0, size_ = 1;
+  long timeout_s_ = 0;
 };
 
 int comm_rank(MPI_Comm comm);

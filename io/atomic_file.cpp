@@ -81,12 +81,8 @@ struct Line {
   }
 };
 
-extern "C" void on_stop_signal(int sig) {
-  const int saved = errno;
-  Line line;
-  line.add(g_program);
-  line.add(": stopped by ");
-  line.add(signal_name(sig));
+/// Unlinks the live temporaries, naming them in `line`; how many. Async-signal-safe.
+int unlink_live_temporaries(Line& line) {
   int removed = 0;
   for (int i = 0; i < kSlots; ++i) {
     if (g_state[i].load() != 2) continue;
@@ -95,6 +91,16 @@ extern "C" void on_stop_signal(int sig) {
       line.add(g_paths[i]);
     }
   }
+  return removed;
+}
+
+extern "C" void on_stop_signal(int sig) {
+  const int saved = errno;
+  Line line;
+  line.add(g_program);
+  line.add(": stopped by ");
+  line.add(signal_name(sig));
+  const int removed = unlink_live_temporaries(line);
   line.add("\n");
   if (g_announce || removed) {
     const ssize_t ignored = ::write(STDERR_FILENO, line.buf, line.n);
@@ -116,18 +122,24 @@ namespace {
 
 constexpr size_t kNameMax = 255;  // NAME_MAX of Linux file systems
 
-/// "<name>.tmp.<host>." for the file name `name`; a name too long for that (and for the
-/// pid and a suffix after it) keeps its first bytes and a hash of the whole name instead,
-/// so that any name the file system accepts can be written.
-std::string temp_prefix(const std::string& name) {
-  const std::string tail = ".tmp." + host_name() + ".";
+/// "<name>.tmp." for the file name `name`, to which "<host>.<pid><suffix>" is added; a name
+/// too long for that keeps its first bytes and a hash of the whole name instead, so that any
+/// name the file system accepts can be written.
+std::string temp_base(const std::string& name, const std::string& host) {
+  const std::string tail = ".tmp." + host + ".";
   constexpr size_t kRoom = 20 + 8;  // the pid and a suffix such as ".probe"
-  if (name.size() + tail.size() + kRoom <= kNameMax) return name + tail;
+  if (name.size() + tail.size() + kRoom <= kNameMax) return name + ".tmp.";
   uint64_t h = 1469598103934665603ull;  // FNV-1a 64 (io is below core's rng.hpp)
   for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
   const std::string mark = fmt::format("~{:016x}", h);
   const size_t keep = kNameMax > tail.size() + kRoom + mark.size() ? kNameMax - tail.size() - kRoom - mark.size() : 0;
-  return name.substr(0, std::min(keep, name.size())) + mark + tail;
+  return name.substr(0, std::min(keep, name.size())) + mark + ".tmp.";
+}
+
+/// "<name>.tmp.<host>." (temp_base) for this host.
+std::string temp_prefix(const std::string& name) {
+  const std::string host = host_name();
+  return temp_base(name, host) + host + ".";
 }
 
 std::pair<std::string, std::string> split_dir(const std::string& path) {
@@ -146,20 +158,41 @@ std::string temp_name_for(const std::string& path, const std::string& suffix) {
 int remove_stale_temporaries(const std::string& path) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string prefix = temp_prefix(slash == std::string::npos ? path : path.substr(slash + 1));
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  const std::string me = host_name();
   DIR* d = ::opendir(dir.c_str());
   if (!d) return 0;
   int removed = 0;
   while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name.size() <= prefix.size() || name.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string pid = name.substr(prefix.size());
-    if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
+    const std::string entry = e->d_name;
+    // "<base><host>.<pid>": the host is everything between the base and the last dot. (A
+    // shortened name's base depends on the host's length: try this host's, then the plain
+    // one, which is what other hosts use unless the name is long.)
+    std::string host, pid;
+    for (const std::string& base : {temp_base(name, me), name + ".tmp."}) {
+      if (entry.size() <= base.size() || entry.compare(0, base.size(), base) != 0) continue;
+      const size_t dot = entry.rfind('.');
+      if (dot == std::string::npos || dot < base.size() + 1) continue;
+      host = entry.substr(base.size(), dot - base.size());
+      pid = entry.substr(dot + 1);
+      break;
+    }
+    if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) continue;
     const long p = std::stol(pid);
-    if (p == static_cast<long>(::getpid()) || process_alive(p)) continue;
-    const std::string full = dir + "/" + name;
+    const std::string full = dir + "/" + entry;
     struct stat st {};
     if (::lstat(full.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (host != me) {
+      // Whether process p of another host still runs cannot be told from here: name it.
+      std::cerr << fmt::format(
+                       "genemask: note: {} is an unfinished output of process {} on host {}; it was left alone "
+                       "(this host cannot tell whether that process still runs). It is never read: delete it once "
+                       "no genemask runs there",
+                       full, p, printable(host))
+                << std::endl;
+      continue;
+    }
+    if (p == static_cast<long>(::getpid()) || process_alive(p)) continue;
     if (::unlink(full.c_str()) == 0) {
       ++removed;
       std::cerr << fmt::format("genemask: removed {}, an unfinished output of process {} that no longer runs",
@@ -307,6 +340,17 @@ OutputDir::~OutputDir() {
   const std::string top = std::filesystem::path(created_).lexically_normal().string();
   for (auto q = std::filesystem::path(dir_).parent_path(); !q.empty(); q = q.parent_path())
     if (q.string().size() < top.size() || ::rmdir(q.c_str()) != 0 || q.string() == top) break;
+}
+
+void remove_unfinished_outputs(const char* why) {
+  Line line;
+  line.add(g_program);
+  line.add(": ");
+  line.add(why);
+  unlink_live_temporaries(line);
+  line.add("\n");
+  const ssize_t ignored = ::write(STDERR_FILENO, line.buf, line.n);
+  (void)ignored;
 }
 
 void install_signal_cleanup(const char* program, bool announce) {

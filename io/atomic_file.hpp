@@ -121,5 +121,9 @@ void rename_or_throw(const std::string& from, const std::string& to);
 /// the line, printed when `announce` (rank 0) or something was removed. Commands that stop
 /// gracefully on some of these signals install their own handlers after this one.
 void install_signal_cleanup(const char* program, bool announce = true);
+/// Removes the live temporaries now, as those handlers do, and prints one line: the program
+/// (install_signal_cleanup's), `why`, and what was removed. For a process that is about to
+/// end without unwinding (the MPI watchdog). Async-signal-safe; callable from any thread.
+void remove_unfinished_outputs(const char* why);
 
 }  // namespace genemask::io

@@ -23,6 +23,18 @@ DirLock::DirLock(const std::string& dir, const std::string& what) : path_(dir + 
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) throw InputError(path_, fmt::format("cannot open the lock file: {}", open_error_reason(errno)));
     if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK) {
+        // Not held by anyone: this file system cannot lock (Lustre mounted without -o flock
+        // says ENOSYS, an NFS without its lock service ENOLCK). Running unlocked would let
+        // two runs share DIR: refuse, and say why.
+        const int err = errno;
+        ::close(fd_);
+        fd_ = -1;
+        throw InputError(path_, fmt::format("cannot lock: {}. The file system of {} does not support file locks "
+                                            "(on Lustre: mount with -o flock; on NFS: run the lock service); "
+                                            "put --out on a file system that does",
+                                            std::strerror(err), dir));
+      }
       char buf[256] = {};
       const ssize_t n = ::pread(fd_, buf, sizeof buf - 1, 0);
       std::string holder(buf, n > 0 ? static_cast<size_t>(n) : 0);

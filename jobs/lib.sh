@@ -24,6 +24,14 @@
 #                          `trap 'GM_WARNED=1' USR1` first: a warning before the command
 #                          starts then requeues without starting it (instead of killing the
 #                          shell), and one after it has finished is logged and ignored.
+#                          A command that fails (a node died, a link failed, GENEMASK_MPI_TIMEOUT)
+#                          after it has made progress is requeued too, so that it continues
+#                          on the nodes Slurm gives it next: progress is measured by the
+#                          command in the array GM_PROGRESS (prints a number; the scripts use
+#                          gm_checkpoint_step RUN and gm_line_count FILE), before and after.
+#                          At most GENEMASK_MAX_REQUEUES (default 5) such requeues per job; a
+#                          failure without progress (a bad input, a deterministic error) ends
+#                          the job FAILED as before.
 #   gm_check_tasks         check the config's TASKS and their inputs
 #   gm_load_config FILE    source a pipeline config (jobs/pipeline.conf.example) and fill in
 #                          the defaults of everything it leaves out
@@ -53,6 +61,11 @@ gm_launch_cmd() {
     GM_CMD=(srun -n "${SLURM_NTASKS:-$n}" "$@")
   elif [ -n "${SLURM_JOB_ID:-}" ] || [ "$n" -gt 1 ]; then
     read -r -a opts <<<"${GENEMASK_MPIRUN_OPTS:-}"
+    # A node whose link fails silently: mpirun's daemons notice it by TCP keepalive after
+    # 30 s + 3 x 10 s (Open MPI's default: 300 s + 9 x 20 s) and end the job.
+    export OMPI_MCA_oob_tcp_keepalive_time=${OMPI_MCA_oob_tcp_keepalive_time:-30}
+    export OMPI_MCA_oob_tcp_keepalive_intvl=${OMPI_MCA_oob_tcp_keepalive_intvl:-10}
+    export OMPI_MCA_oob_tcp_keepalive_probes=${OMPI_MCA_oob_tcp_keepalive_probes:-3}
     GM_CMD=(mpirun -np "${SLURM_NTASKS:-$n}" "${opts[@]}" "$@")
   else
     GM_CMD=("$@")
@@ -73,10 +86,28 @@ _gm_pass_signal() {
   kill -s "$1" "$2" 2>/dev/null || true
 }
 
+# gm_checkpoint_step RUN: the step of RUN's newest checkpoint directory (0 without one).
+gm_checkpoint_step() {
+  local d best=0 step
+  for d in "$1"/checkpoints/step-*; do
+    step=${d##*/step-}
+    case $step in '' | *[!0-9]*) continue ;; esac
+    step=$((10#$step))
+    [ "$step" -gt "$best" ] && best=$step
+  done
+  echo "$best"
+}
+
+# gm_line_count FILE: the lines of FILE (0 when it does not exist).
+gm_line_count() {
+  if [ -f "$1" ]; then wc -l <"$1" | tr -d ' '; else echo 0; fi
+}
+
 gm_run_requeueable() {
   local n=$1 sig=$2
   shift 2
-  local pid rc=0
+  local pid rc=0 before=0 after=0
+  if [ "${GM_PROGRESS[*]+set}" = set ]; then before=$("${GM_PROGRESS[@]}"); fi
   # A warning that came before this point (the scripts trap USR1 as their first command and
   # set GM_WARNED=1) or while the command is being started is remembered, not fatal: bash's
   # default action for USR1 would kill the batch shell and with it the job (no requeue).
@@ -114,6 +145,20 @@ gm_run_requeueable() {
     fi
     gm_log "run the stage again to continue"
     exit 3
+  fi
+  if [ "$rc" != 0 ] && [ "${GM_PROGRESS[*]+set}" = set ] && [ -n "${SLURM_JOB_ID:-}" ]; then
+    after=$("${GM_PROGRESS[@]}")
+    local restarts=${SLURM_RESTART_COUNT:-0} most=${GENEMASK_MAX_REQUEUES:-5}
+    if [ "$after" -gt "$before" ] && [ "$restarts" -lt "$most" ]; then
+      # A node or link failed (or a rank hung: GENEMASK_MPI_TIMEOUT) after real progress:
+      # go on from there instead of losing the allocation's remaining work.
+      gm_log "the command failed (exit status $rc) after progress ($before -> $after): requeueing job" \
+        "$SLURM_JOB_ID to continue from there (requeue $((restarts + 1)) of at most $most, GENEMASK_MAX_REQUEUES)"
+      scontrol requeue "$SLURM_JOB_ID" || { gm_log "scontrol requeue failed (is the job --requeue?)"; exit "$rc"; }
+      exit 0
+    fi
+    gm_log "the command failed (exit status $rc); progress $before -> $after, requeues so far $restarts of" \
+      "at most $most: not requeued"
   fi
   return "$rc"
 }

@@ -14,6 +14,9 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
   const model::LogFn log = [](const std::string& line) { std::cerr << "[pretrain] " << line << std::endl; };
   model::PretrainSummary s;
   GENEMASK_MODEL_ENTRY(genemask_model_pretrain)(&o, MPI_COMM_WORLD, &log, &s);
+  nlohmann::json layout = nlohmann::json::array();
+  for (const auto& p : s.layout)
+    layout.push_back({{"host", p.host}, {"local_rank", p.local_rank}, {"device", p.device}});
   print_summary(ctx, {{"command", "pretrain"},
                       {"out", o.out},
                       {"masking", to_string(o.masking)},
@@ -22,6 +25,7 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                       {"ranks", s.ranks},
                       {"effective_batch", s.effective_batch},
                       {"allreduce", s.allreduce},
+                      {"layout", layout},
                       {"start_step", s.start_step},
                       {"steps_done", s.steps_done},
                       {"loss", s.last_loss},

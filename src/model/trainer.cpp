@@ -206,6 +206,7 @@ struct Run {
   bool bf16 = false;
   AllReduce how = AllReduce::Local;
   int threads = 1;
+  int local_rank = 0;
   // What it trains.
   std::string init_dir;  // --init, resolved to a model directory
   BertConfig cfg;
@@ -237,6 +238,7 @@ void choose_runtime(Run& r) {
   hpc::check_slurm_world(r.world);
   const auto [local_rank, local_size] = hpc::local_rank_size(r.comm);
   r.bf16 = wants_bf16(r.o.precision, r.o.device, r.rank == 0);
+  r.local_rank = local_rank;
   r.device = pick_rank_device(r.o.device, local_rank);
   use_device(r.device, r.o.tf32);
   r.how = choose_allreduce(r.o.allreduce, r.device, r.comm);
@@ -826,6 +828,12 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   sum.ranks = r.world;
   sum.effective_batch = o.batch_per_rank * r.world * o.grad_accum;
   sum.allreduce = to_string(r.how);
+  const auto places = hpc::gather_bytes(
+      fmt::format("{}\t{}\t{}", io::host_name(), r.local_rank, r.device.str()), 0, r.comm);
+  for (const auto& p : places) {
+    const size_t a = p.find('\t'), b = p.find('\t', a + 1);
+    sum.layout.push_back({p.substr(0, a), p.substr(b + 1), std::stoi(p.substr(a + 1, b - a - 1))});
+  }
   train(r, *data, sum);
   if (o.stop_after >= 0 && r.step >= o.stop_after && !sum.interrupted) return sum;  // a simulated kill
   if (!sum.interrupted) plot_perplexity(r);

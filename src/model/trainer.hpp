@@ -46,6 +46,12 @@ struct PretrainSummary {
   bool interrupted = false;  // a signal asked for a checkpoint and exit
   std::string last_checkpoint;
   std::string allreduce;  // how gradients were summed: "NCCL", "MPI", "none (one rank)"
+  /// Per rank (on rank 0): its host, node-local rank (which picks its GPU) and device.
+  struct RankPlace {
+    std::string host, device;
+    int local_rank = 0;
+  };
+  std::vector<RankPlace> layout;
 };
 
 /// Collective over comm. `log` receives progress lines on rank 0.

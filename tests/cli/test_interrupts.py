@@ -171,6 +171,38 @@ class Interrupts(unittest.TestCase):
         self.assertEqual(len(jobs), 16)
         self.assertEqual(len(set(jobs)), 16)
 
+    def test_a_rank_that_hangs_ends_the_job_after_the_mpi_timeout(self):
+        # Rank 1 is held back 60 s before its first reduction (a hung rank, or one behind a
+        # failed link): rank 0 waits GENEMASK_MPI_TIMEOUT = 3 s, says so, removes nothing it
+        # did not write, exits 75, and the launcher ends rank 1. (tests/jobs/test_multihost.sh
+        # does the same across hosts, and with a cut link.)
+        d = os.path.join(self.tmp, "hang")
+        os.makedirs(d)
+        out = os.path.join(d, "counts.h5")
+        t0 = time.time()
+        p = run(["count", "--genome", self.fa, "--out", out, "--kmax", "6", "--quiet"], ranks=2, check=False,
+                env={"GENEMASK_MPI_TIMEOUT": "3", "GENEMASK_TEST_COLLECTIVE_DELAY": "1:MPI_Reduce:60"})
+        took = time.time() - t0
+        self.assertNotEqual(p.returncode, 0, p.stderr)
+        self.assertLess(took, 30, p.stderr)
+        self.assertRegex(p.stderr, r"genemask\[rank 0\]: error: rank 0 of 2 on host \S+ waited [34] s in MPI_Reduce "
+                                   r"without an answer from the other ranks: .* Ending the job \(exit status 75\)\. "
+                                   r"The limit is GENEMASK_MPI_TIMEOUT=3 seconds \(0: no limit\)")
+        self.assertEqual(self.leftovers(d), [])
+        # Without the hook the same command passes: the watchdog does not fire on waits that end.
+        run(["count", "--genome", self.fa, "--out", out, "--kmax", "6", "--quiet"], ranks=2,
+            env={"GENEMASK_MPI_TIMEOUT": "5"})
+        self.assertEqual(self.leftovers(d), ["counts.h5"])
+
+    def test_a_bad_mpi_timeout_is_refused_before_anything_runs(self):
+        d = os.path.join(self.tmp, "bad-timeout")
+        os.makedirs(d)
+        p = run(["count", "--genome", self.fa, "--out", os.path.join(d, "c.h5"), "--kmax", "4"], ranks=2,
+                check=False, env={"GENEMASK_MPI_TIMEOUT": "10min"})
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("GENEMASK_MPI_TIMEOUT='10min': not a whole number of seconds >= 0", p.stderr)
+        self.assertEqual(self.leftovers(d), [])
+
     @unittest.skipUnless(shutil.which("unshare"), "unshare (util-linux) is missing")
     def test_full_disk_names_the_file_and_says_so(self):
         if self.unshare is None:

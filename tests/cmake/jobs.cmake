@@ -12,6 +12,13 @@ if(GENEMASK_WITH_TORCH)
   add_test(NAME jobs_pipeline_slurm COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_pipeline_slurm.sh)
   set_tests_properties(jobs_pipeline_slurm PROPERTIES TIMEOUT 600 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
     ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;PYTHON=${GENEMASK_PYTHON}")
+  # Many hosts on this machine (tests/jobs/cluster.sh: network namespaces, a 3-node Slurm,
+  # Open MPI over TCP): count, shards, pretrain, sweep, report and jobs/pipeline.sh across
+  # hosts against one host; a node lost mid-pretrain and mid-sweep, a slow, a hung and a cut
+  # link, locks and temporaries across hosts (about 3 minutes; needs root, as CI has).
+  add_test(NAME jobs_multihost COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_multihost.sh)
+  set_tests_properties(jobs_multihost PROPERTIES TIMEOUT 900 SKIP_RETURN_CODE 77 RUN_SERIAL TRUE
+    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;PYTHON=${GENEMASK_PYTHON}")
   # The README's main job (scripts/demo.sh), made small, on the real default chr22 (which
   # scripts/default-genome.sh fetches with apt-get download on first use).
   add_test(NAME demo_quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_demo.sh)

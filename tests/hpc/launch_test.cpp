@@ -74,3 +74,21 @@ TEST(Launch, SlurmWorldCheckAllowsNestedLaunchesAndCatchesSingletons) {
   EXPECT_EQ(slurm_world_problem(3, env_of({{"SLURM_JOB_ID", "77"}, {"SLURM_NTASKS", "8"}})), "");
   EXPECT_EQ(slurm_world_problem(1, env_of({})), "");
 }
+
+TEST(Launch, MpiTimeoutComesFromTheEnvironmentAndRefusesNonsense) {
+  using genemask::hpc::kDefaultMpiTimeoutS;
+  using genemask::hpc::mpi_timeout_s;
+  EXPECT_EQ(mpi_timeout_s(env_of({})), kDefaultMpiTimeoutS);
+  EXPECT_EQ(mpi_timeout_s(env_of({{"GENEMASK_MPI_TIMEOUT", ""}})), kDefaultMpiTimeoutS);
+  EXPECT_EQ(mpi_timeout_s(env_of({{"GENEMASK_MPI_TIMEOUT", "0"}})), 0);  // no limit
+  EXPECT_EQ(mpi_timeout_s(env_of({{"GENEMASK_MPI_TIMEOUT", "15"}})), 15);
+  for (const char* bad : {"-1", "1.5", "ten", "15s"}) {
+    try {
+      mpi_timeout_s(env_of({{"GENEMASK_MPI_TIMEOUT", bad}}));
+      ADD_FAILURE() << "accepted GENEMASK_MPI_TIMEOUT=" << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("GENEMASK_MPI_TIMEOUT='") + bad + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+}

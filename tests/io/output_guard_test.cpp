@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -308,4 +309,33 @@ TEST(TempName, AnyLegalNameFits) {
   // Two long names that share their first 200 bytes get different temporaries.
   const std::string a = std::string(200, 'n') + std::string(50, 'a'), b = std::string(200, 'n') + std::string(50, 'b');
   EXPECT_NE(io::temp_name_for(a), io::temp_name_for(b));
+}
+
+// A killed writer's temporary: this host's is removed once its process is gone; another
+// host's is named and left (whether its process runs cannot be told from here), as is a
+// live one and another output's.
+TEST(TempName, StaleTemporariesOfThisHostAreRemovedOtherHostsAreNamed) {
+  TempDir tmp;
+  const pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);  // a pid that no longer runs
+  const std::string me = io::host_name(), dead = std::to_string(child), live = std::to_string(::getppid());
+  const std::string mine_dead = "counts.h5.tmp." + me + "." + dead, mine_live = "counts.h5.tmp." + me + "." + live,
+                    other = "counts.h5.tmp.node3.cluster.example." + dead, another = "npmi.tsv.tmp." + me + "." + dead;
+  for (const auto& n : {mine_dead, mine_live, other, another}) std::ofstream(tmp.file(n)) << "partial";
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(io::remove_stale_temporaries(tmp.file("counts.h5")), 1);
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_FALSE(fs::exists(tmp.file(mine_dead)));
+  EXPECT_TRUE(fs::exists(tmp.file(mine_live)));
+  EXPECT_TRUE(fs::exists(tmp.file(other)));
+  EXPECT_TRUE(fs::exists(tmp.file(another)));
+  EXPECT_NE(said.find("removed " + tmp.file(mine_dead) + ", an unfinished output of process " + dead), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("note: " + tmp.file(other) + " is an unfinished output of process " + dead +
+                      " on host node3.cluster.example; it was left alone"),
+            std::string::npos)
+      << said;
+  EXPECT_EQ(said.find(mine_live), std::string::npos) << said;
 }
