@@ -57,6 +57,9 @@ cluster_up() {
   sw=$(_cluster_sw)
   export CLUSTER_SUBNET=10.97.$s.0/24
   trap cluster_down EXIT
+  # A test stopped by a signal (ctest's timeout, ^C) still runs its EXIT trap.
+  trap 'exit 143' TERM
+  trap 'exit 130' INT
   for t in slurmctld slurmd munged sbatch nsenter unshare; do
     command -v "$t" >/dev/null || { echo "cluster: $t not found: run scripts/install-deps.sh" >&2; return 1; }
   done
