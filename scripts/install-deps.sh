@@ -26,8 +26,9 @@ packages=(
   python3 python3-venv jellyfish kmc tabix
   # default data and tooling
   xz-utils ca-certificates hyperfine shellcheck librsvg2-bin
-  # a real single-node Slurm for the job-script test
-  slurm-wlm munge
+  # a real Slurm for the job-script tests; network namespaces, links and their traffic
+  # control (ip, tc), nsenter/unshare and pgrep for the multi-host test cluster
+  slurm-wlm munge iproute2 util-linux procps
 )
 
 if [ "${GENEMASK_SKIP_APT_UPDATE:-0}" != "1" ]; then
