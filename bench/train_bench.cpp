@@ -3,7 +3,10 @@
 // Usage: train_bench CONFIG THREADS BATCH SEQ STEPS [DEVICE cpu|cuda] [PRECISION fp32|bf16]
 //   -> one JSON line: best and median step time, tokens/s, a breakdown of the step
 //      (forward+backward, clip, optimizer; measured in extra steps with a device sync
-//      between the parts), model FLOPs per token, and on a GPU the peak allocated memory.
+//      between the parts), model FLOPs per token, on a GPU the peak allocated memory, and MFU:
+//      the achieved FLOP/s over this machine's matrix-product peak in the step's precision,
+//      measured in the same run (fp32 and bf16; fp32 only on a CPU without bf16
+//      instructions), with the CPU's model and bf16 instructions.
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/autocast_mode.h>
 
@@ -12,6 +15,8 @@
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "model/bert.hpp"
 #include "model/grad_sync.hpp"
@@ -26,6 +31,27 @@ double seconds_since(clock_type::time_point t) { return std::chrono::duration<do
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+/// The machine's matrix-product peak in `dtype` on `dev` with the threads set: the best
+/// GFLOP/s of a 2048^3 product (1024^3 on the CPU for bf16 without bf16 instructions, which
+/// is slow), over a few repeats after a warm-up. The denominator of MFU.
+double matmul_peak_gflops(const torch::Device& dev, torch::Dtype dtype, int64_t n) {
+  auto a = torch::randn({n, n}, torch::TensorOptions().dtype(dtype).device(dev));
+  auto b = torch::randn({n, n}, torch::TensorOptions().dtype(dtype).device(dev));
+  auto sync = [&] {
+    if (dev.is_cuda()) at::accelerator::synchronizeDevice(dev.index());
+  };
+  auto c = torch::mm(a, b);  // warm-up
+  sync();
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) {
+    const auto t0 = clock_type::now();
+    c = torch::mm(a, b);
+    sync();
+    best = std::min(best, seconds_since(t0));
+  }
+  return 2.0 * static_cast<double>(n * n * n) / best / 1e9;
 }
 }  // namespace
 
@@ -110,13 +136,27 @@ int main(int argc, char** argv) {
   if (dev.is_cuda())
     peak_gib = static_cast<double>(at::accelerator::getDeviceStats(dev.index()).allocated_bytes[0].peak) / (1 << 30);
   const double tokens = static_cast<double>(batch * seq);
+  // MFU against this machine's own peaks, measured now with the same threads. A CPU without
+  // bf16 instructions has no bf16 peak worth the name (emulated): fp32 only, and it says so.
+  const CpuBf16 cpu = cpu_bf16();
+  const bool bf16_hw = dev.is_cuda() || !cpu.instructions.empty();
+  const double peak32 = matmul_peak_gflops(dev, torch::kFloat32, 2048);
+  const double peak16 = bf16_hw ? matmul_peak_gflops(dev, torch::kBFloat16, 2048) : 0;
+  const double achieved_gflops = flops_per_token * tokens / med / 1e9;
+  const double mfu = achieved_gflops / (bf16 && bf16_hw ? peak16 : peak32);
+  std::string cpu_model;
+  for (char ch : cpu.model)
+    if (ch != '"' && ch != '\\') cpu_model += ch;
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
       "\"seq\":%lld,\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,\"median_tokens_per_s\":%.0f,"
       "\"breakdown_s\":{\"forward_backward\":%.5f,\"clip\":%.5f,\"optimizer\":%.5f},\"flops_per_token\":%.4g,"
-      "\"masked_fraction\":%.5f,\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f}\n",
+      "\"masked_fraction\":%.5f,\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"peak_fp32_gflops\":%.1f,"
+      "\"peak_bf16_gflops\":%s,\"mfu\":%.3f,\"cpu\":\"%s\",\"cpu_bf16\":\"%s\"}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
       static_cast<long long>(seq), best, med, tokens / best, tokens / med, t_fb / steps, t_clip / steps, t_opt / steps,
-      flops_per_token, masked / tokens, flops_per_token * tokens / med / 1e12, peak_gib);
+      flops_per_token, masked / tokens, flops_per_token * tokens / med / 1e12, peak_gib, peak32,
+      bf16_hw ? fmt::format("{:.1f}", peak16).c_str() : "null", mfu, cpu_model.c_str(),
+      cpu.instructions.empty() ? "none (bf16 emulated: fp32 peak only)" : cpu.instructions.c_str());
   return 0;
 }

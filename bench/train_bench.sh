@@ -22,12 +22,22 @@ done > "$work/train.jsonl"
 "$python" - "$work/train.jsonl" <<'PY'
 import collections, json, statistics, sys
 by = collections.defaultdict(list)
+mfu = collections.defaultdict(list)
+peaks = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
     by[(r["impl"], r["threads"])].append(r["tokens_per_s"])
+    if "mfu" in r:
+        mfu[r["threads"]].append(r["mfu"])
+        peaks[r["threads"]] = r
 med = {k: statistics.median(v) for k, v in by.items()}
 for (impl, t), v in sorted(med.items()):
     print(f"{impl:9s} {t} thread(s): {v:8.0f} tokens/s (median; runs: {', '.join(f'{x:.0f}' for x in by[(impl, t)])})")
+for t, r in sorted(peaks.items()):
+    bf = r["peak_bf16_gflops"]
+    print(f"genemask  {t} thread(s): MFU {statistics.median(mfu[t]):.0%} of the fp32 peak {r['peak_fp32_gflops']:.0f} "
+          f"GFLOP/s measured in the run; bf16 peak: {f'{bf:.0f} GFLOP/s' if bf is not None else 'none'} "
+          f"(CPU: {r['cpu']}; bf16 instructions: {r['cpu_bf16']})")
 for t in (1, 2):
     print(f"ratio genemask / PyTorch, {t} thread(s): {med[('genemask', t)] / med[('pytorch', t)]:.2f}x")
 PY

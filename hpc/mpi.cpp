@@ -91,10 +91,15 @@ namespace {
 std::atomic<int64_t> g_wait_since{0};
 std::atomic<const char*> g_wait_what{""};
 long g_timeout_s = 0;
-std::mutex g_watch_mutex;
-std::condition_variable g_watch_cv;
-bool g_watch_stop = false;
-std::thread g_watchdog;
+// The watchdog's state lives on the heap and is never freed, and the thread is detached: a
+// command that ends with std::exit (without MpiEnv's destructor) must not meet a joinable
+// std::thread or a destroyed mutex in the static destructors.
+struct Watch {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool stop = false;
+};
+Watch* g_watch = nullptr;
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -103,8 +108,9 @@ int64_t now_ns() {
 
 void watch(int rank, int size) {
   const auto tick = std::chrono::milliseconds(std::clamp<long>(g_timeout_s * 100, 100, 1000));
-  std::unique_lock lock(g_watch_mutex);
-  while (!g_watch_cv.wait_for(lock, tick, [] { return g_watch_stop; })) {
+  Watch& w = *g_watch;
+  std::unique_lock lock(w.mutex);
+  while (!w.cv.wait_for(lock, tick, [&w] { return w.stop; })) {
     const int64_t since = g_wait_since.load();
     if (since == 0 || now_ns() - since < g_timeout_s * int64_t{1000000000}) continue;
     // The main thread is blocked inside MPI: MPI_Abort from this thread is not allowed
@@ -173,19 +179,20 @@ MpiEnv::MpiEnv(int& argc, char**& argv) {
   timeout_s_ = timeout;
   if (timeout > 0 && size_ > 1) {
     g_timeout_s = timeout;
-    g_watchdog = std::thread(watch, rank_, size_);
+    g_watch = new Watch;
+    std::thread(watch, rank_, size_).detach();
   }
 }
 
 MpiEnv::~MpiEnv() {
-  if (g_watchdog.joinable()) {
+  if (g_watch) {
     {
-      const std::lock_guard lock(g_watch_mutex);
-      g_watch_stop = true;
+      const std::lock_guard lock(g_watch->mutex);
+      g_watch->stop = true;
     }
-    g_watch_cv.notify_all();
-    g_watchdog.join();
+    g_watch->cv.notify_all();
   }
+  g_wait_since.store(0);  // MPI_Finalize waits for the others too: not watched
   if (g_mpi_active) MPI_Finalize();
 }
 

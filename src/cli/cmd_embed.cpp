@@ -27,7 +27,7 @@ void register_embed(CLI::App& app, Context& ctx) {
   em->add_option("--batch", eo->batch, "windows per forward pass")->check(positive())->capture_default_str();
   em->add_option("--threads", eo->threads, "intra-op threads per rank (0: cores / ranks per node; capped at the cores available)")->capture_default_str();
   em->add_option("--device", eo->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  em->add_option("--precision", eo->precision, "fp32, or bf16 (autocast; on a CPU fast with AMX-BF16 or AVX512-BF16, see --version)")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  em->add_option("--precision", eo->precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "auto"}))->capture_default_str();
   em->callback([eo, &ctx] {
     ctx.inputs = {{"--model", eo->model}, {"--input", eo->input}};
     ctx.outputs = {{"--out", eo->out, io::OutputKind::file}};

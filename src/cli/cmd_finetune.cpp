@@ -93,7 +93,7 @@ void register_finetune(CLI::App& app, Context& ctx) {
   sub->add_option("--threads", o->threads, "intra-op threads (0: all cores; capped at the cores available)")->capture_default_str();
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--gpu", o->device_index, "GPU ordinal for --device cuda")->capture_default_str();
-  sub->add_option("--precision", o->precision, "fp32, or bf16 (autocast; on a CPU fast with AMX-BF16 or AVX512-BF16, see --version)")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  sub->add_option("--precision", o->precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "auto"}))->capture_default_str();
   sub->footer(
       "Regimes (the paper's, by n = --shots, or the smallest class of a --train used as given): n < 500: lr 4e-4, "
       "20 epochs, batch 5; n >= 500: lr 5e-5, 5 epochs, batch 15. Both: linear warm-up over 10% of the steps then "

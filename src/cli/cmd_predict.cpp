@@ -24,8 +24,8 @@ void register_predict(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node; capped at the cores available)")->capture_default_str();
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  sub->add_option("--precision", o->precision, "fp32, or bf16 (autocast; on a CPU fast with AMX-BF16 or AVX512-BF16, see --version)")
-      ->check(CLI::IsMember({"fp32", "bf16"}))
+  sub->add_option("--precision", o->precision, kPrecisionHelp)
+      ->check(CLI::IsMember({"fp32", "bf16", "auto"}))
       ->capture_default_str();
   sub->footer("A sequence longer than the model (more than 510 6-mers) is scored in windows of 510 tokens, --stride "
               "apart, the last ending at its end; its probabilities are the mean over its windows.");

@@ -26,6 +26,7 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                       {"effective_batch", s.effective_batch},
                       {"allreduce", s.allreduce},
                       {"layout", layout},
+                      {"precision", s.precision},
                       {"start_step", s.start_step},
                       {"steps_done", s.steps_done},
                       {"loss", s.last_loss},
@@ -77,7 +78,7 @@ void register_pretrain(CLI::App& app, Context& ctx) {
                 "before training, check every shard's SHA-256 against the manifest and every token id (the ranks "
                 "share the files); token ids and offsets are always checked as samples are read");
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  sub->add_option("--precision", o->precision, "fp32, or bf16 (autocast; on a CPU fast with AMX-BF16 or AVX512-BF16, see --version)")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  sub->add_option("--precision", o->precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "auto"}))->capture_default_str();
   sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node; capped at the cores available)")->capture_default_str();
   sub->add_option("--allreduce", o->allreduce,
                   "gradient sum over ranks: nccl (a GPU per rank), mpi, or auto (nccl where it can, else mpi)")

@@ -315,7 +315,7 @@ void register_variants(CLI::App& app, Context& ctx) {
   sub->add_option("--threads", a->score.threads, "intra-op threads (0: all cores; capped at the cores available)")->capture_default_str();
   sub->add_option("--device", a->score.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--gpu", a->score.device_index, "GPU ordinal for --device cuda")->capture_default_str();
-  sub->add_option("--precision", a->score.precision, "fp32, or bf16 (autocast; on a CPU fast with AMX-BF16 or AVX512-BF16, see --version)")->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
+  sub->add_option("--precision", a->score.precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "auto"}))->capture_default_str();
   add_force_flag(sub, a->force);
   sub->callback([a, &ctx] {
     ctx.inputs = {{"--model", a->score.model}, {"--variants", a->variants}, {"--genome", a->genome},

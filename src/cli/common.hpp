@@ -34,6 +34,12 @@ inline constexpr int kExitStopped = 3;
 /// Prints the one-line JSON summary (rank 0 only).
 void print_summary(const Context& ctx, const nlohmann::json& summary);
 
+/// The help of every --precision option.
+inline constexpr const char* kPrecisionHelp =
+    "fp32; bf16 (autocast: fp32 weights, optimizer and loss; on a CPU fast only with AMX-BF16 or AVX512-BF16, see "
+    "--version); or auto: bf16 where the device has bf16 matrix hardware (a GPU of compute capability 8.0+, such a "
+    "CPU), else fp32";
+
 /// Rank-0 progress lines on stderr, at most every interval_s seconds.
 class Progress {
  public:

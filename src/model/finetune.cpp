@@ -277,7 +277,8 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                                 {"train", o.train},           {"test", o.test},
                                 {"truncated", s.truncated},   {"threads", threads},
                                 {"train_lines", train_lines},
-                                {"device", o.device},         {"seconds", s.seconds},
+                                {"device", o.device},         {"precision", bf16 ? "bf16" : "fp32"},
+                                {"seconds", s.seconds},
                                 {"train_examples_per_s", s.train_examples_per_s},
                                 {"command_line", o.command_line}});
     io::AtomicFile f(o.out + "/metrics.json");

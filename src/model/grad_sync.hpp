@@ -44,6 +44,9 @@ AllReduce choose_allreduce(const std::string& requested, const torch::Device& de
 /// A GPU's identity: its UUID as nvidia-smi -L writes it ("GPU-8f6b...") where this build has
 /// CUDA; "" for the CPU.
 std::string gpu_identity(const torch::Device& device);
+/// Whether GPU `index` multiplies bf16 matrices in hardware (compute capability 8.0 or
+/// newer; true where this build cannot tell).
+bool gpu_bf16_native(int index);
 std::string to_string(AllReduce a);
 /// Whether this build has NCCL (a CUDA LibTorch and nccl.h at build time).
 bool nccl_built();

@@ -76,6 +76,12 @@ std::string gpu_identity(const torch::Device& device) {
   return "GPU-" + hex;
 }
 
+bool gpu_bf16_native(int index) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) return false;  // no GPU there: auto means fp32
+  return prop.major >= 8;
+}
+
 std::unique_ptr<NcclComm> make_nccl_comm(MPI_Comm comm, const torch::Device& device) {
   return std::make_unique<Nccl>(comm, device);
 }

@@ -9,6 +9,8 @@
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
+#include "model/grad_sync.hpp"
+
 #include <dlfcn.h>
 
 #include <algorithm>
@@ -170,10 +172,19 @@ void set_tf32(bool on) {
   at::globalContext().setAllowTF32CuDNN(on);
 }
 
+std::string resolve_precision(const std::string& precision, const std::string& device, bool gpu_bf16,
+                              const std::string& cpu_instructions) {
+  if (precision == "fp32" || precision == "bf16") return precision;
+  if (precision != "auto")
+    throw std::invalid_argument(fmt::format("--precision must be fp32, bf16 or auto, got '{}'", precision));
+  const bool native = device == "cuda" ? gpu_bf16 : !cpu_instructions.empty();
+  return native ? "bf16" : "fp32";
+}
+
 bool wants_bf16(const std::string& precision, const std::string& device, bool announce) {
-  if (precision == "fp32") return false;
-  if (precision != "bf16") throw std::invalid_argument(fmt::format("--precision must be fp32 or bf16, got '{}'", precision));
-  if (device == "cpu" && announce && cpu_bf16().instructions.empty()) {
+  const bool gpu = device == "cuda" && precision == "auto" && gpu_bf16_native(0);
+  if (resolve_precision(precision, device, gpu, cpu_bf16().instructions) == "fp32") return false;
+  if (precision == "bf16" && device == "cpu" && announce && cpu_bf16().instructions.empty()) {
     static std::once_flag once;
     std::call_once(once, [] {
       std::cerr << fmt::format(

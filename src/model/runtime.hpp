@@ -45,10 +45,17 @@ struct CpuBf16 {
 };
 CpuBf16 cpu_bf16();
 
-/// Whether `--precision` asks for bf16: "fp32" or "bf16", on cuda or on the CPU; anything
-/// else is a one-line error. On a CPU without AMX-BF16 or AVX512-BF16, bf16 runs (emulated,
-/// so that it behaves the same everywhere) and, with `announce`, says once on stderr that it
-/// is slower than fp32 there.
+/// The precision `--precision` (fp32, bf16 or auto) means on `device` ("cpu" or "cuda"):
+/// auto is bf16 where the device multiplies bf16 matrices in hardware (`gpu_bf16`: a GPU of
+/// compute capability 8.0 or newer; `cpu_instructions`: AMX-BF16 or AVX512-BF16, as
+/// cpu_bf16() reads them), else fp32. Anything else is a one-line error. Pure.
+std::string resolve_precision(const std::string& precision, const std::string& device, bool gpu_bf16,
+                              const std::string& cpu_instructions);
+
+/// Whether `--precision` asks for bf16 here (resolve_precision with this machine's CPU and
+/// GPU 0). On a CPU without AMX-BF16 or AVX512-BF16, an explicit bf16 runs (emulated, so
+/// that it behaves the same everywhere) and, with `announce`, says once on stderr that it is
+/// slower than fp32 there; auto never chooses it.
 bool wants_bf16(const std::string& precision, const std::string& device, bool announce = true);
 
 /// bf16 autocast while alive, for a forward pass, on CUDA and on the CPU (each applies to the

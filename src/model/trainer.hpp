@@ -46,6 +46,7 @@ struct PretrainSummary {
   bool interrupted = false;  // a signal asked for a checkpoint and exit
   std::string last_checkpoint;
   std::string allreduce;  // how gradients were summed: "NCCL", "MPI", "none (one rank)"
+  std::string precision;  // what --precision resolved to: "fp32" or "bf16"
   /// Per rank (on rank 0): its host, node-local rank (which picks its GPU) and device.
   struct RankPlace {
     std::string host, device;

@@ -150,6 +150,33 @@ class CudaWithoutGpu(unittest.TestCase):
             self.assertEqual(p.stderr.count("bf16 matrix products are emulated"), 1 if slow else 0, p.stderr)
         self.assertTrue(os.path.exists(os.path.join(self.tmp, "b.h5")))
 
+    def test_precision_auto_follows_the_cpu_and_is_named(self):
+        # --precision auto on the CPU is bf16 exactly where --version names bf16 instructions
+        # (never the emulated kind, so never the note), and the pretrain summary, each
+        # metrics.jsonl line and finetune's metrics.json name the precision used.
+        version = run(["--version"]).stdout
+        want = "fp32" if "bf16 instructions: none" in version else "bf16"
+        out = os.path.join(self.tmp, "pt-auto")
+        p = run(["pretrain", "--shards", self.shards, "--masking", "random", "--model", self.cfg, "--out", out,
+                 "--steps", "2", "--log-every", "1", "--precision", "auto", "--threads", "1"])
+        self.assertNotIn("emulated", p.stderr)
+        self.assertEqual(summary(p)["precision"], want)
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            lines = [json.loads(l) for l in f if '"grad_norm"' in l]  # training lines, not evaluation
+        self.assertEqual([l["precision"] for l in lines], [want, want])
+        fp32 = summary(run(["pretrain", "--shards", self.shards, "--masking", "random", "--model", self.cfg,
+                            "--out", out + "-fp32", "--steps", "1", "--threads", "1"]))
+        self.assertEqual(fp32["precision"], "fp32")  # the default
+        ft = os.path.join(self.tmp, "ft-auto")
+        run(["finetune", "--model", "random", "--config", self.cfg, "--train", self.table, "--test", self.table,
+             "--out", ft, "--precision", "auto", "--threads", "1"])
+        with open(os.path.join(ft, "metrics.json")) as f:
+            self.assertEqual(json.load(f)["precision"], want)
+        bad = run(["finetune", "--model", "random", "--config", self.cfg, "--train", self.table, "--test",
+                   self.table, "--out", ft + "-bad", "--precision", "fp16"], check=False)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("--precision", bad.stderr)
+
     def test_cpu_still_works_with_no_gpu(self):
         s = summary(run(["embed", "--model", self.hf, "--input", self.table, "--out",
                          os.path.join(self.tmp, "cpu.h5"), "--threads", "1"], env=NO_GPU))

@@ -111,6 +111,30 @@ TEST(Runtime, Tf32SettingKeepsLibTorchsTwoRecordsInStep) {
   set_tf32(false);
 }
 
+TEST(Runtime, PrecisionAutoIsBf16OnlyOnBf16Hardware) {
+  // The table of --precision auto: bf16 on a GPU of compute capability 8.0+ and on a CPU with
+  // AMX-BF16 or AVX512-BF16; fp32 elsewhere. fp32 and bf16 are kept as asked.
+  EXPECT_EQ(resolve_precision("auto", "cuda", true, ""), "bf16");
+  EXPECT_EQ(resolve_precision("auto", "cuda", false, "AMX-BF16"), "fp32");  // an older GPU: the CPU does not count
+  EXPECT_EQ(resolve_precision("auto", "cpu", true, ""), "fp32");           // nor the GPU for a CPU run
+  EXPECT_EQ(resolve_precision("auto", "cpu", false, "AMX-BF16, AVX512-BF16"), "bf16");
+  EXPECT_EQ(resolve_precision("auto", "cpu", false, "AVX512-BF16"), "bf16");
+  for (const char* dev : {"cpu", "cuda"})
+    for (const char* p : {"fp32", "bf16"}) {
+      EXPECT_EQ(resolve_precision(p, dev, false, ""), p);
+      EXPECT_EQ(resolve_precision(p, dev, true, "AMX-BF16"), p);
+    }
+  try {
+    resolve_precision("fp16", "cpu", false, "");
+    ADD_FAILURE() << "fp16 accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--precision must be fp32, bf16 or auto, got 'fp16'"), std::string::npos)
+        << e.what();
+  }
+  // This machine: auto on the CPU follows what --version reports.
+  EXPECT_EQ(wants_bf16("auto", "cpu", false), !cpu_bf16().instructions.empty());
+}
+
 TEST(Attention, NoMaskEqualsAllOnesMask) {
   auto x = random_qkv(2, 2, 16, 16, 8);
   auto none = attention(x.q, x.k, x.v, torch::Tensor(), 0.0);

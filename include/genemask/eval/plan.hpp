@@ -58,7 +58,7 @@ struct PlanFinetune {
   double lr = 0;
   int64_t epochs = 0, batch = 0;
   double dropout = 0.1, warmup_fraction = 0.1, weight_decay = 0.01;
-  std::string precision = "fp32";  // or "bf16": the forward passes under autocast (CPU or GPU)
+  std::string precision = "fp32";  // "bf16": the forward passes under autocast (CPU or GPU); "auto": bf16 where the device has bf16 hardware
 };
 
 struct Plan {

@@ -445,8 +445,8 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
       o.weight_decay = c.number(f["weight_decay"], "finetune.weight_decay", 0, 1e9, "a number >= 0");
     if (f.contains("precision")) {
       o.precision = c.string(f["precision"], "finetune.precision");
-      if (o.precision != "fp32" && o.precision != "bf16")
-        c.fail("finetune.precision", fmt::format("{} is not fp32 or bf16", io::json_excerpt(f["precision"])));
+      if (o.precision != "fp32" && o.precision != "bf16" && o.precision != "auto")
+        c.fail("finetune.precision", fmt::format("{} is not fp32, bf16 or auto", io::json_excerpt(f["precision"])));
     }
   }
   return p;

@@ -177,7 +177,7 @@ TEST_F(SweepPlan, YamlErrorsNameTheLine) {
   EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nfinetune: {dropout: 1.5}\n" + kTask); }),
             f + ":4: finetune.dropout: 1.5 is not a probability in [0, 1)");
   EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nfinetune: {precision: fp16}\n" + kTask); }),
-            f + ":4: finetune.precision: \"fp16\" is not fp32 or bf16");
+            f + ":4: finetune.precision: \"fp16\" is not fp32, bf16 or auto");
   // Quoted numbers stay strings and are rejected where a number is expected.
   EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nretries: \"3\"\n" + kTask); }),
             f + ":4: retries: \"3\" is not an integer >= 0");
