@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Stage 3 benchmark on CPU: one `logo` MLM training step (batch 10 x 512 tokens, forward,
 # backward, clipping, AdamW) in genemask's LibTorch model and in Python PyTorch (PyTorch
-# 2.11 in .venv, the same LibTorch), same threads, same run; then `genemask
+# 2.11 in .venv, the same LibTorch), same threads, same run, in fp32 and (on a CPU with bf16
+# instructions) bf16 autocast, with MFU against the peaks measured in the run; then `genemask
 # pretrain` weak scaling: 1 vs 2 ranks, batch 5 and 1 thread per rank.
 # Usage: bench/train_bench.sh [STEPS (default 3)] [RUNS (default 3)]
 set -euo pipefail
@@ -12,11 +13,21 @@ copies=1
 # shellcheck source=bench/common.sh
 source "$root/bench/common.sh"
 tb="$root/build/bench/train_bench"
+# bf16 too where the CPU multiplies bf16 in hardware (AMX-BF16, AVX512-BF16); elsewhere it is
+# emulated (tens of times slower) and the benchmark says so and measures fp32 only.
+precisions="fp32"
+if "$bin" --version | grep -q "bf16 instructions: none"; then
+  echo "== this CPU has no bf16 instructions ($("$bin" --version | sed -n 's/^CPU: //p')): fp32 only"
+else
+  precisions="fp32 bf16"
+fi
 echo "== one training step, logo config, 10 x 512 tokens (best of $steps steps; median of $runs runs, alternating)"
 for _ in $(seq "$runs"); do
-  for t in 1 2; do
-    "$tb" logo "$t" 10 512 "$steps"
-    "$python" "$root/bench/train_bench.py" logo "$t" 10 512 "$steps"
+  for p in $precisions; do
+    for t in 1 2; do
+      "$tb" logo "$t" 10 512 "$steps" cpu "$p"
+      "$python" "$root/bench/train_bench.py" logo "$t" 10 512 "$steps" cpu "$p"
+    done
   done
 done > "$work/train.jsonl"
 "$python" - "$work/train.jsonl" <<'PY'
@@ -26,20 +37,26 @@ mfu = collections.defaultdict(list)
 peaks = {}
 for l in open(sys.argv[1]):
     r = json.loads(l)
-    by[(r["impl"], r["threads"])].append(r["tokens_per_s"])
+    key = (r["impl"], r.get("precision", "fp32"), r["threads"])
+    by[key].append(r["tokens_per_s"])
     if "mfu" in r:
-        mfu[r["threads"]].append(r["mfu"])
+        mfu[key].append(r["mfu"])
         peaks[r["threads"]] = r
 med = {k: statistics.median(v) for k, v in by.items()}
-for (impl, t), v in sorted(med.items()):
-    print(f"{impl:9s} {t} thread(s): {v:8.0f} tokens/s (median; runs: {', '.join(f'{x:.0f}' for x in by[(impl, t)])})")
+for (impl, p, t), v in sorted(med.items()):
+    extra = f"; MFU {statistics.median(mfu[(impl, p, t)]):.0%}" if (impl, p, t) in mfu else ""
+    print(f"{impl:9s} {p} {t} thread(s): {v:8.0f} tokens/s (median; runs: {', '.join(f'{x:.0f}' for x in by[(impl, p, t)])}){extra}")
 for t, r in sorted(peaks.items()):
     bf = r["peak_bf16_gflops"]
-    print(f"genemask  {t} thread(s): MFU {statistics.median(mfu[t]):.0%} of the fp32 peak {r['peak_fp32_gflops']:.0f} "
-          f"GFLOP/s measured in the run; bf16 peak: {f'{bf:.0f} GFLOP/s' if bf is not None else 'none'} "
-          f"(CPU: {r['cpu']}; bf16 instructions: {r['cpu_bf16']})")
-for t in (1, 2):
-    print(f"ratio genemask / PyTorch, {t} thread(s): {med[('genemask', t)] / med[('pytorch', t)]:.2f}x")
+    print(f"peaks measured in the run, {t} thread(s): fp32 {r['peak_fp32_gflops']:.0f} GFLOP/s, bf16 "
+          f"{f'{bf:.0f} GFLOP/s' if bf is not None else 'none'} (CPU: {r['cpu']}; bf16 instructions: {r['cpu_bf16']})")
+for p in sorted({k[1] for k in med}):
+    for t in (1, 2):
+        print(f"ratio genemask / PyTorch, {p}, {t} thread(s): {med[('genemask', p, t)] / med[('pytorch', p, t)]:.2f}x")
+if any(k[1] == "bf16" for k in med):
+    for t in (1, 2):
+        print(f"ratio genemask bf16 / genemask fp32, {t} thread(s): "
+              f"{med[('genemask', 'bf16', t)] / med[('genemask', 'fp32', t)]:.2f}x")
 PY
 echo "== genemask pretrain, logo, weak scaling: batch 5 per rank, 1 thread per rank, 1 vs 2 ranks"
 "$bin" shards --genome "$g" --out "$work/train-shards" --force >/dev/null

@@ -11,11 +11,13 @@
 #
 # Usage: scripts/demo.sh [OUTDIR]   (default: results/demo)
 # Environment: DEMO_STEPS (pretraining steps per masking, default 800), DEMO_SEEDS (default 5),
+# DEMO_MASKINGS (default "genemask random"), DEMO_BASELINE (the report's, default random),
+# DEMO_PRECISION (pretraining: fp32, bf16 or auto; default fp32),
 #              DEMO_SITES (real windows in the task, default 2000), DEMO_FINETUNE_JSON
 #              (fine-tuning overrides, e.g. '{"epochs": 2}'), GENEMASK_BIN.
 set -euo pipefail
 case ${1:-} in
-  -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "usage: scripts/demo.sh [OUTDIR]  (scripts/demo.sh --help)" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -51,7 +53,9 @@ TSS=sites.bed
 OUT=$out
 MODEL=model.json
 MODEL_LABEL=small
-MASKINGS="genemask random"
+MASKINGS="${DEMO_MASKINGS:-genemask random}"
+BASELINE_MASKING=${DEMO_BASELINE:-random}
+PRECISION=${DEMO_PRECISION:-fp32}
 STEPS=${DEMO_STEPS:-800}
 WARMUP=50
 BATCH_PER_RANK=16
@@ -88,7 +92,8 @@ echo "== Motif table (GRANK ranks of the paper's Table 5 motifs on chr22): $out/
 cat "$out/count/motifs.md"
 echo
 echo "== Pretraining: final validation perplexity"
-for m in genemask random; do
+read -r -a maskings <<<"${DEMO_MASKINGS:-genemask random}"
+for m in "${maskings[@]}"; do
   ppl=$(grep "eval_perplexity" "$out/runs/$m/metrics.jsonl" | tail -n 1 | grep -o '"eval_perplexity":[0-9.e+-]*' | cut -d: -f2)
   echo "$m: ${ppl:-n/a}   (curve: $out/runs/$m/perplexity.svg)"
 done

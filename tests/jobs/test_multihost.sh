@@ -266,7 +266,10 @@ local f=$tmp/f5 id n_before
 mkdir -p "$f/out"
 ln -s "$tmp/out/models" "$f/out/models"
 ln -s "$tmp/out/dataset" "$f/out/dataset"
-sed -e "s|^OUT=.*|OUT=$f/out|" -e 's|^SEEDS=.*|SEEDS="1 2 3 4 5 6 7 8"|' "$tmp/pipeline.conf" >"$tmp/f5.conf"
+# 20 epochs: about a second per job, so that the sweep is still running when node3 dies.
+sed -e "s|^OUT=.*|OUT=$f/out|" -e 's|^SEEDS=.*|SEEDS="1 2 3 4 5 6 7 8"|' \
+  -e "s|^FINETUNE_JSON=.*|FINETUNE_JSON='{\"epochs\": 20}'|" "$tmp/pipeline.conf" >"$tmp/f5.conf"
+grep -q '"epochs": 20' "$tmp/f5.conf"
 id=$(on_node 1 "${net[@]}" sbatch --parsable --nodes=2-3 --ntasks=3 --ntasks-per-node=1 --mem-per-cpu=1G \
   --output="$f/sweep.out" "$repo/jobs/sweep.sbatch" "$tmp/f5.conf" | cut -d';' -f1)
 local t0=$SECONDS
