@@ -12,6 +12,9 @@
 #include "model/grad_sync.hpp"
 
 #include <dlfcn.h>
+#include <malloc.h>
+
+#include <climits>
 
 #include <algorithm>
 #include <cstdlib>
@@ -37,8 +40,24 @@ class KeepWarnings : public c10::WarningHandler {
 
 }  // namespace
 
+bool tune_cpu_allocator() {
+  static const bool tuned = [] {
+    for (const char* v : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_ARENA_MAX",
+                          "GLIBC_TUNABLES"})
+      if (std::getenv(v)) return false;  // the user's choice
+    // A training step allocates and frees the same large activations every step. Above
+    // glibc's mmap threshold each is a fresh mmap whose pages fault in again (a sixth of a
+    // CPU bf16 logo step, docs/benchmarks.md): keep them in the heap, and keep freed memory
+    // for the next step instead of returning it to the system.
+    return mallopt(M_MMAP_THRESHOLD, 1 << 30) == 1 && mallopt(M_TRIM_THRESHOLD, INT_MAX) == 1 &&
+           mallopt(M_TOP_PAD, 512 << 20) == 1;
+  }();
+  return tuned;
+}
+
 int set_intra_op_threads(int requested, int ranks_on_node, bool announce) {
   if (requested < 0) throw std::invalid_argument(fmt::format("--threads must be >= 0 (0: all cores), got {}", requested));
+  tune_cpu_allocator();
   const CoreBudget b = available_cores();
   int threads = requested > 0 ? requested : std::max(1, b.cores / std::max(1, ranks_on_node));
   if (threads > b.cores) {

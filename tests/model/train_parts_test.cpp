@@ -3,6 +3,10 @@
 // gradients in flat buckets (views, zeroing, clipping against clip_grad_norm_), and the
 // all-reduce choice.
 #include <gtest/gtest.h>
+#include <malloc.h>
+
+#include <cstdlib>
+#include <cstring>
 #include <mpi.h>
 
 #include "model/bert.hpp"
@@ -133,6 +137,19 @@ TEST(Runtime, PrecisionAutoIsBf16OnlyOnBf16Hardware) {
   }
   // This machine: auto on the CPU follows what --version reports.
   EXPECT_EQ(wants_bf16("auto", "cpu", false), !cpu_bf16().instructions.empty());
+}
+
+TEST(Runtime, AllocatorKeepsLargeBlocksInTheHeap) {
+  // After tune_cpu_allocator, a 64 MiB block comes from the heap (mallinfo2's arena), not
+  // from its own mmap (hblkhd), and stays there when freed: the next step reuses its pages.
+  if (!tune_cpu_allocator()) GTEST_SKIP() << "MALLOC_* or GLIBC_TUNABLES set: the user's allocator settings stand";
+  const size_t mapped_before = mallinfo2().hblkhd;
+  void* p = std::malloc(size_t{64} << 20);
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 1, size_t{64} << 20);
+  EXPECT_LT(mallinfo2().hblkhd, mapped_before + (size_t{64} << 20));
+  std::free(p);
+  EXPECT_GE(mallinfo2().fordblks, size_t{64} << 20);  // kept, free, for the next allocation
 }
 
 TEST(Attention, NoMaskEqualsAllOnesMask) {
