@@ -15,3 +15,13 @@ if [ ! -f "$build/build.ninja" ] || [ $# -gt 0 ]; then
 fi
 cmake --build "$build" -j "$jobs"
 echo "built: $build/src/cli/genemask"
+
+# The Python package (python/, genemask on PyPI's terms) into the project environment, built
+# with the pinned scikit-build-core and nanobind that install-deps put there; its build
+# directory (python/build) is kept, so a rebuild compiles only what changed.
+venv=${GENEMASK_VENV:-"$root/.venv"}
+if [ -x "$venv/bin/python3" ] && [ "${GENEMASK_SKIP_PYTHON:-0}" != "1" ]; then
+  CCACHE_BASEDIR="$root" "$venv/bin/python3" -m pip install --disable-pip-version-check -q --no-build-isolation \
+    --no-deps "$root/python"
+  echo "built: the genemask Python package in $venv"
+fi

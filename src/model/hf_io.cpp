@@ -24,28 +24,7 @@ namespace genemask::model {
 
 void write_vocab_and_weights(torch::nn::Module& m, const BertConfig& config, const std::string& dir,
                              bool with_buffers) {
-  write_vocab(dir + "/vocab.txt");
-  // BertTokenizer's settings: the vocabulary is upper-case 6-mers, so no lower-casing and
-  // no accent stripping; [CLS] ... [SEP] around the tokens, as genemask encodes.
-  nlohmann::ordered_json tc = {{"tokenizer_class", "BertTokenizer"},
-                               {"do_lower_case", false},
-                               {"do_basic_tokenize", true},
-                               {"strip_accents", false},
-                               {"tokenize_chinese_chars", false},
-                               {"model_max_length", config.max_position_embeddings},
-                               {"unk_token", "[UNK]"},
-                               {"sep_token", "[SEP]"},
-                               {"pad_token", "[PAD]"},
-                               {"cls_token", "[CLS]"},
-                               {"mask_token", "[MASK]"},
-                               {"clean_up_tokenization_spaces", false}};
-  nlohmann::ordered_json sm = {{"unk_token", "[UNK]"}, {"sep_token", "[SEP]"}, {"pad_token", "[PAD]"},
-                               {"cls_token", "[CLS]"}, {"mask_token", "[MASK]"}};
-  for (const auto& [name, j] : {std::pair{"tokenizer_config.json", tc}, std::pair{"special_tokens_map.json", sm}}) {
-    io::AtomicFile f(dir + "/" + name);
-    f.stream() << j.dump(2) << '\n';
-    f.commit();
-  }
+  write_hf_tokenizer(dir, config.max_position_embeddings);
   std::vector<io::StTensor> tensors;
   auto named = m.named_parameters();
   if (with_buffers)

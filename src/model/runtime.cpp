@@ -57,7 +57,6 @@ bool tune_cpu_allocator() {
 
 int set_intra_op_threads(int requested, int ranks_on_node, bool announce) {
   if (requested < 0) throw std::invalid_argument(fmt::format("--threads must be >= 0 (0: all cores), got {}", requested));
-  tune_cpu_allocator();
   const CoreBudget b = available_cores();
   int threads = requested > 0 ? requested : std::max(1, b.cores / std::max(1, ranks_on_node));
   if (threads > b.cores) {

@@ -53,12 +53,14 @@ struct HostBatch {
   torch::Tensor buf;
   int64_t rows = 0, cols = 0, masked = 0;
   bool padded = false;
+  std::vector<uint64_t> sample_index;  // the rows' corpus sample indices (the masks' seeds)
 };
 
 HostBatch stage(const Batch& b, bool pinned) {
   HostBatch h;
   h.rows = b.rows;
   h.cols = b.cols;
+  h.sample_index = b.sample_index;
   const int64_t n = b.rows * b.cols;
   for (int64_t l : b.labels) h.masked += l != kIgnoreLabel;
   h.padded = static_cast<int64_t>(b.real_tokens()) < n;
@@ -87,16 +89,21 @@ void dump_batch(const HostBatch& h, const std::string& path) {
   const int64_t* p = h.buf.data_ptr<int64_t>();
   std::vector<int64_t> labels(static_cast<size_t>(n), kIgnoreLabel);
   for (int64_t k = 0; k < h.masked; ++k) labels[static_cast<size_t>(p[2 * n + k])] = p[2 * n + h.masked + k];
-  auto tensor = [&](const char* name, const int64_t* data) {
+  auto tensor = [&](const char* name, const int64_t* data, std::vector<int64_t> shape) {
     io::StTensor t;
     t.name = name;
     t.dtype = "I64";
-    t.shape = {h.rows, h.cols};
-    t.data.resize(static_cast<size_t>(n) * sizeof(int64_t));
+    t.shape = std::move(shape);
+    int64_t cells = 1;
+    for (int64_t d : t.shape) cells *= d;
+    t.data.resize(static_cast<size_t>(cells) * sizeof(int64_t));
     std::memcpy(t.data.data(), data, t.data.size());
     return t;
   };
-  io::write_safetensors(path, {tensor("input_ids", p), tensor("attention_mask", p + n), tensor("labels", labels.data())});
+  const std::vector<int64_t> index(h.sample_index.begin(), h.sample_index.end());
+  io::write_safetensors(path, {tensor("input_ids", p, {h.rows, h.cols}), tensor("attention_mask", p + n, {h.rows, h.cols}),
+                               tensor("labels", labels.data(), {h.rows, h.cols}),
+                               tensor("sample_index", index.data(), {h.rows})});
 }
 
 /// One copy to the device (asynchronous from pinned memory), then views.
@@ -242,6 +249,7 @@ void choose_runtime(Run& r) {
   r.device = pick_rank_device(r.o.device, local_rank);
   use_device(r.device, r.o.tf32);
   r.how = choose_allreduce(r.o.allreduce, r.device, r.comm);
+  tune_cpu_allocator();
   r.threads = set_intra_op_threads(r.o.threads, local_size, r.rank == 0);
 }
 

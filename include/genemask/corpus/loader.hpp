@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "genemask/corpus/masking.hpp"
+#include "genemask/corpus/masking_tables.hpp"
 #include "io/shard_file.hpp"
 
 namespace genemask {
@@ -114,8 +115,5 @@ class DataLoader {
   std::exception_ptr error_;
   bool stop_ = false;
 };
-
-/// Masking settings from the files of `genemask npmi` / `genemask pmi-vocab`.
-MaskingConfig load_masking(MaskingKind kind, const std::string& npmi_tsv, const std::string& pmi_vocab_tsv);
 
 }  // namespace genemask

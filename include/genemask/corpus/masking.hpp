@@ -61,6 +61,10 @@ class Masker {
   /// tokens: the sample's 6-mer ids without [CLS]/[SEP].
   void mask(const uint16_t* tokens, size_t n, uint64_t seed, uint64_t epoch, uint64_t sample_index,
             MaskedSample& out) const;
+  /// The same mask written into a caller's int64 rows (as numpy and PyTorch take them):
+  /// ids[i] and labels[i] for token i < n, without [CLS]/[SEP].
+  void mask_into(const uint16_t* tokens, size_t n, uint64_t seed, uint64_t epoch, uint64_t sample_index, int64_t* ids,
+                 int64_t* labels) const;
   /// Only the choice of positions (0-based over the n tokens), before the 80/10/10 rule.
   void select(const uint16_t* tokens, size_t n, Rng& rng, std::vector<uint8_t>& masked) const;
   /// The spans for given centres (token positions; base positions for pmi-vocab), sorted.
@@ -70,6 +74,10 @@ class Masker {
   double center_prob() const { return p_; }
 
  private:
+  template <class Id, class Label>
+  void mask_rows(const uint16_t* tokens, size_t n, uint64_t seed, uint64_t epoch, uint64_t sample_index, Id* ids,
+                 Label* labels) const;
+
   MaskingConfig cfg_;
   double p_, log1m_p_;
   std::vector<std::vector<uint64_t>> unit_bits_;  // pmi-vocab: bitset per k of vocabulary k-mers

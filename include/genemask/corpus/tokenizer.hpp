@@ -29,6 +29,10 @@ bool is_special(uint16_t id);
 std::vector<std::string> vocab_tokens();
 /// Writes vocab.txt atomically.
 void write_vocab(const std::string& path);
+/// Writes DIR/vocab.txt and the files of Hugging Face's BertTokenizer for it
+/// (tokenizer_config.json, special_tokens_map.json: no lower-casing, so `AutoTokenizer`
+/// maps upper-case 6-mer text to these ids), each atomically. DIR must exist.
+void write_hf_tokenizer(const std::string& dir, int model_max_length);
 /// SHA-256 of the vocab.txt text (recorded in shard manifests).
 std::string vocab_sha256();
 

@@ -8,7 +8,6 @@
 #include "genemask/kmer/kmer.hpp"
 #include "genemask/corpus/tokenizer.hpp"
 #include "io/error.hpp"
-#include "io/rank_tables.hpp"
 #include "io/shard_manifest.hpp"
 
 namespace genemask {
@@ -159,35 +158,6 @@ Batch DataLoader::next() {
   queue_.pop_front();
   cv_.notify_all();
   return b;
-}
-
-MaskingConfig load_masking(MaskingKind kind, const std::string& npmi_tsv, const std::string& pmi_vocab_tsv) {
-  MaskingConfig cfg;
-  cfg.kind = kind;
-  if (cfg.kind == MaskingKind::genemask) {
-    if (npmi_tsv.empty()) throw std::invalid_argument("--masking genemask needs --npmi npmi.tsv (from genemask npmi)");
-    auto rows = io::read_npmi_tsv(npmi_tsv);
-    if (rows.front().kmer.size() != 6)
-      throw io::InputError(npmi_tsv, fmt::format("ranks {}-mers; GeneMask needs the 6-mer ranking (genemask npmi --k 6)",
-                                                 rows.front().kmer.size()));
-    cfg.grank.assign(4096, 0);
-    for (const auto& r : rows) {
-      uint64_t code;
-      encode_kmer(r.kmer, code);
-      cfg.grank[code] = static_cast<uint32_t>(r.rank);
-    }
-  }
-  if (cfg.kind == MaskingKind::pmi_vocab) {
-    if (pmi_vocab_tsv.empty())
-      throw std::invalid_argument("--masking pmi-vocab needs --pmi-vocab pmi_vocab.tsv (from genemask pmi-vocab)");
-    for (const auto& r : io::read_pmi_vocab_tsv(pmi_vocab_tsv)) {
-      uint64_t code;
-      encode_kmer(r.kmer, code);
-      cfg.pmi_units.emplace_back(static_cast<int>(r.kmer.size()), code);
-    }
-    if (cfg.pmi_units.empty()) throw io::InputError(pmi_vocab_tsv, "the vocabulary is empty");
-  }
-  return cfg;
 }
 
 }  // namespace genemask

@@ -89,7 +89,8 @@ void Masker::apply_centres(const uint16_t* t, size_t n, const std::vector<uint64
         uint32_t rank;
         int64_t c, tau;
       };
-      std::vector<Centre> centres;
+      thread_local std::vector<Centre> centres;
+      centres.clear();
       for (uint64_t c : centre_list) {
         if (c >= n) continue;
         const int64_t ci = static_cast<int64_t>(c);
@@ -105,7 +106,14 @@ void Masker::apply_centres(const uint16_t* t, size_t n, const std::vector<uint64
         }
         centres.push_back(best);
       }
-      std::stable_sort(centres.begin(), centres.end(), [](const Centre& a, const Centre& b) { return a.rank < b.rank; });
+      // Stable by rank: an insertion sort, as a sample has few centres (about 9 in 510
+      // tokens), without the buffer std::stable_sort allocates.
+      for (size_t i = 1; i < centres.size(); ++i) {
+        const Centre x = centres[i];
+        size_t j = i;
+        for (; j > 0 && centres[j - 1].rank > x.rank; --j) centres[j] = centres[j - 1];
+        centres[j] = x;
+      }
       const size_t m = centres.size();
       const size_t high = m <= 8 ? m : (m + 1) / 2;
       for (size_t i = 0; i < m; ++i) {
@@ -166,26 +174,39 @@ void Masker::apply_centres(const uint16_t* t, size_t n, const std::vector<uint64
   }
 }
 
-void Masker::mask(const uint16_t* tokens, size_t n, uint64_t seed, uint64_t epoch, uint64_t sample_index,
-                  MaskedSample& out) const {
+template <class Id, class Label>
+void Masker::mask_rows(const uint16_t* tokens, size_t n, uint64_t seed, uint64_t epoch, uint64_t sample_index, Id* ids,
+                       Label* labels) const {
   Rng rng(seed, Stream::mask, epoch, sample_index);
   thread_local std::vector<uint8_t> masked;
   select(tokens, n, rng, masked);
-  out.input_ids.resize(n + 2);
-  out.labels.assign(n + 2, kIgnoreLabel);
-  out.input_ids[0] = kCls;
-  out.input_ids[n + 1] = kSep;
   for (size_t i = 0; i < n; ++i) {
-    const uint16_t id = tokens[i];
-    out.input_ids[i + 1] = id;
+    ids[i] = tokens[i];
+    labels[i] = kIgnoreLabel;
     if (!masked[i]) continue;
-    out.labels[i + 1] = id;
+    const uint16_t id = tokens[i];
+    labels[i] = id;
     const double r = rng.uniform();
     if (r < cfg_.mask_token_prob)
-      out.input_ids[i + 1] = kMask;
+      ids[i] = kMask;
     else if (r < cfg_.mask_token_prob + cfg_.random_token_prob)
-      out.input_ids[i + 1] = static_cast<uint16_t>(kFirstKmerToken + rng.below(4096));
+      ids[i] = static_cast<Id>(kFirstKmerToken + rng.below(4096));
   }
+}
+
+void Masker::mask(const uint16_t* tokens, size_t n, uint64_t seed, uint64_t epoch, uint64_t sample_index,
+                  MaskedSample& out) const {
+  out.input_ids.resize(n + 2);
+  out.labels.resize(n + 2);
+  out.input_ids[0] = kCls;
+  out.input_ids[n + 1] = kSep;
+  out.labels[0] = out.labels[n + 1] = kIgnoreLabel;
+  mask_rows(tokens, n, seed, epoch, sample_index, out.input_ids.data() + 1, out.labels.data() + 1);
+}
+
+void Masker::mask_into(const uint16_t* tokens, size_t n, uint64_t seed, uint64_t epoch, uint64_t sample_index,
+                       int64_t* ids, int64_t* labels) const {
+  mask_rows(tokens, n, seed, epoch, sample_index, ids, labels);
 }
 
 }  // namespace genemask

@@ -1,6 +1,7 @@
 #include "genemask/corpus/tokenizer.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 
 #include "io/atomic_file.hpp"
@@ -82,6 +83,31 @@ void write_vocab(const std::string& path) {
   io::AtomicFile f(path);
   f.stream() << vocab_text();
   f.commit();
+}
+
+void write_hf_tokenizer(const std::string& dir, int model_max_length) {
+  write_vocab(dir + "/vocab.txt");
+  // BertTokenizer's settings: the vocabulary is upper-case 6-mers, so no lower-casing and
+  // no accent stripping; [CLS] ... [SEP] around the tokens, as genemask encodes.
+  nlohmann::ordered_json tc = {{"tokenizer_class", "BertTokenizer"},
+                               {"do_lower_case", false},
+                               {"do_basic_tokenize", true},
+                               {"strip_accents", false},
+                               {"tokenize_chinese_chars", false},
+                               {"model_max_length", model_max_length},
+                               {"unk_token", "[UNK]"},
+                               {"sep_token", "[SEP]"},
+                               {"pad_token", "[PAD]"},
+                               {"cls_token", "[CLS]"},
+                               {"mask_token", "[MASK]"},
+                               {"clean_up_tokenization_spaces", false}};
+  nlohmann::ordered_json sm = {{"unk_token", "[UNK]"}, {"sep_token", "[SEP]"}, {"pad_token", "[PAD]"},
+                               {"cls_token", "[CLS]"}, {"mask_token", "[MASK]"}};
+  for (const auto& [name, j] : {std::pair{"tokenizer_config.json", tc}, std::pair{"special_tokens_map.json", sm}}) {
+    io::AtomicFile f(dir + "/" + name);
+    f.stream() << j.dump(2) << '\n';
+    f.commit();
+  }
 }
 
 std::string vocab_sha256() {

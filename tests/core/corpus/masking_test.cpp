@@ -262,3 +262,32 @@ TEST(PmiVocabMasking, EqualsAPlainStringImplementation) {
     EXPECT_EQ(got, want) << s;
   }
 }
+
+// mask_into (int64 rows, for the Python package) writes exactly what mask writes between
+// [CLS] and [SEP], for every strategy.
+TEST(Masking, MaskIntoWritesWhatMaskWrites) {
+  std::mt19937_64 rng(11);
+  std::vector<MaskingConfig> configs(3);
+  configs[0].kind = MaskingKind::random;
+  configs[1] = genemask_config(identity_grank());
+  configs[2].kind = MaskingKind::pmi_vocab;
+  for (uint64_t code = 0; code < 64; ++code) configs[2].pmi_units.emplace_back(3, code * 7 % 64);
+  for (const auto& cfg : configs) {
+    Masker m(cfg);
+    for (uint64_t i = 0; i < 50; ++i) {
+      auto t = random_tokens(rng, 6 + rng() % 600);
+      if (i % 7 == 0 && !t.empty()) t[rng() % t.size()] = kUnk;
+      MaskedSample want;
+      m.mask(t.data(), t.size(), 5, 2, i, want);
+      std::vector<int64_t> ids(t.size(), -1), labels(t.size(), -1);
+      m.mask_into(t.data(), t.size(), 5, 2, i, ids.data(), labels.data());
+      ASSERT_EQ(want.input_ids.size(), t.size() + 2);
+      EXPECT_EQ(std::vector<int64_t>(want.input_ids.begin() + 1, want.input_ids.end() - 1), ids) << to_string(cfg.kind);
+      EXPECT_EQ(std::vector<int64_t>(want.labels.begin() + 1, want.labels.end() - 1), labels) << to_string(cfg.kind);
+      EXPECT_EQ(want.input_ids.front(), kCls);
+      EXPECT_EQ(want.input_ids.back(), kSep);
+      EXPECT_EQ(want.labels.front(), kIgnoreLabel);
+      EXPECT_EQ(want.labels.back(), kIgnoreLabel);
+    }
+  }
+}

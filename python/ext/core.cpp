@@ -1,0 +1,433 @@
+// genemask._core: the Python binding of genemask's C++ core (nanobind). The Python layer
+// (genemask/__init__.py, genemask/hf.py) checks dtypes and converts inputs; this file checks
+// shapes and values, runs the core with the GIL released, and returns numpy arrays.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "genemask/corpus/masking.hpp"
+#include "genemask/corpus/masking_tables.hpp"
+#include "genemask/corpus/tokenizer.hpp"
+#include "genemask/kmer/kmer.hpp"
+#include "genemask/kmer/kmer_count.hpp"
+#include "genemask/kmer/pmi.hpp"
+#include "genemask/version.hpp"
+#include "io/error.hpp"
+#include "io/rank_tables.hpp"
+#include "io/text_source.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace genemask::py {
+namespace {
+
+template <class T>
+using Array = nb::ndarray<nb::numpy, T>;
+template <class T>
+using In2D = nb::ndarray<const T, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+template <class T>
+using In1D = nb::ndarray<const T, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+/// A numpy array that owns `v` (moved to the heap; freed with the array).
+template <class T>
+Array<T> to_numpy(std::vector<T>&& v, std::vector<size_t> shape) {
+  auto* heap = new std::vector<T>(std::move(v));
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<T>*>(p); });
+  return Array<T>(heap->data(), shape.size(), shape.data(), owner);
+}
+/// Flags as a numpy bool array (std::vector<bool> has no storage to share).
+Array<bool> to_numpy_flags(const std::vector<uint8_t>& flags) {
+  static_assert(sizeof(bool) == 1);
+  auto* heap = new std::vector<uint8_t>(flags);
+  nb::capsule owner(heap, [](void* p) noexcept { delete static_cast<std::vector<uint8_t>*>(p); });
+  const size_t n = heap->size();
+  return Array<bool>(reinterpret_cast<bool*>(heap->data()), 1, &n, owner);
+}
+template <class T>
+Array<T> to_numpy(std::vector<T>&& v) {
+  const size_t n = v.size();
+  return to_numpy(std::move(v), {n});
+}
+
+// ---------------------------------------------------------------- tokenizer
+
+Array<int64_t> tokenize_one(const std::string& bases, bool add_special_tokens) {
+  std::vector<uint16_t> ids;
+  {
+    nb::gil_scoped_release unlocked;
+    ids = tokenize(bases);
+    if (add_special_tokens) ids = frame(ids);
+  }
+  return to_numpy(std::vector<int64_t>(ids.begin(), ids.end()));
+}
+
+/// Rows padded with [PAD] to the longest (or to `length`); sequences with more tokens than
+/// `length` are an error unless `truncate` (then the tokens are cut, [SEP] kept).
+std::pair<Array<int64_t>, Array<int64_t>> tokenize_batch(const std::vector<std::string>& seqs, bool add_special_tokens,
+                                                         std::optional<size_t> length, bool truncate) {
+  std::vector<std::vector<uint16_t>> rows(seqs.size());
+  size_t cols = 0;
+  std::vector<int64_t> ids, mask;
+  {
+    nb::gil_scoped_release unlocked;
+    const size_t extra = add_special_tokens ? 2 : 0;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      rows[i] = tokenize(seqs[i]);
+      if (length && rows[i].size() + extra > *length) {
+        if (!truncate)
+          throw std::invalid_argument(fmt::format("sequence {} has {} tokens, more than max_length={} allows; pass "
+                                                  "truncation=True to cut it",
+                                                  i, rows[i].size() + extra, *length));
+        if (*length < extra) throw std::invalid_argument(fmt::format("max_length={} leaves no room for [CLS] and [SEP]", *length));
+        rows[i].resize(*length - extra);
+      }
+      if (add_special_tokens) rows[i] = frame(rows[i]);
+      cols = std::max(cols, rows[i].size());
+    }
+    if (length) cols = *length;
+    ids.assign(rows.size() * cols, kPad);
+    mask.assign(rows.size() * cols, 0);
+    for (size_t i = 0; i < rows.size(); ++i)
+      for (size_t j = 0; j < rows[i].size(); ++j) {
+        ids[i * cols + j] = rows[i][j];
+        mask[i * cols + j] = 1;
+      }
+  }
+  return {to_numpy(std::move(ids), {rows.size(), cols}), to_numpy(std::move(mask), {rows.size(), cols})};
+}
+
+std::vector<uint16_t> checked_ids(const In1D<int64_t>& ids) {
+  std::vector<uint16_t> out(ids.shape(0));
+  const int64_t* p = ids.data();
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (p[i] < 0 || p[i] >= kVocabSize)
+      throw std::invalid_argument(fmt::format("token id {} at position {} is outside the vocabulary (0..{})", p[i], i,
+                                          kVocabSize - 1));
+    out[i] = static_cast<uint16_t>(p[i]);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- tables
+
+/// A ranking table in memory, rank order, with the file it came from (for messages).
+template <class Row>
+struct Table {
+  std::vector<Row> rows;
+  std::string source;
+};
+
+/// npmi.tsv: the GRANK list.
+struct NpmiTable : Table<io::NpmiRow> {
+  int k() const { return rows.empty() ? 0 : static_cast<int>(rows.front().kmer.size()); }
+};
+
+/// pmi_vocab.tsv: the Gene-PMI-VOC vocabulary.
+struct PmiVocab : Table<io::PmiVocabRow> {};
+
+template <class T, class Row>
+T load_table(const std::string& path, std::vector<Row> (*read)(const std::string&)) {
+  T t;
+  {
+    nb::gil_scoped_release unlocked;
+    t.rows = read(path);
+  }
+  t.source = path;
+  return t;
+}
+
+template <class T>
+std::vector<std::string> kmers(const T& t) {
+  std::vector<std::string> v;
+  v.reserve(t.rows.size());
+  for (const auto& r : t.rows) v.push_back(r.kmer);
+  return v;
+}
+
+template <class T>
+size_t table_size(const T& t) {
+  return t.rows.size();
+}
+
+template <class Row, class T, class Get>
+Array<T> column(const std::vector<Row>& rows, Get get) {
+  std::vector<T> v;
+  v.reserve(rows.size());
+  for (const auto& r : rows) v.push_back(static_cast<T>(get(r)));
+  return to_numpy(std::move(v));
+}
+
+// ---------------------------------------------------------------- k-mers
+
+std::vector<Array<uint64_t>> count_kmers(const std::string& path, int kmax) {
+  if (kmax < 1 || kmax > kMaxDenseK)
+    throw std::invalid_argument(fmt::format("kmax must be in 1..{}, got {}", kMaxDenseK, kmax));
+  KmerCounts counts;
+  {
+    nb::gil_scoped_release unlocked;
+    const io::FileInfo info = io::probe_file(path);
+    CountOptions opts;
+    opts.kmax = kmax;
+    RankCounts rc = count_owned(info, io::partition(info, 0, 1), opts);
+    stitch_records(info, rc.segments);  // the CLI's checks: duplicate names, empty records
+    counts = finalize_counts(rc);
+  }
+  std::vector<Array<uint64_t>> out;
+  for (int k = 1; k <= kmax; ++k) out.push_back(to_numpy(std::move(counts.counts[static_cast<size_t>(k)])));
+  return out;
+}
+
+/// counts[i] are the (i+1)-mer counts, 4^(i+1) of them, in counter-code order.
+std::vector<std::vector<uint64_t>> checked_counts(const std::vector<In1D<uint64_t>>& counts, int kneeded) {
+  if (static_cast<int>(counts.size()) < kneeded)
+    throw std::invalid_argument(fmt::format("k={} needs the counts of k = 1..{}; got k = 1..{}", kneeded, kneeded,
+                                            counts.size()));
+  std::vector<std::vector<uint64_t>> c(static_cast<size_t>(kneeded) + 1);
+  for (int k = 1; k <= kneeded; ++k) {
+    const auto& a = counts[static_cast<size_t>(k - 1)];
+    if (a.shape(0) != num_kmers(k))
+      throw std::invalid_argument(fmt::format("counts of k={} must have 4^{} = {} entries, got {}", k, k, num_kmers(k),
+                                              a.shape(0)));
+    c[static_cast<size_t>(k)].assign(a.data(), a.data() + a.shape(0));
+  }
+  return c;
+}
+
+NpmiTable npmi(const std::vector<In1D<uint64_t>>& counts, int k, uint64_t min_count) {
+  if (k < 2 || k > kMaxDenseK) throw std::invalid_argument(fmt::format("k must be in 2..{}, got {}", kMaxDenseK, k));
+  if (min_count < 2) throw std::invalid_argument(fmt::format("min_count must be at least 2, got {}", min_count));
+  auto c = checked_counts(counts, k);
+  NpmiTable t;
+  t.source = "<counts>";
+  nb::gil_scoped_release unlocked;
+  PmiCalculator calc(c, k);
+  for (const auto& e : npmi_ranking(calc, k, min_count))
+    t.rows.push_back(io::NpmiRow{e.rank, decode_kmer(e.code, k), e.count, e.pmi, e.npmi, e.below_min_count});
+  return t;
+}
+
+PmiVocab pmi_vocab(const std::vector<In1D<uint64_t>>& counts, int kmin, int kmax, uint64_t min_count, uint64_t size) {
+  if (kmin < 2 || kmax > kMaxDenseK || kmin > kmax)
+    throw std::invalid_argument(fmt::format("need 2 <= kmin <= kmax <= {}, got kmin={} kmax={}", kMaxDenseK, kmin, kmax));
+  if (size == 0) throw std::invalid_argument("size must be positive");
+  auto c = checked_counts(counts, kmax);
+  PmiVocab v;
+  v.source = "<counts>";
+  nb::gil_scoped_release unlocked;
+  PmiCalculator calc(c, kmax);
+  for (const auto& e : pmi_vocabulary(calc, kmin, kmax, min_count, size))
+    v.rows.push_back(io::PmiVocabRow{e.rank, decode_kmer(e.code, e.k), e.count, e.pmi});
+  return v;
+}
+
+// ---------------------------------------------------------------- masking
+
+class PyMasker {
+ public:
+  PyMasker(const std::string& strategy, const NpmiTable* table, const PmiVocab* vocab, double center_prob,
+           double mask_token_prob, double random_token_prob)
+      : masker_(config(strategy, table, vocab, center_prob, mask_token_prob, random_token_prob)) {}
+
+  /// input_ids [B, L]; attention_mask [B, L] marks each row's real tokens, a prefix (None:
+  /// the tokens before the first [PAD]). A row may start with [CLS] and end with [SEP];
+  /// between them only 6-mer ids and [UNK].
+  std::pair<Array<int64_t>, Array<int64_t>> mask(const In2D<int64_t>& input_ids,
+                                                 const std::optional<In2D<int64_t>>& attention_mask, uint64_t seed,
+                                                 uint64_t epoch, const In1D<int64_t>& sample_index) {
+    const size_t rows = input_ids.shape(0), cols = input_ids.shape(1);
+    if (sample_index.shape(0) != rows)
+      throw std::invalid_argument(fmt::format("sample_index has {} entries for {} rows", sample_index.shape(0), rows));
+    if (attention_mask && (attention_mask->shape(0) != rows || attention_mask->shape(1) != cols))
+      throw std::invalid_argument(fmt::format("attention_mask has shape ({}, {}), input_ids ({}, {})",
+                                              attention_mask->shape(0), attention_mask->shape(1), rows, cols));
+    const int64_t* att = attention_mask ? attention_mask->data() : nullptr;
+    std::vector<int64_t> ids, labels;
+    {
+      nb::gil_scoped_release unlocked;  // the arguments hold their arrays alive meanwhile
+      const int64_t* in = input_ids.data();
+      ids.resize(rows * cols);
+      labels.resize(rows * cols);
+      std::vector<uint16_t> tokens;
+      for (size_t r = 0; r < rows; ++r) {
+        const int64_t* row = in + r * cols;
+        size_t len = 0;
+        if (att) {
+          const int64_t* a = att + r * cols;
+          while (len < cols && a[len] == 1) ++len;
+          bool rest = false;
+          for (size_t j = len; j < cols; ++j) rest |= a[j] != 0;
+          if (rest) {
+            for (size_t j = 0; j < cols; ++j)
+              if (a[j] != 0 && a[j] != 1)
+                throw std::invalid_argument(fmt::format("attention_mask must hold only 0 and 1; row {} holds {}", r, a[j]));
+            throw std::invalid_argument(fmt::format("attention_mask row {} is not 1s then 0s: pad on the right", r));
+          }
+        } else {
+          while (len < cols && row[len] != kPad) ++len;
+        }
+        if (sample_index.data()[r] < 0)
+          throw std::invalid_argument(fmt::format("row {}: sample index {} is negative", r, sample_index.data()[r]));
+        // One branch-free pass: the ids in range, and which are specials; positions are
+        // looked for only on failure.
+        bool out_of_range = false;
+        for (size_t j = 0; j < cols; ++j) out_of_range |= static_cast<uint64_t>(row[j]) >= kVocabSize;
+        if (out_of_range)
+          for (size_t j = 0; j < cols; ++j)
+            if (static_cast<uint64_t>(row[j]) >= kVocabSize)
+              throw std::invalid_argument(fmt::format("input_ids[{}, {}] = {} is outside the vocabulary (0..{})", r, j,
+                                                      row[j], kVocabSize - 1));
+        size_t lo = 0, hi = len;
+        if (hi > lo && row[lo] == kCls) ++lo;
+        if (hi > lo && row[hi - 1] == kSep) --hi;
+        tokens.resize(hi - lo);
+        bool special = false;
+        for (size_t j = 0; j < tokens.size(); ++j) {
+          const auto t = static_cast<uint16_t>(row[lo + j]);
+          tokens[j] = t;
+          special |= t < kFirstKmerToken && t != kUnk;
+        }
+        if (special)
+          for (size_t j = 0; j < tokens.size(); ++j)
+            if (tokens[j] != kUnk && tokens[j] < kFirstKmerToken)
+              throw std::invalid_argument(fmt::format(
+                  "input_ids[{}, {}] is {} inside the sample: only 6-mer ids and [UNK] may lie between [CLS] and [SEP] "
+                  "(is the attention mask right? was the batch masked already?)",
+                  r, lo + j, token_text(tokens[j])));
+        int64_t* out = ids.data() + r * cols;
+        int64_t* lab = labels.data() + r * cols;
+        std::copy(row, row + lo, out);
+        std::fill(lab, lab + lo, kIgnoreLabel);
+        masker_.mask_into(tokens.data(), tokens.size(), seed, epoch, static_cast<uint64_t>(sample_index.data()[r]),
+                          out + lo, lab + lo);
+        std::copy(row + hi, row + cols, out + hi);
+        std::fill(lab + hi, lab + cols, kIgnoreLabel);
+      }
+    }
+    return {to_numpy(std::move(ids), {rows, cols}), to_numpy(std::move(labels), {rows, cols})};
+  }
+
+  std::string strategy() const { return to_string(masker_.config().kind); }
+  double center_prob() const { return masker_.center_prob(); }
+
+ private:
+  static MaskingConfig config(const std::string& strategy, const NpmiTable* table, const PmiVocab* vocab,
+                              double center_prob, double mask_token_prob, double random_token_prob) {
+    MaskingConfig cfg;
+    cfg.kind = parse_masking(strategy);
+    cfg.center_prob = center_prob;
+    if (!(mask_token_prob >= 0 && random_token_prob >= 0 && mask_token_prob + random_token_prob <= 1))
+      throw std::invalid_argument(fmt::format("mask_token_prob={} and random_token_prob={} must be >= 0 and sum to <= 1",
+                                              mask_token_prob, random_token_prob));
+    cfg.mask_token_prob = mask_token_prob;
+    cfg.random_token_prob = random_token_prob;
+    if (cfg.kind == MaskingKind::genemask) {
+      if (!table) throw std::invalid_argument("strategy 'genemask' needs npmi= (an NpmiTable or the path of npmi.tsv)");
+      cfg.grank = grank_of(table->rows, table->source);
+    }
+    if (cfg.kind == MaskingKind::pmi_vocab) {
+      if (!vocab)
+        throw std::invalid_argument("strategy 'pmi-vocab' needs pmi_vocab= (a PmiVocab or the path of pmi_vocab.tsv)");
+      cfg.pmi_units = pmi_units_of(vocab->rows, vocab->source);
+    }
+    return cfg;
+  }
+
+  Masker masker_;
+};
+
+}  // namespace
+}  // namespace genemask::py
+
+NB_MODULE(_core, m) {
+  using namespace genemask;
+  using namespace genemask::py;
+  m.doc() = "genemask's C++ core: tokenizer, k-mer counts, NPMI and the masking strategies";
+  m.attr("__version__") = kVersion;
+  nb::exception<io::InputError>(m, "InputError", PyExc_ValueError);
+
+  m.attr("VOCAB_SIZE") = kVocabSize;
+  m.attr("PAD") = kPad;
+  m.attr("UNK") = kUnk;
+  m.attr("CLS") = kCls;
+  m.attr("SEP") = kSep;
+  m.attr("MASK") = kMask;
+  m.attr("FIRST_KMER_TOKEN") = kFirstKmerToken;
+  m.attr("MAX_TOKENS") = kMaxTokens;
+  m.attr("MAX_DENSE_K") = kMaxDenseK;
+
+  m.def("vocab", &vocab_tokens, "The 4101 tokens in id order (DNABERT's vocab.txt).");
+  m.def("token_text", [](int64_t id) {
+    if (id < 0 || id >= kVocabSize) throw std::invalid_argument(fmt::format("token id {} is outside 0..{}", id, kVocabSize - 1));
+    return token_text(static_cast<uint16_t>(id));
+  }, "id"_a);
+  m.def("tokenize", &tokenize_one, "bases"_a, "add_special_tokens"_a, "DNABERT-6 ids of one sequence.");
+  m.def("tokenize_batch", &tokenize_batch, "seqs"_a, "add_special_tokens"_a, "length"_a.none(), "truncate"_a,
+        "(ids, attention_mask) of sequences, padded with [PAD].");
+  m.def("decode", [](const In1D<int64_t>& ids) { return decode(checked_ids(ids)); }, "ids"_a);
+  m.def("write_hf_tokenizer", [](const std::string& dir, int model_max_length) {
+    nb::gil_scoped_release unlocked;
+    write_hf_tokenizer(dir, model_max_length);
+  }, "dir"_a, "model_max_length"_a, "Writes vocab.txt, tokenizer_config.json and special_tokens_map.json (BertTokenizer).");
+  m.def("kmer_to_token", [](uint32_t code) {
+    if (code >= 4096) throw std::invalid_argument(fmt::format("6-mer code {} is outside 0..4095", code));
+    return kmer_to_token(code);
+  }, "code"_a);
+
+  nb::class_<NpmiTable>(m, "NpmiTable", "The GRANK list of `genemask npmi` (npmi.tsv): all 4^k k-mers by NPMI, rank 1 highest.")
+      .def_static("load", [](const std::string& path) { return load_table<NpmiTable>(path, io::read_npmi_tsv); },
+                  "path"_a, "Reads npmi.tsv; InputError (file:line, value) when malformed.")
+      .def_prop_ro("k", &NpmiTable::k, "k-mer length")
+      .def_ro("source", &NpmiTable::source)
+      .def("__len__", &table_size<NpmiTable>)
+      .def_prop_ro("rank", [](const NpmiTable& t) { return column<io::NpmiRow, uint64_t>(t.rows, [](auto& r) { return r.rank; }); }, nb::rv_policy::move)
+      .def_prop_ro("kmer", &kmers<NpmiTable>, nb::rv_policy::move)
+      .def_prop_ro("count", [](const NpmiTable& t) { return column<io::NpmiRow, uint64_t>(t.rows, [](auto& r) { return r.count; }); }, nb::rv_policy::move)
+      .def_prop_ro("pmi", [](const NpmiTable& t) { return column<io::NpmiRow, double>(t.rows, [](auto& r) { return r.pmi; }); }, nb::rv_policy::move)
+      .def_prop_ro("npmi", [](const NpmiTable& t) { return column<io::NpmiRow, double>(t.rows, [](auto& r) { return r.npmi; }); }, nb::rv_policy::move)
+      .def_prop_ro("below_min_count", [](const NpmiTable& t) {
+        std::vector<uint8_t> flags;
+        for (const auto& r : t.rows) flags.push_back(r.below_min_count ? 1 : 0);
+        return to_numpy_flags(flags);
+      }, nb::rv_policy::move)
+      .def("grank", [](const NpmiTable& t) { return to_numpy(grank_of(t.rows, t.source)); },
+           "Rank of each 6-mer by 2-bit code (A=0 C=1 G=2 T=3), what GeneMask masking uses; InputError unless k = 6.");
+
+  nb::class_<PmiVocab>(m, "PmiVocab", "The Gene-PMI-VOC vocabulary of `genemask pmi-vocab` (pmi_vocab.tsv), by PMI_k.")
+      .def_static("load", [](const std::string& path) { return load_table<PmiVocab>(path, io::read_pmi_vocab_tsv); },
+                  "path"_a, "Reads pmi_vocab.tsv; InputError (file:line, value) when malformed.")
+      .def_ro("source", &PmiVocab::source)
+      .def("__len__", &table_size<PmiVocab>)
+      .def_prop_ro("rank", [](const PmiVocab& v) { return column<io::PmiVocabRow, uint64_t>(v.rows, [](auto& r) { return r.rank; }); }, nb::rv_policy::move)
+      .def_prop_ro("kmer", &kmers<PmiVocab>, nb::rv_policy::move)
+      .def_prop_ro("k", [](const PmiVocab& v) { return column<io::PmiVocabRow, int64_t>(v.rows, [](auto& r) { return r.kmer.size(); }); }, nb::rv_policy::move)
+      .def_prop_ro("count", [](const PmiVocab& v) { return column<io::PmiVocabRow, uint64_t>(v.rows, [](auto& r) { return r.count; }); }, nb::rv_policy::move)
+      .def_prop_ro("pmi", [](const PmiVocab& v) { return column<io::PmiVocabRow, double>(v.rows, [](auto& r) { return r.pmi; }); }, nb::rv_policy::move);
+
+  m.def("count_kmers", &count_kmers, "path"_a, "kmax"_a, "Counts of k = 1..kmax (list index k-1), as `genemask count`.");
+  m.def("npmi", &npmi, "counts"_a, "k"_a, "min_count"_a, "The NPMI ranking of k-mers, as `genemask npmi`.");
+  m.def("pmi_vocab", &pmi_vocab, "counts"_a, "kmin"_a, "kmax"_a, "min_count"_a, "size"_a,
+        "The PMI vocabulary, as `genemask pmi-vocab`.");
+
+  nb::class_<PyMasker>(m, "Masker", "A masking strategy of genemask's core (genemask.Masker wraps it).")
+      .def(nb::init<const std::string&, const NpmiTable*, const PmiVocab*, double, double, double>(), "strategy"_a,
+           "npmi"_a.none(), "pmi_vocab"_a.none(), "center_prob"_a, "mask_token_prob"_a, "random_token_prob"_a)
+      .def("mask", &PyMasker::mask, "input_ids"_a, "attention_mask"_a.none(), "seed"_a, "epoch"_a, "sample_index"_a,
+           "(masked ids, labels) of int64 rows [B, L]; the GIL is released.")
+      .def_prop_ro("strategy", &PyMasker::strategy)
+      .def_prop_ro("center_prob", &PyMasker::center_prob);
+}

@@ -1,0 +1,142 @@
+"""GeneMask masking for Hugging Face ``transformers.Trainer``: a drop-in ``data_collator=``.
+
+    from genemask.hf import DataCollatorForGeneMask
+    collator = DataCollatorForGeneMask(npmi="npmi.tsv")           # GeneMask, the paper's rate
+    trainer = Trainer(model=model, args=args, train_dataset=ds, data_collator=collator)
+
+torch is imported here (and transformers is not needed at all): the rest of the package
+works without either.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from . import MASK, PAD, VOCAB_SIZE, Masker, NpmiTable, PmiVocab, Tokenizer, _int_array
+
+try:
+    import torch
+except ImportError as e:  # pragma: no cover - depends on the environment
+    raise ImportError("genemask.hf needs PyTorch: pip install torch (the rest of genemask works without it)") from e
+
+__all__ = ["DataCollatorForGeneMask"]
+
+
+def _check_tokenizer(tokenizer) -> None:
+    """A Hugging Face tokenizer must use the DNABERT-6 vocabulary the masker works in."""
+    if tokenizer is None or isinstance(tokenizer, Tokenizer):
+        return
+    pad = getattr(tokenizer, "pad_token_id", None)
+    mask = getattr(tokenizer, "mask_token_id", None)
+    size = len(tokenizer) if hasattr(tokenizer, "__len__") else getattr(tokenizer, "vocab_size", None)
+    if (pad, mask, size) != (PAD, MASK, VOCAB_SIZE):
+        raise ValueError(
+            f"the tokenizer has pad={pad}, mask={mask} and {size} tokens; GeneMask masks DNABERT-6 ids "
+            f"(pad={PAD}, mask={MASK}, {VOCAB_SIZE} tokens): use genemask.Tokenizer() or the tokenizer of a "
+            "model exported by `genemask export-hf`")
+
+
+class DataCollatorForGeneMask:
+    """Pads a list of examples into a batch and masks it with one of genemask's strategies.
+
+    Examples may be dicts with ``input_ids`` (lists, numpy arrays or tensors of DNABERT-6
+    ids, as ``genemask.Tokenizer`` or an exported Hugging Face tokenizer makes them, with
+    [CLS]/[SEP]), optionally ``attention_mask``; or DNA strings, which are tokenized here.
+    Returns ``{"input_ids", "attention_mask", "labels"}`` as int64 torch tensors; labels are
+    -100 where not masked (Hugging Face's convention).
+
+    Randomness: with ``seed=None`` each batch's masks come from one draw of torch's global
+    generator, so they follow the Trainer's ``seed``: ``Trainer`` seeds the main process, and
+    the DataLoader seeds each worker differently (``base_seed + worker_id``), so no two
+    workers mask alike and a run repeats exactly (the default, and the one for training).
+    With an integer ``seed`` the masks depend only on (seed, DataLoader worker, the samples
+    that worker collated before), not on torch: fixed masks for evaluation. DataLoader
+    workers that are not persistent start each epoch afresh, so with an integer seed each
+    epoch repeats the previous epoch's draws (on the epoch's own, reshuffled samples).
+
+    ``strategy``: ``"genemask"`` (needs ``npmi``), ``"random"`` or ``"pmi-vocab"`` (needs
+    ``pmi_vocab``); ``rate``: the centre probability (None: the paper's). ``max_length``
+    (default 512, DNABERT's) bounds a row, [CLS] and [SEP] included: a longer example is an
+    error unless ``truncation=True``. ``pad_to_multiple_of`` rounds the batch's length up.
+    """
+
+    def __init__(self, tokenizer=None, npmi: Union[NpmiTable, str, None] = None,
+                 pmi_vocab: Union[PmiVocab, str, None] = None, strategy: str = "genemask",
+                 rate: Optional[float] = None, seed: Optional[int] = None, max_length: int = 512,
+                 truncation: bool = False, pad_to_multiple_of: Optional[int] = None,
+                 mask_token_prob: float = 0.8, random_token_prob: float = 0.1) -> None:
+        _check_tokenizer(tokenizer)
+        if max_length < 3:
+            raise ValueError(f"max_length must be at least 3 ([CLS], one 6-mer, [SEP]), got {max_length}")
+        if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
+            raise ValueError(f"pad_to_multiple_of must be positive, got {pad_to_multiple_of}")
+        self.tokenizer = tokenizer
+        self._dna = Tokenizer()
+        self.masker = Masker(strategy, npmi=npmi, pmi_vocab=pmi_vocab, rate=rate, seed=0 if seed is None else seed,
+                             mask_token_prob=mask_token_prob, random_token_prob=random_token_prob)
+        self.seed = seed
+        self.max_length = int(max_length)
+        self.truncation = bool(truncation)
+        self.pad_to_multiple_of = pad_to_multiple_of
+        self._samples = 0  # samples collated by this process (each DataLoader worker has its own copy)
+
+    # -- batching ---------------------------------------------------------------------
+    def _rows(self, examples: Sequence[Any]) -> List[np.ndarray]:
+        rows = []
+        for i, ex in enumerate(examples):
+            if isinstance(ex, str):
+                ids = self._dna.encode(ex)
+            elif isinstance(ex, Mapping):
+                if "input_ids" not in ex:
+                    raise ValueError(f"example {i} has no 'input_ids' (keys: {', '.join(map(str, ex.keys()))})")
+                ids = _int_array(ex["input_ids"], f"example {i} input_ids", 1)
+                if "attention_mask" in ex and ex["attention_mask"] is not None:
+                    att = _int_array(ex["attention_mask"], f"example {i} attention_mask", 1)
+                    if att.shape != ids.shape:
+                        raise ValueError(f"example {i}: attention_mask has {att.shape[0]} entries, input_ids {ids.shape[0]}")
+                    ids = ids[att.astype(bool)]
+            else:
+                raise TypeError(f"example {i} must be a dict with 'input_ids' or a DNA string, got {type(ex).__name__}")
+            if ids.shape[0] > self.max_length:
+                if not self.truncation:
+                    raise ValueError(f"example {i} has {ids.shape[0]} tokens, more than max_length={self.max_length}; "
+                                     "shorten the examples or pass truncation=True")
+                ids = np.concatenate([ids[: self.max_length - 1], ids[-1:]])
+            rows.append(ids)
+        return rows
+
+    def _pad(self, rows: List[np.ndarray]):
+        cols = max((r.shape[0] for r in rows), default=0)
+        if self.pad_to_multiple_of:
+            m = self.pad_to_multiple_of
+            cols = (cols + m - 1) // m * m
+        ids = np.full((len(rows), cols), PAD, dtype=np.int64)
+        att = np.zeros((len(rows), cols), dtype=np.int64)
+        for r, row in enumerate(rows):
+            ids[r, : row.shape[0]] = row
+            att[r, : row.shape[0]] = 1
+        return ids, att
+
+    # -- seeding ----------------------------------------------------------------------
+    def _batch_seed(self):
+        """(seed, epoch, first sample index) of the next batch."""
+        if self.seed is None:
+            return int(torch.randint(0, 2**62, (1,)).item()), 0, 0
+        info = torch.utils.data.get_worker_info()
+        worker = 0 if info is None else info.id + 1
+        return int(self.seed), worker, None
+
+    def __call__(self, examples: Sequence[Any]) -> Dict[str, "torch.Tensor"]:
+        if len(examples) == 0:
+            raise ValueError("an empty batch")
+        ids, att = self._pad(self._rows(examples))
+        seed, epoch, first = self._batch_seed()
+        if first is None:  # a fixed seed: the samples are numbered on within this process
+            first = self._samples
+        index = np.arange(first, first + ids.shape[0], dtype=np.int64)
+        self._samples += ids.shape[0]
+        masked, labels = self.masker.mask(ids, att, epoch=epoch, sample_index=index, seed=seed)
+        return {"input_ids": torch.from_numpy(masked), "attention_mask": torch.from_numpy(att),
+                "labels": torch.from_numpy(labels)}

@@ -1,0 +1,124 @@
+"""Bad input raises a Python exception with a clear message, never a crash: wrong dtype,
+wrong shape, ids out of range, malformed tables and FASTA files, wrong counts."""
+import numpy as np
+import pytest
+
+import genemask
+
+
+@pytest.fixture
+def masker():
+    return genemask.Masker("random", seed=0)
+
+
+@pytest.fixture
+def batch():
+    return genemask.Tokenizer().batch(["ACGTACGTACGTAGGCT", "ACGTTTGCA"])
+
+
+def test_wrong_dtype(masker, batch):
+    ids, att = batch
+    with pytest.raises(TypeError, match="input_ids must hold integers, got dtype float64"):
+        masker.mask(ids.astype(np.float64), att)
+    with pytest.raises(TypeError, match="got dtype <U"):
+        masker.mask(np.array([["ACGT"]]))
+    with pytest.raises(TypeError, match="attention_mask must hold integers"):
+        masker.mask(ids, att.astype(np.float32))
+    with pytest.raises(TypeError, match="must be a str"):
+        genemask.Tokenizer().encode(b"ACGTACGT")
+    with pytest.raises(TypeError, match="sequence 1 must be a str"):
+        genemask.Tokenizer().batch(["ACGTACG", 7])
+
+
+def test_wrong_shape(masker, batch):
+    ids, att = batch
+    with pytest.raises(ValueError, match="1-D or 2-D, got shape \\(2, 1, \\d+\\)"):
+        masker.mask(ids[:, None, :])
+    with pytest.raises(ValueError, match="attention_mask has shape"):
+        masker.mask(ids, att[:, :-1])
+    with pytest.raises(ValueError, match="sample_index has 1 entries for 2 rows"):
+        masker.mask(ids, att, sample_index=[0])
+    bad = att.copy()
+    bad[1, 1] = 0
+    with pytest.raises(ValueError, match="attention_mask row 1 is not 1s then 0s"):
+        masker.mask(ids, bad)
+    with pytest.raises(ValueError, match="only 0 and 1"):
+        masker.mask(ids, att * 2)
+
+
+def test_ids_out_of_range_or_misplaced(masker, batch):
+    ids, att = batch
+    for value in (4101, -1, 70000):
+        bad = ids.copy()
+        bad[0, 3] = value
+        with pytest.raises(ValueError, match=f"input_ids\\[0, 3\\] = {value} is outside the vocabulary"):
+            masker.mask(bad, att)
+    bad = ids.copy()
+    bad[1, 2] = genemask.MASK
+    with pytest.raises(ValueError, match="input_ids\\[1, 2\\] is \\[MASK\\] inside the sample"):
+        masker.mask(bad, att)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        genemask.Tokenizer().decode([5, 4101])
+    with pytest.raises(ValueError, match="seed must be"):
+        masker.mask(ids, att, seed=-1)
+
+
+def test_masker_settings():
+    with pytest.raises(ValueError, match="unknown strategy 'bert'"):
+        genemask.Masker("bert")
+    with pytest.raises(ValueError, match="'genemask' needs npmi="):
+        genemask.Masker("genemask")
+    with pytest.raises(ValueError, match="'pmi-vocab' needs pmi_vocab="):
+        genemask.Masker("pmi-vocab")
+    with pytest.raises(ValueError, match="rate must be in \\(0, 1\\)"):
+        genemask.Masker("random", rate=1.5)
+    with pytest.raises(ValueError, match="sum to <= 1"):
+        genemask.Masker("random", mask_token_prob=0.95, random_token_prob=0.1)
+    with pytest.raises(TypeError, match="npmi must be an NpmiTable or the path"):
+        genemask.Masker("genemask", npmi=42)
+
+
+def write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+def test_malformed_npmi_tsv(tmp_path, work):
+    header = "rank\tkmer\tcount\tpmi\tnpmi\tbelow_min_count\n"
+    with pytest.raises(genemask.InputError, match="no-such.tsv"):
+        genemask.NpmiTable.load(str(tmp_path / "no-such.tsv"))
+    with pytest.raises(genemask.InputError, match=":1: unexpected header"):
+        genemask.NpmiTable.load(write(tmp_path / "a.tsv", "kmer\trank\n"))
+    with pytest.raises(genemask.InputError, match="b.tsv:3:.*x1"):
+        genemask.NpmiTable.load(write(tmp_path / "b.tsv", header + "1\tAAAAAA\t5\t0.1\t0.2\t0\n2\tAAAAAC\tx1\t0.1\t0.2\t0\n"))
+    assert issubclass(genemask.InputError, ValueError)
+    # a table of 4-mers is read, but GeneMask needs the 6-mer ranking
+    four = genemask.npmi(genemask.count_kmers(work["fasta"], 4), k=4, min_count=3)
+    assert four.k == 4
+    rows = "".join(f"{r}\t{m}\t{c}\t{float(p)!r}\t{float(n)!r}\t{int(b)}\n" for r, m, c, p, n, b in
+                   zip(four.rank, four.kmer, four.count, four.pmi, four.npmi, four.below_min_count))
+    path = write(tmp_path / "k4.tsv", header + rows)
+    with pytest.raises(genemask.InputError, match="k4.tsv: ranks 4-mers; GeneMask needs the 6-mer ranking"):
+        genemask.Masker("genemask", npmi=path)
+    with pytest.raises(genemask.InputError, match="pmi.tsv:1: unexpected header"):
+        genemask.PmiVocab.load(write(tmp_path / "pmi.tsv", header))
+
+
+def test_bad_fasta_and_counts(tmp_path):
+    with pytest.raises(genemask.InputError, match="missing.fa"):
+        genemask.count_kmers(str(tmp_path / "missing.fa"))
+    with pytest.raises(genemask.InputError, match="dup.fa"):
+        genemask.count_kmers(write(tmp_path / "dup.fa", ">a\nACGTACGT\n>a\nACGT\n"), 3)
+    with pytest.raises(genemask.InputError, match="bin.fa"):
+        genemask.count_kmers(write(tmp_path / "bin.fa", ">a\nACG\x01T\n"), 3)
+    with pytest.raises(ValueError, match="kmax must be in 1..12"):
+        genemask.count_kmers(write(tmp_path / "ok.fa", ">a\nACGTACGT\n"), 13)
+    counts = genemask.count_kmers(str(tmp_path / "ok.fa"), 3)
+    with pytest.raises(ValueError, match="k=6 needs the counts of k = 1..6|lack k = 4"):
+        genemask.npmi(counts, k=6)
+    with pytest.raises(ValueError, match="counts of k=2 must have 4\\^2 = 16 entries, got 15"):
+        genemask.npmi([counts[1], counts[2][:-1], counts[3]], k=3, min_count=2)
+    with pytest.raises(TypeError, match="counts of k=1 must hold integers"):
+        genemask.npmi([counts[1].astype(float), counts[2], counts[3]], k=3, min_count=2)
+    with pytest.raises(ValueError, match="min_count must be at least 2"):
+        genemask.npmi(counts, k=3, min_count=1)

@@ -1,0 +1,115 @@
+"""genemask.hf.DataCollatorForGeneMask with torch's DataLoader and a real
+transformers.Trainer: padding and tensors, per-worker seeding (no two workers mask alike,
+the same seed repeats), and 20 training steps of a tiny BertForMaskedLM whose loss falls."""
+import random
+
+import numpy as np
+import pytest
+import torch
+
+import genemask
+from genemask.hf import DataCollatorForGeneMask
+
+
+def dna(rng, n):
+    return "".join(rng.choices("ACGT", weights=[3, 2, 2, 3], k=n))
+
+
+def examples(n=64, seed=0, lo=60, hi=200, motifs=0):
+    """n tokenized sequences: random bases, or (motifs > 0) random runs of that many 10-mers,
+    which a model can learn in a few steps."""
+    rng = random.Random(seed)
+    units = [dna(random.Random(100 + i), 10) for i in range(motifs)]
+    tok = genemask.Tokenizer()
+    out = []
+    for _ in range(n):
+        size = rng.randint(lo, hi)
+        s = "".join(rng.choice(units) for _ in range(size // 10 + 1))[:size] if motifs else dna(rng, size)
+        out.append({"input_ids": tok.encode(s).tolist()})
+    return out
+
+
+def test_collator_pads_and_returns_tensors(work):
+    c = DataCollatorForGeneMask(npmi=work["npmi"], pad_to_multiple_of=8, seed=1)
+    ex = examples(5)
+    b = c(ex)
+    assert set(b) == {"input_ids", "attention_mask", "labels"}
+    for v in b.values():
+        assert isinstance(v, torch.Tensor) and v.dtype == torch.int64
+    longest = max(len(e["input_ids"]) for e in ex)
+    assert b["input_ids"].shape == (5, (longest + 7) // 8 * 8)
+    assert b["attention_mask"].sum(1).tolist() == [len(e["input_ids"]) for e in ex]
+    assert (b["labels"][b["attention_mask"] == 0] == -100).all()
+    # strings are tokenized with the DNABERT-6 tokenizer; an HF tokenizer of another vocabulary is refused
+    s = c(["ACGTACGTTTGACCA", "ACGTAAGT"])
+    assert s["input_ids"][:, 0].tolist() == [genemask.CLS, genemask.CLS]
+
+    class Other:
+        pad_token_id, mask_token_id = 0, 103
+
+        def __len__(self):
+            return 30522
+    with pytest.raises(ValueError, match="GeneMask masks DNABERT-6 ids"):
+        DataCollatorForGeneMask(Other(), strategy="random")
+    with pytest.raises(ValueError, match="more than max_length=50"):
+        DataCollatorForGeneMask(strategy="random", max_length=50)(examples(2, lo=100, hi=120))
+    cut = DataCollatorForGeneMask(strategy="random", max_length=50, truncation=True)(examples(2, lo=100, hi=120))
+    assert cut["input_ids"].shape[1] == 50
+
+
+def loader_masks(collator, workers, torch_seed):
+    """The labels of every batch of one pass, with each batch's worker."""
+    same = [{"input_ids": examples(1, seed=3)[0]["input_ids"]} for _ in range(16)]
+    torch.manual_seed(torch_seed)
+    dl = torch.utils.data.DataLoader(same, batch_size=4, num_workers=workers, collate_fn=collator)
+    return [b["labels"] for b in dl]
+
+
+@pytest.mark.parametrize("seed", [None, 5])
+def test_workers_mask_differently_and_a_seed_repeats(seed):
+    c = DataCollatorForGeneMask(strategy="random", seed=seed)
+    a = loader_masks(c, workers=2, torch_seed=0)
+    b = loader_masks(c, workers=2, torch_seed=0)
+    assert len(a) == 4
+    for x, y in zip(a, b):
+        assert torch.equal(x, y)
+    # batches 0 and 1 come from workers 0 and 1: the same examples, masked otherwise
+    assert not torch.equal(a[0], a[1])
+    # and every row of a batch differs from the others (distinct sample indices)
+    assert len({tuple(r.tolist()) for r in a[0]}) == 4
+    other = loader_masks(c, workers=2, torch_seed=1)
+    if seed is None:  # follows torch's seed (the Trainer's)
+        assert not torch.equal(a[0], other[0])
+    else:  # depends only on the collator's seed
+        assert torch.equal(a[0], other[0])
+
+
+def train(work, seed, tmp_path):
+    from transformers import BertConfig, BertForMaskedLM, Trainer, TrainingArguments
+    torch.manual_seed(seed)
+    cfg = BertConfig(vocab_size=genemask.VOCAB_SIZE, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=128, max_position_embeddings=512, pad_token_id=genemask.PAD)
+    model = BertForMaskedLM(cfg)
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=20, per_device_train_batch_size=16,
+                             learning_rate=5e-3, lr_scheduler_type="constant", logging_steps=1, save_strategy="no",
+                             report_to="none", use_cpu=True, dataloader_num_workers=2, seed=seed,
+                             disable_tqdm=True, remove_unused_columns=False)
+    collator = DataCollatorForGeneMask(npmi=work["npmi"])
+    trainer = Trainer(model=model, args=args, train_dataset=examples(320, seed=1, lo=100, hi=200, motifs=8),
+                      data_collator=collator)
+    trainer.train()
+    return [h["loss"] for h in trainer.state.log_history if "loss" in h]
+
+
+def test_trainer_learns_with_genemask_masking_and_repeats(work, tmp_path):
+    torch.set_num_threads(2)
+    first = train(work, 42, tmp_path / "a")
+    assert len(first) == 20
+    assert np.mean(first[-5:]) < np.mean(first[:5]) - 0.5, first
+    again = train(work, 42, tmp_path / "b")
+    np.testing.assert_allclose(again, first, rtol=1e-5)
+    # the masked fraction of the collator's batches is in the paper's range (about 15%)
+    c = DataCollatorForGeneMask(npmi=work["npmi"], seed=0)
+    b = c(examples(256, seed=2, lo=400, hi=500))
+    frac = float((b["labels"] != -100).sum() / (b["attention_mask"].sum() - 2 * 256))
+    assert 0.10 < frac < 0.20, frac
