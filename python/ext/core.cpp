@@ -262,47 +262,57 @@ class PyMasker {
       const int64_t* in = input_ids.data();
       ids.resize(rows * cols);
       labels.resize(rows * cols);
-      std::vector<uint16_t> tokens;
+      // The checks below are written as reductions over whole rows, which the compiler
+      // vectorises; the offending position is looked for only when a check fails.
+      std::vector<uint16_t> row16(cols);
       for (size_t r = 0; r < rows; ++r) {
         const int64_t* row = in + r * cols;
-        size_t len = 0;
-        if (att) {
-          const int64_t* a = att + r * cols;
-          while (len < cols && a[len] == 1) ++len;
-          bool rest = false;
-          for (size_t j = len; j < cols; ++j) rest |= a[j] != 0;
-          if (rest) {
-            for (size_t j = 0; j < cols; ++j)
-              if (a[j] != 0 && a[j] != 1)
-                throw std::invalid_argument(fmt::format("attention_mask must hold only 0 and 1; row {} holds {}", r, a[j]));
-            throw std::invalid_argument(fmt::format("attention_mask row {} is not 1s then 0s: pad on the right", r));
-          }
-        } else {
-          while (len < cols && row[len] != kPad) ++len;
+        // ids to 16 bits, and whether any had bits above 15 (negative, or >= 32768) ...
+        uint64_t high = 0;
+        for (size_t j = 0; j < cols; ++j) {
+          high |= static_cast<uint64_t>(row[j]) & ~uint64_t{0x7fff};
+          row16[j] = static_cast<uint16_t>(row[j]);
         }
-        if (sample_index.data()[r] < 0)
-          throw std::invalid_argument(fmt::format("row {}: sample index {} is negative", r, sample_index.data()[r]));
-        // One branch-free pass: the ids in range, and which are specials; positions are
-        // looked for only on failure.
-        bool out_of_range = false;
-        for (size_t j = 0; j < cols; ++j) out_of_range |= static_cast<uint64_t>(row[j]) >= kVocabSize;
-        if (out_of_range)
+        // ... or above the vocabulary
+        int16_t top = 0;
+        for (size_t j = 0; j < cols; ++j) top = std::max(top, static_cast<int16_t>(row16[j]));
+        if (high != 0 || top >= static_cast<int16_t>(kVocabSize))
           for (size_t j = 0; j < cols; ++j)
             if (static_cast<uint64_t>(row[j]) >= kVocabSize)
               throw std::invalid_argument(fmt::format("input_ids[{}, {}] = {} is outside the vocabulary (0..{})", r, j,
                                                       row[j], kVocabSize - 1));
-        size_t lo = 0, hi = len;
-        if (hi > lo && row[lo] == kCls) ++lo;
-        if (hi > lo && row[hi - 1] == kSep) --hi;
-        tokens.resize(hi - lo);
-        bool special = false;
-        for (size_t j = 0; j < tokens.size(); ++j) {
-          const auto t = static_cast<uint16_t>(row[lo + j]);
-          tokens[j] = t;
-          special |= t < kFirstKmerToken && t != kUnk;
+        size_t len = 0;
+        if (att) {
+          // 0s and 1s only, and the 1s a prefix: the sum of the first `ones` entries is `ones`.
+          const int64_t* a = att + r * cols;
+          uint64_t ones = 0, other = 0;
+          for (size_t j = 0; j < cols; ++j) {
+            ones += static_cast<uint64_t>(a[j]) & 1;
+            other |= static_cast<uint64_t>(a[j]) & ~uint64_t{1};
+          }
+          uint64_t prefix = 0;
+          for (size_t j = 0; j < ones; ++j) prefix += static_cast<uint64_t>(a[j]) & 1;
+          if (other != 0)
+            for (size_t j = 0; j < cols; ++j)
+              if (a[j] != 0 && a[j] != 1)
+                throw std::invalid_argument(fmt::format("attention_mask must hold only 0 and 1; row {} holds {}", r, a[j]));
+          if (prefix != ones)
+            throw std::invalid_argument(fmt::format("attention_mask row {} is not 1s then 0s: pad on the right", r));
+          len = ones;
+        } else {
+          len = static_cast<size_t>(std::find(row16.begin(), row16.end(), kPad) - row16.begin());
         }
+        if (sample_index.data()[r] < 0)
+          throw std::invalid_argument(fmt::format("row {}: sample index {} is negative", r, sample_index.data()[r]));
+        size_t lo = 0, hi = len;
+        if (hi > lo && row16[lo] == kCls) ++lo;
+        if (hi > lo && row16[hi - 1] == kSep) --hi;
+        const uint16_t* tokens = row16.data() + lo;
+        const size_t n = hi - lo;
+        uint16_t special = 0;  // a [PAD], [CLS], [SEP] or [MASK] between them
+        for (size_t j = 0; j < n; ++j) special |= static_cast<uint16_t>((tokens[j] < kFirstKmerToken) & (tokens[j] != kUnk));
         if (special)
-          for (size_t j = 0; j < tokens.size(); ++j)
+          for (size_t j = 0; j < n; ++j)
             if (tokens[j] != kUnk && tokens[j] < kFirstKmerToken)
               throw std::invalid_argument(fmt::format(
                   "input_ids[{}, {}] is {} inside the sample: only 6-mer ids and [UNK] may lie between [CLS] and [SEP] "
@@ -312,8 +322,7 @@ class PyMasker {
         int64_t* lab = labels.data() + r * cols;
         std::copy(row, row + lo, out);
         std::fill(lab, lab + lo, kIgnoreLabel);
-        masker_.mask_into(tokens.data(), tokens.size(), seed, epoch, static_cast<uint64_t>(sample_index.data()[r]),
-                          out + lo, lab + lo);
+        masker_.mask_into(tokens, n, seed, epoch, static_cast<uint64_t>(sample_index.data()[r]), out + lo, lab + lo);
         std::copy(row + hi, row + cols, out + hi);
         std::fill(lab + hi, lab + cols, kIgnoreLabel);
       }
