@@ -7,6 +7,9 @@
 //      the achieved FLOP/s over this machine's matrix-product peak in the step's precision,
 //      measured in the same run (fp32 and bf16; fp32 only on a CPU without bf16
 //      instructions), with the CPU's model and bf16 instructions.
+// Usage: train_bench peaks THREADS [DEVICE]
+//   -> one JSON line: only the fp32 and bf16 matrix-product peaks and the CPU (the MFU
+//      denominators of bench/finetune_bench.sh).
 #include <ATen/DeviceAccelerator.h>
 #include <ATen/autocast_mode.h>
 
@@ -53,9 +56,32 @@ double matmul_peak_gflops(const torch::Device& dev, torch::Dtype dtype, int64_t 
   }
   return 2.0 * static_cast<double>(n * n * n) / best / 1e9;
 }
+
+/// The peaks of this machine with the threads set, and its CPU, as JSON members.
+std::string peaks_json(const torch::Device& dev, double* peak32_out = nullptr, double* peak16_out = nullptr) {
+  const CpuBf16 cpu = cpu_bf16();
+  const bool bf16_hw = dev.is_cuda() || !cpu.instructions.empty();
+  const double peak32 = matmul_peak_gflops(dev, torch::kFloat32, 2048);
+  const double peak16 = bf16_hw ? matmul_peak_gflops(dev, torch::kBFloat16, 2048) : 0;
+  if (peak32_out) *peak32_out = peak32;
+  if (peak16_out) *peak16_out = peak16;
+  std::string cpu_model;
+  for (char ch : cpu.model)
+    if (ch != '"' && ch != '\\') cpu_model += ch;
+  return fmt::format("\"peak_fp32_gflops\":{:.1f},\"peak_bf16_gflops\":{},\"cpu\":\"{}\",\"cpu_bf16\":\"{}\"", peak32,
+                     bf16_hw ? fmt::format("{:.1f}", peak16) : "null", cpu_model,
+                     cpu.instructions.empty() ? "none (bf16 emulated: fp32 peak only)" : cpu.instructions);
+}
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::string(argv[1]) == "peaks") {
+    torch::set_num_threads(std::stoi(argv[2]));
+    const torch::Device dev = pick_device(argc > 3 ? argv[3] : "cpu", 0, "--device");
+    use_device(dev, /*tf32=*/true);
+    std::printf("{\"threads\":%s,%s}\n", argv[2], peaks_json(dev).c_str());
+    return 0;
+  }
   const std::string name = argc > 1 ? argv[1] : "logo";
   const int threads = argc > 2 ? std::stoi(argv[2]) : 1;
   const int64_t batch = argc > 3 ? std::stoll(argv[3]) : 10, seq = argc > 4 ? std::stoll(argv[4]) : 512;
@@ -138,25 +164,17 @@ int main(int argc, char** argv) {
   const double tokens = static_cast<double>(batch * seq);
   // MFU against this machine's own peaks, measured now with the same threads. A CPU without
   // bf16 instructions has no bf16 peak worth the name (emulated): fp32 only, and it says so.
-  const CpuBf16 cpu = cpu_bf16();
-  const bool bf16_hw = dev.is_cuda() || !cpu.instructions.empty();
-  const double peak32 = matmul_peak_gflops(dev, torch::kFloat32, 2048);
-  const double peak16 = bf16_hw ? matmul_peak_gflops(dev, torch::kBFloat16, 2048) : 0;
+  double peak32 = 0, peak16 = 0;
+  const std::string peaks = peaks_json(dev, &peak32, &peak16);
   const double achieved_gflops = flops_per_token * tokens / med / 1e9;
-  const double mfu = achieved_gflops / (bf16 && bf16_hw ? peak16 : peak32);
-  std::string cpu_model;
-  for (char ch : cpu.model)
-    if (ch != '"' && ch != '\\') cpu_model += ch;
+  const double mfu = achieved_gflops / (bf16 && peak16 > 0 ? peak16 : peak32);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
       "\"seq\":%lld,\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,\"median_tokens_per_s\":%.0f,"
       "\"breakdown_s\":{\"forward_backward\":%.5f,\"clip\":%.5f,\"optimizer\":%.5f},\"flops_per_token\":%.4g,"
-      "\"masked_fraction\":%.5f,\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"peak_fp32_gflops\":%.1f,"
-      "\"peak_bf16_gflops\":%s,\"mfu\":%.3f,\"cpu\":\"%s\",\"cpu_bf16\":\"%s\"}\n",
+      "\"masked_fraction\":%.5f,\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"mfu\":%.3f,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
       static_cast<long long>(seq), best, med, tokens / best, tokens / med, t_fb / steps, t_clip / steps, t_opt / steps,
-      flops_per_token, masked / tokens, flops_per_token * tokens / med / 1e12, peak_gib, peak32,
-      bf16_hw ? fmt::format("{:.1f}", peak16).c_str() : "null", mfu, cpu_model.c_str(),
-      cpu.instructions.empty() ? "none (bf16 emulated: fp32 peak only)" : cpu.instructions.c_str());
+      flops_per_token, masked / tokens, flops_per_token * tokens / med / 1e12, peak_gib, mfu, peaks.c_str());
   return 0;
 }

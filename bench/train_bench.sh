@@ -13,14 +13,7 @@ copies=1
 # shellcheck source=bench/common.sh
 source "$root/bench/common.sh"
 tb="$root/build/bench/train_bench"
-# bf16 too where the CPU multiplies bf16 in hardware (AMX-BF16, AVX512-BF16); elsewhere it is
-# emulated (tens of times slower) and the benchmark says so and measures fp32 only.
-precisions="fp32"
-if "$bin" --version | grep -q "bf16 instructions: none"; then
-  echo "== this CPU has no bf16 instructions ($("$bin" --version | sed -n 's/^CPU: //p')): fp32 only"
-else
-  precisions="fp32 bf16"
-fi
+bench_precisions
 echo "== one training step, logo config, 10 x 512 tokens (best of $steps steps; median of $runs runs, alternating)"
 for _ in $(seq "$runs"); do
   for p in $precisions; do
