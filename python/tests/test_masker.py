@@ -138,6 +138,8 @@ def test_masking_releases_the_gil():
         gaps.append(now - last)
         last = now
     th.join()
-    # Holding the GIL, the main thread would stall for a whole call (gap >= call); only the
-    # argument checks and the wrapping of the outputs hold it.
-    assert max(gaps) < 0.5 * call, (max(gaps), call)
+    # Holding the GIL, the main thread would stall for a whole call, three times (three gaps
+    # >= call); only the argument checks and the wrapping of the outputs hold it. The third
+    # largest gap leaves room for two stalls of a busy machine's scheduler.
+    third = sorted(gaps)[-3]
+    assert third < 0.5 * call, (sorted(gaps)[-3:], call)
