@@ -199,12 +199,14 @@ class Corpus(unittest.TestCase):
     def test_interrupted_run_leaves_no_corrupt_set(self):
         big = os.path.join(self.tmp, "big.fa")
         write_genome(big, random.Random(9), records=3, length=(6_000_000, 6_000_001))
-        d = os.path.join(self.tmp, "interrupted")
         ref = os.path.join(self.tmp, "ref")
         run(["shards", "--genome", big, "--out", ref, "--shard-tokens", "50000"])
         _, want = load_samples(ref)
-        interrupted = 0
-        for delay in [0.02, 0.1, 0.25]:
+        # One directory per kill: a run that finished before its kill leaves a complete
+        # output, which the next run would rightly refuse to replace without --force.
+        interrupted = None
+        for k, delay in enumerate([0.02, 0.1, 0.25]):
+            d = os.path.join(self.tmp, f"interrupted-{k}")
             cmd = [os.path.abspath(BIN), "shards", "--genome", big, "--out", d, "--shard-tokens", "50000"]
             p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             time.sleep(delay)
@@ -215,14 +217,16 @@ class Corpus(unittest.TestCase):
                 _, got = load_samples(d)
                 self.assertEqual(got, want)
             else:
-                interrupted += 1
+                interrupted = d
             if not os.path.isdir(d):  # killed before it made its directory (a loaded machine): nothing to check
                 continue
             for name in os.listdir(d):  # no file under a final name is partial
                 if name.endswith(".h5"):
                     with h5py.File(os.path.join(d, name), "r") as h:
                         self.assertEqual(h.attrs["format"], "genemask-shard")
-        self.assertGreater(interrupted, 0, "no kill landed before the run finished; use a larger genome")
+        self.assertIsNotNone(interrupted, "no kill landed before the run finished; use a larger genome")
+        # The next run on a killed run's --out cleans up after it and completes.
+        d = interrupted
         run(["shards", "--genome", big, "--out", d, "--shard-tokens", "50000"])
         _, got = load_samples(d)
         self.assertEqual(got, want)
