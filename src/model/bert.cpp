@@ -1,5 +1,7 @@
 #include "model/bert.hpp"
 
+#include "model/attention_cpu.hpp"
+
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -181,6 +183,9 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids, const 
 
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& key_mask, double dropout_p) {
+  // With dropout, LibTorch's CPU SDPA leaves its flash kernel for the math path; the fused
+  // CPU kernel (attention_cpu.hpp) is several times faster there.
+  if (dropout_p > 0 && q.device().is_cpu()) return attention_dropout_cpu(q, k, v, key_mask, dropout_p, next_cpu_dropout_seed());
   std::optional<torch::Tensor> mask;
   if (key_mask.defined()) mask = key_mask;
   return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);

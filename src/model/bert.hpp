@@ -40,7 +40,8 @@ void check_config_object(const nlohmann::json& j, const std::string& path);
 /// softmax(q k^T / sqrt(d)) v over keys where `key_mask` is true, for q [B, heads, Lq, d] and
 /// k, v [B, heads, L, d]. key_mask: bool, broadcastable to [B, 1, 1, L] (true = a real token),
 /// or undefined for "no padding" (which lets a GPU use its flash kernel). dropout_p applies
-/// to the attention probabilities. Runs at::scaled_dot_product_attention.
+/// to the attention probabilities. Runs at::scaled_dot_product_attention, except with dropout
+/// on the CPU, where the fused attention_dropout_cpu (attention_cpu.hpp) runs instead.
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const torch::Tensor& key_mask, double dropout_p);
 /// The same as HF's eager BertSelfAttention computes it: explicit matmuls, (1 - mask) * the

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <mpi.h>
 
+#include "model/attention_cpu.hpp"
 #include "model/bert.hpp"
 #include "model/grad_sync.hpp"
 #include "model/optim.hpp"
@@ -172,6 +173,99 @@ TEST(Attention, DropoutOnlyInTraining) {
   EXPECT_TRUE(torch::equal(a, b));
   sa->train();
   EXPECT_GT(max_abs_diff(sa->forward(h, km), a), 1e-3);
+}
+
+namespace {
+/// HF's eager attention with a given keep mask, in double: the reference for the fused CPU
+/// dropout kernel.
+torch::Tensor attention_with_mask(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const torch::Tensor& key_mask, const torch::Tensor& keep, double scale) {
+  auto scores = torch::matmul(q, k.transpose(-1, -2)) / std::sqrt(static_cast<double>(q.size(-1)));
+  if (key_mask.defined()) scores = scores.masked_fill(key_mask.logical_not(), -std::numeric_limits<double>::infinity());
+  return torch::matmul(torch::softmax(scores, -1) * keep.to(scores.dtype()) * scale, v);
+}
+}  // namespace
+
+TEST(Attention, CpuDropoutKernelMatchesTheReferenceWithItsMask) {
+  // Output and the gradients of q, k and v against autograd through the eager computation in
+  // double with the same keep mask: every query and the [CLS]-only last layer, with and
+  // without padding, in fp32 (tight), bf16 under autocast (loose: bf16 products) and double.
+  const double p = 0.3;
+  const uint64_t seed = 0x5eed;
+  for (int64_t Lq : {24, 1}) {
+    for (bool padded : {true, false}) {
+      for (auto type : {torch::kFloat64, torch::kFloat32, torch::kBFloat16}) {
+        auto x = random_qkv(4, 3, Lq, 24, 8);
+        const auto km = padded ? key_mask_of(x.mask) : torch::Tensor();
+        // Leaves in the dtype under test; fp32 leaves for bf16, which autocast casts.
+        const auto leaf = type == torch::kBFloat16 ? torch::kFloat32 : type;
+        auto q = x.q.to(leaf).clone().requires_grad_(), k = x.k.to(leaf).clone().requires_grad_(),
+             v = x.v.to(leaf).clone().requires_grad_();
+        torch::Tensor out;
+        {
+          Autocast autocast(type == torch::kBFloat16);  // as in training: the kernel takes autocast's dtype
+          out = attention_dropout_cpu(q, k, v, km, p, seed);
+        }
+        EXPECT_EQ(out.scalar_type(), type);
+        auto go = torch::randn(out.sizes(), torch::kFloat64);
+        (out.to(torch::kFloat64) * go).sum().backward();
+        auto qd = x.q.to(torch::kFloat64).requires_grad_(), kd = x.k.to(torch::kFloat64).requires_grad_(),
+             vd = x.v.to(torch::kFloat64).requires_grad_();
+        auto keep = attention_dropout_keep_mask({4, 3, Lq, 24}, p, seed);
+        auto ref = attention_with_mask(qd, kd, vd, km, keep, attention_dropout_scale(p));
+        (ref * go).sum().backward();
+        const double tol = type == torch::kFloat64 ? 1e-10 : type == torch::kFloat32 ? 2e-5 : 6e-2;
+        const double rel = ref.abs().max().item<double>();
+        SCOPED_TRACE(::testing::Message() << "Lq " << Lq << " padded " << padded << " dtype " << type);
+        EXPECT_LT(max_abs_diff(out.to(torch::kFloat64), ref), tol * std::max(1.0, rel));
+        for (auto [got, want] : {std::pair{q.grad(), qd.grad()}, std::pair{k.grad(), kd.grad()}, std::pair{v.grad(), vd.grad()}})
+          EXPECT_LT(max_abs_diff(got.to(torch::kFloat64), want),
+                    tol * std::max(1.0, want.abs().max().item<double>()));
+      }
+    }
+  }
+}
+
+TEST(Attention, CpuDropoutMaskRateSeedsAndThreads) {
+  // The drop rate within 5 standard deviations of p over 2^22 draws; another seed, another
+  // mask; the same seed, the same mask at any thread count.
+  const int64_t n = int64_t{1} << 22;
+  for (double p : {0.1, 0.5}) {
+    auto keep = attention_dropout_keep_mask({n}, p, 7);
+    const double dropped = 1.0 - keep.to(torch::kFloat64).mean().item<double>();
+    EXPECT_NEAR(dropped, p, 5 * std::sqrt(p * (1 - p) / static_cast<double>(n))) << "p " << p;
+    EXPECT_NEAR(attention_dropout_scale(p), 1 / (1 - p), 1e-6);
+  }
+  auto a = attention_dropout_keep_mask({64, 64}, 0.1, 7), b = attention_dropout_keep_mask({64, 64}, 0.1, 8);
+  EXPECT_FALSE(torch::equal(a, b));
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  auto one = attention_dropout_keep_mask({1000, 333}, 0.1, 9);
+  at::set_num_threads(std::max(2, threads));
+  auto many = attention_dropout_keep_mask({1000, 333}, 0.1, 9);
+  at::set_num_threads(threads);
+  EXPECT_TRUE(torch::equal(one, many));
+}
+
+TEST(Attention, CpuDropoutFollowsTheTorchGenerator) {
+  // `attention` with dropout on the CPU draws its seed from LibTorch's generator: the same
+  // manual seed (or restored generator state) repeats the output, a further call differs,
+  // and dropped probabilities make it differ from the no-dropout result.
+  auto x = random_qkv(2, 2, 16, 16, 8);
+  const auto km = key_mask_of(x.mask);
+  torch::manual_seed(3);
+  auto a = attention(x.q, x.k, x.v, km, 0.2);
+  at::Generator gen = at::detail::getDefaultCPUGenerator();
+  auto state = gen.get_state();
+  auto b = attention(x.q, x.k, x.v, km, 0.2);
+  gen.set_state(state);
+  auto c = attention(x.q, x.k, x.v, km, 0.2);
+  torch::manual_seed(3);
+  auto d = attention(x.q, x.k, x.v, km, 0.2);
+  EXPECT_TRUE(torch::equal(a, d));
+  EXPECT_TRUE(torch::equal(b, c));
+  EXPECT_FALSE(torch::equal(a, b));
+  EXPECT_GT(max_abs_diff(a, attention(x.q, x.k, x.v, km, 0.0)), 1e-3);
 }
 
 TEST(FusedAdamW, MatchesTorchAdamWAndKeepsItsState) {

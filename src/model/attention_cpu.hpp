@@ -1,0 +1,39 @@
+// Attention with dropout on the CPU, as one autograd node with fused passes.
+//
+// LibTorch's CPU flash-attention kernel takes no dropout, so at::scaled_dot_product_attention
+// with dropout_p > 0 on the CPU falls back to its math path: scores, softmax, a Bernoulli
+// mask drawn element by element, two multiplications forward and two backward, each a pass
+// over [B, heads, Lq, L] (docs/benchmarks.md: about five times the time of the flash
+// kernel). Here the scores go through oneDNN's matrix products in the inputs' dtype (bf16
+// under autocast), the softmax through ATen's vectorised kernel in fp32, and the dropout is
+// one pass forward and one fused with the softmax backward. The keep mask is a counter-based
+// hash of (seed, element index), so it is the same for any thread count and needs no storage;
+// the seed is drawn from LibTorch's default CPU generator, so torch::manual_seed and the
+// generator state that checkpoints save govern it as they govern Bernoulli dropout.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+namespace genemask::model {
+
+/// Attention with dropout on the probabilities: softmax(q k^T / sqrt(d), keys masked out
+/// where key_mask is false) with each probability kept with probability 1 - p (24-bit
+/// resolution) and scaled by attention_dropout_scale(p), times v. q [B, h, Lq, d], k and v
+/// [B, h, L, d] (one floating dtype; k and v are cast to q's), key_mask bool [B, 1, 1, L] or
+/// undefined. CPU tensors; differentiable in q, k and v.
+torch::Tensor attention_dropout_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                    const torch::Tensor& key_mask, double p, uint64_t seed);
+
+/// The keep mask attention_dropout_cpu applies for `seed` to probabilities of shape `sizes`
+/// (bool, true = kept): for tests and for the reference computation.
+torch::Tensor attention_dropout_keep_mask(at::IntArrayRef sizes, double p, uint64_t seed);
+
+/// The factor kept probabilities are scaled by: 1 / (the exact keep probability).
+double attention_dropout_scale(double p);
+
+/// A fresh seed from LibTorch's default CPU generator.
+uint64_t next_cpu_dropout_seed();
+
+}  // namespace genemask::model
