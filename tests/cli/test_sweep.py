@@ -434,6 +434,8 @@ class SweepFinetune(unittest.TestCase):
                                  {"name": "tata-fixed", "dir": "lay"}],
                        "shots": [5, 10], "seeds": 2, "threads_per_worker": 1,
                        "finetune": {"epochs": 10, "lr": 0.002}}, f)
+        # The plan leaves the precision out: auto, bf16 where the CPU has bf16 instructions.
+        want = "fp32" if "bf16 instructions: none" in run(["--version"]).stdout else "bf16"
         results = {}
         for ranks in [1, 2]:
             out = os.path.join(tmp, f"np{ranks}")
@@ -447,11 +449,23 @@ class SweepFinetune(unittest.TestCase):
                 with open(os.path.join(r["out"], "metrics.json")) as f:
                     m = json.load(f)
                 self.assertAlmostEqual(m["accuracy"], r["accuracy"], places=12)
+                self.assertEqual((r["precision"], m["precision"]), (want, want))  # each record names it
                 pred = np.genfromtxt(os.path.join(r["out"], "predictions.tsv"), delimiter="\t", names=True)
                 probs = np.stack([pred["prob_0"], pred["prob_1"]], axis=1)
                 acc = float(np.mean(np.argmax(probs, axis=1) == pred["label"]))
                 self.assertAlmostEqual(acc, r["accuracy"], places=9)
         self.assertEqual(results[1], results[2])
+        # An explicit precision reaches the workers (2 ranks: the job travels over MPI).
+        for prec in ("bf16", "fp32"):
+            with open(plan) as f:
+                pj = json.load(f)
+            pj.update(tasks=pj["tasks"][:1], shots=[5], seeds=1)
+            pj["finetune"]["precision"] = prec
+            pp, out = os.path.join(tmp, f"plan-{prec}.json"), os.path.join(tmp, f"prec-{prec}")
+            with open(pp, "w") as f:
+                json.dump(pj, f)
+            run(["sweep", "--plan", pp, "--out", out, "--progress-every", "0", "--strict"], ranks=2)
+            self.assertEqual([r["precision"] for r in read_records(out, allow_torn=False)], [prec])
         # The sweep passes the plan's settings through: one job run by `genemask finetune`.
         for task, data in [("tata", ["--train", "train.csv", "--test", "test.csv", "--shots", "10"]),
                            ("tata-fixed", ["--train", "lay/10/train.tsv", "--test", "lay/dev.tsv"])]:

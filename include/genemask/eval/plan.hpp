@@ -58,7 +58,7 @@ struct PlanFinetune {
   double lr = 0;
   int64_t epochs = 0, batch = 0;
   double dropout = 0.1, warmup_fraction = 0.1, weight_decay = 0.01;
-  std::string precision = "fp32";  // "bf16": the forward passes under autocast (CPU or GPU); "auto": bf16 where the device has bf16 hardware
+  std::string precision = "auto";  // "fp32"; "bf16": the forward passes under autocast (CPU or GPU); "auto": bf16 where the device has bf16 hardware
 };
 
 struct Plan {
@@ -92,7 +92,7 @@ struct Job {
   void serialize(A& ar, const unsigned int) {
     ar & key & model & group & task & shots & seed & model_path & config & train & test & sample_shots & out;
     ar & finetune.lr & finetune.epochs & finetune.batch & finetune.dropout & finetune.warmup_fraction &
-        finetune.weight_decay & attempt & checkpoint_step;
+        finetune.weight_decay & finetune.precision & attempt & checkpoint_step;
   }
 };
 
