@@ -9,6 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 steps=${1:-800}
 out=${2:-$root/results/bf16-quality}
 py=${PYTHON:-$root/.venv/bin/python3}
+mkdir -p "$(dirname "$out")"
 "$root/build/src/cli/genemask" --version | sed -n 4p
 for p in fp32 bf16; do
   t0=$SECONDS

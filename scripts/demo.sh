@@ -12,12 +12,13 @@
 # Usage: scripts/demo.sh [OUTDIR]   (default: results/demo)
 # Environment: DEMO_STEPS (pretraining steps per masking, default 800), DEMO_SEEDS (default 5),
 # DEMO_MASKINGS (default "genemask random"), DEMO_BASELINE (the report's, default random),
-# DEMO_PRECISION (pretraining: fp32, bf16 or auto; default fp32),
-#              DEMO_SITES (real windows in the task, default 2000), DEMO_FINETUNE_JSON
-#              (fine-tuning overrides, e.g. '{"epochs": 2}'), GENEMASK_BIN.
+# DEMO_PRECISION (pretraining: fp32, bf16 or auto; default fp32, so that the demo's figures
+#              reproduce on any CPU), DEMO_SITES (real windows in the task, default 2000),
+#              DEMO_FINETUNE_JSON (fine-tuning overrides; default '{"precision": "fp32"}'),
+#              GENEMASK_BIN.
 set -euo pipefail
 case ${1:-} in
-  -h | --help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "usage: scripts/demo.sh [OUTDIR]  (scripts/demo.sh --help)" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -39,6 +40,9 @@ genome=$("$root/scripts/default-genome.sh")
 
 # A small BERT (2 layers, hidden 128) with the DNABERT 6-mer vocabulary: big enough to learn
 # something in a few minutes on 2 cores.
+# Fine-tuning in fp32 too unless told (the sweep's default is auto: bf16 on bf16 hardware).
+ft_json=${DEMO_FINETUNE_JSON:-'{"precision": "fp32"}'}
+
 cat >"$out/model.json" <<'JSON'
 {"model_type": "bert", "vocab_size": 4101, "hidden_size": 128, "num_hidden_layers": 2,
  "num_attention_heads": 4, "intermediate_size": 512, "max_position_embeddings": 512,
@@ -70,7 +74,7 @@ THREADS_PER_WORKER=1
 SHOTS="10 50"
 SEEDS=${DEMO_SEEDS:-5}
 SHARDS_OPTS="--max-tokens 128 --min-tokens 64"
-FINETUNE_JSON='${DEMO_FINETUNE_JSON:-}'
+FINETUNE_JSON='$ft_json'
 PRETRAIN_OPTS="--log-every 50 --eval-batches 10"
 PMI_VOCAB_OPTS="--min-count 1000"
 CONF

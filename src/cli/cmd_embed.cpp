@@ -40,7 +40,7 @@ void register_embed(CLI::App& app, Context& ctx) {
                           {"sequences", s.sequences}, {"hidden", s.hidden}, {"layer", s.layer},
                           {"windows", s.windows}, {"long_sequences", s.long_sequences}, {"tokens", s.tokens},
                           {"window_tokens", s.window_tokens}, {"stride", s.stride}, {"ranks", s.ranks},
-                          {"seconds", s.seconds}, {"sequences_per_s", s.seq_per_s}});
+                          {"precision", s.precision}, {"seconds", s.seconds}, {"sequences_per_s", s.seq_per_s}});
     };
   });
 }

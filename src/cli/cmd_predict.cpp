@@ -41,7 +41,7 @@ void register_predict(CLI::App& app, Context& ctx) {
                           {"sequences", s.sequences}, {"classes", s.classes}, {"windows", s.windows},
                           {"long_sequences", s.long_sequences}, {"window_tokens", s.window_tokens},
                           {"stride", s.stride}, {"ranks", s.ranks}, {"seconds", s.seconds},
-                          {"sequences_per_s", s.seq_per_s}});
+                          {"sequences_per_s", s.seq_per_s}, {"precision", s.precision}});
     };
   });
 }

@@ -263,7 +263,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
                               {"threads", s.threads},
                               {"batch", a.score.batch},
                               {"compare", cmp},
-                              {"seconds", seconds},
+                              {"seconds", seconds}, {"precision", s.precision},
                               {"sequences_per_s", s.sequences_per_s},
                               {"command_line", ctx.command_line}};
   {
@@ -275,7 +275,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
   nlohmann::json line = {{"command", "variants"}, {"n", n}, {"class", cls}, {"off_chromosome", off},
                          {"skipped_symbolic", vs.skipped_symbolic}, {"truncated", s.truncated}, {"out", a.out},
                          {"max_abs_delta", std::fabs(delta[order[0]])}, {"seconds", seconds},
-                         {"sequences_per_s", s.sequences_per_s}};
+                         {"sequences_per_s", s.sequences_per_s}, {"precision", s.precision}};
   if (!cmp.is_null()) line["top_overlap"] = cmp["top"];
   print_summary(ctx, line);
 }

@@ -36,9 +36,9 @@ void print_summary(const Context& ctx, const nlohmann::json& summary);
 
 /// The help of every --precision option.
 inline constexpr const char* kPrecisionHelp =
-    "fp32; bf16 (autocast: fp32 weights, optimizer and loss; on a CPU fast only with AMX-BF16 or AVX512-BF16, see "
-    "--version); or auto: bf16 where the device has bf16 matrix hardware (a GPU of compute capability 8.0+, such a "
-    "CPU), else fp32";
+    "auto (the default): bf16 where the device has bf16 matrix hardware (a GPU of compute capability 8.0+, a CPU with "
+    "AMX-BF16 or AVX512-BF16, see --version), else fp32; fp32; or bf16 (autocast: fp32 weights, optimizer and loss; "
+    "on a CPU without those instructions many times slower). The summary names the precision used";
 
 /// Rank-0 progress lines on stderr, at most every interval_s seconds.
 class Progress {

@@ -15,7 +15,7 @@ struct EmbedOptions {
   int64_t stride = 0;              // tokens between window starts of long sequences; 0 = half
   int threads = 0;
   std::string device = "cpu";
-  std::string precision = "fp32";  // or bf16 (autocast) on cuda
+  std::string precision = "auto";  // fp32, bf16 (autocast) or auto (bf16 where the device has bf16 hardware)
 };
 
 struct EmbedSummary {
@@ -24,6 +24,7 @@ struct EmbedSummary {
   double seconds = 0, seq_per_s = 0;
   int ranks = 1;
   std::string model_dir;
+  std::string precision;  // the one used: fp32 or bf16
 };
 
 /// Collective. Reads FASTA (records) or a table (rows; labels optional), embeds rank r's

@@ -142,6 +142,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
   }
 
   FinetuneSummary s;
+  s.metrics.precision = bf16 ? "bf16" : "fp32";  // in metrics.json, the summary and each sweep record
   s.metrics.test.classes = C;
   s.class_names = names;
   s.regime = per_class < 500 ? "small" : "large";
@@ -278,7 +279,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                                 {"train", o.train},           {"test", o.test},
                                 {"truncated", s.truncated},   {"threads", threads},
                                 {"train_lines", train_lines},
-                                {"device", o.device},         {"precision", bf16 ? "bf16" : "fp32"},
+                                {"device", o.device},
                                 {"seconds", s.seconds},
                                 {"train_examples_per_s", s.train_examples_per_s},
                                 {"command_line", o.command_line}});

@@ -29,7 +29,7 @@ struct FinetuneOptions {
   int threads = 0;               // intra-op threads; 0 = all cores
   std::string device = "cpu";    // cpu or cuda
   int device_index = 0;          // GPU ordinal for cuda
-  std::string precision = "fp32";  // or bf16: forward passes under autocast on cuda
+  std::string precision = "auto";  // fp32, bf16 (forward passes under autocast) or auto
   std::string command_line;
 };
 

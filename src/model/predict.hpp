@@ -12,7 +12,7 @@ struct PredictOptions {
   int64_t batch = 64;   // windows per forward pass
   int64_t stride = 0;   // tokens between window starts for long sequences; 0 = half a window
   int threads = 0;
-  std::string device = "cpu", precision = "fp32";
+  std::string device = "cpu", precision = "auto";
 };
 
 struct PredictSummary {
@@ -20,6 +20,7 @@ struct PredictSummary {
   int64_t window_tokens = 0, stride = 0;
   double seconds = 0, seq_per_s = 0;
   int ranks = 1;
+  std::string precision;  // the one used: fp32 or bf16
 };
 
 /// Collective. Reads FASTA or a sequence table (labels, if any, are ignored), scores rank

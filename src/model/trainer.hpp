@@ -30,7 +30,7 @@ struct PretrainOptions {
   bool resume = false;
   bool allow_changes = false;    // --resume with other settings than the run's, deliberately
   bool verify_shards = false;    // --verify: SHA-256 and token ids of every shard before training
-  std::string device = "cpu", precision = "fp32";
+  std::string device = "cpu", precision = "auto";
   std::string allreduce = "auto";  // auto | nccl | mpi (model/grad_sync.hpp)
   bool tf32 = true;                // TF32 for fp32 matrix products on a GPU
   int threads = 0;          // intra-op threads per rank; 0 = cores / ranks on the node

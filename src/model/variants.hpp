@@ -16,7 +16,7 @@ struct VariantScoreOptions {
   int threads = 0;          // intra-op threads; 0 = all cores
   std::string device = "cpu";
   int device_index = 0;
-  std::string precision = "fp32";  // or bf16 (autocast) on cuda
+  std::string precision = "auto";  // fp32, bf16 (autocast) or auto (bf16 where the device has bf16 hardware)
 };
 
 struct VariantScores {
@@ -26,6 +26,7 @@ struct VariantScores {
   uint64_t truncated = 0;             // sequences cut to 510 6-mers
   double seconds = 0, sequences_per_s = 0;
   int threads = 0;
+  std::string precision;  // the one used: fp32 or bf16
 };
 
 /// Scores ref[i] and alt[i] (bases; at least 6 each). Not collective: one process.

@@ -23,7 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TINY = {"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 1,
         "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512}
 MOTIFS = {1: "TATAAA", 2: "CCAATC"}
-FAST = ["--threads", "1"]
+# fp32: the tests compare with fp32 references (auto, the default, is bf16 on CPUs with bf16
+# instructions; test_runtime checks the default).
+FAST = ["--threads", "1", "--precision", "fp32"]
 
 
 def make_seq(rng, label, length):

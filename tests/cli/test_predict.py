@@ -77,7 +77,7 @@ class Predict(unittest.TestCase):
         cls.model = t("clf")
         run(["finetune", "--model", "random", "--config", t("tiny.json"), "--train", t("train.csv"), "--test",
              t("short.csv"), "--out", t("ft"), "--epochs", "3", "--batch", "5", "--save-model", cls.model,
-             "--threads", "1"])
+             "--threads", "1", "--precision", "fp32"])  # its predictions are compared in fp32
 
     @classmethod
     def tearDownClass(cls):
@@ -86,7 +86,7 @@ class Predict(unittest.TestCase):
     def predict(self, name, *extra, inp="all.fa", ranks=None, check=True):
         out = os.path.join(self.tmp, name)
         p = run(["predict", "--model", self.model, "--input", os.path.join(self.tmp, inp), "--out", out,
-                 "--threads", "1", "--batch", "4"] + list(extra), ranks=ranks, check=check)
+                 "--threads", "1", "--batch", "4", "--precision", "fp32"] + list(extra), ranks=ranks, check=check)
         return p if not check else (summary(p), read_tsv(out))
 
     def test_matches_transformers_with_windows(self):

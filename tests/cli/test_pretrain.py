@@ -183,7 +183,7 @@ class Pretrain(unittest.TestCase):
         out, dump = os.path.join(self.tmp, "init-run"), os.path.join(self.tmp, "first-batch.safetensors")
         args = ["pretrain", "--shards", self.shards, "--init", init, "--out", out, "--masking", "random",
                 "--steps", "2", "--warmup", "1", "--batch-per-rank", "3", "--grad-accum", "1", "--log-every", "1",
-                "--eval-every", "0", "--threads", "1", "--dump-first-batch", dump]
+                "--eval-every", "0", "--precision", "fp32", "--threads", "1", "--dump-first-batch", dump]
         s = summary(run(args))
         self.assertEqual(s["init"], init)
         first_loss = metrics(out)[0][1]
@@ -325,8 +325,8 @@ class Pretrain(unittest.TestCase):
         res = {}
         for ranks in [None, 2]:
             e = os.path.join(self.tmp, f"emb{ranks}.h5")
-            s = summary(run(["embed", "--model", hf, "--input", fa, "--out", e, "--batch", "4", "--threads", "1"],
-                            ranks=ranks))
+            s = summary(run(["embed", "--model", hf, "--input", fa, "--out", e, "--batch", "4", "--threads", "1",
+                             "--precision", "fp32"], ranks=ranks))
             self.assertEqual(s["sequences"], 9)
             self.assertEqual(s["long_sequences"], sum(len(x) - 5 > 510 for x in seqs))
             with h5py.File(e, "r") as h:
@@ -406,7 +406,8 @@ class Pretrain(unittest.TestCase):
         for layer, pooling in [(0, "cls"), (1, "mean"), (-1, "both")]:
             e = os.path.join(self.tmp, f"layer{layer}.h5")
             s = summary(run(["embed", "--model", hf, "--input", tsv, "--out", e, "--layer", str(layer), "--pooling",
-                             pooling, "--per-token", "--stride", "200", "--batch", "3", "--threads", "1"]))
+                             pooling, "--per-token", "--stride", "200", "--batch", "3", "--threads", "1",
+                             "--precision", "fp32"]))
             self.assertEqual(s["layer"], layer % 2)  # tiny0: 1 layer, so -1 is 1
             self.assertEqual(s["long_sequences"], 2)
             with h5py.File(e, "r") as h:

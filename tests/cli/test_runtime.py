@@ -153,7 +153,8 @@ class CudaWithoutGpu(unittest.TestCase):
     def test_precision_auto_follows_the_cpu_and_is_named(self):
         # --precision auto on the CPU is bf16 exactly where --version names bf16 instructions
         # (never the emulated kind, so never the note), and the pretrain summary, each
-        # metrics.jsonl line and finetune's metrics.json name the precision used.
+        # metrics.jsonl line, finetune's summary and metrics.json and embed's summary name the
+        # precision used; auto is the default, fp32 when asked.
         version = run(["--version"]).stdout
         want = "fp32" if "bf16 instructions: none" in version else "bf16"
         out = os.path.join(self.tmp, "pt-auto")
@@ -164,14 +165,20 @@ class CudaWithoutGpu(unittest.TestCase):
         with open(os.path.join(out, "metrics.jsonl")) as f:
             lines = [json.loads(l) for l in f if '"grad_norm"' in l]  # training lines, not evaluation
         self.assertEqual([l["precision"] for l in lines], [want, want])
+        dflt = summary(run(["pretrain", "--shards", self.shards, "--masking", "random", "--model", self.cfg,
+                            "--out", out + "-default", "--steps", "1", "--threads", "1"]))
+        self.assertEqual(dflt["precision"], want)  # auto is the default
         fp32 = summary(run(["pretrain", "--shards", self.shards, "--masking", "random", "--model", self.cfg,
-                            "--out", out + "-fp32", "--steps", "1", "--threads", "1"]))
-        self.assertEqual(fp32["precision"], "fp32")  # the default
+                            "--out", out + "-fp32", "--steps", "1", "--threads", "1", "--precision", "fp32"]))
+        self.assertEqual(fp32["precision"], "fp32")
         ft = os.path.join(self.tmp, "ft-auto")
-        run(["finetune", "--model", "random", "--config", self.cfg, "--train", self.table, "--test", self.table,
-             "--out", ft, "--precision", "auto", "--threads", "1"])
+        fs = summary(run(["finetune", "--model", "random", "--config", self.cfg, "--train", self.table, "--test",
+                          self.table, "--out", ft, "--threads", "1"]))  # the default: auto
+        self.assertEqual(fs["precision"], want)
         with open(os.path.join(ft, "metrics.json")) as f:
             self.assertEqual(json.load(f)["precision"], want)
+        for cmd in (["embed", "--model", self.hf, "--input", self.table, "--out", os.path.join(self.tmp, "auto.h5")],):
+            self.assertEqual(summary(run(cmd + ["--threads", "1"]))["precision"], want, cmd[0])
         bad = run(["finetune", "--model", "random", "--config", self.cfg, "--train", self.table, "--test",
                    self.table, "--out", ft + "-bad", "--precision", "fp16"], check=False)
         self.assertNotEqual(bad.returncode, 0)

@@ -127,7 +127,8 @@ class Variants(unittest.TestCase):
 
     def test_vcf_probabilities_match_python_forward(self):
         p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
-                 "--flank", "40", "--out", self.t("out1"), "--threads", "2", "--batch", "7"])
+                 "--flank", "40", "--out", self.t("out1"), "--threads", "2", "--batch", "7",
+                 "--precision", "fp32"])  # compared with an fp32 forward
         s = summary(p)
         self.assertEqual(s["n"], len(self.expected))
         self.assertEqual(s["off_chromosome"], 1)
@@ -152,7 +153,7 @@ class Variants(unittest.TestCase):
 
         # --class by index 0 is the complement of class 1; an explicit window
         run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
-             "--window", "-30:20", "--class", "0", "--out", self.t("out2")])
+             "--window", "-30:20", "--class", "0", "--out", self.t("out2"), "--precision", "fp32"])
         rows2 = read_tsv(self.t("out2/variants.tsv"))
         got2 = {(r["id"], r["alt"]): r for r in rows2}
         refs2, _ = zip(*[self.window(e, 30, 20) for e in self.expected])
@@ -166,7 +167,8 @@ class Variants(unittest.TestCase):
             f.write("id\tref_sequence\talt_sequence\n")
             for i, (a, b) in enumerate(zip(refs, alts)):
                 f.write(f"p{i}\t{a.lower() if i % 2 else a}\t{b}\n")
-        run(["variants", "--model", self.t("clf"), "--variants", self.t("pairs.tsv"), "--out", self.t("out3")])
+        run(["variants", "--model", self.t("clf"), "--variants", self.t("pairs.tsv"), "--out", self.t("out3"),
+             "--precision", "fp32"])
         rows = read_tsv(self.t("out3/variants.tsv"))
         self.check_ranking(rows)
         pr, pa = self.prob(refs), self.prob(alts)

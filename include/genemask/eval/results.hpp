@@ -21,20 +21,22 @@ std::string job_key(const std::string& model, const std::string& task, int64_t s
 struct RunMetrics {
   metrics::Classification test;
   uint64_t n_train = 0;
+  std::string precision;  // the precision the job ran in ("fp32", "bf16"); empty in records of before
 
   /// The metrics as fields of a JSON object (nlohmann::json or ordered_json): the
-  /// kMetricFields by name, then n_train, n_test, classes.
+  /// kMetricFields by name, then n_train, n_test, classes and (when known) precision.
   template <class Json>
   void to_json(Json& j) const {
     for (const auto& f : metrics::kMetricFields) j[f.name] = test.*f.member;
     j["n_train"] = n_train;
     j["n_test"] = test.n;
     j["classes"] = test.classes;
+    if (!precision.empty()) j["precision"] = precision;
   }
   template <class A>
   void serialize(A& ar, const unsigned int) {
     for (const auto& f : metrics::kMetricFields) ar&(test.*f.member);
-    ar& test.n& test.classes& n_train;
+    ar& test.n& test.classes& n_train& precision;
   }
 };
 

@@ -560,7 +560,8 @@ nlohmann::json plan_to_json(const Plan& p) {
   const auto& f = p.finetune;
   j["finetune"] = {{"lr", f.lr},           {"epochs", f.epochs}, {"batch", f.batch}, {"dropout", f.dropout},
                    {"warmup_fraction", f.warmup_fraction}, {"weight_decay", f.weight_decay}};
-  // Only when it is not the default, so that the plans of earlier sweeps read the same.
+  // Not for fp32, so that the plans of earlier sweeps (fp32, the default then) read the same;
+  // auto, the default now, is written, and so differs from them (compare_plans).
   if (f.precision != "fp32") j["finetune"]["precision"] = f.precision;
   return j;
 }

@@ -127,6 +127,7 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
     r.metrics.n_train = static_cast<uint64_t>(std::max<int64_t>(0, f.integer("n_train", false)));
     r.metrics.test.n = static_cast<uint64_t>(std::max<int64_t>(0, f.integer("n_test", false)));
     r.metrics.test.classes = static_cast<int>(f.integer("classes", false));
+    r.metrics.precision = f.string("precision", false);  // absent in records of before
   } else {
     r.error = f.string("error", false);
   }

@@ -116,14 +116,26 @@ TEST_F(SweepPlan, JsonAndYamlGiveTheSameJobs) {
   EXPECT_EQ(a.finetune.epochs, 2);
 }
 
-TEST_F(SweepPlan, FinetunePrecisionIsReadAndWrittenOnlyWhenNotTheDefault) {
+TEST_F(SweepPlan, FinetunePrecisionDefaultsToAutoAndFp32IsWrittenAsBefore) {
   const std::string task = R"("tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}])";
-  const auto fp32 = json_plan(R"({"models": [{"name": "m", "path": "random"}], )" + task + "}");
+  const std::string model = R"({"models": [{"name": "m", "path": "random"}], )";
+  const auto dflt = json_plan(model + task + "}");
+  EXPECT_EQ(dflt.finetune.precision, "auto");
+  EXPECT_EQ(sweep::plan_to_json(dflt)["finetune"]["precision"], "auto");
+  // An explicit fp32 normalises as plans did before auto was the default (no field), so the
+  // plan.json of an earlier sweep still matches it ...
+  const auto fp32 = json_plan(model + R"("finetune": {"precision": "fp32"}, )" + task + "}");
   EXPECT_EQ(fp32.finetune.precision, "fp32");
-  // A plan without the field normalises as before, so earlier sweeps' plan.json still match.
-  EXPECT_FALSE(sweep::plan_to_json(fp32)["finetune"].contains("precision"));
-  const auto bf16 =
-      json_plan(R"({"models": [{"name": "m", "path": "random"}], "finetune": {"precision": "bf16"}, )" + task + "}");
+  const auto old_json = sweep::plan_to_json(fp32);
+  EXPECT_FALSE(old_json["finetune"].contains("precision"));
+  EXPECT_FALSE(sweep::compare_plans(old_json, old_json).settings_changed);
+  // ... while a plan that leaves it out (auto) is a change of settings against that earlier
+  // sweep: continuing it needs fp32 given or --force, so fp32 and bf16 records never mix.
+  const auto d = sweep::compare_plans(old_json, sweep::plan_to_json(dflt));
+  EXPECT_TRUE(d.settings_changed);
+  ASSERT_FALSE(d.changes.empty());
+  EXPECT_NE(d.changes.front().find("auto"), std::string::npos) << d.changes.front();
+  const auto bf16 = json_plan(model + R"("finetune": {"precision": "bf16"}, )" + task + "}");
   EXPECT_EQ(bf16.finetune.precision, "bf16");
   EXPECT_EQ(sweep::plan_to_json(bf16)["finetune"]["precision"], "bf16");
 }
