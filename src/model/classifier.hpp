@@ -29,6 +29,9 @@ struct BertForSequenceClassificationImpl : torch::nn::Module {
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
   /// The same logits through the whole BertModel (every position of every layer): tests.
   torch::Tensor forward_full(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  /// Pooler, dropout and classifier on the [CLS] position of `hidden` [B, L, H], in fp32
+  /// also under autocast (the logits rank the test set).
+  torch::Tensor head(const torch::Tensor& hidden);
   BertConfig config;
   int64_t num_labels;
   BertModel bert{nullptr};

@@ -13,6 +13,7 @@
 
 #include "io/error.hpp"
 #include "io/safetensors.hpp"
+#include "model/runtime.hpp"
 #include "model/hf_io.hpp"
 #include "model_test_util.hpp"
 #include "test_util.hpp"
@@ -113,6 +114,31 @@ TEST(Classifier, ClsOnlyLastLayerEqualsFullEncoder) {
     auto fast = m->forward(b.ids, b.mask), full = m->forward_full(b.ids, b.mask);
     EXPECT_LT((fast - full).abs().max().item<float>(), 1e-5);
     EXPECT_GT(full.abs().max().item<float>(), 1e-3);  // not trivially zero
+  }
+}
+
+TEST(Classifier, HeadStaysFp32UnderBf16Autocast) {
+  // Under bf16 autocast the encoder runs in bf16, but the logits come out of an fp32 head:
+  // fp32 dtype, values that bf16 cannot hold (so the test set's scores do not tie), and
+  // close to the fp32 model's. With the head in bf16 as well, every logit would round-trip
+  // through bf16 unchanged.
+  test::TempDir tmp;
+  auto m = build_classifier("random", write_config(tmp), 2, 0.1, 9, nullptr);
+  m->eval();
+  auto b = batch(16, 40, 2, 4);
+  torch::NoGradGuard ng;
+  auto fp32 = m->forward(b.ids, b.mask);
+  torch::Tensor bf16, full;
+  {
+    Autocast autocast(true);
+    bf16 = m->forward(b.ids, b.mask);
+    full = m->forward_full(b.ids, b.mask);
+  }
+  for (const auto& t : {bf16, full}) {
+    EXPECT_EQ(t.scalar_type(), torch::kFloat32);
+    const auto held = t.to(torch::kBFloat16).to(torch::kFloat32);
+    EXPECT_GT((held != t).sum().item<int64_t>(), t.numel() / 2);
+    EXPECT_LT((t - fp32).abs().max().item<float>(), 0.05 * std::max(1.0f, fp32.abs().max().item<float>()));
   }
 }
 
