@@ -1,11 +1,12 @@
 #include "model/attention_cpu.hpp"
 
+#include "model/runtime.hpp"
+
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/OpMathType.h>
 #include <ATen/autocast_mode.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 
 #include <cmath>
 #include <limits>
@@ -33,6 +34,10 @@ inline uint32_t level24(uint64_t seed, uint64_t i) {
   return static_cast<uint32_t>(z >> 40);
 }
 
+/// Whether element i of the call with `seed` is kept: the one keep rule of the kernels and of
+/// attention_dropout_keep_mask.
+inline bool kept(uint64_t seed, uint64_t i, uint32_t thr) { return level24(seed, i) >= thr; }
+
 /// Rows per task of at::parallel_for: about 32k elements each.
 int64_t grain(int64_t row_len) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, row_len)); }
 
@@ -46,7 +51,7 @@ void dropout_forward(const acc_t* y, scalar_t* out, int64_t rows, int64_t L, uin
       scalar_t* o = out + r * L;
       const uint64_t base = static_cast<uint64_t>(r * L);
       for (int64_t j = 0; j < L; ++j)
-        o[j] = static_cast<scalar_t>(level24(seed, base + static_cast<uint64_t>(j)) >= thr ? yr[j] * scale : acc_t(0));
+        o[j] = static_cast<scalar_t>(kept(seed, base + static_cast<uint64_t>(j), thr) ? yr[j] * scale : acc_t(0));
     }
   });
 }
@@ -66,7 +71,7 @@ void dropout_softmax_backward(const scalar_t* dp, const acc_t* y, scalar_t* ds, 
       acc_t dot = 0;
       for (int64_t j = 0; j < L; ++j) {
         const acc_t gj =
-            level24(seed, base + static_cast<uint64_t>(j)) >= thr ? static_cast<acc_t>(d[j]) * scale : acc_t(0);
+            kept(seed, base + static_cast<uint64_t>(j), thr) ? static_cast<acc_t>(d[j]) * scale : acc_t(0);
         g[static_cast<size_t>(j)] = gj;
         dot += gj * yr[j];
       }
@@ -78,13 +83,9 @@ void dropout_softmax_backward(const scalar_t* dp, const acc_t* y, scalar_t* ds, 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-/// Autocast off inside: the dtypes are chosen here (the products in q's dtype, the softmax
-/// and its backward accumulated in fp32 or wider).
-struct NoAutocast {
-  c10::impl::ExcludeDispatchKeyGuard guard{c10::autocast_dispatch_keyset};
-};
-
 struct AttentionDropout : torch::autograd::Function<AttentionDropout> {
+  // Autocast off inside (NoAutocast): the dtypes are chosen here (the products in q's dtype,
+  // the softmax and its backward accumulated in fp32 or wider).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
                                const torch::Tensor& v_in, const std::optional<torch::Tensor>& key_mask, double p,
                                int64_t seed_bits) {
@@ -155,7 +156,7 @@ torch::Tensor attention_dropout_keep_mask(at::IntArrayRef sizes, double p, uint6
   bool* d = m.data_ptr<bool>();
   const int64_t n = m.numel();
   at::parallel_for(0, n, 32768, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) d[i] = level24(seed, static_cast<uint64_t>(i)) >= thr;
+    for (int64_t i = a; i < b; ++i) d[i] = kept(seed, static_cast<uint64_t>(i), thr);
   });
   return m;
 }

@@ -20,8 +20,6 @@
 #include "model/optim.hpp"
 #include "model/runtime.hpp"
 
-#include <c10/core/impl/LocalDispatchKeySet.h>
-
 namespace genemask::model {
 namespace {
 
@@ -127,7 +125,7 @@ torch::Tensor BertForSequenceClassificationImpl::head(const torch::Tensor& hidde
   // Pooler and classifier in fp32, outside autocast: under bf16 the logits would carry an
   // 8-bit mantissa, and the test set's scores would tie often enough to lower its AUC
   // (measured: -0.012 at 50 shots, docs/benchmarks.md). Two small products; no-ops in fp32.
-  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::autocast_dispatch_keyset);
+  NoAutocast no_autocast;
   return classifier(dropout(pooler(hidden.slice(1, 0, 1).to(torch::kFloat32))));
 }
 

@@ -37,7 +37,7 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   const torch::Device dev = pick_rank_device(o.device, local_rank);
   use_device(dev, /*tf32=*/false);  // full fp32: outputs match the CPU's within 1e-4
   EmbedSummary s;
-  s.precision = bf16 ? "bf16" : "fp32";
+  s.precision = precision_name(bf16);
   s.model_dir = resolve_model_dir(o.model);
   auto m = import_hf(s.model_dir);
   m->to(dev);

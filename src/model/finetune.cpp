@@ -142,7 +142,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
   }
 
   FinetuneSummary s;
-  s.metrics.precision = bf16 ? "bf16" : "fp32";  // in metrics.json, the summary and each sweep record
+  s.metrics.precision = precision_name(bf16);  // in metrics.json, the summary and each sweep record
   s.metrics.test.classes = C;
   s.class_names = names;
   s.regime = per_class < 500 ? "small" : "large";

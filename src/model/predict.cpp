@@ -36,7 +36,7 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
   if (stride > width)
     throw std::invalid_argument(fmt::format("--stride {} is longer than a window ({} tokens)", stride, width));
   PredictSummary s;
-  s.precision = bf16 ? "bf16" : "fp32";
+  s.precision = precision_name(bf16);
   s.window_tokens = width;
   s.stride = stride;
   s.classes = static_cast<uint64_t>(C);

@@ -196,7 +196,7 @@ std::string resolve_precision(const std::string& precision, const std::string& d
   if (precision != "auto")
     throw std::invalid_argument(fmt::format("--precision must be fp32, bf16 or auto, got '{}'", precision));
   const bool native = device == "cuda" ? gpu_bf16 : !cpu_instructions.empty();
-  return native ? "bf16" : "fp32";
+  return precision_name(native);
 }
 
 bool wants_bf16(const std::string& precision, const std::string& device, bool announce) {

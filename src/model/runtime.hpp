@@ -1,6 +1,7 @@
 #pragma once
 // Thread count and device choice for every model command (pretrain, embed, finetune,
 // variants), and what the LibTorch offers (`genemask --version`).
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/torch.h>
 
 #include <string>
@@ -66,6 +67,9 @@ std::string resolve_precision(const std::string& precision, const std::string& d
 /// slower than fp32 there; auto never chooses it.
 bool wants_bf16(const std::string& precision, const std::string& device, bool announce = true);
 
+/// The name summaries, metrics files and sweep records give the precision used.
+inline const char* precision_name(bool bf16) { return bf16 ? "bf16" : "fp32"; }
+
 /// bf16 autocast while alive, for a forward pass, on CUDA and on the CPU (each applies to the
 /// operations on its own device): matrix products in bf16; weights, gradients, the optimizer
 /// and the loss (logits cast to fp32 before the cross-entropy) stay fp32. Nothing when off.
@@ -78,6 +82,13 @@ class Autocast {
 
  private:
   bool on_;
+};
+
+/// Autocast off while alive, inside an autocast region too: for code that chooses its own
+/// dtypes (the fused CPU attention, the classifier's fp32 head). Restores it on exit.
+class NoAutocast {
+ private:
+  c10::impl::ExcludeDispatchKeyGuard guard_{c10::autocast_dispatch_keyset};
 };
 
 }  // namespace genemask::model

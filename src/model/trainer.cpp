@@ -758,7 +758,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
                         {"lr", lr},
                         {"grad_norm", norm},
                         {"tokens_per_s", tps},
-                        {"precision", r.bf16 ? "bf16" : "fp32"},
+                        {"precision", precision_name(r.bf16)},
                         {"seconds", std::chrono::duration<double>(clock::now() - r.t_start).count()}});
       r.say(fmt::format("step {}/{}  loss {:.4f}  ppl {:.2f}  lr {:.3g}  grad {:.3f}  {:.0f} tokens/s", r.step, o.steps,
                         loss, std::exp(loss), lr, norm, tps));
@@ -837,7 +837,7 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   sum.ranks = r.world;
   sum.effective_batch = o.batch_per_rank * r.world * o.grad_accum;
   sum.allreduce = to_string(r.how);
-  sum.precision = r.bf16 ? "bf16" : "fp32";
+  sum.precision = precision_name(r.bf16);
   const auto places = hpc::gather_bytes(
       fmt::format("{}\t{}\t{}", io::host_name(), r.local_rank, r.device.str()), 0, r.comm);
   for (const auto& p : places) {

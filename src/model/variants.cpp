@@ -25,7 +25,7 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
   VariantScores s;
   s.threads = set_intra_op_threads(o.threads);
   const bool bf16 = wants_bf16(o.precision, o.device);
-  s.precision = bf16 ? "bf16" : "fp32";
+  s.precision = precision_name(bf16);
   const torch::Device dev = pick_device(o.device, o.device_index);
   use_device(dev, /*tf32=*/false);  // full fp32: outputs match the CPU's within 1e-4
   auto model = load_classifier_hf(o.model, &s.class_names);
