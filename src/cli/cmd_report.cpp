@@ -27,6 +27,9 @@ Writes under OUT:
                             Markers: paired two-sided t-test (scipy.stats.ttest_rel) against
                             the baseline of the model's group over the seeds both have,
                             shown on improvements only: ** p<0.01, * p<0.05, † p<0.1.
+                            Under the table: the records' fine-tuning precision (fp32, bf16);
+                            a warning when a model's records mix precisions or the models
+                            of a group differ (set finetune.precision in the plan).
   improvement.md/.tex/.csv  (with --baseline) per model and shots: 100 (A - A_base) / A_base,
                             A = mean over the tasks both have of the per-task mean of the
                             first --metric (paper Tables 2 and 3).

@@ -360,6 +360,67 @@ class ReportOptions(unittest.TestCase):
         self.assertEqual(float(imp[0]["improvement_pct"]), 0.0)
 
 
+class ReportPrecision(unittest.TestCase):
+    """The fine-tuning precision of the records: named under Table 1, and a warning when a
+    model's records mix precisions or the models of a group differ."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="genemask-report-prec-")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def report(self, precisions):
+        """precisions[model] = the precision of each seed's record (None: no field)."""
+        recs = []
+        for model, ps in precisions.items():
+            for seed, p in enumerate(ps):
+                r = record(model, "G" if model != "c" else "", "t", 10, seed, acc=0.6 + 0.01 * seed, auc=0.7)
+                if p is not None:
+                    r["precision"] = p
+                recs.append(r)
+        name = "r%d" % len(os.listdir(self.tmp))
+        path = os.path.join(self.tmp, name + ".jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in recs))
+        out = os.path.join(self.tmp, name)
+        p = run(["report", "--results", path, "--out", out])
+        with open(os.path.join(out, "table1.md"), encoding="utf-8") as f:
+            md = f.read()
+        with open(os.path.join(out, "table1.tex"), encoding="utf-8") as f:
+            tex = f.read()
+        return p, summary(p), md, tex
+
+    def test_one_precision_is_named_without_warning(self):
+        p, s, md, tex = self.report({"a": ["bf16", "bf16"], "b": ["bf16", "bf16"]})
+        self.assertIn("\nFine-tuning precision: bf16.\n", md)
+        self.assertIn("% fine-tuning precision: bf16\n", tex)
+        self.assertEqual(s["warnings"], 0)
+        self.assertNotIn("precision", p.stderr)
+
+    def test_records_without_precision_say_nothing(self):
+        p, s, md, tex = self.report({"a": [None, None], "b": [None, None]})
+        self.assertNotIn("precision", md)
+        self.assertNotIn("precision", tex)
+        self.assertEqual(s["warnings"], 0)
+
+    def test_a_model_mixing_precisions_is_a_warning(self):
+        p, s, md, tex = self.report({"a": ["bf16", "bf16", "bf16"], "b": ["fp32", "bf16", None]})
+        self.assertIn("model 'b' was fine-tuned in more than one precision: unrecorded (1 record), bf16 (1 record), "
+                      "fp32 (1 record); set finetune.precision in the plan", p.stderr.replace("\n", " "))
+        self.assertNotIn("model 'a' was", p.stderr)
+        self.assertIn("Fine-tuning precision: bf16 for 'a'; mixed (unrecorded, bf16, fp32) for 'b'.", md)
+        self.assertEqual(s["warnings"], 1)
+
+    def test_models_of_a_group_in_different_precisions_is_a_warning(self):
+        # a and b share group G; c is alone in group "" and may differ from them
+        p, s, md, tex = self.report({"a": ["bf16", "bf16"], "b": ["fp32", "fp32"], "c": ["fp32", "fp32"]})
+        self.assertIn("the models of group 'G' were fine-tuned in different precisions (bf16 for 'a'; fp32 for 'b')",
+                      p.stderr)
+        self.assertEqual(s["warnings"], 1)
+        self.assertIn("Fine-tuning precision: bf16 for 'a'; fp32 for 'b', 'c'.", md)
+
+
 class ReportErrors(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="genemask-report-err-")
@@ -429,7 +490,7 @@ class ReportErrors(unittest.TestCase):
 
     def test_help_explains_layout_and_markers(self):
         p = run(["report", "--help"])
-        for s in ["--baseline", "--metric", "table1.md", "improvement", "p<0.01", "†", "ddof=1", "rsvg-convert"]:
+        for s in ["--baseline", "--metric", "table1.md", "improvement", "p<0.01", "†", "ddof=1", "rsvg-convert", "finetune.precision"]:
             self.assertIn(s, p.stdout)
 
 

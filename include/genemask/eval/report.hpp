@@ -85,6 +85,15 @@ struct Table {
   std::vector<std::string> failed_jobs;  // from Results, noted under the tables
   std::vector<std::string> warnings;     // e.g. a plan group that disagrees with the records
   std::vector<std::vector<MetricStat>> cells;  // [(m * tasks + t) * shots + s][metric]
+  /// Per model (in `models` order): the fine-tuning precision of its shown records -> how many
+  /// ("" for records written before the precision was recorded). More than one entry, or
+  /// models of one group in different precisions, is a warning: the comparison is not like
+  /// with like (a sweep whose `auto` resolved differently on different nodes, or continued
+  /// after the default changed).
+  std::vector<std::map<std::string, uint64_t>> precisions;
+  /// "bf16", "bf16 for 'a'; fp32 for 'b'", "mixed (bf16, fp32) for 'a'; ..."; "" when no
+  /// shown record names its precision. Under the tables.
+  std::string precision_sentence() const;
   const std::vector<MetricStat>& cell(size_t m, size_t t, size_t s) const {
     return cells[(m * tasks.size() + t) * shots.size() + s];
   }

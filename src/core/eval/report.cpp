@@ -30,7 +30,51 @@ std::string join(const std::vector<std::string>& v) {
 /// The rounded value a reader sees; ranks compare these so that equal-looking cells tie.
 double shown(double v, int decimals) { return std::stod(fmt::format("{:.{}f}", v, decimals)); }
 
+std::string precision_counts(const std::map<std::string, uint64_t>& counts) {
+  std::string s;
+  for (const auto& [p, n] : counts)
+    s += fmt::format("{}{} ({} record{})", s.empty() ? "" : ", ", p.empty() ? "unrecorded" : p, n, n == 1 ? "" : "s");
+  return s;
+}
+
+/// Warns of a model fine-tuned in more than one precision, and of a group whose models were
+/// fine-tuned in different ones (records without a precision, from before, are not counted
+/// against the others within a group).
+void precision_warnings(Table& t) {
+  constexpr const char* kRemedy = "set finetune.precision in the plan and rerun those jobs to compare like with like";
+  for (size_t m = 0; m < t.models.size(); ++m)
+    if (t.precisions[m].size() > 1)
+      t.warnings.push_back(fmt::format("model '{}' was fine-tuned in more than one precision: {}; {}",
+                                       t.models[m].name, precision_counts(t.precisions[m]), kRemedy));
+  for (const auto& g : t.groups) {
+    std::map<std::string, std::vector<std::string>> models_of;  // single known precision -> models
+    for (size_t m = 0; m < t.models.size(); ++m)
+      if (t.models[m].group == g && t.precisions[m].size() == 1 && !t.precisions[m].begin()->first.empty())
+        models_of[t.precisions[m].begin()->first].push_back(t.models[m].name);
+    if (models_of.size() < 2) continue;
+    std::string what;
+    for (const auto& [p, ms] : models_of) what += fmt::format("{}{} for {}", what.empty() ? "" : "; ", p, join(ms));
+    t.warnings.push_back(fmt::format("the models of {} were fine-tuned in different precisions ({}); {}",
+                                     g.empty() ? std::string("the report") : "group '" + g + "'", what, kRemedy));
+  }
+}
+
 }  // namespace
+
+std::string Table::precision_sentence() const {
+  std::map<std::string, std::vector<std::string>> models_of;  // the model's precisions -> models
+  for (size_t m = 0; m < models.size(); ++m) {
+    std::string key;
+    for (const auto& [p, n] : precisions[m]) key += (key.empty() ? "" : ", ") + (p.empty() ? "unrecorded" : p);
+    if (precisions[m].size() > 1) key = "mixed (" + key + ")";
+    models_of[key].push_back(models[m].name);
+  }
+  if (models_of.empty() || (models_of.size() == 1 && models_of.begin()->first == "unrecorded")) return "";
+  if (models_of.size() == 1) return models_of.begin()->first;
+  std::string s;
+  for (const auto& [key, ms] : models_of) s += fmt::format("{}{} for {}", s.empty() ? "" : "; ", key, join(ms));
+  return s;
+}
 
 const std::vector<std::string>& known_metrics() {
   static const std::vector<std::string> m = [] {
@@ -189,6 +233,9 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
       used.push_back(&r);
     }
   t.shots.assign(shot_set.begin(), shot_set.end());
+  t.precisions.assign(t.models.size(), {});
+  for (const Record* r : used) ++t.precisions[model_idx[r->model]][r->metrics.precision];
+  precision_warnings(t);
   std::map<int64_t, size_t> shot_idx;
   for (size_t i = 0; i < t.shots.size(); ++i) shot_idx[t.shots[i]] = i;
   const size_t nm = t.metrics.size();

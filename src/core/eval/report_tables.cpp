@@ -121,6 +121,7 @@ std::string table1_markdown(const Table& t, int d) {
   o += "\nBold: best value of its column within a shots block of a group (ties on the shown digits are all "
        "bold); italic: second best (only in blocks of 3 or more models). " +
        baseline_sentence(t, false) + "\n";
+  if (const std::string p = t.precision_sentence(); !p.empty()) o += "\nFine-tuning precision: " + p + ".\n";
   if (!t.failed_jobs.empty()) {
     o += fmt::format("\nFailed jobs without a result ({}):", t.failed_jobs.size());
     for (const auto& j : t.failed_jobs) o += " `" + j + "`";
@@ -163,6 +164,7 @@ std::string table1_latex(const Table& t, int d) {
     }
   }
   for (const auto& j : t.failed_jobs) o += "% failed job without a result: " + j + "\n";
+  if (const std::string p = t.precision_sentence(); !p.empty()) o += "% fine-tuning precision: " + p + "\n";
   o += "\\end{tabular}\n\\caption{Mean $\\pm$ std over seeds, rounded to " + std::to_string(d) +
        " decimals. The best value is in \\textbf{bold}, the second best highlighted in yellow (within each "
        "shots block of a group). " + baseline_sentence(t, true) + "}\n\\label{tab:perf-compare}\n\\end{table*}\n";

@@ -168,3 +168,29 @@ TEST(Report, ErrorBarPlotIsWellFormed) {
   EXPECT_EQ(bars, 1u);  // NaN and 0 std draw no bar
   EXPECT_NE(svg.find("(log scale)"), std::string::npos);
 }
+
+TEST(Report, PrecisionCountsOnlyTheShownRecords) {
+  test::TempDir dir;
+  auto with = [](std::string l, const std::string& p) { return l.insert(l.size() - 2, ",\"precision\":\"" + p + "\""); };
+  // b's seed 0 ran in bf16, then was rerun in fp32: the last ok record wins, so b is fp32 only.
+  // c mixes precisions but is not selected.
+  const std::string text = with(line("a", "G", "t", 10, 0, 0.5, 0.6), "fp32") +
+                           with(line("b", "G", "t", 10, 0, 0.5, 0.6), "bf16") +
+                           with(line("b", "G", "t", 10, 0, 0.5, 0.6), "fp32") +
+                           with(line("c", "G", "t", 10, 0, 0.5, 0.6), "fp32") +
+                           with(line("c", "G", "t", 10, 1, 0.5, 0.6), "bf16");
+  const Results r = parse(dir, text);
+  Options o;
+  o.models = {"a", "b"};
+  Table t = aggregate(r, Plan{}, o);
+  EXPECT_TRUE(t.warnings.empty()) << t.warnings[0];
+  ASSERT_EQ(t.precisions.size(), 2u);
+  EXPECT_EQ(t.precisions[1], (std::map<std::string, uint64_t>{{"fp32", 1}}));
+  EXPECT_EQ(t.precision_sentence(), "fp32");
+  o.models = {"a", "b", "c"};
+  t = aggregate(r, Plan{}, o);
+  ASSERT_EQ(t.warnings.size(), 1u);
+  EXPECT_NE(t.warnings[0].find("model 'c' was fine-tuned in more than one precision: bf16 (1 record), fp32 (1 record)"),
+            std::string::npos) << t.warnings[0];
+  EXPECT_EQ(t.precision_sentence(), "fp32 for 'a', 'b'; mixed (bf16, fp32) for 'c'");
+}
