@@ -37,6 +37,7 @@ finish() {
     echo "== logs (failed with status $rc)" >&2
     tail -n 15 "$CLUSTER_DIR"/log/*.log >&2 2>/dev/null || true
   fi
+  kill $(jobs -p) 2>/dev/null || true  # a background reference run (phase 4) still going
   cluster_down
   if [ "${KEEP:-0}" = 1 ]; then echo "files kept in $tmp"; else rm -rf "$tmp"; fi
   return "$rc"
@@ -183,10 +184,12 @@ sed -e "s|^OUT=.*|OUT=$f/out|" -e "s|^STEPS=.*|STEPS=$steps|" -e "s|^CHECKPOINT_
 local id
 id=$(on_node 1 "${net[@]}" sbatch --parsable --nodes=2-3 --ntasks=3 --cpus-per-task=1 --mem=2G \
   --output="$f/pretrain.out" "$repo/jobs/pretrain.sbatch" "$tmp/f4.conf" random | cut -d';' -f1)
-# The same run on one host, uninterrupted (while the job runs).
+# The same run on one host, uninterrupted, in the background while the job runs (not before
+# watching the job: if the job outran it, the job could finish before the fault).
 run_in "$f/one" mpiexec --oversubscribe -n 3 "$bin" pretrain --shards "$f/out/shards" --masking random \
   --model "$tmp/tiny.json" --out run --steps "$steps" --warmup 1 --batch-per-rank 4 --grad-accum 1 \
-  --checkpoint-every "$every" --eval-every 0 --threads 1 --log-every 10 --keep-checkpoints 10 >"$f/one.out" 2>&1
+  --checkpoint-every "$every" --eval-every 0 --threads 1 --log-every 10 --keep-checkpoints 10 >"$f/one.out" 2>&1 &
+local one_pid=$!
 local run=$f/out/runs/random t0=$SECONDS
 until [ -d "$run/checkpoints/$(ck "$every")" ]; do
   [ $((SECONDS - t0)) -lt 120 ] || { echo "no checkpoint after 120 s" >&2; cat "$f/pretrain.out" >&2; exit 1; }
@@ -216,6 +219,7 @@ done
 echo "job COMPLETED on $(jobfield "$id" NodeList) $((SECONDS - t_kill)) s after the node died" \
   "($(jobfield "$id" Restarts) restart)"
 grep -q "resuming" "$f/pretrain.out" || { echo "the requeued run did not resume" >&2; exit 1; }
+wait "$one_pid" || { echo "the one-host reference run failed" >&2; cat "$f/one.out" >&2; exit 1; }
 [ "$before" = "$(cd "$run/checkpoints" && sha256sum "$(ck "$every")"/*)" ] ||
   { echo "checkpoint $every changed after the fault" >&2; exit 1; }
 check checkpoints "$run"
