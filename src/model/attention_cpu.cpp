@@ -8,11 +8,14 @@
 #include <ATen/OpMathType.h>
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <mutex>
 #include <stdexcept>
+#include <vector>
 
 namespace genemask::model {
 namespace {
@@ -38,78 +41,251 @@ inline uint32_t level24(uint64_t seed, uint64_t i) {
 /// attention_dropout_keep_mask.
 inline bool kept(uint64_t seed, uint64_t i, uint32_t thr) { return level24(seed, i) >= thr; }
 
-/// Rows per task of at::parallel_for: about 32k elements each.
-int64_t grain(int64_t row_len) { return std::max<int64_t>(1, 32768 / std::max<int64_t>(1, row_len)); }
+// ---- Row kernels on fp32 buffers: built for x86-64-v4 (AVX-512), v3 (AVX2) and the
+// baseline, the best one chosen at load time (GCC's target_clones); the file is compiled with
+// -fopenmp-simd for the reductions' pragmas. Everything a row of scores needs: widen bf16,
+// mask, max, exp and sum, the dropout factors, the softmax backward, narrow to bf16.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define GENEMASK_ROW_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define GENEMASK_ROW_KERNEL
+#endif
 
-/// P = y * keep * scale, row by row (y: the softmax in acc_t; P: scalar_t).
-template <typename scalar_t, typename acc_t>
-void dropout_forward(const acc_t* y, scalar_t* out, int64_t rows, int64_t L, uint32_t thr, acc_t scale,
-                     uint64_t seed) {
-  at::parallel_for(0, rows, grain(L), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const acc_t* yr = y + r * L;
-      scalar_t* o = out + r * L;
-      const uint64_t base = static_cast<uint64_t>(r * L);
-      for (int64_t j = 0; j < L; ++j)
-        o[j] = static_cast<scalar_t>(kept(seed, base + static_cast<uint64_t>(j), thr) ? yr[j] * scale : acc_t(0));
-    }
-  });
+/// e^x in fp32 (Cephes' expf: x = n ln2 + r with |r| <= ln2 / 2, a degree-6 polynomial in r;
+/// within 2 ulp), exactly 0 below -87.34 (so a masked key's -inf gives 0). Branch-free, so
+/// that the loops calling it vectorise.
+inline float exp_f32(float x) {
+  const bool under = x < -87.33654475f;
+  x = x < -87.33654475f ? -87.33654475f : x;
+  x = x > 88.37626266f ? 88.37626266f : x;
+  const float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round(x log2 e)
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * r * r + r + 1.0f;
+  const float pow2 = __builtin_bit_cast(float, (static_cast<int32_t>(n) + 127) << 23);
+  return under ? 0.0f : y * pow2;
 }
 
-/// dS = y * (g - sum(g * y)) with g = dP * keep * scale: the dropout's and the softmax's
-/// backward in one pass over each row.
-template <typename scalar_t, typename acc_t>
-void dropout_softmax_backward(const scalar_t* dp, const acc_t* y, scalar_t* ds, int64_t rows, int64_t L,
-                              uint32_t thr, acc_t scale, uint64_t seed) {
-  at::parallel_for(0, rows, grain(L), [&](int64_t r0, int64_t r1) {
-    std::vector<acc_t> g(static_cast<size_t>(L));
-    for (int64_t r = r0; r < r1; ++r) {
-      const scalar_t* d = dp + r * L;
-      const acc_t* yr = y + r * L;
-      scalar_t* o = ds + r * L;
-      const uint64_t base = static_cast<uint64_t>(r * L);
-      acc_t dot = 0;
-      for (int64_t j = 0; j < L; ++j) {
-        const acc_t gj =
-            kept(seed, base + static_cast<uint64_t>(j), thr) ? static_cast<acc_t>(d[j]) * scale : acc_t(0);
-        g[static_cast<size_t>(j)] = gj;
-        dot += gj * yr[j];
-      }
-      for (int64_t j = 0; j < L; ++j) o[j] = static_cast<scalar_t>(yr[j] * (g[static_cast<size_t>(j)] - dot));
+GENEMASK_ROW_KERNEL void f32_from_bf16(const uint16_t* in, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = __builtin_bit_cast(float, static_cast<uint32_t>(in[j]) << 16);
+}
+/// Rounds to nearest even, as c10::BFloat16 does for finite values (these are all finite).
+GENEMASK_ROW_KERNEL void f32_to_bf16(const float* in, uint16_t* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    const uint32_t b = __builtin_bit_cast(uint32_t, in[j]);
+    out[j] = static_cast<uint16_t>((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16);
+  }
+}
+/// x += bias (0 or -inf per key; nothing when bias is null); returns max(x).
+GENEMASK_ROW_KERNEL float f32_add_max(float* x, const float* bias, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  if (bias) {
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) {
+      x[j] += bias[j];
+      m = x[j] > m ? x[j] : m;
     }
-  });
+  } else {
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < n; ++j) m = x[j] > m ? x[j] : m;
+  }
+  return m;
+}
+/// x = e^(x - shift); returns the sum.
+GENEMASK_ROW_KERNEL float f32_exp_sum(float* x, float shift, int64_t n) {
+  float s = 0;
+#pragma omp simd reduction(+ : s)
+  for (int64_t j = 0; j < n; ++j) {
+    x[j] = exp_f32(x[j] - shift);
+    s += x[j];
+  }
+  return s;
+}
+/// f[j] = factor where element base + j is kept, else 0: kept() written out so that it vectorises.
+GENEMASK_ROW_KERNEL void f32_keep_factors(uint64_t seed, uint64_t base, uint32_t thr, float factor, float* f,
+                                          int64_t n) {
+  for (int64_t j = 0; j < n; ++j) {
+    uint64_t z = seed + (base + static_cast<uint64_t>(j) + 1) * 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    f[j] = static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(z >> 40) >= thr)) * factor;
+  }
+}
+/// out = x * a, times f where given.
+GENEMASK_ROW_KERNEL void f32_scale(const float* x, float a, const float* f, float* out, int64_t n) {
+  if (f) {
+    for (int64_t j = 0; j < n; ++j) out[j] = x[j] * a * f[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) out[j] = x[j] * a;
+  }
+}
+/// g *= f where given; returns sum(g * p).
+GENEMASK_ROW_KERNEL float f32_grad_dot(float* g, const float* f, const float* p, int64_t n) {
+  float s = 0;
+  if (f) {
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < n; ++j) {
+      g[j] *= f[j];
+      s += g[j] * p[j];
+    }
+  } else {
+#pragma omp simd reduction(+ : s)
+    for (int64_t j = 0; j < n; ++j) s += g[j] * p[j];
+  }
+  return s;
+}
+/// out = p * (g - dot): the softmax's backward.
+GENEMASK_ROW_KERNEL void f32_softmax_grad(const float* p, const float* g, float dot, float* out, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) out[j] = p[j] * (g[j] - dot);
+}
+
+/// The row operations per dtype: fp32 and bf16 through the kernels above (fp32 buffers),
+/// others (double for the tests, Half) in plain loops in their accumulation type.
+template <typename T>
+struct Rows {
+  using acc_t = at::opmath_type<T>;
+  static void load(const T* in, acc_t* out, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) out[j] = static_cast<acc_t>(in[j]);
+  }
+  static void store(const acc_t* in, T* out, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) out[j] = static_cast<T>(in[j]);
+  }
+  static acc_t add_max(acc_t* x, const acc_t* bias, int64_t n) {
+    acc_t m = -std::numeric_limits<acc_t>::infinity();
+    for (int64_t j = 0; j < n; ++j) m = std::max(m, x[j] += bias ? bias[j] : acc_t(0));
+    return m;
+  }
+  static acc_t exp_sum(acc_t* x, acc_t shift, int64_t n) {
+    acc_t s = 0;
+    for (int64_t j = 0; j < n; ++j) s += (x[j] = std::exp(x[j] - shift));
+    return s;
+  }
+  static void keep_factors(uint64_t seed, uint64_t base, uint32_t thr, acc_t factor, acc_t* f, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) f[j] = kept(seed, base + static_cast<uint64_t>(j), thr) ? factor : acc_t(0);
+  }
+  static void scale(const acc_t* x, acc_t a, const acc_t* f, acc_t* out, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) out[j] = x[j] * a * (f ? f[j] : acc_t(1));
+  }
+  static acc_t grad_dot(acc_t* g, const acc_t* f, const acc_t* p, int64_t n) {
+    acc_t s = 0;
+    for (int64_t j = 0; j < n; ++j) s += (g[j] *= f ? f[j] : acc_t(1)) * p[j];
+    return s;
+  }
+  static void softmax_grad(const acc_t* p, const acc_t* g, acc_t dot, acc_t* out, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) out[j] = p[j] * (g[j] - dot);
+  }
+};
+template <>
+struct Rows<float> {
+  static void load(const float* in, float* out, int64_t n) { std::memcpy(out, in, sizeof(float) * n); }
+  static void store(const float* in, float* out, int64_t n) { std::memcpy(out, in, sizeof(float) * n); }
+  static float add_max(float* x, const float* bias, int64_t n) { return f32_add_max(x, bias, n); }
+  static float exp_sum(float* x, float shift, int64_t n) { return f32_exp_sum(x, shift, n); }
+  static void keep_factors(uint64_t seed, uint64_t base, uint32_t thr, float factor, float* f, int64_t n) {
+    f32_keep_factors(seed, base, thr, factor, f, n);
+  }
+  static void scale(const float* x, float a, const float* f, float* out, int64_t n) { f32_scale(x, a, f, out, n); }
+  static float grad_dot(float* g, const float* f, const float* p, int64_t n) { return f32_grad_dot(g, f, p, n); }
+  static void softmax_grad(const float* p, const float* g, float dot, float* out, int64_t n) {
+    f32_softmax_grad(p, g, dot, out, n);
+  }
+};
+template <>
+struct Rows<c10::BFloat16> : Rows<float> {
+  static void load(const c10::BFloat16* in, float* out, int64_t n) {
+    f32_from_bf16(reinterpret_cast<const uint16_t*>(in), out, n);
+  }
+  static void store(const float* in, c10::BFloat16* out, int64_t n) {
+    f32_to_bf16(in, reinterpret_cast<uint16_t*>(out), n);
+  }
+};
+
+/// bias[j] = 0 for the keys of batch row b that are attended to, -inf for the others.
+template <typename acc_t>
+void key_bias(const torch::Tensor& mask, int64_t b, std::vector<acc_t>& bias) {
+  const int64_t L = static_cast<int64_t>(bias.size());
+  const bool* m = mask.data_ptr<bool>() + b * L;
+  for (int64_t j = 0; j < L; ++j) bias[static_cast<size_t>(j)] = m[j] ? acc_t(0) : -std::numeric_limits<acc_t>::infinity();
 }
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+/// (Batch row, head) pairs per task: as many as keep a task's [G, Lq, L] scores within
+/// kChunkElements (in cache), and at most an eighth of them, so that there are tasks for
+/// every thread. Never from the thread count: the batched products, and so the results, are
+/// the same at any thread count.
+constexpr int64_t kChunkElements = int64_t{1} << 16;
+int64_t heads_per_task(int64_t heads, int64_t Lq, int64_t L) {
+  const int64_t by_cache = kChunkElements / std::max<int64_t>(1, Lq * L);
+  return std::max<int64_t>(1, std::min(by_cache, (heads + 7) / 8));
+}
+
+/// A few (batch row, head) pairs at a time, each thread with its own [G, Lq, L] buffers, so
+/// that the scores never leave the cache: S = (q / sqrt(d)) k^T by oneDNN in the inputs'
+/// dtype (bf16 under autocast), the softmax, the dropout and (backward) the softmax's
+/// gradient in fp32 row by row, the products with v (and, backward, with dO, k, q) by oneDNN
+/// again. Saved for the backward: q (scaled), k, v and each row's log-sum-exp; the scores and
+/// probabilities are computed again there, as flash attention does, so no [B, h, Lq, L]
+/// tensor is kept. The same result at any thread count (heads_per_task).
 struct AttentionDropout : torch::autograd::Function<AttentionDropout> {
-  // Autocast off inside (NoAutocast): the dtypes are chosen here (the products in q's dtype,
-  // the softmax and its backward accumulated in fp32 or wider).
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
                                const torch::Tensor& v_in, const std::optional<torch::Tensor>& key_mask, double p,
                                int64_t seed_bits) {
-    NoAutocast no_autocast;
+    NoAutocast no_autocast;  // the dtypes are chosen here
+    torch::NoGradGuard no_grad;
     const auto type = q_in.scalar_type();
-    const auto acc = at::toOpMathType(type);
     const double scale = 1.0 / std::sqrt(static_cast<double>(q_in.size(-1)));
-    auto qs = q_in * scale;
-    auto k = k_in.to(type), v = v_in.to(type);
-    auto s = at::matmul(qs, k.transpose(-1, -2));  // [B, h, Lq, L]
-    if (key_mask) s.masked_fill_(key_mask->logical_not(), -std::numeric_limits<double>::infinity());
-    auto y = at::softmax(s, -1, acc).contiguous();
-    s = torch::Tensor();
-    auto probs = at::empty(y.sizes(), y.options().dtype(type));
+    auto qs = (q_in.detach() * scale).contiguous();
+    auto k = k_in.detach().to(type).contiguous(), v = v_in.detach().to(type).contiguous();
+    const int64_t B = qs.size(0), H = qs.size(1), Lq = qs.size(2), L = k.size(2), BH = B * H;
+    auto out = at::empty({B, H, Lq, v.size(3)}, qs.options());
+    auto lse = at::empty({B, H, Lq}, qs.options().dtype(at::toOpMathType(type)));
+    torch::Tensor mask;
+    if (key_mask) mask = key_mask->reshape({B, L}).to(torch::kBool).contiguous();
     const uint64_t seed = static_cast<uint64_t>(seed_bits);
     const uint32_t thr = drop_threshold(p);
-    const int64_t L = y.size(-1), rows = y.numel() / std::max<int64_t>(1, L);
+    const int64_t G = heads_per_task(BH, Lq, L);
+    auto q3 = qs.view({BH, Lq, -1}), k3 = k.view({BH, L, -1}), v3 = v.view({BH, L, -1}),
+         out3 = out.view({BH, Lq, -1});
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, type, "attention_dropout_forward", [&] {
+      using R = Rows<scalar_t>;
       using acc_t = at::opmath_type<scalar_t>;
-      dropout_forward<scalar_t, acc_t>(y.data_ptr<acc_t>(), probs.data_ptr<scalar_t>(), rows, L, thr,
-                                       static_cast<acc_t>(attention_dropout_scale(p)), seed);
+      const auto keep_scale = static_cast<acc_t>(attention_dropout_scale(p));
+      at::parallel_for(0, (BH + G - 1) / G, 1, [&](int64_t first, int64_t last) {
+        auto sbuf = at::empty({G, Lq, L}, qs.options()), pbuf = at::empty({G, Lq, L}, qs.options());
+        std::vector<acc_t> x(static_cast<size_t>(L)), f(static_cast<size_t>(L)), bias(static_cast<size_t>(L));
+        int64_t bias_of = -1;
+        for (int64_t c = first; c < last; ++c) {
+          const int64_t h0 = c * G, n = std::min(G, BH - h0);
+          auto s = sbuf.narrow(0, 0, n), probs = pbuf.narrow(0, 0, n);
+          at::bmm_out(s, q3.narrow(0, h0, n), k3.narrow(0, h0, n).transpose(1, 2));
+          const scalar_t* sp = s.data_ptr<scalar_t>();
+          scalar_t* pp = probs.data_ptr<scalar_t>();
+          for (int64_t r = 0; r < n * Lq; ++r) {
+            const int64_t row = h0 * Lq + r, b = row / Lq / H;  // row of [B, H, Lq]
+            if (mask.defined() && bias_of != b) key_bias(mask, bias_of = b, bias);
+            R::load(sp + r * L, x.data(), L);
+            const acc_t mx = R::add_max(x.data(), mask.defined() ? bias.data() : nullptr, L);
+            const acc_t sum = R::exp_sum(x.data(), mx, L);
+            lse.data_ptr<acc_t>()[row] = mx + std::log(sum);
+            if (thr > 0) R::keep_factors(seed, static_cast<uint64_t>(row * L), thr, keep_scale, f.data(), L);
+            R::scale(x.data(), acc_t(1) / sum, thr > 0 ? f.data() : nullptr, x.data(), L);
+            R::store(x.data(), pp + r * L, L);
+          }
+          auto o = out3.narrow(0, h0, n);
+          at::bmm_out(o, probs, v3.narrow(0, h0, n));
+        }
+      });
     });
-    auto out = at::matmul(probs, v);
-    ctx->save_for_backward({qs, k, v, y, probs});
+    ctx->save_for_backward({qs, k, v, lse});
+    ctx->saved_data["mask"] = mask.defined() ? c10::IValue(mask) : c10::IValue();
     ctx->saved_data["p"] = p;
     ctx->saved_data["seed"] = seed_bits;
     ctx->saved_data["scale"] = scale;
@@ -120,26 +296,72 @@ struct AttentionDropout : torch::autograd::Function<AttentionDropout> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     NoAutocast no_autocast;
+    torch::NoGradGuard no_grad;
     auto saved = ctx->get_saved_variables();
-    const auto &qs = saved[0], &k = saved[1], &v = saved[2], &y = saved[3], &probs = saved[4];
+    const auto &qs = saved[0], &k = saved[1], &v = saved[2], &lse = saved[3];
+    torch::Tensor mask;
+    if (!ctx->saved_data["mask"].isNone()) mask = ctx->saved_data["mask"].toTensor();
     const double p = ctx->saved_data["p"].toDouble(), scale = ctx->saved_data["scale"].toDouble();
     const uint64_t seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
     const auto type = qs.scalar_type();
-    auto dout = grads[0].to(type);
-    auto dv = at::matmul(probs.transpose(-1, -2), dout);
-    auto dp = at::matmul(dout, v.transpose(-1, -2)).contiguous();
-    auto ds = at::empty(dp.sizes(), dp.options());
+    auto dout = grads[0].to(type).contiguous();
+    const int64_t B = qs.size(0), H = qs.size(1), Lq = qs.size(2), L = k.size(2), BH = B * H;
+    auto dq = at::empty_like(qs), dk = at::empty_like(k), dv = at::empty_like(v);
     const uint32_t thr = drop_threshold(p);
-    const int64_t L = dp.size(-1), rows = dp.numel() / std::max<int64_t>(1, L);
+    const int64_t G = heads_per_task(BH, Lq, L);
+    auto q3 = qs.view({BH, Lq, -1}), k3 = k.view({BH, L, -1}), v3 = v.view({BH, L, -1}),
+         g3 = dout.view({BH, Lq, -1}), dq3 = dq.view({BH, Lq, -1}), dk3 = dk.view({BH, L, -1}),
+         dv3 = dv.view({BH, L, -1});
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, type, "attention_dropout_backward", [&] {
+      using R = Rows<scalar_t>;
       using acc_t = at::opmath_type<scalar_t>;
-      dropout_softmax_backward<scalar_t, acc_t>(dp.data_ptr<scalar_t>(), y.data_ptr<acc_t>(),
-                                                ds.data_ptr<scalar_t>(), rows, L, thr,
-                                                static_cast<acc_t>(attention_dropout_scale(p)), seed);
+      const auto keep_scale = static_cast<acc_t>(attention_dropout_scale(p));
+      at::parallel_for(0, (BH + G - 1) / G, 1, [&](int64_t first, int64_t last) {
+        auto sbuf = at::empty({G, Lq, L}, qs.options());  // the scores, then dP
+        auto pbuf = at::empty({G, Lq, L}, qs.options());  // the dropped probabilities, then dS
+        const auto cap = static_cast<size_t>(G * Lq * L);
+        std::vector<acc_t> prob(cap), f(thr > 0 ? cap : 0), g(static_cast<size_t>(L)), bias(static_cast<size_t>(L));
+        int64_t bias_of = -1;
+        for (int64_t c = first; c < last; ++c) {
+          const int64_t h0 = c * G, n = std::min(G, BH - h0);
+          auto s = sbuf.narrow(0, 0, n), pd = pbuf.narrow(0, 0, n);
+          auto qc = q3.narrow(0, h0, n), kc = k3.narrow(0, h0, n), vc = v3.narrow(0, h0, n), gc = g3.narrow(0, h0, n);
+          at::bmm_out(s, qc, kc.transpose(1, 2));
+          const scalar_t* sp = s.data_ptr<scalar_t>();
+          scalar_t* pp = pd.data_ptr<scalar_t>();
+          for (int64_t r = 0; r < n * Lq; ++r) {  // the probabilities again, from the saved log-sum-exp
+            const int64_t row = h0 * Lq + r, b = row / Lq / H;
+            if (mask.defined() && bias_of != b) key_bias(mask, bias_of = b, bias);
+            acc_t* pr = prob.data() + r * L;
+            R::load(sp + r * L, pr, L);
+            R::add_max(pr, mask.defined() ? bias.data() : nullptr, L);
+            R::exp_sum(pr, lse.data_ptr<acc_t>()[row], L);
+            if (thr > 0) {
+              acc_t* fr = f.data() + r * L;
+              R::keep_factors(seed, static_cast<uint64_t>(row * L), thr, keep_scale, fr, L);
+              R::scale(pr, acc_t(1), fr, g.data(), L);
+              R::store(g.data(), pp + r * L, L);
+            } else {
+              R::store(pr, pp + r * L, L);
+            }
+          }
+          auto dvc = dv3.narrow(0, h0, n);
+          at::bmm_out(dvc, pd.transpose(1, 2), gc);
+          at::bmm_out(s, gc, vc.transpose(1, 2));  // the gradient of the dropped probabilities
+          for (int64_t r = 0; r < n * Lq; ++r) {
+            const acc_t* pr = prob.data() + r * L;
+            R::load(sp + r * L, g.data(), L);
+            const acc_t dot = R::grad_dot(g.data(), thr > 0 ? f.data() + r * L : nullptr, pr, L);
+            R::softmax_grad(pr, g.data(), dot, g.data(), L);
+            R::store(g.data(), pp + r * L, L);
+          }
+          auto dqc = dq3.narrow(0, h0, n), dkc = dk3.narrow(0, h0, n);
+          at::bmm_out(dqc, pd, kc);
+          dqc.mul_(scale);
+          at::bmm_out(dkc, pd.transpose(1, 2), qc);
+        }
+      });
     });
-    dp = torch::Tensor();
-    auto dq = at::matmul(ds, k) * scale;
-    auto dk = at::matmul(ds.transpose(-1, -2), qs);
     return {dq, dk.to(static_cast<at::ScalarType>(ctx->saved_data["k_type"].toInt())),
             dv.to(static_cast<at::ScalarType>(ctx->saved_data["v_type"].toInt())), torch::Tensor(), torch::Tensor(),
             torch::Tensor()};

@@ -1,15 +1,19 @@
-// Attention with dropout on the CPU, as one autograd node with fused passes.
+// Attention with dropout on the CPU, as one autograd node computed (batch row, head) by
+// (batch row, head) in cache.
 //
 // LibTorch's CPU flash-attention kernel takes no dropout, so at::scaled_dot_product_attention
 // with dropout_p > 0 on the CPU falls back to its math path: scores, softmax, a Bernoulli
 // mask drawn element by element, two multiplications forward and two backward, each a pass
-// over [B, heads, Lq, L] (docs/benchmarks.md: about five times the time of the flash
-// kernel). Here the scores go through oneDNN's matrix products in the inputs' dtype (bf16
-// under autocast), the softmax through ATen's vectorised kernel in fp32, and the dropout is
-// one pass forward and one fused with the softmax backward. The keep mask is a counter-based
-// hash of (seed, element index), so it is the same for any thread count and needs no storage;
-// the seed is drawn from LibTorch's default CPU generator, so torch::manual_seed and the
-// generator state that checkpoints save govern it as they govern Bernoulli dropout.
+// over [B, heads, Lq, L] in memory (docs/benchmarks.md: about five times the time of the
+// flash kernel). Here each thread takes one (batch row, head) at a time: the scores through
+// oneDNN's matrix products in the inputs' dtype (bf16 under autocast), then row by row in
+// fp32 the softmax and the dropout (vectorised kernels), then the product with v; the
+// backward computes the probabilities again from each row's saved log-sum-exp and fuses the
+// dropout's and the softmax's backward. No [B, heads, Lq, L] tensor is stored. The keep mask
+// is a counter-based hash of (seed, element index), so it is the same for any thread count
+// and needs no storage; the seed is drawn from LibTorch's default CPU generator, so
+// torch::manual_seed and the generator state that checkpoints save govern it as they govern
+// Bernoulli dropout.
 #pragma once
 
 #include <torch/torch.h>
@@ -22,7 +26,9 @@ namespace genemask::model {
 /// where key_mask is false) with each probability kept with probability 1 - p (24-bit
 /// resolution) and scaled by attention_dropout_scale(p), times v. q [B, h, Lq, d], k and v
 /// [B, h, L, d] (one floating dtype; k and v are cast to q's), key_mask bool [B, 1, 1, L] or
-/// undefined. CPU tensors; differentiable in q, k and v.
+/// undefined (a key kept by no mask row is an error of the caller: [CLS] is always kept).
+/// p in [0, 1); p = 0 is attention without dropout. CPU tensors; differentiable in q, k and
+/// v. The same result at any thread count.
 torch::Tensor attention_dropout_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                     const torch::Tensor& key_mask, double p, uint64_t seed);
 

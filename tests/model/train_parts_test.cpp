@@ -247,6 +247,39 @@ TEST(Attention, CpuDropoutMaskRateSeedsAndThreads) {
   EXPECT_TRUE(torch::equal(one, many));
 }
 
+TEST(Attention, CpuDropoutKernelIsThreadCountInvariantAndPZeroIsPlainAttention) {
+  // The kernel's output and gradients, bit for bit, at 1 and at 2+ threads (each (batch row,
+  // head) is one thread's work); with p = 0 it is attention without dropout, against the eager
+  // computation in double (every key kept).
+  auto x = random_qkv(3, 3, 40, 40, 16);  // 9 heads: tasks of 2 and a last one of 1
+  const auto km = key_mask_of(x.mask);
+  auto run = [&](int threads, double p, torch::ScalarType type) {
+    const int before = at::get_num_threads();
+    at::set_num_threads(threads);
+    auto q = x.q.to(type).clone().requires_grad_(), k = x.k.to(type).clone().requires_grad_(),
+         v = x.v.to(type).clone().requires_grad_();
+    auto out = attention_dropout_cpu(q, k, v, km, p, 11);
+    (out.to(torch::kFloat64) * torch::linspace(-1, 1, out.numel(), torch::kFloat64).view(out.sizes())).sum().backward();
+    at::set_num_threads(before);
+    return std::vector<torch::Tensor>{out, q.grad(), k.grad(), v.grad()};
+  };
+  for (auto type : {torch::kFloat32, torch::kBFloat16}) {
+    auto one = run(1, 0.2, type), many = run(std::max(2, at::get_num_threads()), 0.2, type);
+    for (size_t i = 0; i < one.size(); ++i) EXPECT_TRUE(torch::equal(one[i], many[i])) << "tensor " << i << " " << type;
+  }
+  auto got = run(2, 0.0, torch::kFloat64);
+  auto keep = torch::ones({3, 3, 40, 40}, torch::kBool);
+  auto qd = x.q.to(torch::kFloat64).requires_grad_(), kd = x.k.to(torch::kFloat64).requires_grad_(),
+       vd = x.v.to(torch::kFloat64).requires_grad_();
+  auto ref = attention_with_mask(qd, kd, vd, km, keep, 1.0);
+  (ref * torch::linspace(-1, 1, ref.numel(), torch::kFloat64).view(ref.sizes())).sum().backward();
+  EXPECT_LT(max_abs_diff(got[0], ref), 1e-12);
+  EXPECT_LT(max_abs_diff(got[1], qd.grad()), 1e-12);
+  EXPECT_LT(max_abs_diff(got[2], kd.grad()), 1e-12);
+  EXPECT_LT(max_abs_diff(got[3], vd.grad()), 1e-12);
+  EXPECT_EQ(attention_dropout_scale(0.0), 1.0);
+}
+
 TEST(Attention, CpuDropoutFollowsTheTorchGenerator) {
   // `attention` with dropout on the CPU draws its seed from LibTorch's generator: the same
   // manual seed (or restored generator state) repeats the output, a further call differs,
