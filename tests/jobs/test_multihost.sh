@@ -37,7 +37,7 @@ finish() {
     echo "== logs (failed with status $rc)" >&2
     tail -n 15 "$CLUSTER_DIR"/log/*.log >&2 2>/dev/null || true
   fi
-  kill $(jobs -p) 2>/dev/null || true  # a background reference run (phase 4) still going
+  [ -z "${ref_pid:-}" ] || kill "$ref_pid" 2>/dev/null || true  # phase 4's reference run, if still going
   cluster_down
   if [ "${KEEP:-0}" = 1 ]; then echo "files kept in $tmp"; else rm -rf "$tmp"; fi
   return "$rc"
@@ -189,7 +189,7 @@ id=$(on_node 1 "${net[@]}" sbatch --parsable --nodes=2-3 --ntasks=3 --cpus-per-t
 run_in "$f/one" mpiexec --oversubscribe -n 3 "$bin" pretrain --shards "$f/out/shards" --masking random \
   --model "$tmp/tiny.json" --out run --steps "$steps" --warmup 1 --batch-per-rank 4 --grad-accum 1 \
   --checkpoint-every "$every" --eval-every 0 --threads 1 --log-every 10 --keep-checkpoints 10 >"$f/one.out" 2>&1 &
-local one_pid=$!
+ref_pid=$!  # (global: the exit trap stops it)
 local run=$f/out/runs/random t0=$SECONDS
 until [ -d "$run/checkpoints/$(ck "$every")" ]; do
   [ $((SECONDS - t0)) -lt 120 ] || { echo "no checkpoint after 120 s" >&2; cat "$f/pretrain.out" >&2; exit 1; }
@@ -219,7 +219,8 @@ done
 echo "job COMPLETED on $(jobfield "$id" NodeList) $((SECONDS - t_kill)) s after the node died" \
   "($(jobfield "$id" Restarts) restart)"
 grep -q "resuming" "$f/pretrain.out" || { echo "the requeued run did not resume" >&2; exit 1; }
-wait "$one_pid" || { echo "the one-host reference run failed" >&2; cat "$f/one.out" >&2; exit 1; }
+wait "$ref_pid" || { echo "the one-host reference run failed" >&2; cat "$f/one.out" >&2; exit 1; }
+ref_pid=
 [ "$before" = "$(cd "$run/checkpoints" && sha256sum "$(ck "$every")"/*)" ] ||
   { echo "checkpoint $every changed after the fault" >&2; exit 1; }
 check checkpoints "$run"
