@@ -106,16 +106,11 @@ GENEMASK_ROW_KERNEL float f32_exp_sum(float* x, float shift, int64_t n) {
   }
   return s;
 }
-/// f[j] = factor where element base + j is kept, else 0: kept() written out so that it vectorises.
+/// f[j] = factor where element base + j is kept (kept()), else 0 (as a product, so that it vectorises).
 GENEMASK_ROW_KERNEL void f32_keep_factors(uint64_t seed, uint64_t base, uint32_t thr, float factor, float* f,
                                           int64_t n) {
-  for (int64_t j = 0; j < n; ++j) {
-    uint64_t z = seed + (base + static_cast<uint64_t>(j) + 1) * 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    f[j] = static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(z >> 40) >= thr)) * factor;
-  }
+  for (int64_t j = 0; j < n; ++j)
+    f[j] = static_cast<float>(static_cast<int32_t>(kept(seed, base + static_cast<uint64_t>(j), thr))) * factor;
 }
 /// out = x * a, times f where given.
 GENEMASK_ROW_KERNEL void f32_scale(const float* x, float a, const float* f, float* out, int64_t n) {
