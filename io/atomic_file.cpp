@@ -37,7 +37,9 @@ namespace {
 constexpr int kSlots = 64;
 char g_paths[kSlots][PATH_MAX];
 std::atomic<int> g_state[kSlots];
-const char* g_program = "genemask";
+// A copy, not the caller's pointer: a signal can arrive after the caller's string is gone
+// (mpirun ends the other ranks while one runs its static destructors at exit).
+char g_program[128] = "genemask";
 bool g_announce = true;
 
 int register_temp(const std::string& path) {
@@ -354,7 +356,7 @@ void remove_unfinished_outputs(const char* why) {
 }
 
 void install_signal_cleanup(const char* program, bool announce) {
-  g_program = program;
+  std::snprintf(g_program, sizeof g_program, "%s", program);
   g_announce = announce;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;

@@ -119,7 +119,8 @@ void rename_or_throw(const std::string& from, const std::string& to);
 /// temporaries, print one line naming the signal (and what was removed) and end the process
 /// with that signal's default action (exit status 128 + signal in a shell). `program` heads
 /// the line, printed when `announce` (rank 0) or something was removed. Commands that stop
-/// gracefully on some of these signals install their own handlers after this one.
+/// gracefully on some of these signals install their own handlers after this one. `program`
+/// is copied (at most 127 bytes): the caller's string may go before the last signal comes.
 void install_signal_cleanup(const char* program, bool announce = true);
 /// Removes the live temporaries now, as those handlers do, and prints one line: the program
 /// (install_signal_cleanup's), `why`, and what was removed. For a process that is about to

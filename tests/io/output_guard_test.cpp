@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -291,6 +292,35 @@ TEST(DirLock, OneHolderAndNoLockFileAfterwards) {
   EXPECT_FALSE(fs::exists(tmp.file(".genemask.lock")));
   EXPECT_FALSE(io::DirLock::held_by_another(tmp.path()));
   io::DirLock again(tmp.path());
+}
+
+TEST(SignalCleanup, NamesTheProgramAfterTheCallersStringIsGone) {
+  // mpirun ends the other ranks with SIGTERM while one may be running its static destructors
+  // at exit: the handler must not read the caller's string then (it printed freed memory).
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(fds[1], STDERR_FILENO);
+    ::close(fds[0]);
+    {
+      std::string name = "genemask[rank 3]";
+      io::install_signal_cleanup(name.c_str(), true);
+      name.assign(name.size(), 'X');  // what a freed and reused buffer may hold
+    }
+    ::raise(SIGTERM);
+    ::_exit(99);  // not reached: the handler ends the process with SIGTERM
+  }
+  ::close(fds[1]);
+  std::string got;
+  char buf[256];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
+  ::close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_EQ(got, "genemask[rank 3]: stopped by SIGTERM\n");
 }
 
 TEST(TempName, AnyLegalNameFits) {
