@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
   if (help_code >= 0) return help_code;
 
   // A signal that stops a command removes its unfinished outputs and says so; pretrain and
-  // sweep replace the handlers of the signals they stop on gracefully.
-  static const std::string program =
+  // sweep replace the handlers of the signals they stop on gracefully (the name is copied).
+  const std::string program =
       ctx.size > 1 ? "genemask[rank " + std::to_string(ctx.rank) + "]" : std::string("genemask");
   genemask::io::install_signal_cleanup(program.c_str(), ctx.rank == 0);
   try {
