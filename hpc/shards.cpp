@@ -13,6 +13,7 @@
 #include "hpc/mpi.hpp"
 #include "hpc/serialize.hpp"
 #include "io/annotation.hpp"
+#include "io/fai.hpp"
 #include "io/error.hpp"
 
 namespace genemask::hpc {
@@ -37,6 +38,12 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
     std::vector<RecordSegment> flat;
     for (auto& v : all) flat.insert(flat.end(), v.begin(), v.end());
     records = stitch_records(info, flat);
+    {
+      std::vector<std::string> names;
+      std::vector<uint64_t> lengths;
+      for (const auto& r : records) names.push_back(r.name), lengths.push_back(r.length);
+      io::check_against_fai(req.genome, names, lengths);  // a FASTA cut short of its index
+    }
     starts = locate_stretches(std::move(flat));
     if (!req.genes.empty()) {
       std::vector<std::string> names;

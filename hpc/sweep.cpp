@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -33,6 +34,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
@@ -40,6 +42,7 @@
 #include "io/error.hpp"
 #include "io/output_guard.hpp"
 #include "io/json.hpp"
+#include "io/sha256.hpp"
 
 namespace fs = std::filesystem;
 
@@ -130,6 +133,55 @@ Message receive(int source, MPI_Comm comm) {
   }
 }
 
+/// SHA-256 of a file a job reads, computed once per version of it on this worker: the weights
+/// of a model are read by many jobs. A version is the file's identity, size and times.
+std::string cached_sha256(const std::string& path) {
+  struct Entry {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    timespec mtime, ctime;
+    std::string sha256;
+  };
+  static std::map<std::string, Entry> cache;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    throw io::InputError(path, fmt::format("cannot read: {} (it was there when the sweep planned)", std::strerror(errno)));
+  auto it = cache.find(path);
+  if (it != cache.end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino && it->second.size == st.st_size &&
+      it->second.mtime.tv_sec == st.st_mtim.tv_sec && it->second.mtime.tv_nsec == st.st_mtim.tv_nsec &&
+      it->second.ctime.tv_sec == st.st_ctim.tv_sec && it->second.ctime.tv_nsec == st.st_ctim.tv_nsec)
+    return it->second.sha256;
+  const std::string sha = io::sha256_file(path);
+  cache[path] = Entry{st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim, sha};
+  return sha;
+}
+
+/// The identity of what `job` reads now, into r; throws when it is not what the plan
+/// recorded: results of one sweep never come from two versions of an input.
+void check_job_inputs(const Job& job, JobResult& r) {
+  const auto check = [&](const std::string& file, const std::string& planned, std::string& now, const char* what) {
+    if (file.empty()) return;
+    now = cached_sha256(file);
+    if (!planned.empty() && now != planned)
+      throw io::InputError(file, fmt::format("{} changed since the sweep planned it (SHA-256 {}... then, {}... now): "
+                                             "this job's result would not be comparable with the others; run the "
+                                             "sweep again (it refuses the changed plan; --force reruns the affected "
+                                             "jobs)",
+                                             what, planned.substr(0, 12), now.substr(0, 12)));
+  };
+  check(job.train, job.train_sha256, r.train_sha256, "the training table");
+  check(job.test, job.test_sha256, r.test_sha256, "the test table");
+  if (job.model_path == "random") {
+    if (job.config.find(".json") != std::string::npos)
+      check(job.config, job.model_sha256, r.model_sha256, "the model's config file");
+  } else {
+    const std::string st = job.model_path + "/model.safetensors";
+    const std::string weights = fs::exists(st) ? st : job.model_path + "/pytorch_model.bin";
+    check(weights, job.model_sha256, r.model_sha256, "the model's weights");
+  }
+}
+
 /// Runs one attempt; a thrown exception is the job's failure, not the worker's.
 JobResult run_job(const JobRunner& runner, const Job& job, const WorkerSetup& w, const std::string& host) {
   JobResult r;
@@ -139,6 +191,7 @@ JobResult run_job(const JobRunner& runner, const Job& job, const WorkerSetup& w,
   r.device = w.device == "cuda" ? "cuda:" + std::to_string(w.device_index) : w.device;
   const auto t0 = Clock::now();
   try {
+    check_job_inputs(job, r);
     r.metrics = runner(job, w);
     r.ok = true;
   } catch (const std::exception& e) {
@@ -188,6 +241,22 @@ struct Setup {
   std::shared_ptr<io::DirLock> lock;  // DIR is this sweep's until it ends
 };
 
+/// Whether `plan` is DIR/plan.json itself (the same file) as a sweep wrote it: in a sweep's
+/// directory (its marker), in the normalised format.
+bool is_own_plan(const std::string& plan, const std::string& plan_path, const std::string& dir) {
+  struct stat a {}, b {};
+  if (::stat(plan.c_str(), &a) != 0 || ::stat(plan_path.c_str(), &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+    return false;
+  try {
+    const auto marker = io::read_output_marker(dir);
+    if (!marker || (*marker)["command"] != "sweep") return false;
+  } catch (const std::exception&) {
+    return false;
+  }
+  const io::JsonParse j = io::try_read_json_file(plan_path);
+  return j.ok() && j.value.is_object() && j.value.value("format", "") == "genemask-sweep-plan";
+}
+
 /// Rank 0: plan, DIR/plan.json, results.jsonl (repair, skip ok jobs, --force). Throws.
 Setup prepare(const SweepOptions& o) {
   const Plan plan = sweep::load_plan(o.plan);
@@ -199,14 +268,16 @@ Setup prepare(const SweepOptions& o) {
     out_dir.keep();  // another sweep's directory, maybe made a moment ago: never removed here
     throw;
   }
-  // DIR/plan.json and DIR/results.jsonl are rewritten: neither may be one of the inputs
-  // (`--plan DIR/plan.json`).
-  io::check_writable_target((fs::path(o.out) / "plan.json").string());
+  // `--plan DIR/plan.json --out DIR`: the sweep's own normalised plan continues it, and is
+  // not rewritten (it is the input). Any other file there (a plan of the user's) would be
+  // replaced: refused, as DIR/results.jsonl as an input is.
+  const std::string plan_path = (fs::path(o.out) / "plan.json").string();
+  const bool own_plan = is_own_plan(o.plan, plan_path, o.out);
+  if (!own_plan) io::check_writable_target(plan_path);
   io::check_writable_target((fs::path(o.out) / "results.jsonl").string());
   // A new or empty directory, or this command's (a sweep continues where it stopped).
   io::claim_run_directory(o.out, "sweep", "--out", {"plan.json", "results.jsonl", "runs"});
   fs::create_directories(fs::path(o.out) / "runs");
-  const std::string plan_path = (fs::path(o.out) / "plan.json").string();
   const std::string results_path = (fs::path(o.out) / "results.jsonl").string();
   const nlohmann::json new_plan = sweep::plan_to_json(plan);
   std::vector<Job> all = sweep::expand_jobs(plan, fs::absolute(o.out).lexically_normal().string());
@@ -238,12 +309,43 @@ Setup prepare(const SweepOptions& o) {
   results::ResultsFile rf = results::read_results(results_path, /*repair=*/true, /*missing_ok=*/true);
   s.repaired = rf.repaired_bytes;
   std::set<std::string> keys;
-  for (const auto& j : all) keys.insert(j.key);
-  if (!diff.changes.empty()) {  // --force: keep results.jsonl to the records still valid
+  std::map<std::string, const Job*> by_key;
+  for (const auto& j : all) keys.insert(j.key), by_key[j.key] = &j;
+  // A record whose inputs (their SHA-256) are not the plan's now: run on another test table,
+  // training table or weights than the jobs still to run would be. Never averaged with them.
+  const auto other_inputs = [&](const results::Record& r) -> std::string {
+    const auto it = by_key.find(r.job);
+    if (it == by_key.end()) return "";
+    if (r.ok && r.simulated != o.simulated)
+      return fmt::format("{}:{}: job {} {}", results_path, r.line, r.job,
+                         r.simulated ? "holds pseudo-metrics of a simulated sweep (--simulate), not a result"
+                                     : "holds a real result, and this sweep simulates");
+    const Job& j = *it->second;
+    for (const auto& [was, now, what] : {std::tuple{&r.train_sha256, &j.train_sha256, "training table"},
+                                         std::tuple{&r.test_sha256, &j.test_sha256, "test table"},
+                                         std::tuple{&r.model_sha256, &j.model_sha256, "model"}})
+      if (!was->empty() && !now->empty() && *was != *now)
+        return fmt::format("{}:{}: job {} was run on another {} (SHA-256 {}...) than the plan's now ({}...)", results_path,
+                           r.line, r.job, what, was->substr(0, 12), now->substr(0, 12));
+    return "";
+  };
+  size_t mismatched = 0;
+  std::string first_mismatch;
+  for (const auto& r : rf.records)
+    if (std::string why = other_inputs(r); !why.empty()) {
+      if (first_mismatch.empty()) first_mismatch = why;
+      ++mismatched;
+    }
+  if (mismatched && !o.force)
+    throw io::InputError(results_path, fmt::format("{} record(s) were run on other inputs than the plan's now (first: {}); "
+                                                   "use another --out, or --force to move them to results.stale.jsonl "
+                                                   "and run those jobs again",
+                                                   mismatched, first_mismatch));
+  if (!diff.changes.empty() || mismatched) {  // --force: keep results.jsonl to the records still valid
     std::vector<const results::Record*> keep, stale;
     for (const auto& r : rf.records) {
       const bool valid = !diff.settings_changed && keys.count(r.job) && !diff.changed_models.count(r.model) &&
-                         !diff.changed_tasks.count(r.task);
+                         !diff.changed_tasks.count(r.task) && other_inputs(r).empty();
       (valid ? keep : stale).push_back(&r);
     }
     if (!stale.empty()) {  // the lines move as they were written
@@ -260,7 +362,7 @@ Setup prepare(const SweepOptions& o) {
       rf.records = std::move(kept);
     }
   }
-  {
+  if (!own_plan) {
     io::AtomicFile f(plan_path);
     f.stream() << io::json_text(new_plan, 2) << "\n";
     f.commit();
@@ -331,7 +433,7 @@ class Manager {
     }
     if (!r.ok && (g_stop_signal || worker_stop_) && attempts_[i] <= s_.retries) return nullptr;  // retried by the next run
     ++(r.ok ? sum_.ok : sum_.failed);
-    return std::make_unique<nlohmann::json>(result_record(job, r, attempts_[i]).to_json());
+    return std::make_unique<nlohmann::json>(result_record(job, r, attempts_[i], o_.simulated).to_json());
   }
 
   void write(const nlohmann::json& record) {

@@ -42,12 +42,16 @@ struct JobResult {
   int rank = 0;
   int stop_signal = 0;    // the worker got SIGTERM/SIGINT/SIGUSR1: the whole sweep stops
   bool declined = false;  // not run: the job came after the worker's stop signal
+  // SHA-256 of what the worker read (the tables, the weights or a random model's config
+  // file; "" for none), checked against the job's before it ran.
+  std::string train_sha256, test_sha256, model_sha256;
 
   template <class A>
   void serialize(A& ar, const unsigned int version) {
     ar & key & ok;
     metrics.serialize(ar, version);
     ar & seconds & host & error & device & rank & stop_signal & declined;
+    ar & train_sha256 & test_sha256 & model_sha256;
   }
 };
 
@@ -55,6 +59,7 @@ struct SweepOptions {
   std::string plan;    // plan file (read on rank 0 only)
   std::string out;     // DIR
   bool force = false;  // run although the plan changed incompatibly (stale records move aside)
+  bool simulated = false;  // the runner makes pseudo-metrics (--simulate): its records say so
   double progress_interval_s = 5;  // rank-0 progress lines on stderr; <= 0: none
   std::function<int()> gpu_count;  // GPUs visible to a worker (device cuda); null: 1
 };
@@ -100,6 +105,6 @@ JobRunner with_injected_failures(JobRunner inner, std::vector<FailureRule> rules
 // ---- results.jsonl (genemask/eval/results.hpp) ------------------------------------------
 
 /// The record of one job's final attempt, as the sweep writes it to results.jsonl.
-results::Record result_record(const Job& job, const JobResult& r, int attempts);
+results::Record result_record(const Job& job, const JobResult& r, int attempts, bool simulated = false);
 
 }  // namespace genemask::hpc

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 
 namespace genemask::hpc {
 
-results::Record result_record(const Job& job, const JobResult& r, int attempts) {
+results::Record result_record(const Job& job, const JobResult& r, int attempts, bool simulated) {
   results::Record rec = results::make_record(job.model, job.group, job.task, job.shots, job.seed,
                                              r.ok ? &r.metrics : nullptr, r.error);
   rec.seconds = r.seconds;
@@ -34,6 +34,11 @@ results::Record result_record(const Job& job, const JobResult& r, int attempts) 
   rec.out = job.out;
   rec.checkpoint = job.model_path;
   rec.checkpoint_step = job.checkpoint_step;
+  // What the worker read (its digests); before it could read them, what the plan recorded.
+  rec.train_sha256 = r.train_sha256.empty() ? job.train_sha256 : r.train_sha256;
+  rec.test_sha256 = r.test_sha256.empty() ? job.test_sha256 : r.test_sha256;
+  rec.model_sha256 = r.model_sha256.empty() ? job.model_sha256 : r.model_sha256;
+  rec.simulated = simulated;
   return rec;
 }
 

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,6 +60,16 @@ void unregister_temp(int slot) {
   if (slot >= 0) g_state[slot].store(0);
 }
 
+// Directories and files a fatal signal removes besides the temporaries (register_cleanup):
+// a command's unfinished output directory, its staging directory, its lock file. Removed in
+// the reverse order of registration (the lock and the staging directory before the
+// directory that holds them, the directory before the parents made for it). state: as above.
+char g_cleanup_paths[kSlots][PATH_MAX];
+std::atomic<int> g_cleanup_state[kSlots];
+std::atomic<uint64_t> g_cleanup_seq[kSlots];
+CleanupKind g_cleanup_kind[kSlots];
+std::atomic<uint64_t> g_cleanup_next{1};
+
 const char* signal_name(int sig) {
   switch (sig) {
     case SIGTERM: return "SIGTERM";
@@ -96,13 +107,90 @@ int unlink_live_temporaries(Line& line) {
   return removed;
 }
 
+// The entry of a directory as getdents64(2) returns it (glibc's getdents64 wrapper is not
+// async-signal-safe by contract; the system call is).
+struct LinuxDirent64 {
+  uint64_t d_ino;
+  int64_t d_off;
+  unsigned short d_reclen;
+  unsigned char d_type;
+  char d_name[1];
+};
+
+/// Removes `name` (relative to dirfd) with everything below it, depth-first, with system
+/// calls only (openat, getdents64, unlinkat, close): async-signal-safe. Symlinks are removed,
+/// never followed. Each directory is read again until a pass removes nothing (removing
+/// entries while reading may skip some). True when `name` is gone.
+bool remove_tree_at(int dirfd, const char* name, int depth) {
+  const int fd = ::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT || ::unlinkat(dirfd, name, 0) == 0 || errno == ENOENT;  // a file or symlink
+  if (depth < 32) {
+    alignas(8) char buf[4096];
+    for (bool removed_any = true; removed_any;) {
+      removed_any = false;
+      if (::lseek(fd, 0, SEEK_SET) != 0) break;
+      for (;;) {
+        const long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+        if (n <= 0) break;
+        for (long off = 0; off < n;) {
+          const auto* e = reinterpret_cast<const LinuxDirent64*>(buf + off);
+          off += e->d_reclen;
+          const char* child = e->d_name;
+          if (child[0] == '.' && (child[1] == '\0' || (child[1] == '.' && child[2] == '\0'))) continue;
+          const bool gone = e->d_type == DT_DIR ? remove_tree_at(fd, child, depth + 1)
+                                                : (::unlinkat(fd, child, 0) == 0 ||
+                                                   (errno == EISDIR && remove_tree_at(fd, child, depth + 1)));
+          removed_any = removed_any || gone;
+        }
+      }
+    }
+  }
+  ::close(fd);
+  return ::unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT;
+}
+
+/// Removes the registered directories and files, newest registration first, naming the
+/// directories that existed in `line`; how many were named. Async-signal-safe.
+int remove_registered(Line& line, int named) {
+  uint64_t below = UINT64_MAX;
+  for (;;) {
+    int pick = -1;
+    uint64_t best = 0;
+    for (int i = 0; i < kSlots; ++i) {
+      if (g_cleanup_state[i].load() != 2) continue;
+      const uint64_t seq = g_cleanup_seq[i].load();
+      if (seq < below && seq > best) best = seq, pick = i;
+    }
+    if (pick < 0) return named;
+    below = best;
+    const char* path = g_cleanup_paths[pick];
+    struct stat st {};
+    if (::lstat(path, &st) != 0) continue;
+    switch (g_cleanup_kind[pick]) {
+      case CleanupKind::file:
+        ::unlink(path);
+        break;
+      case CleanupKind::empty_dir:
+        ::rmdir(path);
+        break;
+      case CleanupKind::tree:
+        if (remove_tree_at(AT_FDCWD, path, 0)) {
+          line.add(named++ ? ", " : "; removed the unfinished ");
+          line.add(path);
+        }
+        break;
+    }
+  }
+}
+
 extern "C" void on_stop_signal(int sig) {
   const int saved = errno;
   Line line;
   line.add(g_program);
   line.add(": stopped by ");
   line.add(signal_name(sig));
-  const int removed = unlink_live_temporaries(line);
+  int removed = unlink_live_temporaries(line);
+  removed = remove_registered(line, removed);
   line.add("\n");
   if (g_announce || removed) {
     const ssize_t ignored = ::write(STDERR_FILENO, line.buf, line.n);
@@ -204,6 +292,29 @@ int remove_stale_temporaries(const std::string& path) {
   }
   ::closedir(d);
   return removed;
+}
+
+bool remove_tree(const std::string& path) noexcept { return remove_tree_at(AT_FDCWD, path.c_str(), 0); }
+
+int register_cleanup(const std::string& path, CleanupKind kind) {
+  namespace fs = std::filesystem;
+  const std::string abs = fs::absolute(path).lexically_normal().string();  // the handler may run after a chdir
+  if (abs.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = 0;
+    if (g_cleanup_state[i].compare_exchange_strong(expected, 1)) {
+      std::memcpy(g_cleanup_paths[i], abs.c_str(), abs.size() + 1);
+      g_cleanup_kind[i] = kind;
+      g_cleanup_seq[i].store(g_cleanup_next.fetch_add(1));
+      g_cleanup_state[i].store(2);
+      return i;
+    }
+  }
+  return -1;  // more than kSlots at once: removed by the normal paths, not by a signal
+}
+
+void unregister_cleanup(int slot) {
+  if (slot >= 0) g_cleanup_state[slot].store(0);
 }
 
 void rename_or_throw(const std::string& from, const std::string& to) {
@@ -326,22 +437,46 @@ OutputDir::OutputDir(const std::string& path) : exceptions_(std::uncaught_except
   fs::create_directories(p);
   if (!top.empty()) created_ = top.string();
   dir_ = p.string();
+  if (!created_.empty()) {
+    std::vector<fs::path> parents;
+    for (fs::path q = p.parent_path(); q.string().size() >= created_.size(); q = q.parent_path()) {
+      parents.push_back(q);
+      if (q.string() == created_ || q == q.parent_path()) break;
+    }
+    for (auto it = parents.rbegin(); it != parents.rend(); ++it)
+      cleanup_slots_.push_back(register_cleanup(it->string(), CleanupKind::empty_dir));
+    cleanup_slots_.push_back(register_cleanup(dir_, CleanupKind::tree));
+  }
+}
+
+void OutputDir::keep() {
+  kept_ = true;
+  for (int slot : cleanup_slots_) unregister_cleanup(slot);
+  cleanup_slots_.clear();
 }
 
 OutputDir::OutputDir(OutputDir&& o) noexcept
-    : created_(std::move(o.created_)), dir_(std::move(o.dir_)), exceptions_(o.exceptions_), kept_(o.kept_) {
+    : created_(std::move(o.created_)),
+      dir_(std::move(o.dir_)),
+      exceptions_(o.exceptions_),
+      kept_(o.kept_),
+      cleanup_slots_(std::move(o.cleanup_slots_)) {
   o.created_.clear();
+  o.cleanup_slots_.clear();
 }
 
 OutputDir::~OutputDir() {
+  for (int slot : cleanup_slots_) unregister_cleanup(slot);
   if (created_.empty() || kept_ || std::uncaught_exceptions() <= exceptions_) return;
   // The directory, then the parents made for it while they are empty: another command may
   // have started writing beside it in a parent made here.
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
-  const std::string top = std::filesystem::path(created_).lexically_normal().string();
-  for (auto q = std::filesystem::path(dir_).parent_path(); !q.empty(); q = q.parent_path())
-    if (q.string().size() < top.size() || ::rmdir(q.c_str()) != 0 || q.string() == top) break;
+  remove_tree(dir_);  // allocates nothing: this runs after an out-of-memory error too
+  try {
+    const std::string top = std::filesystem::path(created_).lexically_normal().string();
+    for (auto q = std::filesystem::path(dir_).parent_path(); !q.empty(); q = q.parent_path())
+      if (q.string().size() < top.size() || ::rmdir(q.c_str()) != 0 || q.string() == top) break;
+  } catch (...) {  // out of memory for the parents' names: they stay (empty)
+  }
 }
 
 void remove_unfinished_outputs(const char* why) {
@@ -349,7 +484,7 @@ void remove_unfinished_outputs(const char* why) {
   line.add(g_program);
   line.add(": ");
   line.add(why);
-  unlink_live_temporaries(line);
+  remove_registered(line, unlink_live_temporaries(line));
   line.add("\n");
   const ssize_t ignored = ::write(STDERR_FILENO, line.buf, line.n);
   (void)ignored;

@@ -8,6 +8,7 @@
 #include <ostream>
 #include <streambuf>
 #include <string>
+#include <vector>
 
 namespace genemask::io {
 
@@ -78,9 +79,10 @@ class AtomicFile {
 };
 
 /// A command's output directory, created with its parents when missing. When this object
-/// created it and is destroyed by an exception before keep(), the directory goes again with
-/// whatever the command put there (from the topmost parent it created), so a refused input
-/// leaves nothing behind. A directory that existed before is never removed.
+/// created it and is destroyed by an exception before keep(), or a signal stops the process
+/// before keep(), the directory goes again with whatever the command put there (and the
+/// parents made for it while they are empty), so a refused input leaves nothing behind. A
+/// directory that existed before is never removed.
 class OutputDir {
  public:
   explicit OutputDir(const std::string& path);
@@ -91,7 +93,7 @@ class OutputDir {
   OutputDir& operator=(const OutputDir&) = delete;
   /// The outputs are worth keeping from now on, whatever happens later (a first checkpoint),
   /// or the directory is not this command's to remove (its lock is held by another run).
-  void keep() { kept_ = true; }
+  void keep();
   bool created() const { return !created_.empty(); }
 
  private:
@@ -99,6 +101,7 @@ class OutputDir {
   std::string dir_;      // the directory, absolute
   int exceptions_ = 0;   // std::uncaught_exceptions() when it was made
   bool kept_ = false;
+  std::vector<int> cleanup_slots_;  // the directories it made, for a signal that stops the process
 };
 
 /// This machine's host name (gethostname), "localhost" when it has none: the HOST of
@@ -114,6 +117,23 @@ std::string temp_name_for(const std::string& path, const std::string& suffix = "
 int remove_stale_temporaries(const std::string& path);
 /// rename(2) with an error that names both paths.
 void rename_or_throw(const std::string& from, const std::string& to);
+
+/// Removes `path` and everything below it (symlinks removed, never followed) with system calls
+/// and stack buffers only: it allocates nothing, so it works when memory ran out (the
+/// cleanup after an out-of-memory error) and in a signal handler. True when `path` is gone.
+bool remove_tree(const std::string& path) noexcept;
+
+/// What a fatal signal removes besides the temporaries (install_signal_cleanup).
+enum class CleanupKind {
+  tree,       // a directory and everything in it (an unfinished output directory, a staging directory)
+  file,       // a file (a lock file)
+  empty_dir,  // a directory, only while it is empty (a parent made for an output)
+};
+/// Registers `path` (made absolute now) for removal when a signal stops the process; the
+/// newest registration is removed first. Returns a slot for unregister_cleanup (-1 when the
+/// table is full: then only the normal paths remove it).
+int register_cleanup(const std::string& path, CleanupKind kind);
+void unregister_cleanup(int slot);
 
 /// Installs handlers for SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2 that remove the live
 /// temporaries, print one line naming the signal (and what was removed) and end the process

@@ -60,9 +60,11 @@ DirLock::DirLock(const std::string& dir, const std::string& what) : path_(dir + 
     fd_ = -1;
     throw InputError(path_, fmt::format("cannot write the lock file: {}", write_error_reason(err)));
   }
+  cleanup_slot_ = register_cleanup(path_, CleanupKind::file);
 }
 
 DirLock::~DirLock() {
+  unregister_cleanup(cleanup_slot_);
   if (fd_ < 0) return;
   ::unlink(path_.c_str());  // still locked: nobody else holds this file now
   ::close(fd_);

@@ -22,6 +22,7 @@ class DirLock {
  private:
   std::string path_;
   int fd_ = -1;
+  int cleanup_slot_ = -1;  // the lock file, removed by a signal that stops the process
 };
 
 }  // namespace genemask::io

@@ -1,6 +1,7 @@
 #include "io/error.hpp"
 
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -40,12 +41,16 @@ size_t utf8_length(std::string_view s, size_t i) {
 }
 }  // namespace
 
-std::string printable(std::string_view text) {
+namespace {
+/// `text` with every byte that is not part of valid UTF-8, and every ASCII byte `keep` says
+/// no to, written as \xNN.
+template <class Keep>
+std::string escaped(std::string_view text, Keep keep) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     const auto c = static_cast<unsigned char>(text[i]);
-    if (c >= 0x20 && c < 0x7f) {
+    if (c < 0x80 && keep(c)) {
       out += static_cast<char>(c);
       ++i;
     } else if (const size_t n = c >= 0x80 ? utf8_length(text, i) : 0; n > 0) {
@@ -57,6 +62,15 @@ std::string printable(std::string_view text) {
     }
   }
   return out;
+}
+}  // namespace
+
+std::string printable(std::string_view text) {
+  return escaped(text, [](unsigned char c) { return c >= 0x20 && c < 0x7f; });
+}
+
+std::string utf8_escaped(std::string_view text) {
+  return escaped(text, [](unsigned char c) { return c != 0; });
 }
 
 std::string excerpt(std::string_view text, size_t max_bytes) {
@@ -96,6 +110,47 @@ std::string memory_limit_note() {
 std::string describe_byte(unsigned char c) {
   if (c >= 0x21 && c < 0x7f) return fmt::format("'{}'", static_cast<char>(c));
   return fmt::format("byte 0x{:02x}", static_cast<unsigned>(c));
+}
+
+std::string input_problem(const std::string& path, InputKind kind) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT) {
+      struct stat lst {};
+      if (::lstat(path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode))
+        return "is a symbolic link to a file that does not exist";
+      return "does not exist";
+    }
+    if (err == ELOOP) return "cannot be read: too many levels of symbolic links (a symlink that points to itself?)";
+    if (err == ENOTDIR) return "does not exist (a part of the path is not a directory)";
+    return fmt::format("cannot be read: {}", std::strerror(err));
+  }
+  if (S_ISDIR(st.st_mode)) return kind == InputKind::file ? "is a directory, not a file" : "";
+  if (S_ISREG(st.st_mode)) return kind == InputKind::directory ? "is a file, not a directory" : "";
+  const char* what = S_ISFIFO(st.st_mode)   ? "a FIFO (a named pipe, or a process substitution such as <(zcat ...))"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : "not a regular file";
+  return fmt::format("is {}, not a regular file: genemask reads its inputs more than once and from any offset, so it "
+                     "does not read from pipes or devices; write the data to a file first (e.g. zcat g.fa.gz > g.fa), "
+                     "or give the file itself (gzip and bgzip files are read directly)",
+                     what);
+}
+
+void check_input(const std::string& path, InputKind kind) {
+  if (std::string why = input_problem(path, kind); !why.empty()) throw InputError(path, why);
+}
+
+std::string input_type_problem(const std::string& path, InputKind kind) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return "";
+  return input_problem(path, kind);
+}
+
+void check_input_type(const std::string& path, InputKind kind) {
+  if (std::string why = input_type_problem(path, kind); !why.empty()) throw InputError(path, why);
 }
 
 }  // namespace genemask::io

@@ -30,6 +30,10 @@ std::string describe_byte(unsigned char c);
 /// and bytes that are not valid UTF-8 become \xNN; a backslash stays itself; valid UTF-8
 /// (file names in any language) is kept.
 std::string printable(std::string_view text);
+/// `text` as valid UTF-8, for a file that declares its strings UTF-8 (HDF5): bytes that are
+/// not valid UTF-8, and NUL (which would end a C string early), become \xNN; everything else,
+/// control bytes and backslashes included, is kept as it is. h5py's .asstr() reads the result.
+std::string utf8_escaped(std::string_view text);
 /// printable() of at most the first `max_bytes` of `text`, with "..." when it was longer: a
 /// value quoted from a file in a message.
 std::string excerpt(std::string_view text, size_t max_bytes);
@@ -43,6 +47,25 @@ std::string write_error_reason(int err);
 /// 256 files open: ulimit -n; raise it, e.g. ulimit -n 4096)". errno 0 (unknown) reads
 /// "unknown reason".
 std::string open_error_reason(int err);
+
+/// What an input path must be.
+enum class InputKind { file, directory, file_or_directory };
+
+/// Why `path` cannot be read as an input of `kind`, or "" when it can: it does not exist, a
+/// symlink loop, no permission, a directory where a file is wanted (or the reverse), or a
+/// FIFO, device or socket (a named pipe or a process substitution `<(zcat ...)`): genemask
+/// reads inputs more than once and at any offset, and a FIFO would block open(2) until a
+/// writer comes. Uses stat(2), which never blocks. The text follows the path: "is a FIFO ...".
+std::string input_problem(const std::string& path, InputKind kind = InputKind::file);
+/// Throws InputError(path, input_problem(path, kind)) when there is a problem.
+void check_input(const std::string& path, InputKind kind = InputKind::file);
+/// input_problem() when `path` exists but is of the wrong type (a FIFO, a device, a directory
+/// for a file); "" when it is of the right type or cannot be stat'ed (left to the opener).
+std::string input_type_problem(const std::string& path, InputKind kind = InputKind::file);
+/// Throws as check_input does when `path` exists but is of the wrong type (a FIFO, a device,
+/// a directory for a file); a path that cannot be stat'ed is left to the opener's own error.
+/// Every reader calls it before open(2).
+void check_input_type(const std::string& path, InputKind kind = InputKind::file);
 
 /// " under a virtual memory limit of N MiB (ulimit -v)" when this process has one, else "":
 /// for messages about a failed allocation.

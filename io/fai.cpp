@@ -160,4 +160,21 @@ std::string fetch_region(const std::string& fasta_path, const FaiIndex& index, c
   return out;
 }
 
+void check_against_fai(const std::string& genome, const std::vector<std::string>& names,
+                       const std::vector<uint64_t>& lengths) {
+  auto fai = FaiIndex::load_if_present(genome);
+  if (!fai) return;
+  const auto& e = fai->entries();
+  const std::string hint = "the FASTA is incomplete (a cut download?) or the index is stale: download the FASTA again, "
+                           "or delete or rebuild the index (samtools faidx)";
+  for (size_t i = 0; i < e.size() && i < names.size(); ++i)
+    if (e[i].name != names[i] || e[i].length != lengths[i])
+      throw InputError(genome + ".fai", i + 1,
+                       fmt::format("says {} has {} bases, the FASTA has {} with {} bases; {}", e[i].name, e[i].length,
+                                   names[i], lengths[i], hint));
+  if (e.size() != names.size())
+    throw InputError(genome + ".fai", fmt::format("lists {} records but {} has {}; {}", e.size(), genome, names.size(),
+                                                  hint));
+}
+
 }  // namespace genemask::io

@@ -35,6 +35,12 @@ class FaiIndex {
   std::vector<FaiEntry> entries_;
 };
 
+/// When GENOME.fai exists, the records a reader found (names and lengths, in file order)
+/// must be the ones it lists: a FASTA cut short (a truncated download) or changed after it
+/// was indexed is an InputError naming the index and the first difference.
+void check_against_fai(const std::string& genome, const std::vector<std::string>& names,
+                       const std::vector<uint64_t>& lengths);
+
 /// Bases [start, end) (0-based) of a record of a plain FASTA file, upper-cased.
 /// Throws InputError when the region is outside the record.
 std::string fetch_region(const std::string& fasta_path, const FaiIndex& index, const std::string& name,

@@ -153,6 +153,7 @@ void close_file(Handle& file) {
 }
 
 Handle open_file_ro(const std::string& path) {
+  check_input_type(path);  // H5Fopen of a FIFO would wait for a writer
   quiet_errors();
   hid_t id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
   if (id < 0) {
@@ -206,8 +207,13 @@ void write_u16(hid_t loc, const std::string& name, const uint16_t* d, uint64_t n
 }
 
 void write_strings(hid_t loc, const std::string& name, const std::vector<std::string>& values) {
+  // The type says UTF-8: a FASTA name with a Latin-1 byte is written escaped (\xNN), so that
+  // h5py's .asstr() and every UTF-8 reader can read the dataset.
+  std::vector<std::string> valid;
+  valid.reserve(values.size());
+  for (const auto& v : values) valid.push_back(utf8_escaped(v));
   std::vector<const char*> ptrs;
-  for (const auto& v : values) ptrs.push_back(v.c_str());
+  for (const auto& v : valid) ptrs.push_back(v.c_str());
   Handle t = vlen_str_type();
   write_1d(loc, name, t, t, ptrs.data(), ptrs.size());
 }
@@ -261,7 +267,8 @@ void set_attr(hid_t obj, const std::string& name, const std::string& value) {
   Handle space(H5Screate(H5S_SCALAR), H5Sclose, "H5Screate");
   Handle a = make(H5Acreate2(obj, name.c_str(), t, space, H5P_DEFAULT, H5P_DEFAULT), H5Aclose, obj,
                   "create attribute " + name);
-  const char* p = value.c_str();
+  const std::string valid = utf8_escaped(value);  // declared UTF-8 (a command line with a Latin-1 path)
+  const char* p = valid.c_str();
   check(H5Awrite(a, t, &p), obj, "write attribute " + name);
 }
 

@@ -64,6 +64,7 @@ nlohmann::json parse_json(std::string_view text, const std::string& path, const 
 }
 
 nlohmann::json read_json_file(const std::string& path, const std::string& hint) {
+  check_input_type(path);
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, fmt::format("cannot open: {}", open_error_reason(errno)));
@@ -73,6 +74,11 @@ nlohmann::json read_json_file(const std::string& path, const std::string& hint) 
 }
 
 JsonParse try_read_json_file(const std::string& path) {
+  if (std::string why = input_type_problem(path); !why.empty()) {
+    JsonParse r;
+    r.error = why;
+    return r;
+  }
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -357,9 +357,25 @@ OutputSet::OutputSet(std::string dir, Options options)
     staging_ = staging_for(dir_);
     std::error_code ec;
     fs::remove_all(staging_, ec);  // a staging directory left by a killed run (we hold the lock)
+    // A signal from here on removes what this run made: DIR with the parents made for it, or
+    // else the staging directory (the lock file is DirLock's).
+    if (!created_.empty()) {
+      const fs::path top = fs::absolute(created_).lexically_normal();
+      std::vector<fs::path> parents;
+      for (fs::path q = fs::absolute(dir_).lexically_normal().parent_path(); q.string().size() >= top.string().size();
+           q = q.parent_path()) {
+        parents.push_back(q);
+        if (q == top || q == q.parent_path()) break;
+      }
+      for (auto it = parents.rbegin(); it != parents.rend(); ++it)
+        cleanup_slots_.push_back(register_cleanup(it->string(), CleanupKind::empty_dir));
+      cleanup_slots_.push_back(register_cleanup(dir_, CleanupKind::tree));
+    }
     if (!fs::create_directory(staging_, ec) || ec)
       throw std::runtime_error(fmt::format("cannot create {}: {}", staging_, ec ? ec.message() : "it exists"));
+    if (created_.empty()) cleanup_slots_.push_back(register_cleanup(staging_, CleanupKind::tree));
   } catch (...) {
+    for (int slot : cleanup_slots_) unregister_cleanup(slot);
     if (lock_) remove_created();  // never a directory another writer holds
     lock_.reset();
     throw;
@@ -369,12 +385,15 @@ OutputSet::OutputSet(std::string dir, Options options)
 void OutputSet::remove_created() {
   if (created_.empty()) return;
   // DIR with what this run put there; then the parents it made, while they are empty
-  // (another command may be writing beside it).
-  std::error_code ec;
-  fs::remove_all(dir_, ec);
-  const fs::path top = fs::absolute(created_).lexically_normal();
-  for (fs::path p = fs::absolute(dir_).lexically_normal().parent_path(); !p.empty(); p = p.parent_path()) {
-    if (p.string().size() < top.string().size() || ::rmdir(p.c_str()) != 0 || p == top) break;
+  // (another command may be writing beside it). remove_tree allocates nothing: this runs
+  // after an out-of-memory error too.
+  remove_tree(dir_);
+  try {  // the parents' names are built in memory: a failure leaves them (empty), never throws on
+    const fs::path top = fs::absolute(created_).lexically_normal();
+    for (fs::path p = fs::absolute(dir_).lexically_normal().parent_path(); !p.empty(); p = p.parent_path()) {
+      if (p.string().size() < top.string().size() || ::rmdir(p.c_str()) != 0 || p == top) break;
+    }
+  } catch (...) {
   }
 }
 
@@ -385,9 +404,9 @@ std::string OutputSet::staging_for(const std::string& dir) {
 }
 
 OutputSet::~OutputSet() {
+  for (int slot : cleanup_slots_) unregister_cleanup(slot);
   if (published_) return;
-  std::error_code ec;
-  if (!staging_.empty()) fs::remove_all(staging_, ec);
+  if (!staging_.empty()) remove_tree(staging_);
   if (lock_) remove_created();
   lock_.reset();
 }
@@ -433,9 +452,13 @@ void OutputSet::publish(const nlohmann::json& extra) {
     fs::remove_all(target, ec);
     if (ec) throw std::runtime_error(fmt::format("cannot remove {} (of the earlier output): {}", target, ec.message()));
   }
+  // A signal while the files move: a DIR this run made goes with them; an earlier DIR keeps
+  // what was moved, under a marker that says "incomplete" (readers refuse it).
   for (const auto& n : fresh) rename_or_throw(staging_ + "/" + n, dir_ + "/" + n);
   nlohmann::json m = new_marker(o_.command, true, fresh);
   for (const auto& [k, v] : extra.items()) m[k] = v;
+  for (int slot : cleanup_slots_) unregister_cleanup(slot);  // complete now: nothing for a signal to remove
+  cleanup_slots_.clear();
   write_marker(dir_, m);
   ::rmdir(staging_.c_str());
   published_ = true;

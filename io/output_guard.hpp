@@ -32,10 +32,28 @@ struct NamedPath {
 
 enum class OutputKind { file, directory };
 
+/// How a command's file output is recognised as an earlier output of that command, which it
+/// may replace without --force (io/file_outputs.hpp reads it).
+struct OwnFile {
+  enum class Kind {
+    none,                  // never recognised: an existing file is replaced only with --force
+    hdf5_format,           // an HDF5 file whose root attribute "format" is `value`
+    first_line,            // a text file whose first line is `value`
+    first_line_prefix,     // a text file whose first line starts with `value`
+    safetensors_metadata,  // a safetensors file whose __metadata__ has "genemask": `value`
+  };
+  Kind kind = Kind::none;
+  std::string value;
+  std::string what;  // for messages: "a genemask counts file"
+};
+
 struct NamedOutput {
   std::string option;
   std::string path;
   OutputKind kind = OutputKind::file;
+  OwnFile own{};            // file outputs: how an earlier output of this command is recognised
+  bool force = false;       // the command's --force was given
+  bool has_force = false;   // the command has a --force (messages offer it)
 };
 
 /// Refuses (throws std::runtime_error naming both options and paths):
@@ -85,7 +103,8 @@ void check_output_complete(const std::string& dir);
 /// command writes its files there (staging()). publish() moves them into DIR, removing the
 /// files of the earlier output first (only those its marker lists), and writes the marker
 /// last. Until publish(), DIR's earlier content is untouched; an object destroyed without
-/// publish() removes the staging directory, and DIR too when it created it.
+/// publish() removes the staging directory, and DIR too when it created it; so does a signal
+/// that stops the process (install_signal_cleanup), as it removes the lock file.
 class OutputSet {
  public:
   struct Options {
@@ -114,6 +133,7 @@ class OutputSet {
   Options o_;
   std::vector<std::string> old_entries_;
   std::unique_ptr<DirLock> lock_;
+  std::vector<int> cleanup_slots_;  // what a fatal signal removes while the set is unpublished
   int exceptions_ = 0;
   bool published_ = false;
 };

@@ -15,8 +15,6 @@
 namespace genemask::io {
 namespace {
 
-const char* kNpmiHeader = "rank\tkmer\tcount\tpmi\tnpmi\tbelow_min_count";
-const char* kVocabHeader = "rank\tkmer\tk\tcount\tpmi";
 
 std::vector<std::string> split_tabs(const std::string& line) {
   std::vector<std::string> f;
@@ -30,7 +28,9 @@ struct TableReader {
   std::string path;
   std::ifstream in;
   uint64_t lineno = 0;
-  TableReader(const std::string& p, const char* header) : path(p), in(p) {
+  // The type is checked before the stream opens it: a directory opens and reads as an empty
+  // file, a FIFO blocks.
+  TableReader(const std::string& p, const char* header) : path((check_input_type(p), p)), in(p) {
     if (!in) throw InputError(path, "cannot open: " + open_error_reason(errno));
     std::string line;
     if (!next(line)) throw InputError(path, 1, "empty file: expected a header line");
@@ -127,14 +127,14 @@ std::vector<NpmiRow> read_npmi_tsv(const std::string& path) {
 void write_pmi_vocab_tsv(const std::string& path, const std::vector<PmiVocabRow>& rows) {
   AtomicFile f(path);
   auto& o = f.stream();
-  o << kVocabHeader << '\n';
+  o << kPmiVocabHeader << '\n';
   for (const auto& r : rows)
     o << r.rank << '\t' << r.kmer << '\t' << r.kmer.size() << '\t' << r.count << '\t' << fmt_double(r.pmi) << '\n';
   f.commit();
 }
 
 std::vector<PmiVocabRow> read_pmi_vocab_tsv(const std::string& path) {
-  TableReader t(path, kVocabHeader);
+  TableReader t(path, kPmiVocabHeader);
   std::vector<PmiVocabRow> rows;
   std::string line;
   while (t.next(line)) {

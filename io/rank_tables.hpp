@@ -9,6 +9,10 @@
 
 namespace genemask::io {
 
+/// The header lines (also how `npmi` and `pmi-vocab` recognise their own earlier outputs).
+inline constexpr const char* kNpmiHeader = "rank\tkmer\tcount\tpmi\tnpmi\tbelow_min_count";
+inline constexpr const char* kPmiVocabHeader = "rank\tkmer\tk\tcount\tpmi";
+
 struct NpmiRow {
   uint64_t rank = 0;
   std::string kmer;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <filesystem>
 #include <fmt/format.h>
@@ -12,7 +13,9 @@
 #include <nlohmann/json.hpp>
 
 #include "io/error.hpp"
+#include "io/json.hpp"
 #include "io/output_guard.hpp"
+#include "io/sha256.hpp"
 
 namespace fs = std::filesystem;
 
@@ -76,6 +79,70 @@ int64_t recorded_run_steps(const fs::path& checkpoint) {
 
 }  // namespace
 
+namespace {
+
+/// A shared lock on RUN/checkpoints/.genemask-readers.lock for as long as the result lives;
+/// null when the run has no such file (a run of an older genemask: nothing to share).
+std::shared_ptr<void> hold_checkpoints(const std::string& run) {
+  const std::string path = run + "/checkpoints/" + kCheckpointReadersLock;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  while (::flock(fd, LOCK_SH) != 0) {
+    if (errno == EINTR) continue;
+    ::close(fd);  // a file system without locks: readers go unlocked (rotation cannot lock either)
+    return nullptr;
+  }
+  return std::shared_ptr<void>(new int(fd), [](void* p) {
+    auto* f = static_cast<int*>(p);
+    ::close(*f);  // drops the lock
+    delete f;
+  });
+}
+
+/// The files of a checkpoint that readers load: all but the optimizer and random states.
+bool read_by_model_readers(const std::string& name) {
+  return name != "optimizer.pt" && name.rfind("rng-", 0) != 0 && name.rfind("cuda-rng-", 0) != 0;
+}
+
+/// Checks the files of checkpoint `r.dir` that readers load against its state.json (format
+/// 2 records their SHA-256); fills r.weights_sha256.
+void verify_checkpoint(ResolvedModel& r) {
+  const std::string state = r.dir + "/state.json";
+  const JsonParse parsed = try_read_json_file(state);
+  if (!parsed.ok() || !parsed.value.is_object())
+    throw InputError(state, fmt::format("is not a JSON object ({}): the checkpoint is damaged; use an earlier one",
+                                        parsed.ok() ? "another JSON value" : parsed.error));
+  const nlohmann::json& st = parsed.value;
+  if (!st.contains("files")) return;  // format 1: no digests recorded
+  if (!st["files"].is_object())
+    throw InputError(state, "its \"files\" is not an object of file names and SHA-256: the checkpoint is damaged");
+  const std::string weights_name = fs::path(r.weights).filename().string();
+  if (!st["files"].contains(weights_name))
+    throw InputError(state, fmt::format("does not list {} among the checkpoint's files: the checkpoint is damaged, or "
+                                        "its weights were replaced",
+                                        weights_name));
+  for (const auto& [name, sum] : st["files"].items()) {
+    if (!sum.is_string() || name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      throw InputError(state, fmt::format("lists a file entry {}: {} that is not a file name and SHA-256; the "
+                                          "checkpoint is damaged",
+                                          excerpt(name, 40), json_excerpt(sum, 80)));
+    if (!read_by_model_readers(name)) continue;
+    const std::string f = r.dir + "/" + name;
+    if (!fs::is_regular_file(f))
+      throw InputError(f, "is missing from its checkpoint (its state.json lists it): the checkpoint is damaged; use an "
+                          "earlier checkpoint");
+    const std::string have = sha256_file(f);
+    if (have != sum.get<std::string>())
+      throw InputError(f, fmt::format("is not the file its checkpoint's state.json records (SHA-256 {}, recorded {}): "
+                                      "it was changed, or copied in from another checkpoint or run; put the "
+                                      "checkpoint's own file back, or use another checkpoint",
+                                      have.substr(0, 16), sum.get<std::string>().substr(0, 16)));
+    if (name == weights_name) r.weights_sha256 = have;
+  }
+}
+
+}  // namespace
+
 ResolvedModel resolve_model(const std::string& path) {
   check_output_complete(path);  // an export whose publication was cut short
   ResolvedModel r;
@@ -88,19 +155,53 @@ ResolvedModel resolve_model(const std::string& path) {
     const auto step = checkpoint_step_of(leaf.filename().string());
     if (step && leaf.parent_path().filename() == "checkpoints" && fs::exists(leaf / "state.json", ec)) {
       r.step = *step;
-      r.run_steps = recorded_run_steps(leaf);
       r.run = leaf.parent_path().parent_path().string();
+      r.hold = hold_checkpoints(r.run);
+      if (!fs::exists(leaf / "state.json", ec))
+        throw InputError(path, "was removed by its run's checkpoint rotation (pretrain --keep-checkpoints) before it "
+                               "could be read: name a newer checkpoint, or the run itself for its newest");
+      r.run_steps = recorded_run_steps(leaf);
     }
-    return r;
+  } else {
+    // Under the readers lock: the newest checkpoint cannot be rotated away between the
+    // listing and the reading.
+    r.hold = hold_checkpoints(path);
+    const auto steps = checkpoint_steps(path);
+    if (steps.empty())
+      throw InputError(path, "no complete checkpoint (checkpoints/step-*/state.json) and no model.safetensors");
+    r.run = path;
+    r.step = steps.back();
+    r.dir = checkpoint_dir(path, r.step);
+    r.run_steps = recorded_run_steps(r.dir);
   }
-  const auto steps = checkpoint_steps(path);
-  if (steps.empty())
-    throw InputError(path, "no complete checkpoint (checkpoints/step-*/state.json) and no model.safetensors");
-  r.run = path;
-  r.step = steps.back();
-  r.dir = checkpoint_dir(path, r.step);
-  r.run_steps = recorded_run_steps(r.dir);
+  r.weights = r.dir + (fs::exists(r.dir + "/model.safetensors", ec) ? "/model.safetensors" : "/pytorch_model.bin");
+  if (r.step >= 0) verify_checkpoint(r);
   return r;
+}
+
+std::string model_weights_sha256(const ResolvedModel& m) {
+  return m.weights_sha256.empty() ? sha256_file(m.weights) : m.weights_sha256;
+}
+
+void create_checkpoint_readers_lock(const std::string& run) {
+  const std::string path = run + "/checkpoints/" + kCheckpointReadersLock;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw InputError(path, fmt::format("cannot create the readers' lock file: {}", open_error_reason(errno)));
+  ::close(fd);
+}
+
+bool remove_checkpoints_unless_read(const std::string& run, const std::vector<std::string>& dirs) {
+  if (dirs.empty()) return true;
+  const std::string path = run + "/checkpoints/" + kCheckpointReadersLock;
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw InputError(path, fmt::format("cannot open the readers' lock file: {}", open_error_reason(errno)));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+    ::close(fd);
+    return false;
+  }
+  for (const auto& d : dirs) fs::remove_all(d);
+  ::close(fd);
+  return true;
 }
 
 }  // namespace genemask::io

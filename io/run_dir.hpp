@@ -5,9 +5,14 @@
 //   RUN/.genemask.lock                     flock'ed by the live pretrain (io/dir_lock.hpp)
 //   RUN/checkpoints/step-NNNNNNNN/         a checkpoint, complete once its state.json is there
 //   RUN/checkpoints/step-NNNNNNNN.tmp/     one being written
+//   RUN/checkpoints/.genemask-readers.lock flock'ed shared by readers of a checkpoint (export-hf,
+//                                          embed, finetune, --init) while they read; the live
+//                                          pretrain removes old checkpoints only under an
+//                                          exclusive lock, so a reader never sees one vanish
 // Anything else under checkpoints/ ("step-latest", a copy, a step too large for int64) is
 // not a checkpoint and is ignored: never read, resumed from or removed.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,17 +36,40 @@ std::vector<int64_t> checkpoint_steps(const std::string& run);
 /// sweep), or "" when no process holds it or there is no lock file. Never creates the file.
 std::string lock_holder(const std::string& dir);
 
+/// The lock file of RUN/checkpoints that readers share and rotation takes exclusively.
+inline constexpr const char* kCheckpointReadersLock = ".genemask-readers.lock";
+
 /// What a model path resolves to.
 struct ResolvedModel {
   std::string dir;        // the model directory to load
   int64_t step = -1;      // the checkpoint's step; -1 for a model directory that is no checkpoint
   int64_t run_steps = -1; // the run's --steps as the checkpoint's state.json records it; -1 unknown
   std::string run;        // the run directory when `dir` is one of its checkpoints, else ""
+  std::string weights;    // the weights file: DIR/model.safetensors or DIR/pytorch_model.bin
+  /// SHA-256 of the weights file when it was checked against a checkpoint's state.json
+  /// ("" for a model directory that records none: model_weights_sha256 computes it).
+  std::string weights_sha256;
+  /// While held, the checkpoint cannot be rotated away by its run's pretrain (a shared lock
+  /// on RUN/checkpoints/.genemask-readers.lock); keep it until the files are read.
+  std::shared_ptr<void> hold;
 };
 
 /// A model directory (model.safetensors or pytorch_model.bin) as it is (a checkpoint
 /// directory named explicitly included: its step comes from its name), or the newest complete
-/// checkpoint of a run directory. Throws InputError when it is neither.
+/// checkpoint of a run directory, taken under the run's readers lock (ResolvedModel::hold).
+/// A checkpoint's files that a reader loads (all but the optimizer and random states) are
+/// checked against the SHA-256 its state.json records: a weights file copied in from another
+/// checkpoint, or changed, is an InputError. Throws InputError when it is neither.
 ResolvedModel resolve_model(const std::string& run_or_dir);
+
+/// SHA-256 of the model's weights file: the checked one of a checkpoint, else computed.
+std::string model_weights_sha256(const ResolvedModel& m);
+
+/// For the pretrain that owns RUN: creates RUN/checkpoints/.genemask-readers.lock if missing,
+/// and removes the checkpoint directories `dirs` only when no reader holds it (an exclusive,
+/// non-blocking flock). Returns false, removing nothing, when a reader holds it: the caller
+/// tries again at its next checkpoint.
+bool remove_checkpoints_unless_read(const std::string& run, const std::vector<std::string>& dirs);
+void create_checkpoint_readers_lock(const std::string& run);
 
 }  // namespace genemask::io

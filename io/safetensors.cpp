@@ -49,6 +49,7 @@ void write_safetensors(const std::string& path, const std::vector<StTensor>& ten
 }
 
 std::vector<StTensor> read_safetensors(const std::string& path, std::map<std::string, std::string>* metadata) {
+  check_input_type(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path, "cannot open: " + open_error_reason(errno));
   in.seekg(0, std::ios::end);

@@ -6,6 +6,9 @@
 
 #include <fmt/format.h>
 #include <fstream>
+#include <map>
+#include <set>
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -60,9 +63,55 @@ void verify_shard_checksum(const std::string& dir, const ManifestShard& shard) {
                                                          dir));
 }
 
+namespace {
+
+/// Fields of the manifest with errors that name the field and what was there (never a JSON
+/// library message): a NaN option written as null, a count written as text.
+class ManifestFields {
+ public:
+  explicit ManifestFields(std::string path) : path_(std::move(path)) {}
+  [[noreturn]] void fail(const std::string& field, const std::string& what) const {
+    throw InputError(path_, fmt::format("{}: {}; the manifest is damaged or was edited: build the shards again", field, what));
+  }
+  const json& at(const json& j, const std::string& key, const std::string& field) const {
+    if (!j.is_object() || !j.contains(key)) fail(field, "missing");
+    return j.at(key);
+  }
+  std::string str(const json& j, const std::string& key, const std::string& field) const {
+    const json& v = at(j, key, field);
+    if (!v.is_string()) fail(field, fmt::format("{} is not a string", json_excerpt(v, 80)));
+    return v.get<std::string>();
+  }
+  uint64_t u64(const json& j, const std::string& key, const std::string& field, uint64_t lo = 0,
+               uint64_t hi = UINT64_MAX) const {
+    const json& v = at(j, key, field);
+    if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+      fail(field, fmt::format("{} is not a non-negative integer", json_excerpt(v, 80)));
+    const uint64_t x = v.get<uint64_t>();
+    if (x < lo || x > hi) fail(field, fmt::format("{} is outside {}..{}", x, lo, hi));
+    return x;
+  }
+  double fraction(const json& j, const std::string& key, const std::string& field) const {
+    const json& v = at(j, key, field);
+    if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 1))
+      fail(field, fmt::format("{} is not a number in [0, 1]", json_excerpt(v, 80)));
+    return v.get<double>();
+  }
+
+ private:
+  std::string path_;
+};
+
+bool is_sha256_hex(const std::string& s) {
+  return s.size() == 64 && s.find_first_not_of("0123456789abcdef") == std::string::npos;
+}
+
+}  // namespace
+
 ShardManifest read_manifest(const std::string& dir, bool verify_checksums) {
   check_output_complete(dir);  // a shard set whose publication was cut short
   const std::string path = dir + "/manifest.json";
+  check_input_type(path);
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -71,42 +120,100 @@ ShardManifest read_manifest(const std::string& dir, bool verify_checksums) {
   std::stringstream text;
   text << in.rdbuf();
   const json j = parse_json(text.str(), path, "the manifest is damaged: build the shards again");
-  try {
-    if (j.value("format", "") != kManifestFormat)
-      throw InputError(path, fmt::format("format is '{}', expected '{}'", j.value("format", ""), kManifestFormat));
-    if (j.at("format_version").get<uint64_t>() != kManifestVersion)
-      throw InputError(path, fmt::format("format_version {} is not supported (expected {})",
-                                         j.at("format_version").get<uint64_t>(), kManifestVersion));
-    ShardManifest m;
-    m.source_genome = j.at("source_genome");
-    m.genome_bytes = j.at("genome_bytes");
-    m.genes = j.at("genes").is_null() ? "" : j.at("genes").get<std::string>();
-    m.seed = j.at("seed");
-    m.valid_fraction = j.at("valid_fraction");
-    m.max_offset = j.at("recipe").at("max_offset");
-    m.full_prob = j.at("recipe").at("full_prob");
-    m.min_tokens = j.at("recipe").at("min_tokens");
-    m.max_tokens = j.at("recipe").at("max_tokens");
-    m.vocab_sha256 = j.at("vocab_sha256");
-    m.command_line = j.value("command_line", "");
-    m.genemask_version = j.value("genemask_version", "");
-    m.candidates = j.value("candidates", uint64_t{0});
-    m.dropped_non_acgt = j.value("dropped_non_acgt", uint64_t{0});
-    for (const auto& c : j.at("chromosomes")) m.chromosomes.push_back(ManifestChrom{c.at("name"), c.at("length")});
-    for (const auto& s : j.at("shards")) {
-      ManifestShard sh{s.at("file"), s.at("split"), s.at("sha256"), s.at("samples"),
-                       s.at("tokens"), s.at("first_sample"), s.at("last_sample")};
-      const std::string file = dir + "/" + sh.file;
-      struct stat st {};
-      if (::stat(file.c_str(), &st) != 0)
-        throw InputError(path, fmt::format("lists {} but the file is missing: the shard set is incomplete", sh.file));
-      if (verify_checksums) verify_shard_checksum(dir, sh);
-      m.shards.push_back(std::move(sh));
-    }
-    return m;
-  } catch (const json::exception& e) {
-    throw InputError(path, fmt::format("missing or malformed field: {}", e.what()));
+  const ManifestFields f(path);
+  if (!j.is_object() || j.value("format", "") != kManifestFormat)
+    throw InputError(path, fmt::format("format is '{}', expected '{}'",
+                                       j.is_object() ? excerpt(j.value("format", ""), 80) : "", kManifestFormat));
+  const uint64_t version = f.u64(j, "format_version", "format_version");
+  if (version != kManifestVersion)
+    throw InputError(path, fmt::format("format_version {} is not supported (expected {})", version, kManifestVersion));
+  ShardManifest m;
+  m.source_genome = f.str(j, "source_genome", "source_genome");
+  m.genome_bytes = f.u64(j, "genome_bytes", "genome_bytes");
+  m.genes = f.at(j, "genes", "genes").is_null() ? "" : f.str(j, "genes", "genes");
+  m.seed = f.u64(j, "seed", "seed");
+  m.valid_fraction = f.fraction(j, "valid_fraction", "valid_fraction");
+  const json& recipe = f.at(j, "recipe", "recipe");
+  m.max_offset = static_cast<uint32_t>(f.u64(recipe, "max_offset", "recipe.max_offset", 0, UINT32_MAX));
+  m.full_prob = f.fraction(recipe, "full_prob", "recipe.full_prob");
+  m.min_tokens = static_cast<uint32_t>(f.u64(recipe, "min_tokens", "recipe.min_tokens", 1, 510));
+  m.max_tokens = static_cast<uint32_t>(f.u64(recipe, "max_tokens", "recipe.max_tokens", m.min_tokens, 510));
+  m.vocab_sha256 = f.str(j, "vocab_sha256", "vocab_sha256");
+  m.command_line = j.value("command_line", json("")).is_string() ? j.value("command_line", "") : "";
+  m.genemask_version = j.value("genemask_version", json("")).is_string() ? j.value("genemask_version", "") : "";
+  if (j.contains("candidates")) m.candidates = f.u64(j, "candidates", "candidates");
+  if (j.contains("dropped_non_acgt")) m.dropped_non_acgt = f.u64(j, "dropped_non_acgt", "dropped_non_acgt");
+  const json& chroms = f.at(j, "chromosomes", "chromosomes");
+  if (!chroms.is_array()) f.fail("chromosomes", "not a list");
+  std::set<std::string> chrom_names;
+  for (size_t i = 0; i < chroms.size(); ++i) {
+    const std::string at = fmt::format("chromosomes[{}]", i);
+    ManifestChrom c{f.str(chroms[i], "name", at + ".name"), f.u64(chroms[i], "length", at + ".length")};
+    if (!chrom_names.insert(c.name).second) f.fail(at + ".name", fmt::format("'{}' is listed twice", excerpt(c.name, 80)));
+    m.chromosomes.push_back(std::move(c));
   }
+  const json& shards = f.at(j, "shards", "shards");
+  if (!shards.is_array()) f.fail("shards", "not a list");
+  // Each shard once: by name, and by the file behind the name (a hard link); the totals are
+  // the sums. A manifest that lists a shard twice would otherwise count (and train on) its
+  // samples twice. (Shards of one split may interleave their sample indices, as the shards
+  // of plain gzip ranks do: a sample in two shards is found where the shards are read,
+  // ShardSet.)
+  std::map<std::string, std::string> by_name, by_identity;
+  uint64_t samples[2] = {0, 0}, tokens[2] = {0, 0};
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string at = fmt::format("shards[{}]", i);
+    const json& s = shards[i];
+    ManifestShard sh;
+    sh.file = f.str(s, "file", at + ".file");
+    sh.split = f.str(s, "split", at + ".split");
+    sh.sha256 = f.str(s, "sha256", at + ".sha256");
+    sh.samples = f.u64(s, "samples", at + ".samples");
+    sh.tokens = f.u64(s, "tokens", at + ".tokens");
+    sh.first_sample = f.u64(s, "first_sample", at + ".first_sample");
+    sh.last_sample = f.u64(s, "last_sample", at + ".last_sample");
+    if (sh.file.empty() || sh.file == "." || sh.file == ".." || sh.file.find('/') != std::string::npos)
+      f.fail(at + ".file", fmt::format("'{}' is not a file name in the shard directory", excerpt(sh.file, 80)));
+    if (sh.split != "train" && sh.split != "valid")
+      f.fail(at + ".split", fmt::format("'{}' is not train or valid", excerpt(sh.split, 40)));
+    if (!is_sha256_hex(sh.sha256))
+      f.fail(at + ".sha256", fmt::format("'{}' is not a SHA-256 (64 lower-case hex digits)", excerpt(sh.sha256, 80)));
+    if (sh.samples > 0 && (sh.first_sample > sh.last_sample || sh.last_sample - sh.first_sample + 1 < sh.samples))
+      f.fail(at, fmt::format("{} samples cannot have sample indices {}..{}", sh.samples, sh.first_sample, sh.last_sample));
+    if (sh.samples > sh.tokens) f.fail(at, fmt::format("{} samples in {} tokens", sh.samples, sh.tokens));
+    const std::string file = dir + "/" + sh.file;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) != 0)
+      throw InputError(path, fmt::format("lists {} but the file is missing: the shard set is incomplete", sh.file));
+    if (!S_ISREG(st.st_mode)) throw InputError(file, input_problem(file));
+    if (const auto [it, fresh] = by_name.emplace(sh.file, at); !fresh)
+      throw InputError(path, fmt::format("{} and {} both list the shard {}: each shard is listed once (its samples "
+                                         "would be counted twice); build the shards again",
+                                         it->second, at, sh.file));
+    const std::string id = fmt::format("{}:{}", static_cast<uint64_t>(st.st_dev), static_cast<uint64_t>(st.st_ino));
+    if (const auto [it, fresh] = by_identity.emplace(id, sh.file); !fresh)
+      throw InputError(path, fmt::format("lists {} and {}, which are the same file (a link): each shard is listed once; "
+                                         "build the shards again",
+                                         it->second, sh.file));
+    const int k = sh.split == "train" ? 0 : 1;
+    samples[k] += sh.samples;
+    tokens[k] += sh.tokens;
+    if (verify_checksums) verify_shard_checksum(dir, sh);
+    m.shards.push_back(std::move(sh));
+  }
+  if (j.contains("totals")) {
+    const json& t = j["totals"];
+    for (int k = 0; k < 2; ++k) {
+      const std::string split = k == 0 ? "train" : "valid";
+      const json& one = f.at(t, split, "totals." + split);
+      const uint64_t s_total = f.u64(one, "samples", "totals." + split + ".samples");
+      const uint64_t t_total = f.u64(one, "tokens", "totals." + split + ".tokens");
+      if (s_total != samples[k] || t_total != tokens[k])
+        f.fail("totals." + split, fmt::format("{} samples and {} tokens, but the shards listed hold {} and {}", s_total,
+                                              t_total, samples[k], tokens[k]));
+    }
+  }
+  return m;
 }
 
 }  // namespace genemask::io

@@ -10,10 +10,8 @@
 #include "io/error.hpp"
 
 namespace genemask::io {
-namespace {
 
-/// Splits one line on `delim`, honouring double quotes ("" inside quotes is a quote).
-std::vector<std::string> split_fields(const std::string& line, char delim, bool& bad_quote) {
+std::vector<std::string> split_quoted_fields(const std::string& line, char delim, bool& bad_quote) {
   std::vector<std::string> out;
   std::string cur;
   bool quoted = false, was_quoted = false;
@@ -43,6 +41,8 @@ std::vector<std::string> split_fields(const std::string& line, char delim, bool&
   out.push_back(cur);
   return out;
 }
+
+namespace {
 
 std::string lower(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -81,7 +81,7 @@ bool is_plain_integer(const std::string& s) {
 
 /// Why `label` cannot be a class name as written, or "" when it can.
 std::string label_problem(const std::string& label) {
-  const char* kSpace = " \t\r\v\f";
+  const char* kSpace = " \t\r\n\v\f";
   const size_t b = label.find_first_not_of(kSpace);
   if (b != 0 || label.find_last_not_of(kSpace) + 1 != label.size()) {
     const std::string trimmed = b == std::string::npos ? "" : label.substr(b, label.find_last_not_of(kSpace) + 1 - b);
@@ -148,6 +148,7 @@ std::string kmer_text_to_bases(const std::string& text) {
 }
 
 std::vector<TaskRow> read_task_table(const std::string& path, bool label_required) {
+  check_input_type(path);
   std::ifstream in(path);
   if (!in) throw InputError(path, "cannot open: " + open_error_reason(errno));
   std::string line;
@@ -163,7 +164,7 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
   if (line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
   const char delim = line.find('\t') != std::string::npos ? '\t' : ',';
   bool bad = false;
-  auto header = split_fields(line, delim, bad);
+  auto header = split_quoted_fields(line, delim, bad);
   const int seq_col = find_column(header, {"sequence", "seq"}, path, line);
   const int label_col = find_column(header, {"label"}, path, line);
   if (label_required && (seq_col < 0 || label_col < 0))
@@ -174,17 +175,30 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
   const size_t need = static_cast<size_t>(std::max(seq_col, label_col)) + 1;
   while (next()) {
     if (line.empty()) continue;
-    auto f = split_fields(line, delim, bad);
-    if (bad) throw InputError(path, lineno, "unterminated double quote");
+    const uint64_t first_line = lineno;
+    auto f = split_quoted_fields(line, delim, bad);
+    // A quoted field may hold line breaks (RFC 4180, as pandas and Excel write a label with
+    // one): the row goes on until its quotes close.
+    for (std::string more; bad;) {
+      more = line;
+      if (!next())
+        throw InputError(path, first_line, "a double quote opened on this line is never closed (the file ends inside "
+                                           "a quoted field): close the quote, or remove the stray one");
+      if (lineno - first_line > 1000)
+        throw InputError(path, first_line, "a double quote opened on this line is not closed within 1000 lines: close "
+                                           "the quote, or remove the stray one");
+      line = more + "\n" + line;
+      f = split_quoted_fields(line, delim, bad);
+    }
     if (f.size() < need)
-      throw InputError(path, lineno, fmt::format("expected at least {} fields, found {}", need, f.size()));
+      throw InputError(path, first_line, fmt::format("expected at least {} fields, found {}", need, f.size()));
     TaskRow r;
-    r.line = lineno;
+    r.line = first_line;
     if (label_col >= 0) r.label = f[static_cast<size_t>(label_col)];
     const std::string& s = f[static_cast<size_t>(seq_col)];
-    if (r.label.empty() && label_col >= 0 && label_required) throw InputError(path, lineno, "empty label");
+    if (r.label.empty() && label_col >= 0 && label_required) throw InputError(path, first_line, "empty label");
     if (!r.label.empty() && label_required)  // classes are made of labels only where labels are needed
-      if (const std::string why = label_problem(r.label); !why.empty()) throw InputError(path, lineno, why);
+      if (const std::string why = label_problem(r.label); !why.empty()) throw InputError(path, first_line, why);
     try {
       if (s.find(' ') != std::string::npos) {
         r.sequence = kmer_text_to_bases(s);
@@ -197,9 +211,9 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
                                                   describe_byte(static_cast<unsigned char>(s[badpos])), badpos + 1));
       }
     } catch (const std::invalid_argument& e) {
-      throw InputError(path, lineno, fmt::format("bad sequence: {}", e.what()));
+      throw InputError(path, first_line, fmt::format("bad sequence: {}", e.what()));
     }
-    if (r.sequence.empty()) throw InputError(path, lineno, "empty sequence");
+    if (r.sequence.empty()) throw InputError(path, first_line, "empty sequence");
     any_base = any_base || r.sequence.find_first_of("ACGT") != std::string::npos;
     rows.push_back(std::move(r));
   }

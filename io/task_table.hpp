@@ -24,6 +24,10 @@ struct TaskRow {
 /// model to run on); its rows then have empty labels.
 std::vector<TaskRow> read_task_table(const std::string& path, bool label_required = true);
 
+/// Splits one line of a table on `delim`, honouring double quotes ("" inside quotes is a
+/// quote); bad_quote is set when a quote is left open at the end of the line.
+std::vector<std::string> split_quoted_fields(const std::string& line, char delim, bool& bad_quote);
+
 /// Bases from overlapping k-mer text ("AAACGG AACGGA ..."); throws std::invalid_argument
 /// naming the token that does not fit.
 std::string kmer_text_to_bases(const std::string& text);

@@ -39,6 +39,7 @@ class RawBuffer {
 class Fd {
  public:
   explicit Fd(const std::string& path) : path_(path) {
+    check_input_type(path);  // a FIFO would block open(2) until a writer comes, and cannot be read twice
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) throw InputError(path, fmt::format("cannot open: {}", open_error_reason(errno)));
   }
@@ -175,6 +176,12 @@ bool is_bgzf_header(const unsigned char* h) {
 }
 size_t bgzf_block_size(const unsigned char* h) { return static_cast<size_t>(h[16] | (h[17] << 8)) + 1; }
 
+/// The empty block every BGZF file ends with (SAM/BAM specification, 4.1.2): without it the
+/// file was cut, possibly at a block boundary, where nothing else would show it.
+constexpr std::array<unsigned char, 28> kBgzfEof = {0x1f, 0x8b, 0x08, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff,
+                                                    0x06, 0x00, 0x42, 0x43, 0x02, 0x00, 0x1b, 0x00, 0x03, 0x00,
+                                                    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00};
+
 /// BGZF: one text block per BGZF block, starting at a block boundary.
 class BgzfReader final : public TextReader {
  public:
@@ -269,6 +276,20 @@ FileInfo probe_file(const std::string& path) {
   size_t got = fd.pread_full(h.data(), h.size(), 0);
   if (got >= 2 && h[0] == 0x1f && h[1] == 0x8b) {
     info.compression = (got == h.size() && is_bgzf_header(h.data())) ? Compression::bgzf : Compression::gzip;
+  }
+  if (info.compression == Compression::bgzf) {
+    // Every rank checks the end, whichever blocks it reads: a rank whose share ends before a
+    // cut would otherwise count its share of a truncated file as if it were whole.
+    std::array<unsigned char, kBgzfEof.size()> tail{};
+    const bool has_eof = info.size_bytes >= tail.size() &&
+                         fd.pread_full(tail.data(), tail.size(), info.size_bytes - tail.size()) == tail.size() &&
+                         tail == kBgzfEof;
+    if (!has_eof)
+      throw InputError(path, fmt::format("BGZF (bgzip) file without its end-of-file block: it is truncated (it ends "
+                                         "at byte {}, cut before its end); download or compress it again. A whole file "
+                                         "written by an old bgzip without that block can be re-compressed with "
+                                         "`bgzip -dc F | bgzip > F2`",
+                                         info.size_bytes));
   }
   return info;
 }

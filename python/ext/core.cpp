@@ -1,6 +1,7 @@
 // genemask._core: the Python binding of genemask's C++ core (nanobind). The Python layer
 // (genemask/__init__.py, genemask/hf.py) checks dtypes and converts inputs; this file checks
 // shapes and values, runs the core with the GIL released, and returns numpy arrays.
+#include <unistd.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
@@ -100,6 +101,16 @@ std::pair<Array<int64_t>, Array<int64_t>> tokenize_batch(const std::vector<std::
       cols = std::max(cols, rows[i].size());
     }
     if (length) cols = *length;
+    // Two int64 arrays of rows x cols: a max_length far past any model (2**40) is named, not
+    // a bare std::bad_alloc.
+    const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+    const double need = 16.0 * static_cast<double>(rows.size()) * static_cast<double>(cols);
+    const double have = pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0;
+    if (have > 0 && need > have)
+      throw std::invalid_argument(fmt::format(
+          "max_length={} pads {} sequence(s) to {} tokens: {:.1f} GiB for input_ids and attention_mask, more than this "
+          "machine's {:.1f} GiB of memory; pass the max_length of your model (512 for DNABERT-6 models)",
+          length ? *length : cols, rows.size(), cols, need / (1u << 30), have / (1u << 30)));
     ids.assign(rows.size() * cols, kPad);
     mask.assign(rows.size() * cols, 0);
     for (size_t i = 0; i < rows.size(); ++i)

@@ -122,3 +122,43 @@ def test_bad_fasta_and_counts(tmp_path):
         genemask.npmi([counts[1].astype(float), counts[2], counts[3]], k=3, min_count=2)
     with pytest.raises(ValueError, match="min_count must be at least 2"):
         genemask.npmi(counts, k=3, min_count=1)
+
+
+def test_truncated_bgzf_pipes_and_directories(tmp_path, work):
+    """Issue 31: a BGZF cut at a block boundary was counted as if whole (256833 bases of
+    295076); a directory read as an "empty file"; a FIFO blocked; a max_length of 2**40
+    ended in std::bad_alloc."""
+    import os
+    import struct
+    import subprocess
+    import random
+    rng = random.Random(31)
+    fa = tmp_path / "big.fa"
+    fa.write_text("".join(f">r{r}\n" + "".join(rng.choice("ACGT") for _ in range(70000)) + "\n" for r in range(3)))
+    whole = tmp_path / "g.fa.gz"
+    with open(whole, "wb") as f:  # blocks of 64 KiB of text: four or more
+        subprocess.run(["bgzip", "-c", str(fa)], stdout=f, check=True)
+    data = whole.read_bytes()
+    starts, off = [], 0
+    while off < len(data):
+        starts.append(off)
+        off += struct.unpack("<H", data[off + 16:off + 18])[0] + 1
+    assert len(starts) > 2
+    full = genemask.count_kmers(str(whole), 1)
+    assert int(full[1].sum()) == 3 * 70000
+    for cut in (starts[len(starts) // 2], len(data) - 28):
+        (tmp_path / "cut.fa.gz").write_bytes(data[:cut])
+        with pytest.raises(genemask.InputError, match=f"cut.fa.gz: BGZF .* end-of-file block: it is truncated "
+                                                      f"\\(it ends at byte {cut}"):
+            genemask.count_kmers(str(tmp_path / "cut.fa.gz"), 1)
+    with pytest.raises(genemask.InputError, match="is a directory, not a file"):
+        genemask.NpmiTable.load(str(tmp_path))
+    with pytest.raises(genemask.InputError, match="is a directory, not a file"):
+        genemask.PmiVocab.load(str(tmp_path))
+    os.mkfifo(tmp_path / "g.fifo")
+    with pytest.raises(genemask.InputError, match="is a FIFO"):
+        genemask.count_kmers(str(tmp_path / "g.fifo"), 1)
+    with pytest.raises(genemask.InputError, match="is a FIFO"):
+        genemask.NpmiTable.load(str(tmp_path / "g.fifo"))
+    with pytest.raises(ValueError, match="max_length=1099511627776 pads 1 sequence\\(s\\) to 1099511627776 tokens"):
+        genemask.Tokenizer().batch(["ACGTACGTACGT"], max_length=2 ** 40)

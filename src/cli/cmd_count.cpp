@@ -6,9 +6,11 @@
 #include "common.hpp"
 #include "genemask/version.hpp"
 #include "hpc/count.hpp"
+#include "hpc/mpi.hpp"
 #include "io/counts_file.hpp"
 #include "io/error.hpp"
 #include "io/fai.hpp"
+#include "io/text_source.hpp"
 
 namespace genemask::cli {
 namespace {
@@ -20,22 +22,15 @@ struct CountArgs {
   double progress_s = 10.0;
   bool quiet = false;
   bool profile = false;
+  bool force = false;
 };
 
 /// When GENOME.fai exists, the records found must be the ones it lists.
 void check_against_fai(const std::string& genome, const std::vector<RecordInfo>& records) {
-  auto fai = io::FaiIndex::load_if_present(genome);
-  if (!fai) return;
-  const auto& e = fai->entries();
-  const std::string hint = "the index is stale: delete it or rebuild it (samtools faidx)";
-  if (e.size() != records.size())
-    throw io::InputError(genome + ".fai", fmt::format("lists {} records but {} has {}; {}", e.size(), genome,
-                                                      records.size(), hint));
-  for (size_t i = 0; i < e.size(); ++i)
-    if (e[i].name != records[i].name || e[i].length != records[i].length)
-      throw io::InputError(genome + ".fai", i + 1,
-                           fmt::format("says {} has {} bases, the FASTA has {} with {} bases; {}", e[i].name,
-                                       e[i].length, records[i].name, records[i].length, hint));
+  std::vector<std::string> names;
+  std::vector<uint64_t> lengths;
+  for (const auto& r : records) names.push_back(r.name), lengths.push_back(r.length);
+  io::check_against_fai(genome, names, lengths);
 }
 
 /// What ran out of memory, how much it takes, and which option lowers it.
@@ -91,6 +86,9 @@ void count_and_write(const CountArgs& a, const Context& ctx) {
     for (int k = 1; k <= a.kmax; ++k) kmers[std::to_string(k)] = res.counts.total(k);
   }
   const auto& s = res.summary;
+  // The peak over the whole command, taken now, after the HDF5 image was built and written
+  // (rank 0's largest allocation): the counting phase alone understates it.
+  const uint64_t peak_rss = hpc::allreduce_max_u64(hpc::peak_rss_bytes(), MPI_COMM_WORLD);
   const double secs = std::chrono::duration<double>(clock::now() - t0).count();
   const double bases = static_cast<double>(s.acgt_bases + s.other_bases);
   nlohmann::json j = {{"command", "count"},
@@ -111,7 +109,7 @@ void count_and_write(const CountArgs& a, const Context& ctx) {
                       {"write_s", write_s},
                       {"seconds", secs},
                       {"gbp_per_s_per_rank", s.count_s > 0 ? bases / s.count_s / 1e9 / s.ranks : 0.0},
-                      {"peak_rss_mib", static_cast<double>(s.peak_rss_bytes) / (1 << 20)}};
+                      {"peak_rss_mib", static_cast<double>(peak_rss) / (1 << 20)}};
   if (a.profile) {
     j["read_s"] = s.read_s;
     j["parse_s"] = s.parse_s;
@@ -132,12 +130,13 @@ void run_count(const CountArgs& a, const Context& ctx) {
 void register_count(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<CountArgs>();
   auto* sub = app.add_subcommand("count", "Count all k-mers, k=1..kmax, of a genome (MPI: ranks split the file)");
-  sub->add_option("--genome", a->genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->required()->check(CLI::ExistingFile);
+  sub->add_option("--genome", a->genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->required()->check(existing_file());
   sub->add_option("--out", a->out, "output counts.h5")->required();
   sub->add_option("--kmax", a->kmax, "count k = 1..kmax")->check(CLI::Range(1, kMaxDenseK))->capture_default_str();
   sub->add_flag("--presence15", a->presence15, "also store the set of 15-mers present (128 MiB per rank)");
   sub->add_option("--progress-interval", a->progress_s, "seconds between progress lines")->capture_default_str();
   sub->add_flag("--quiet", a->quiet, "no progress lines");
+  add_file_force_flag(sub, a->force);
   sub->add_flag("--profile", a->profile,
                 "also time a read-only and a parse-only pass (read_s, parse_s in the summary)");
   sub->footer(
@@ -146,7 +145,9 @@ void register_count(CLI::App& app, Context& ctx) {
       "read whole by every rank (recompress with `bgzip` to scale).");
   sub->callback([a, &ctx] {
     ctx.inputs = {{"--genome", a->genome}};
-    ctx.outputs = {{"--out", a->out, io::OutputKind::file}};
+    ctx.outputs = {file_output("--out", a->out, {io::OwnFile::Kind::hdf5_format, io::kCountsFormat, "a genemask counts file"},
+                               a->force)};
+    ctx.check = [a] { io::probe_file(a->genome); };  // a truncated BGZF, before any rank starts
     ctx.run = [a, &ctx] { run_count(*a, ctx); };
   });
 }

@@ -61,10 +61,10 @@ void register_promoter(CLI::App& ds, Context& ctx) {
   auto window = std::make_shared<std::string>("prom-core");
   auto negatives = std::make_shared<std::string>("deepromoter");
   auto sub = ds.add_subcommand("promoter", "TSS-centred promoter windows (label 1) and DeePromoter negatives (label 0)");
-  sub->add_option("--genome", p->genome, "genome FASTA (.fa, .fa.gz, bgzip)")->required()->check(CLI::ExistingFile);
+  sub->add_option("--genome", p->genome, "genome FASTA (.fa, .fa.gz, bgzip)")->required()->check(existing_file());
   sub->add_option("--tss", p->tss, "TSS positions: EPDnew BED, or SGA when the name ends in .sga / .sga.gz")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   auto* w = sub->add_option("--window", *window,
                             "FIRST:LAST offsets from the TSS, inclusive, on its strand (0 = the TSS base), e.g. "
                             "--window=-34:35; or a preset name")
@@ -81,11 +81,11 @@ void register_promoter(CLI::App& ds, Context& ctx) {
   sub->add_option("--tata-list", p->tata_list,
                   "promoter names (one per line) that have a TATA box, e.g. EPDnew's TATA subset; default: the "
                   "motif TATAWAWR starting at -31..-25")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--bed-tss-offset", p->bed_tss_offset,
                   "BED without thickStart/thickEnd: the TSS lies this many bases downstream of the interval's 5' end")
       ->capture_default_str();
-  sub->add_option("--chrom-map", p->chrom_map, "\"input<TAB>genome\" sequence-name aliases")->check(CLI::ExistingFile);
+  sub->add_option("--chrom-map", p->chrom_map, "\"input<TAB>genome\" sequence-name aliases")->check(existing_file());
   add_dataset_output_options(sub, *out, true);
   sub->footer(
       "Windows: on '+' bases tss+FIRST..tss+LAST, on '-' the reverse complement of tss-LAST..tss-FIRST (0-based TSS). "
@@ -130,13 +130,13 @@ void register_enhancer(CLI::App& ds, Context& ctx) {
   auto out = std::make_shared<dataset::OutputOptions>();
   auto sub = ds.add_subcommand("enhancer",
                                "Windows from genomic-benchmarks interval CSVs (e.g. human_enhancers_cohn), split kept");
-  sub->add_option("--genome", e->genome, "genome FASTA (.fa, .fa.gz, bgzip)")->required()->check(CLI::ExistingFile);
+  sub->add_option("--genome", e->genome, "genome FASTA (.fa, .fa.gz, bgzip)")->required()->check(existing_file());
   sub->add_option("--intervals", e->intervals,
                   "directory with train/<class>.csv[.gz] and test/<class>.csv[.gz] (id,region,start,end,strand; "
                   "0-based, half-open)")
       ->required()
-      ->check(CLI::ExistingDirectory);
-  sub->add_option("--chrom-map", e->chrom_map, "\"input<TAB>genome\" sequence-name aliases")->check(CLI::ExistingFile);
+      ->check(existing_directory());
+  sub->add_option("--chrom-map", e->chrom_map, "\"input<TAB>genome\" sequence-name aliases")->check(existing_file());
   add_dataset_output_options(sub, *out, false);
   sub->footer(
       "Labels: 1/0 when the classes (file stems) are exactly positive/negative, else the class names. '-' strand "

@@ -82,12 +82,12 @@ void register_dataset_splice(CLI::App& dataset, Context& ctx) {
   auto* sub = dataset.add_subcommand(
       "splice", "Splice-40 windows: donor (1), acceptor (0) and non-splice (2) windows from a GTF/GFF3");
   sub->footer(kHelp);
-  sub->add_option("--genome", a->genome, "genome FASTA (.fa, .fa.gz, bgzip)")->required()->check(CLI::ExistingFile);
+  sub->add_option("--genome", a->genome, "genome FASTA (.fa, .fa.gz, bgzip)")->required()->check(existing_file());
   sub->add_option("--annotation", a->annotation,
                   "GTF (name contains .gtf: exons grouped by transcript_id) or GFF3 (exons grouped by Parent), "
                   ".gz allowed")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--window", a->splice.window, "window length in bases, even: W/2 on each side of the site")
       ->check(CLI::Range(uint64_t{6}, uint64_t{1} << 20))
       ->capture_default_str();
@@ -105,7 +105,7 @@ void register_dataset_splice(CLI::App& dataset, Context& ctx) {
                   "splice sites are then those of coding exons: UTR introns are missed)")
       ->capture_default_str();
   sub->add_option("--chrom-map", a->splice.chrom_map, "\"input<TAB>genome\" sequence-name aliases")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   add_dataset_output_options(sub, a->out, true);
   sub->callback([a, &ctx] {
     ctx.inputs = {{"--genome", a->genome}, {"--annotation", a->annotation}, {"--chrom-map", a->splice.chrom_map}};

@@ -9,10 +9,10 @@ void register_embed(CLI::App& app, Context& ctx) {
   auto* em = app.add_subcommand("embed", "Sequence (and per-token) embeddings from a model, to HDF5 (MPI)");
   em->add_option("--model", eo->model, "model directory (config.json + model.safetensors) or a pretrain run")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(existing_directory());
   em->add_option("--input", eo->input, "FASTA, or a sequence/label table (raw bases or 6-mer text)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   em->add_option("--out", eo->out, "output emb.h5: /cls, /mean float32 [N, hidden], /ids, /windows")->required();
   em->add_option("--layer", eo->layer, "hidden layer: 0 = embeddings, L = last; negative counts from the end")
       ->capture_default_str();
@@ -28,9 +28,13 @@ void register_embed(CLI::App& app, Context& ctx) {
   em->add_option("--threads", eo->threads, "intra-op threads per rank (0: cores / ranks per node; capped at the cores available)")->capture_default_str();
   em->add_option("--device", eo->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   em->add_option("--precision", eo->precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "auto"}))->capture_default_str();
-  em->callback([eo, &ctx] {
+  auto force = std::make_shared<bool>(false);
+  add_file_force_flag(em, *force);
+  em->callback([eo, force, &ctx] {
     ctx.inputs = {{"--model", eo->model}, {"--input", eo->input}};
-    ctx.outputs = {{"--out", eo->out, io::OutputKind::file}};
+    ctx.outputs = {file_output("--out", eo->out,
+                               {io::OwnFile::Kind::hdf5_format, "genemask-embeddings", "a genemask embeddings file"},
+                               *force)};
     ctx.run = [eo, &ctx] {
       eo->command_line = ctx.command_line;
       if (ctx.rank == 0) check_writable(eo->out);

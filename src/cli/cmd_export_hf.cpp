@@ -11,7 +11,7 @@ void register_export_hf(CLI::App& app, Context& ctx) {
   auto* ex = app.add_subcommand("export-hf", "Export a run's newest checkpoint in the Hugging Face layout");
   ex->add_option("--run", *run, "run directory of `genemask pretrain` (or one checkpoint directory)")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(existing_directory());
   ex->add_option("--out", *out,
                  "output directory: config.json, vocab.txt, model.safetensors (new, empty, or an earlier export with "
                  "--force)")

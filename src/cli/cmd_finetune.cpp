@@ -68,10 +68,10 @@ void register_finetune(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->add_option("--train", o->train, "training table: released 6-mer TSV or sequence,label CSV/TSV")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--test", o->test, "test table (same formats); its labels must be classes of --train")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--out", o->out, "output directory: metrics.json, predictions.tsv (new, empty, or an earlier finetune's with --force)")->required();
   sub->add_option("--shots", o->shots, "sequences per class sampled from --train (0: --train as given)")
       ->capture_default_str();

@@ -95,11 +95,11 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
 void register_mask_stats(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<MaskStatsArgs>();
   auto* sub = app.add_subcommand("mask-stats", "Show what a masking strategy does on a shard set");
-  sub->add_option("--shards", a->shards, "shard directory from `genemask shards`")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--shards", a->shards, "shard directory from `genemask shards`")->required()->check(existing_directory());
   add_masking_option(sub, a->masking)->required();
   sub->add_option("--npmi", a->npmi, "npmi.tsv (needed by genemask; gives GRANK deciles for any strategy)")
-      ->check(CLI::ExistingFile);
-  sub->add_option("--pmi-vocab", a->pmi_vocab, "pmi_vocab.tsv (needed by pmi-vocab)")->check(CLI::ExistingFile);
+      ->check(existing_file());
+  sub->add_option("--pmi-vocab", a->pmi_vocab, "pmi_vocab.tsv (needed by pmi-vocab)")->check(existing_file());
   sub->add_option("--samples", a->samples, "samples to mask (in sample order)")->capture_default_str();
   sub->add_option("--seed", a->seed, "masking seed")->capture_default_str();
   sub->add_option("--epoch", a->epoch, "epoch (masks change per epoch)")->capture_default_str();

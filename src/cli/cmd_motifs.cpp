@@ -62,7 +62,7 @@ void run_motifs(const MotifArgs& a, const Context& ctx) {
 void register_motifs(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<MotifArgs>();
   auto* sub = app.add_subcommand("motifs", "GRANK ranks of the k-mers matching IUPAC consensus motifs (paper Table 5)");
-  sub->add_option("--npmi", a->npmi, "npmi.tsv from `genemask npmi`")->required()->check(CLI::ExistingFile);
+  sub->add_option("--npmi", a->npmi, "npmi.tsv from `genemask npmi`")->required()->check(existing_file());
   sub->add_option("motifs", a->motifs, "motifs, e.g. nTATAAAr 'nCyy[CCTCC]n' ([brackets] or upper case mark the core)")->required();
   sub->add_option("--top", a->top, "ranks listed per motif (0 = all)")->capture_default_str();
   sub->add_option("--format", a->format, "table format")->check(CLI::IsMember({"tsv", "markdown"}))->capture_default_str();

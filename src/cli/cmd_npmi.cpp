@@ -15,6 +15,7 @@ struct NpmiArgs {
   std::string counts, out;
   int k = 6;
   uint64_t min_count = 101;
+  bool force = false;
 };
 
 void run_npmi(const NpmiArgs& a, const Context& ctx) {
@@ -42,15 +43,16 @@ void run_npmi(const NpmiArgs& a, const Context& ctx) {
 void register_npmi(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<NpmiArgs>();
   auto* sub = app.add_subcommand("npmi", "Rank all k-mers by NPMI_k (the GRANK list used by GeneMask masking)");
-  sub->add_option("--counts", a->counts, "counts.h5 from `genemask count`")->required()->check(CLI::ExistingFile);
+  sub->add_option("--counts", a->counts, "counts.h5 from `genemask count`")->required()->check(existing_file());
   sub->add_option("--out", a->out, "output npmi.tsv")->required();
   sub->add_option("--k", a->k, "k-mer length to rank")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
   sub->add_option("--min-count", a->min_count, "c: minimum count; rarer k-mers are ranked last and flagged")
       ->check(CLI::Range(uint64_t{2}, UINT64_MAX))
       ->capture_default_str();
+  add_file_force_flag(sub, a->force);
   sub->callback([a, &ctx] {
     ctx.inputs = {{"--counts", a->counts}};
-    ctx.outputs = {{"--out", a->out, io::OutputKind::file}};
+    ctx.outputs = {file_output("--out", a->out, {io::OwnFile::Kind::first_line, io::kNpmiHeader, "an npmi.tsv"}, a->force)};
     ctx.run = [a, &ctx] { run_npmi(*a, ctx); };
   });
 }

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "io/table_text.hpp"
 #include "common.hpp"
 #include "genemask/kmer/overlap.hpp"
 #include "io/atomic_file.hpp"
@@ -77,11 +78,21 @@ double threshold(const std::string& text, const std::vector<double>& f) {
     size_t used = 0;
     if (!text.empty() && (text[0] == 'p' || text[0] == 'P')) {
       const double q = std::stod(text.substr(1), &used);
-      if (used + 1 == text.size() && q >= 0 && q <= 100) return overlap::percentile(f, q);
+      if (used + 1 == text.size() && q >= 0 && q <= 100) {
+        if (f.empty()) return 0;  // the form checked before the fractions exist
+        const double x = overlap::percentile(f, q);
+        if (std::isnan(x))
+          throw std::runtime_error(fmt::format("--drop-above {}: no test row has a fraction to take the percentile of "
+                                               "(every row is shorter than k); give a fraction instead",
+                                               text));
+        return x;
+      }
     } else {
       const double x = std::stod(text, &used);
-      if (used == text.size()) return x;
+      if (used == text.size() && std::isfinite(x)) return x;  // a NaN threshold would drop nothing
     }
+  } catch (const std::runtime_error&) {
+    throw;
   } catch (const std::exception&) {
   }
   throw std::invalid_argument(
@@ -116,6 +127,7 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
     throw std::invalid_argument(fmt::format("--counts holds 15-mers; --k is {} (use --k 15 or leave out --counts)", a.k));
   if (a.drop_above.empty() != a.filtered.empty())
     throw std::invalid_argument("--drop-above and --filtered go together");
+  if (!a.drop_above.empty()) threshold(a.drop_above, {});  // its form, before any work
   std::string source = a.drop_source;
   if (source.empty()) source = a.train.empty() ? "corpus" : "train";
   if (!a.drop_above.empty() && ((source == "train" && a.train.empty()) || (source == "corpus" && a.counts.empty()) ||
@@ -180,7 +192,7 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
     auto& o = f.stream();
     o << "line\tlabel\tkmers\tfraction_train\tfraction_corpus\n";
     for (size_t i = 0; i < n; ++i)
-      o << test[i].line << '\t' << test[i].label << '\t' << kmers[i] << '\t' << num(f_train[i]) << '\t'
+      o << test[i].line << '\t' << io::tsv_field(test[i].label) << '\t' << kmers[i] << '\t' << num(f_train[i]) << '\t'
         << num(f_corpus[i]) << '\n';
     f.commit();
   }
@@ -236,10 +248,10 @@ void register_overlap(CLI::App& app, Context& ctx) {
   sub->footer(kHelp);
   sub->add_option("--test", a->test, "test table (released 6-mer TSV or sequence,label CSV/TSV)")
       ->required()
-      ->check(CLI::ExistingFile);
-  sub->add_option("--train", a->train, "training table(s) of the task (repeat for several)")->check(CLI::ExistingFile);
+      ->check(existing_file());
+  sub->add_option("--train", a->train, "training table(s) of the task (repeat for several)")->check(existing_file());
   sub->add_option("--counts", a->counts, "counts.h5 of the pretraining genome with /presence/k15")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--out", a->out, "output directory: overlap.tsv, summary.json, overlap.md")->required();
   sub->add_option("--k", a->k, "k-mer length (15 with --counts)")->capture_default_str();
   sub->add_flag("--both-strands", a->both_strands, "a k-mer also counts when its reverse complement is in the set");
@@ -248,11 +260,12 @@ void register_overlap(CLI::App& app, Context& ctx) {
   sub->add_option("--drop-source", a->drop_source, "fraction used by --drop-above: train, corpus or max (default: train if given)")
       ->check(CLI::IsMember({"train", "corpus", "max"}));
   sub->add_option("--filtered", a->filtered, "the filtered test table (same layout as --test)");
-  add_force_flag(sub, a->force);
+  add_force_flag(sub, a->force, "--out and --filtered");
   sub->callback([a, &ctx] {
     ctx.inputs = {{"--test", a->test}, {"--counts", a->counts}};
     for (const auto& t : a->train) ctx.inputs.push_back({"--train", t});
-    ctx.outputs = {{"--out", a->out, io::OutputKind::directory}, {"--filtered", a->filtered, io::OutputKind::file}};
+    ctx.outputs = {{"--out", a->out, io::OutputKind::directory}, 
+                   file_output("--filtered", a->filtered, {}, a->force)};
     ctx.run = [a, &ctx] { run_overlap(*a, ctx); };
   });
 }

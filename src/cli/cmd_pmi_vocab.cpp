@@ -15,6 +15,7 @@ struct VocabArgs {
   std::string counts, out;
   uint64_t min_count = 10000, size = 40000;
   int kmin = 2, kmax = 10;
+  bool force = false;
 };
 
 void run_pmi_vocab(const VocabArgs& a, const Context& ctx) {
@@ -48,15 +49,17 @@ void run_pmi_vocab(const VocabArgs& a, const Context& ctx) {
 void register_pmi_vocab(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<VocabArgs>();
   auto* sub = app.add_subcommand("pmi-vocab", "Build the Gene-PMI-VOC masking vocabulary (top k-mers by PMI_k)");
-  sub->add_option("--counts", a->counts, "counts.h5 from `genemask count`")->required()->check(CLI::ExistingFile);
+  sub->add_option("--counts", a->counts, "counts.h5 from `genemask count`")->required()->check(existing_file());
   sub->add_option("--out", a->out, "output pmi_vocab.tsv")->required();
   sub->add_option("--min-count", a->min_count, "only k-mers seen at least this often")->capture_default_str();
   sub->add_option("--size", a->size, "vocabulary size (top N by PMI)")->check(positive())->capture_default_str();
   sub->add_option("--kmin", a->kmin, "shortest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
   sub->add_option("--kmax", a->kmax, "longest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
+  add_file_force_flag(sub, a->force);
   sub->callback([a, &ctx] {
     ctx.inputs = {{"--counts", a->counts}};
-    ctx.outputs = {{"--out", a->out, io::OutputKind::file}};
+    ctx.outputs = {file_output("--out", a->out, {io::OwnFile::Kind::first_line, io::kPmiVocabHeader,
+                                                  "a pmi_vocab.tsv"}, a->force)};
     ctx.run = [a, &ctx] { run_pmi_vocab(*a, ctx); };
   });
 }

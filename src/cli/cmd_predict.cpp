@@ -12,10 +12,10 @@ void register_predict(CLI::App& app, Context& ctx) {
                   "classifier directory: `finetune --save-model`, or a BertForSequenceClassification saved by "
                   "transformers")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(existing_directory());
   sub->add_option("--input", o->input, "FASTA, or a sequence table (raw bases or 6-mer text; a label column is ignored)")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--out", o->out, "predictions.tsv: id, windows, prob_<class>..., predicted")->required();
   sub->add_option("--batch", o->batch, "windows per forward pass")->check(positive())->capture_default_str();
   sub->add_option("--stride", o->stride,
@@ -29,9 +29,12 @@ void register_predict(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->footer("A sequence longer than the model (more than 510 6-mers) is scored in windows of 510 tokens, --stride "
               "apart, the last ending at its end; its probabilities are the mean over its windows.");
-  sub->callback([o, &ctx] {
+  auto force = std::make_shared<bool>(false);
+  add_file_force_flag(sub, *force);
+  sub->callback([o, force, &ctx] {
     ctx.inputs = {{"--model", o->model}, {"--input", o->input}};
-    ctx.outputs = {{"--out", o->out, io::OutputKind::file}};
+    ctx.outputs = {file_output("--out", o->out, {io::OwnFile::Kind::first_line_prefix, "id\twindows\tprob_",
+                                                 "a predictions.tsv of `genemask predict`"}, *force)};
     ctx.run = [o, &ctx] {
       o->command_line = ctx.command_line;
       if (ctx.rank == 0) check_writable(o->out);

@@ -29,8 +29,8 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                       {"precision", s.precision},
                       {"start_step", s.start_step},
                       {"steps_done", s.steps_done},
-                      {"loss", s.last_loss},
-                      {"eval_loss", s.last_eval_loss},
+                      {"loss", s.last_loss ? nlohmann::json(*s.last_loss) : nlohmann::json()},
+                      {"eval_loss", s.last_eval_loss ? nlohmann::json(*s.last_eval_loss) : nlohmann::json()},
                       {"tokens_per_s", s.tokens_per_s},
                       {"seconds", s.seconds},
                       {"interrupted", s.interrupted},
@@ -48,15 +48,15 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
 void register_pretrain(CLI::App& app, Context& ctx) {
   auto o = std::make_shared<model::PretrainOptions>();
   auto* sub = app.add_subcommand("pretrain", "MLM pretraining of a BERT model, data-parallel over MPI ranks");
-  sub->add_option("--shards", o->shards, "shard directory from `genemask shards`")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("--shards", o->shards, "shard directory from `genemask shards`")->required()->check(existing_directory());
   add_masking_option(sub, o->masking);
-  sub->add_option("--npmi", o->npmi, "npmi.tsv (genemask masking)")->check(CLI::ExistingFile);
-  sub->add_option("--pmi-vocab", o->pmi_vocab, "pmi_vocab.tsv (pmi-vocab masking)")->check(CLI::ExistingFile);
+  sub->add_option("--npmi", o->npmi, "npmi.tsv (genemask masking)")->check(existing_file());
+  sub->add_option("--pmi-vocab", o->pmi_vocab, "pmi_vocab.tsv (pmi-vocab masking)")->check(existing_file());
   auto* model_opt = sub->add_option("--model", o->model, "dnabert, logo or an HF-style config.json")->capture_default_str();
   sub->add_option("--init", o->init,
                   "continue pretraining from this model: an HF-format directory (config.json + model.safetensors "
                   "or pytorch_model.bin, e.g. DNABERT-6's release) or a pretrain run; its config replaces --model")
-      ->check(CLI::ExistingDirectory)
+      ->check(existing_directory())
       ->excludes(model_opt);
   sub->add_option("--out", o->out, "run directory (checkpoints/, metrics.jsonl, perplexity.svg)")->required();
   sub->add_option("--steps", o->steps, "optimizer steps")->capture_default_str();
@@ -94,7 +94,9 @@ void register_pretrain(CLI::App& app, Context& ctx) {
     ctx.inputs = {{"--shards", o->shards}, {"--npmi", o->npmi}, {"--pmi-vocab", o->pmi_vocab},
                   {"--model", o->model}, {"--init", o->init}};
     ctx.outputs = {{"--out", o->out, io::OutputKind::directory},
-                   {"--dump-first-batch", o->dump_first_batch, io::OutputKind::file}};
+                   file_output("--dump-first-batch", o->dump_first_batch,
+                               {io::OwnFile::Kind::safetensors_metadata, "first-batch", "a dumped first batch"}, false,
+                               /*force_flag=*/false)};
     ctx.run = [o, &ctx] { run_pretrain(*o, ctx); };
   });
 }

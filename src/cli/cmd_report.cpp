@@ -64,7 +64,7 @@ void register_report(CLI::App& app, Context& ctx) {
   sub->footer(kHelp);
   sub->add_option("--results", opts->results, "results.jsonl written by `genemask sweep`")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--out", opts->out, "output directory: new, empty, or an earlier report (--force)")->required();
   sub->add_option("--baseline", opts->baselines,
                   "model to compare against (t-test markers, improvement tables); repeat for one per group")
@@ -77,7 +77,7 @@ void register_report(CLI::App& app, Context& ctx) {
       ->take_all();
   sub->add_option("--tasks", opts->tasks, "tasks to show, in this order")->take_all();
   sub->add_option("--plan", opts->plan, "plan.json with model groups and order (default: next to --results)")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--decimals", opts->decimals, "decimals shown in the tables")->capture_default_str();
   sub->add_flag("!--no-png", opts->png, "do not convert the SVG plots to PNG");
   auto force = std::make_shared<bool>(false);

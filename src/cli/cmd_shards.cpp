@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "common.hpp"
+#include "io/text_source.hpp"
 #include "hpc/shards.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
@@ -82,12 +83,12 @@ void register_shards(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<ShardsArgs>();
   auto& o = a->req.options;
   auto* sub = app.add_subcommand("shards", "Build the sharded HDF5 pretraining corpus (MPI: ranks split the genome)");
-  sub->add_option("--genome", a->req.genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->required()->check(CLI::ExistingFile);
+  sub->add_option("--genome", a->req.genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->required()->check(existing_file());
   sub->add_option("--out", a->req.out_dir, "output directory (shard files + manifest.json)")->required();
   sub->add_option("--genes", a->req.genes,
                   "GTF/GFF3 annotation: segments never cross a gene boundary (GB variant); a file without gene lines "
                   "gives its mRNA/transcript spans instead, overlapping ones of a strand merged into one locus")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--seed", a->seed, "seed of the offsets, lengths and split")->capture_default_str();
   sub->add_option("--valid-fraction", o.valid_fraction, "fraction of samples for validation")
       ->check(CLI::Range(0.0, 1.0))
@@ -110,6 +111,7 @@ void register_shards(CLI::App& app, Context& ctx) {
       throw CLI::ValidationError("--min-tokens", "must not exceed --max-tokens");
     ctx.inputs = {{"--genome", a->req.genome}, {"--genes", a->req.genes}};
     ctx.outputs = {{"--out", a->req.out_dir, io::OutputKind::directory}};
+    ctx.check = [a] { io::probe_file(a->req.genome); };  // a truncated BGZF, before any rank starts
     ctx.run = [a, &ctx] { run_shards(*a, ctx); };
   });
 }

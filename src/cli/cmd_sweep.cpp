@@ -84,6 +84,7 @@ void run_sweep_command(SweepCli& c, const Context& ctx) {
   c.o.gpu_count = visible_gpus;
   const bool runs_jobs = ctx.rank != 0 || ctx.size == 1;
   hpc::JobRunner runner;
+  c.o.simulated = c.simulate_s >= 0;
   if (c.simulate_s >= 0)
     runner = hpc::simulated_runner(c.simulate_s);
   else if (runs_jobs)
@@ -152,7 +153,7 @@ void register_sweep(CLI::App& app, Context& ctx) {
   auto* sub = app.add_subcommand("sweep", "Few-shot evaluation of models x tasks x shots x seeds (MPI manager/worker)");
   sub->add_option("--plan", c->o.plan, "plan (JSON, or YAML by .yaml/.yml name); see docs/sweep.md")
       ->required()
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--out", c->o.out, "sweep directory: plan.json, results.jsonl, runs/<job>/")->required();
   sub->add_flag("--force", c->o.force,
                 "run although the plan changed incompatibly; the affected old records move to results.stale.jsonl");

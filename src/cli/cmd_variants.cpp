@@ -13,6 +13,8 @@
 #include <map>
 #include <set>
 
+#include "io/table_text.hpp"
+#include "io/task_table.hpp"
 #include "common.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
@@ -60,12 +62,14 @@ struct Ranking {
 };
 
 Ranking read_ranking(const std::string& path) {
+  io::check_input_type(path);
   std::ifstream in(path);
   if (!in) throw io::InputError(path, "cannot be read: " + io::open_error_reason(errno));
   std::string line;
   if (!std::getline(in, line)) throw io::InputError(path, 1, "empty file: expected a header");
   if (!line.empty() && line.back() == '\r') line.pop_back();
-  const auto h = io::split_fields(line, '\t');
+  bool bad_quote = false;
+  const auto h = io::split_quoted_fields(line, '\t', bad_quote);
   std::map<std::string, size_t> col;
   for (size_t i = 0; i < h.size(); ++i) col[h[i]] = i;
   const bool site = col.count("chrom") && col.count("pos") && col.count("ref") && col.count("alt");
@@ -85,7 +89,7 @@ Ranking read_ranking(const std::string& path) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
-    const auto f = io::split_fields(line, '\t');
+    const auto f = io::split_quoted_fields(line, '\t', bad_quote);
     if (f.size() < h.size())
       throw io::InputError(path, lineno, fmt::format("{} fields, the header has {}", f.size(), h.size()));
     Row r;
@@ -232,7 +236,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
     o << "id\tchrom\tpos\tref\talt\tp_ref\tp_alt\tdelta\trank\n";
     for (size_t r = 0; r < n; ++r) {
       const auto& x = v[order[r]];
-      o << x.id << '\t' << x.chrom << '\t' << (tsv ? "" : std::to_string(x.pos)) << '\t' << x.ref << '\t' << x.alt << '\t'
+      o << io::tsv_field(x.id) << '\t' << io::tsv_field(x.chrom) << '\t' << (tsv ? "" : std::to_string(x.pos)) << '\t' << x.ref << '\t' << x.alt << '\t'
         << num(s.p_ref[order[r]]) << '\t' << num(s.p_alt[order[r]]) << '\t' << num(delta[order[r]]) << '\t' << r + 1 << '\n';
     }
     f.commit();
@@ -288,17 +292,17 @@ void register_variants(CLI::App& app, Context& ctx) {
   sub->footer(kHelp);
   sub->add_option("--model", a->score.model, "fine-tuned classifier directory (`genemask finetune --save-model`)")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(existing_directory());
   sub->add_option("--variants", a->variants, "VCF (.vcf, .vcf.gz) or TSV (.tsv: id ref_sequence alt_sequence)")
       ->required()
-      ->check(CLI::ExistingFile);
-  sub->add_option("--genome", a->genome, "reference FASTA of the VCF (plain, gzip or bgzip)")->check(CLI::ExistingFile);
+      ->check(existing_file());
+  sub->add_option("--genome", a->genome, "reference FASTA of the VCF (plain, gzip or bgzip)")->check(existing_file());
   sub->add_option("--flank", a->flank, "bases on each side of the variant")->check(non_negative());
   sub->add_option("--window", a->window, "A:B: bases POS+A .. POS+B (e.g. -249:50)");
   sub->add_option("--out", a->out, "output directory: variants.tsv, summary.json (+ compare.tsv)")->required();
   sub->add_option("--class", a->score.class_name, "class scored: a label of the model or an index (default 1)");
   sub->add_option("--compare", a->compare, "another ranking (variants.tsv) for the top-N overlap")
-      ->check(CLI::ExistingFile);
+      ->check(existing_file());
   sub->add_option("--top", a->top, "N values of the top-N overlap, comma-separated")
       ->check(CLI::Validator(
           [](std::string& v) {

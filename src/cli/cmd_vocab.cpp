@@ -6,10 +6,12 @@ namespace genemask::cli {
 
 void register_vocab(CLI::App& app, Context& ctx) {
   auto out = std::make_shared<std::string>();
+  auto force = std::make_shared<bool>(false);
   auto* sub = app.add_subcommand("vocab", "Write the DNABERT-6 vocabulary (vocab.txt, 4101 tokens)");
   sub->add_option("--out", *out, "output vocab.txt")->required();
-  sub->callback([out, &ctx] {
-    ctx.outputs = {{"--out", *out, io::OutputKind::file}};
+  add_file_force_flag(sub, *force);
+  sub->callback([out, force, &ctx] {
+    ctx.outputs = {file_output("--out", *out, {io::OwnFile::Kind::first_line, "[PAD]", "a vocab.txt"}, *force)};
     ctx.run = [out, &ctx] {
       if (ctx.rank != 0) return;
       write_vocab(*out);

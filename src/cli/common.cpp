@@ -11,6 +11,7 @@
 
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
+#include "io/error.hpp"
 #include "io/json.hpp"
 
 namespace genemask::cli {
@@ -74,6 +75,37 @@ CLI::Option* add_force_flag(CLI::App* sub, bool& force, const std::string& optio
                        "replace an earlier output of this command in " + option +
                            " (a directory genemask wrote: .genemask.json); without it, an existing non-empty " + option +
                            " is refused, and nothing genemask did not write is ever removed");
+}
+
+namespace {
+CLI::Validator existing(io::InputKind kind) {
+  const bool dir = kind == io::InputKind::directory;
+  return CLI::Validator(
+      [kind, dir](std::string& path) -> std::string {
+        const std::string why = io::input_problem(path, kind);
+        if (why.empty()) return std::string();
+        if (why == "does not exist") return fmt::format("{} does not exist: {}", dir ? "Directory" : "File", path);
+        return io::printable(path) + " " + why;
+      },
+      dir ? "DIR" : "FILE");
+}
+}  // namespace
+
+CLI::Validator existing_file() { return existing(io::InputKind::file); }
+CLI::Validator existing_directory() { return existing(io::InputKind::directory); }
+
+CLI::Option* add_file_force_flag(CLI::App* sub, bool& force, const std::string& option) {
+  return sub->add_flag("--force", force,
+                       "replace an existing " + option + " that is not an earlier output of this command (an earlier "
+                       "output of it is replaced without --force); never a file inside a directory genemask manages");
+}
+
+io::NamedOutput file_output(const std::string& option, const std::string& path, io::OwnFile own, bool force,
+                            bool force_flag) {
+  io::NamedOutput o{option, path, io::OutputKind::file, std::move(own)};
+  o.force = force;
+  o.has_force = force_flag;
+  return o;
 }
 
 CLI::Validator non_negative() { return number_at_least(false); }

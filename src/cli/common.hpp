@@ -24,6 +24,10 @@ struct Context {
   // as an output), and during run() the inputs are protected (io::InputsInUse).
   std::vector<io::NamedPath> inputs;
   std::vector<io::NamedOutput> outputs;
+  // Cheap checks of the inputs' content that every rank runs before the ranks agree to start
+  // (a BGZF without its end-of-file block): an error there is one line from rank 0, not one
+  // per rank and an abort.
+  std::function<void()> check;
 };
 
 /// Exit status of a command stopped early by SIGTERM/SIGINT/SIGUSR1 after saving what it
@@ -68,9 +72,25 @@ void check_writable(const std::string& path);
 CLI::Validator non_negative();  // a number >= 0
 CLI::Validator positive();      // a number > 0
 
+/// Input paths, checked with stat(2) and named with the system's reason: "File does not exist:
+/// g.fa", a symlink loop, no permission, a FIFO or device (never opened: a FIFO would block),
+/// a directory for a file. Replace CLI11's ExistingFile/ExistingDirectory, whose message
+/// for all of these is "File does not exist".
+CLI::Validator existing_file();
+CLI::Validator existing_directory();
+
 /// --force: an existing directory that holds an earlier output of this command (genemask's
 /// marker) is replaced; without it such a directory is refused. Nothing else is replaced.
 CLI::Option* add_force_flag(CLI::App* sub, bool& force, const std::string& option = "--out");
+
+/// --force for a command whose output is a file: replace --out even when it is not an earlier
+/// output of this command (which is replaced without it).
+CLI::Option* add_file_force_flag(CLI::App* sub, bool& force, const std::string& option = "--out");
+
+/// A file output that an earlier output of the same command (recognised by `own`) may be, and
+/// that --force replaces whatever it is (force_flag: the command has one).
+io::NamedOutput file_output(const std::string& option, const std::string& path, io::OwnFile own, bool force,
+                            bool force_flag = true);
 
 /// --masking NAME, parsed here into the strategy (genemask/corpus/masking.hpp names them).
 CLI::Option* add_masking_option(CLI::App* sub, MaskingKind& kind);

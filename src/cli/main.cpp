@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
+#include <fmt/format.h>
 #include <iostream>
 #include <string>
 
@@ -12,11 +14,31 @@
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/file_outputs.hpp"
 #include "io/output_guard.hpp"
 #include "model_plugin.hpp"
 #include "start_check.hpp"
 
 namespace {
+
+/// Every number an option takes is finite: CLI11 reads "nan" and "inf" as doubles, and a NaN
+/// passes every range check (all comparisons with it are false), so that `--valid-fraction
+/// nan` would write `null` into a manifest and `--drop-above nan` would drop nothing. One
+/// check for every floating-point option of the chosen subcommands, the ones added later too.
+void check_finite_numbers(const CLI::App& app) {
+  for (const CLI::App* sub = &app; sub;) {
+    for (const CLI::Option* opt : sub->get_options()) {
+      if (opt->get_type_name().rfind("FLOAT", 0) != 0) continue;
+      for (const std::string& text : opt->results()) {
+        double v = 0;
+        if (CLI::detail::lexical_cast(text, v) && !std::isfinite(v))
+          throw CLI::ValidationError(opt->get_name(), fmt::format("{} is not a finite number", text));
+      }
+    }
+    const auto subs = sub->get_subcommands();
+    sub = subs.empty() ? nullptr : subs.front();
+  }
+}
 
 std::string join_argv(int argc, char** argv) {
   std::string s;
@@ -75,6 +97,7 @@ int main(int argc, char** argv) {
   int error_code = 0, help_code = -1;
   try {
     app.parse(argc, argv);
+    check_finite_numbers(app);
   } catch (const CLI::ParseError& e) {
     // --help and --version print as CLI11 formats them; a bad option is one error line.
     const bool help = dynamic_cast<const CLI::CallForHelp*>(&e) || dynamic_cast<const CLI::CallForAllHelp*>(&e) ||
@@ -92,7 +115,18 @@ int main(int argc, char** argv) {
   }
   if (error.empty() && help_code < 0) {
     try {
+      // Inputs are regular files or directories (a FIFO is refused before anything opens it).
+      for (const auto& in : ctx.inputs)
+        if (const std::string why = genemask::io::input_type_problem(in.path, genemask::io::InputKind::file_or_directory);
+            !in.path.empty() && !why.empty())
+          throw std::runtime_error(in.option + " " + in.path + " " + why);
       genemask::io::check_outputs(ctx.inputs, ctx.outputs);
+      std::string command;
+      for (const CLI::App* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front(); sub;
+           sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front())
+        command += (command.empty() ? "" : " ") + sub->get_name();
+      genemask::io::check_replaceable_outputs(ctx.outputs, command);
+      if (ctx.check) ctx.check();
     } catch (const std::exception& e) {
       error = e.what();
       error_code = 1;

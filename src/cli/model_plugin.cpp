@@ -1,6 +1,7 @@
 #include "model_plugin.hpp"
 
 #include <dlfcn.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -27,12 +28,28 @@ void* model_symbol(const char* symbol) {
       if (::access(path.c_str(), F_OK) != 0) path = "libgenemask_model.so";
     }
     void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (!h)
-      throw std::runtime_error(fmt::format(
-          "cannot load the training library {}: {} (build with -DGENEMASK_WITH_TORCH=ON; keep "
-          "libgenemask_model.so next to the genemask binary or in the lib/ of its install prefix, or set "
-          "GENEMASK_MODEL_LIB)",
-          path, ::dlerror()));
+    if (!h) {
+      // What the dynamic linker said comes first; the hint fits its reason.
+      const std::string why = ::dlerror();
+      std::string hint;
+      if (why.find("failed to map segment") != std::string::npos ||
+          why.find("Cannot allocate memory") != std::string::npos || why.find("cannot allocate") != std::string::npos) {
+        struct rlimit rl {};
+        const bool limited = ::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY;
+        hint = limited ? fmt::format("not enough address space to map LibTorch under the virtual memory limit of {} MiB "
+                                     "(ulimit -v); LibTorch with CUDA maps several GiB: raise the limit "
+                                     "(ulimit -v unlimited, or Slurm's --mem) or run where more memory is available",
+                                     static_cast<uint64_t>(rl.rlim_cur) >> 20)
+                       : std::string("not enough memory to map LibTorch; run where more memory is available");
+      } else if (why.find("No such file") != std::string::npos && path.find('/') != std::string::npos) {
+        hint = "keep libgenemask_model.so next to the genemask binary or in the lib/ of its install prefix, or set "
+               "GENEMASK_MODEL_LIB; a build without LibTorch (-DGENEMASK_WITH_TORCH=OFF) has none";
+      } else {
+        hint = "a library it needs (LibTorch, CUDA) is missing or does not load: check LD_LIBRARY_PATH and the "
+               "LibTorch it was built with (docs/build.md), or set GENEMASK_MODEL_LIB";
+      }
+      throw std::runtime_error(fmt::format("cannot load the training library {}: {}: {}", path, why, hint));
+    }
     return h;
   }();
   void* s = ::dlsym(handle, symbol);

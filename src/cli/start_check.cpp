@@ -7,7 +7,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <ctime>
+#include <vector>
 #include <fmt/format.h>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -15,30 +17,67 @@
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/sha256.hpp"
 
 namespace genemask::cli {
 namespace {
 
-/// What a rank sees at an argument that names a path: "missing", "directory", or
-/// "<size> bytes, modified <time>" for a file.
+/// A fingerprint of a file's content: SHA-256 of its size, its first and last 64 KiB and 16
+/// blocks of 4 KiB spread between them (at most 192 KiB read, whatever the size), as 16 hex
+/// digits. Two nodes that see the same size and time but other bytes (a stale copy, a file
+/// rewritten within the time stamp's resolution) almost always differ here.
+std::string content_fingerprint(int fd, uint64_t size) {
+  std::string sample = std::to_string(size) + ":";
+  std::vector<char> buf(64u << 10);
+  const auto take = [&](uint64_t off, size_t n) {
+    const ssize_t got = ::pread(fd, buf.data(), std::min<size_t>(n, buf.size()), static_cast<off_t>(off));
+    if (got > 0) sample.append(buf.data(), static_cast<size_t>(got));
+  };
+  take(0, 64u << 10);
+  if (size > (128u << 10)) {
+    for (uint64_t k = 1; k <= 16; ++k) take(size / 17 * k, 4u << 10);
+    take(size - (64u << 10), 64u << 10);
+  } else if (size > (64u << 10)) {
+    take(64u << 10, static_cast<size_t>(size - (64u << 10)));
+  }
+  return io::sha256_hex(sample).substr(0, 16);
+}
+
+/// What a rank sees at an argument that names a path: "missing", "directory" (with the
+/// fingerprints of the files that describe a genemask directory), or "<size> bytes, modified
+/// <time>, content <fingerprint>" for a file.
 std::string describe_path(const std::string& arg) {
   struct stat st {};
   if (::stat(arg.c_str(), &st) != 0) return "missing";
-  if (S_ISDIR(st.st_mode)) return "a directory";
+  if (S_ISDIR(st.st_mode)) {
+    std::string d = "a directory";
+    for (const char* f : {"manifest.json", ".genemask.json", "config.json", "state.json", "plan.json"}) {
+      const std::string path = arg + "/" + f;
+      struct stat fs {};
+      if (::stat(path.c_str(), &fs) != 0 || !S_ISREG(fs.st_mode)) continue;
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+      if (fd < 0) continue;
+      d += fmt::format(" ({} {})", f, content_fingerprint(fd, static_cast<uint64_t>(fs.st_size)));
+      ::close(fd);
+    }
+    return d;
+  }
   if (!S_ISREG(st.st_mode)) return "not a regular file";
   // open(2) revalidates cached attributes on NFS (close-to-open consistency): a node that
   // saw an older version of the file sees this one's size and time.
   const int fd = ::open(arg.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  std::string content = "unreadable";
   if (fd >= 0) {
     ::fstat(fd, &st);
+    content = content_fingerprint(fd, static_cast<uint64_t>(st.st_size));
     ::close(fd);
   }
   std::tm tm {};
   gmtime_r(&st.st_mtim.tv_sec, &tm);
   char when[32];
   std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tm);
-  return fmt::format("{} bytes, modified {}.{:09d} UTC", static_cast<unsigned long long>(st.st_size), when,
-                     st.st_mtim.tv_nsec);
+  return fmt::format("{} bytes, modified {}.{:09d} UTC, content {}", static_cast<unsigned long long>(st.st_size), when,
+                     st.st_mtim.tv_nsec, content);
 }
 
 /// The value part of an argument: "g.fa" of "g.fa" and of "--genome=g.fa".

@@ -2,6 +2,7 @@
 // metrics.json and predictions.tsv. One process; randomness: the shots from the counter
 // streams (seed, fewshot, class), the batch order from (seed, shuffle, epoch), weights and
 // dropout from torch::manual_seed(seed). Same seed and thread count -> same numbers.
+#include "io/table_text.hpp"
 #include "model/finetune.hpp"
 
 #include <torch/torch.h>
@@ -258,7 +259,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
       for (int c = 0; c < C; ++c) out << "\tprob_" << c;
       out << '\n';
       for (size_t i = 0; i < s.metrics.test.n; ++i) {
-        out << "line" << test_rows[i].line << '\t' << test_rows[i].label;
+        out << "line" << test_rows[i].line << '\t' << io::tsv_field(test_rows[i].label);
         for (int c = 0; c < C; ++c) out << '\t' << fmt::format("{}", probs[i * static_cast<size_t>(C) + static_cast<size_t>(c)]);
         out << '\n';
       }

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
@@ -178,7 +180,24 @@ BertForMaskedLM import_hf(const std::string& dir) {
 
 namespace genemask::model {
 
-std::string resolve_model_dir(const std::string& run) { return io::resolve_model(run).dir; }
+namespace {
+std::mutex g_holds_mutex;
+std::map<std::string, std::shared_ptr<void>> g_holds;  // run -> its readers lock, while this process reads it
+}  // namespace
+
+std::string resolve_model_dir(const std::string& run) {
+  io::ResolvedModel r = io::resolve_model(run);
+  if (r.hold) {
+    std::lock_guard<std::mutex> g(g_holds_mutex);
+    g_holds[r.run] = r.hold;  // one per run, however many jobs of a sweep read it
+  }
+  return r.dir;
+}
+
+void release_model_holds() {
+  std::lock_guard<std::mutex> g(g_holds_mutex);
+  g_holds.clear();
+}
 
 std::string export_run(const std::string& run, const std::string& out_dir) {
   const std::string src = resolve_model_dir(run);

@@ -35,9 +35,12 @@ BertForMaskedLM import_hf(const std::string& dir);
 std::vector<std::pair<std::string, torch::Tensor>> read_hf_tensors(const std::string& dir);
 
 /// A model directory (has model.safetensors) as is, or the newest complete checkpoint of
-/// a run directory (io::resolve_model; the run's layout is in io/run_dir.hpp). Throws
-/// InputError when there is neither.
+/// a run directory (io::resolve_model; the run's layout is in io/run_dir.hpp), its files
+/// checked against its state.json. Throws InputError when there is neither. A checkpoint's
+/// run stays held (its pretrain does not rotate checkpoints away) until this process ends or
+/// calls release_model_holds().
 std::string resolve_model_dir(const std::string& run_or_dir);
+void release_model_holds();
 
 /// Copies named tensors into the model's parameters by HF name (and the pooler, when the
 /// tensors have one); missing or unexpected tensors are errors that name them.

@@ -46,6 +46,7 @@ SequenceInputs read_sequences(const std::string& path) {
 }
 
 SequenceInputs read_sequences_unchecked(const std::string& path) {
+  io::check_input_type(path);
   std::ifstream in(path);
   if (!in) throw io::InputError(path, "cannot open");
   char c = 0;

@@ -1,3 +1,4 @@
+#include "io/table_text.hpp"
 #include "model/predict.hpp"
 
 #include <torch/torch.h>
@@ -120,13 +121,13 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
     io::AtomicFile f(o.out);
     auto& out = f.stream();
     out << "id\twindows";
-    for (const auto& n : names) out << "\tprob_" << n;
+    for (const auto& n : names) out << '\t' << io::tsv_field("prob_" + n);
     out << "\tpredicted\n";
     for (size_t i = 0; i < N; ++i) {
       const double* p = probs.data() + i * static_cast<size_t>(C);
-      out << in.ids[i] << '\t' << nwin[i];
+      out << io::tsv_field(in.ids[i]) << '\t' << nwin[i];
       for (int64_t c = 0; c < C; ++c) out << '\t' << fmt::format("{}", p[c]);
-      out << '\t' << names[static_cast<size_t>(std::max_element(p, p + C) - p)] << '\n';
+      out << '\t' << io::tsv_field(names[static_cast<size_t>(std::max_element(p, p + C) - p)]) << '\n';
     }
     f.commit();
   }

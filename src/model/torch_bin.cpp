@@ -213,6 +213,7 @@ std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(std::istream
   return out;
 }
 std::vector<std::pair<std::string, torch::Tensor>> read_pytorch_bin(const std::string& path) {
+  io::check_input_type(path);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw io::InputError(path, "cannot open");
   return read_pytorch_bin(in, path);

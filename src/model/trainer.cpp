@@ -4,6 +4,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -103,7 +104,8 @@ void dump_batch(const HostBatch& h, const std::string& path) {
   const std::vector<int64_t> index(h.sample_index.begin(), h.sample_index.end());
   io::write_safetensors(path, {tensor("input_ids", p, {h.rows, h.cols}), tensor("attention_mask", p + n, {h.rows, h.cols}),
                                tensor("labels", labels.data(), {h.rows, h.cols}),
-                               tensor("sample_index", index.data(), {h.rows})});
+                               tensor("sample_index", index.data(), {h.rows})},
+                        {{"format", "pt"}, {"genemask", "first-batch"}});
 }
 
 /// One copy to the device (asynchronous from pinned memory), then views.
@@ -211,11 +213,16 @@ struct Run {
   // Where it runs.
   torch::Device device = torch::kCPU;
   bool bf16 = false;
+  bool valid_checksums_done = false;  // the validation shards' SHA-256 checked (at the first evaluation)
+  bool has_validation = false;        // the shard set has validation samples for every rank
   AllReduce how = AllReduce::Local;
   int threads = 1;
   int local_rank = 0;
   // What it trains.
   std::string init_dir;  // --init, resolved to a model directory
+  // SHA-256 of the inputs that define what is trained, for state.json and --resume: the
+  // masking tables ("" when not given) and the shard set's manifest.
+  std::string npmi_sha256, pmi_vocab_sha256, shards_sha256;
   BertConfig cfg;
   BertForMaskedLM model{nullptr};
   std::vector<torch::Tensor> params;
@@ -269,6 +276,7 @@ void build_model(Run& r) {
     load_state(r.model, r.init_dir + (bin ? "/pytorch_model.bin" : "/model.safetensors"), read_hf_tensors(r.init_dir));
     r.say(fmt::format("initialised from {}", r.init_dir));
   }
+  release_model_holds();  // --init's run may rotate its checkpoints again: its weights are read
   r.model->to(r.device);
   for (auto& p : r.model->parameters()) r.params.push_back(p);
   AdamWSettings adamw;
@@ -294,6 +302,7 @@ void open_run_directory(Run& r) {
     // A new or empty directory, or a run's (never a directory of other files).
     io::claim_run_directory(r.o.out, "pretrain", "--out", {"checkpoints", "metrics.jsonl"});
     fs::create_directories(r.o.out + "/checkpoints");
+    io::create_checkpoint_readers_lock(r.o.out);  // readers share it; rotation waits for them
   }
   if (!r.o.resume && latest_checkpoint(r.o.out) >= 0)
     throw io::InputError(r.o.out, "already holds checkpoints of a run: continue it with --resume, or choose a new --out");
@@ -302,12 +311,43 @@ void open_run_directory(Run& r) {
 /// The settings a checkpoint records and --resume compares (besides the model config). The
 /// model is compared by its config's content (below), not by how --model was spelt.
 nlohmann::json run_settings(const Run& r) {
+  const auto digest = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
   return {{"seed", r.o.seed},
           {"masking", to_string(r.o.masking)},
           {"model", r.o.model},
           {"batch_per_rank", r.o.batch_per_rank},
           {"grad_accum", r.o.grad_accum},
-          {"shards", fs::weakly_canonical(r.o.shards).string()}};
+          {"shards", fs::weakly_canonical(r.o.shards).string()},
+          {"shards_manifest_sha256", digest(r.shards_sha256)},
+          {"npmi_sha256", digest(r.npmi_sha256)},
+          {"pmi_vocab_sha256", digest(r.pmi_vocab_sha256)},
+          {"lr", r.o.lr},
+          {"warmup", r.o.warmup},
+          {"weight_decay", r.o.weight_decay},
+          {"beta1", r.o.beta1},
+          {"beta2", r.o.beta2},
+          {"eps", r.o.eps},
+          {"clip", r.o.clip},
+          {"precision", precision_name(r.bf16)},
+          {"init", r.init_dir}};
+}
+
+/// How a setting is spelt on the command line, for messages.
+std::string option_of(const std::string& key) {
+  if (key == "shards_manifest_sha256") return "--shards (its manifest.json)";
+  if (key == "npmi_sha256") return "--npmi (its content)";
+  if (key == "pmi_vocab_sha256") return "--pmi-vocab (its content)";
+  std::string o = "--" + key;
+  std::replace(o.begin(), o.end(), '_', '-');
+  return o;
+}
+
+/// The SHA-256 of the inputs run_settings records; collective-free (every rank reads them).
+void digest_inputs(Run& r) {
+  if (!r.o.npmi.empty()) r.npmi_sha256 = io::sha256_file(r.o.npmi);
+  if (!r.o.pmi_vocab.empty()) r.pmi_vocab_sha256 = io::sha256_file(r.o.pmi_vocab);
+  io::read_manifest(r.o.shards);  // a missing or damaged manifest is named as such first
+  r.shards_sha256 = io::sha256_file(r.o.shards + "/manifest.json");
 }
 
 /// A run's id: 128 random bits in hex, made when the run starts.
@@ -387,17 +427,33 @@ void resume_from_checkpoint(Run& r) {
   if (st.is_discarded() || !st.is_object()) throw io::InputError(state, "is not a JSON object: the checkpoint is damaged");
   std::string format;
   int version = 0, world = 0;
-  try {  // a field of another type is a damaged checkpoint, not a JSON library message
-    // Checkpoints written before state.json named its format are version 1.
-    format = st.value("format", std::string(kCheckpointFormat));
-    version = st.value("format_version", 1);
-    world = st.at("world_size").get<int>();
-    r.step = st.at("step").get<int64_t>();
-    r.cursor.epoch = st.at("cursor").at("epoch").get<uint64_t>();
-    r.cursor.position = st.at("cursor").at("position").get<uint64_t>();
-  } catch (const nlohmann::json::exception& e) {
-    throw io::InputError(state, fmt::format("missing or malformed field ({}): the checkpoint is damaged", e.what()));
-  }
+  // Every field is read as what it must be, in range: an edited or damaged state.json is
+  // named, never a JSON library message and never a cursor a trillion epochs on.
+  const auto integer = [&](const nlohmann::json& obj, const char* key, const std::string& field, int64_t lo,
+                           int64_t hi) -> int64_t {
+    if (!obj.is_object() || !obj.contains(key))
+      throw io::InputError(state, fmt::format("has no {}: the checkpoint is damaged", field));
+    const auto& v = obj[key];
+    if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) ||
+        v.get<int64_t>() < lo || v.get<int64_t>() > hi)
+      throw io::InputError(state, fmt::format("{} is {}, expected an integer in {}..{}: the checkpoint is damaged or "
+                                              "was edited",
+                                              field, io::json_excerpt(v, 40), lo, hi));
+    return v.get<int64_t>();
+  };
+  // Checkpoints written before state.json named its format are version 1.
+  if (st.contains("format") && !st["format"].is_string())
+    throw io::InputError(state, "format is not a string: the checkpoint is damaged");
+  format = st.value("format", std::string(kCheckpointFormat));
+  version = st.contains("format_version") ? static_cast<int>(integer(st, "format_version", "format_version", 1, 1000)) : 1;
+  world = static_cast<int>(integer(st, "world_size", "world_size", 1, 1 << 24));
+  r.step = integer(st, "step", "step", 0, INT64_MAX);
+  const int64_t per_step = o.batch_per_rank * o.grad_accum;  // samples each rank takes per step
+  const int64_t samples_seen = r.step > INT64_MAX / std::max<int64_t>(per_step, 1) ? INT64_MAX : r.step * per_step;
+  r.cursor.epoch = static_cast<uint64_t>(integer(st.value("cursor", nlohmann::json()), "epoch", "cursor.epoch", 0, samples_seen));
+  r.cursor.position =
+      static_cast<uint64_t>(integer(st.value("cursor", nlohmann::json()), "position", "cursor.position", 0, samples_seen));
+  if (st.contains("steps")) integer(st, "steps", "steps", 1, INT64_MAX);
   if (format != kCheckpointFormat || version < 1 || version > kCheckpointVersion)
     throw io::InputError(state, fmt::format("is format \"{}\" version {}; this genemask reads {} versions 1 to {}",
                                             format, version, kCheckpointFormat, kCheckpointVersion));
@@ -411,15 +467,29 @@ void resume_from_checkpoint(Run& r) {
                                             r.world));
   if (version >= 2) check_checkpoint_files(r, d, st);
   r.run_id = version >= 2 ? st["run_id"].get<std::string>() : new_run_id();
-  // The run's settings: a different one would silently make another run of this one.
+  // The run's settings: a different one would silently make another run of this one. Every
+  // setting that changes what is trained is compared (settings a checkpoint of an earlier
+  // version did not record are not); --allow-changes accepts a change deliberately, and each
+  // accepted change is named. --steps may change (a run continued further): its schedule
+  // then decays to the new end, which is said too.
   const nlohmann::json now = run_settings(r);  // named: items() of a temporary would dangle
   for (const auto& [key, value] : now.items()) {
-    if (key == "model" || !st.contains(key) || st[key] == value || o.allow_changes) continue;
-    throw io::InputError(state, fmt::format("--resume: --{} is {} now but {} in the run; resume with the run's settings, "
-                                            "or pass --allow-changes to continue with the new one deliberately",
-                                            key == "batch_per_rank" ? "batch-per-rank" : key == "grad_accum" ? "grad-accum" : key,
-                                            value.dump(), st[key].dump()));
+    if (key == "model" || !st.contains(key) || st[key] == value) continue;
+    // Where the shards are is no setting, what they hold is: a moved shard set with the same
+    // manifest continues, an edited one is compared by its digest.
+    if (key == "shards" && st.contains("shards_manifest_sha256") && st["shards_manifest_sha256"] == now["shards_manifest_sha256"])
+      continue;
+    const std::string change = fmt::format("{} is {} now but {} in the run", option_of(key), io::json_excerpt(value, 80),
+                                           io::json_excerpt(st[key], 80));
+    if (!o.allow_changes)
+      throw io::InputError(state, fmt::format("--resume: {}; resume with the run's settings, or pass --allow-changes to "
+                                              "continue with the new one deliberately",
+                                              change));
+    r.say(fmt::format("--resume --allow-changes: {}; continuing with the new value", change));
   }
+  if (st.contains("steps") && st["steps"] != nlohmann::json(o.steps))
+    r.say(fmt::format("--resume: --steps is {} now but {} in the run: the learning rate now decays to 0 at step {}", o.steps,
+                      io::json_excerpt(st["steps"], 40), o.steps));
   {
     const BertConfig saved = BertConfig::from_json_file(d + "/config.json");
     const auto a = nlohmann::json::parse(saved.to_json()), b = nlohmann::json::parse(r.cfg.to_json());
@@ -478,13 +548,21 @@ std::unique_ptr<DataLoader> open_training_data(Run& r) {
                     "max_position_embeddings {} or more",
                     manifest.max_tokens, manifest.max_tokens + 2, r.cfg.max_position_embeddings, r.cfg.max_tokens(),
                     manifest.max_tokens + 2));
+  uint64_t valid_samples = 0;
+  for (const auto& sh : manifest.shards)
+    if (sh.split == "valid") valid_samples += sh.samples;
+  r.has_validation = valid_samples >= static_cast<uint64_t>(r.world);
+  if (!r.has_validation && r.o.eval_every > 0)
+    r.say(fmt::format("no evaluation: the shard set has {} validation samples for {} ranks (shards "
+                      "--valid-fraction 0?); eval_loss stays null",
+                      valid_samples, r.world));
   r.masking = load_masking(r.o.masking, r.o.npmi, r.o.pmi_vocab);
   r.loader.shard_dir = r.o.shards;
   r.loader.rank = r.rank;
   r.loader.world = r.world;
   r.loader.batch_size = static_cast<size_t>(r.o.batch_per_rank);
   r.loader.seed = r.o.seed;
-  r.loader.checks = ShardChecks{r.o.verify_shards, r.rank, r.world};  // each rank checks its share of the files
+  r.loader.checks = ShardChecks{r.o.verify_shards, true, r.rank, r.world};  // each rank checks its share of the files
   if (r.o.verify_shards) r.say(fmt::format("verifying the shards of {} (SHA-256, token ids)", r.o.shards));
   return std::make_unique<DataLoader>(r.loader, Masker(r.masking), r.cursor);
 }
@@ -521,33 +599,33 @@ void write_metrics(Run& r, const nlohmann::json& j) {
 }
 
 /// Masked-token loss on the validation split (the first --eval-batches batches of each
-/// rank), or -1 when there is none.
-double evaluate(Run& r) {
+/// rank); nullopt when those batches hold no masked token. Called only when the shard set has
+/// validation data (r.has_validation): a validation shard that cannot be read is an error,
+/// not a skipped evaluation. Collective.
+std::optional<double> evaluate(Run& r) {
   LoaderOptions vo = r.loader;
   vo.split = "valid";
   vo.shuffle = false;
-  vo.checks = {};  // --verify covered both splits when the training loader opened them
-  try {
-    DataLoader valid(vo, Masker(r.masking));
-    torch::NoGradGuard ng;
-    r.model->eval();
-    double count = 0;
-    torch::Tensor acc = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(r.device));
-    const int64_t nb = std::min<int64_t>(r.o.eval_batches, static_cast<int64_t>(valid.batches_per_epoch()));
-    for (int64_t i = 0; i < nb; ++i) {
-      const HostBatch h = stage(valid.next(), r.device.is_cuda());
-      count += static_cast<double>(h.masked);
-      acc += summed_loss(r.model, to_device(h, r.device), r.bf16).to(torch::kFloat64);
-    }
-    r.model->train();
-    const double sum = hpc::allreduce_sum_double(acc.item<double>(), r.comm);
-    count = hpc::allreduce_sum_double(count, r.comm);
-    return count > 0 ? sum / count : -1;
-  } catch (const io::InputError& e) {
-    r.model->train();
-    r.say(fmt::format("evaluation skipped: {}", e.what()));
-    return -1;
+  // --verify covered both splits when the training loader opened them; else the validation
+  // shards' SHA-256 once, at the first evaluation (each rank its share).
+  vo.checks = ShardChecks{false, !r.o.verify_shards && !r.valid_checksums_done, r.rank, r.world};
+  r.valid_checksums_done = true;
+  DataLoader valid(vo, Masker(r.masking));
+  torch::NoGradGuard ng;
+  r.model->eval();
+  double count = 0;
+  torch::Tensor acc = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(r.device));
+  const int64_t nb = std::min<int64_t>(r.o.eval_batches, static_cast<int64_t>(valid.batches_per_epoch()));
+  for (int64_t i = 0; i < nb; ++i) {
+    const HostBatch h = stage(valid.next(), r.device.is_cuda());
+    count += static_cast<double>(h.masked);
+    acc += summed_loss(r.model, to_device(h, r.device), r.bf16).to(torch::kFloat64);
   }
+  r.model->train();
+  const double sum = hpc::allreduce_sum_double(acc.item<double>(), r.comm);
+  count = hpc::allreduce_sum_double(count, r.comm);
+  if (count > 0) return sum / count;
+  return std::nullopt;
 }
 
 /// RUN/checkpoints/step-N, atomically (written as step-N.tmp, renamed): the HF-layout model,
@@ -596,8 +674,15 @@ std::string save_checkpoint(Run& r, int64_t at) {
     fs::rename(tmp, final_dir);
     r.out_dir->keep();  // the run has a checkpoint to resume from: a later failure keeps it
     const auto all = io::checkpoint_steps(r.o.out);
+    std::vector<std::string> old;
     for (size_t i = 0; i + static_cast<size_t>(r.o.keep_checkpoints) < all.size(); ++i)
-      fs::remove_all(io::checkpoint_dir(r.o.out, all[i]));
+      old.push_back(io::checkpoint_dir(r.o.out, all[i]));
+    // A reader (export-hf, embed, finetune of RUN) holds the checkpoints: they go at a later
+    // checkpoint, never under its feet.
+    if (!io::remove_checkpoints_unless_read(r.o.out, old))
+      r.say(fmt::format("kept {} older checkpoint(s) beyond --keep-checkpoints {}: a reader of the run holds them; "
+                        "they are removed at a later checkpoint",
+                        old.size(), r.o.keep_checkpoints));
   }
   hpc::barrier(r.comm);
   return final_dir;
@@ -729,8 +814,12 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     ++r.step;
     tokens_window += sd.tokens;
     sum.steps_done = r.step;
-    auto step_loss = [&] {
-      return hpc::allreduce_sum_double(loss_acc.item<double>(), r.comm) / std::max(1.0, total_masked);
+    // The loss of a step that masked no token (tiny batches, a low masking rate) was not
+    // measured: it is null in metrics.jsonl and the summary, never 0 (perplexity 1).
+    auto step_loss = [&]() -> std::optional<double> {
+      const double summed = hpc::allreduce_sum_double(loss_acc.item<double>(), r.comm);  // collective: every rank
+      if (total_masked <= 0) return std::nullopt;
+      return summed / total_masked;
     };
     const bool logged = r.step % o.log_every == 0 || r.step == o.steps;
     const bool stopping_after = o.stop_after >= 0 && r.step >= o.stop_after;
@@ -742,26 +831,30 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     // anything of it is logged, evaluated or saved.
     if (logged || stopping_after || eval_now || checkpoint_now) watch.check(r);
     if (logged) {
-      const double loss = step_loss();  // waits for the step
+      const std::optional<double> loss = step_loss();  // waits for the step
       const double norm = grad_norm.item<double>();
-      if (!std::isfinite(loss) || !std::isfinite(norm))
-        stop_diverged(r, r.step, fmt::format("the loss is {} and the gradient norm {}", shown(loss), shown(norm)));
+      if ((loss && !std::isfinite(*loss)) || !std::isfinite(norm))
+        stop_diverged(r, r.step, fmt::format("the loss is {} and the gradient norm {}", shown(loss.value_or(0)), shown(norm)));
       sum.last_loss = loss;
+      const auto or_null = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
       const double secs = std::chrono::duration<double>(clock::now() - t_window).count();
       const double tps = secs > 0 ? hpc::allreduce_sum_double(tokens_window, r.comm) / secs : 0;
       sum.tokens_per_s = tps;
       tokens_window = 0;
       t_window = clock::now();
       write_metrics(r, {{"step", r.step},
-                        {"loss", loss},
-                        {"perplexity", std::exp(loss)},
+                        {"loss", or_null(loss)},
+                        {"perplexity", loss ? nlohmann::json(std::exp(*loss)) : nlohmann::json()},
+                        {"masked_tokens", total_masked},
                         {"lr", lr},
                         {"grad_norm", norm},
                         {"tokens_per_s", tps},
                         {"precision", precision_name(r.bf16)},
                         {"seconds", std::chrono::duration<double>(clock::now() - r.t_start).count()}});
-      r.say(fmt::format("step {}/{}  loss {:.4f}  ppl {:.2f}  lr {:.3g}  grad {:.3f}  {:.0f} tokens/s", r.step, o.steps,
-                        loss, std::exp(loss), lr, norm, tps));
+      const std::string shown_loss = loss ? fmt::format("loss {:.4f}  ppl {:.2f}", *loss, std::exp(*loss))
+                                          : std::string("loss n/a (no token of this step was masked)");
+      r.say(fmt::format("step {}/{}  {}  lr {:.3g}  grad {:.3f}  {:.0f} tokens/s", r.step, o.steps, shown_loss, lr, norm,
+                        tps));
     } else if (stopping_after) {
       sum.last_loss = step_loss();
     }
@@ -769,14 +862,15 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     // Evaluation and checkpoints are not training: their time is kept out of tokens/s (the
     // window's start moves forward by it), so the rate is the training steps' alone.
     const auto t_other = clock::now();
-    if (eval_now) {
-      const double el = evaluate(r);
-      if (el >= 0) {
+    if (eval_now && r.has_validation) {
+      const std::optional<double> el = evaluate(r);
+      if (el && !std::isfinite(*el)) stop_diverged(r, r.step, fmt::format("the validation loss is {}", shown(*el)));
+      if (el) {
         sum.last_eval_loss = el;
-        write_metrics(r, {{"step", r.step}, {"eval_loss", el}, {"eval_perplexity", std::exp(el)}});
-        r.say(fmt::format("step {}  eval loss {:.4f}  eval ppl {:.2f}", r.step, el, std::exp(el)));
-      } else if (std::isnan(el)) {  // -1 means "no validation data"; NaN fails el >= 0 too
-        stop_diverged(r, r.step, fmt::format("the validation loss is {}", shown(el)));
+        write_metrics(r, {{"step", r.step}, {"eval_loss", *el}, {"eval_perplexity", std::exp(*el)}});
+        r.say(fmt::format("step {}  eval loss {:.4f}  eval ppl {:.2f}", r.step, *el, std::exp(*el)));
+      } else {
+        r.say(fmt::format("step {}  eval loss n/a (no token of the validation batches was masked)", r.step));
       }
     }
     if (checkpoint_now) {
@@ -826,6 +920,7 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   choose_runtime(r);
   build_model(r);
   open_run_directory(r);
+  digest_inputs(r);
   if (o.resume)
     resume_from_checkpoint(r);
   else

@@ -13,7 +13,9 @@
 #include <mpi.h>
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "genemask/corpus/masking.hpp"
 
@@ -41,7 +43,11 @@ struct PretrainOptions {
 
 struct PretrainSummary {
   int64_t start_step = 0, steps_done = 0, effective_batch = 0;
-  double last_loss = 0, last_eval_loss = -1, seconds = 0, tokens_per_s = 0;
+  // The loss of the last logged step, and the last validation loss: nullopt when none was
+  // measured (no step ran, the step had no masked token, no validation data), never a
+  // stand-in number.
+  std::optional<double> last_loss, last_eval_loss;
+  double seconds = 0, tokens_per_s = 0;
   int ranks = 1;
   bool interrupted = false;  // a signal asked for a checkpoint and exit
   std::string last_checkpoint;

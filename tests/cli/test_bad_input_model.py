@@ -139,7 +139,7 @@ class BadModelInput(unittest.TestCase):
         s = summary(run(self.pretrain(d, "--keep-checkpoints", "1", "--resume", steps=6)))
         self.assertEqual((s["start_step"], s["steps_done"]), (4, 6))
         # Rotation removes old checkpoints, never what is not one.
-        self.assertEqual(sorted(os.listdir(os.path.join(d, "checkpoints"))),
+        self.assertEqual(sorted(n for n in os.listdir(os.path.join(d, "checkpoints")) if not n.startswith(".")),
                          ["step-00000006", "step-99999999999999999999", "step-latest"])
         only = os.path.join(t("only-stray"), "checkpoints")
         shutil.copytree(t("run", "checkpoints", "step-00000004"), os.path.join(only, "step-latest"))
@@ -259,7 +259,9 @@ class BadModelInput(unittest.TestCase):
     def test_diverging_pretrain_stops_without_a_nan_checkpoint(self):
         t = self.t
         div = self.copy("run", "run-div")
-        args = self.pretrain(div, "--log-every", "4", "--lr", "1e10", "--resume", steps=12)
+        # --allow-changes: the run was started with another --lr (a changed setting is refused
+        # otherwise, issue 31).
+        args = self.pretrain(div, "--log-every", "4", "--lr", "1e10", "--resume", "--allow-changes", steps=12)
         diverged = re.compile(r"training diverged at step ([0-9]+): the loss is (nan|inf|-inf) and the gradient "
                               r"norm (nan|inf)|training diverged at step ([0-9]+): after it the weights of '")
         self.check_table([

@@ -271,8 +271,9 @@ class Finetune(unittest.TestCase):
         self.expect_error(f"{empty}:1: empty file", train=empty, test=te)
         one = bad("one.csv", "sequence,label\nACGTACGTAC,0\nACGTACGTAA,0\n")
         self.expect_error(f"{one}: every row has label '0': fine-tuning needs 2 or more classes", train=one, test=te)
-        self.expect_error("--lr (nan), --epochs and --batch must be positive", "--lr", "nan", train=tr, test=te)
-        self.expect_error("--dropout must be a number >= 0, got nan", "--dropout", "nan", train=tr, test=te)
+        # NaN is refused for every floating-point option before anything runs (issue 31).
+        self.expect_error("--lr: nan is not a finite number", "--lr", "nan", train=tr, test=te)
+        self.expect_error("--dropout: nan is not a finite number", "--dropout", "nan", train=tr, test=te)
         short = bad("short.csv", "sequence,label\nACGTACGTAC,0\nACGT,1\n")
         self.expect_error(f"{short}:3: sequence of 4 bases; at least 6 (one 6-mer) are needed", train=short, test=te)
         self.expect_error(f"{tr}: class '0' has 550 distinct sequences, fewer than the 600 shots asked for: "

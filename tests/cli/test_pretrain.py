@@ -233,8 +233,9 @@ class Pretrain(unittest.TestCase):
         self.assertEqual((good["format"], good["format_version"]), ("genemask-checkpoint", 2))
         for bad, want in [(dict(good, format_version=3), 'state.json: is format "genemask-checkpoint" version 3; '
                                                           "this genemask reads genemask-checkpoint versions 1 to 2"),
-                          (dict(good, step="four"), "state.json: missing or malformed field ("),
-                          ({k: v for k, v in good.items() if k != "cursor"}, "state.json: missing or malformed field (")]:
+                          (dict(good, step="four"), 'state.json: step is "four", expected an integer in 0..'),
+                          ({k: v for k, v in good.items() if k != "cursor"}, "state.json: has no cursor.epoch: the "
+                                                                             "checkpoint is damaged")]:
             with open(state, "w") as f:
                 json.dump(bad, f)
             p = self.pretrain(out, ["--resume"], model="mutable.json", check=False)
@@ -460,7 +461,8 @@ class Pretrain(unittest.TestCase):
         self.assertIn("--precision", p.stderr)
         self.assertIn("fp16", p.stderr)
         for opts, text in [({"keep_checkpoints": 0}, "--keep-checkpoints must be at least 1"),
-                           ({"lr": "nan"}, "--lr must be a positive number, got nan"),
+                           ({"lr": "nan"}, "--lr: nan is not a finite number"),
+                           ({"lr": "-1"}, "--lr must be a positive number, got -1"),
                            ({"weight_decay": -1}, "--weight-decay must be a number >= 0")]:
             p = self.pretrain(os.path.join(self.tmp, "badopt"), check=False, **opts)
             self.assertNotEqual(p.returncode, 0)

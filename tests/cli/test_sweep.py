@@ -3,6 +3,7 @@
 at 1, 2 and 4 ranks give the same records, every job once, long jobs first; retries and
 failures; kill -9 and SIGTERM mid-sweep, then restart; torn last line; plan changes.
 SweepFinetune (run only when named: needs libgenemask_model.so) does real fine-tuning."""
+import hashlib
 import itertools
 import json
 import os
@@ -23,6 +24,8 @@ SHOTS = [10, 100, 1000]
 SEEDS = [1, 2, 3]
 VOLATILE = ("seconds", "host", "rank", "out", "device")  # differ between runs by nature
 M64 = (1 << 64) - 1
+TABLE = "sequence,label\nACGTACGTAC,0\nTTGACCATGA,1\n"  # train.csv and test.csv
+TABLE_SHA256 = hashlib.sha256(TABLE.encode()).hexdigest()
 
 
 def fnv1a(s):
@@ -48,7 +51,9 @@ def expected_record(model, task, shots, seed):
     return {"job": key, "model": model["name"], "group": model.get("group", ""), "task": task, "shots": shots,
             "seed": seed, "status": "ok", "accuracy": acc, "auc": 0.5 + 0.45 * unit((h + 1) & M64),
             "f1": 0.4 + 0.5 * unit((h + 2) & M64), "mcc": 2 * acc - 1, "n_train": 2 * shots, "n_test": 200,
-            "classes": 2, "attempts": 1, "checkpoint": "random", "checkpoint_step": None}
+            "classes": 2, "attempts": 1, "checkpoint": "random", "checkpoint_step": None,
+            # What the job read (issue 31): both tables hold TABLE; a built-in random model has no file.
+            "train_sha256": TABLE_SHA256, "test_sha256": TABLE_SHA256, "model_sha256": None, "simulated": True}
 
 
 def read_records(out, allow_torn=True):
@@ -94,7 +99,7 @@ class SweepBase(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="genemask-sweep-")
         for name in ["train.csv", "test.csv"]:
             with open(os.path.join(cls.tmp, name), "w") as f:
-                f.write("sequence,label\nACGTACGTAC,0\nTTGACCATGA,1\n")
+                f.write(TABLE)
         cls.plan = cls.write_plan("plan.json")
 
     @classmethod
@@ -345,12 +350,10 @@ class SweepSimulated(SweepBase):
                                           {"name": "C", "path": "random"}])
         p = self.sweep(out, plan=changed, check=False)
         self.assertEqual(p.returncode, 1)
-        old = '{"config":"logo","group":"","name":"A","path":"random"}'
-        new = '{"config":"dnabert","group":"","name":"A","path":"random"}'
         self.assertEqual(p.stderr.strip().splitlines()[-1],
                          f"genemask: error: {out}/plan.json: the plan {changed} changed incompatibly with this sweep's "
-                         f"(model \"A\" changed from {old} to {new}); use another --out, or --force to rerun the "
-                         "affected jobs (their old records move to results.stale.jsonl)")
+                         f"(model \"A\" changed: config \"logo\" -> \"dnabert\"); use another --out, or --force to "
+                         "rerun the affected jobs (their old records move to results.stale.jsonl)")
         s = summary(self.sweep(out, ranks=4, plan=changed, extra=["--force"]))
         self.assertEqual((s["stale_records"], s["jobs_skipped"], s["ok"]), (24, 48, 24), s)
         self.assertEqual(len(read_records(out)), 72)

@@ -1,6 +1,7 @@
 #include "io/fasta.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <functional>
 
@@ -124,7 +125,11 @@ TEST(FastaErrors, TruncatedCompressedInput) {
   test::write_bgzf(tmp.file("t.bgz"), g.fasta, 500);
   std::string bg = test::read_file(tmp.file("t.bgz"));
   test::write_file(tmp.file("t.bgz"), bg.substr(0, bg.size() / 2));
-  EXPECT_NE(error_of([&] { io::read_fasta_all(tmp.file("t.bgz")); }).find("truncated BGZF block"), std::string::npos);
+  EXPECT_NE(error_of([&] { io::read_fasta_all(tmp.file("t.bgz")); }).find("without its end-of-file block"),
+            std::string::npos);
+  // A block cut short before a whole end-of-file block (a damaged middle): named by its byte.
+  test::write_file(tmp.file("t2.bgz"), bg.substr(0, 100) + bg.substr(bg.size() - 28));
+  EXPECT_NE(error_of([&] { io::read_fasta_all(tmp.file("t2.bgz")); }).find("BGZF"), std::string::npos);
   // Garbage after a complete gzip member.
   test::write_file(tmp.file("g.fa.gz"), gz + "garbage");
   EXPECT_NE(error_of([&] { io::read_fasta_all(tmp.file("g.fa.gz")); }).find("corrupt gzip data"), std::string::npos);
@@ -207,4 +212,39 @@ TEST(FastaErrors, AHeaderWithoutNewlineIsARecord) {
   test::write_file(tmp.file("h4.fa"), ">");
   EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("h4.fa")); }),
             tmp.file("h4.fa") + ":1: empty record name after '>' (every record needs a name)");
+}
+
+// A BGZF file cut at a block boundary is a valid sequence of whole blocks: only the missing
+// end-of-file block shows that the file is not whole (issue 31: such a file was counted).
+TEST(FastaErrors, BgzfCutAtABlockBoundaryOrWithoutItsEofBlock) {
+  TempDir tmp;
+  std::mt19937_64 rng(31);
+  auto g = test::random_genome(rng, test::GenomeSpec{});
+  test::write_bgzf(tmp.file("whole.bgz"), g.fasta, 400);
+  const std::string bg = test::read_file(tmp.file("whole.bgz"));
+  ASSERT_EQ(bg.substr(bg.size() - 28), std::string("\x1f\x8b\x08\x04\0\0\0\0\0\xff\x06\0BC\x02\0\x1b\0\x03\0\0\0\0\0\0\0\0\0", 28));
+  EXPECT_NO_THROW(io::probe_file(tmp.file("whole.bgz")));
+  // Block boundaries from the headers' BSIZE.
+  std::vector<size_t> starts;
+  for (size_t off = 0; off < bg.size();) {
+    starts.push_back(off);
+    off += static_cast<size_t>(static_cast<unsigned char>(bg[off + 16]) | (static_cast<unsigned char>(bg[off + 17]) << 8)) + 1;
+  }
+  ASSERT_GT(starts.size(), 4u);
+  for (size_t cut : {starts[1], starts[starts.size() / 2], bg.size() - 28}) {
+    test::write_file(tmp.file("cut.bgz"), bg.substr(0, cut));
+    const std::string e = error_of([&] { io::probe_file(tmp.file("cut.bgz")); });
+    EXPECT_EQ(e, tmp.file("cut.bgz") + ": BGZF (bgzip) file without its end-of-file block: it is truncated (it ends at "
+                 "byte " + std::to_string(cut) + ", cut before its end); download or compress it again. A whole file "
+                 "written by an old bgzip without that block can be re-compressed with `bgzip -dc F | bgzip > F2`")
+        << cut;
+  }
+}
+
+TEST(FastaErrors, AFifoIsRefusedBeforeItIsOpened) {
+  TempDir tmp;
+  ASSERT_EQ(::mkfifo(tmp.file("g.fifo").c_str(), 0644), 0);
+  // open(2) of a FIFO without a writer would block forever: the error comes first.
+  const std::string e = error_of([&] { io::read_fasta_all(tmp.file("g.fifo")); });
+  EXPECT_EQ(e.rfind(tmp.file("g.fifo") + ": is a FIFO", 0), 0u) << e;
 }

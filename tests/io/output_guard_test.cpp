@@ -11,11 +11,16 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.hpp"
 #include "io/dir_lock.hpp"
 #include "io/error.hpp"
+#include "io/file_outputs.hpp"
+#include "io/h5.hpp"
+#include "io/table_text.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -294,32 +299,41 @@ TEST(DirLock, OneHolderAndNoLockFileAfterwards) {
   io::DirLock again(tmp.path());
 }
 
-TEST(SignalCleanup, NamesTheProgramAfterTheCallersStringIsGone) {
-  // mpirun ends the other ranks with SIGTERM while one may be running its static destructors
-  // at exit: the handler must not read the caller's string then (it printed freed memory).
+namespace {
+/// Forks; the child runs `body` (which installs the signal cleanup and makes what it
+/// makes), then raises SIGTERM. The child's stderr comes back, and "[not ended by SIGTERM]"
+/// when the child did not end by the signal.
+std::string stderr_of_a_stopped_child(const std::function<void()>& body) {
   int fds[2];
-  ASSERT_EQ(::pipe(fds), 0);
+  if (::pipe(fds) != 0) return "pipe failed";
   const pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
   if (pid == 0) {
     ::dup2(fds[1], STDERR_FILENO);
     ::close(fds[0]);
-    {
-      std::string name = "genemask[rank 3]";
-      io::install_signal_cleanup(name.c_str(), true);
-      name.assign(name.size(), 'X');  // what a freed and reused buffer may hold
-    }
+    body();
     ::raise(SIGTERM);
-    ::_exit(99);  // not reached: the handler ends the process with SIGTERM
+    ::_exit(99);
   }
   ::close(fds[1]);
   std::string got;
-  char buf[256];
+  char buf[512];
   for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) got.append(buf, static_cast<size_t>(n));
   ::close(fds[0]);
   int status = 0;
-  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
-  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  ::waitpid(pid, &status, 0);
+  if (!(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)) got += "[not ended by SIGTERM]";
+  return got;
+}
+}  // namespace
+
+TEST(SignalCleanup, NamesTheProgramAfterTheCallersStringIsGone) {
+  // mpirun ends the other ranks with SIGTERM while one may be running its static destructors
+  // at exit: the handler must not read the caller's string then (it printed freed memory).
+  const std::string got = stderr_of_a_stopped_child([] {
+    std::string name = "genemask[rank 3]";
+    io::install_signal_cleanup(name.c_str(), true);
+    name.assign(name.size(), 'X');  // what a freed and reused buffer may hold
+  });
   EXPECT_EQ(got, "genemask[rank 3]: stopped by SIGTERM\n");
 }
 
@@ -368,4 +382,173 @@ TEST(TempName, StaleTemporariesOfThisHostAreRemovedOtherHostsAreNamed) {
             std::string::npos)
       << said;
   EXPECT_EQ(said.find(mine_live), std::string::npos) << said;
+}
+
+// ---- issue 31: single-file outputs, managed directories, signals -----------------------
+
+namespace {
+io::NamedOutput file_out(const std::string& path, io::OwnFile own, bool force = false) {
+  io::NamedOutput o{"--out", path, io::OutputKind::file, std::move(own)};
+  o.force = force;
+  o.has_force = true;
+  return o;
+}
+}  // namespace
+
+TEST(FileOutputs, AnExistingFileIsReplacedOnlyWhenItIsOwnOrForced) {
+  TempDir tmp;
+  const io::OwnFile npmi{io::OwnFile::Kind::first_line, "rank\tkmer", "an npmi.tsv"};
+  test::write_file(tmp.file("genome.fa"), ">chr1\nACGT\n");
+  test::write_file(tmp.file("npmi.tsv"), "rank\tkmer\n1\tAAAAAA\n");
+  EXPECT_NO_THROW(io::check_replaceable_outputs({file_out(tmp.file("new.tsv"), npmi)}, "npmi"));  // not there
+  EXPECT_NO_THROW(io::check_replaceable_outputs({file_out(tmp.file("npmi.tsv"), npmi)}, "npmi"));  // its own
+  EXPECT_EQ(error_of([&] { io::check_replaceable_outputs({file_out(tmp.file("genome.fa"), npmi)}, "npmi"); }),
+            "--out " + tmp.file("genome.fa") + " exists and is not an earlier output of `genemask npmi` (it is not an "
+            "npmi.tsv): genemask replaces a file only when it is its own earlier output; pass --force to replace it, "
+            "or choose another --out");
+  EXPECT_NO_THROW(io::check_replaceable_outputs({file_out(tmp.file("genome.fa"), npmi, /*force=*/true)}, "npmi"));
+  auto no_force = file_out(tmp.file("genome.fa"), {}, false);
+  no_force.has_force = false;
+  EXPECT_NE(error_of([&] { io::check_replaceable_outputs({no_force}, "pretrain"); }).find("remove it yourself"),
+            std::string::npos);
+  // A prefix rule, and a first line that only starts like the header.
+  const io::OwnFile pred{io::OwnFile::Kind::first_line_prefix, "id\twindows\tprob_", "predictions"};
+  test::write_file(tmp.file("p.tsv"), "id\twindows\tprob_0\tprob_1\tpredicted\n");
+  EXPECT_TRUE(io::is_own_output(tmp.file("p.tsv"), pred));
+  EXPECT_FALSE(io::is_own_output(tmp.file("npmi.tsv"), pred));
+  EXPECT_FALSE(io::is_own_output(tmp.file("npmi.tsv"), io::OwnFile{io::OwnFile::Kind::first_line, "rank", ""}));
+}
+
+TEST(FileOutputs, HdfAndSafetensorsAreRecognisedByTheirFormat) {
+  TempDir tmp;
+  {
+    io::h5::Handle f = io::h5::create_file(tmp.file("c.h5"));
+    io::h5::set_attr(f, "format", std::string("genemask-counts"));
+    io::h5::close_file(f);
+  }
+  {
+    io::h5::Handle f = io::h5::create_file(tmp.file("other.h5"));
+    io::h5::set_attr(f, "format", std::string("someone-elses"));
+    io::h5::close_file(f);
+  }
+  const io::OwnFile counts{io::OwnFile::Kind::hdf5_format, "genemask-counts", "a counts file"};
+  EXPECT_TRUE(io::is_own_output(tmp.file("c.h5"), counts));
+  EXPECT_FALSE(io::is_own_output(tmp.file("other.h5"), counts));
+  test::write_file(tmp.file("text.h5"), "not HDF5 at all");
+  EXPECT_FALSE(io::is_own_output(tmp.file("text.h5"), counts));
+  // safetensors: 8-byte little-endian header length, then the JSON header.
+  const auto st = [&](const std::string& name, const std::string& header) {
+    std::string b(8, '\0');
+    for (int i = 0; i < 8; ++i) b[static_cast<size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+    test::write_file(tmp.file(name), b + header);
+  };
+  st("dump.safetensors", R"({"__metadata__":{"format":"pt","genemask":"first-batch"}})");
+  st("model.safetensors", R"({"__metadata__":{"format":"pt"}})");
+  const io::OwnFile dump{io::OwnFile::Kind::safetensors_metadata, "first-batch", "a dumped batch"};
+  EXPECT_TRUE(io::is_own_output(tmp.file("dump.safetensors"), dump));
+  EXPECT_FALSE(io::is_own_output(tmp.file("model.safetensors"), dump));
+}
+
+TEST(FileOutputs, NothingIsWrittenInsideADirectoryGenemaskManages) {
+  TempDir tmp;
+  {
+    io::OutputSet set(tmp.file("export"), {"export-hf", "--out", false, "config.json"});
+    test::write_file(set.staging() + "/config.json", "{}");
+    set.publish();
+  }
+  fs::create_directories(tmp.file("shards"));
+  test::write_file(tmp.file("shards/manifest.json"), R"({"format": "genemask-shards"})");
+  fs::create_directories(tmp.file("run/checkpoints/step-00000010"));
+  test::write_file(tmp.file("run/checkpoints/step-00000010/state.json"), "{}");
+  fs::create_directories(tmp.file("mine/sub"));
+  const io::OwnFile any{io::OwnFile::Kind::none, "", ""};
+  for (const std::string& inside : {tmp.file("export/config.json"), tmp.file("export/new/dir/x.h5"),
+                                    tmp.file("shards/manifest.json"), tmp.file("run/checkpoints/step-00000010/m.bin")}) {
+    const std::string e = error_of([&] { io::check_replaceable_outputs({file_out(inside, any, true)}, "npmi"); });
+    EXPECT_NE(e.find("lies inside"), std::string::npos) << inside << ": " << e;
+    EXPECT_NE(e.find("--force or not"), std::string::npos) << e;
+  }
+  EXPECT_NE(io::managed_directory_above(tmp.file("export/x"))->find("`genemask export-hf`"), std::string::npos);
+  EXPECT_NE(io::managed_directory_above(tmp.file("shards/a/b"))->find("shard set"), std::string::npos);
+  EXPECT_FALSE(io::managed_directory_above(tmp.file("mine/sub/x.tsv")));
+  // A directory output is the managed directory itself: that is OutputSet's to judge.
+  EXPECT_FALSE(io::managed_directory_above(tmp.file("export")));
+}
+
+
+TEST(SignalCleanup, ASignalRemovesTheUnfinishedDirectoriesAndLocks) {
+  TempDir tmp;
+  // A new DIR (and the parent made for it) with staged files in subdirectories and a lock.
+  const std::string dir = tmp.file("made/out");
+  const std::string got = stderr_of_a_stopped_child([&] {
+    io::install_signal_cleanup("genemask", true);
+    static std::unique_ptr<io::OutputSet> set;  // never destroyed: the signal comes first
+    set = std::make_unique<io::OutputSet>(dir, io::OutputSet::Options{"export-hf", "--out", false, "config.json"});
+    fs::create_directories(set->staging() + "/a/b/c");
+    for (int i = 0; i < 300; ++i) test::write_file(set->staging() + "/a/b/c/f" + std::to_string(i), "x");
+    test::write_file(set->staging() + "/model.safetensors", std::string(1 << 20, 'w'));
+    fs::create_symlink("/etc", set->staging() + "/link");  // removed, never followed
+  });
+  EXPECT_FALSE(fs::exists(dir)) << got;
+  EXPECT_FALSE(fs::exists(tmp.file("made"))) << got;
+  EXPECT_TRUE(fs::exists("/etc/hostname") || fs::exists("/etc"));
+  EXPECT_EQ(got, "genemask: stopped by SIGTERM; removed the unfinished " + dir + "\n");
+  // A DIR that was there: it stays, empty again; only the staging directory and the lock go.
+  fs::create_directories(tmp.file("there"));
+  const std::string got2 = stderr_of_a_stopped_child([&] {
+    io::install_signal_cleanup("genemask", true);
+    static std::unique_ptr<io::OutputSet> set;
+    set = std::make_unique<io::OutputSet>(tmp.file("there"), io::OutputSet::Options{"export-hf", "--out", false, "config.json"});
+    test::write_file(set->staging() + "/config.json", "{}");
+  });
+  EXPECT_TRUE(fs::is_directory(tmp.file("there")));
+  EXPECT_TRUE(fs::is_empty(tmp.file("there"))) << got2;
+  EXPECT_EQ(got2, "genemask: stopped by SIGTERM; removed the unfinished " + tmp.file("there/.genemask-staging") + "\n");
+  // An OutputDir made and not kept goes; one kept stays.
+  const std::string got3 = stderr_of_a_stopped_child([&] {
+    io::install_signal_cleanup("genemask", true);
+    static std::unique_ptr<io::OutputDir> a, b;
+    a = std::make_unique<io::OutputDir>(tmp.file("run-a"));
+    b = std::make_unique<io::OutputDir>(tmp.file("run-b"));
+    test::write_file(tmp.file("run-b/checkpoint"), "x");
+    b->keep();
+  });
+  EXPECT_FALSE(fs::exists(tmp.file("run-a"))) << got3;
+  EXPECT_TRUE(fs::exists(tmp.file("run-b/checkpoint"))) << got3;
+}
+
+TEST(InputChecks, PipesDevicesAndLoopsAreNamedWithoutOpeningThem) {
+  TempDir tmp;
+  ASSERT_EQ(::mkfifo(tmp.file("fifo").c_str(), 0644), 0);
+  fs::create_symlink(tmp.file("loop"), tmp.file("loop"));
+  fs::create_symlink(tmp.file("nowhere"), tmp.file("dangling"));
+  test::write_file(tmp.file("f"), "x");
+  EXPECT_NE(io::input_problem(tmp.file("fifo")).find("is a FIFO (a named pipe, or a process substitution"),
+            std::string::npos);
+  EXPECT_NE(io::input_problem("/dev/null").find("is a character device, not a regular file"), std::string::npos);
+  EXPECT_NE(io::input_problem(tmp.file("loop")).find("too many levels of symbolic links"), std::string::npos);
+  EXPECT_EQ(io::input_problem(tmp.file("dangling")), "is a symbolic link to a file that does not exist");
+  EXPECT_EQ(io::input_problem(tmp.file("none")), "does not exist");
+  EXPECT_EQ(io::input_problem(tmp.path()), "is a directory, not a file");
+  EXPECT_EQ(io::input_problem(tmp.file("f"), io::InputKind::directory), "is a file, not a directory");
+  EXPECT_EQ(io::input_problem(tmp.file("f")), "");
+  EXPECT_EQ(io::input_type_problem(tmp.file("none")), "");  // left to the opener
+}
+
+TEST(Utf8Escaped, KeepsValidTextAndEscapesTheRest) {
+  EXPECT_EQ(io::utf8_escaped("chr1"), "chr1");
+  EXPECT_EQ(io::utf8_escaped("seq\xff" "1"), "seq\\xff1");
+  EXPECT_EQ(io::utf8_escaped(std::string("a\0b", 3)), "a\\x00b");
+  EXPECT_EQ(io::utf8_escaped("na\xc3\xafve\ttab"), "na\xc3\xafve\ttab");  // UTF-8 and a tab kept
+  EXPECT_EQ(io::utf8_escaped("\xc3"), "\\xc3");  // a sequence cut short
+}
+
+TEST(TableText, FieldsComeBackWholeInTsvAndCsv) {
+  EXPECT_EQ(io::tsv_field("a,b"), "a,b");  // a comma is no separator of a TSV
+  EXPECT_EQ(io::csv_field("a,b"), "\"a,b\"");
+  EXPECT_EQ(io::tsv_field("c\td"), "\"c\td\"");
+  EXPECT_EQ(io::tsv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+  EXPECT_EQ(io::tsv_field("two\nlines"), "\"two\nlines\"");
+  EXPECT_EQ(io::tsv_field("cr\r"), "\"cr\r\"");
+  EXPECT_EQ(io::tsv_field("latin\xff"), "latin\\xff");
 }

@@ -54,7 +54,17 @@ TEST(TaskTable, BadRowsNameFileLineAndValue) {
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("x.csv")); }),
             tmp.file("x.csv") + ":2: bad sequence: 'U' at position 4 is not a base");
   test::write_file(tmp.file("q.csv"), "sequence,label\n\"ACGT,0\n");
-  EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("q.csv")); }), tmp.file("q.csv") + ":2: unterminated double quote");
+  EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("q.csv")); }),
+            tmp.file("q.csv") + ":2: a double quote opened on this line is never closed (the file ends inside a quoted "
+                                "field): close the quote, or remove the stray one");
+  // A quoted field may hold line breaks (RFC 4180): the row is numbered by its first line, and
+  // the label comes back whole, tab, comma and newline included.
+  test::write_file(tmp.file("ml.csv"), "sequence,label\nACGT,\"a,b\ttab\nnext\"\nGGCC,1\n");
+  const auto ml = io::read_task_table(tmp.file("ml.csv"));
+  ASSERT_EQ(ml.size(), 2u);
+  EXPECT_EQ(ml[0].label, "a,b\ttab\nnext");
+  EXPECT_EQ(ml[0].line, 2u);
+  EXPECT_EQ(ml[1].line, 4u);
   test::write_file(tmp.file("l.csv"), "sequence,label\nACGT,\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("l.csv")); }), tmp.file("l.csv") + ":2: empty label");
   // Regression: a NUL in a sequence ended the message there; binary bytes and escapes

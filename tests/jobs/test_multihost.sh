@@ -128,8 +128,9 @@ for layout in "3 1" "2 2"; do
     "$tmp/pre-n$nodes/run/checkpoints/step-00000006/model.safetensors" 1e-6
   check layout "$tmp/pre-n$nodes.out" "$n" "$ppn"
   check checkpoints "$tmp/pre-n$nodes/run"
-  # Written once: one directory per checkpoint step, no temporaries or second copies.
-  [ "$(ls -A "$tmp/pre-n$nodes/run/checkpoints")" = "$(printf 'step-00000003\nstep-00000006')" ] ||
+  # Written once: one directory per checkpoint step, no temporaries or second copies (and the
+  # lock that readers of the run share with its rotation).
+  [ "$(ls -A "$tmp/pre-n$nodes/run/checkpoints")" = "$(printf '.genemask-readers.lock\nstep-00000003\nstep-00000006')" ] ||
     { ls -A "$tmp/pre-n$nodes/run/checkpoints" >&2; exit 1; }
 done
 }

@@ -245,7 +245,7 @@ if len(runs) == 2:
     check(a["checkpoint"].endswith(f"step-{stop:08d}"), f"first run's checkpoint {a['checkpoint']}")
     check(not b["interrupted"] and b["start_step"] == stop and b["steps_done"] == steps, f"second run {b}")
     cks = sorted(os.listdir(os.path.join(run, "checkpoints")))
-    check(cks == [f"step-{stop:08d}", f"step-{steps:08d}"], f"checkpoints {cks}")
+    check(cks == [".genemask-readers.lock", f"step-{stop:08d}", f"step-{steps:08d}"], f"checkpoints {cks}")
 logged = [json.loads(l)["step"] for l in open(os.path.join(run, "metrics.jsonl")) if '"loss"' in l]
 check(logged == list(range(1, steps + 1)), "metrics.jsonl: steps not 1..STEPS exactly once")
 sys.exit(0 if ok else 1)

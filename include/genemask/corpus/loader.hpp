@@ -40,10 +40,12 @@ struct Batch {
   uint64_t real_tokens() const;
 };
 
-/// How much of a shard set to check when it is opened. Always: the manifest, each shard's
-/// offsets and sample indices, and the token ids of every sample as it is read.
+/// How much of a shard set to check when it is opened. Always: the manifest (each shard once,
+/// totals, ranges), each shard's offsets, sample indices, split and counts against it, no
+/// sample in two shards, and the token ids of every sample as it is read.
 struct ShardChecks {
   bool verify = false;  // also each shard's SHA-256 against the manifest and all its token ids (both splits)
+  bool checksums = true;  // the SHA-256 of the split's shards (part, part + parts, ...) against the manifest
   int part = 0, parts = 1;  // verify shards part, part + parts, ... only (ranks share the work)
 };
 

@@ -41,6 +41,10 @@ struct PlanModel {
   std::string checkpoint;
   int64_t checkpoint_step = -1;
   std::string config;          // architecture for "random": logo, dnabert or an absolute config.json
+  // The identity of what the jobs read, taken when the plan is read: SHA-256 of the weights
+  // file (checked against a checkpoint's state.json), or of the config.json of a "random"
+  // model given as a file; "" for a built-in architecture.
+  std::string weights_sha256, config_sha256;
   std::string group;           // optional grouping for the report ("" when absent)
   bool group_given = false;    // the plan names the group: the report takes it over the records'
 };
@@ -51,6 +55,9 @@ struct PlanTask {
   std::string test;                          // absolute test table
   std::string dir;                           // released few-shot layout root, or ""
   std::map<int64_t, std::string> shot_train; // dir layout: shot -> fixed train file
+  // SHA-256 of the tables, taken when the plan is read (train_sha256 "" in the dir layout).
+  std::string train_sha256, test_sha256;
+  std::map<int64_t, std::string> shot_train_sha256;
 };
 
 /// Fine-tuning settings shared by every job; 0 for lr/epochs/batch = the paper's regime.
@@ -87,12 +94,16 @@ struct Job {
   std::string out;           // DIR/runs/<safe job name>; set by the sweep
   PlanFinetune finetune;
   int attempt = 1;           // 1 for the first try, 2 for the first retry, ...
+  // The inputs' SHA-256 as the plan recorded them: the worker checks what it reads against
+  // them (a table or weights changed during the sweep fail the job, named), and records them.
+  std::string train_sha256, test_sha256, model_sha256;  // model: weights, or a random model's config.json
 
   template <class A>
   void serialize(A& ar, const unsigned int) {
     ar & key & model & group & task & shots & seed & model_path & config & train & test & sample_shots & out;
     ar & finetune.lr & finetune.epochs & finetune.batch & finetune.dropout & finetune.warmup_fraction &
         finetune.weight_decay & finetune.precision & attempt & checkpoint_step;
+    ar & train_sha256 & test_sha256 & model_sha256;
   }
 };
 

@@ -51,6 +51,12 @@ struct Record {
   double seconds = 0;
   std::string host, device, out, error;  // error: failed records
   std::string checkpoint;                // the model directory the job loaded ("random" for none)
+  // SHA-256 of the inputs the job read: the training and test tables, the weights (or a
+  // random model's config file). "" when not recorded (null in the file: records written
+  // before they were, a built-in random model); the report refuses to mix records of one
+  // task, shot count or model whose digests differ.
+  std::string train_sha256, test_sha256, model_sha256;
+  bool simulated = false;  // pseudo-metrics of `sweep --simulate` (testing): never a result
   int64_t checkpoint_step = -1;          // its pretraining step; -1: not a checkpoint (null in the file)
   int rank = 0, attempts = 1;
   uint64_t line = 0;                     // 1-based line it was read from

@@ -25,14 +25,23 @@ ShardSet::ShardSet(const std::string& dir, const std::string& split, const Shard
   const auto m = io::read_manifest(dir);
   for (size_t k = 0; k < m.shards.size(); ++k) {
     const auto& sh = m.shards[k];
-    const bool verify = checks.verify && static_cast<int>(k % static_cast<size_t>(checks.parts)) == checks.part;
+    const bool mine = static_cast<int>(k % static_cast<size_t>(checks.parts)) == checks.part;
+    const bool verify = checks.verify && mine;
     if (sh.split != split && !verify) continue;
     const std::string file = dir + "/" + sh.file;
-    if (verify) io::verify_shard_checksum(dir, sh);
+    // The manifest's SHA-256 of every shard this set reads (ranks share the work): what the
+    // writer promised, checked by every reader.
+    if (verify || (checks.checksums && mine)) io::verify_shard_checksum(dir, sh);
     auto r = std::make_unique<io::ShardReader>(file);
     if (r->samples() != sh.samples || r->tokens() != sh.tokens)
       throw io::InputError(file, fmt::format("has {} samples and {} tokens, the manifest says {} and {}", r->samples(),
                                              r->tokens(), sh.samples, sh.tokens));
+    if (r->split() != sh.split)
+      throw io::InputError(file, fmt::format("is a '{}' shard, but the manifest lists it as '{}'", io::excerpt(r->split(), 40),
+                                             sh.split));
+    if (r->samples() > 0 && (r->sample_index().front() != sh.first_sample || r->sample_index().back() != sh.last_sample))
+      throw io::InputError(file, fmt::format("holds samples {}..{}, the manifest says {}..{}", r->sample_index().front(),
+                                             r->sample_index().back(), sh.first_sample, sh.last_sample));
     for (size_t i = 0; i < r->samples(); ++i)
       if (r->chrom()[i] >= m.chromosomes.size())
         throw io::InputError(file, fmt::format("damaged shard: sample {} has chrom {}, but the manifest lists {} "
@@ -48,6 +57,13 @@ ShardSet::ShardSet(const std::string& dir, const std::string& split, const Shard
   if (order_.empty())
     throw io::InputError(dir + "/manifest.json", fmt::format("has no '{}' samples", split));
   std::sort(order_.begin(), order_.end(), [](const Ref& a, const Ref& b) { return a.sample_index < b.sample_index; });
+  for (size_t i = 1; i < order_.size(); ++i)
+    if (order_[i].sample_index == order_[i - 1].sample_index)
+      throw io::InputError(dir + "/manifest.json",
+                           fmt::format("sample {} is in both {} and {}: a sample is in one shard (a copied shard?); "
+                                       "build the shards again",
+                                       order_[i].sample_index, shards_[order_[i - 1].shard]->path(),
+                                       shards_[order_[i].shard]->path()));
 }
 
 void ShardSet::read(size_t i, std::vector<uint16_t>& out) const {

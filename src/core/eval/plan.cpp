@@ -9,12 +9,14 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
 #include <sstream>
 
 #include "genemask/eval/results.hpp"
 #include "io/error.hpp"
 #include "io/json.hpp"
 #include "io/run_dir.hpp"
+#include "io/sha256.hpp"
 
 namespace fs = std::filesystem;
 
@@ -144,12 +146,17 @@ class Checker {
     throw PlanError(fmt::format("{}: {}{}", where, path.empty() ? "" : path + ": ", msg));
   }
 
-  const nlohmann::json& object(const nlohmann::json& j, const std::string& path,
-                               std::initializer_list<const char*> allowed) const {
+  /// `also`: keys a sweep's own plan.json adds (digests, pinned checkpoints), accepted but
+  /// not offered in messages: a plan written by hand does not need them.
+  const nlohmann::json& object(const nlohmann::json& j, const std::string& path, std::initializer_list<const char*> allowed,
+                               std::initializer_list<const char*> also = {}) const {
     if (!j.is_object())
       fail(path, fmt::format("{} is not a mapping (expected keys: {})", io::json_excerpt(j), join(allowed)));
+    const auto in = [](std::initializer_list<const char*> l, const std::string& k) {
+      return std::any_of(l.begin(), l.end(), [&](const char* a) { return k == a; });
+    };
     for (const auto& kv : j.items())
-      if (std::none_of(allowed.begin(), allowed.end(), [&](const char* a) { return kv.key() == a; }))
+      if (!in(allowed, kv.key()) && !in(also, kv.key()))
         fail(sub(path, kv.key()), fmt::format("unknown key (expected one of: {})", join(allowed)));
     return j;
   }
@@ -173,7 +180,17 @@ class Checker {
   std::string existing(const nlohmann::json& j, const std::string& path, const char* what) const {
     const std::string p = resolve(string(j, path));
     if (!fs::exists(p)) fail(path, fmt::format("{} does not exist ({}: {})", io::json_excerpt(j), what, p));
+    if (const std::string why = io::input_type_problem(p, io::InputKind::file_or_directory); !why.empty())
+      fail(path, fmt::format("{} {}", p, why));
     return p;
+  }
+  /// The SHA-256 of a file the jobs read: its identity in plan.json and in every record.
+  std::string digest(const std::string& file, const std::string& path) const {
+    try {
+      return io::sha256_file(file);
+    } catch (const std::exception& e) {
+      fail(path, fmt::format("cannot read {}: {}", file, e.what()));
+    }
   }
   std::string resolve(const std::string& p) const {
     fs::path fp(p);
@@ -205,17 +222,20 @@ void check_name(const Checker& c, const std::string& name, const std::string& pa
 
 /// A model path to the directory its jobs load, once per sweep: a run's newest complete
 /// checkpoint (each job taking "the newest" when it starts would mix steps while the run
-/// goes on). A run still in progress is refused: its newest checkpoint is not its model.
-void resolve_checkpoint(const Checker& c, PlanModel& m, const std::string& path) {
+/// goes on), or the checkpoint a normalised plan names (`pinned`). A run still in progress is
+/// refused: its newest checkpoint is not its model. The weights' SHA-256 is taken here (a
+/// checkpoint's files are checked against its state.json on the way).
+void resolve_checkpoint(const Checker& c, PlanModel& m, const std::string& path, const std::string& pinned) {
   io::ResolvedModel r;
   try {
-    r = io::resolve_model(m.path);
+    r = io::resolve_model(pinned.empty() ? m.path : pinned);
+    m.weights_sha256 = io::model_weights_sha256(r);
   } catch (const io::InputError& e) {
     c.fail(path, fmt::format("{} (expected a model directory, a pretrain run or \"random\")", e.what()));
   }
   m.checkpoint = r.dir;
   m.checkpoint_step = r.step;
-  if (r.run.empty() || r.dir == m.path) return;  // a model or checkpoint directory named explicitly
+  if (!pinned.empty() || r.run.empty() || r.dir == m.path) return;  // a model or checkpoint directory named explicitly
   const std::string name_it = fmt::format("name a checkpoint directory (\"{}\") to evaluate that step", r.dir);
   const std::string holder = io::lock_holder(m.path);
   if (!holder.empty())
@@ -228,8 +248,22 @@ void resolve_checkpoint(const Checker& c, PlanModel& m, const std::string& path)
                              m.path, r.step, r.run_steps, name_it));
 }
 
+/// A value a normalised plan (DIR/plan.json) records about an input, read back: it must be
+/// what the input is now, or the plan describes other inputs than the ones on disk.
+void check_recorded(const Checker& c, const nlohmann::json& j, const char* key, const nlohmann::json& now,
+                    const std::string& path, const std::string& what) {
+  if (!j.contains(key)) return;
+  const auto& rec = j[key];
+  if (rec == now || (rec.is_null() && now.is_string() && now.get<std::string>().empty())) return;
+  c.fail(Checker::sub(path, key), fmt::format("the plan records {} but {} is now {}: the input changed since the plan was "
+                                              "written; remove \"{}\" to take the input as it is now",
+                                              io::json_excerpt(rec, 80), what, io::json_excerpt(now, 80), key));
+}
+
 PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::string& path) {
-  c.object(j, path, {"name", "path", "config", "group"});
+  // checkpoint, checkpoint_step, weights_sha256 and config_sha256 are what a sweep's own
+  // plan.json records: a plan.json read back pins the same checkpoint and checks the digests.
+  c.object(j, path, {"name", "path", "config", "group"}, {"checkpoint", "checkpoint_step", "weights_sha256", "config_sha256"});
   PlanModel m;
   m.name = c.string(required(c, j, path, "name", "the model's display name"), Checker::sub(path, "name"));
   check_name(c, m.name, Checker::sub(path, "name"));
@@ -242,12 +276,25 @@ PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::stri
       m.config = cfg == "logo" || cfg == "dnabert"
                      ? cfg
                      : c.existing(j["config"], Checker::sub(path, "config"), "expected logo, dnabert or a config.json");
+      if (m.config != "logo" && m.config != "dnabert") m.config_sha256 = c.digest(m.config, Checker::sub(path, "config"));
     }
+    for (const char* key : {"checkpoint", "checkpoint_step", "weights_sha256"})
+      if (j.contains(key) && !j[key].is_null())
+        c.fail(Checker::sub(path, key), "only a model read from a directory has one (this one is \"random\")");
+    check_recorded(c, j, "config_sha256", m.config_sha256, path, "the config file's SHA-256");
   } else {
     m.path = c.existing(pj, Checker::sub(path, "path"), "expected a model directory, a pretrain run, or \"random\"");
-    resolve_checkpoint(c, m, Checker::sub(path, "path"));
+    std::string pinned;
+    if (j.contains("checkpoint") && !j["checkpoint"].is_null())
+      pinned = c.existing(j["checkpoint"], Checker::sub(path, "checkpoint"), "the checkpoint this plan pins");
+    resolve_checkpoint(c, m, Checker::sub(path, "path"), pinned);
     if (j.contains("config"))
       c.fail(Checker::sub(path, "config"), "only used with path \"random\" (a model directory has its own config.json)");
+    check_recorded(c, j, "checkpoint_step", m.checkpoint_step >= 0 ? nlohmann::json(m.checkpoint_step) : nlohmann::json(),
+                   path, "the checkpoint's step");
+    check_recorded(c, j, "weights_sha256", m.weights_sha256, path, "the weights' SHA-256");
+    if (j.contains("config_sha256") && !j["config_sha256"].is_null())
+      c.fail(Checker::sub(path, "config_sha256"), "only a \"random\" model has one");
   }
   if (j.contains("group")) {
     if (!j["group"].is_string())
@@ -282,7 +329,9 @@ std::string shot_train_file(const Checker& c, const std::string& dir, int64_t sh
 
 PlanTask parse_task(const Checker& c, const nlohmann::json& j, const std::string& path,
                     const std::vector<int64_t>& shots) {
-  c.object(j, path, {"name", "train", "test", "dir"});
+  // shot_train and the *_sha256 are what a sweep's own plan.json records: read back, they
+  // must be what the files are now.
+  c.object(j, path, {"name", "train", "test", "dir"}, {"shot_train", "train_sha256", "test_sha256", "shot_train_sha256"});
   PlanTask t;
   t.name = c.string(required(c, j, path, "name", "the task's name"), Checker::sub(path, "name"));
   check_name(c, t.name, Checker::sub(path, "name"));
@@ -306,6 +355,29 @@ PlanTask parse_task(const Checker& c, const nlohmann::json& j, const std::string
                          Checker::sub(path, "train"), "expected a training table");
     t.test = c.existing(required(c, j, path, "test", "the test table"), Checker::sub(path, "test"),
                         "expected a test table");
+  }
+  t.test_sha256 = c.digest(t.test, Checker::sub(path, "test"));
+  if (!t.train.empty()) t.train_sha256 = c.digest(t.train, Checker::sub(path, "train"));
+  nlohmann::json shot_files = nlohmann::json::object(), shot_digests = nlohmann::json::object();
+  for (const auto& [s, file] : t.shot_train) {
+    t.shot_train_sha256[s] = c.digest(file, Checker::sub(path, "dir"));
+    shot_files[std::to_string(s)] = file;
+    shot_digests[std::to_string(s)] = t.shot_train_sha256[s];
+  }
+  check_recorded(c, j, "test_sha256", t.test_sha256, path, "the test table's SHA-256");
+  check_recorded(c, j, "train_sha256", t.train.empty() ? nlohmann::json() : nlohmann::json(t.train_sha256), path,
+                 "the training table's SHA-256");
+  // A plan.json lists the shot files of its own shots: those still planned must be the same.
+  for (const char* key : {"shot_train", "shot_train_sha256"}) {
+    if (!j.contains(key)) continue;
+    if (!j[key].is_object()) c.fail(Checker::sub(path, key), fmt::format("{} is not a mapping", io::json_excerpt(j[key])));
+    const auto& now = std::string(key) == "shot_train" ? shot_files : shot_digests;
+    for (const auto& [shot, v] : j[key].items())
+      if (now.contains(shot) && now[shot] != v)
+        c.fail(Checker::sub(Checker::sub(path, key), shot),
+               fmt::format("the plan records {} but it is now {}: the few-shot files changed since the plan was written; "
+                           "remove \"{}\" to take them as they are now",
+                           io::json_excerpt(v, 80), io::json_excerpt(now[shot], 80), key));
   }
   return t;
 }
@@ -368,8 +440,15 @@ std::vector<T> parse_list(const Checker& c, const nlohmann::json& j, const std::
 Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const std::string& base_dir,
                     const std::map<std::string, int>* lines) {
   Checker c(source, base_dir, lines);
+  // "format", "version" and "source" head a sweep's own normalised plan.json, which is a plan
+  // like any other (it pins the checkpoints and inputs it was made from).
   c.object(doc, "", {"models", "tasks", "shots", "seeds", "retries", "threads_per_worker", "device", "ranks_per_gpu",
-                     "finetune"});
+                     "finetune"},
+           {"format", "version", "source"});
+  if (doc.contains("format") && doc["format"] != "genemask-sweep-plan")
+    c.fail("format", fmt::format("{} is not \"genemask-sweep-plan\"", io::json_excerpt(doc["format"])));
+  if (doc.contains("version") && doc["version"] != 1)
+    c.fail("version", fmt::format("{} is not a plan version this genemask reads (1)", io::json_excerpt(doc["version"])));
   Plan p;
   p.source = source;
   if (doc.contains("shots")) p.shots = parse_list<int64_t>(c, doc["shots"], "shots", 1, "a positive integer");
@@ -453,6 +532,7 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
 }
 
 Plan read_plan_order(const std::string& path) {
+  io::check_input_type(path);
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -494,6 +574,11 @@ Plan read_plan_order(const std::string& path) {
 }
 
 Plan load_plan(const std::string& path) {
+  try {
+    io::check_input_type(path);
+  } catch (const io::InputError& e) {
+    throw PlanError(e.what());
+  }
   errno = 0;
   std::ifstream in(path);
   if (!in)
@@ -535,19 +620,23 @@ nlohmann::json plan_to_json(const Plan& p) {
     nlohmann::json o{{"name", m.name}, {"path", m.path}, {"group", m.group}};
     if (m.path == "random") {
       o["config"] = m.config;
+      if (!m.config_sha256.empty()) o["config_sha256"] = m.config_sha256;
     } else {
       o["checkpoint"] = m.checkpoint;
       o["checkpoint_step"] = m.checkpoint_step >= 0 ? nlohmann::json(m.checkpoint_step) : nlohmann::json();
+      o["weights_sha256"] = m.weights_sha256;
     }
     j["models"].push_back(o);
   }
   for (const auto& t : p.tasks) {
-    nlohmann::json o{{"name", t.name}, {"test", t.test}};
+    nlohmann::json o{{"name", t.name}, {"test", t.test}, {"test_sha256", t.test_sha256}};
     if (t.dir.empty()) {
       o["train"] = t.train;
+      o["train_sha256"] = t.train_sha256;
     } else {
       o["dir"] = t.dir;
       for (const auto& [s, f] : t.shot_train) o["shot_train"][std::to_string(s)] = f;
+      for (const auto& [s, d] : t.shot_train_sha256) o["shot_train_sha256"][std::to_string(s)] = d;
     }
     j["tasks"].push_back(o);
   }
@@ -594,11 +683,15 @@ std::vector<Job> expand_jobs(const Plan& p, const std::string& out_dir) {
           j.test = t.test;
           if (t.dir.empty()) {
             j.train = t.train;
+            j.train_sha256 = t.train_sha256;
             j.sample_shots = s;
           } else {
             j.train = t.shot_train.at(s);
+            j.train_sha256 = t.shot_train_sha256.count(s) ? t.shot_train_sha256.at(s) : "";
             j.sample_shots = 0;
           }
+          j.test_sha256 = t.test_sha256;
+          j.model_sha256 = m.path == "random" ? m.config_sha256 : m.weights_sha256;
           j.out = (fs::path(out_dir) / "runs" /
                    fmt::format("{}__{}__{}__{}", safe_name(m.name), safe_name(t.name), s, seed))
                       .string();
@@ -607,6 +700,34 @@ std::vector<Job> expand_jobs(const Plan& p, const std::string& out_dir) {
         }
   return jobs;
 }
+
+namespace {
+
+/// One difference between a model's or task's entries of two plans, for the message.
+std::string describe_change(const std::string& key, bool recorded_before, const nlohmann::json& before,
+                            const nlohmann::json& now) {
+  const size_t suffix = key.find("_sha256");
+  if (suffix == std::string::npos)
+    return fmt::format("{} {} -> {}", key, io::json_excerpt(before, 300), io::json_excerpt(now, 300));
+  std::string input = key.substr(0, suffix);
+  if (input == "weights") input = "the weights";
+  else if (input == "test") input = "the test table";
+  else if (input == "train") input = "the training table";
+  else if (input == "config") input = "the config file";
+  else if (input == "shot_train") input = "the few-shot training files";
+  if (key.size() > suffix + 7 && key[suffix + 7] == '[')
+    input = fmt::format("the {}-shot training file", key.substr(suffix + 8, key.size() - suffix - 9));
+  if (!recorded_before)
+    return fmt::format("the earlier plan recorded no SHA-256 of {} (a plan.json of an earlier genemask): its results "
+                       "cannot be checked against the inputs now",
+                       input);
+  const auto short_hex = [](const nlohmann::json& v) {
+    return v.is_string() ? v.get<std::string>().substr(0, 12) + "..." : io::json_excerpt(v, 40);
+  };
+  return fmt::format("the content of {} changed (SHA-256 {} -> {})", input, short_hex(before), short_hex(now));
+}
+
+}  // namespace
 
 PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new_plan) {
   PlanDiff d;
@@ -622,22 +743,37 @@ PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new
     auto& changed = std::string(kind) == "models" ? d.changed_models : d.changed_tasks;
     for (const auto& [name, o] : olds) {
       auto it = news.find(name);
-      const std::string what = std::string(kind).substr(0, 5);
+      const std::string what = std::string(kind).substr(0, std::string(kind).size() - 1);  // "model", "task"
       if (it == news.end()) {
         d.changes.push_back(fmt::format("{} \"{}\" was removed", what, name));
         continue;
       }
       // The group is presentation only; a task's fixed shot files may grow with new shots.
       nlohmann::json a = o, b = it->second;
-      for (auto* x : {&a, &b}) x->erase("group"), x->erase("shot_train");
+      for (auto* x : {&a, &b}) x->erase("group"), x->erase("shot_train"), x->erase("shot_train_sha256");
       if (!a.contains("checkpoint")) b.erase("checkpoint"), b.erase("checkpoint_step");  // a plan.json of before
-      bool same = a == b;
-      if (o.contains("shot_train"))
-        for (const auto& [shot, file] : o.at("shot_train").items())
-          same = same && it->second.value("shot_train", nlohmann::json::object()).value(shot, "") == file;
-      if (!same) {
-        d.changes.push_back(fmt::format("{} \"{}\" changed from {} to {}", what, name, io::json_excerpt(o, 1000),
-                                        io::json_excerpt(it->second, 1000)));
+      std::vector<std::string> what_changed;
+      std::set<std::string> keys;
+      for (const auto& [k, v] : a.items()) keys.insert(k);
+      for (const auto& [k, v] : b.items()) keys.insert(k);
+      for (const auto& k : keys) {
+        const nlohmann::json va = a.value(k, nlohmann::json()), vb = b.value(k, nlohmann::json());
+        if (va == vb) continue;
+        what_changed.push_back(describe_change(k, a.contains(k), va, vb));
+      }
+      for (const char* key : {"shot_train", "shot_train_sha256"}) {
+        if (!o.contains(key)) continue;
+        const auto now = it->second.value(key, nlohmann::json::object());
+        for (const auto& [shot, v] : o.at(key).items())
+          if (now.value(shot, nlohmann::json()) != v)
+            what_changed.push_back(describe_change(std::string(key) + "[" + shot + "]", true, v, now.value(shot, nlohmann::json())));
+      }
+      if (o.contains("shot_train") && !o.contains("shot_train_sha256") && it->second.contains("shot_train_sha256"))
+        what_changed.push_back(describe_change("shot_train_sha256", false, nullptr, it->second["shot_train_sha256"]));
+      if (!what_changed.empty()) {
+        std::string list;
+        for (const auto& w : what_changed) list += (list.empty() ? "" : ", ") + w;
+        d.changes.push_back(fmt::format("{} \"{}\" changed: {}", what, name, list));
         changed.insert(name);
       }
     }

@@ -91,6 +91,55 @@ std::string metric_title(const std::string& metric) {
   return metric;
 }
 
+namespace {
+
+/// The records a table shows must come from the same inputs where they are compared: one
+/// test table per task (every model and shot count is scored on it), one training table per
+/// task and shot count, one set of weights per model. A sweep continued after an input
+/// changed would otherwise average (and pair in t-tests) results of two test sets.
+void check_same_inputs(const std::string& path, const std::vector<const Record*>& used,
+                       std::vector<std::string>& warnings) {
+  struct Seen {
+    std::string sha256;
+    const Record* first = nullptr;
+  };
+  std::map<std::string, Seen> test_of, train_of, model_of;
+  uint64_t undigested = 0;
+  const auto same = [&](std::map<std::string, Seen>& seen, const std::string& key, const std::string& sha,
+                        const Record* r, const std::string& what) {
+    if (sha.empty()) return;
+    auto [it, fresh] = seen.emplace(key, Seen{sha, r});
+    if (fresh || it->second.sha256 == sha) return;
+    throw io::InputError(path, r->line, fmt::format(
+        "{} of job {} is not the one of job {} on line {} (SHA-256 {}... vs {}...): the records were made from "
+        "different inputs, and a table would mix them; rerun the stale jobs (genemask sweep --force moves their "
+        "records aside) or report them from separate results files",
+        what, r->job, it->second.first->job, it->second.first->line, sha.substr(0, 12), it->second.sha256.substr(0, 12)));
+  };
+  for (const Record* r : used) {
+    if (r->test_sha256.empty() && r->train_sha256.empty()) ++undigested;
+    same(test_of, r->task, r->test_sha256, r, fmt::format("the test table of task '{}'", r->task));
+    same(train_of, fmt::format("{}\t{}", r->task, r->shots), r->train_sha256, r,
+         fmt::format("the training table of task '{}' at {} shots", r->task, r->shots));
+    same(model_of, r->model, r->model_sha256, r, fmt::format("the model '{}'", r->model));
+  }
+  // Records of an earlier genemask carry no digests: beside records that do, the report
+  // cannot check that they share their inputs, and says so. (A results file written wholly
+  // before digests existed reads as it did.)
+  const auto simulated = std::count_if(used.begin(), used.end(), [](const Record* r) { return r->simulated; });
+  if (simulated > 0)
+    warnings.push_back(fmt::format("{} of the {} records shown are pseudo-metrics of a simulated sweep (sweep "
+                                   "--simulate, for testing), not fine-tuning results",
+                                   simulated, used.size()));
+  if (undigested > 0 && undigested < used.size())
+    warnings.push_back(fmt::format("{} of the {} records shown carry no SHA-256 of their inputs (written by an earlier "
+                                   "genemask): the report cannot check that they share their test tables and weights "
+                                   "with the others",
+                                   undigested, used.size()));
+}
+
+}  // namespace
+
 Results read_results(const std::string& path) {
   results::ResultsFile file = results::read_results(path, /*repair=*/false, /*missing_ok=*/false);
   Results r;
@@ -232,6 +281,7 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
       shot_set.insert(r.shots);
       used.push_back(&r);
     }
+  check_same_inputs(results.path, used, t.warnings);
   t.shots.assign(shot_set.begin(), shot_set.end());
   t.precisions.assign(t.models.size(), {});
   for (const Record* r : used) ++t.precisions[model_idx[r->model]][r->metrics.precision];

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <set>
 
+#include "io/table_text.hpp"
 #include "genemask/eval/report.hpp"
 #include "io/atomic_file.hpp"
 
@@ -25,6 +26,10 @@ std::string exact(double v) {
 std::string md_escape(const std::string& s) {
   std::string o;
   for (char c : s) {
+    if (c == '\n' || c == '\r' || c == '\t') {  // a row of a Markdown table is one line
+      o += ' ';
+      continue;
+    }
     if (c == '|' || c == '*' || c == '_' || c == '`' || c == '\\') o += '\\';
     o += c;
   }
@@ -51,12 +56,7 @@ std::string tex_escape(const std::string& s) {
   return o;
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string o = "\"";
-  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return o + "\"";
-}
+std::string csv_field(const std::string& s) { return io::csv_field(s); }
 
 std::string md_cell(const MetricStat& st, int d) {
   if (st.n == 0) return "\u2013";

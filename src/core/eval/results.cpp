@@ -32,6 +32,11 @@ json Record::to_json() const {
   j["out"] = out;
   j["checkpoint"] = checkpoint;
   j["checkpoint_step"] = checkpoint_step >= 0 ? json(checkpoint_step) : json();
+  const auto digest = [](const std::string& s) { return s.empty() ? json() : json(s); };
+  j["train_sha256"] = digest(train_sha256);
+  j["test_sha256"] = digest(test_sha256);
+  j["model_sha256"] = digest(model_sha256);
+  if (simulated) j["simulated"] = true;
   if (!ok) j["error"] = error;
   return j;
 }
@@ -137,6 +142,17 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
   r.out = f.string("out", false);
   r.checkpoint = f.string("checkpoint", false);  // absent in records of before
   if (f.find("checkpoint_step")) r.checkpoint_step = f.integer("checkpoint_step");
+  if (const json* v = f.find("simulated")) {
+    if (!v->is_boolean()) f.fail(fmt::format("\"simulated\" is {}, expected true or false", io::json_excerpt(*v)));
+    r.simulated = v->get<bool>();
+  }
+  for (auto [name, field] : {std::pair{"train_sha256", &r.train_sha256}, std::pair{"test_sha256", &r.test_sha256},
+                             std::pair{"model_sha256", &r.model_sha256}}) {
+    *field = f.string(name, false);  // absent (or null) in records of before
+    if (!field->empty() && (field->size() != 64 || field->find_first_not_of("0123456789abcdef") != std::string::npos))
+      f.fail(fmt::format("job {}: \"{}\" is \"{}\", not a SHA-256 (64 lower-case hex digits)", r.job, name,
+                         io::excerpt(*field, 80)));
+  }
   if (f.find("rank")) r.rank = static_cast<int>(f.integer("rank"));
   if (f.find("attempts")) r.attempts = static_cast<int>(f.integer("attempts"));
   return r;
@@ -146,6 +162,7 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
 
 ResultsFile read_results(const std::string& path, bool repair, bool missing_ok) {
   ResultsFile rf;
+  io::check_input_type(path);
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   if (!in) {

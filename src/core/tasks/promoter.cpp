@@ -116,6 +116,7 @@ std::vector<Example> build_promoter(const PromoterOptions& o, DatasetStats& stat
 
   std::unordered_set<std::string> tata_names;
   if (!o.tata_list.empty()) {
+    io::check_input_type(o.tata_list);
     std::ifstream in(o.tata_list);
     if (!in) throw io::InputError(o.tata_list, "cannot open the --tata-list file: " + io::open_error_reason(errno));
     for (std::string line; std::getline(in, line);) {

@@ -1,3 +1,4 @@
+#include "io/table_text.hpp"
 #include "genemask/tasks/task_dataset.hpp"
 
 #include <algorithm>
@@ -55,7 +56,7 @@ void write_plain(const std::string& path, const std::vector<const Example*>& row
   io::AtomicFile f(path);
   auto& out = f.stream();
   out << "sequence\tlabel\tid\n";
-  for (const Example* e : rows) out << e->sequence << '\t' << e->label << '\t' << e->id << '\n';
+  for (const Example* e : rows) out << e->sequence << '\t' << io::tsv_field(e->label) << '\t' << io::tsv_field(e->id) << '\n';
   f.commit();
 }
 
@@ -65,7 +66,7 @@ void write_released(const std::string& path, const std::vector<const Example*>& 
   io::AtomicFile f(path);
   auto& out = f.stream();
   out << "\"sequence\"\t\"label\"\n";
-  for (const Example* e : rows) out << '"' << kmer_text(e->sequence) << "\"\t" << e->label << '\n';
+  for (const Example* e : rows) out << '"' << kmer_text(e->sequence) << "\"\t" << io::tsv_field(e->label) << '\n';
   f.commit();
 }
 

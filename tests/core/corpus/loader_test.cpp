@@ -1,6 +1,11 @@
 #include "genemask/corpus/loader.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <fstream>
+#include <functional>
 #include <hdf5.h>
 
 #include <set>
@@ -11,6 +16,7 @@
 #include "test_util.hpp"
 
 using namespace genemask;
+namespace fs = std::filesystem;
 using genemask::test::TempDir;
 
 namespace {
@@ -38,7 +44,8 @@ std::vector<std::vector<uint16_t>> make_shards(const std::string& dir, size_t n)
     }
     const std::string file = "train-r0000" + std::to_string(f) + "-00000.h5";
     io::write_shard(dir + "/" + file, d, "train", 1, vocab_sha256());
-    m.shards.push_back(io::ManifestShard{file, "train", "x", d.samples(), d.tokens.size(), 0, 0});
+    m.shards.push_back(io::ManifestShard{file, "train", io::sha256_file(dir + "/" + file), d.samples(),
+                                         d.tokens.size(), d.sample_index.front(), d.sample_index.back()});
   }
   io::write_manifest(dir, m);
   return all;
@@ -214,7 +221,7 @@ TEST(ShardSet, VerifyFindsAlteredFilesInEveryPart) {
   auto m = io::read_manifest(tmp.path());
   for (auto& sh : m.shards) sh.sha256 = io::sha256_file(tmp.path() + "/" + sh.file);
   io::write_manifest(tmp.path(), m);
-  for (int part = 0; part < 3; ++part) EXPECT_NO_THROW(ShardSet(tmp.path(), "train", ShardChecks{true, part, 3}));
+  for (int part = 0; part < 3; ++part) EXPECT_NO_THROW(ShardSet(tmp.path(), "train", ShardChecks{true, true, part, 3}));
   // Change one token of the second file to another valid id (the shard still reads).
   const std::string victim = tmp.path() + "/" + m.shards[1].file;
   {
@@ -232,14 +239,74 @@ TEST(ShardSet, VerifyFindsAlteredFilesInEveryPart) {
     H5Dclose(ds);
     H5Fclose(f);
   }
-  EXPECT_NO_THROW(ShardSet(tmp.path(), "train"));  // without verify: not looked at
+  EXPECT_NO_THROW(ShardSet(tmp.path(), "train", ShardChecks{false, false, 0, 1}));  // no checks asked: not looked at
+  // Every reader checks the SHA-256 of the shards it reads by default (issue 31).
+  EXPECT_EQ(test::error_of([&] { ShardSet(tmp.path(), "train"); }),
+            victim + ": SHA-256 differs from " + tmp.path() + "/manifest.json: the file was changed or damaged (build "
+                     "the shards again)");
   int found = 0;
   for (int part = 0; part < 3; ++part) {
-    const std::string e = test::error_of([&] { ShardSet(tmp.path(), "train", ShardChecks{true, part, 3}); });
+    const std::string e = test::error_of([&] { ShardSet(tmp.path(), "train", ShardChecks{true, true, part, 3}); });
     if (e == "no error") continue;
     ++found;
     EXPECT_EQ(e, victim + ": SHA-256 differs from " + tmp.path() + "/manifest.json: the file was changed or damaged "
                           "(build the shards again)");
   }
   EXPECT_EQ(found, 1);
+}
+
+// A manifest is checked wherever it is read (issue 31: one that listed a shard twice doubled
+// mask-stats' samples and pretrain --verify trained on them twice).
+TEST(ShardSet, AShardListedTwiceOrCopiedIsRefused) {
+  TempDir tmp;
+  make_shards(tmp.path(), 30);
+  const auto m = io::read_manifest(tmp.path());
+  const auto rewrite = [&](const std::function<void(nlohmann::json&)>& edit) {
+    std::ifstream in(tmp.path() + "/manifest.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    edit(j);
+    test::write_file(tmp.path() + "/manifest.json", j.dump(2));
+  };
+  const std::string path = tmp.path() + "/manifest.json";
+  const std::string original = test::read_file(path);
+  rewrite([](nlohmann::json& j) { j["shards"].push_back(j["shards"][0]); });
+  EXPECT_EQ(test::error_of([&] { io::read_manifest(tmp.path()); }),
+            path + ": shards[0] and shards[3] both list the shard " + m.shards[0].file +
+                ": each shard is listed once (its samples would be counted twice); build the shards again");
+  test::write_file(path, original);
+  fs::copy_file(tmp.path() + "/" + m.shards[0].file, tmp.path() + "/copy.h5");
+  rewrite([&](nlohmann::json& j) {
+    auto c = j["shards"][0];
+    c["file"] = "copy.h5";
+    j["shards"].push_back(c);
+    j["totals"]["train"]["samples"] = j["totals"]["train"]["samples"].get<uint64_t>() + c["samples"].get<uint64_t>();
+    j["totals"]["train"]["tokens"] = j["totals"]["train"]["tokens"].get<uint64_t>() + c["tokens"].get<uint64_t>();
+  });
+  const std::string e = test::error_of([&] { ShardSet(tmp.path(), "train"); });
+  EXPECT_NE(e.find("is in both"), std::string::npos) << e;
+  test::write_file(path, original);
+  ASSERT_EQ(::link((tmp.path() + "/" + m.shards[1].file).c_str(), (tmp.path() + "/link.h5").c_str()), 0);
+  rewrite([&](nlohmann::json& j) {
+    auto c = j["shards"][1];
+    c["file"] = "link.h5";
+    j["shards"].push_back(c);
+  });
+  EXPECT_NE(test::error_of([&] { io::read_manifest(tmp.path()); }).find("which are the same file (a link)"),
+            std::string::npos);
+  test::write_file(path, original);
+  rewrite([](nlohmann::json& j) { j["totals"]["train"]["tokens"] = 1; });
+  EXPECT_NE(test::error_of([&] { io::read_manifest(tmp.path()); }).find("totals.train: 30 samples and 1 tokens"),
+            std::string::npos);
+  test::write_file(path, original);
+  rewrite([](nlohmann::json& j) { j["recipe"]["full_prob"] = nullptr; });
+  EXPECT_EQ(test::error_of([&] { io::read_manifest(tmp.path()); }),
+            path + ": recipe.full_prob: null is not a number in [0, 1]; the manifest is damaged or was edited: build "
+                   "the shards again");
+  test::write_file(path, original);
+  rewrite([](nlohmann::json& j) { j["shards"][2]["file"] = "../../etc/passwd"; });
+  EXPECT_NE(test::error_of([&] { io::read_manifest(tmp.path()); }).find("shards[2].file: '../../etc/passwd' is not a "
+                                                                        "file name in the shard directory"),
+            std::string::npos);
+  test::write_file(path, original);
+  EXPECT_NO_THROW(ShardSet(tmp.path(), "train"));
 }

@@ -8,6 +8,7 @@
 
 #include "genemask/eval/plan.hpp"
 #include "io/dir_lock.hpp"
+#include "io/sha256.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -335,6 +336,50 @@ TEST(SweepPlanDiff, OnlyAddedJobsAreCompatible) {
   nlohmann::json tuned = old_plan;
   tuned["finetune"]["lr"] = 0.01;
   EXPECT_TRUE(sweep::compare_plans(old_plan, tuned).settings_changed);
+}
+
+// Issue 31: a sweep's plan records the SHA-256 of what its jobs read, and its own plan.json
+// is a plan it reads back (it was refused: "format: unknown key"), pinning those inputs.
+TEST_F(SweepPlan, PlanJsonRoundTripsAndPinsItsInputs) {
+  fs::create_directories(d_ + "/hf");
+  test::write_file(d_ + "/hf/model.safetensors", "weights");
+  auto p = json_plan(R"({"models": [{"name": "m", "path": "hf"}, {"name": "Tiny", "path": "random", "config": "tiny.json"}],
+                        "tasks": [{"name": "plain", "train": "train.csv", "test": "test.csv"}, {"name": "prom", "dir": "prom"}],
+                        "shots": [10, 50], "seeds": 2})");
+  const nlohmann::json j = sweep::plan_to_json(p);
+  EXPECT_EQ(j["models"][0]["weights_sha256"], io::sha256_hex("weights"));
+  EXPECT_EQ(j["models"][1]["config_sha256"], io::sha256_hex("{}\n"));
+  EXPECT_EQ(j["tasks"][0]["test_sha256"], io::sha256_hex("sequence,label\nACGTACGT,0\n"));
+  EXPECT_EQ(j["tasks"][0]["train_sha256"], io::sha256_hex("sequence,label\nACGTACGT,0\n"));
+  EXPECT_EQ(j["tasks"][1]["shot_train_sha256"]["10"], io::sha256_hex("x\n"));
+  for (const auto& job : sweep::expand_jobs(p, "/out")) {
+    EXPECT_EQ(job.test_sha256.size(), 64u);
+    EXPECT_EQ(job.train_sha256.size(), 64u);
+    EXPECT_EQ(job.model_sha256.size(), job.model == "m" || job.model == "Tiny" ? 64u : 0u);
+  }
+  // Written as the sweep writes it, read back: the same plan.
+  test::write_file(d_ + "/own.json", j.dump(2));
+  nlohmann::json again = sweep::plan_to_json(sweep::load_plan(d_ + "/own.json"));
+  nlohmann::json want = j;
+  again.erase("source"), want.erase("source");
+  EXPECT_EQ(again, want);
+  // An input that changed since the plan.json was written is named, with the field.
+  test::write_file(d_ + "/test.csv", "sequence,label\nACGTACGT,1\n");
+  const std::string e = plan_error([&] { sweep::load_plan(d_ + "/own.json"); });
+  EXPECT_NE(e.find(d_ + "/own.json: tasks[0].test_sha256: the plan records"), std::string::npos) << e;
+  EXPECT_NE(e.find("the input changed since the plan was written"), std::string::npos) << e;
+  // compare_plans says what changed, by input.
+  const auto d = sweep::compare_plans(j, sweep::plan_to_json(json_plan(test::read_file(d_ + "/p.json"))));
+  ASSERT_EQ(d.changes.size(), 1u);
+  EXPECT_NE(d.changes[0].find("task \"plain\" changed: the content of the test table changed (SHA-256"),
+            std::string::npos) << d.changes[0];
+  EXPECT_EQ(d.changed_tasks, std::set<std::string>{"plain"});
+  // A plan.json of an earlier genemask (no digests) cannot be checked: a change, said so.
+  nlohmann::json old = j;
+  old["tasks"][0].erase("test_sha256");
+  const auto d2 = sweep::compare_plans(old, j);
+  ASSERT_EQ(d2.changes.size(), 1u);
+  EXPECT_NE(d2.changes[0].find("recorded no SHA-256 of the test table"), std::string::npos) << d2.changes[0];
 }
 
 }  // namespace

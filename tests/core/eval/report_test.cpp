@@ -194,3 +194,42 @@ TEST(Report, PrecisionCountsOnlyTheShownRecords) {
             std::string::npos) << t.warnings[0];
   EXPECT_EQ(t.precision_sentence(), "fp32 for 'a', 'b'; mixed (bf16, fp32) for 'c'");
 }
+
+// Issue 31: a sweep continued after its test table changed averaged results of two test sets.
+// Records carry the SHA-256 of what they read, and a table never mixes them.
+TEST(Report, RecordsOfOtherInputsAreNeverMixed) {
+  test::TempDir dir;
+  const std::string a(64, 'a'), b(64, 'b'), c(64, 'c');
+  auto with = [](std::string l, const std::string& train, const std::string& test, const std::string& model) {
+    return l.insert(l.size() - 2, fmt::format(R"(,"train_sha256":"{}","test_sha256":"{}","model_sha256":"{}")", train,
+                                              test, model));
+  };
+  const std::string same = with(line("m", "", "t", 10, 0, 0.5, 0.6), a, b, c) +
+                           with(line("m", "", "t", 10, 1, 0.6, 0.7), a, b, c) +
+                           with(line("n", "", "t", 10, 0, 0.5, 0.6), a, b, std::string(64, 'd'));
+  Table t = aggregate(parse(dir, same), Plan{}, Options{});
+  EXPECT_TRUE(t.warnings.empty());
+  const std::string other_test = same + with(line("m", "", "t", 50, 0, 0.5, 0.6), a, std::string(64, 'e'), c);
+  const std::string e = test::error_of([&] { aggregate(parse(dir, other_test), Plan{}, Options{}); });
+  EXPECT_EQ(e, dir.file("results.jsonl") + ":4: the test table of task 't' of job m|t|50|0 is not the one of job m|t|10|0 "
+                                           "on line 1 (SHA-256 eeeeeeeeeeee... vs bbbbbbbbbbbb...): the records were made "
+                                           "from different inputs, and a table would mix them; rerun the stale jobs "
+                                           "(genemask sweep --force moves their records aside) or report them from "
+                                           "separate results files");
+  const std::string other_model = same + with(line("m", "", "t", 10, 2, 0.5, 0.6), a, b, std::string(64, 'f'));
+  EXPECT_NE(test::error_of([&] { aggregate(parse(dir, other_model), Plan{}, Options{}); }).find("the model 'm' of job"),
+            std::string::npos);
+  const std::string other_train = same + with(line("n", "", "t", 10, 1, 0.5, 0.6), std::string(64, '0'), b,
+                                              std::string(64, 'd'));
+  EXPECT_NE(test::error_of([&] { aggregate(parse(dir, other_train), Plan{}, Options{}); })
+                .find("the training table of task 't' at 10 shots"),
+            std::string::npos);
+  // A selection that leaves the other records out is not refused: only shown records count.
+  Options only_n;
+  only_n.models = {"n"};
+  EXPECT_NO_THROW(aggregate(parse(dir, other_model), Plan{}, only_n));
+  // Records of an earlier genemask beside digested ones: said, not refused.
+  t = aggregate(parse(dir, same + line("m", "", "t", 10, 3, 0.5, 0.6)), Plan{}, Options{});
+  ASSERT_EQ(t.warnings.size(), 1u);
+  EXPECT_NE(t.warnings[0].find("1 of the 4 records shown carry no SHA-256"), std::string::npos) << t.warnings[0];
+}

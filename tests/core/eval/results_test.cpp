@@ -175,3 +175,27 @@ TEST(Results, AFileThatCannotBeOpenedIsNotAMissingOne) {
   }
   EXPECT_EQ(e.rfind(p + ": cannot open the file (Too many open files (EMFILE", 0), 0u) << e;
 }
+
+// Issue 31: every record names the SHA-256 of the tables and weights its job read.
+TEST(Results, InputDigestsRoundTripAndMustBeDigests) {
+  test::TempDir tmp;
+  const auto m = some_metrics();
+  auto ok = results::make_record("m", "", "t", 10, 1, &m, "");
+  ok.train_sha256 = std::string(64, 'a');
+  ok.test_sha256 = std::string(64, 'b');
+  auto random = results::make_record("r", "", "t", 10, 1, &m, "");  // a built-in random model: no weights
+  random.train_sha256 = std::string(64, 'a');
+  random.test_sha256 = std::string(64, 'b');
+  EXPECT_TRUE(random.to_json().at("model_sha256").is_null());
+  test::write_file(tmp.file("r.jsonl"), ok.to_json().dump() + "\n" + random.to_json().dump() + "\n");
+  const auto rf = results::read_results(tmp.file("r.jsonl"), false, false);
+  EXPECT_EQ(rf.records[0].train_sha256, std::string(64, 'a'));
+  EXPECT_EQ(rf.records[0].test_sha256, std::string(64, 'b'));
+  EXPECT_EQ(rf.records[1].model_sha256, "");
+  auto j = ok.to_json();
+  j["test_sha256"] = "not-a-digest";
+  test::write_file(tmp.file("bad.jsonl"), j.dump() + "\n");
+  EXPECT_EQ(error_of([&] { results::read_results(tmp.file("bad.jsonl"), false, false); }),
+            tmp.file("bad.jsonl") + ":1: job m|t|10|1: \"test_sha256\" is \"not-a-digest\", not a SHA-256 (64 lower-case "
+                                    "hex digits)");
+}
