@@ -24,6 +24,7 @@
 #include "io/dir_lock.hpp"
 #include "io/error.hpp"
 #include "io/json.hpp"
+#include "io/sha256.hpp"
 
 namespace genemask::io {
 namespace fs = std::filesystem;
@@ -293,6 +294,34 @@ std::optional<nlohmann::json> read_output_marker(const std::string& dir) {
   return j;
 }
 
+std::map<std::string, std::string> verify_output_files(const std::string& dir,
+                                                       const std::function<bool(const std::string&)>& which) {
+  std::map<std::string, std::string> out;
+  const auto m = read_output_marker(dir);
+  if (!m || !m->contains("files")) return out;
+  const std::string marker = dir + "/" + kOutputMarker;
+  const auto& files = (*m)["files"];
+  if (!files.is_object())
+    throw InputError(marker, "its \"files\" is not an object of file names and SHA-256: the marker was changed by hand");
+  const std::string cmd = (*m)["command"].get<std::string>();
+  for (const auto& [name, sum] : files.items()) {
+    if (!sum.is_string() || name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+      throw InputError(marker, fmt::format("lists a file entry {} that is not a file name and SHA-256", excerpt(name, 40)));
+    out[name] = sum.get<std::string>();
+    if (which && !which(name)) continue;
+    const std::string f = dir + "/" + name;
+    if (!fs::is_regular_file(f))
+      throw InputError(f, fmt::format("is missing: {} lists it as written by `genemask {}`; write the output again",
+                                      marker, cmd));
+    const std::string have = sha256_file(f);
+    if (have != sum.get<std::string>())
+      throw InputError(f, fmt::format("is not the file `genemask {}` wrote (SHA-256 {}, recorded in {} {}): it was "
+                                      "changed or replaced since; write the output again, or use another directory",
+                                      cmd, have.substr(0, 16), marker, sum.get<std::string>().substr(0, 16)));
+  }
+  return out;
+}
+
 void check_output_complete(const std::string& dir) {
   const auto m = read_output_marker(dir);
   if (m && !(*m)["complete"].get<bool>())
@@ -457,6 +486,12 @@ void OutputSet::publish(const nlohmann::json& extra) {
   for (const auto& n : fresh) rename_or_throw(staging_ + "/" + n, dir_ + "/" + n);
   nlohmann::json m = new_marker(o_.command, true, fresh);
   for (const auto& [k, v] : extra.items()) m[k] = v;
+  if (o_.digests) {  // of the files as they now are in DIR, which readers check (verify_output_files)
+    nlohmann::json files = nlohmann::json::object();
+    for (const auto& n : fresh)
+      if (fs::is_regular_file(fs::symlink_status(dir_ + "/" + n))) files[n] = sha256_file(dir_ + "/" + n);
+    m["files"] = files;
+  }
   for (int slot : cleanup_slots_) unregister_cleanup(slot);  // complete now: nothing for a signal to remove
   cleanup_slots_.clear();
   write_marker(dir_, m);

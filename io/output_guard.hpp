@@ -13,6 +13,8 @@
 //    one unit: they are written into DIR/.genemask-staging, moved into place, and the marker,
 //    which readers check, is written last.
 // The checks are plain stat(2) calls: no MPI, no Torch.
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,6 +92,13 @@ inline constexpr const char* kOutputMarker = ".genemask.json";
 /// (not JSON, other format) is an InputError.
 std::optional<nlohmann::json> read_output_marker(const std::string& dir);
 
+/// The files of DIR that its marker records a SHA-256 for ("files", written by an OutputSet
+/// with `digests`), checked: those `which` accepts (all when null) must have it, or an
+/// InputError names the file ("changed after `genemask export-hf` wrote it"). Returns the
+/// recorded digests ({} when the marker records none: an output of before, or no marker).
+std::map<std::string, std::string> verify_output_files(const std::string& dir,
+                                                       const std::function<bool(const std::string&)>& which = nullptr);
+
 /// Readers of a genemask directory call this first: an output whose publication was cut
 /// short (marker "complete": false) is an InputError that says to run the command again.
 void check_output_complete(const std::string& dir);
@@ -112,6 +121,7 @@ class OutputSet {
     std::string option = "--out";
     bool force = false;      // replace an earlier complete output of the same command
     std::string read_first;  // the file readers open first (manifest.json): removed first, placed last
+    bool digests = false;    // record every file's SHA-256 in the marker ("files"): verify_output_files
   };
   OutputSet(std::string dir, Options options);
   ~OutputSet();

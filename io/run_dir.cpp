@@ -175,7 +175,15 @@ ResolvedModel resolve_model(const std::string& path) {
     r.run_steps = recorded_run_steps(r.dir);
   }
   r.weights = r.dir + (fs::exists(r.dir + "/model.safetensors", ec) ? "/model.safetensors" : "/pytorch_model.bin");
-  if (r.step >= 0) verify_checkpoint(r);
+  if (r.step >= 0) {
+    verify_checkpoint(r);
+  } else {
+    // A model directory genemask wrote (export-hf, finetune --save-model) records its files'
+    // SHA-256 in its marker: the files a reader loads are checked against it.
+    const auto recorded = verify_output_files(r.dir, read_by_model_readers);
+    if (auto it = recorded.find(fs::path(r.weights).filename().string()); it != recorded.end())
+      r.weights_sha256 = it->second;
+  }
   return r;
 }
 

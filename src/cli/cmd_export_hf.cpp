@@ -25,7 +25,7 @@ void register_export_hf(CLI::App& app, Context& ctx) {
     ctx.outputs = {{"--out", *out, io::OutputKind::directory}};
     ctx.run = [run, out, force, &ctx] {
       if (ctx.rank != 0) return;
-      io::OutputSet set(*out, {"export-hf", "--out", *force, "config.json"});
+      io::OutputSet set(*out, {"export-hf", "--out", *force, "config.json", /*digests=*/true});
       std::string src;
       const std::string staging = set.staging();
       GENEMASK_MODEL_ENTRY(genemask_model_export_run)(run.get(), &staging, &src);

@@ -26,7 +26,8 @@ void run_finetune(model::FinetuneOptions o, bool force, const Context& ctx) {
   io::OutputSet out_dir(o.out, {"finetune", "--out", force, "metrics.json"});
   std::optional<io::OutputSet> model_dir;
   if (!o.save_model.empty())
-    model_dir.emplace(o.save_model, io::OutputSet::Options{"finetune --save-model", "--save-model", force, "config.json"});
+    model_dir.emplace(o.save_model,
+                      io::OutputSet::Options{"finetune --save-model", "--save-model", force, "config.json", /*digests=*/true});
   o.out = out_dir.staging();
   if (model_dir) o.save_model = model_dir->staging();
   const model::LogFn log = [](const std::string& line) { std::cerr << "[finetune] " << line << std::endl; };

@@ -14,6 +14,7 @@
 #include "genemask/corpus/tokenizer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/output_guard.hpp"
 #include "io/json.hpp"
 #include "io/safetensors.hpp"
 #include "model/hf_io.hpp"
@@ -193,6 +194,8 @@ void save_classifier_hf(BertForSequenceClassification& m, const std::vector<std:
 }
 
 BertForSequenceClassification load_classifier_hf(const std::string& dir, std::vector<std::string>* class_names) {
+  io::check_output_complete(dir);
+  io::verify_output_files(dir);  // a classifier `finetune --save-model` wrote: its files as it wrote them
   const std::string cfg_path = dir + "/config.json";
   if (!std::filesystem::exists(cfg_path))
     throw io::InputError(dir, "has no config.json: give the directory written by `genemask finetune --save-model`");

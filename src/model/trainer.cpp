@@ -551,8 +551,10 @@ std::unique_ptr<DataLoader> open_training_data(Run& r) {
   uint64_t valid_samples = 0;
   for (const auto& sh : manifest.shards)
     if (sh.split == "valid") valid_samples += sh.samples;
-  r.has_validation = valid_samples >= static_cast<uint64_t>(r.world);
-  if (!r.has_validation && r.o.eval_every > 0)
+  r.has_validation = valid_samples >= static_cast<uint64_t>(r.world) && r.o.eval_batches > 0;
+  if (r.o.eval_every > 0 && r.o.eval_batches == 0)
+    r.say("no evaluation: --eval-batches 0; eval_loss stays null");
+  else if (!r.has_validation && r.o.eval_every > 0)
     r.say(fmt::format("no evaluation: the shard set has {} validation samples for {} ranks (shards "
                       "--valid-fraction 0?); eval_loss stays null",
                       valid_samples, r.world));

@@ -372,6 +372,37 @@ class Silent(unittest.TestCase):
                 keep=[t("swapped-run")]),
         ])
 
+    def test_every_reader_checks_a_model_directory_genemask_wrote(self):
+        """An export and a saved classifier record their files' SHA-256 in their marker: weights
+        replaced or edited after genemask wrote them are refused by every reader, named."""
+        t = self.t
+        shutil.copytree(t("hf"), t("ed-hf"))
+        shutil.copytree(t("clf"), t("ed-clf"))
+        marker = json.load(open(t("ed-hf", ".genemask.json")))
+        self.assertEqual(marker["files"]["model.safetensors"], tb.sha256(t("ed-hf", "model.safetensors")))
+        for d in ("ed-hf", "ed-clf"):
+            with open(t(d, "model.safetensors"), "r+b") as f:
+                f.seek(-4, 2)
+                f.write(struct.pack("<f", 0.25))
+        expect = [t("ed-hf", "model.safetensors"), "is not the file `genemask export-hf` wrote"]
+        with open(t("ed-plan.json"), "w") as f:
+            json.dump({"models": [{"name": "m", "path": t("ed-hf")}],
+                       "tasks": [{"name": "t", "train": t("train.csv"), "test": t("test.csv")}], "shots": [4],
+                       "seeds": 1}, f)
+        self.check_table([
+            Row("embed an edited export", ["embed", "--model", t("ed-hf"), "--input", t("test.csv"), "--out",
+                                           t("ed.h5"), *FAST], expect, t("ed.h5"), keep=[t("ed-hf")]),
+            Row("finetune from an edited export", ["finetune", "--model", t("ed-hf"), "--train", t("train.csv"),
+                                                   "--test", t("test.csv"), "--out", t("ed-ft"), "--epochs", "1",
+                                                   *FAST], expect, t("ed-ft"), keep=[t("ed-hf")]),
+            Row("a sweep over an edited export", ["sweep", "--plan", t("ed-plan.json"), "--out", t("ed-sw"),
+                                                  "--simulate", "0"], expect, t("ed-sw"), keep=[t("ed-hf")]),
+            Row("predict with an edited classifier", ["predict", "--model", t("ed-clf"), "--input", t("test.csv"),
+                                                      "--out", t("ed.tsv"), *FAST],
+                [t("ed-clf", "model.safetensors"), "is not the file `genemask finetune --save-model` wrote"],
+                t("ed.tsv"), keep=[t("ed-clf")]),
+        ])
+
     # ---- 8. NaN and infinity in every floating-point option ------------------------------
 
     def test_no_option_takes_nan_or_infinity(self):
@@ -615,6 +646,7 @@ class Silent(unittest.TestCase):
         self.assertEqual(a["models"][0]["weights_sha256"], tb.sha256(t("hf", "model.safetensors")))
         # A plan.json whose inputs changed since is refused, naming the field.
         shutil.copytree(t("hf"), t("hf-pinned"))
+        os.remove(t("hf-pinned", ".genemask.json"))  # a model directory from elsewhere: no marker of ours
         plan2 = self.write_plan("sw-plan2.json", t("hf-pinned"))
         run(["sweep", "--plan", plan2, "--out", t("sw3"), "--simulate", "0", "--progress-every", "0"])
         with open(t("hf-pinned", "model.safetensors"), "r+b") as f:
@@ -630,6 +662,7 @@ class Silent(unittest.TestCase):
         t = self.t
         shutil.copy(t("test.csv"), t("mix-test.csv"))
         shutil.copytree(t("hf"), t("hf-mix"))
+        os.remove(t("hf-mix", ".genemask.json"))  # a model directory from elsewhere: no marker of ours
         plan = self.write_plan("mix.json", t("hf-mix"), test="mix-test.csv")
         run(["sweep", "--plan", plan, "--out", t("mix"), "--simulate", "0", "--progress-every", "0"])
         recs = [json.loads(l) for l in open(t("mix", "results.jsonl"))]

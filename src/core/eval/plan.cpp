@@ -231,7 +231,10 @@ void resolve_checkpoint(const Checker& c, PlanModel& m, const std::string& path,
     r = io::resolve_model(pinned.empty() ? m.path : pinned);
     m.weights_sha256 = io::model_weights_sha256(r);
   } catch (const io::InputError& e) {
-    c.fail(path, fmt::format("{} (expected a model directory, a pretrain run or \"random\")", e.what()));
+    const std::string what = e.what();
+    c.fail(path, what.find("no complete checkpoint") != std::string::npos
+                     ? fmt::format("{} (expected a model directory, a pretrain run or \"random\")", what)
+                     : what);
   }
   m.checkpoint = r.dir;
   m.checkpoint_step = r.step;
