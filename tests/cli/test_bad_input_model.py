@@ -79,6 +79,12 @@ class BadModelInput(unittest.TestCase):
     @classmethod
     def copy(cls, src, name):
         shutil.copytree(cls.t(src), cls.t(name))
+        # A model directory's copy goes without its marker: the damaged copies stand for models
+        # from elsewhere (save_pretrained), whose files genemask checks field by field; an edited
+        # export is refused by its marker's SHA-256 first (test_bad_input_silent.py).
+        marker = os.path.join(cls.t(name), ".genemask.json")
+        if os.path.exists(marker) and "files" in json.load(open(marker)):
+            os.remove(marker)
         return cls.t(name)
 
     @classmethod

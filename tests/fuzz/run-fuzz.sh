@@ -21,8 +21,8 @@ $launcher clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-san
 $launcher clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$root" -I"$root/include" -I"$gen" \
   "$here/safetensors_fuzz.cpp" "$root/io/error.cpp" "$root/io/json.cpp" "$root/io/safetensors.cpp" "$root/io/atomic_file.cpp" \
-  "$root/io/output_guard.cpp" "$root/io/dir_lock.cpp" \
-  -lfmt -o "$out/safetensors_fuzz"
+  "$root/io/output_guard.cpp" "$root/io/dir_lock.cpp" "$root/io/sha256.cpp" \
+  -lfmt -lcrypto -o "$out/safetensors_fuzz"
 # The .bin reader links LibTorch, which is not instrumented: only the reader and the
 # target are; LibTorch's own allocations still go through ASan's malloc. LibTorch's headers
 # carry their own fmt, used header-only here.
