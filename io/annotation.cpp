@@ -32,32 +32,6 @@ bool is_gene_type(std::string_view t) {
   return t == "gene" || (t.size() > 5 && t.substr(t.size() - 5) == "_gene");
 }
 
-// Calls fn(line, lineno) for each line (CR stripped) up to GFF3's ##FASTA section.
-template <typename Fn>
-void for_each_line(const std::string& path, Fn&& fn) {
-  auto reader = open_text(probe_file(path), 0);
-  std::string line;
-  uint64_t lineno = 0;
-  bool stop = false;
-  auto process = [&]() {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.rfind("##FASTA", 0) == 0) stop = true;
-    if (!stop) fn(std::string_view(line), lineno);
-  };
-  TextBlock b;
-  while (!stop && reader->next(b)) {
-    for (size_t i = 0; i < b.size && !stop; ++i) {
-      if (b.data[i] == '\n') {
-        process();
-        line.clear();
-      } else {
-        line.push_back(b.data[i]);
-      }
-    }
-  }
-  if (!stop && !line.empty()) process();
-}
 
 /// The 9 tab-separated columns of a GTF/GFF3 feature line; another count is an error.
 std::vector<std::string_view> feature_columns(std::string_view line, const std::string& path, uint64_t lineno) {
@@ -114,7 +88,7 @@ std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source
     if (gtf && f[8].find("gene_id") == std::string_view::npos)
       throw InputError(path, lineno, "GTF gene line without a gene_id attribute");
     genes.push_back({std::string(f[0]), ft.start, ft.end, ft.strand, lineno});
-  });
+  }, "##FASTA");
   if (source) *source = GeneSource{};
   if (!genes.empty()) return genes;
   if (transcript_error) std::rethrow_exception(transcript_error);
@@ -330,7 +304,7 @@ std::vector<TranscriptExons> read_transcript_exons(const std::string& path, cons
                                      id, f[6], t.line, t.strand));
       t.exons.emplace_back(ft.start, ft.end);
     }
-  });
+  }, "##FASTA");
   if (exon_lines == 0 && feature == "exon" && cds_lines > 0)
     throw InputError(path, fmt::format("no features of type 'exon' found, but {} 'CDS' lines: use --exon-feature CDS "
                                        "to take the coding exons as the exons",

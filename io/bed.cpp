@@ -11,28 +11,6 @@
 namespace genemask::io {
 namespace {
 
-// Calls fn(line, lineno) for every line of a plain or gzip text file ('\r' removed).
-void for_each_line(const std::string& path, const std::function<void(const std::string&, uint64_t)>& fn) {
-  auto reader = open_text(probe_file(path), 0);
-  std::string line;
-  uint64_t lineno = 0;
-  auto flush = [&]() {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    fn(line, lineno);
-    line.clear();
-  };
-  TextBlock b;
-  while (reader->next(b))
-    for (size_t i = 0; i < b.size; ++i) {
-      if (b.data[i] == '\n')
-        flush();
-      else
-        line.push_back(b.data[i]);
-    }
-  if (!line.empty()) flush();
-}
-
 std::vector<std::string> split(const std::string& line, char delim) {
   std::vector<std::string> f;
   size_t i = 0;

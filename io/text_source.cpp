@@ -352,6 +352,33 @@ Ownership partition(const FileInfo& info, int rank, int nranks, uint64_t gzip_ch
   return own;
 }
 
+void for_each_line(const std::string& path, const std::function<void(const std::string&, uint64_t)>& fn,
+                   const std::string& stop_prefix) {
+  auto reader = open_text(probe_file(path), 0);
+  std::string line;
+  uint64_t lineno = 0;
+  // False once the stop line is reached.
+  auto process = [&]() {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (!stop_prefix.empty() && line.rfind(stop_prefix, 0) == 0) return false;
+    fn(line, lineno);
+    line.clear();
+    return true;
+  };
+  TextBlock b;
+  while (reader->next(b)) {
+    for (size_t i = 0; i < b.size; ++i) {
+      if (b.data[i] != '\n') {
+        line.push_back(b.data[i]);
+      } else if (!process()) {
+        return;
+      }
+    }
+  }
+  if (!line.empty()) process();
+}
+
 uint64_t line_of_voffset(const FileInfo& info, uint64_t voffset) {
   auto reader = open_text(info, 0);
   TextBlock b;

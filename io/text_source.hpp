@@ -6,6 +6,7 @@
 //  - BGZF (bgzip): (compressed offset of the block << 16) | offset inside the block,
 //    as htslib does, so a rank can start at any block without decompressing earlier ones.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,6 +81,12 @@ struct Ownership {
 /// compressed ranges snapped to block starts for BGZF, round-robin chunks of the text for
 /// plain gzip (every rank decompresses the whole stream: recompress with bgzip to scale).
 Ownership partition(const FileInfo& info, int rank, int nranks, uint64_t gzip_chunk_bytes = 8u << 20);
+
+/// Calls fn(line, lineno) for every line of a plain or compressed text file, in order: lineno
+/// is 1-based and a '\r' at the end of a line is removed. With stop_prefix, reading ends
+/// before the first line that starts with it (GFF3's "##FASTA" section).
+void for_each_line(const std::string& path, const std::function<void(const std::string& line, uint64_t lineno)>& fn,
+                   const std::string& stop_prefix = {});
 
 /// 1-based line number of the byte at voffset (re-reads the file from the start; used
 /// only to report errors).

@@ -14,32 +14,6 @@
 namespace genemask::io {
 namespace {
 
-// Calls fn(line, lineno) for each line (CR stripped) of a plain or compressed text file.
-template <typename Fn>
-void for_each_line(const std::string& path, Fn&& fn) {
-  auto reader = open_text(probe_file(path), 0);
-  std::string line;
-  uint64_t lineno = 0;
-  auto process = [&]() {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    fn(line, lineno);
-  };
-  TextBlock b;
-  while (reader->next(b)) {
-    for (size_t i = 0; i < b.size; ++i) {
-      if (b.data[i] == '\n') {
-        process();
-        line.clear();
-      } else {
-        line.push_back(b.data[i]);
-      }
-    }
-  }
-  if (!line.empty()) process();
-}
-
-
 std::string upper(std::string s) {
   for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
