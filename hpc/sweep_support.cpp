@@ -39,6 +39,8 @@ results::Record result_record(const Job& job, const JobResult& r, int attempts, 
   rec.test_sha256 = r.test_sha256.empty() ? job.test_sha256 : r.test_sha256;
   rec.model_sha256 = r.model_sha256.empty() ? job.model_sha256 : r.model_sha256;
   rec.simulated = simulated;
+  rec.arm = job.arm;
+  rec.replicate = job.replicate;
   return rec;
 }
 

@@ -5,7 +5,7 @@
 // that holds the separator, a line break or a double quote is written in double quotes with
 // its quotes doubled (RFC 4180); bytes that are not UTF-8 are escaped (\xNN), since those
 // readers decode UTF-8. Labels are classes as written, so a label with a tab or a comma is
-// kept, and comes back whole.
+// kept, and comes back whole. The report's Markdown and LaTeX cells are escaped here too.
 #include <string>
 #include <string_view>
 
@@ -24,5 +24,32 @@ inline std::string table_field(std::string_view text, char sep) {
 
 inline std::string tsv_field(std::string_view text) { return table_field(text, '\t'); }
 inline std::string csv_field(std::string_view text) { return table_field(text, ','); }
+
+/// `text` as the text of a Markdown table cell: one line, with the characters that Markdown
+/// reads as markup or as a cell boundary escaped.
+inline std::string md_text(std::string_view text) {
+  std::string o;
+  for (char c : text) {
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';  // a row of a Markdown table is one line
+    if (c == '|' || c == '*' || c == '_' || c == '`' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+/// `text` as LaTeX text: its special characters escaped.
+inline std::string tex_text(std::string_view text) {
+  std::string o;
+  for (char c : text) {
+    switch (c) {
+      case '&': case '%': case '$': case '#': case '_': case '{': case '}': o += '\\'; o += c; break;
+      case '~': o += "\\textasciitilde{}"; break;
+      case '^': o += "\\textasciicircum{}"; break;
+      case '\\': o += "\\textbackslash{}"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
 
 }  // namespace genemask::io

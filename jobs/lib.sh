@@ -175,6 +175,7 @@ gm_load_config() {
   MODEL=${MODEL:-logo}
   MODEL_LABEL=${MODEL_LABEL:-$(basename "${MODEL%.json}")}
   MASKINGS=${MASKINGS:-genemask random}
+  PRETRAIN_SEEDS=${PRETRAIN_SEEDS:-}
   BASELINE_MASKING=${BASELINE_MASKING:-random}
   STEPS=${STEPS:-10000}
   WARMUP=${WARMUP:-500}
@@ -217,6 +218,17 @@ gm_load_config() {
   [ -z "$SPLICE_ANNOTATION" ] || SPLICE_ANNOTATION=$(gm_abspath "$base" "$SPLICE_ANNOTATION")
   [ -z "$ENHANCER_INTERVALS" ] || ENHANCER_INTERVALS=$(gm_abspath "$base" "$ENHANCER_INTERVALS")
   case $MODEL in logo | dnabert) ;; *) MODEL=$(gm_abspath "$base" "$MODEL") ;; esac
+  # PRETRAIN_SEEDS: the pretraining replicates of every strategy (distinct non-negative integers).
+  local -a seeds=()
+  local seed
+  read -r -a seeds <<<"$PRETRAIN_SEEDS"
+  for seed in "${seeds[@]}"; do
+    case $seed in
+      *[!0-9]*) echo "config: PRETRAIN_SEEDS: '$seed' is not a seed (a non-negative integer)" >&2; return 2 ;;
+    esac
+  done
+  [ -z "$(printf '%s\n' "${seeds[@]}" | sort | uniq -d)" ] ||
+    { echo "config: PRETRAIN_SEEDS lists a seed twice: $PRETRAIN_SEEDS" >&2; return 2; }
 }
 
 # gm_check_tasks: every name in TASKS is known and has its input set and present (before
@@ -240,5 +252,23 @@ gm_abspath() {
   case $2 in /*) printf '%s\n' "$2" ;; *) printf '%s/%s\n' "$1" "$2" ;; esac
 }
 
-# The name of a masking strategy's model in the sweep and the report.
-gm_model_name() { printf '%s-%s\n' "$MODEL_LABEL" "$1"; }
+# The pretraining runs of the config, one per line: MASKING, or MASKING:SEED for each seed of
+# PRETRAIN_SEEDS (the replicates of the strategy).
+gm_pretrain_units() {
+  local m s
+  for m in $MASKINGS; do
+    if [ -z "$PRETRAIN_SEEDS" ]; then
+      echo "$m"
+    else
+      for s in $PRETRAIN_SEEDS; do echo "$m:$s"; done
+    fi
+  done
+}
+
+# The directory name of a pretraining unit under OUT/runs and OUT/models: MASKING, or
+# MASKING-sSEED.
+gm_run_name() { case $1 in *:*) printf '%s-s%s\n' "${1%%:*}" "${1#*:}" ;; *) printf '%s\n' "$1" ;; esac; }
+
+# The name of a masking strategy's model in the sweep and the report (with a seed, the
+# replicate's: the strategy's name is then its arm's).
+gm_model_name() { printf '%s-%s\n' "$MODEL_LABEL" "$(gm_run_name "$1")"; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole genemask pipeline from one config (see jobs/pipeline.conf.example):
 #   count -> npmi (GRANK, Gene-PMI-VOC, motif table) -> shards -> pretrain per masking
-#   strategy (+ export-hf) -> task datasets (TASKS) -> few-shot sweep of the models -> report
-#   (baseline: random masking)
+#   strategy (+ export-hf; with PRETRAIN_SEEDS, once per seed: the strategy's replicates) ->
+#   task datasets (TASKS) -> few-shot sweep of the models -> report (baseline: random
+#   masking; with replicates, also the arms compared over their replicates)
 #
 #   jobs/pipeline.sh CONFIG            submit the stages to Slurm, chained with
 #                                      --dependency=afterok:, and print "stage job-id" lines
@@ -44,8 +45,8 @@ gm_load_config "$cfg"
 gm_check_tasks
 GENEMASK_BIN=$(gm_bin)
 export GENEMASK_BIN
-read -r -a maskings <<<"$MASKINGS"
 read -r -a count_opts <<<"$COUNT_OPTS"
+mapfile -t units < <(gm_pretrain_units)
 mkdir -p "$OUT/logs"
 J=$GENEMASK_JOBS_DIR
 
@@ -71,8 +72,8 @@ if [ "$mode" = local ]; then
   stage count "$RANKS_COUNT" "$J/count.sbatch" "$GENOME" "$OUT/count" "${count_opts[@]}"
   stage npmi 1 "$J/npmi.sbatch" "$cfg"
   stage shards "$RANKS_SHARDS" "$J/shards.sbatch" "$cfg"
-  for m in "${maskings[@]}"; do
-    stage "pretrain-$m" "$RANKS_PRETRAIN" "$J/pretrain.sbatch" "$cfg" "$m"
+  for u in "${units[@]}"; do
+    stage "pretrain-$(gm_run_name "$u")" "$RANKS_PRETRAIN" "$J/pretrain.sbatch" "$cfg" "$u"
   done
   stage dataset 1 "$J/dataset.sbatch" "$cfg"
   stage sweep "$RANKS_SWEEP" "$J/sweep.sbatch" "$cfg"
@@ -120,9 +121,10 @@ say npmi "$npmi"
 shards=$(submit shards "" --ntasks="$RANKS_SHARDS" -- "$J/shards.sbatch" "$cfg")
 say shards "$shards"
 pre=()
-for m in "${maskings[@]}"; do
-  id=$(submit "pretrain-$m" "$npmi:$shards" --ntasks="$RANKS_PRETRAIN" "${gpu_opts[@]}" -- "$J/pretrain.sbatch" "$cfg" "$m")
-  say "pretrain-$m" "$id"
+for u in "${units[@]}"; do
+  name=pretrain-$(gm_run_name "$u")
+  id=$(submit "$name" "$npmi:$shards" --ntasks="$RANKS_PRETRAIN" "${gpu_opts[@]}" -- "$J/pretrain.sbatch" "$cfg" "$u")
+  say "$name" "$id"
   pre+=("$id")
 done
 dataset=$(submit dataset "" -- "$J/dataset.sbatch" "$cfg")

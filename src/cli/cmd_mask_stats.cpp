@@ -1,23 +1,36 @@
 // genemask mask-stats: what a masking strategy does to a shard set.
 #include <fmt/format.h>
 #include <iostream>
+#include <array>
 #include <map>
 
 #include "common.hpp"
 #include "genemask/corpus/loader.hpp"
+#include "genemask/corpus/mask_audit.hpp"
+#include "genemask/kmer/kmer.hpp"
+#include "io/atomic_file.hpp"
 #include "genemask/corpus/tokenizer.hpp"
 
 namespace genemask::cli {
 namespace {
 
 struct MaskStatsArgs {
-  std::string shards, npmi, pmi_vocab, split = "train";
+  std::string shards, npmi, pmi_vocab, split = "train", by_kmer;
   MaskingKind masking = MaskingKind::genemask;
-  uint64_t samples = 10000, seed = 42, epoch = 0;
+  uint64_t samples = 10000, seed = 42, epoch = 0, min_occurrences = 50;
+  double flag_factor = 2.0;
+  bool force = false;
 };
+
+/// The TSV of --by-kmer: one row per 6-mer (vocabulary order).
+constexpr const char* kByKmerHeader =
+    "kmer\ttoken\tgrank\toccurrences\tmasked\trate\trelative\tflag\tsplice_motif";
+
+std::string ratio(uint64_t a, uint64_t b) { return b ? fmt::format("{}", static_cast<double>(a) / static_cast<double>(b)) : ""; }
 
 void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   if (ctx.rank != 0) return;
+  if (!(a.flag_factor > 1)) throw std::invalid_argument(fmt::format("--flag-factor {} must be above 1", a.flag_factor));
   MaskingConfig cfg = load_masking(a.masking, a.npmi, a.pmi_vocab);
   std::vector<uint32_t> grank = cfg.grank;
   if (grank.empty() && !a.npmi.empty()) grank = load_masking(MaskingKind::genemask, a.npmi, "").grank;
@@ -26,42 +39,39 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   // mask-stats run usually comes before.
   ShardSet set(a.shards, a.split, ShardChecks{true});
   const uint64_t n = std::min<uint64_t>(a.samples, set.size());
-  uint64_t tokens = 0, masked = 0, as_mask = 0, as_random = 0, kept = 0;
-  std::map<uint64_t, uint64_t> spans;
+  uint64_t as_mask = 0, as_random = 0, kept = 0;
   uint64_t decile_all[10] = {}, decile_masked[10] = {};
+  MaskAudit audit;
   std::vector<uint16_t> t;
+  std::vector<uint8_t> is_masked;
   MaskedSample m;
   for (uint64_t i = 0; i < n; ++i) {
     set.read(i, t);
     masker.mask(t.data(), t.size(), a.seed, a.epoch, set.sample_index(i), m);
-    uint64_t run = 0;
+    is_masked.assign(t.size(), 0);
     for (size_t j = 0; j < t.size(); ++j) {
       const bool is = m.labels[j + 1] != kIgnoreLabel;
-      ++tokens;
+      is_masked[j] = is;
       if (!grank.empty() && t[j] >= kFirstKmerToken) {
         const uint64_t d = (grank[token_to_kmer(t[j])] - 1) * 10 / 4096;
         ++decile_all[d];
         if (is) ++decile_masked[d];
       }
       if (is) {
-        ++masked;
-        ++run;
         const uint16_t in = m.input_ids[j + 1];
         if (in == kMask) ++as_mask;
         else if (in == t[j]) ++kept;
         else ++as_random;
-      } else if (run) {
-        ++spans[run];
-        run = 0;
       }
     }
-    if (run) ++spans[run];
+    audit.add(t.data(), t.size(), is_masked);
   }
-  const double frac = tokens ? static_cast<double>(masked) / static_cast<double>(tokens) : 0.0;
+  const uint64_t tokens = audit.tokens(), masked = audit.masked();
+  const double frac = audit.masked_fraction();
   std::cerr << fmt::format("masking {}: {} samples, {} tokens, masked fraction {:.4f}\n", to_string(a.masking), n, tokens, frac);
   std::cerr << "span length\tspans\n";
   nlohmann::json hist = nlohmann::json::object();
-  for (auto [len, cnt] : spans) {
+  for (auto [len, cnt] : audit.spans()) {
     std::cerr << len << '\t' << cnt << '\n';
     hist[std::to_string(len)] = cnt;
   }
@@ -75,19 +85,118 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
       deciles.push_back({{"decile", d + 1}, {"masked_share", pm}, {"token_share", pa}, {"lift", pa > 0 ? pm / pa : 0.0}});
     }
   }
-  const double mk = masked ? static_cast<double>(masked) : 1.0;
-  print_summary(ctx, {{"command", "mask-stats"},
-                      {"shards", a.shards},
-                      {"masking", to_string(a.masking)},
-                      {"samples", n},
-                      {"tokens", tokens},
-                      {"masked_tokens", masked},
-                      {"masked_fraction", frac},
-                      {"replacement", {{"mask", static_cast<double>(as_mask) / mk},
-                                       {"random", static_cast<double>(as_random) / mk},
-                                       {"kept", static_cast<double>(kept) / mk}}},
-                      {"span_histogram", hist},
-                      {"grank_deciles", deciles}});
+  // The audit: by position, leakage, and (--by-kmer) per 6-mer with the ones far from the mean.
+  nlohmann::json by_position = nlohmann::json::array();
+  for (int d = 0; d < MaskAudit::kDeciles; ++d)
+    by_position.push_back({{"decile", d + 1}, {"tokens", audit.decile_tokens()[d]}, {"masked", audit.decile_masked()[d]},
+                           {"masked_fraction", audit.decile_tokens()[d] ? static_cast<double>(audit.decile_masked()[d]) /
+                                                                              static_cast<double>(audit.decile_tokens()[d])
+                                                                        : 0.0}});
+  const uint64_t middle_tokens = tokens - audit.edge_tokens(), middle_masked = masked - audit.edge_masked();
+  nlohmann::json leakage = {
+      {"spans", audit.span_count()},
+      {"leaking_spans", audit.leaking_spans()},
+      {"leaking_span_share", audit.span_count() ? static_cast<double>(audit.leaking_spans()) /
+                                                      static_cast<double>(audit.span_count())
+                                                : 0.0},
+      {"leaking_tokens", audit.leaking_tokens()},
+      {"hidden_bases_per_masked_token", [&] {
+         uint64_t sum = 0;
+         for (size_t h = 0; h < 7; ++h) sum += h * audit.hidden_per_token()[h];
+         return masked ? static_cast<double>(sum) / static_cast<double>(masked) : 0.0;
+       }()},
+      {"masked_tokens_by_hidden_bases", audit.hidden_per_token()},
+      {"hidden_bases_per_span", audit.span_count() ? static_cast<double>(audit.hidden_bases()) /
+                                                         static_cast<double>(audit.span_count())
+                                                   : 0.0}};
+  nlohmann::json summary = {{"command", "mask-stats"},
+                            {"shards", a.shards},
+                            {"masking", to_string(a.masking)},
+                            {"samples", n},
+                            {"tokens", tokens},
+                            {"masked_tokens", masked},
+                            {"masked_fraction", frac},
+                            {"replacement", {{"mask", masked ? static_cast<double>(as_mask) / static_cast<double>(masked) : 0.0},
+                                             {"random", masked ? static_cast<double>(as_random) / static_cast<double>(masked) : 0.0},
+                                             {"kept", masked ? static_cast<double>(kept) / static_cast<double>(masked) : 0.0}}},
+                            {"span_histogram", hist},
+                            {"grank_deciles", deciles},
+                            {"by_position", by_position},
+                            {"edges", {{"tokens", MaskAudit::kEdge},
+                                       {"masked_fraction_edges", audit.edge_tokens() ? static_cast<double>(audit.edge_masked()) /
+                                                                                           static_cast<double>(audit.edge_tokens())
+                                                                                     : 0.0},
+                                       {"masked_fraction_middle", middle_tokens ? static_cast<double>(middle_masked) /
+                                                                                      static_cast<double>(middle_tokens)
+                                                                                : 0.0}}},
+                            {"leakage", leakage}};
+  std::cerr << fmt::format("spans {}, of which {} leak (a masked 6-mer readable off unmasked neighbours); {:.2f} bases "
+                           "hidden per span, {:.2f} of the 6 bases of a masked 6-mer hidden on average\n",
+                           audit.span_count(), audit.leaking_spans(), leakage["hidden_bases_per_span"].get<double>(),
+                           leakage["hidden_bases_per_masked_token"].get<double>());
+  if (!a.by_kmer.empty()) {
+    // A 6-mer is flagged when it occurs at least --min-occurrences times and its masking
+    // rate is more than --flag-factor times the strategy's masked fraction, or less than
+    // that fraction divided by it.
+    io::AtomicFile f(a.by_kmer);
+    f.stream() << kByKmerHeader << '\n';
+    uint64_t high = 0, low = 0;
+    std::vector<std::pair<double, std::string>> flagged_high, flagged_low;
+    std::map<std::string, std::array<uint64_t, 3>> motifs;  // GT, AG: k-mers, occurrences, masked
+    for (uint16_t tok = kFirstKmerToken; tok < kVocabSize; ++tok) {
+      const uint32_t code = token_to_kmer(tok);
+      const std::string kmer = decode_kmer(code, 6);
+      const uint64_t occ = audit.kmer_tokens()[code], mk = audit.kmer_masked()[code];
+      const double rate = occ ? static_cast<double>(mk) / static_cast<double>(occ) : 0.0;
+      const double rel = frac > 0 && occ ? rate / frac : 0.0;
+      std::string flag;
+      if (occ >= a.min_occurrences && frac > 0) {
+        if (rel > a.flag_factor) flag = "high", ++high, flagged_high.push_back({rel, kmer});
+        else if (rel < 1 / a.flag_factor) flag = "low", ++low, flagged_low.push_back({rel, kmer});
+      }
+      const std::string motif = splice_motif(kmer);
+      for (const char* which : {"GT", "AG"})
+        if (motif.find(which) != std::string::npos) {
+          auto& g = motifs[which];
+          ++g[0];
+          g[1] += occ;
+          g[2] += mk;
+        }
+      f.stream() << kmer << '\t' << tok << '\t' << (grank.empty() ? std::string() : std::to_string(grank[code])) << '\t'
+                 << occ << '\t' << mk << '\t' << ratio(mk, occ) << '\t' << (occ && frac > 0 ? fmt::format("{}", rel) : "")
+                 << '\t' << flag << '\t' << motif << '\n';
+    }
+    f.commit();
+    std::sort(flagged_high.rbegin(), flagged_high.rend());
+    std::sort(flagged_low.begin(), flagged_low.end());
+    const auto top = [](const std::vector<std::pair<double, std::string>>& v) {
+      nlohmann::json j = nlohmann::json::array();
+      for (size_t i = 0; i < v.size() && i < 10; ++i) j.push_back({{"kmer", v[i].second}, {"relative", v[i].first}});
+      return j;
+    };
+    nlohmann::json splice = nlohmann::json::object();
+    for (const auto& [which, g] : motifs) {
+      const double rate = g[1] ? static_cast<double>(g[2]) / static_cast<double>(g[1]) : 0.0;
+      splice[which] = {{"kmers", g[0]}, {"occurrences", g[1]}, {"masked", g[2]}, {"rate", rate},
+                       {"relative", frac > 0 ? rate / frac : 0.0}};
+      std::cerr << fmt::format("6-mers {} {} ({}): masked {:.4f} of their occurrences, {:.2f}x the mean\n",
+                               which == std::string("GT") ? "starting with" : "ending with", which,
+                               which == std::string("GT") ? "splice donors' intron start" : "splice acceptors' intron end",
+                               rate, frac > 0 ? rate / frac : 0.0);
+    }
+    std::cerr << fmt::format("6-mers masked more than {}x the mean: {}; less than 1/{}: {} (of those seen {} times or "
+                             "more): {}\n",
+                             a.flag_factor, high, a.flag_factor, low, a.min_occurrences, a.by_kmer);
+    summary["by_kmer"] = {{"out", a.by_kmer},
+                          {"flag_factor", a.flag_factor},
+                          {"min_occurrences", a.min_occurrences},
+                          {"flagged_high", high},
+                          {"flagged_low", low},
+                          {"top_high", top(flagged_high)},
+                          {"top_low", top(flagged_low)},
+                          {"splice_motifs", splice}};
+  }
+  print_summary(ctx, summary);
 }
 
 }  // namespace
@@ -104,7 +213,26 @@ void register_mask_stats(CLI::App& app, Context& ctx) {
   sub->add_option("--seed", a->seed, "masking seed")->capture_default_str();
   sub->add_option("--epoch", a->epoch, "epoch (masks change per epoch)")->capture_default_str();
   sub->add_option("--split", a->split, "train or valid")->check(CLI::IsMember({"train", "valid"}))->capture_default_str();
-  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_mask_stats(*a, ctx); }; });
+  sub->add_option("--by-kmer", a->by_kmer,
+                  "the masking audit per 6-mer, as TSV: occurrences, masked, rate, rate relative to the masked "
+                  "fraction, a flag when that is beyond --flag-factor, and the splice dinucleotide (GT... donor, "
+                  "...AG acceptor); the summary adds the flagged 6-mers and the splice motifs' rates");
+  sub->add_option("--flag-factor", a->flag_factor, "flag a 6-mer masked more than this many times the mean rate, or "
+                                                   "less than the mean divided by it")
+      ->capture_default_str();
+  sub->add_option("--min-occurrences", a->min_occurrences, "flag only 6-mers seen at least this often")
+      ->capture_default_str();
+  add_file_force_flag(sub, a->force, "--by-kmer");
+  sub->footer("Besides the masked fraction, the replacement shares and the span lengths, the summary audits the "
+              "masking: the masked fraction by position decile in the sample and at its ends, and leakage: the masked "
+              "spans in which some masked 6-mer's six bases can all be read off unmasked neighbouring tokens (fewer "
+              "than 6 masked tokens in a row between unmasked ones hide no base), with the bases hidden per span.");
+  sub->callback([a, &ctx] {
+    ctx.inputs = {{"--shards", a->shards}, {"--npmi", a->npmi}, {"--pmi-vocab", a->pmi_vocab}};
+    ctx.outputs = {file_output("--by-kmer", a->by_kmer, {io::OwnFile::Kind::first_line, kByKmerHeader,
+                                                         "a mask-stats --by-kmer table"}, a->force)};
+    ctx.run = [a, &ctx] { run_mask_stats(*a, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

@@ -25,7 +25,8 @@ Writes under OUT:
                             \cellcolor{yellow} (LaTeX; needs \usepackage[table]{xcolor}), the
                             latter only among 3+ models; ranks compare the shown digits.
                             Markers: paired two-sided t-test (scipy.stats.ttest_rel) against
-                            the baseline of the model's group over the seeds both have,
+                            the baseline of the model's group over the fine-tuning seeds
+                            both have (only those: it does not count pretraining noise),
                             shown on improvements only: ** p<0.01, * p<0.05, † p<0.1.
                             Under the table: the records' fine-tuning precision (fp32, bf16);
                             a warning when a model's records mix precisions or the models
@@ -35,6 +36,15 @@ Writes under OUT:
                             first --metric (paper Tables 2 and 3).
   plots/<task>.svg (.png)   first metric vs shots, ±std error bars, one series per model;
                             PNGs when rsvg-convert is on PATH (unless --no-png).
+  replicates.md/.tex/.csv   when models are pretraining replicates of arms (a plan's "arm"
+                            and "replicate"): per arm, task and shots, the mean over its
+                            replicates of each replicate's mean over its fine-tuning seeds,
+                            ± the spread between replicates (std, ddof 1), and k replicates.
+                            With --baseline ARM: a t-test whose unit is the replicate, paired
+                            by replicate id where both arms have the same ids (2+), else
+                            Welch's on the replicate means (scipy.stats.ttest_ind,
+                            equal_var=False; 2+ a side), else none. One replicate per arm
+                            is a warning: the effect cannot be told from pretraining noise.
 )";
 
 void run_report(report::Options o, bool force, const Context& ctx) {
@@ -52,7 +62,7 @@ void run_report(report::Options o, bool force, const Context& ctx) {
   }
   print_summary(ctx, {{"command", "report"}, {"results", o.results}, {"records", s.records}, {"ok", s.ok},
                       {"failed", s.failed}, {"failed_jobs", s.failed_jobs}, {"models", s.models},
-                      {"tasks", s.tasks}, {"shots", s.shots}, {"baselines", s.baselines}, {"out", o.out},
+                      {"tasks", s.tasks}, {"shots", s.shots}, {"baselines", s.baselines}, {"arms", s.arms}, {"out", o.out},
                       {"files", s.files}, {"png", s.png}, {"warnings", s.warnings.size()}});
 }
 
@@ -67,7 +77,9 @@ void register_report(CLI::App& app, Context& ctx) {
       ->check(existing_file());
   sub->add_option("--out", opts->out, "output directory: new, empty, or an earlier report (--force)")->required();
   sub->add_option("--baseline", opts->baselines,
-                  "model to compare against (t-test markers, improvement tables); repeat for one per group")
+                  "model to compare against (t-test markers, improvement tables); repeat for one per group. An arm "
+                  "of pretraining replicates (a plan's \"arm\") compares the arms over their replicates "
+                  "(replicates.md), and each replicate with the baseline arm's replicate of its id in Table 1")
       ->take_all();
   sub->add_option("--metric", opts->metrics, "table columns per task, from accuracy auc f1 mcc")
       ->capture_default_str()

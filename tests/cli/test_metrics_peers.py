@@ -166,6 +166,35 @@ class TTest(unittest.TestCase):
         self.assertGreater(np.sum((ps > 0.3) & (ps < 0.7)), 50)
         self.assertLess(ps.min(), 1e-8)
 
+    def test_welch_against_scipy(self):
+        """Welch's test (the report's test over pretraining replicates of unequal counts)
+        against scipy.stats.ttest_ind(equal_var=False): unequal sizes and variances, p from
+        near 1 down to ~1e-8."""
+        rng = np.random.default_rng(33)
+        cases, pairs = [], []
+        for i in range(400):
+            na, nb = int(rng.integers(2, 12)), int(rng.integers(2, 12))
+            a = rng.normal(0.6, rng.uniform(0.001, 0.05), na)
+            b = rng.normal(0.6 + (0, 0.01, 0.05, 0.2)[i % 4], rng.uniform(0.001, 0.05), nb)
+            cases.append({"kind": "welch", "a": a.tolist(), "b": b.tolist()})
+            pairs.append((a, b))
+        out = run_tool(cases)
+        ps = []
+        for (a, b), r in zip(pairs, out):
+            want = scipy.stats.ttest_ind(a, b, equal_var=False)
+            self.assertTrue(r["defined"])
+            self.assertTrue(close(r["t"], want.statistic, abs_tol=1e-11), (r["t"], want.statistic))
+            self.assertTrue(close(r["p"], want.pvalue, rel=1e-9, abs_tol=1e-300), (r["p"], want.pvalue, len(a), len(b)))
+            ps.append(want.pvalue)
+        ps = np.array(ps)
+        self.assertGreater(np.sum(ps > 0.3), 50)
+        self.assertLess(ps.min(), 1e-6)
+        degenerate = run_tool([{"kind": "welch", "a": [0.5], "b": [0.4, 0.3]},
+                               {"kind": "welch", "a": [0.5, 0.5], "b": [0.5, 0.5, 0.5]},
+                               {"kind": "welch", "a": [0.6, 0.6], "b": [0.5, 0.5]}])
+        self.assertEqual([r["p"] for r in degenerate], [1.0, 1.0, 0.0])
+        self.assertEqual(degenerate[2]["t"], "inf")
+
     def test_degenerate_ttest(self):
         out = run_tool([{"kind": "ttest", "a": [0.5], "b": [0.4]},
                         {"kind": "ttest", "a": [0.5, 0.6, 0.7], "b": [0.5, 0.6, 0.7]},

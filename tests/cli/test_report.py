@@ -421,6 +421,126 @@ class ReportPrecision(unittest.TestCase):
         self.assertIn("Fine-tuning precision: bf16 for 'a'; fp32 for 'b', 'c'.", md)
 
 
+class ReportReplicates(unittest.TestCase):
+    """Issue 33: arms of pretraining replicates. Made-up records (3 replicates of GeneMask,
+    3 of random with the same ids: paired; 2 of PMI with other ids: Welch; one arm of one
+    replicate; missing fine-tuning seeds and a replicate missing a whole cell), reported with
+    --baseline ARM, and every number recomputed with numpy and SciPy."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="genemask-replicates-")
+        rng = np.random.default_rng(33)
+        cls.arms = {"GeneMask": [1, 2, 3], "random": [1, 2, 3], "PMI": [4, 5], "single": [1]}
+        cls.truth = {}  # (arm, replicate, task, shots) -> {seed: (acc, auc)}
+        recs = []
+        for arm, reps in cls.arms.items():
+            for rep in reps:
+                pretrain_luck = rng.normal(0, 0.02)  # what one pretraining run does to every seed
+                for task in ("t1", "t2"):
+                    for shots in (10, 50):
+                        if arm == "PMI" and rep == 5 and task == "t2" and shots == 50:
+                            continue  # a replicate missing a whole cell: 1 PMI replicate there
+                        for seed in range(6):
+                            if arm == "GeneMask" and rep == 2 and seed in (0, 4):
+                                continue  # missing fine-tuning jobs
+                            acc = float(np.clip(0.6 + 0.03 * (arm == "GeneMask") + pretrain_luck
+                                                + rng.normal(0, 0.01), 0, 1))
+                            auc = float(np.clip(acc + 0.05 + rng.normal(0, 0.01), 0, 1))
+                            cls.truth.setdefault((arm, rep, task, shots), {})[seed] = (acc, auc)
+                            r = record(f"{arm} s{rep}", "", task, shots, seed, acc=acc, auc=auc)
+                            r.update(arm=arm, replicate=rep)
+                            recs.append(r)
+        cls.results = os.path.join(cls.tmp, "results.jsonl")
+        with open(cls.results, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in recs))
+        cls.out = os.path.join(cls.tmp, "rep")
+        cls.proc = run(["report", "--results", cls.results, "--out", cls.out, "--baseline", "random", "--no-png"])
+        with open(os.path.join(cls.out, "replicates.csv"), newline="") as f:
+            cls.rows = list(csv.DictReader(f))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def replicate_means(self, arm, task, shots, metric):
+        q = METRICS.index(metric)
+        return {rep: np.mean([v[q] for v in self.truth[(arm, rep, task, shots)].values()])
+                for rep in self.arms[arm] if (arm, rep, task, shots) in self.truth}
+
+    def test_arm_statistics_and_tests_match_numpy_and_scipy(self):
+        self.assertEqual(summary(self.proc)["arms"], ["GeneMask", "PMI", "random", "single"])
+        seen = 0
+        for row in self.rows:
+            arm, task, shots, metric = row["arm"], row["task"], int(row["shots"]), row["metric"]
+            means = self.replicate_means(arm, task, shots, metric)
+            ids = sorted(means)
+            self.assertEqual(row["replicate_ids"].split(), [str(i) for i in ids])
+            got_means = [float(x) for x in row["replicate_means"].split()]
+            self.assertTrue(np.allclose(got_means, [means[i] for i in ids], rtol=0, atol=1e-14))
+            self.assertEqual([int(x) for x in row["seeds"].split()],
+                             [len(self.truth[(arm, i, task, shots)]) for i in ids])
+            self.assertAlmostEqual(float(row["mean"]), np.mean([means[i] for i in ids]), places=13)
+            if len(ids) >= 2:
+                self.assertAlmostEqual(float(row["spread"]), np.std([means[i] for i in ids], ddof=1), places=13)
+            else:
+                self.assertEqual(row["spread"], "")
+            base = self.replicate_means("random", task, shots, metric)
+            if arm == "random":
+                self.assertEqual((row["baseline"], row["test"]), ("", ""))
+                continue
+            self.assertEqual(row["baseline"], "random")
+            a = [means[i] for i in ids]
+            b = [base[i] for i in sorted(base)]
+            if ids == sorted(base) and len(ids) >= 2:
+                want, kind = scipy.stats.ttest_rel(a, b), "paired"
+            elif len(a) >= 2 and len(b) >= 2:
+                want, kind = scipy.stats.ttest_ind(a, b, equal_var=False), "welch"
+            else:
+                self.assertEqual(row["test"], "")  # one replicate: nothing to test with
+                continue
+            self.assertEqual(row["test"], kind, row)
+            self.assertTrue(math.isclose(float(row["t"]), want.statistic, rel_tol=1e-9, abs_tol=1e-12))
+            self.assertTrue(math.isclose(float(row["p"]), want.pvalue, rel_tol=1e-9, abs_tol=1e-300))
+            seen += 1
+        # GeneMask (paired) and PMI (Welch, and one cell with one replicate) on 2 tasks x 2 shots x 2 metrics
+        self.assertEqual(seen, 8 + 6)
+
+    def test_table1_pairs_each_replicate_with_the_baseline_replicate_of_its_id(self):
+        with open(os.path.join(self.out, "table1.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+        baseline_of = {r["model"]: r["baseline"] for r in rows}
+        self.assertEqual(baseline_of["GeneMask s2"], "random s2")
+        self.assertEqual(baseline_of["single s1"], "random s1")
+        self.assertEqual(baseline_of["PMI s4"], "")  # no replicate 4 of random: not compared over seeds
+        with open(os.path.join(self.out, "table1.md"), encoding="utf-8") as f:
+            md = f.read()
+        self.assertIn("paired t-test over the fine-tuning seeds only", md)
+        self.assertIn("replicate of the same id of arm random", md)
+
+    def test_markdown_note_and_the_warning_for_one_replicate(self):
+        with open(os.path.join(self.out, "replicates.md"), encoding="utf-8") as f:
+            md = f.read()
+        self.assertIn("| Shots | Arm |", md)
+        self.assertIn("whose unit is the pretraining replicate", md)
+        self.assertIn("Welch's test", md)
+        self.assertIn("cannot be separated from the luck of one pretraining run", self.proc.stderr)
+        self.assertGreaterEqual(summary(self.proc)["warnings"], 1)
+        self.assertIn("(k=3)", md)
+        with open(os.path.join(self.out, "replicates.tex"), encoding="utf-8") as f:
+            self.assertIn("\\label{tab:replicates}", f.read())
+
+    def test_no_arms_no_replicates_table(self):
+        recs = [record("a", "", "t", 10, s, acc=0.5 + s / 100, auc=0.6) for s in range(3)]
+        path = os.path.join(self.tmp, "plain.jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in recs))
+        out = os.path.join(self.tmp, "plain")
+        s = summary(run(["report", "--results", path, "--out", out, "--no-png"]))
+        self.assertEqual(s["arms"], [])
+        self.assertFalse(os.path.exists(os.path.join(out, "replicates.md")))
+
+
 class ReportErrors(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="genemask-report-err-")

@@ -108,6 +108,42 @@ rm -rf "$out/report"
 "$repo/jobs/pipeline.sh" --local --from report "$tmp/pipeline.conf" >"$tmp/third.log" 2>&1 || { cat "$tmp/third.log"; fail=1; }
 check "$out/report/table1.md"
 if grep -q '== count' "$tmp/third.log"; then echo "--from report ran the count stage" >&2; fail=1; fi
+# Pretraining replicates (PRETRAIN_SEEDS, issue 33): each strategy pretrained once per seed,
+# the sweep's models marked as replicates of their arm, and the report over replicates.
+rep=$tmp/rep
+mkdir -p "$rep"
+cp -r "$out/count" "$out/shards" "$out/dataset" "$rep/"
+sed -e "s|^OUT=.*|OUT=$rep|" -e 's/^TASKS=.*/TASKS=promoter/' "$tmp/pipeline.conf" >"$tmp/rep.conf"
+echo 'PRETRAIN_SEEDS="3 5"' >>"$tmp/rep.conf"
+"$repo/jobs/pipeline.sh" --local --from pretrain "$tmp/rep.conf" >"$tmp/rep.log" 2>&1 || { cat "$tmp/rep.log"; fail=1; }
+for m in genemask random; do
+  for seed in 3 5; do
+    check "$rep/models/$m-s$seed/model.safetensors"
+    grep -q -- "--seed $seed" "$rep/logs/pretrain-$m-s$seed.log" || { echo "replicate $m-s$seed: no --seed $seed" >&2; fail=1; }
+  done
+done
+"$py" - "$rep" <<'PYEOF' || fail=1
+import csv, json, sys
+rep = sys.argv[1]
+plan = json.load(open(f"{rep}/sweep-plan.json"))
+got = sorted((m["name"], m["arm"], m["replicate"]) for m in plan["models"])
+want = sorted((f"tiny-{m}-s{s}", f"tiny-{m}", s) for m in ("genemask", "random") for s in (3, 5))
+assert got == want, got
+recs = [json.loads(l) for l in open(f"{rep}/sweep/results.jsonl")]
+assert recs and all(r["arm"] in ("tiny-genemask", "tiny-random") and r["replicate"] in (3, 5) for r in recs), recs[0]
+rows = list(csv.DictReader(open(f"{rep}/report/replicates.csv")))
+arms = {r["arm"] for r in rows}
+assert arms == {"tiny-genemask", "tiny-random"}, arms
+for r in rows:
+    assert r["replicate_ids"] == "3 5", r
+    if r["arm"] == "tiny-genemask":
+        assert r["baseline"] == "tiny-random" and r["test"] == "paired", r
+print("replicates: plan, records and replicates.csv as expected")
+PYEOF
+# A seed that is not a non-negative integer is refused before anything runs.
+sed 's/^PRETRAIN_SEEDS=.*/PRETRAIN_SEEDS="1 x"/' "$tmp/rep.conf" >"$tmp/bad3.conf"
+if "$repo/jobs/pipeline.sh" --dry-run "$tmp/bad3.conf" >/dev/null 2>"$tmp/bad3.err"; then echo "bad3.conf was accepted" >&2; fail=1; fi
+grep -q "PRETRAIN_SEEDS: 'x' is not a seed" "$tmp/bad3.err" || { echo "bad3: $(cat "$tmp/bad3.err")" >&2; fail=1; }
 # Every stage script and pipeline.sh answer --help with their usage (and run nothing).
 for f in "$repo"/jobs/*.sbatch "$repo/jobs/pipeline.sh"; do
   "$f" --help >"$tmp/help.txt" 2>&1 || { echo "$f --help failed" >&2; fail=1; }

@@ -6,6 +6,7 @@
 //     -> {"accuracy", "auc", "f1", "mcc", "argmax"} (accuracy/f1/mcc of "predicted" when given,
 //        else of argmax_rows(probs)) or {"error": what()} when the library throws.
 //   {"kind": "ttest", "a": [...], "b": [...]} -> {"t", "p", "df", "defined", "mean_a", "std_a"}
+//   {"kind": "welch", "a": [...], "b": [...]} -> the same for Welch's t-test
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -39,9 +40,9 @@ static json one(const json& c) {
       r["f1"] = m.f1;
       r["mcc"] = m.mcc;
     }
-  } else if (kind == "ttest") {
+  } else if (kind == "ttest" || kind == "welch") {
     const auto a = c.at("a").get<std::vector<double>>(), b = c.at("b").get<std::vector<double>>();
-    const auto t = gm::stats::paired_t_test(a, b);
+    const auto t = kind == "ttest" ? gm::stats::paired_t_test(a, b) : gm::stats::welch_t_test(a, b);
     r = {{"t", t.t}, {"p", t.p}, {"df", t.df}, {"defined", t.defined}, {"mean_a", gm::stats::mean(a)},
          {"std_a", gm::stats::stddev(a)}};
     if (std::isinf(t.t)) r["t"] = t.t > 0 ? "inf" : "-inf";  // JSON has no infinity

@@ -47,6 +47,11 @@ struct PlanModel {
   std::string weights_sha256, config_sha256;
   std::string group;           // optional grouping for the report ("" when absent)
   bool group_given = false;    // the plan names the group: the report takes it over the records'
+  // Pretraining replicates: models that are the same strategy (the arm, "GeneMask") pretrained
+  // with other seeds (replicate 1, 2, ...). The report compares arms with the replicate as
+  // the unit. "" and -1 when the model is no replicate.
+  std::string arm;
+  int64_t replicate = -1;
 };
 
 struct PlanTask {
@@ -86,6 +91,8 @@ struct Plan {
 struct Job {
   std::string key;         // "<model>|<task>|<shots>|<seed>": stable across runs and rank counts
   std::string model, group, task;
+  std::string arm;         // the model's arm and replicate ("" and -1: none)
+  int64_t replicate = -1;
   int64_t shots = 0;       // the plan's shot count (n per class)
   uint64_t seed = 0;
   std::string model_path, config, train, test;  // model_path: the plan's resolved checkpoint
@@ -104,6 +111,7 @@ struct Job {
     ar & finetune.lr & finetune.epochs & finetune.batch & finetune.dropout & finetune.warmup_fraction &
         finetune.weight_decay & finetune.precision & attempt & checkpoint_step;
     ar & train_sha256 & test_sha256 & model_sha256;
+    ar & arm & replicate;
   }
 };
 

@@ -72,6 +72,8 @@ struct MetricStat {
 struct Model {
   std::string name, group;
   std::string baseline;  // "" when not compared (no baseline, or it is a baseline)
+  std::string arm;       // its arm when it is a pretraining replicate (records or plan), else ""
+  int64_t replicate = -1;
 };
 
 struct Table {
@@ -82,6 +84,8 @@ struct Table {
   std::vector<std::string> tasks;
   std::vector<int64_t> shots;       // ascending
   std::vector<std::string> baselines;
+  std::string baseline_arm;   // --baseline named an arm: each replicate is compared with the
+                              // baseline arm's replicate of the same id (over fine-tuning seeds)
   std::vector<std::string> failed_jobs;  // from Results, noted under the tables
   std::vector<std::string> warnings;     // e.g. a plan group that disagrees with the records
   std::vector<std::vector<MetricStat>> cells;  // [(m * tasks + t) * shots + s][metric]
@@ -104,6 +108,49 @@ struct Table {
 /// unknown --models/--tasks/--baseline names or metrics, and io::InputError when an ok record
 /// lacks a requested metric.
 Table aggregate(const Results& results, const Plan& plan, const Options& opt);
+
+/// ---- Pretraining replicates (docs/report.md, "Replicates") --------------------------------
+/// One arm (a pretraining strategy pretrained several times: its replicates) in one (task,
+/// shots) cell, on one metric. The unit is the replicate: each replicate's mean over its
+/// fine-tuning seeds, then the arm's mean and spread over those.
+struct ArmStat {
+  std::vector<int64_t> replicates;      // ids, ascending
+  std::vector<double> replicate_means;  // the mean over each replicate's fine-tuning seeds
+  std::vector<uint64_t> seeds;          // how many fine-tuning seeds each replicate had
+  double mean = 0, spread = 0;          // over the replicate means; spread: std (ddof 1), NaN below 2
+  bool compared = false;                // there is a baseline arm (and this is not it)
+  std::string test;                     // "paired" (replicates paired by id), "welch", or "" (none)
+  uint64_t n = 0, baseline_n = 0;       // replicates in the test: pairs (paired), or each side (welch)
+  stats::TTest t;
+  /// Markers as Table 1's (improvements only).
+  const char* marker(bool latex) const;
+};
+
+struct Arm {
+  std::string name, group;
+  std::vector<std::string> models;  // its replicates' model names, by replicate id
+};
+
+struct ReplicateTable {
+  std::vector<std::string> metrics, tasks;
+  std::vector<int64_t> shots;
+  std::vector<Arm> arms;
+  std::string baseline;                        // the baseline arm, "" when none
+  std::vector<std::vector<ArmStat>> cells;     // [(a * tasks + k) * shots + s][metric]
+  std::vector<std::string> warnings;           // e.g. one replicate per arm
+  const std::vector<ArmStat>& cell(size_t a, size_t k, size_t s) const {
+    return cells[(a * tasks.size() + k) * shots.size() + s];
+  }
+};
+
+/// The arms of the table's models (Model::arm) and their statistics over replicates; no
+/// arms when no shown model is a replicate. The test against the baseline arm: paired by
+/// replicate id when both arms have the same ids (2 or more), else Welch's test on the
+/// replicate means (2 or more on each side), else none.
+ReplicateTable aggregate_replicates(const Results& results, const Table& table);
+std::string replicates_markdown(const ReplicateTable& r, int decimals);
+std::string replicates_latex(const ReplicateTable& r, int decimals);
+std::string replicates_csv(const ReplicateTable& r);
 
 /// Percentage improvement of a model over its baseline at one shots value, on the first
 /// metric: 100 (A_model - A_base) / A_base with A = mean over the tasks where both have
@@ -141,6 +188,7 @@ void svg_to_png(const std::string& rsvg, const std::string& svg, const std::stri
 struct Summary {
   uint64_t records = 0, ok = 0, failed = 0;
   std::vector<std::string> failed_jobs, models, tasks, baselines, files, warnings;
+  std::vector<std::string> arms;  // arms of pretraining replicates (replicates.md), in order
   std::vector<int64_t> shots;
   bool png = false;
 };

@@ -57,6 +57,8 @@ struct Record {
   // task, shot count or model whose digests differ.
   std::string train_sha256, test_sha256, model_sha256;
   bool simulated = false;  // pseudo-metrics of `sweep --simulate` (testing): never a result
+  std::string arm;         // the model's arm (pretraining strategy) when it is a replicate, else ""
+  int64_t replicate = -1;  // its replicate (pretraining seed), -1 when none
   int64_t checkpoint_step = -1;          // its pretraining step; -1: not a checkpoint (null in the file)
   int rank = 0, attempts = 1;
   uint64_t line = 0;                     // 1-based line it was read from

@@ -26,6 +26,16 @@ struct TTest {
 /// Throws std::invalid_argument when the sizes differ or a value is not finite.
 TTest paired_t_test(const std::vector<double>& a, const std::vector<double>& b);
 
+/// Welch's two-sided t-test of a against b (independent samples, unequal variances), as
+/// scipy.stats.ttest_ind(a, b, equal_var=False): t = (mean(a) - mean(b)) / sqrt(va/na + vb/nb)
+/// with the sample variances (ddof = 1), df by Welch-Satterthwaite, p = 2 P(T_df > |t|).
+/// Degenerate cases give `defined = false`:
+///   fewer than 2 values on a side  -> t = 0, p = 1 (SciPy: nan)
+///   both variances 0, means equal  -> t = 0, p = 1 (SciPy: nan)
+///   both variances 0, means differ -> t = +-inf, p = 0
+/// Throws std::invalid_argument when a value is not finite.
+TTest welch_t_test(const std::vector<double>& a, const std::vector<double>& b);
+
 /// The paper's markers: "**" p < 0.01, "*" p < 0.05, "\u2020" (dagger, UTF-8) p < 0.1, else "".
 const char* significance_marker(double p);
 /// The same markers for LaTeX: "**", "*", "$\dagger$", "".

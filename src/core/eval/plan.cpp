@@ -266,7 +266,8 @@ void check_recorded(const Checker& c, const nlohmann::json& j, const char* key, 
 PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::string& path) {
   // checkpoint, checkpoint_step, weights_sha256 and config_sha256 are what a sweep's own
   // plan.json records: a plan.json read back pins the same checkpoint and checks the digests.
-  c.object(j, path, {"name", "path", "config", "group"}, {"checkpoint", "checkpoint_step", "weights_sha256", "config_sha256"});
+  c.object(j, path, {"name", "path", "config", "group", "arm", "replicate"},
+           {"checkpoint", "checkpoint_step", "weights_sha256", "config_sha256"});
   PlanModel m;
   m.name = c.string(required(c, j, path, "name", "the model's display name"), Checker::sub(path, "name"));
   check_name(c, m.name, Checker::sub(path, "name"));
@@ -304,6 +305,15 @@ PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::stri
       c.fail(Checker::sub(path, "group"), fmt::format("{} is not a string", io::json_excerpt(j["group"])));
     m.group = j["group"].get<std::string>();
     m.group_given = true;
+  }
+  if (j.contains("arm") || j.contains("replicate")) {
+    if (!j.contains("arm") || !j.contains("replicate"))
+      c.fail(Checker::sub(path, j.contains("arm") ? "arm" : "replicate"),
+             "\"arm\" and \"replicate\" go together: a replicate is one pretraining run (e.g. its seed) of an arm "
+             "(the strategy)");
+    m.arm = c.string(j["arm"], Checker::sub(path, "arm"));
+    check_name(c, m.arm, Checker::sub(path, "arm"));
+    m.replicate = c.integer(j["replicate"], Checker::sub(path, "replicate"), 0, "an integer >= 0 (e.g. the pretraining seed)");
   }
   return m;
 }
@@ -490,6 +500,21 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
     const std::string& name = p.models.back().name;
     check_unique(path, name);
   }
+  // An arm's replicates are distinct, and an arm is named apart from the models (a --baseline
+  // names either).
+  std::map<std::pair<std::string, int64_t>, size_t> replicates;
+  for (size_t i = 0; i < p.models.size(); ++i) {
+    const auto& m = p.models[i];
+    if (m.arm.empty()) continue;
+    if (auto [it, fresh] = replicates.emplace(std::make_pair(m.arm, m.replicate), i); !fresh)
+      c.fail(Checker::sub(Checker::at("models", i), "replicate"),
+             fmt::format("{} of arm \"{}\" is also models[{}] (\"{}\"): each replicate of an arm is one model", m.replicate,
+                         m.arm, it->second, p.models[it->second].name));
+    for (size_t k = 0; k < p.models.size(); ++k)
+      if (p.models[k].name == m.arm)
+        c.fail(Checker::sub(Checker::at("models", i), "arm"),
+               fmt::format("\"{}\" is also the name of models[{}]: name an arm apart from the models", m.arm, k));
+  }
   const auto& tasks = required(c, doc, "", "tasks", "a list of {name, train, test} or {name, dir}");
   if (!tasks.is_array() || tasks.empty())
     c.fail("tasks", fmt::format("{} is not a non-empty list of {{name, train, test}} or {{name, dir}}",
@@ -558,6 +583,11 @@ Plan read_plan_order(const std::string& path) {
           pm.group = e["group"].get<std::string>();
           pm.group_given = true;
         }
+        if (e.contains("arm") && e["arm"].is_string() && e.contains("replicate") && e["replicate"].is_number_integer() &&
+            e["replicate"].get<int64_t>() >= 0) {
+          pm.arm = e["arm"].get<std::string>();
+          pm.replicate = e["replicate"].get<int64_t>();
+        }
       } else {
         throw io::InputError(path, fmt::format("an entry of \"{}\" is {}, expected a name or an object with \"name\"",
                                                key, io::json_excerpt(e)));
@@ -621,6 +651,7 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["source"] = p.source;
   for (const auto& m : p.models) {
     nlohmann::json o{{"name", m.name}, {"path", m.path}, {"group", m.group}};
+    if (!m.arm.empty()) o["arm"] = m.arm, o["replicate"] = m.replicate;
     if (m.path == "random") {
       o["config"] = m.config;
       if (!m.config_sha256.empty()) o["config_sha256"] = m.config_sha256;
@@ -677,6 +708,8 @@ std::vector<Job> expand_jobs(const Plan& p, const std::string& out_dir) {
           j.key = results::job_key(m.name, t.name, s, seed);
           j.model = m.name;
           j.group = m.group;
+          j.arm = m.arm;
+          j.replicate = m.replicate;
           j.task = t.name;
           j.shots = s;
           j.seed = seed;
@@ -753,7 +786,9 @@ PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new
       }
       // The group is presentation only; a task's fixed shot files may grow with new shots.
       nlohmann::json a = o, b = it->second;
-      for (auto* x : {&a, &b}) x->erase("group"), x->erase("shot_train"), x->erase("shot_train_sha256");
+      // arm and replicate too: how the report groups models, not what a job computes.
+      for (auto* x : {&a, &b})
+        x->erase("group"), x->erase("arm"), x->erase("replicate"), x->erase("shot_train"), x->erase("shot_train_sha256");
       if (!a.contains("checkpoint")) b.erase("checkpoint"), b.erase("checkpoint_step");  // a plan.json of before
       std::vector<std::string> what_changed;
       std::set<std::string> keys;

@@ -11,6 +11,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <tuple>
 
 #include "genemask/eval/results.hpp"
 #include "io/error.hpp"
@@ -243,11 +244,54 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
     if (std::find(t.groups.begin(), t.groups.end(), group_of[m]) == t.groups.end()) t.groups.push_back(group_of[m]);
   for (const auto& g : t.groups)
     for (const auto& m : models)
-      if (group_of[m] == g) t.models.push_back(Model{m, g, ""});
+      if (group_of[m] == g) t.models.push_back(Model{m, g, "", "", -1});
+
+  // Pretraining replicates: a model's arm and replicate id, from its records (one per model)
+  // or, for records of before, from the plan.
+  std::map<std::string, std::pair<std::string, int64_t>> arm_of;
+  for (const auto& r : results.ok) {
+    if (r.arm.empty()) continue;
+    auto [it, fresh] = arm_of.emplace(r.model, std::make_pair(r.arm, r.replicate));
+    if (!fresh && it->second != std::make_pair(r.arm, r.replicate))
+      throw io::InputError(results.path, r.line,
+                           fmt::format("model '{}' is replicate {} of arm '{}' here but replicate {} of arm '{}' on an "
+                                       "earlier line; a model is one replicate of one arm",
+                                       r.model, r.replicate, r.arm, it->second.second, it->second.first));
+  }
+  for (const auto& pm : plan.models)
+    if (!pm.arm.empty() && group_of.count(pm.name)) arm_of.emplace(pm.name, std::make_pair(pm.arm, pm.replicate));
+  std::set<std::string> arms_present;
+  for (auto& m : t.models) {
+    if (auto it = arm_of.find(m.name); it != arm_of.end()) {
+      std::tie(m.arm, m.replicate) = it->second;
+      arms_present.insert(m.arm);
+    }
+  }
+  // --baseline may name an arm: each replicate of another arm is then compared (over its
+  // fine-tuning seeds) with the baseline arm's replicate of the same id.
+  std::vector<std::string> model_baselines;
+  for (const auto& b : opt.baselines) {
+    if (group_of.count(b) || !arms_present.count(b)) {
+      model_baselines.push_back(b);
+      continue;
+    }
+    if (!t.baseline_arm.empty() && t.baseline_arm != b)
+      throw std::invalid_argument(fmt::format("report: baselines '{}' and '{}' are both arms; give at most one baseline "
+                                              "arm", t.baseline_arm, b));
+    t.baseline_arm = b;
+  }
+  if (!t.baseline_arm.empty()) {
+    std::map<int64_t, std::string> partner;  // replicate id -> the baseline arm's model
+    for (const auto& m : t.models)
+      if (m.arm == t.baseline_arm) partner[m.replicate] = m.name, t.baselines.push_back(m.name);
+    for (auto& m : t.models)
+      if (!m.arm.empty() && m.arm != t.baseline_arm)
+        if (auto it = partner.find(m.replicate); it != partner.end()) m.baseline = it->second;
+  }
 
   // Baselines: one per group; a model without one in its group uses the first baseline.
   std::map<std::string, std::string> group_baseline;
-  for (const auto& b : opt.baselines) {
+  for (const auto& b : model_baselines) {
     if (!group_of.count(b))
       throw std::invalid_argument(fmt::format("report: baseline '{}' has no ok results; models present: {}", b,
                                               join(present_models)));
@@ -260,10 +304,11 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
     if (fresh) t.baselines.push_back(b);
   }
   for (auto& m : t.models) {
-    if (group_baseline.empty() || std::find(t.baselines.begin(), t.baselines.end(), m.name) != t.baselines.end())
+    if (group_baseline.empty() || std::find(t.baselines.begin(), t.baselines.end(), m.name) != t.baselines.end() ||
+        !m.baseline.empty())
       continue;
     auto it = group_baseline.find(m.group);
-    m.baseline = it != group_baseline.end() ? it->second : t.baselines.front();
+    m.baseline = it != group_baseline.end() ? it->second : model_baselines.front();
   }
 
   // values[model][task][shots] = seed -> record; only selected models and tasks.

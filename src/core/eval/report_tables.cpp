@@ -23,18 +23,7 @@ std::string exact(double v) {
   return fmt::format("{:.17g}", v);
 }
 
-std::string md_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '\n' || c == '\r' || c == '\t') {  // a row of a Markdown table is one line
-      o += ' ';
-      continue;
-    }
-    if (c == '|' || c == '*' || c == '_' || c == '`' || c == '\\') o += '\\';
-    o += c;
-  }
-  return o;
-}
+std::string md_escape(const std::string& s) { return io::md_text(s); }
 
 std::string md_marker(const char* m) {
   std::string o;
@@ -42,19 +31,7 @@ std::string md_marker(const char* m) {
   return o;
 }
 
-std::string tex_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': case '%': case '$': case '#': case '_': case '{': case '}': o += '\\'; o += c; break;
-      case '~': o += "\\textasciitilde{}"; break;
-      case '^': o += "\\textasciicircum{}"; break;
-      case '\\': o += "\\textbackslash{}"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+std::string tex_escape(const std::string& s) { return io::tex_text(s); }
 
 std::string csv_field(const std::string& s) { return io::csv_field(s); }
 
@@ -80,9 +57,17 @@ std::string baseline_sentence(const Table& t, bool latex) {
   for (const auto& b : t.baselines) names += (names.empty() ? "" : ", ") + (latex ? tex_escape(b) : md_escape(b));
   const std::string dagger = latex ? "$\\dagger$" : "\u2020";
   const std::string two = latex ? "**" : "\\*\\*", one = latex ? "*" : "\\*";
-  return fmt::format("Markers: paired t-test (two-sided, pairs by seed) of each model against the baseline of its "
-                     "group ({}), shown on improvements only: {} p < 0.01, {} p < 0.05, {} p < 0.1.",
-                     names, two, one, dagger);
+  // A test over the fine-tuning seeds of one pretraining run says nothing about the noise
+  // between pretraining runs: said, and where the test over replicates is.
+  const std::string against =
+      t.baseline_arm.empty()
+          ? fmt::format("each model against the baseline of its group ({})", names)
+          : fmt::format("each replicate against the replicate of the same id of arm {} ({})",
+                        latex ? tex_escape(t.baseline_arm) : md_escape(t.baseline_arm), names);
+  return fmt::format("Markers: paired t-test over the fine-tuning seeds only (two-sided, pairs by seed) of {}, shown "
+                     "on improvements only: {} p < 0.01, {} p < 0.05, {} p < 0.1.{}",
+                     against, two, one, dagger,
+                     t.baseline_arm.empty() ? "" : " replicates.md compares the arms over their pretraining replicates.");
 }
 
 }  // namespace
@@ -290,6 +275,14 @@ Summary write_report(const Options& opt) {
     write_text(out, "improvement.md", improvement_markdown(t, imp), sum.files);
     write_text(out, "improvement.tex", improvement_latex(t, imp), sum.files);
     write_text(out, "improvement.csv", improvement_csv(imp), sum.files);
+  }
+  const ReplicateTable reps = aggregate_replicates(results, t);
+  if (!reps.arms.empty()) {
+    for (const auto& a : reps.arms) sum.arms.push_back(a.name);
+    sum.warnings.insert(sum.warnings.end(), reps.warnings.begin(), reps.warnings.end());
+    write_text(out, "replicates.md", replicates_markdown(reps, opt.decimals), sum.files);
+    write_text(out, "replicates.tex", replicates_latex(reps, opt.decimals), sum.files);
+    write_text(out, "replicates.csv", replicates_csv(reps), sum.files);
   }
 
   const std::string rsvg = opt.png ? find_rsvg_convert() : std::string();

@@ -37,6 +37,10 @@ json Record::to_json() const {
   j["test_sha256"] = digest(test_sha256);
   j["model_sha256"] = digest(model_sha256);
   if (simulated) j["simulated"] = true;
+  if (!arm.empty()) {
+    j["arm"] = arm;
+    j["replicate"] = replicate;
+  }
   if (!ok) j["error"] = error;
   return j;
 }
@@ -142,6 +146,10 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
   r.out = f.string("out", false);
   r.checkpoint = f.string("checkpoint", false);  // absent in records of before
   if (f.find("checkpoint_step")) r.checkpoint_step = f.integer("checkpoint_step");
+  r.arm = f.string("arm", false);
+  if (f.find("replicate")) r.replicate = f.integer("replicate");
+  if (r.arm.empty() != (r.replicate < 0))
+    f.fail(fmt::format("job {}: \"arm\" and \"replicate\" (an integer >= 0) go together", r.job));
   if (const json* v = f.find("simulated")) {
     if (!v->is_boolean()) f.fail(fmt::format("\"simulated\" is {}, expected true or false", io::json_excerpt(*v)));
     r.simulated = v->get<bool>();

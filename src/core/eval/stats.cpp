@@ -54,6 +54,33 @@ TTest paired_t_test(const std::vector<double>& a, const std::vector<double>& b) 
   return r;
 }
 
+TTest welch_t_test(const std::vector<double>& a, const std::vector<double>& b) {
+  for (const auto* x : {&a, &b})
+    for (size_t i = 0; i < x->size(); ++i)
+      if (!std::isfinite((*x)[i]))
+        throw std::invalid_argument("stats: Welch's t-test: value " + std::to_string(i) + " is not finite");
+  TTest r;
+  if (a.size() < 2 || b.size() < 2) return r;  // t = 0, p = 1, undefined
+  const double na = static_cast<double>(a.size()), nb = static_cast<double>(b.size());
+  const double sa = stddev(a), sb = stddev(b);
+  const double qa = sa * sa / na, qb = sb * sb / nb;  // the squared standard errors
+  const double diff = mean(a) - mean(b);
+  if (qa + qb == 0) {
+    if (diff != 0) {
+      r.t = diff > 0 ? std::numeric_limits<double>::infinity() : -std::numeric_limits<double>::infinity();
+      r.p = 0;
+    }
+    return r;
+  }
+  r.t = diff / std::sqrt(qa + qb);
+  r.df = (qa + qb) * (qa + qb) / (qa * qa / (na - 1) + qb * qb / (nb - 1));
+  r.defined = true;
+  const boost::math::students_t dist(r.df);
+  r.p = 2 * boost::math::cdf(boost::math::complement(dist, std::fabs(r.t)));
+  if (r.p > 1) r.p = 1;
+  return r;
+}
+
 const char* significance_marker(double p) {
   if (p < 0.01) return "**";
   if (p < 0.05) return "*";

@@ -382,6 +382,43 @@ TEST_F(SweepPlan, PlanJsonRoundTripsAndPinsItsInputs) {
   EXPECT_NE(d2.changes[0].find("recorded no SHA-256 of the test table"), std::string::npos) << d2.changes[0];
 }
 
+// Issue 33: models as pretraining replicates of an arm; the jobs and the normalised plan carry
+// them, and the report groups by them (a presentation change, not a plan change).
+TEST_F(SweepPlan, ReplicatesOfAnArm) {
+  const std::string head = R"({"models": [)";
+  const std::string tail = R"(], "tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}], "shots": [10], "seeds": 2})";
+  auto p = json_plan(head + R"({"name": "G s1", "path": "random", "arm": "GeneMask", "replicate": 1},
+                                {"name": "G s2", "path": "random", "arm": "GeneMask", "replicate": 2},
+                                {"name": "R", "path": "random"})" + tail);
+  EXPECT_EQ(p.models[1].arm, "GeneMask");
+  EXPECT_EQ(p.models[1].replicate, 2);
+  EXPECT_EQ(p.models[2].replicate, -1);
+  for (const auto& j : sweep::expand_jobs(p, "/out"))
+    EXPECT_EQ(j.arm, j.model == "R" ? "" : "GeneMask") << j.key;
+  const auto j = sweep::plan_to_json(p);
+  EXPECT_EQ(j["models"][0]["replicate"], 1);
+  EXPECT_FALSE(j["models"][2].contains("arm"));
+  nlohmann::json renamed = j;
+  renamed["models"][0]["arm"] = "GM";  // how the report groups models: no job changes
+  EXPECT_TRUE(sweep::compare_plans(j, renamed).changes.empty());
+  const std::string f = d_ + "/p.json";
+  EXPECT_EQ(plan_error([&] { json_plan(head + R"({"name": "a", "path": "random", "arm": "G"})" + tail); }),
+            f + ": models[0].arm: \"arm\" and \"replicate\" go together: a replicate is one pretraining run (e.g. its "
+                "seed) of an arm (the strategy)");
+  EXPECT_EQ(plan_error([&] {
+              json_plan(head + R"({"name": "a", "path": "random", "arm": "G", "replicate": 1},
+                                  {"name": "b", "path": "random", "arm": "G", "replicate": 1})" + tail);
+            }),
+            f + ": models[1].replicate: 1 of arm \"G\" is also models[0] (\"a\"): each replicate of an arm is one model");
+  EXPECT_EQ(plan_error([&] {
+              json_plan(head + R"({"name": "G", "path": "random"}, {"name": "b", "path": "random", "arm": "G", "replicate": 1})" + tail);
+            }),
+            f + ": models[1].arm: \"G\" is also the name of models[0]: name an arm apart from the models");
+  EXPECT_NE(plan_error([&] { json_plan(head + R"({"name": "a", "path": "random", "arm": "G", "replicate": -1})" + tail); })
+                .find("models[0].replicate: -1 is not an integer >= 0"),
+            std::string::npos);
+}
+
 }  // namespace
 
 // Issue 21: a plan nested 100,000 deep crashed (SIGSEGV) formatting its error (JSON) or in
@@ -395,7 +432,7 @@ TEST_F(SweepPlan, NestingIsBounded) {
   // A value nested less deep than the limit is quoted in the error, cut short.
   std::string e = plan_error([&] { json_plan("{\"models\": " + std::string(60, '[') + std::string(60, ']') + "}"); });
   EXPECT_EQ(e, fj + ": models[0]: " + std::string(59, '[') + std::string(21, ']') +
-                   "... is not a mapping (expected keys: name, path, config, group)");
+                   "... is not a mapping (expected keys: name, path, config, group, arm, replicate)");
   // YAML: flow style, block style ("- - - ..." on one line), and aliases expanded.
   e = plan_error([&] { yaml_plan("models:\n  - " + deep + "\n"); });
   EXPECT_EQ(e, fy + ":2: the plan nests lists and mappings more than 64 levels deep; a plan needs a few levels") << e.substr(0, 300);
