@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -169,6 +170,21 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
   }
   s.metrics.n_train = train.tokens.size();
   s.metrics.test.n = test.tokens.size();
+  // A test sequence that is also a training sequence (the same tokens, whatever the tables'
+  // formats) is scored after being learnt: counted, written and said, since a test table that
+  // is the training table gives metrics that measure memory, not generalisation.
+  {
+    std::set<std::vector<uint16_t>> seen(train.tokens.begin(), train.tokens.end());
+    uint64_t first_line = 0, in_train = 0;
+    for (size_t i = 0; i < test.tokens.size(); ++i)
+      if (seen.count(test.tokens[i]) && !in_train++) first_line = test_rows[i].line;
+    s.metrics.test_in_train = static_cast<int64_t>(in_train);
+    if (in_train)
+      say(fmt::format("warning: {} of the {} test sequences ({}:{} the first) are also training sequences{}: the test "
+                      "metrics count them as unseen (test_in_train in metrics.json)",
+                      in_train, test.tokens.size(), o.test, first_line,
+                      in_train == test.tokens.size() ? ", all of them: is --test the training table?" : ""));
+  }
   model->to(dev);
   auto opt = make_adamw(model, s.lr, o.weight_decay);
   const int64_t n = static_cast<int64_t>(s.metrics.n_train);

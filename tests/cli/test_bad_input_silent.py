@@ -326,6 +326,35 @@ class Silent(unittest.TestCase):
                                                     "--test", t("sep-test.csv"), "--out", t("oq")],
                            [t("open-quote.csv") + ":2:", "never closed"], t("oq")))
 
+    def test_test_sequences_seen_in_training_are_counted_and_said(self):
+        """A fresh case of the class: metrics over a test table that holds training sequences
+        (or is the training table) measure memory. finetune counts them by their tokens, so
+        across the two table formats, writes test_in_train and says so."""
+        t = self.t
+        rng = random.Random(9)
+        with open(t("train.csv")) as f:
+            train = [line.strip().split(",") for line in f.readlines()[1:]]
+        six = lambda s: " ".join(s[i:i + 6] for i in range(len(s) - 5))  # the released 6-mer layout
+        with open(t("mixed-test.tsv"), "w") as f:
+            f.write('"sequence"\t"label"\n')
+            for s, label in [(tb.seq(rng, 80), str(i % 2)) for i in range(5)] + train[3:6]:
+                f.write(f'"{six(s)}"\t{label}\n')
+        p = run(["finetune", "--model", t("hf"), "--train", t("train.csv"), "--test", t("mixed-test.tsv"), "--out",
+                 t("seen-ft"), "--epochs", "1", *FAST])
+        self.assertEqual(summary(p)["test_in_train"], 3)
+        self.assertIn(f"3 of the 8 test sequences ({t('mixed-test.tsv')}:7 the first) are also training sequences",
+                      p.stderr)
+        with open(t("seen-ft", "metrics.json")) as f:
+            self.assertEqual(json.load(f)["test_in_train"], 3)
+        p = run(["finetune", "--model", t("hf"), "--train", t("train.csv"), "--test", t("train.csv"), "--out",
+                 t("same-ft"), "--epochs", "1", *FAST])
+        self.assertEqual(summary(p)["test_in_train"], 20)
+        self.assertIn("all of them: is --test the training table?", p.stderr)
+        p = run(["finetune", "--model", t("hf"), "--train", t("train.csv"), "--test", t("test.csv"), "--out",
+                 t("apart-ft"), "--epochs", "1", *FAST])
+        self.assertEqual(summary(p)["test_in_train"], 0)
+        self.assertNotIn("also training sequences", p.stderr)
+
     # ---- 6. peak memory -----------------------------------------------------------------
 
     def test_peak_rss_is_the_process_peak(self):

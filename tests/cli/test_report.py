@@ -421,6 +421,32 @@ class ReportPrecision(unittest.TestCase):
         self.assertIn("Fine-tuning precision: bf16 for 'a'; fp32 for 'b', 'c'.", md)
 
 
+class ReportTestInTrain(unittest.TestCase):
+    """Records that scored test sequences also in their training set (test_in_train) are
+    named per model and task; records without the field (from before) and zeros are not."""
+
+    def test_named_per_model_and_task(self):
+        tmp = tempfile.mkdtemp(prefix="genemask-report-seen-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        recs = []
+        for model in ("a", "b"):
+            for task in ("t1", "t2"):
+                for seed in range(3):
+                    r = record(model, "", task, 10, seed, acc=0.6 + 0.01 * seed, auc=0.7)
+                    if model == "a" and task == "t2":
+                        r["test_in_train"] = [0, 4, 7][seed]
+                    elif model == "b":
+                        r["test_in_train"] = 0
+                    recs.append(r)
+        path = os.path.join(tmp, "r.jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in recs))
+        p = run(["report", "--results", path, "--out", os.path.join(tmp, "out"), "--no-png"])
+        self.assertEqual(summary(p)["warnings"], 1, p.stderr)
+        self.assertIn("model 'a' on task 't2': 2 record(s) scored test sequences that are also training sequences "
+                      "(up to 7 per job", p.stderr)
+
+
 class ReportReplicates(unittest.TestCase):
     """Issue 33: arms of pretraining replicates. Made-up records (3 replicates of GeneMask,
     3 of random with the same ids: paired; 2 of PMI with other ids: Welch; one arm of one

@@ -22,9 +22,13 @@ struct RunMetrics {
   metrics::Classification test;
   uint64_t n_train = 0;
   std::string precision;  // the precision the job ran in ("fp32", "bf16"); empty in records of before
+  // Test sequences that are also training sequences; -1: not measured (records of before, a
+  // simulated sweep's pseudo-metrics), and then not written.
+  int64_t test_in_train = -1;
 
   /// The metrics as fields of a JSON object (nlohmann::json or ordered_json): the
-  /// kMetricFields by name, then n_train, n_test, classes and (when known) precision.
+  /// kMetricFields by name, then n_train, n_test, classes and (when known) precision and
+  /// test_in_train.
   template <class Json>
   void to_json(Json& j) const {
     for (const auto& f : metrics::kMetricFields) j[f.name] = test.*f.member;
@@ -32,11 +36,12 @@ struct RunMetrics {
     j["n_test"] = test.n;
     j["classes"] = test.classes;
     if (!precision.empty()) j["precision"] = precision;
+    if (test_in_train >= 0) j["test_in_train"] = test_in_train;
   }
   template <class A>
   void serialize(A& ar, const unsigned int) {
     for (const auto& f : metrics::kMetricFields) ar&(test.*f.member);
-    ar& test.n& test.classes& n_train& precision;
+    ar& test.n& test.classes& n_train& precision& test_in_train;
   }
 };
 

@@ -331,6 +331,21 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   t.precisions.assign(t.models.size(), {});
   for (const Record* r : used) ++t.precisions[model_idx[r->model]][r->metrics.precision];
   precision_warnings(t);
+  // Scores of test sequences that were also training sequences measure memory: named.
+  {
+    std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> seen;  // (model, task) -> records, rows
+    for (const Record* r : used)
+      if (r->metrics.test_in_train > 0) {
+        auto& [records, rows] = seen[{r->model, r->task}];
+        ++records;
+        rows = std::max(rows, static_cast<uint64_t>(r->metrics.test_in_train));
+      }
+    for (const auto& [key, n] : seen)
+      t.warnings.push_back(fmt::format("model '{}' on task '{}': {} record(s) scored test sequences that are also "
+                                       "training sequences (up to {} per job, test_in_train): those metrics count "
+                                       "learnt sequences as unseen; use a test table apart from the training table",
+                                       key.first, key.second, n.first, n.second));
+  }
   std::map<int64_t, size_t> shot_idx;
   for (size_t i = 0; i < t.shots.size(); ++i) shot_idx[t.shots[i]] = i;
   const size_t nm = t.metrics.size();

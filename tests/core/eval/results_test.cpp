@@ -59,6 +59,13 @@ TEST(Results, RecordsRoundTripWithEveryMetric) {
   EXPECT_EQ(rf.records[1].checkpoint, "random");
   EXPECT_EQ(rf.records[1].checkpoint_step, -1);  // null in the file
   EXPECT_TRUE(failed.to_json().at("checkpoint_step").is_null());
+  // test_in_train: written and read back where measured, absent (-1) where not.
+  EXPECT_EQ(a.metrics.test_in_train, -1);
+  EXPECT_FALSE(ok.to_json().contains("test_in_train"));
+  auto seen = ok;
+  seen.metrics.test_in_train = 3;
+  test::write_file(tmp.file("s.jsonl"), seen.to_json().dump() + "\n");
+  EXPECT_EQ(results::read_results(tmp.file("s.jsonl"), false, false).records.at(0).metrics.test_in_train, 3);
   EXPECT_EQ(rf.records[1].error, "out of memory");
   EXPECT_TRUE(rf.records[1].values.empty());
   EXPECT_TRUE(rf.warnings.empty());
@@ -114,6 +121,8 @@ TEST(Results, BadLinesNameFileLineAndField) {
   EXPECT_EQ(error(R"({"job":"a|t|10|9","model":"a","task":"t","shots":10,"seed":1,"status":"ok"})" "\n"),
             p + ":1: \"job\" is \"a|t|10|9\" but its model, task, shots and seed make \"a|t|10|1\"");
   EXPECT_EQ(error(R"({"task":"t","shots":10,"seed":1,"status":"ok"})" "\n"), p + ":1: the record has no \"model\"");
+  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","test_in_train":-2})" "\n"),
+            p + ":1: job a|t|10|1: \"test_in_train\" is -2, expected a count >= 0");
 }
 
 // Issue 21: the report bolded an accuracy of 7.5 or -1 as the best result.
