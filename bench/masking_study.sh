@@ -40,11 +40,7 @@ genome=$("$root/scripts/default-genome.sh")
 # them (the demo's task; scripts/demo-sites.py).
 [ -s "$out/sites.bed" ] || /usr/bin/python3 "$root/scripts/demo-sites.py" "$genome" "$out/sites.bed" "${STUDY_SITES:-1500}"
 if [ "$model" = small ]; then
-  cat >"$out/model.json" <<'JSON'
-{"model_type": "bert", "vocab_size": 4101, "hidden_size": 128, "num_hidden_layers": 2,
- "num_attention_heads": 4, "intermediate_size": 512, "max_position_embeddings": 512,
- "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
-JSON
+  cp "$root/scripts/demo-model.json" "$out/model.json"  # the demo's small BERT
   model=model.json
 fi
 

@@ -43,11 +43,7 @@ genome=$("$root/scripts/default-genome.sh")
 # Fine-tuning in fp32 too unless told (the sweep's default is auto: bf16 on bf16 hardware).
 ft_json=${DEMO_FINETUNE_JSON:-'{"precision": "fp32"}'}
 
-cat >"$out/model.json" <<'JSON'
-{"model_type": "bert", "vocab_size": 4101, "hidden_size": 128, "num_hidden_layers": 2,
- "num_attention_heads": 4, "intermediate_size": 512, "max_position_embeddings": 512,
- "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1}
-JSON
+cp "$root/scripts/demo-model.json" "$out/model.json"
 
 cat >"$out/demo.conf" <<CONF
 # The demo's pipeline config (written by scripts/demo.sh; see jobs/pipeline.conf.example)
