@@ -24,6 +24,11 @@ if(GENEMASK_WITH_TORCH)
   add_test(NAME demo_quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_demo.sh)
   set_tests_properties(demo_quick PROPERTIES TIMEOUT 900
     ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;PYTHON=${GENEMASK_PYTHON};OMPI_MCA_rmaps_base_oversubscribe=1")
+  # bench/masking_study.sh (pretraining replicates, the replicate report, the masking
+  # audit), made small, on the same chr22.
+  add_test(NAME masking_study_quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_masking_study.sh)
+  set_tests_properties(masking_study_quick PROPERTIES TIMEOUT 900
+    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;PYTHON=${GENEMASK_PYTHON};OMPI_MCA_rmaps_base_oversubscribe=1")
 endif()
 # cmake --install into a prefix, the prefix moved, the tiny pipeline run from there (the
 # binary finds its libraries and plugin through its RUNPATH, the scripts find the binary).
