@@ -26,7 +26,10 @@ struct MaskStatsArgs {
 constexpr const char* kByKmerHeader =
     "kmer\ttoken\tgrank\toccurrences\tmasked\trate\trelative\tflag\tsplice_motif";
 
-std::string ratio(uint64_t a, uint64_t b) { return b ? fmt::format("{}", static_cast<double>(a) / static_cast<double>(b)) : ""; }
+/// a / b, or 0 when b is 0 (nothing to share).
+double share(uint64_t a, uint64_t b) { return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0; }
+/// a / b for a table cell, empty when b is 0.
+std::string ratio(uint64_t a, uint64_t b) { return b ? fmt::format("{}", share(a, b)) : ""; }
 
 void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   if (ctx.rank != 0) return;
@@ -79,8 +82,8 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   if (!grank.empty()) {
     std::cerr << "GRANK decile\tmasked\tof all tokens\tlift\n";
     for (int d = 0; d < 10; ++d) {
-      const double pm = masked ? static_cast<double>(decile_masked[d]) / static_cast<double>(masked) : 0.0;
-      const double pa = tokens ? static_cast<double>(decile_all[d]) / static_cast<double>(tokens) : 0.0;
+      const double pm = share(decile_masked[d], masked);
+      const double pa = share(decile_all[d], tokens);
       std::cerr << fmt::format("{}\t{:.4f}\t{:.4f}\t{:.2f}\n", d + 1, pm, pa, pa > 0 ? pm / pa : 0.0);
       deciles.push_back({{"decile", d + 1}, {"masked_share", pm}, {"token_share", pa}, {"lift", pa > 0 ? pm / pa : 0.0}});
     }
@@ -89,26 +92,20 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   nlohmann::json by_position = nlohmann::json::array();
   for (int d = 0; d < MaskAudit::kDeciles; ++d)
     by_position.push_back({{"decile", d + 1}, {"tokens", audit.decile_tokens()[d]}, {"masked", audit.decile_masked()[d]},
-                           {"masked_fraction", audit.decile_tokens()[d] ? static_cast<double>(audit.decile_masked()[d]) /
-                                                                              static_cast<double>(audit.decile_tokens()[d])
-                                                                        : 0.0}});
+                           {"masked_fraction", share(audit.decile_masked()[d], audit.decile_tokens()[d])}});
   const uint64_t middle_tokens = tokens - audit.edge_tokens(), middle_masked = masked - audit.edge_masked();
   nlohmann::json leakage = {
       {"spans", audit.span_count()},
       {"leaking_spans", audit.leaking_spans()},
-      {"leaking_span_share", audit.span_count() ? static_cast<double>(audit.leaking_spans()) /
-                                                      static_cast<double>(audit.span_count())
-                                                : 0.0},
+      {"leaking_span_share", share(audit.leaking_spans(), audit.span_count())},
       {"leaking_tokens", audit.leaking_tokens()},
       {"hidden_bases_per_masked_token", [&] {
          uint64_t sum = 0;
          for (size_t h = 0; h < 7; ++h) sum += h * audit.hidden_per_token()[h];
-         return masked ? static_cast<double>(sum) / static_cast<double>(masked) : 0.0;
+         return share(sum, masked);
        }()},
       {"masked_tokens_by_hidden_bases", audit.hidden_per_token()},
-      {"hidden_bases_per_span", audit.span_count() ? static_cast<double>(audit.hidden_bases()) /
-                                                         static_cast<double>(audit.span_count())
-                                                   : 0.0}};
+      {"hidden_bases_per_span", share(audit.hidden_bases(), audit.span_count())}};
   nlohmann::json summary = {{"command", "mask-stats"},
                             {"shards", a.shards},
                             {"masking", to_string(a.masking)},
@@ -116,19 +113,15 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
                             {"tokens", tokens},
                             {"masked_tokens", masked},
                             {"masked_fraction", frac},
-                            {"replacement", {{"mask", masked ? static_cast<double>(as_mask) / static_cast<double>(masked) : 0.0},
-                                             {"random", masked ? static_cast<double>(as_random) / static_cast<double>(masked) : 0.0},
-                                             {"kept", masked ? static_cast<double>(kept) / static_cast<double>(masked) : 0.0}}},
+                            {"replacement", {{"mask", share(as_mask, masked)},
+                                             {"random", share(as_random, masked)},
+                                             {"kept", share(kept, masked)}}},
                             {"span_histogram", hist},
                             {"grank_deciles", deciles},
                             {"by_position", by_position},
                             {"edges", {{"tokens", MaskAudit::kEdge},
-                                       {"masked_fraction_edges", audit.edge_tokens() ? static_cast<double>(audit.edge_masked()) /
-                                                                                           static_cast<double>(audit.edge_tokens())
-                                                                                     : 0.0},
-                                       {"masked_fraction_middle", middle_tokens ? static_cast<double>(middle_masked) /
-                                                                                      static_cast<double>(middle_tokens)
-                                                                                : 0.0}}},
+                                       {"masked_fraction_edges", share(audit.edge_masked(), audit.edge_tokens())},
+                                       {"masked_fraction_middle", share(middle_masked, middle_tokens)}}},
                             {"leakage", leakage}};
   std::cerr << fmt::format("spans {}, of which {} leak (a masked 6-mer readable off unmasked neighbours); {:.2f} bases "
                            "hidden per span, {:.2f} of the 6 bases of a masked 6-mer hidden on average\n",
@@ -147,7 +140,7 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
       const uint32_t code = token_to_kmer(tok);
       const std::string kmer = decode_kmer(code, 6);
       const uint64_t occ = audit.kmer_tokens()[code], mk = audit.kmer_masked()[code];
-      const double rate = occ ? static_cast<double>(mk) / static_cast<double>(occ) : 0.0;
+      const double rate = share(mk, occ);
       const double rel = frac > 0 && occ ? rate / frac : 0.0;
       std::string flag;
       if (occ >= a.min_occurrences && frac > 0) {
@@ -176,7 +169,7 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
     };
     nlohmann::json splice = nlohmann::json::object();
     for (const auto& [which, g] : motifs) {
-      const double rate = g[1] ? static_cast<double>(g[2]) / static_cast<double>(g[1]) : 0.0;
+      const double rate = share(g[2], g[1]);
       splice[which] = {{"kmers", g[0]}, {"occurrences", g[1]}, {"masked", g[2]}, {"rate", rate},
                        {"relative", frac > 0 ? rate / frac : 0.0}};
       std::cerr << fmt::format("6-mers {} {} ({}): masked {:.4f} of their occurrences, {:.2f}x the mean\n",
