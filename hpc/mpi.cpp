@@ -223,6 +223,21 @@ void reduce_chunked(std::vector<uint64_t>& data, MPI_Op op, int root, MPI_Comm c
 }
 }  // namespace
 
+void send_u64(const uint64_t* data, uint64_t n, int dest, MPI_Comm comm) {
+  if (!g_mpi_active) return;
+  for (uint64_t off = 0; off < n; off += kChunkElems) {
+    const int c = checked_int(std::min<uint64_t>(kChunkElems, n - off), "send chunk");
+    GM_MPI_WAIT(MPI_Send(data + off, c, MPI_UINT64_T, dest, 0, comm));
+  }
+}
+void recv_u64(uint64_t* data, uint64_t n, int source, MPI_Comm comm) {
+  if (!g_mpi_active) return;
+  for (uint64_t off = 0; off < n; off += kChunkElems) {
+    const int c = checked_int(std::min<uint64_t>(kChunkElems, n - off), "receive chunk");
+    GM_MPI_WAIT(MPI_Recv(data + off, c, MPI_UINT64_T, source, 0, comm, MPI_STATUS_IGNORE));
+  }
+}
+
 void reduce_sum_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm) { reduce_chunked(data, MPI_SUM, root, comm); }
 void reduce_bor_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm) { reduce_chunked(data, MPI_BOR, root, comm); }
 

@@ -113,6 +113,10 @@ int comm_size(MPI_Comm comm);
 void reduce_sum_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm);
 /// Collective. Element-wise bitwise OR onto root, chunked.
 void reduce_bor_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm);
+/// Point to point, chunked like the reductions: `n` uint64 values to `dest` / from `source`
+/// (tag 0; messages between two ranks arrive in the order they were sent).
+void send_u64(const uint64_t* data, uint64_t n, int dest, MPI_Comm comm);
+void recv_u64(uint64_t* data, uint64_t n, int source, MPI_Comm comm);
 /// Collective. Max of a scalar on all ranks.
 uint64_t allreduce_max_u64(uint64_t v, MPI_Comm comm);
 double allreduce_max_double(double v, MPI_Comm comm);

@@ -6,6 +6,12 @@
 //   /records/name, /records/length   the FASTA records and their lengths (sequence characters)
 //   root attributes: format="genemask-counts", format_version, kmax, totals (per k),
 //   acgt_bases, other_bases, source_files, source_sizes, command_line, genemask_version
+// A file counted from a genome list (`count --genomes`) holds the pooled counts (the sum over
+// the genomes) where a one-genome file holds its counts, so every reader sees the pool, and:
+//   /genomes/<NAME>/counts/k<K>   each genome's counts (attributes k, total)
+//      group attributes: index, source_file, source_size, acgt_bases, other_bases, totals
+//   /records/genome               the genome index of each record (records of all genomes)
+//   root attribute genomes        the genome names in list order, one per line
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,7 +31,39 @@ struct CountsMeta {
   std::vector<uint64_t> record_lengths;
   uint64_t acgt_bases = 0;
   uint64_t other_bases = 0;
+  std::vector<std::string> genome_names;  // a genome list's names (empty for one --genome)
+  std::vector<uint64_t> record_genomes;   // genome index per record (with genome_names)
+  std::string genome;                     // the genome read (read_counts_file's `genome`), "" = pool
 };
+
+/// One genome of a genome list, for CountsWriter.
+struct GenomeCountsMeta {
+  std::string name, source_file;
+  uint64_t index = 0, source_size = 0, acgt_bases = 0, other_bases = 0, records = 0;
+};
+
+/// The counts file of a genome list, written genome by genome (one genome's tables in memory
+/// at a time) to a temporary file on disk, renamed onto `path` by finish().
+class CountsWriter {
+ public:
+  /// expected_bytes: the size of all tables (for the free-space check).
+  CountsWriter(const std::string& path, int kmax, uint64_t genomes);
+  ~CountsWriter();
+  CountsWriter(const CountsWriter&) = delete;
+  CountsWriter& operator=(const CountsWriter&) = delete;
+  void add_genome(const GenomeCountsMeta& g, const std::vector<std::vector<uint64_t>>& counts);
+  /// The pooled counts and the file's attributes (meta: every genome's records, with
+  /// record_genomes and genome_names); then the file appears under its name.
+  void finish(const std::vector<std::vector<uint64_t>>& pooled, const std::vector<uint64_t>& presence15,
+              const CountsMeta& meta);
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
+/// Bytes of the k-mer tables of one counts table set, k = 1..kmax.
+uint64_t counts_table_bytes(int kmax);
 
 struct CountsFile {
   int kmax = 0;
@@ -40,8 +78,11 @@ struct CountsFile {
 void write_counts_file(const std::string& path, int kmax, const std::vector<std::vector<uint64_t>>& counts,
                        const std::vector<uint64_t>& presence15, const CountsMeta& meta);
 
-/// Reads and checks the format; loads counts for k = 1..load_kmax (0 = all).
-/// Throws InputError when the file is not a counts file or lacks the k needed.
-CountsFile read_counts_file(const std::string& path, int load_kmax = 0, bool load_presence = false);
+/// Reads and checks the format; loads counts for k = 1..load_kmax (0 = all): the pooled counts,
+/// or with `genome` the counts of that genome of a genome list's file.
+/// Throws InputError when the file is not a counts file, lacks the k needed, or has no such
+/// genome (naming the ones it has).
+CountsFile read_counts_file(const std::string& path, int load_kmax = 0, bool load_presence = false,
+                            const std::string& genome = {});
 
 }  // namespace genemask::io

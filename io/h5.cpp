@@ -1,6 +1,7 @@
 #include "io/h5.hpp"
 
 #include <fcntl.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -152,6 +153,36 @@ void close_file(Handle& file) {
   }
 }
 
+Handle create_file_on_disk(const std::string& path, uint64_t expected_bytes) {
+  quiet_errors();
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  struct statvfs vfs {};
+  if (::statvfs(dir.c_str(), &vfs) == 0) {
+    const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    const uint64_t need = expected_bytes + expected_bytes / 100 + (1u << 20);
+    if (free_bytes < need)
+      throw std::runtime_error(fmt::format("{}: cannot write the file: it takes about {:.1f} MiB and {} has {:.1f} "
+                                           "MiB free (the disk is full); free space or write elsewhere",
+                                           path, static_cast<double>(need) / (1 << 20), dir,
+                                           static_cast<double>(free_bytes) / (1 << 20)));
+  }
+  Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "H5Pcreate");
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate");
+  check(H5Pset_libver_bounds(fapl, H5F_LIBVER_EARLIEST, H5F_LIBVER_V18), "H5Pset_libver_bounds");
+  errno = 0;
+  const hid_t id = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, fcpl, fapl);
+  if (id < 0) fail(path, "create the file");
+  return Handle(id, H5Fclose, "create file " + path);
+}
+
+void close_file_on_disk(Handle& file) {
+  const std::string name = file_name(file);
+  errno = 0;
+  if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) fail(file, "write the file");
+  if (H5Fclose(file.release()) < 0) throw std::runtime_error(fmt::format("{}: cannot close the file", name));
+}
+
 Handle open_file_ro(const std::string& path) {
   check_input_type(path);  // H5Fopen of a FIFO would wait for a writer
   quiet_errors();
@@ -182,6 +213,12 @@ Handle open_dataset(hid_t loc, const std::string& name) {
                                                  "version of genemask?",
                                                  name));
   return make(H5Dopen2(loc, name.c_str(), H5P_DEFAULT), H5Dclose, loc, "open dataset " + name);
+}
+
+Handle open_group(hid_t loc, const std::string& name) {
+  if (!exists(loc, name))
+    throw InputError(file_name(loc), fmt::format("has no group {}: the file is damaged", name));
+  return make(H5Gopen2(loc, name.c_str(), H5P_DEFAULT), H5Gclose, loc, "open group " + name);
 }
 
 bool exists(hid_t loc, const std::string& path) {

@@ -43,9 +43,16 @@ Handle create_file(const std::string& path);
 /// Writes a file made by create_file to its path and closes it. A failed write (a full disk)
 /// is an error naming the file and the errno; the partial file is removed.
 void close_file(Handle& file);
+/// A new file written to `path` as it is built (HDF5's sec2 driver), for files too large to
+/// build in memory (a counts file of many genomes). Refuses, before HDF5 writes a byte, when
+/// the file system has less than `expected_bytes` (plus 1%) free: HDF5 1.10 does not recover
+/// from a failed write. Close with close_file_on_disk().
+Handle create_file_on_disk(const std::string& path, uint64_t expected_bytes);
+void close_file_on_disk(Handle& file);
 Handle open_file_ro(const std::string& path);  // InputError when not an HDF5 file
 Handle create_group(hid_t loc, const std::string& name);
 Handle open_dataset(hid_t loc, const std::string& name);  // InputError naming the file when missing
+Handle open_group(hid_t loc, const std::string& name);    // InputError naming the file when missing
 bool exists(hid_t loc, const std::string& path);
 /// The name of the file that holds `loc` ("" when HDF5 cannot say).
 std::string file_name(hid_t loc);

@@ -10,13 +10,14 @@
 #include "io/counts_file.hpp"
 #include "io/error.hpp"
 #include "io/fai.hpp"
+#include "io/genome_list.hpp"
 #include "io/text_source.hpp"
 
 namespace genemask::cli {
 namespace {
 
 struct CountArgs {
-  std::string genome, out;
+  std::string genome, genomes, out;
   int kmax = 10;
   bool presence15 = false;
   double progress_s = 10.0;
@@ -117,9 +118,102 @@ void count_and_write(const CountArgs& a, const Context& ctx) {
   print_summary(ctx, j);
 }
 
+/// count --genomes: each genome's counts and the pool, in one counts.h5.
+void count_list_and_write(const CountArgs& a, const Context& ctx) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  const io::GenomeList list = io::read_genome_list(a.genomes);
+  if (ctx.rank == 0) check_writable(a.out);
+  Progress progress("count", a.progress_s, ctx.rank == 0 && !a.quiet);
+  CountOptions opts;
+  opts.kmax = a.kmax;
+  opts.presence15 = a.presence15;
+  std::vector<std::string> files;
+  for (const auto& g : list.genomes) files.push_back(g.path);
+  std::unique_ptr<io::CountsWriter> writer;
+  if (ctx.rank == 0) writer = std::make_unique<io::CountsWriter>(a.out, a.kmax, list.genomes.size());
+  io::CountsMeta meta;
+  nlohmann::json genomes = nlohmann::json::array();
+  double write_s = 0;
+  auto on_genome = [&](hpc::GenomeCounted&& gc) {
+    const auto& g = list.genomes[gc.index];
+    std::vector<std::string> names;
+    std::vector<uint64_t> lengths;
+    for (const auto& r : gc.records) names.push_back(r.name), lengths.push_back(r.length);
+    io::check_against_fai(g.path, names, lengths);
+    auto tw = clock::now();
+    writer->add_genome({g.name, g.path, gc.index, gc.file_bytes, gc.acgt_bases, gc.other_bases, gc.records.size()},
+                       gc.counts.counts);
+    write_s += std::chrono::duration<double>(clock::now() - tw).count();
+    meta.record_names.insert(meta.record_names.end(), names.begin(), names.end());
+    meta.record_lengths.insert(meta.record_lengths.end(), lengths.begin(), lengths.end());
+    meta.record_genomes.insert(meta.record_genomes.end(), names.size(), gc.index);
+    genomes.push_back({{"name", g.name},
+                       {"path", g.path},
+                       {"compression", gc.compression},
+                       {"file_bytes", gc.file_bytes},
+                       {"records", gc.records.size()},
+                       {"acgt_bases", gc.acgt_bases},
+                       {"other_bases", gc.other_bases}});
+  };
+  hpc::GenomesCountSummary gs;
+  auto res = hpc::count_genomes_distributed(files, opts, MPI_COMM_WORLD, on_genome, gs,
+                                            [&](double f) { progress.update(f); });
+  nlohmann::json kmers = nlohmann::json::object();
+  if (ctx.rank == 0) {
+    progress.done();
+    auto tw = clock::now();
+    meta.command_line = ctx.command_line;
+    meta.genemask_version = kVersion;
+    for (const auto& g : list.genomes) {
+      meta.source_files.push_back(g.path);
+      meta.source_sizes.push_back(g.size_bytes);
+      meta.genome_names.push_back(g.name);
+    }
+    meta.acgt_bases = gs.total.acgt_bases;
+    meta.other_bases = gs.total.other_bases;
+    writer->finish(res.counts.counts, res.counts.presence15, meta);
+    write_s += std::chrono::duration<double>(clock::now() - tw).count();
+    for (int k = 1; k <= a.kmax; ++k) kmers[std::to_string(k)] = res.counts.total(k);
+  }
+  const auto& s = gs.total;
+  const uint64_t peak_rss = hpc::allreduce_max_u64(hpc::peak_rss_bytes(), MPI_COMM_WORLD);
+  const double secs = std::chrono::duration<double>(clock::now() - t0).count();
+  const double bases = static_cast<double>(s.acgt_bases + s.other_bases);
+  nlohmann::json balance = nlohmann::json::array();
+  for (size_t r = 0; r < gs.rank_bytes.size(); ++r)
+    balance.push_back({{"rank", r}, {"file_bytes", gs.rank_bytes[r]}, {"count_s", gs.rank_count_s[r]}});
+  nlohmann::json j = {{"command", "count"},
+                      {"genomes_list", a.genomes},
+                      {"genomes", genomes},
+                      {"out", a.out},
+                      {"compression", s.compression},
+                      {"ranks", s.ranks},
+                      {"kmax", a.kmax},
+                      {"presence15", a.presence15},
+                      {"records", meta.record_names.size()},
+                      {"file_bytes", s.file_bytes},
+                      {"bases_read", s.acgt_bases + s.other_bases},
+                      {"acgt_bases", s.acgt_bases},
+                      {"other_bases", s.other_bases},
+                      {"kmers", kmers},
+                      {"count_s", s.count_s},
+                      {"reduce_s", s.reduce_s},
+                      {"write_s", write_s},
+                      {"seconds", secs},
+                      {"gbp_per_s_per_rank", s.count_s > 0 ? bases / s.count_s / 1e9 / s.ranks : 0.0},
+                      {"rank_balance", balance},
+                      {"spool_mib", static_cast<double>(gs.spool_bytes) / (1 << 20)},
+                      {"peak_rss_mib", static_cast<double>(peak_rss) / (1 << 20)}};
+  print_summary(ctx, j);
+}
+
 void run_count(const CountArgs& a, const Context& ctx) {
   try {  // the tables are allocated in the count and on rank 0 when writing: one message names their size
-    count_and_write(a, ctx);
+    if (!a.genomes.empty())
+      count_list_and_write(a, ctx);
+    else
+      count_and_write(a, ctx);
   } catch (const std::bad_alloc&) {
     throw std::runtime_error(count_out_of_memory(a));
   }
@@ -130,7 +224,12 @@ void run_count(const CountArgs& a, const Context& ctx) {
 void register_count(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<CountArgs>();
   auto* sub = app.add_subcommand("count", "Count all k-mers, k=1..kmax, of a genome (MPI: ranks split the file)");
-  sub->add_option("--genome", a->genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->required()->check(existing_file());
+  auto* one = sub->add_option("--genome", a->genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->check(existing_file());
+  auto* many = sub->add_option("--genomes", a->genomes,
+                               "genome list (TSV: name, path[, weight[, genes]]; docs/formats.md): each genome's "
+                               "counts and their pool in one counts.h5")
+                   ->check(existing_file());
+  one->excludes(many);
   sub->add_option("--out", a->out, "output counts.h5")->required();
   sub->add_option("--kmax", a->kmax, "count k = 1..kmax")->check(CLI::Range(1, kMaxDenseK))->capture_default_str();
   sub->add_flag("--presence15", a->presence15, "also store the set of 15-mers present (128 MiB per rank)");
@@ -144,10 +243,21 @@ void register_count(CLI::App& app, Context& ctx) {
       "another IUPAC code are skipped. Plain and bgzip files are split among ranks by bytes; plain gzip is "
       "read whole by every rank (recompress with `bgzip` to scale).");
   sub->callback([a, &ctx] {
-    ctx.inputs = {{"--genome", a->genome}};
+    if (a->genome.empty() && a->genomes.empty())
+      throw CLI::RequiredError("--genome FASTA or --genomes LIST (one of them)");
+    if (!a->genomes.empty()) {
+      const io::GenomeList list = io::read_genome_list(a->genomes);  // every refusal before the ranks start
+      ctx.inputs = {{"--genomes", a->genomes}};
+      for (const auto& g : list.genomes) ctx.inputs.push_back({"--genomes (" + g.name + ")", g.path});
+      ctx.check = [list] {
+        for (const auto& g : list.genomes) io::probe_file(g.path);
+      };
+    } else {
+      ctx.inputs = {{"--genome", a->genome}};
+      ctx.check = [a] { io::probe_file(a->genome); };  // a truncated BGZF, before any rank starts
+    }
     ctx.outputs = {file_output("--out", a->out, {io::OwnFile::Kind::hdf5_format, io::kCountsFormat, "a genemask counts file"},
                                a->force)};
-    ctx.check = [a] { io::probe_file(a->genome); };  // a truncated BGZF, before any rank starts
     ctx.run = [a, &ctx] { run_count(*a, ctx); };
   });
 }

@@ -12,7 +12,7 @@ namespace genemask::cli {
 namespace {
 
 struct NpmiArgs {
-  std::string counts, out;
+  std::string counts, out, genome;
   int k = 6;
   uint64_t min_count = 101;
   bool force = false;
@@ -21,7 +21,7 @@ struct NpmiArgs {
 void run_npmi(const NpmiArgs& a, const Context& ctx) {
   if (ctx.rank != 0) return;  // cheap: rank 0 does it
   check_writable(a.out);
-  io::CountsFile cf = io::read_counts_file(a.counts, a.k);
+  io::CountsFile cf = io::read_counts_file(a.counts, a.k, false, a.genome);
   PmiCalculator calc(cf.counts, a.k);
   auto ranking = npmi_ranking(calc, a.k, a.min_count);
   std::vector<io::NpmiRow> rows;
@@ -34,8 +34,10 @@ void run_npmi(const NpmiArgs& a, const Context& ctx) {
   io::write_npmi_tsv(a.out, rows);
   nlohmann::json top = nlohmann::json::array();
   for (size_t i = 0; i < std::min<size_t>(10, rows.size()); ++i) top.push_back(rows[i].kmer);
-  print_summary(ctx, {{"command", "npmi"}, {"counts", a.counts}, {"out", a.out}, {"k", a.k},
-                      {"min_count", a.min_count}, {"kmers", rows.size()}, {"below_min_count", below}, {"top10", top}});
+  nlohmann::json j = {{"command", "npmi"}, {"counts", a.counts}, {"out", a.out}, {"k", a.k},
+                      {"min_count", a.min_count}, {"kmers", rows.size()}, {"below_min_count", below}, {"top10", top}};
+  if (!a.genome.empty()) j["genome"] = a.genome;
+  print_summary(ctx, j);
 }
 
 }  // namespace
@@ -49,7 +51,15 @@ void register_npmi(CLI::App& app, Context& ctx) {
   sub->add_option("--min-count", a->min_count, "c: minimum count; rarer k-mers are ranked last and flagged")
       ->check(CLI::Range(uint64_t{2}, UINT64_MAX))
       ->capture_default_str();
+  sub->add_option("--genome", a->genome,
+                  "with counts of a genome list (`count --genomes`): use this genome's counts instead of the pool "
+                  "(the default: the sum of every genome's counts)");
   add_file_force_flag(sub, a->force);
+  sub->footer(
+      "Counts of a genome list (`genemask count --genomes`) hold each genome's counts and their pool. Without "
+      "--genome the pool is used: every probability comes from the summed counts, as if the genomes were one "
+      "corpus, so each genome weighs in by its size (a large genome dominates, and a k-mer frequent in a small "
+      "one can rank low). --genome NAME uses that genome alone.");
   sub->callback([a, &ctx] {
     ctx.inputs = {{"--counts", a->counts}};
     ctx.outputs = {file_output("--out", a->out, {io::OwnFile::Kind::first_line, io::kNpmiHeader, "an npmi.tsv"}, a->force)};

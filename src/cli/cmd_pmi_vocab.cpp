@@ -12,7 +12,7 @@ namespace genemask::cli {
 namespace {
 
 struct VocabArgs {
-  std::string counts, out;
+  std::string counts, out, genome;
   uint64_t min_count = 10000, size = 40000;
   int kmin = 2, kmax = 10;
   bool force = false;
@@ -21,7 +21,7 @@ struct VocabArgs {
 void run_pmi_vocab(const VocabArgs& a, const Context& ctx) {
   if (ctx.rank != 0) return;
   check_writable(a.out);
-  io::CountsFile cf = io::read_counts_file(a.counts, a.kmax);
+  io::CountsFile cf = io::read_counts_file(a.counts, a.kmax, false, a.genome);
   PmiCalculator calc(cf.counts, a.kmax);
   auto vocab = pmi_vocabulary(calc, a.kmin, a.kmax, a.min_count, a.size);
   std::vector<io::PmiVocabRow> rows;
@@ -40,8 +40,10 @@ void run_pmi_vocab(const VocabArgs& a, const Context& ctx) {
   if (rows.size() < a.size)
     std::cerr << fmt::format("note: only {} k-mers have count >= {}; the vocabulary is smaller than --size {}\n",
                              rows.size(), a.min_count, a.size);
-  print_summary(ctx, {{"command", "pmi-vocab"}, {"counts", a.counts}, {"out", a.out}, {"min_count", a.min_count},
-                      {"size", rows.size()}, {"length_histogram", h}});
+  nlohmann::json j = {{"command", "pmi-vocab"}, {"counts", a.counts}, {"out", a.out}, {"min_count", a.min_count},
+                      {"size", rows.size()}, {"length_histogram", h}};
+  if (!a.genome.empty()) j["genome"] = a.genome;
+  print_summary(ctx, j);
 }
 
 }  // namespace
@@ -55,7 +57,15 @@ void register_pmi_vocab(CLI::App& app, Context& ctx) {
   sub->add_option("--size", a->size, "vocabulary size (top N by PMI)")->check(positive())->capture_default_str();
   sub->add_option("--kmin", a->kmin, "shortest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
   sub->add_option("--kmax", a->kmax, "longest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
+  sub->add_option("--genome", a->genome,
+                  "with counts of a genome list (`count --genomes`): use this genome's counts instead of the pool "
+                  "(the default: the sum of every genome's counts)");
   add_file_force_flag(sub, a->force);
+  sub->footer(
+      "Counts of a genome list (`genemask count --genomes`) hold each genome's counts and their pool. Without "
+      "--genome the pool is used: every probability comes from the summed counts, as if the genomes were one "
+      "corpus, so each genome weighs in by its size (a large genome dominates, and a k-mer frequent in a small "
+      "one can rank low). --genome NAME uses that genome alone.");
   sub->callback([a, &ctx] {
     ctx.inputs = {{"--counts", a->counts}};
     ctx.outputs = {file_output("--out", a->out, {io::OwnFile::Kind::first_line, io::kPmiVocabHeader,

@@ -112,6 +112,9 @@ int main(int argc, char** argv) {
       error = std::string(e.what()) + " (see " + usage + " --help)";
       error_code = e.get_exit_code();
     }
+  } catch (const std::exception& e) {  // a subcommand's callback that reads an input (a genome list)
+    error = e.what();
+    error_code = 1;
   }
   if (error.empty() && help_code < 0) {
     try {

@@ -1,0 +1,177 @@
+#include "io/genome_list.hpp"
+
+#include <sys/stat.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fmt/format.h>
+
+#include "io/error.hpp"
+#include "io/text_source.hpp"
+
+namespace genemask::io {
+
+namespace {
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t tab = line.find('\t', start);
+    out.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+    if (tab == std::string::npos) break;
+    start = tab + 1;
+  }
+  return out;
+}
+
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
+}
+
+std::string resolve(const std::string& list_dir, const std::string& p) {
+  return p.empty() || p[0] == '/' ? p : list_dir + p;
+}
+
+}  // namespace
+
+std::string genome_name_problem(const std::string& name) {
+  if (name.empty()) return "is empty";
+  if (name.size() > 64) return fmt::format("is {} characters long (at most 64)", name.size());
+  if (name[0] == '.' || name[0] == '-') return "starts with '.' or '-'";
+  for (unsigned char c : name)
+    if (!std::isalnum(c) && c != '.' && c != '_' && c != '-')
+      return fmt::format("has {} (use letters, digits, '.', '_' and '-')",
+                         c == ' '          ? std::string("a space")
+                         : std::isgraph(c) ? fmt::format("the character '{}'", static_cast<char>(c))
+                                           : "the " + describe_byte(c));
+  return {};
+}
+
+bool GenomeList::all_weighted() const {
+  for (const auto& g : genomes)
+    if (!(g.weight > 0)) return false;
+  return !genomes.empty();
+}
+
+std::vector<std::string> GenomeList::names() const {
+  std::vector<std::string> out;
+  for (const auto& g : genomes) out.push_back(g.name);
+  return out;
+}
+
+size_t GenomeList::index_of(const std::string& name, const std::string& where) const {
+  for (size_t i = 0; i < genomes.size(); ++i)
+    if (genomes[i].name == name) return i;
+  std::string some;
+  for (size_t i = 0; i < genomes.size() && i < 12; ++i) some += (i ? ", " : "") + genomes[i].name;
+  if (genomes.size() > 12) some += fmt::format(", ... ({} in all)", genomes.size());
+  throw InputError(where, fmt::format("has no genome '{}' (its genomes: {})", printable(name), some));
+}
+
+GenomeList read_genome_list(const std::string& list_path) {
+  check_input(list_path);
+  GenomeList list;
+  list.path = list_path;
+  const std::string dir = directory_of(list_path);
+  bool seen_row = false;
+  for_each_line(list_path, [&](const std::string& raw, uint64_t lineno) {
+    if (raw.empty() || raw[0] == '#') return;
+    if (raw.find_first_not_of(" \t") == std::string::npos) return;
+    auto cols = split_tabs(raw);
+    for (auto& c : cols) {  // stray spaces around a cell (an editor's alignment) are not part of it
+      const size_t a = c.find_first_not_of(' '), b = c.find_last_not_of(' ');
+      c = a == std::string::npos ? std::string() : c.substr(a, b - a + 1);
+    }
+    if (!seen_row && cols.size() >= 2 && cols[0] == "name" && cols[1] == "path") {  // the header row
+      seen_row = true;
+      return;
+    }
+    seen_row = true;
+    if (cols.size() < 2 || cols.size() > 4)
+      throw InputError(list_path, lineno,
+                       fmt::format("{} tab-separated column(s) in '{}': a genome list row is name<TAB>path, then "
+                                   "optionally <TAB>weight and <TAB>genes file",
+                                   cols.size(), excerpt(raw, 80)));
+    GenomeEntry g;
+    g.line = lineno;
+    g.name = cols[0];
+    if (const auto p = genome_name_problem(g.name); !p.empty())
+      throw InputError(list_path, lineno, fmt::format("genome name '{}' {}", excerpt(g.name, 80), p));
+    g.path_text = cols[1];
+    if (g.path_text.empty())
+      throw InputError(list_path, lineno, fmt::format("genome '{}' has an empty path", g.name));
+    g.path = resolve(dir, g.path_text);
+    if (const auto p = input_problem(g.path); !p.empty())
+      throw InputError(list_path, lineno, fmt::format("genome '{}': {} {}", g.name, printable(g.path), p));
+    struct stat st {};
+    if (::stat(g.path.c_str(), &st) != 0)
+      throw InputError(list_path, lineno, fmt::format("genome '{}': cannot stat {}", g.name, printable(g.path)));
+    g.size_bytes = static_cast<uint64_t>(st.st_size);
+    g.device = static_cast<uint64_t>(st.st_dev);
+    g.inode = static_cast<uint64_t>(st.st_ino);
+    if (g.size_bytes == 0)
+      throw InputError(list_path, lineno,
+                       fmt::format("genome '{}': {} is empty (0 bytes): a download that did not finish?", g.name,
+                                   printable(g.path)));
+    if (cols.size() >= 3 && !cols[2].empty()) {
+      const std::string& w = cols[2];
+      char* end = nullptr;
+      errno = 0;
+      const double v = std::strtod(w.c_str(), &end);
+      if (end == w.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || !(v > 0))
+        throw InputError(list_path, lineno,
+                         fmt::format("genome '{}': weight '{}' is not a positive finite number", g.name,
+                                     excerpt(w, 40)));
+      g.weight = v;
+    }
+    if (cols.size() >= 4 && !cols[3].empty()) {
+      g.genes = resolve(dir, cols[3]);
+      if (const auto p = input_problem(g.genes); !p.empty())
+        throw InputError(list_path, lineno,
+                         fmt::format("genes file of genome '{}': {} {}", g.name, printable(g.genes), p));
+    }
+    for (const auto& o : list.genomes) {
+      if (o.name == g.name)
+        throw InputError(list_path, lineno,
+                         fmt::format("genome name '{}' is already used on line {}: names must be unique", g.name,
+                                     o.line));
+      if (o.device == g.device && o.inode == g.inode)
+        throw InputError(list_path, lineno,
+                         fmt::format("genome '{}': {} is the same file as genome '{}' on line {} ({}): list each "
+                                     "genome once",
+                                     g.name, printable(g.path_text), o.name, o.line, printable(o.path_text)));
+    }
+    list.genomes.push_back(std::move(g));
+  });
+  if (list.genomes.empty())
+    throw InputError(list_path, "lists no genome: each row is name<TAB>path[<TAB>weight[<TAB>genes]]");
+  return list;
+}
+
+GenomeList single_genome_list(const std::string& fasta) {
+  GenomeList list;
+  GenomeEntry g;
+  std::string base = fasta.substr(fasta.rfind('/') == std::string::npos ? 0 : fasta.rfind('/') + 1);
+  for (const std::string suffix : {".gz", ".bgz", ".fa", ".fasta", ".fna", ".fas"})
+    if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0)
+      base.resize(base.size() - suffix.size());
+  for (char& c : base)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  if (!genome_name_problem(base).empty()) base = "genome";
+  g.name = base;
+  g.path = g.path_text = fasta;
+  struct stat st {};
+  if (::stat(fasta.c_str(), &st) == 0) {
+    g.size_bytes = static_cast<uint64_t>(st.st_size);
+    g.device = static_cast<uint64_t>(st.st_dev);
+    g.inode = static_cast<uint64_t>(st.st_ino);
+  }
+  list.genomes.push_back(std::move(g));
+  return list;
+}
+
+}  // namespace genemask::io

@@ -1,0 +1,54 @@
+#pragma once
+// A list of genomes (`--genomes LIST`): a multi-species corpus given as one TSV, read by
+// count, shards and pretrain (layout in docs/formats.md, "Genome list").
+//
+//   # comments and empty lines are skipped; an optional header row names the columns
+//   name    path                      weight   genes
+//   human   GRCh38.fa.gz              1.0      gencode.gtf.gz
+//   mouse   /data/GRCm39.fa           0.5
+//
+// name: unique, [A-Za-z0-9._-], at most 64 characters, not starting with '.' or '-' (it
+// names HDF5 groups and appears in file names). path: FASTA, gzip or bgzip; relative paths
+// are taken from the list's directory. weight (optional): a positive finite number, for
+// `--genome-weights list`. genes (optional): the genes file of the gene-boundary shards.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace genemask::io {
+
+struct GenomeEntry {
+  std::string name;
+  std::string path;       // as resolved (relative to the list's directory)
+  std::string path_text;  // as written in the list
+  double weight = 0;      // 0 = not given
+  std::string genes;      // "" = not given (resolved like path)
+  uint64_t line = 0;      // line of the list it was read from
+  uint64_t size_bytes = 0;
+  uint64_t device = 0, inode = 0;  // the file's identity (stat)
+};
+
+struct GenomeList {
+  std::string path;  // the list file ("" for a single --genome)
+  std::vector<GenomeEntry> genomes;
+  bool all_weighted() const;
+  /// Index of the genome called `name`, or throws InputError naming the list's genomes.
+  size_t index_of(const std::string& name, const std::string& where) const;
+  std::vector<std::string> names() const;
+};
+
+/// Reads and checks a list: every refusal is "LIST:LINE: <what> '<value>': <what to do>" for a
+/// missing or unreadable file, an empty file, a FIFO or directory, a duplicate name, the same
+/// file listed twice (by device and inode, whatever the spelling), a bad name, a weight that
+/// is not a positive finite number, a row with too few or too many columns, and a list with
+/// no genome.
+GenomeList read_genome_list(const std::string& list_path);
+
+/// A one-genome list for a plain --genome FASTA (name: the file name without its FASTA and
+/// compression suffixes, made safe).
+GenomeList single_genome_list(const std::string& fasta);
+
+/// Why `name` cannot name a genome, or "" when it can.
+std::string genome_name_problem(const std::string& name);
+
+}  // namespace genemask::io
