@@ -223,6 +223,13 @@ void reduce_chunked(std::vector<uint64_t>& data, MPI_Op op, int root, MPI_Comm c
 }
 }  // namespace
 
+void allreduce_sum_u64(uint64_t* data, uint64_t n, MPI_Comm comm) {
+  if (!g_mpi_active) return;
+  for (uint64_t off = 0; off < n; off += kChunkElems) {
+    const int c = checked_int(std::min<uint64_t>(kChunkElems, n - off), "all-reduce chunk");
+    GM_MPI_WAIT(MPI_Allreduce(MPI_IN_PLACE, data + off, c, MPI_UINT64_T, MPI_SUM, comm));
+  }
+}
 void send_u64(const uint64_t* data, uint64_t n, int dest, MPI_Comm comm) {
   if (!g_mpi_active) return;
   for (uint64_t off = 0; off < n; off += kChunkElems) {

@@ -117,6 +117,8 @@ void reduce_bor_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm);
 /// (tag 0; messages between two ranks arrive in the order they were sent).
 void send_u64(const uint64_t* data, uint64_t n, int dest, MPI_Comm comm);
 void recv_u64(uint64_t* data, uint64_t n, int source, MPI_Comm comm);
+/// Collective. Element-wise sum of n uint64 values onto every rank (in place).
+void allreduce_sum_u64(uint64_t* data, uint64_t n, MPI_Comm comm);
 /// Collective. Max of a scalar on all ranks.
 uint64_t allreduce_max_u64(uint64_t v, MPI_Comm comm);
 double allreduce_max_double(double v, MPI_Comm comm);

@@ -26,6 +26,7 @@ void serialize(A& ar, genemask::ShardFileInfo& f, const unsigned int) {
 template <class A>
 void serialize(A& ar, genemask::ShardBuildStats& s, const unsigned int) {
   ar & s.candidates & s.kept & s.dropped_non_acgt & s.samples_train & s.samples_valid & s.tokens_train &
-      s.tokens_valid & s.files;
+      s.tokens_valid & s.files & s.genome_samples_train & s.genome_samples_valid & s.genome_tokens_train &
+      s.genome_tokens_valid;
 }
 }  // namespace boost::serialization

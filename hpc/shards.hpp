@@ -5,12 +5,14 @@
 #include <string>
 
 #include "genemask/corpus/shard_build.hpp"
+#include "io/genome_list.hpp"
 #include "io/shard_manifest.hpp"
 
 namespace genemask::hpc {
 
 struct ShardsRequest {
   std::string genome, out_dir, genes, command_line;
+  io::GenomeList list;  // --genomes: used instead of genome/genes when it has genomes
   ShardBuildOptions options;  // out_dir/rank/vocab are filled in
 };
 
@@ -28,7 +30,10 @@ struct ShardsResult {
   } genes;  // --genes (rank 0): genes read, and those on sequences the genome lacks
 };
 
-/// Collective. Writes DIR/*.h5 shards (each rank its own) and DIR/manifest.json (rank 0, last).
+/// Collective. With a genome list, ranks split the concatenated files by bytes (as count
+/// does), chromosomes are numbered across the list in list order, every sample records its
+/// genome, and the manifest lists the genomes with their samples and tokens.
+/// Writes DIR/*.h5 shards (each rank its own) and DIR/manifest.json (rank 0, last).
 ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm);
 
 }  // namespace genemask::hpc

@@ -19,6 +19,7 @@ void write_shard(const std::string& path, const ShardData& d, const std::string&
     h5::write_u64(f, "sample_index", d.sample_index.data(), d.sample_index.size());
     h5::write_u32(f, "chrom", d.chrom.data(), d.chrom.size());
     h5::write_u64(f, "start", d.start.data(), d.start.size());
+    if (!d.genome.empty()) h5::write_u32(f, "genome", d.genome.data(), d.genome.size());
     h5::set_attr(f, "format", std::string(kShardFormat));
     h5::set_attr(f, "format_version", kShardFormatVersion);
     h5::set_attr(f, "split", split);
@@ -51,6 +52,12 @@ ShardReader::ShardReader(const std::string& path) : path_(path) {
   sample_index_ = h5::read_u64(file_, "sample_index");
   start_ = h5::read_u64(file_, "start");
   chrom_ = read_u32(file_, "chrom");
+  if (h5::exists(file_, "genome")) {
+    genome_ = read_u32(file_, "genome");
+    if (genome_.size() != sample_index_.size())
+      throw InputError(path, fmt::format("damaged shard: {} genome entries for {} samples", genome_.size(),
+                                         sample_index_.size()));
+  }
   const uint64_t ntok = h5::dataset_length(file_, "tokens");
   if (offsets_.size() != sample_index_.size() + 1 || chrom_.size() != sample_index_.size() ||
       start_.size() != sample_index_.size())

@@ -5,6 +5,7 @@
 //   /sample_index  uint64 [N]    global candidate number, increasing; independent of rank count
 //   /chrom         uint32 [N]    index into the manifest's chromosome list
 //   /start         uint64 [N]    0-based position of the sample's first base
+//   /genome        uint32 [N]    index into the manifest's genome list (shards of a genome list only)
 //   attributes: format="genemask-shard", format_version, split, seed, vocab_sha256
 #include <cstdint>
 #include <string>
@@ -27,6 +28,7 @@ struct ShardData {
   std::vector<uint64_t> sample_index;
   std::vector<uint32_t> chrom;
   std::vector<uint64_t> start;
+  std::vector<uint32_t> genome;  // empty unless the set was built from a genome list
   size_t samples() const { return sample_index.size(); }
   void clear() {
     tokens.clear();
@@ -34,6 +36,7 @@ struct ShardData {
     sample_index.clear();
     chrom.clear();
     start.clear();
+    genome.clear();
   }
 };
 
@@ -55,6 +58,8 @@ class ShardReader {
   const std::vector<uint64_t>& sample_index() const { return sample_index_; }
   const std::vector<uint32_t>& chrom() const { return chrom_; }
   const std::vector<uint64_t>& start() const { return start_; }
+  /// Genome index per sample (empty for a shard of one --genome).
+  const std::vector<uint32_t>& genome() const { return genome_; }
   std::string split() const { return split_; }
   /// Tokens of sample i (appended to out after clearing it).
   void read(size_t i, std::vector<uint16_t>& out) const;
@@ -71,7 +76,7 @@ class ShardReader {
   std::string path_, split_;
   h5::Handle file_, tokens_;
   std::vector<uint64_t> offsets_, sample_index_, start_;
-  std::vector<uint32_t> chrom_;
+  std::vector<uint32_t> chrom_, genome_;
 };
 
 }  // namespace genemask::io

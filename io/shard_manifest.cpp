@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <cerrno>
+#include <cmath>
 
 #include <fmt/format.h>
 #include <fstream>
@@ -39,7 +40,25 @@ void write_manifest(const std::string& dir, const ShardManifest& m) {
   j["candidates"] = m.candidates;
   j["dropped_non_acgt"] = m.dropped_non_acgt;
   j["chromosomes"] = json::array();
-  for (const auto& c : m.chromosomes) j["chromosomes"].push_back({{"name", c.name}, {"length", c.length}});
+  for (const auto& c : m.chromosomes) {
+    json one = {{"name", c.name}, {"length", c.length}};
+    if (!m.genomes.empty()) one["genome"] = c.genome;
+    j["chromosomes"].push_back(std::move(one));
+  }
+  if (!m.genomes.empty()) {
+    j["genomes"] = json::array();
+    for (const auto& g : m.genomes)
+      j["genomes"].push_back({{"name", g.name},
+                              {"path", g.path},
+                              {"genes", g.genes.empty() ? json(nullptr) : json(g.genes)},
+                              {"file_bytes", g.file_bytes},
+                              {"mtime_ns", g.mtime_ns},
+                              {"weight", g.weight > 0 ? json(g.weight) : json(nullptr)},
+                              {"records", g.records},
+                              {"bases", g.bases},
+                              {"samples", {{"train", g.samples_train}, {"valid", g.samples_valid}}},
+                              {"tokens", {{"train", g.tokens_train}, {"valid", g.tokens_valid}}}});
+  }
   j["shards"] = json::array();
   uint64_t samples[2] = {0, 0}, tokens[2] = {0, 0};
   for (const auto& s : m.shards) {
@@ -143,13 +162,46 @@ ShardManifest read_manifest(const std::string& dir, bool verify_checksums) {
   m.genemask_version = j.value("genemask_version", json("")).is_string() ? j.value("genemask_version", "") : "";
   if (j.contains("candidates")) m.candidates = f.u64(j, "candidates", "candidates");
   if (j.contains("dropped_non_acgt")) m.dropped_non_acgt = f.u64(j, "dropped_non_acgt", "dropped_non_acgt");
+  if (j.contains("genomes")) {
+    const json& gs = f.at(j, "genomes", "genomes");
+    if (!gs.is_array() || gs.empty()) f.fail("genomes", "not a non-empty list");
+    std::set<std::string> names;
+    for (size_t i = 0; i < gs.size(); ++i) {
+      const std::string at = fmt::format("genomes[{}]", i);
+      ManifestGenome g;
+      g.name = f.str(gs[i], "name", at + ".name");
+      if (!names.insert(g.name).second) f.fail(at + ".name", fmt::format("'{}' is listed twice", excerpt(g.name, 80)));
+      g.path = f.str(gs[i], "path", at + ".path");
+      g.genes = f.at(gs[i], "genes", at + ".genes").is_null() ? "" : f.str(gs[i], "genes", at + ".genes");
+      g.file_bytes = f.u64(gs[i], "file_bytes", at + ".file_bytes");
+      if (gs[i].contains("mtime_ns") && gs[i]["mtime_ns"].is_number_integer()) g.mtime_ns = gs[i]["mtime_ns"].get<int64_t>();
+      const json& w = f.at(gs[i], "weight", at + ".weight");
+      if (!w.is_null()) {
+        if (!w.is_number() || !(w.get<double>() > 0) || !std::isfinite(w.get<double>()))
+          f.fail(at + ".weight", fmt::format("{} is not a positive finite number", json_excerpt(w, 40)));
+        g.weight = w.get<double>();
+      }
+      g.records = f.u64(gs[i], "records", at + ".records");
+      g.bases = f.u64(gs[i], "bases", at + ".bases");
+      const json& s = f.at(gs[i], "samples", at + ".samples");
+      g.samples_train = f.u64(s, "train", at + ".samples.train");
+      g.samples_valid = f.u64(s, "valid", at + ".samples.valid");
+      const json& t = f.at(gs[i], "tokens", at + ".tokens");
+      g.tokens_train = f.u64(t, "train", at + ".tokens.train");
+      g.tokens_valid = f.u64(t, "valid", at + ".tokens.valid");
+      m.genomes.push_back(std::move(g));
+    }
+  }
   const json& chroms = f.at(j, "chromosomes", "chromosomes");
   if (!chroms.is_array()) f.fail("chromosomes", "not a list");
-  std::set<std::string> chrom_names;
+  std::set<std::pair<uint32_t, std::string>> chrom_names;  // a name is unique within its genome
   for (size_t i = 0; i < chroms.size(); ++i) {
     const std::string at = fmt::format("chromosomes[{}]", i);
     ManifestChrom c{f.str(chroms[i], "name", at + ".name"), f.u64(chroms[i], "length", at + ".length")};
-    if (!chrom_names.insert(c.name).second) f.fail(at + ".name", fmt::format("'{}' is listed twice", excerpt(c.name, 80)));
+    if (!m.genomes.empty())
+      c.genome = static_cast<uint32_t>(f.u64(chroms[i], "genome", at + ".genome", 0, m.genomes.size() - 1));
+    if (!chrom_names.insert({c.genome, c.name}).second)
+      f.fail(at + ".name", fmt::format("'{}' is listed twice", excerpt(c.name, 80)));
     m.chromosomes.push_back(std::move(c));
   }
   const json& shards = f.at(j, "shards", "shards");

@@ -18,6 +18,17 @@ struct ManifestShard {
 struct ManifestChrom {
   std::string name;
   uint64_t length = 0;
+  uint32_t genome = 0;  // index into ShardManifest::genomes (0 for a set of one --genome)
+};
+
+/// One genome of a set built from a genome list (`shards --genomes`).
+struct ManifestGenome {
+  std::string name, path, genes;  // genes: "" when the list gave none
+  uint64_t file_bytes = 0;
+  int64_t mtime_ns = 0;           // the source file's modification time (with its size: its identity)
+  double weight = 0;              // the list's weight, 0 when it gave none
+  uint64_t records = 0, bases = 0;
+  uint64_t samples_train = 0, samples_valid = 0, tokens_train = 0, tokens_valid = 0;
 };
 
 struct ShardManifest {
@@ -27,6 +38,7 @@ struct ShardManifest {
   uint32_t max_offset = 1000, min_tokens = 5, max_tokens = 510;
   double full_prob = 0.5;
   std::vector<ManifestChrom> chromosomes;
+  std::vector<ManifestGenome> genomes;  // empty for a set of one --genome
   std::vector<ManifestShard> shards;  // train shards first, each split in sample order
   uint64_t candidates = 0, dropped_non_acgt = 0;
 };

@@ -171,6 +171,8 @@ gm_load_config() {
   : "${GENOME:?config: GENOME (genome FASTA) is not set}"
   : "${OUT:?config: OUT (output root) is not set}"
   GENES=${GENES:-}
+  GENOMES=${GENOMES:-}
+  GENOME_WEIGHTS=${GENOME_WEIGHTS:-}
   TSS=${TSS:-}
   MODEL=${MODEL:-logo}
   MODEL_LABEL=${MODEL_LABEL:-$(basename "${MODEL%.json}")}
@@ -214,6 +216,11 @@ gm_load_config() {
   GENOME=$(gm_abspath "$base" "$GENOME")
   OUT=$(gm_abspath "$base" "$OUT")
   [ -z "$GENES" ] || GENES=$(gm_abspath "$base" "$GENES")
+  [ -z "$GENOMES" ] || GENOMES=$(gm_abspath "$base" "$GENOMES")
+  if [ -n "$GENOME_WEIGHTS" ] && [ -z "$GENOMES" ]; then
+    echo "config: GENOME_WEIGHTS needs GENOMES (a genome list): one genome has nothing to weight" >&2
+    return 2
+  fi
   [ -z "$TSS" ] || TSS=$(gm_abspath "$base" "$TSS")
   [ -z "$SPLICE_ANNOTATION" ] || SPLICE_ANNOTATION=$(gm_abspath "$base" "$SPLICE_ANNOTATION")
   [ -z "$ENHANCER_INTERVALS" ] || ENHANCER_INTERVALS=$(gm_abspath "$base" "$ENHANCER_INTERVALS")

@@ -46,6 +46,8 @@ gm_check_tasks
 GENEMASK_BIN=$(gm_bin)
 export GENEMASK_BIN
 read -r -a count_opts <<<"$COUNT_OPTS"
+count_input=("$GENOME")
+[ -z "$GENOMES" ] || count_input=(--genomes "$GENOMES")
 mapfile -t units < <(gm_pretrain_units)
 mkdir -p "$OUT/logs"
 J=$GENEMASK_JOBS_DIR
@@ -69,7 +71,7 @@ if [ "$mode" = local ]; then
     GENEMASK_NTASKS=$n bash "$@" 2>&1 | tee "$OUT/logs/$name.log"
   }
   t0=$SECONDS
-  stage count "$RANKS_COUNT" "$J/count.sbatch" "$GENOME" "$OUT/count" "${count_opts[@]}"
+  stage count "$RANKS_COUNT" "$J/count.sbatch" "${count_input[@]}" "$OUT/count" "${count_opts[@]}"
   stage npmi 1 "$J/npmi.sbatch" "$cfg"
   stage shards "$RANKS_SHARDS" "$J/shards.sbatch" "$cfg"
   for u in "${units[@]}"; do
@@ -114,7 +116,7 @@ if [ "$GPUS_PER_NODE" -gt 0 ]; then
   gpu_opts=(--nodes=$(((RANKS_PRETRAIN + GPUS_PER_NODE - 1) / GPUS_PER_NODE))
     --ntasks-per-node="$GPUS_PER_NODE" --gpus-per-node="$GPUS_PER_NODE")
 fi
-count=$(submit count "" --ntasks="$RANKS_COUNT" -- "$J/count.sbatch" "$GENOME" "$OUT/count" "${count_opts[@]}")
+count=$(submit count "" --ntasks="$RANKS_COUNT" -- "$J/count.sbatch" "${count_input[@]}" "$OUT/count" "${count_opts[@]}")
 say count "$count"
 npmi=$(submit npmi "$count" -- "$J/npmi.sbatch" "$cfg")
 say npmi "$npmi"

@@ -24,7 +24,7 @@ inline constexpr uint64_t fnv1a(std::string_view s, uint64_t basis = 0xcbf29ce48
   return h;
 }
 
-enum class Stream : uint64_t { mask = 1, shard_offsets = 2, split = 3, shuffle = 4, fewshot = 5 };
+enum class Stream : uint64_t { mask = 1, shard_offsets = 2, split = 3, shuffle = 4, fewshot = 5, genome = 6 };
 
 class Rng {
  public:

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "genemask/corpus/genome_sampling.hpp"
 #include "genemask/corpus/masking.hpp"
 #include "genemask/corpus/masking_tables.hpp"
 #include "genemask/corpus/tokenizer.hpp"
@@ -438,6 +439,36 @@ NB_MODULE(_core, m) {
       .def_prop_ro("count", [](const PmiVocab& v) { return column<io::PmiVocabRow, uint64_t>(v.rows, [](auto& r) { return r.count; }); }, nb::rv_policy::move)
       .def_prop_ro("pmi", [](const PmiVocab& v) { return column<io::PmiVocabRow, double>(v.rows, [](auto& r) { return r.pmi; }); }, nb::rv_policy::move);
 
+  m.def(
+      "genome_probabilities",
+      [](const std::string& weights, const std::vector<std::string>& names, const std::vector<uint64_t>& bases,
+         const std::vector<double>& list_weights, const std::vector<uint64_t>& samples) {
+        if (bases.size() != names.size() || list_weights.size() != names.size() || samples.size() != names.size())
+          throw std::invalid_argument("names, bases, list_weights and samples must have one entry per genome");
+        return genome_probabilities(parse_genome_weighting(weights), GenomeTable{names, bases, list_weights, samples});
+      },
+      "weights"_a, "names"_a, "bases"_a, "list_weights"_a, "samples"_a,
+      "Probability of each genome under --genome-weights (bases | uniform | list | temperature:T), as `pretrain`.");
+  m.def(
+      "epoch_permutation",
+      [](uint64_t n, uint64_t seed, uint64_t epoch, bool shuffle) {
+        if (n > UINT32_MAX) throw std::invalid_argument("more than 2^32 samples");
+        return to_numpy(epoch_permutation(n, seed, epoch, shuffle));
+      },
+      "n"_a, "seed"_a, "epoch"_a, "shuffle"_a = true, "The order of an epoch without genome weights, as `pretrain`.");
+  m.def(
+      "weighted_epoch_order",
+      [](const In1D<uint32_t>& sample_genome, const std::vector<double>& probabilities, uint64_t seed, uint64_t epoch) {
+        std::vector<uint32_t> g(sample_genome.data(), sample_genome.data() + sample_genome.shape(0));
+        std::vector<uint32_t> out;
+        {
+          nb::gil_scoped_release unlocked;
+          out = weighted_epoch_order(g, probabilities, seed, epoch);
+        }
+        return to_numpy(std::move(out));
+      },
+      "sample_genome"_a, "probabilities"_a, "seed"_a, "epoch"_a,
+      "The order of an epoch with genome weights (samples in sample_index order), as `pretrain`.");
   m.def("count_kmers", &count_kmers, "path"_a, "kmax"_a, "Counts of k = 1..kmax (list index k-1), as `genemask count`.");
   m.def("npmi", &npmi, "counts"_a, "k"_a, "min_count"_a, "The NPMI ranking of k-mers, as `genemask npmi`.");
   m.def("pmi_vocab", &pmi_vocab, "counts"_a, "kmin"_a, "kmax"_a, "min_count"_a, "size"_a,

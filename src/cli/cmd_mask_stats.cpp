@@ -48,9 +48,20 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   std::vector<uint16_t> t;
   std::vector<uint8_t> is_masked;
   MaskedSample m;
-  for (uint64_t i = 0; i < n; ++i) {
+  // A genome list's set: samples spread evenly over the split (its genomes come one after
+  // another), and the figures per genome.
+  const size_t ngenomes = set.genomes().size();
+  std::vector<uint64_t> g_samples(ngenomes, 0), g_tokens(ngenomes, 0), g_masked(ngenomes, 0);
+  for (uint64_t k = 0; k < n; ++k) {
+    const size_t i = ngenomes > 0 ? static_cast<size_t>(static_cast<unsigned __int128>(k) * set.size() / n) : k;
     set.read(i, t);
     masker.mask(t.data(), t.size(), a.seed, a.epoch, set.sample_index(i), m);
+    if (ngenomes > 0) {
+      const uint32_t g = set.genome(i);
+      ++g_samples[g];
+      g_tokens[g] += t.size();
+      for (size_t j = 0; j < t.size(); ++j) g_masked[g] += m.labels[j + 1] != kIgnoreLabel;
+    }
     is_masked.assign(t.size(), 0);
     for (size_t j = 0; j < t.size(); ++j) {
       const bool is = m.labels[j + 1] != kIgnoreLabel;
@@ -77,6 +88,19 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   for (auto [len, cnt] : audit.spans()) {
     std::cerr << len << '\t' << cnt << '\n';
     hist[std::to_string(len)] = cnt;
+  }
+  nlohmann::json genomes = nlohmann::json::array();
+  if (ngenomes > 0) {
+    std::cerr << "genome\tsamples\ttokens\tmasked fraction\n";
+    for (size_t g = 0; g < ngenomes; ++g) {
+      std::cerr << fmt::format("{}\t{}\t{}\t{:.4f}\n", set.genomes()[g].name, g_samples[g], g_tokens[g],
+                               share(g_masked[g], g_tokens[g]));
+      genomes.push_back({{"name", set.genomes()[g].name},
+                         {"samples", g_samples[g]},
+                         {"tokens", g_tokens[g]},
+                         {"masked_tokens", g_masked[g]},
+                         {"masked_fraction", share(g_masked[g], g_tokens[g])}});
+    }
   }
   nlohmann::json deciles = nlohmann::json::array();
   if (!grank.empty()) {
@@ -123,6 +147,7 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
                                        {"masked_fraction_edges", share(audit.edge_masked(), audit.edge_tokens())},
                                        {"masked_fraction_middle", share(middle_masked, middle_tokens)}}},
                             {"leakage", leakage}};
+  if (ngenomes > 0) summary["genomes"] = genomes;
   std::cerr << fmt::format("spans {}, of which {} leak (a masked 6-mer readable off unmasked neighbours); {:.2f} bases "
                            "hidden per span, {:.2f} of the 6 bases of a masked 6-mer hidden on average\n",
                            audit.span_count(), audit.leaking_spans(), leakage["hidden_bases_per_span"].get<double>(),

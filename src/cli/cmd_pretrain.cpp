@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "common.hpp"
+#include "genemask/corpus/genome_sampling.hpp"
 #include "model/trainer.hpp"
 #include "model_plugin.hpp"
 
@@ -77,6 +78,18 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->add_flag("--verify", o->verify_shards,
                 "before training, check every shard's SHA-256 against the manifest and every token id (the ranks "
                 "share the files); token ids and offsets are always checked as samples are read");
+  sub->add_option("--genome-weights", o->genome_weights,
+                  "shards of a genome list: how often each genome is drawn: bases (in proportion to its size), "
+                  "uniform, list (the genome list's weights) or temperature:T (p ~ bases^(1/T)); an epoch is as many "
+                  "draws as the split has samples. Default: every sample once per epoch")
+      ->check([](const std::string& v) {
+        try {
+          parse_genome_weighting(v);
+          return std::string();
+        } catch (const std::invalid_argument& e) {
+          return std::string(e.what());
+        }
+      });
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   sub->add_option("--precision", o->precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "auto"}))->capture_default_str();
   sub->add_option("--threads", o->threads, "intra-op threads per rank (0: cores / ranks per node; capped at the cores available)")->capture_default_str();

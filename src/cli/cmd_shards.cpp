@@ -16,6 +16,7 @@ namespace {
 
 struct ShardsArgs {
   hpc::ShardsRequest req;
+  std::string genomes;
   uint64_t seed = 42;
   bool force = false;
 };
@@ -52,7 +53,7 @@ void run_shards(ShardsArgs a, const Context& ctx) {
   a.req.out_dir = final_dir;
   const auto& t = r.totals;
   const double mb = static_cast<double>(r.file_bytes) / 1e6;
-  print_summary(ctx, {{"command", "shards"},
+  nlohmann::json j = {{"command", "shards"},
                       {"genome", a.req.genome},
                       {"out", a.req.out_dir},
                       {"genes", a.req.genes.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.req.genes)},
@@ -74,7 +75,20 @@ void run_shards(ShardsArgs a, const Context& ctx) {
                       {"scan_s", r.scan_s},
                       {"build_s", r.build_s},
                       {"seconds", r.seconds},
-                      {"fasta_mb_per_s_per_rank", r.seconds > 0 ? mb / r.seconds / r.ranks : 0.0}});
+                      {"fasta_mb_per_s_per_rank", r.seconds > 0 ? mb / r.seconds / r.ranks : 0.0}};
+  if (!a.genomes.empty()) {
+    j.erase("genome");
+    j["genomes_list"] = a.genomes;
+    nlohmann::json gs = nlohmann::json::array();
+    for (const auto& g : r.manifest.genomes)
+      gs.push_back({{"name", g.name},
+                    {"records", g.records},
+                    {"bases", g.bases},
+                    {"samples", {{"train", g.samples_train}, {"valid", g.samples_valid}}},
+                    {"tokens", {{"train", g.tokens_train}, {"valid", g.tokens_valid}}}});
+    j["genomes"] = gs;
+  }
+  print_summary(ctx, j);
 }
 
 }  // namespace
@@ -83,12 +97,19 @@ void register_shards(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<ShardsArgs>();
   auto& o = a->req.options;
   auto* sub = app.add_subcommand("shards", "Build the sharded HDF5 pretraining corpus (MPI: ranks split the genome)");
-  sub->add_option("--genome", a->req.genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->required()->check(existing_file());
+  auto* one = sub->add_option("--genome", a->req.genome, "FASTA file: .fa, .fa.gz (gzip or bgzip)")->check(existing_file());
+  auto* many = sub->add_option("--genomes", a->genomes,
+                               "genome list (TSV: name, path[, weight[, genes]]; docs/formats.md): one corpus of all "
+                               "of them, every sample labelled with its genome; the genes column gives the "
+                               "gene-boundary variant per genome")
+                   ->check(existing_file());
+  one->excludes(many);
   sub->add_option("--out", a->req.out_dir, "output directory (shard files + manifest.json)")->required();
   sub->add_option("--genes", a->req.genes,
                   "GTF/GFF3 annotation: segments never cross a gene boundary (GB variant); a file without gene lines "
                   "gives its mRNA/transcript spans instead, overlapping ones of a strand merged into one locus")
-      ->check(existing_file());
+      ->check(existing_file())
+      ->excludes(many);
   sub->add_option("--seed", a->seed, "seed of the offsets, lengths and split")->capture_default_str();
   sub->add_option("--valid-fraction", o.valid_fraction, "fraction of samples for validation")
       ->check(CLI::Range(0.0, 1.0))
@@ -109,9 +130,23 @@ void register_shards(CLI::App& app, Context& ctx) {
   sub->callback([a, &ctx] {
     if (a->req.options.recipe.min_tokens > a->req.options.recipe.max_tokens)
       throw CLI::ValidationError("--min-tokens", "must not exceed --max-tokens");
-    ctx.inputs = {{"--genome", a->req.genome}, {"--genes", a->req.genes}};
+    if (a->req.genome.empty() && a->genomes.empty())
+      throw CLI::RequiredError("--genome FASTA or --genomes LIST (one of them)");
+    if (!a->genomes.empty()) {
+      a->req.list = io::read_genome_list(a->genomes);  // every refusal before the ranks start
+      ctx.inputs = {{"--genomes", a->genomes}};
+      for (const auto& g : a->req.list.genomes) {
+        ctx.inputs.push_back({"--genomes (" + g.name + ")", g.path});
+        if (!g.genes.empty()) ctx.inputs.push_back({"--genomes (" + g.name + " genes)", g.genes});
+      }
+      ctx.check = [a] {
+        for (const auto& g : a->req.list.genomes) io::probe_file(g.path);
+      };
+    } else {
+      ctx.inputs = {{"--genome", a->req.genome}, {"--genes", a->req.genes}};
+      ctx.check = [a] { io::probe_file(a->req.genome); };  // a truncated BGZF, before any rank starts
+    }
     ctx.outputs = {{"--out", a->req.out_dir, io::OutputKind::directory}};
-    ctx.check = [a] { io::probe_file(a->req.genome); };  // a truncated BGZF, before any rank starts
     ctx.run = [a, &ctx] { run_shards(*a, ctx); };
   });
 }

@@ -124,6 +124,7 @@ StepBatch to_device(const HostBatch& h, const torch::Device& dev) {
 struct StepData {
   std::vector<HostBatch> micro;
   double masked = 0, tokens = 0;
+  std::vector<uint64_t> genome_tokens;  // real tokens per genome (shard sets of a genome list)
   LoaderCursor next;
 };
 
@@ -329,7 +330,8 @@ nlohmann::json run_settings(const Run& r) {
           {"eps", r.o.eps},
           {"clip", r.o.clip},
           {"precision", precision_name(r.bf16)},
-          {"init", r.init_dir}};
+          {"init", r.init_dir},
+          {"genome_weights", r.o.genome_weights.empty() ? nlohmann::json() : nlohmann::json(r.o.genome_weights)}};
 }
 
 /// How a setting is spelt on the command line, for messages.
@@ -564,7 +566,8 @@ std::unique_ptr<DataLoader> open_training_data(Run& r) {
   r.loader.world = r.world;
   r.loader.batch_size = static_cast<size_t>(r.o.batch_per_rank);
   r.loader.seed = r.o.seed;
-  r.loader.checks = ShardChecks{r.o.verify_shards, true, r.rank, r.world};  // each rank checks its share of the files
+  r.loader.checks = ShardChecks{r.o.verify_shards, true, r.rank, r.world};
+  r.loader.genome_weights = r.o.genome_weights;  // each rank checks its share of the files
   if (r.o.verify_shards) r.say(fmt::format("verifying the shards of {} (SHA-256, token ids)", r.o.shards));
   return std::make_unique<DataLoader>(r.loader, Masker(r.masking), r.cursor);
 }
@@ -608,6 +611,7 @@ std::optional<double> evaluate(Run& r) {
   LoaderOptions vo = r.loader;
   vo.split = "valid";
   vo.shuffle = false;
+  vo.genome_weights.clear();  // the validation loss is over the validation samples as they are
   // --verify covered both splits when the training loader opened them; else the validation
   // shards' SHA-256 once, at the first evaluation (each rank its share).
   vo.checks = ShardChecks{false, !r.o.verify_shards && !r.valid_checksums_done, r.rank, r.world};
@@ -773,11 +777,25 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
                     "{} threads per rank, {} training samples",
                     o.model, parameters, to_string(o.masking), r.world, o.batch_per_rank, o.grad_accum,
                     sum.effective_batch, r.threads, data.dataset_size()));
+  if (!data.genome_probabilities().empty()) {
+    std::string shares;
+    const auto& gs = data.shard_set().genomes();
+    for (size_t g = 0; g < gs.size(); ++g)
+      shares += fmt::format("{}{} {:.4f}", g ? ", " : "", gs[g].name, data.genome_probabilities()[g]);
+    r.say(fmt::format("--genome-weights {}: each sample drawn from genome {}", o.genome_weights, shares));
+  }
   r.model->train();
-  auto fetch = [&data, pinned = r.device.is_cuda(), accum = o.grad_accum] {
+  const size_t ngenomes = data.shard_set().genomes().size();
+  auto fetch = [&data, pinned = r.device.is_cuda(), accum = o.grad_accum, ngenomes] {
     StepData sd;
+    sd.genome_tokens.assign(ngenomes, 0);
     for (int64_t a = 0; a < accum; ++a) {
       const Batch b = data.next();
+      for (size_t row = 0; row < b.genome.size(); ++row) {  // real tokens per genome, for metrics.jsonl
+        uint64_t n = 0;
+        for (int64_t c = 0; c < b.cols; ++c) n += static_cast<uint64_t>(b.attention_mask[row * static_cast<size_t>(b.cols) + static_cast<size_t>(c)]);
+        sd.genome_tokens[b.genome[row]] += n;
+      }
       sd.micro.push_back(stage(b, pinned));
       sd.masked += static_cast<double>(sd.micro.back().masked);
       sd.tokens += static_cast<double>(b.real_tokens());
@@ -789,6 +807,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   std::future<StepData> pending = std::async(policy, fetch);
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(r.device);
   double tokens_window = 0;
+  std::vector<uint64_t> genome_window(ngenomes, 0);
   auto t_window = clock::now();
   DivergenceWatch watch(r.device);
   while (r.step < o.steps) {
@@ -815,6 +834,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     fused.step(lr);
     ++r.step;
     tokens_window += sd.tokens;
+    for (size_t g = 0; g < ngenomes; ++g) genome_window[g] += sd.genome_tokens[g];
     sum.steps_done = r.step;
     // The loss of a step that masked no token (tiny batches, a low masking rate) was not
     // measured: it is null in metrics.jsonl and the summary, never 0 (perplexity 1).
@@ -844,7 +864,14 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       sum.tokens_per_s = tps;
       tokens_window = 0;
       t_window = clock::now();
-      write_metrics(r, {{"step", r.step},
+      nlohmann::json genome_tokens;  // null for a shard set of one genome
+      if (ngenomes > 0) {
+        hpc::allreduce_sum_u64(genome_window.data(), genome_window.size(), r.comm);
+        genome_tokens = nlohmann::json::object();
+        for (size_t g = 0; g < ngenomes; ++g) genome_tokens[data.shard_set().genomes()[g].name] = genome_window[g];
+        std::fill(genome_window.begin(), genome_window.end(), 0);
+      }
+      nlohmann::json line = {{"step", r.step},
                         {"loss", or_null(loss)},
                         {"perplexity", loss ? nlohmann::json(std::exp(*loss)) : nlohmann::json()},
                         {"masked_tokens", total_masked},
@@ -852,7 +879,9 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
                         {"grad_norm", norm},
                         {"tokens_per_s", tps},
                         {"precision", precision_name(r.bf16)},
-                        {"seconds", std::chrono::duration<double>(clock::now() - r.t_start).count()}});
+                        {"seconds", std::chrono::duration<double>(clock::now() - r.t_start).count()}};
+      if (!genome_tokens.is_null()) line["genome_tokens"] = genome_tokens;  // tokens seen per genome since the last line
+      write_metrics(r, line);
       const std::string shown_loss = loss ? fmt::format("loss {:.4f}  ppl {:.2f}", *loss, std::exp(*loss))
                                           : std::string("loss n/a (no token of this step was masked)");
       r.say(fmt::format("step {}/{}  {}  lr {:.3g}  grad {:.3f}  {:.0f} tokens/s", r.step, o.steps, shown_loss, lr, norm,

@@ -38,6 +38,7 @@ struct PretrainOptions {
   int threads = 0;          // intra-op threads per rank; 0 = cores / ranks on the node
   int64_t stop_after = -1;  // testing: return after this step without a checkpoint (like a kill)
   std::string dump_first_batch;  // testing: the first micro-batch of rank 0 as safetensors
+  std::string genome_weights;    // "" or bases | uniform | list | temperature:T (shards of a genome list)
   std::string command_line;
 };
 

@@ -13,10 +13,17 @@ import subprocess
 import tempfile
 import unittest
 
+import json
+
 import h5py
 import numpy as np
 
 from test_cli import python_counts, random_genome, run, summary
+from test_corpus import load_samples
+
+TINY = {"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 1,
+        "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 512,
+        "hidden_dropout_prob": 0.0, "attention_probs_dropout_prob": 0.0}
 
 KMAX = 6
 
@@ -182,6 +189,139 @@ class Genomes(unittest.TestCase):
         self.assertIn("--genome FASTA or --genomes LIST", p.stderr)
         p = run(["count", "--genome", human, "--genomes", self.list, "--out", "out.h5"], cwd=d, check=False)
         self.assertIn("--genome excludes --genomes", p.stderr)
+
+
+    def shards(self, out, lst, ranks=None, extra=()):
+        return summary(run(["shards", "--genomes", lst, "--out", out, "--max-tokens", "60", "--min-tokens", "20",
+                            *extra], ranks=ranks))
+
+    def test_shards_label_every_sample_and_match_across_rank_counts(self):
+        got = {}
+        for ranks in (None, 2, 4):
+            d = os.path.join(self.tmp, f"shards-{ranks}")
+            s = self.shards(d, self.list, ranks, ["--shard-tokens", "20000"])
+            m, samples = load_samples(d)
+            genome_of = {}
+            for f in m["shards"]:
+                with h5py.File(os.path.join(d, f["file"]), "r") as h:
+                    for idx, g in zip(h["sample_index"][...], h["genome"][...]):
+                        genome_of[int(idx)] = int(g)
+            got[ranks] = (samples, genome_of)
+            self.assertEqual([g["name"] for g in m["genomes"]], [g[0] for g in self.genomes])
+            self.assertEqual([g["name"] for g in s["genomes"]], [g[0] for g in self.genomes])
+            for i, (name, _, _, seqs) in enumerate(self.genomes):
+                mg = m["genomes"][i]
+                self.assertEqual(mg["records"], len(seqs))
+                self.assertEqual(mg["bases"], sum(len(x) for x in seqs))
+                self.assertEqual(mg["weight"], i + 1)
+                mine = [x for x in samples if genome_of[x[0]] == i]
+                self.assertEqual(mg["samples"]["train"] + mg["samples"]["valid"], len(mine))
+                self.assertEqual(mg["tokens"]["train"] + mg["tokens"]["valid"], sum(len(x[4]) for x in mine))
+            # Each sample is its genome's bases at (chrom, start), tokenized.
+            chroms = m["chromosomes"]
+            for idx, split, chrom, start, tokens in samples[::7]:
+                c = chroms[chrom]
+                self.assertEqual(c["genome"], genome_of[idx])
+                seqs = self.genomes[c["genome"]][3]
+                bases = seqs[int(c["name"][3:]) - 1][start:start + len(tokens) + 5]
+                from test_corpus import token_id
+                self.assertEqual(tokens, [token_id(bases[i:i + 6]) for i in range(len(tokens))])
+        self.assertEqual(got[None], got[2])
+        self.assertEqual(got[None], got[4])
+
+    def test_gene_boundaries_per_genome(self):
+        # genes for "human" only: its samples stay inside gene/intergenic stretches, the
+        # other genomes' samples are those of a list without genes.
+        name, fname, _, seqs = self.genomes[0]
+        gtf = os.path.join(self.tmp, "human.gtf")
+        bounds = [(1000, 6000), (9000, 15000)]
+        with open(gtf, "w") as f:
+            for k, (a, b) in enumerate(bounds):
+                f.write(f"chr1\ttest\tgene\t{a + 1}\t{b}\t.\t+\t.\tgene_id \"G{k}\";\n")
+        lst = os.path.join(self.tmp, "genes.tsv")
+        with open(self.list) as f, open(lst, "w") as out:
+            for line in f:
+                if line.startswith(name + "\t"):
+                    line = line.rstrip("\n") + "\thuman.gtf\n"
+                out.write(line)
+        d1, d2 = os.path.join(self.tmp, "gb"), os.path.join(self.tmp, "nogb")
+        self.shards(d1, lst)
+        self.shards(d2, self.list)
+        m1, s1 = load_samples(d1)
+        m2, s2 = load_samples(d2)
+        self.assertEqual(m1["genomes"][0]["genes"], os.path.join(self.tmp, "human.gtf"))
+        cuts = sorted({x for ab in bounds for x in ab})
+        human_chr1 = m1["chromosomes"].index({"name": "chr1", "length": len(seqs[0]), "genome": 0})
+        for idx, split, chrom, start, tokens in s1:
+            if chrom == human_chr1:
+                end = start + len(tokens) + 5
+                self.assertFalse(any(start < c < end for c in cuts), (start, end))
+        # (the sample numbers, and so the train/valid split, move with the human candidates)
+        other = lambda m, s: [x[2:] for x in s if m["chromosomes"][x[2]]["genome"] != 0]
+        self.assertEqual(other(m1, s1), other(m2, s2))
+
+    def test_pretrain_genome_weights_resume_across_an_epoch_and_log(self):
+        d = tempfile.mkdtemp(dir=self.tmp)
+        rng = random.Random(8)
+        with open(os.path.join(d, "small.tsv"), "w") as f:
+            f.write("name\tpath\tweight\n")
+            for name, n, w in [("a", 3000, 1), ("b", 2000, 2), ("c", 1200, 1)]:
+                with open(os.path.join(d, f"{name}.fa"), "w") as g:
+                    g.write(f">chr1\n{''.join(rng.choice('ACGT') for _ in range(n))}\n")
+                f.write(f"{name}\t{name}.fa\t{w}\n")
+        s = self.shards(os.path.join(d, "shards"), os.path.join(d, "small.tsv"), extra=["--valid-fraction", "0"])
+        train = s["samples"]["train"]
+        self.assertTrue(16 * 4 < train < 16 * 9, train)  # the epoch ends between step 5 and step 9
+        with open(os.path.join(d, "tiny.json"), "w") as f:
+            json.dump(TINY, f)
+
+        def pretrain(out, extra=(), weights="uniform", shards="shards", check=True):
+            args = ["pretrain", "--shards", os.path.join(d, shards), "--model", os.path.join(d, "tiny.json"),
+                    "--out", os.path.join(d, out), "--masking", "random", "--steps", "10", "--warmup", "1",
+                    "--batch-per-rank", "8", "--grad-accum", "2", "--checkpoint-every", "4", "--eval-every", "0",
+                    "--log-every", "1", "--threads", "1", *extra]
+            if weights:
+                args += ["--genome-weights", weights]
+            return run(args, check=check)
+
+        def lines(out):
+            with open(os.path.join(d, out, "metrics.jsonl")) as f:
+                return [(r["step"], r["loss"], r["grad_norm"], r["genome_tokens"]) for r in map(json.loads, f)
+                        if "loss" in r]
+
+        pretrain("a")
+        want = lines("a")
+        self.assertEqual([w[0] for w in want], list(range(1, 11)))
+        self.assertTrue(all(set(w[3]) == {"a", "b", "c"} for w in want))
+        seen = {g: sum(w[3][g] for w in want) for g in "abc"}
+        self.assertTrue(all(v > 0 for v in seen.values()), seen)
+        pretrain("b", ["--stop-after", "6"])  # killed after step 6: the last checkpoint is step 4
+        pretrain("b", ["--resume"])
+        self.assertEqual(lines("b"), want)  # exactly, across the epoch boundary
+        # A changed weighting is a changed run.
+        p = pretrain("b", ["--resume"], weights="list", check=False)
+        self.assertIn('--genome-weights is "list" now but "uniform" in the run', p.stderr)
+        # Refusals: one genome's shards, a genome without samples, a list without a weight, a bad value.
+        one = os.path.join(d, "one")
+        run(["shards", "--genome", os.path.join(d, "a.fa"), "--out", one, "--max-tokens", "60", "--min-tokens", "20"])
+        p = pretrain("x1", weights="uniform", shards="one", check=False)
+        self.assertIn("was built from one genome", p.stderr)
+        with open(os.path.join(d, "n.fa"), "w") as g:
+            g.write(">chr1\n" + "N" * 500 + "\n")
+        with open(os.path.join(d, "withn.tsv"), "w") as f:
+            f.write("a\ta.fa\nn\tn.fa\t2\n")
+        p = run(["shards", "--genomes", os.path.join(d, "withn.tsv"), "--out", os.path.join(d, "withn"),
+                 "--max-tokens", "60", "--min-tokens", "20"])
+        self.assertIn("genome n (", p.stderr)
+        self.assertIn("gives no sample", p.stderr)
+        p = pretrain("x2", weights="uniform", shards="withn", check=False)
+        self.assertIn("genome n has weight 1 but no sample", p.stderr)
+        p = pretrain("x3", weights="list", shards="withn", check=False)
+        self.assertIn("genome a has no weight in the genome list", p.stderr)
+        p = pretrain("x4", weights="temperature:0", check=False)
+        self.assertIn("temperature '0' is not a positive finite number", p.stderr)
+        for x in ("x1", "x2", "x3", "x4"):
+            self.assertFalse(os.path.exists(os.path.join(d, x, "checkpoints")), x)
 
 
 if __name__ == "__main__":

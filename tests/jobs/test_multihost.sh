@@ -5,7 +5,7 @@
 # Needs root (CI runs as root) and the Debian packages slurm-wlm and munge.
 #
 #  1. count and shards with sbatch -N 2 (2 ranks per node) and -N 3 (1 per node): outputs
-#     byte-identical (h5diff, cmp) to one host's.
+#     byte-identical (h5diff, cmp) to one host's; the same for a 3-genome list on -N 3.
 #  2. pretrain with -N 3 x 1 and -N 2 x 2 ranks: the loss curve of one host with the same
 #     number of ranks, checkpoints written once, node-local ranks per host.
 #  3. jobs/pipeline.sh (Slurm, not --local) end to end on the 3 nodes, every job COMPLETED;
@@ -107,6 +107,31 @@ for layout in "2 2" "3 1"; do
   for f in "$tmp/one-$n"/shards/*; do cmp "$f" "$d/shards/$(basename "$f")"; done
   echo "count and shards on $nodes nodes x $ppn ranks: byte-identical to one host with $n ranks"
 done
+# A 3-genome corpus (a genome list: plain, bgzip, plain; issue 32) on 3 nodes x 1 rank:
+# counts.h5 and the shard files byte-identical to one host's with 3 ranks.
+"$py" - "$tmp" <<'PYEOF'
+import subprocess, sys
+tmp = sys.argv[1]
+recs = open(f"{tmp}/genome.fa").read().split(">")[1:]
+open(f"{tmp}/g1.fa", "w").write(">" + recs[0])
+open(f"{tmp}/g2.fa", "w").write(">" + recs[1])
+with open(f"{tmp}/g2.fa.bgz", "wb") as out:
+    subprocess.run(["bgzip", "-c", f"{tmp}/g2.fa"], stdout=out, check=True)
+open(f"{tmp}/g3.fa", "w").write(">other\n" + recs[0].split("\n", 1)[1][::-1].strip() + "\n")
+open(f"{tmp}/genomes.tsv", "w").write("one\tg1.fa\ntwo\tg2.fa.bgz\nthree\tg3.fa\n")
+PYEOF
+count_g=("$bin" count --genomes "$tmp/genomes.tsv" --out counts.h5 --kmax 8 --quiet)
+shards_g=("$bin" shards --genomes "$tmp/genomes.tsv" --out shards --max-tokens 60 --min-tokens 20)
+run_in "$tmp/genomes-one" mpiexec --oversubscribe -n 3 "${count_g[@]}" >/dev/null
+run_in "$tmp/genomes-one" mpiexec --oversubscribe -n 3 "${shards_g[@]}" >/dev/null
+d=$tmp/genomes-n3
+mkdir -p "$d"
+sub count-genomes -N 3 --ntasks-per-node=1 --chdir="$d" -- mpirun "${count_g[@]}" >/dev/null
+sub shards-genomes -N 3 --ntasks-per-node=1 --chdir="$d" -- mpirun "${shards_g[@]}" >/dev/null
+cmp "$tmp/genomes-one/counts.h5" "$d/counts.h5"
+[ "$(ls "$d/shards")" = "$(ls "$tmp/genomes-one/shards")" ] || { echo "genome-list shard files differ" >&2; exit 1; }
+for f in "$tmp/genomes-one"/shards/*; do cmp "$f" "$d/shards/$(basename "$f")"; done
+echo "a 3-genome list on 3 nodes x 1 rank: counts and shards byte-identical to one host with 3 ranks"
 }
 
 # The one-host shards (phase 1), made here when phase 1 did not run.

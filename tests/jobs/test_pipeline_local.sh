@@ -144,6 +144,42 @@ PYEOF
 sed 's/^PRETRAIN_SEEDS=.*/PRETRAIN_SEEDS="1 x"/' "$tmp/rep.conf" >"$tmp/bad3.conf"
 if "$repo/jobs/pipeline.sh" --dry-run "$tmp/bad3.conf" >/dev/null 2>"$tmp/bad3.err"; then echo "bad3.conf was accepted" >&2; fail=1; fi
 grep -q "PRETRAIN_SEEDS: 'x' is not a seed" "$tmp/bad3.err" || { echo "bad3: $(cat "$tmp/bad3.err")" >&2; fail=1; }
+# Many genomes (GENOMES, issue 32): the genome split in two files, listed with a genes file
+# for one of them; count, shards and pretrain (GENOME_WEIGHTS) take the list.
+many=$tmp/many
+mkdir -p "$many"
+"$py" - "$tmp" <<'PYEOF'
+import sys
+tmp = sys.argv[1]
+text = open(f"{tmp}/genome.fa").read().split(">")[1:]
+for i, rec in enumerate(text):
+    open(f"{tmp}/part{i + 1}.fa", "w").write(">" + rec)
+open(f"{tmp}/genomes.tsv", "w").write("name\tpath\tweight\tgenes\nfirst\tpart1.fa\t1\tgenes.gtf\nsecond\tpart2.fa\t3\n")
+PYEOF
+sed -e "s|^OUT=.*|OUT=$many|" -e 's/^MASKINGS=.*/MASKINGS=random/' "$tmp/pipeline.conf" >"$tmp/many.conf"
+printf 'GENOMES=genomes.tsv\nGENOME_WEIGHTS=list\n' >>"$tmp/many.conf"
+(
+  # shellcheck source=jobs/lib.sh
+  source "$repo/jobs/lib.sh" && gm_load_config "$tmp/many.conf" &&
+    GENEMASK_JOBS_DIR=$repo/jobs GENEMASK_NTASKS=2 bash "$repo/jobs/count.sbatch" --genomes "$GENOMES" "$many/count" --kmax 6 --quiet &&
+    GENEMASK_JOBS_DIR=$repo/jobs GENEMASK_NTASKS=2 bash "$repo/jobs/shards.sbatch" "$tmp/many.conf" &&
+    GENEMASK_JOBS_DIR=$repo/jobs GENEMASK_NTASKS=1 bash "$repo/jobs/pretrain.sbatch" "$tmp/many.conf" random
+) >"$tmp/many.log" 2>&1 || { cat "$tmp/many.log"; fail=1; }
+"$py" - "$many" <<'PYEOF' || fail=1
+import json, sys
+import h5py
+many = sys.argv[1]
+with h5py.File(f"{many}/count/counts.h5") as h:
+    assert sorted(h["genomes"].keys()) == ["first", "second"], list(h["genomes"].keys())
+    assert (h["counts/k6"][...] == h["genomes/first/counts/k6"][...] + h["genomes/second/counts/k6"][...]).all()
+m = json.load(open(f"{many}/shards/manifest.json"))
+assert [g["name"] for g in m["genomes"]] == ["first", "second"] and m["genomes"][0]["genes"], m["genomes"]
+assert all(g["samples"]["train"] > 0 for g in m["genomes"])
+lines = [json.loads(l) for l in open(f"{many}/runs/random/metrics.jsonl") if '"genome_tokens"' in l]
+assert lines and all(set(l["genome_tokens"]) == {"first", "second"} for l in lines), lines[:1]
+print("many genomes: counts per genome, shards labelled, pretrain logs tokens per genome")
+PYEOF
+grep -q -- "--genome-weights list" "$tmp/many.log" || { echo "pretrain did not get --genome-weights list" >&2; fail=1; }
 # Every stage script and pipeline.sh answer --help with their usage (and run nothing).
 for f in "$repo"/jobs/*.sbatch "$repo/jobs/pipeline.sh"; do
   "$f" --help >"$tmp/help.txt" 2>&1 || { echo "$f --help failed" >&2; fail=1; }

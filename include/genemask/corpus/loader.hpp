@@ -7,6 +7,8 @@
 // them drawn from (seed, epoch); rank r takes permutation positions r, r+R, r+2R, ...,
 // floor(N/R) of them, so every sample is seen at most once per epoch across ranks and
 // every rank has the same number of steps. A cursor (epoch, position) resumes exactly.
+// With --genome-weights (a shard set of a genome list) the epoch's order is drawn per genome
+// instead (genemask/corpus/genome_sampling.hpp); positions are taken the same way.
 // The mask of a sample depends only on (seed, epoch, sample_index).
 // All HDF5 reads happen on the loader's thread.
 #include <condition_variable>
@@ -18,9 +20,11 @@
 #include <thread>
 #include <vector>
 
+#include "genemask/corpus/genome_sampling.hpp"
 #include "genemask/corpus/masking.hpp"
 #include "genemask/corpus/masking_tables.hpp"
 #include "io/shard_file.hpp"
+#include "io/shard_manifest.hpp"
 
 namespace genemask {
 
@@ -36,6 +40,7 @@ struct Batch {
   std::vector<int64_t> labels;            // -100 except on masked tokens
   std::vector<int64_t> attention_mask;    // 1 on real positions, 0 on padding
   std::vector<uint64_t> sample_index;
+  std::vector<uint32_t> genome;           // genome index per row (shard sets of a genome list; else empty)
   LoaderCursor next;                      // cursor after this batch (for checkpoints)
   uint64_t real_tokens() const;
 };
@@ -57,6 +62,10 @@ class ShardSet {
   uint64_t sample_index(size_t i) const { return order_[i].sample_index; }
   void read(size_t i, std::vector<uint16_t>& out) const;
   uint64_t total_tokens() const { return total_tokens_; }
+  /// Genome of sample i; the manifest's genomes (empty for a set of one --genome).
+  uint32_t genome(size_t i) const { return sample_genome_.empty() ? 0 : sample_genome_[i]; }
+  const std::vector<uint32_t>& sample_genomes() const { return sample_genome_; }
+  const std::vector<io::ManifestGenome>& genomes() const { return genomes_; }
 
  private:
   struct Ref {
@@ -67,6 +76,8 @@ class ShardSet {
   std::vector<std::unique_ptr<io::ShardReader>> shards_;
   std::vector<Ref> order_;
   uint64_t total_tokens_ = 0;
+  std::vector<uint32_t> sample_genome_;  // in order_, when the set has genomes
+  std::vector<io::ManifestGenome> genomes_;
 };
 
 struct LoaderOptions {
@@ -78,6 +89,7 @@ struct LoaderOptions {
   bool shuffle = true;
   size_t prefetch_batches = 8;
   ShardChecks checks;
+  std::string genome_weights;  // "" = a plain permutation; else bases | uniform | list | temperature:T
 };
 
 /// Builds one padded, masked batch from samples (shared by the loader and benchmarks).
@@ -97,6 +109,9 @@ class DataLoader {
   uint64_t samples_per_epoch() const { return per_rank_; }
   uint64_t batches_per_epoch() const { return (per_rank_ + opts_.batch_size - 1) / opts_.batch_size; }
   size_t dataset_size() const { return set_.size(); }
+  const ShardSet& shard_set() const { return set_; }
+  /// Per genome: the probability of a draw (empty without --genome-weights).
+  const std::vector<double>& genome_probabilities() const { return probabilities_; }
 
  private:
   void produce();
@@ -109,6 +124,7 @@ class DataLoader {
   LoaderCursor cursor_;
   uint64_t perm_epoch_ = UINT64_MAX;
   std::vector<uint32_t> perm_;
+  std::vector<double> probabilities_;
 
   std::thread thread_;
   std::mutex mu_;

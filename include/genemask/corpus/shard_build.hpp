@@ -46,6 +46,7 @@ struct ShardBuildOptions {
   uint64_t shard_tokens = uint64_t{1} << 24;  // tokens per shard file (32 MiB of uint16)
   int rank = 0;
   std::string vocab_sha256;
+  uint32_t genomes = 0;  // > 0: built from a genome list: samples record their genome
 };
 
 /// What one rank holds to write its shards: a train and a valid shard of up to
@@ -64,11 +65,26 @@ struct ShardBuildStats {
   uint64_t candidates = 0, kept = 0, dropped_non_acgt = 0;
   uint64_t samples_train = 0, samples_valid = 0, tokens_train = 0, tokens_valid = 0;
   std::vector<ShardFileInfo> files;
+  // Per genome (genome lists; ShardBuildOptions::genomes entries).
+  std::vector<uint64_t> genome_samples_train, genome_samples_valid, genome_tokens_train, genome_tokens_valid;
+};
+
+/// One stretch of text a rank owns, of one file of a genome list: `starts` are that file's
+/// stretch starts (chromosome indices global across the list).
+struct OwnedText {
+  const io::FileInfo* file = nullptr;
+  io::Ownership own;
+  const std::vector<StretchStart>* starts = nullptr;
+  uint32_t genome = 0;
 };
 
 /// Pass 2 for one rank. Throws io::InputError on bad input.
 ShardBuildStats build_owned_shards(const io::FileInfo& file, const io::Ownership& own,
                                    const std::vector<ChromPlan>& plan, const std::vector<StretchStart>& starts,
+                                   const ShardBuildOptions& opts);
+
+/// Pass 2 over several stretches (in file order), into one rank's shard files.
+ShardBuildStats build_owned_shards(const std::vector<OwnedText>& parts, const std::vector<ChromPlan>& plan,
                                    const ShardBuildOptions& opts);
 
 /// True when the sample goes to the validation split (a pure function of seed and index).

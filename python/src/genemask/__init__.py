@@ -9,8 +9,10 @@ NPMI, on genemask's C++ core: the same code and the same numbers as the ``genema
     >>> ids, attention = tok.batch(["ACGTACGTAGCTAGCTAGCATCGA", "TTTTGGGGCCCCAAAA"])
     >>> masked, labels = masker.mask(ids, attention)          # labels: -100 where not masked
 
-``genemask.hf.DataCollatorForGeneMask`` is a ``data_collator=`` for ``transformers.Trainer``.
-torch and transformers are needed only by it.
+``genemask.hf.DataCollatorForGeneMask`` is a ``data_collator=`` for ``transformers.Trainer``;
+``genemask.ShardDataset`` reads a shard set of ``genemask shards`` (one genome or a genome
+list) in ``genemask pretrain``'s order. torch and transformers are needed only by them
+(and h5py by ShardDataset).
 """
 from __future__ import annotations
 
@@ -26,8 +28,15 @@ __version__: str = _core.__version__
 
 __all__ = [
     "__version__", "InputError", "Tokenizer", "NpmiTable", "PmiVocab", "Masker", "count_kmers", "npmi", "pmi_vocab",
-    "VOCAB_SIZE", "PAD", "UNK", "CLS", "SEP", "MASK", "STRATEGIES",
+    "VOCAB_SIZE", "PAD", "UNK", "CLS", "SEP", "MASK", "STRATEGIES", "ShardDataset",
 ]
+
+
+def __getattr__(name: str):
+    if name == "ShardDataset":  # imports torch: only when asked for
+        from .data import ShardDataset
+        return ShardDataset
+    raise AttributeError(f"module 'genemask' has no attribute {name!r}")
 
 VOCAB_SIZE: int = _core.VOCAB_SIZE
 PAD: int = _core.PAD

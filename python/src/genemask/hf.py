@@ -52,7 +52,9 @@ class DataCollatorForGeneMask:
     the DataLoader seeds each worker differently (``base_seed + worker_id``), so no two
     workers mask alike and a run repeats exactly (the default, and the one for training).
     With an integer ``seed`` the masks depend only on (seed, DataLoader worker, the samples
-    that worker collated before), not on torch: fixed masks for evaluation. DataLoader
+    that worker collated before), not on torch: fixed masks for evaluation. Examples that
+    carry ``sample_index`` and ``epoch`` (``genemask.ShardDataset``'s) are masked by
+    (seed, epoch, sample_index) instead: the masks ``genemask pretrain --seed`` gives them. DataLoader
     workers that are not persistent start each epoch afresh, so with an integer seed each
     epoch repeats the previous epoch's draws (on the epoch's own, reshuffled samples).
 
@@ -132,6 +134,18 @@ class DataCollatorForGeneMask:
         if len(examples) == 0:
             raise ValueError("an empty batch")
         ids, att = self._pad(self._rows(examples))
+        keyed = self.seed is not None and all(isinstance(ex, Mapping) and "sample_index" in ex and "epoch" in ex
+                                              for ex in examples)
+        if keyed:  # genemask.ShardDataset's items: the masks of `pretrain --seed` for these samples
+            index = np.array([int(ex["sample_index"]) for ex in examples], dtype=np.int64)
+            epochs = np.array([int(ex["epoch"]) for ex in examples], dtype=np.int64)
+            masked, labels = np.empty_like(ids), np.empty_like(ids)
+            for e in np.unique(epochs):
+                rows = np.nonzero(epochs == e)[0]
+                m, lab = self.masker.mask(ids[rows], att[rows], epoch=int(e), sample_index=index[rows], seed=int(self.seed))
+                masked[rows], labels[rows] = m, lab
+            return {"input_ids": torch.from_numpy(masked), "attention_mask": torch.from_numpy(att),
+                    "labels": torch.from_numpy(labels)}
         seed, epoch, first = self._batch_seed()
         if first is None:  # a fixed seed: the samples are numbered on within this process
             first = self._samples

@@ -23,6 +23,7 @@ static_assert(io::kShardFirstToken == kFirstKmerToken && io::kShardLastToken == 
 
 ShardSet::ShardSet(const std::string& dir, const std::string& split, const ShardChecks& checks) {
   const auto m = io::read_manifest(dir);
+  genomes_ = m.genomes;
   for (size_t k = 0; k < m.shards.size(); ++k) {
     const auto& sh = m.shards[k];
     const bool mine = static_cast<int>(k % static_cast<size_t>(checks.parts)) == checks.part;
@@ -47,6 +48,15 @@ ShardSet::ShardSet(const std::string& dir, const std::string& split, const Shard
         throw io::InputError(file, fmt::format("damaged shard: sample {} has chrom {}, but the manifest lists {} "
                                                "chromosomes",
                                                i, r->chrom()[i], m.chromosomes.size()));
+    if (!m.genomes.empty()) {
+      if (r->genome().size() != r->samples())
+        throw io::InputError(file, "has no /genome dataset, but the manifest lists genomes: build the shards again");
+      for (size_t i = 0; i < r->samples(); ++i)
+        if (r->genome()[i] != m.chromosomes[r->chrom()[i]].genome)
+          throw io::InputError(file, fmt::format("damaged shard: sample {} has genome {}, but its chromosome {} is of "
+                                                 "genome {}",
+                                                 i, r->genome()[i], r->chrom()[i], m.chromosomes[r->chrom()[i]].genome));
+    }
     if (verify) r->verify_tokens();
     if (sh.split != split) continue;  // verified only
     const uint32_t s = static_cast<uint32_t>(shards_.size());
@@ -57,6 +67,10 @@ ShardSet::ShardSet(const std::string& dir, const std::string& split, const Shard
   if (order_.empty())
     throw io::InputError(dir + "/manifest.json", fmt::format("has no '{}' samples", split));
   std::sort(order_.begin(), order_.end(), [](const Ref& a, const Ref& b) { return a.sample_index < b.sample_index; });
+  if (!genomes_.empty()) {
+    sample_genome_.reserve(order_.size());
+    for (const auto& r : order_) sample_genome_.push_back(shards_[r.shard]->genome()[r.local]);
+  }
   for (size_t i = 1; i < order_.size(); ++i)
     if (order_[i].sample_index == order_[i - 1].sample_index)
       throw io::InputError(dir + "/manifest.json",
@@ -103,6 +117,27 @@ DataLoader::DataLoader(const LoaderOptions& opts, Masker masker, LoaderCursor st
   if (per_rank_ == 0)
     throw io::InputError(opts_.shard_dir, fmt::format("{} '{}' samples cannot feed {} ranks", set_.size(), opts_.split,
                                                       opts_.world));
+  if (!opts_.genome_weights.empty()) {
+    const GenomeWeighting w = parse_genome_weighting(opts_.genome_weights);
+    if (set_.genomes().empty())
+      throw io::InputError(opts_.shard_dir + "/manifest.json",
+                           fmt::format("was built from one genome (shards --genome): --genome-weights {} needs a shard "
+                                       "set built from a genome list (shards --genomes LIST)",
+                                       opts_.genome_weights));
+    GenomeTable t;
+    for (const auto& g : set_.genomes()) {
+      t.names.push_back(g.name);
+      t.bases.push_back(g.bases);
+      t.list_weights.push_back(g.weight);
+    }
+    t.samples.assign(t.names.size(), 0);
+    for (uint32_t g : set_.sample_genomes()) ++t.samples[g];
+    try {
+      probabilities_ = genemask::genome_probabilities(w, t);
+    } catch (const std::invalid_argument& e) {
+      throw io::InputError(opts_.shard_dir, fmt::format("'{}' split: {}", opts_.split, e.what()));
+    }
+  }
   if (cursor_.position > per_rank_)
     throw std::invalid_argument(fmt::format("resume cursor position {} is beyond the epoch ({} samples per rank)",
                                             cursor_.position, per_rank_));
@@ -120,12 +155,8 @@ DataLoader::~DataLoader() {
 
 const std::vector<uint32_t>& DataLoader::permutation(uint64_t epoch) {
   if (perm_epoch_ == epoch) return perm_;
-  perm_.resize(set_.size());
-  std::iota(perm_.begin(), perm_.end(), 0u);
-  if (opts_.shuffle) {
-    Rng rng(opts_.seed, Stream::shuffle, epoch);
-    for (size_t i = perm_.size(); i > 1; --i) std::swap(perm_[i - 1], perm_[rng.below(i)]);
-  }
+  perm_ = probabilities_.empty() ? epoch_permutation(set_.size(), opts_.seed, epoch, opts_.shuffle)
+                                 : weighted_epoch_order(set_.sample_genomes(), probabilities_, opts_.seed, epoch);
   perm_epoch_ = epoch;
   return perm_;
 }
@@ -135,6 +166,7 @@ void DataLoader::produce() {
     LoaderCursor c = cursor_;
     std::vector<std::vector<uint16_t>> samples;
     std::vector<uint64_t> index;
+    std::vector<uint32_t> genome;
     while (true) {
       if (c.position >= per_rank_) {
         c.epoch += 1;
@@ -144,13 +176,16 @@ void DataLoader::produce() {
       const uint64_t n = std::min<uint64_t>(opts_.batch_size, per_rank_ - c.position);
       samples.resize(n);
       index.resize(n);
+      genome.resize(set_.genomes().empty() ? 0 : n);
       for (uint64_t j = 0; j < n; ++j) {
         const size_t i = perm[(c.position + j) * static_cast<uint64_t>(opts_.world) + static_cast<uint64_t>(opts_.rank)];
         set_.read(i, samples[j]);
         index[j] = set_.sample_index(i);
+        if (!genome.empty()) genome[j] = set_.genome(i);
       }
       Batch b;
       build_batch(samples, index, masker_, opts_.seed, c.epoch, b);
+      b.genome = genome;
       c.position += n;
       b.next = c;
       std::unique_lock<std::mutex> lk(mu_);

@@ -46,12 +46,13 @@ class RecordScanHandler {
 class ShardWriter {
  public:
   ShardWriter(const ShardBuildOptions& o, std::string split) : o_(o), split_(std::move(split)) {}
-  void add(uint64_t sample_index, uint32_t chrom, uint64_t start, const std::vector<uint16_t>& tokens) {
+  void add(uint64_t sample_index, uint32_t chrom, uint64_t start, uint32_t genome, const std::vector<uint16_t>& tokens) {
     d_.tokens.insert(d_.tokens.end(), tokens.begin(), tokens.end());
     d_.offsets.push_back(d_.tokens.size());
     d_.sample_index.push_back(sample_index);
     d_.chrom.push_back(chrom);
     d_.start.push_back(start);
+    if (o_.genomes > 0) d_.genome.push_back(genome);
     if (d_.tokens.size() >= o_.shard_tokens) flush();
   }
   void flush() {
@@ -82,8 +83,9 @@ class ShardWriter {
 class ShardHandler {
  public:
   ShardHandler(const io::FileInfo& file, const std::vector<ChromPlan>& plan, const std::vector<StretchStart>& starts,
-               const ShardBuildOptions& o)
-      : file_(file), plan_(plan), o_(o), train_(o, "train"), valid_(o, "valid") {
+               const ShardBuildOptions& o, ShardWriter& train, ShardWriter& valid, ShardBuildStats& stats,
+               uint32_t genome)
+      : file_(file), plan_(plan), o_(o), train_(train), valid_(valid), stats_(stats), genome_(genome) {
     for (const auto& s : starts) starts_.emplace(s.voff, s);
   }
 
@@ -100,10 +102,7 @@ class ShardHandler {
   }
   void end_owned() { done_ = !active_; }
   void block_done(uint64_t) {}
-  void finish() {
-    train_.flush();
-    valid_.flush();
-  }
+  void finish() {}  // the writers are flushed after the rank's last stretch
 
   bool bases(const char* p, size_t n, uint64_t voff, bool owned) {
     if (!owned && done_) return false;
@@ -141,12 +140,6 @@ class ShardHandler {
     return true;
   }
 
-  ShardBuildStats take() {
-    stats_.files = train_.files;
-    stats_.files.insert(stats_.files.end(), valid_.files.begin(), valid_.files.end());
-    return stats_;
-  }
-
  private:
   void enter(uint64_t voff) {
     auto it = starts_.find(voff);
@@ -175,14 +168,19 @@ class ShardHandler {
     const auto& cand = cands_[next_];
     const uint64_t index = plan_[static_cast<size_t>(chrom_)].first_sample + next_;
     tokens_ = tokenize(buf_);
-    if (is_validation(o_.recipe.seed, index, o_.valid_fraction)) {
+    const bool valid = is_validation(o_.recipe.seed, index, o_.valid_fraction);
+    if (valid) {
       ++stats_.samples_valid;
       stats_.tokens_valid += tokens_.size();
-      valid_.add(index, static_cast<uint32_t>(chrom_), cand.start, tokens_);
+      valid_.add(index, static_cast<uint32_t>(chrom_), cand.start, genome_, tokens_);
     } else {
       ++stats_.samples_train;
       stats_.tokens_train += tokens_.size();
-      train_.add(index, static_cast<uint32_t>(chrom_), cand.start, tokens_);
+      train_.add(index, static_cast<uint32_t>(chrom_), cand.start, genome_, tokens_);
+    }
+    if (genome_ < stats_.genome_samples_train.size()) {
+      ++(valid ? stats_.genome_samples_valid : stats_.genome_samples_train)[genome_];
+      (valid ? stats_.genome_tokens_valid : stats_.genome_tokens_train)[genome_] += tokens_.size();
     }
   }
 
@@ -190,8 +188,10 @@ class ShardHandler {
   const std::vector<ChromPlan>& plan_;
   const ShardBuildOptions& o_;
   std::unordered_map<uint64_t, StretchStart> starts_;
-  ShardWriter train_, valid_;
-  ShardBuildStats stats_;
+  ShardWriter& train_;
+  ShardWriter& valid_;
+  ShardBuildStats& stats_;
+  uint32_t genome_;
   int64_t chrom_ = -1;
   std::vector<Candidate> cands_;
   size_t next_ = 0;
@@ -254,12 +254,28 @@ std::vector<ChromPlan> plan_chromosomes(const std::vector<RecordInfo>& records, 
   return plan;
 }
 
+ShardBuildStats build_owned_shards(const std::vector<OwnedText>& parts, const std::vector<ChromPlan>& plan,
+                                   const ShardBuildOptions& opts) {
+  ShardWriter train(opts, "train"), valid(opts, "valid");
+  ShardBuildStats stats;
+  for (auto* v : {&stats.genome_samples_train, &stats.genome_samples_valid, &stats.genome_tokens_train,
+                  &stats.genome_tokens_valid})
+    v->assign(opts.genomes, 0);
+  for (const auto& p : parts) {
+    ShardHandler h(*p.file, plan, *p.starts, opts, train, valid, stats, p.genome);
+    io::scan_fasta(*p.file, p.own, h);
+  }
+  train.flush();
+  valid.flush();
+  stats.files = train.files;
+  stats.files.insert(stats.files.end(), valid.files.begin(), valid.files.end());
+  return stats;
+}
+
 ShardBuildStats build_owned_shards(const io::FileInfo& file, const io::Ownership& own,
                                    const std::vector<ChromPlan>& plan, const std::vector<StretchStart>& starts,
                                    const ShardBuildOptions& opts) {
-  ShardHandler h(file, plan, starts, opts);
-  io::scan_fasta(file, own, h);
-  return h.take();
+  return build_owned_shards({OwnedText{&file, own, &starts, 0}}, plan, opts);
 }
 
 }  // namespace genemask

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Many genomes (issue 32): `genemask count --genomes` and `shards --genomes` on a corpus of
+# 30 genomes of uneven sizes (the real chr22 and 29 generated ones, about TOTAL_MBP in all,
+# plain FASTA), at 1 and 2 ranks, against jellyfish and KMC counting the same files in the
+# same run. Prints medians (hyperfine), ratios, per-rank memory and balance, and checks that
+# KMC's 10-mer counts equal the pool's.
+# Usage: bench/genomes_bench.sh [TOTAL_MBP (default 3000)] [RUNS (default 3)]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+total=${1:-3000}
+runs=${2:-3}
+copies=1
+# shellcheck source=bench/common.sh
+source "$root/bench/common.sh"
+corpus=$work/genomes-$total
+"$python" "$root/bench/make-bench-genomes.py" "$corpus" 30 "$total" "$chr22"
+list=$corpus/genomes.tsv
+mapfile -t files < <(tail -n +2 "$list" | cut -f2)
+printf '%s\n' "${files[@]}" >"$corpus/files.txt"
+mkdir -p "$work/kmctmp"
+echo "== input: ${#files[@]} genomes, $(du -chL "${files[@]}" | tail -1 | cut -f1) of FASTA; machine: $(nproc) cores, $(lscpu | sed -n 's/Model name: *//p')"
+hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$work/genomes.json" \
+  -n "genemask count --genomes k=1..10, 1 rank" "$bin count --genomes $list --out $work/g1.h5 --quiet --force" \
+  -n "genemask count --genomes k=1..10, 2 ranks" "mpiexec -n 2 --oversubscribe $bin count --genomes $list --out $work/g2.h5 --quiet --force" \
+  -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m4 @$corpus/files.txt $work/kmcg $work/kmctmp" \
+  -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m4 @$corpus/files.txt $work/kmcg $work/kmctmp" \
+  -n "jellyfish k=10, 1 thread" "jellyfish count -m 10 -s 4M -t 1 -o $work/jg.jf ${files[*]}" \
+  -n "jellyfish k=10, 2 threads" "jellyfish count -m 10 -s 4M -t 2 -o $work/jg.jf ${files[*]}" \
+  >"$work/genomes.txt"
+
+echo "== genemask count --genomes: memory and balance (one more run each)"
+for n in 1 2; do  # the same command line (which counts.h5 records) in two directories
+  mkdir -p "$work/count-r$n"
+  (cd "$work/count-r$n" && mpiexec -n "$n" --oversubscribe "$bin" count --genomes "$list" --out g.h5 --quiet --force)
+done | "$python" -c '
+import json, sys
+for line in sys.stdin:
+    d = json.loads(line)
+    bal = ", ".join("rank {}: {:.2f} GB in {:.1f} s".format(r["rank"], r["file_bytes"] / 1e9, r["count_s"]) for r in d["rank_balance"])
+    print("{} rank(s): {:.1f} s, peak RSS {:.0f} MiB (largest rank), spool {:.0f} MiB; {}".format(
+        d["ranks"], d["seconds"], d["peak_rss_mib"], d["spool_mib"], bal))'
+if cmp "$work/count-r1/g.h5" "$work/count-r2/g.h5"; then echo "1 and 2 ranks: byte-identical counts.h5"; else echo "1 and 2 ranks: counts.h5 DIFFER"; fi
+
+echo "== genemask shards --genomes (once per rank count)"
+for n in 1 2; do
+  mpiexec -n "$n" --oversubscribe "$bin" shards --genomes "$list" --out "$work/gshards$n" --force
+done | "$python" -c '
+import json, sys
+for line in sys.stdin:
+    d = json.loads(line)
+    t = d["tokens"]["train"] + d["tokens"]["valid"]
+    print("{} rank(s): {:.1f} s, {:.2f} G tokens, {:.0f} MB/s of FASTA per rank, {} genomes".format(
+        d["ranks"], d["seconds"], t / 1e9, d["fasta_mb_per_s_per_rank"], len(d["genomes"])))'
+rm -rf "$work/gshards1" "$work/gshards2"
+
+echo "== KMC's 10-mer counts equal the pool's?"
+kmc_tools transform "$work/kmcg" dump "$work/kmcg.txt" >/dev/null 2>&1
+"$python" - "$work/g1.h5" "$work/kmcg.txt" <<'PY'
+import sys, h5py, numpy as np
+ours = h5py.File(sys.argv[1], "r")["counts/k10"][...]
+code = {"A": 0, "C": 1, "G": 2, "T": 3}
+theirs = np.zeros_like(ours)
+with open(sys.argv[2]) as f:
+    for line in f:
+        k, n = line.split()
+        v = 0
+        for c in k:
+            v = v * 4 + code[c]
+        theirs[v] = int(n)
+print("identical" if np.array_equal(ours, theirs) else f"DIFFERENT in {int((ours != theirs).sum())} 10-mers")
+PY
+
+echo "== medians and ratios"
+"$python" - "$work/genomes.json" <<'PY'
+import json, statistics, sys
+res = {r["command"]: statistics.median(r["times"]) for r in json.load(open(sys.argv[1]))["results"]}
+for name, t in res.items():
+    print(f"{name:44s} {t:8.2f} s")
+g1, g2 = res["genemask count --genomes k=1..10, 1 rank"], res["genemask count --genomes k=1..10, 2 ranks"]
+for peer in ("KMC k=10", "jellyfish k=10"):
+    print(f"ratio {peer} / genemask k=1..10 (each genome and the pool): 1 thread vs 1 rank {res[peer + ', 1 thread'] / g1:.2f}x, "
+          f"2 threads vs 2 ranks {res[peer + ', 2 threads'] / g2:.2f}x")
+print(f"2-rank speed-up of genemask: {g1 / g2:.2f}x")
+PY

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""The many-genomes benchmark's corpus: N genomes of uneven sizes (a log-uniform spread over
+MIN..MAX Mbp, scaled to TOTAL Mbp in all), each 1-8 records with runs of N and soft-masked
+stretches, written as plain FASTA (60 bases a line), plus genomes.tsv. The first genome is
+the real chr22 (the default genome) when given. Deterministic (numpy seed 32).
+Usage: make-bench-genomes.py OUTDIR N TOTAL_MBP [REAL.fa]"""
+import os
+import sys
+
+import numpy as np
+
+out, n, total_mbp = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
+real = sys.argv[4] if len(sys.argv) > 4 else None
+os.makedirs(out, exist_ok=True)
+rng = np.random.default_rng(32)
+sizes = np.exp(rng.uniform(np.log(2e6), np.log(4e8), n))
+names, paths = [], []
+if real:
+    names.append("hs_chr22")
+    paths.append(os.path.abspath(real))
+    total_mbp -= os.path.getsize(real) / 1e6
+    sizes = sizes[1:]
+sizes = (sizes / sizes.sum() * total_mbp * 1e6).astype(np.int64)
+lut = np.frombuffer(b"ACGTacgt", dtype=np.uint8)
+for i, size in enumerate(sizes):
+    name = f"sp{i + 1:02d}"
+    path = os.path.join(out, f"{name}.fa")
+    if not os.path.exists(path) or os.path.getsize(path) < size:
+        records = int(rng.integers(1, 9))
+        cuts = np.sort(rng.integers(0, size, records - 1))
+        lengths = np.diff(np.concatenate([[0], cuts, [size]]))
+        gc = rng.uniform(0.35, 0.6)
+        with open(path + ".tmp", "wb") as f:
+            for r, length in enumerate(lengths):
+                if length < 100:
+                    continue
+                p = np.array([(1 - gc) / 2, gc / 2, gc / 2, (1 - gc) / 2])
+                seq = rng.choice(4, size=int(length), p=p).astype(np.uint8)
+                soft = rng.random(int(length) // 10000 + 1) < 0.3  # 10 kb blocks soft-masked
+                seq = seq + 4 * np.repeat(soft, 10000)[: int(length)].astype(np.uint8)
+                text = lut[seq]
+                for _ in range(int(length) // 2_000_000 + 1):  # runs of N
+                    a = int(rng.integers(0, int(length)))
+                    text[a:a + int(rng.integers(100, 50000))] = ord("N")
+                f.write(f">chr{r + 1}\n".encode())
+                body = text.tobytes()
+                f.write(b"\n".join(body[j:j + 60] for j in range(0, len(body), 60)) + b"\n")
+        os.replace(path + ".tmp", path)
+    names.append(name)
+    paths.append(os.path.abspath(path))
+with open(os.path.join(out, "genomes.tsv"), "w") as f:
+    f.write("name\tpath\n")
+    for name, path in zip(names, paths):
+        f.write(f"{name}\t{path}\n")
+print(f"{len(names)} genomes, {sum(os.path.getsize(p) for p in paths) / 1e9:.2f} GB of FASTA in {out}")
