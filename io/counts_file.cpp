@@ -89,15 +89,15 @@ struct CountsWriter::Impl {
   TempOutput tmp;
   int kmax;
   h5::Handle file, genomes;
-  Impl(const std::string& path, int k, uint64_t n) : tmp(path), kmax(k) {
-    const uint64_t presence = (uint64_t{1} << 30) / 8 * 2;  // the 15-mer bitset, when asked for
+  Impl(const std::string& path, int k, uint64_t n, bool presence15) : tmp(path), kmax(k) {
+    const uint64_t presence = presence15 ? (uint64_t{1} << 30) / 8 : 0;  // 4^15 bits
     file = h5::create_file_on_disk(tmp.path(), (n + 1) * counts_table_bytes(kmax) + presence);
     genomes = h5::create_group(file, "genomes");
   }
 };
 
-CountsWriter::CountsWriter(const std::string& path, int kmax, uint64_t genomes)
-    : impl_(new Impl(path, kmax, genomes)) {}
+CountsWriter::CountsWriter(const std::string& path, int kmax, uint64_t genomes, bool presence15)
+    : impl_(new Impl(path, kmax, genomes, presence15)) {}
 CountsWriter::~CountsWriter() { delete impl_; }
 
 void CountsWriter::add_genome(const GenomeCountsMeta& g, const std::vector<std::vector<uint64_t>>& counts) {

@@ -46,8 +46,8 @@ struct GenomeCountsMeta {
 /// at a time) to a temporary file on disk, renamed onto `path` by finish().
 class CountsWriter {
  public:
-  /// expected_bytes: the size of all tables (for the free-space check).
-  CountsWriter(const std::string& path, int kmax, uint64_t genomes);
+  /// genomes and presence15 size the file, for the free-space check made before writing.
+  CountsWriter(const std::string& path, int kmax, uint64_t genomes, bool presence15);
   ~CountsWriter();
   CountsWriter(const CountsWriter&) = delete;
   CountsWriter& operator=(const CountsWriter&) = delete;

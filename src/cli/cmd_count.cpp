@@ -131,7 +131,7 @@ void count_list_and_write(const CountArgs& a, const Context& ctx) {
   std::vector<std::string> files;
   for (const auto& g : list.genomes) files.push_back(g.path);
   std::unique_ptr<io::CountsWriter> writer;
-  if (ctx.rank == 0) writer = std::make_unique<io::CountsWriter>(a.out, a.kmax, list.genomes.size());
+  if (ctx.rank == 0) writer = std::make_unique<io::CountsWriter>(a.out, a.kmax, list.genomes.size(), a.presence15);
   io::CountsMeta meta;
   nlohmann::json genomes = nlohmann::json::array();
   double write_s = 0;

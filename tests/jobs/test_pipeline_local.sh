@@ -154,7 +154,9 @@ tmp = sys.argv[1]
 text = open(f"{tmp}/genome.fa").read().split(">")[1:]
 for i, rec in enumerate(text):
     open(f"{tmp}/part{i + 1}.fa", "w").write(">" + rec)
-open(f"{tmp}/genomes.tsv", "w").write("name\tpath\tweight\tgenes\nfirst\tpart1.fa\t1\tgenes.gtf\nsecond\tpart2.fa\t3\n")
+open(f"{tmp}/genes-first.gtf", "w").write("".join(
+    f'chr1\ttest\tgene\t{a}\t{a + 3000}\t.\t+\t.\tgene_id "G{a}";\n' for a in range(5000, 150000, 20000)))
+open(f"{tmp}/genomes.tsv", "w").write("name\tpath\tweight\tgenes\nfirst\tpart1.fa\t1\tgenes-first.gtf\nsecond\tpart2.fa\t3\n")
 PYEOF
 sed -e "s|^OUT=.*|OUT=$many|" -e 's/^MASKINGS=.*/MASKINGS=random/' "$tmp/pipeline.conf" >"$tmp/many.conf"
 printf 'GENOMES=genomes.tsv\nGENOME_WEIGHTS=list\n' >>"$tmp/many.conf"

@@ -120,6 +120,19 @@ class PmiVocab:
     @property
     def pmi(self) -> NDArray[numpy.float64]: ...
 
+def genome_probabilities(weights: str, names: Sequence[str], bases: Sequence[int], list_weights: Sequence[float], samples: Sequence[int]) -> list[float]:
+    """
+    Probability of each genome under --genome-weights (bases | uniform | list | temperature:T), as `pretrain`.
+    """
+
+def epoch_permutation(n: int, seed: int, epoch: int, shuffle: bool = True) -> NDArray[numpy.uint32]:
+    """The order of an epoch without genome weights, as `pretrain`."""
+
+def weighted_epoch_order(sample_genome: Annotated[NDArray[numpy.uint32], dict(shape=(None,), order='C', device='cpu', writable=False)], probabilities: Sequence[float], seed: int, epoch: int) -> NDArray[numpy.uint32]:
+    """
+    The order of an epoch with genome weights (samples in sample_index order), as `pretrain`.
+    """
+
 def count_kmers(path: str, kmax: int) -> list[NDArray[numpy.uint64]]:
     """Counts of k = 1..kmax (list index k-1), as `genemask count`."""
 
