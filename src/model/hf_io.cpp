@@ -219,6 +219,25 @@ std::string export_run(const std::string& run, const std::string& out_dir) {
                                          p.key(), bad));
   }
   export_hf(m, out_dir);  // the caller's staging directory (io::OutputSet): published when complete
+  // A run on a genome list: what it was trained on, per genome, goes with the model
+  // (genemask_pretraining.json; `report` shows it).
+  if (std::ifstream in(src + "/state.json"); in) {
+    nlohmann::json st;
+    try {
+      st = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception&) {
+      st = nlohmann::json();  // a checkpoint of before, or none: nothing to carry
+    }
+    if (st.is_object() && st.contains("genome_tokens")) {
+      const nlohmann::json p = {{"step", st.value("step", nlohmann::json())},
+                                {"shards", st.value("shards", nlohmann::json())},
+                                {"genome_weights", st.value("genome_weights", nlohmann::json())},
+                                {"genome_tokens", st["genome_tokens"]}};
+      io::AtomicFile f(out_dir + "/genemask_pretraining.json");
+      f.stream() << p.dump(2) << '\n';
+      f.commit();
+    }
+  }
   return src;
 }
 

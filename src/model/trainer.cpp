@@ -216,6 +216,11 @@ struct Run {
   bool bf16 = false;
   bool valid_checksums_done = false;  // the validation shards' SHA-256 checked (at the first evaluation)
   bool has_validation = false;        // the shard set has validation samples for every rank
+  // Shards of a genome list: real tokens trained on per genome (all ranks, the whole run:
+  // carried by state.json across --resume), and the resumed checkpoint's record of them.
+  std::vector<uint64_t> genome_tokens;
+  std::vector<std::string> genome_names;
+  nlohmann::json resumed_genome_tokens;
   AllReduce how = AllReduce::Local;
   int threads = 1;
   int local_rank = 0;
@@ -468,6 +473,7 @@ void resume_from_checkpoint(Run& r) {
     throw io::InputError(state, fmt::format("was written by {} ranks; resume with the same number (now {})", world,
                                             r.world));
   if (version >= 2) check_checkpoint_files(r, d, st);
+  if (st.contains("genome_tokens")) r.resumed_genome_tokens = st["genome_tokens"];
   r.run_id = version >= 2 ? st["run_id"].get<std::string>() : new_run_id();
   // The run's settings: a different one would silently make another run of this one. Every
   // setting that changes what is trained is compared (settings a checkpoint of an earlier
@@ -670,6 +676,11 @@ std::string save_checkpoint(Run& r, int64_t at) {
                          {"init", r.init_dir},
                          {"command_line", r.o.command_line}};
     st.update(run_settings(r));
+    if (!r.genome_names.empty()) {
+      nlohmann::json g = nlohmann::json::object();
+      for (size_t i = 0; i < r.genome_names.size(); ++i) g[r.genome_names[i]] = r.genome_tokens[i];
+      st["genome_tokens"] = g;  // tokens trained on per genome up to this step
+    }
     st["files"] = checkpoint_files(tmp);  // every rank's random state is there: after the barrier
     {
       io::AtomicFile f(tmp + "/state.json");
@@ -807,7 +818,15 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   std::future<StepData> pending = std::async(policy, fetch);
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(r.device);
   double tokens_window = 0;
-  std::vector<uint64_t> genome_window(ngenomes, 0);
+  std::vector<uint64_t> genome_window(ngenomes, 0), genome_since_checkpoint(ngenomes, 0);
+  r.genome_names.clear();
+  for (const auto& g : data.shard_set().genomes()) r.genome_names.push_back(g.name);
+  r.genome_tokens.assign(ngenomes, 0);
+  for (size_t g = 0; g < ngenomes; ++g) {  // the run's tokens before this resume
+    const auto& rt = r.resumed_genome_tokens;
+    if (rt.is_object() && rt.contains(r.genome_names[g]) && rt[r.genome_names[g]].is_number_unsigned())
+      r.genome_tokens[g] = rt[r.genome_names[g]].get<uint64_t>();
+  }
   auto t_window = clock::now();
   DivergenceWatch watch(r.device);
   while (r.step < o.steps) {
@@ -834,7 +853,10 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     fused.step(lr);
     ++r.step;
     tokens_window += sd.tokens;
-    for (size_t g = 0; g < ngenomes; ++g) genome_window[g] += sd.genome_tokens[g];
+    for (size_t g = 0; g < ngenomes; ++g) {
+      genome_window[g] += sd.genome_tokens[g];
+      genome_since_checkpoint[g] += sd.genome_tokens[g];
+    }
     sum.steps_done = r.step;
     // The loss of a step that masked no token (tiny batches, a low masking rate) was not
     // measured: it is null in metrics.jsonl and the summary, never 0 (perplexity 1).
@@ -906,6 +928,11 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     }
     if (checkpoint_now) {
       check_weights(r);
+      if (ngenomes > 0) {  // collective: every rank checkpoints at this step
+        hpc::allreduce_sum_u64(genome_since_checkpoint.data(), ngenomes, r.comm);
+        for (size_t g = 0; g < ngenomes; ++g) r.genome_tokens[g] += genome_since_checkpoint[g];
+        std::fill(genome_since_checkpoint.begin(), genome_since_checkpoint.end(), 0);
+      }
       sum.last_checkpoint = save_checkpoint(r, r.step);
     }
     t_window += clock::now() - t_other;

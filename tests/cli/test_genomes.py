@@ -4,6 +4,7 @@
 a count of the concatenated genomes, byte-identical files at 1, 2, 3 and 4 ranks with rank
 shares that cross file boundaries), and `npmi`/`pmi-vocab` of the pool and of one genome
 (equal to the single-genome commands on the concatenation and on that genome's FASTA)."""
+import csv
 import filecmp
 import gzip
 import os
@@ -298,6 +299,33 @@ class Genomes(unittest.TestCase):
         pretrain("b", ["--stop-after", "6"])  # killed after step 6: the last checkpoint is step 4
         pretrain("b", ["--resume"])
         self.assertEqual(lines("b"), want)  # exactly, across the epoch boundary
+        # The run's totals per genome (state.json, carried across the resume) go with the
+        # exported model, and the report shows them: equal to the sum of the log's lines.
+        for r in ("a", "b"):
+            run(["export-hf", "--run", os.path.join(d, r), "--out", os.path.join(d, f"model-{r}")])
+            with open(os.path.join(d, f"model-{r}", "genemask_pretraining.json")) as f:
+                pj = json.load(f)
+            self.assertEqual(pj["genome_tokens"], seen, r)
+            self.assertEqual(pj["genome_weights"], "uniform")
+            self.assertEqual(pj["step"], 10)
+        from test_report import record
+        with open(os.path.join(d, "plan.json"), "w") as f:
+            json.dump({"models": [{"name": "tiny-a", "path": os.path.join(d, "model-a")}, {"name": "tiny-x"}],
+                       "tasks": ["t"]}, f)
+        with open(os.path.join(d, "results.jsonl"), "w") as f:
+            for m in ("tiny-a", "tiny-x"):
+                for seed in range(2):
+                    f.write(json.dumps(record(m, "G", "t", 10, seed, acc=0.6, auc=0.7)) + "\n")
+        rs = summary(run(["report", "--results", os.path.join(d, "results.jsonl"), "--plan",
+                          os.path.join(d, "plan.json"), "--out", os.path.join(d, "report"), "--no-png"]))
+        self.assertIn("genomes.csv", rs["files"])
+        with open(os.path.join(d, "report", "genomes.csv")) as f:
+            rows = list(csv.DictReader(f))
+        total = sum(seen.values())
+        self.assertEqual([(r["model"], r["genome"], int(r["tokens"])) for r in rows],
+                         [("tiny-a", g, seen[g]) for g in "abc"])
+        for r in rows:
+            self.assertAlmostEqual(float(r["share"]), seen[r["genome"]] / total, places=12)
         # A changed weighting is a changed run.
         p = pretrain("b", ["--resume"], weights="list", check=False)
         self.assertIn('--genome-weights is "list" now but "uniform" in the run', p.stderr)

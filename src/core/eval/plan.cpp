@@ -583,6 +583,8 @@ Plan read_plan_order(const std::string& path) {
           pm.group = e["group"].get<std::string>();
           pm.group_given = true;
         }
+        if (e.contains("path") && e["path"].is_string()) pm.path = e["path"].get<std::string>();
+        if (e.contains("checkpoint") && e["checkpoint"].is_string()) pm.checkpoint = e["checkpoint"].get<std::string>();
         if (e.contains("arm") && e["arm"].is_string() && e.contains("replicate") && e["replicate"].is_number_integer() &&
             e["replicate"].get<int64_t>() >= 0) {
           pm.arm = e["arm"].get<std::string>();

@@ -8,6 +8,11 @@
 #include "io/table_text.hpp"
 #include "genemask/eval/report.hpp"
 #include "io/atomic_file.hpp"
+#include "io/json.hpp"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace genemask::report {
 namespace {
@@ -238,6 +243,72 @@ std::string safe_name(const std::string& s) {
   return o;
 }
 
+/// Models pretrained on a genome list: the tokens of each genome they were trained on, from
+/// the genemask_pretraining.json that export-hf puts beside the weights (the plan's
+/// checkpoint or model directory). A file that is there but unreadable is a warning.
+struct GenomeTokens {
+  std::string model;
+  std::vector<std::pair<std::string, uint64_t>> tokens;  // genome, tokens (in the file's order)
+};
+std::vector<GenomeTokens> genome_tokens(const Table& t, const Plan& plan, std::vector<std::string>& warnings) {
+  std::vector<GenomeTokens> out;
+  for (const auto& m : t.models)
+    for (const auto& pm : plan.models) {
+      if (pm.name != m.name) continue;
+      for (const std::string& dir : {pm.checkpoint, pm.path}) {
+        if (dir.empty()) continue;
+        const std::string f = dir + "/genemask_pretraining.json";
+        std::ifstream in(f);
+        if (!in) continue;
+        std::stringstream ss;
+        ss << in.rdbuf();
+        const auto j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+        GenomeTokens g{m.name, {}};
+        bool ok = j.is_object() && j.contains("genome_tokens") && j["genome_tokens"].is_object();
+        if (ok)
+          for (const auto& [name, v] : j["genome_tokens"].items()) {
+            if (!v.is_number_unsigned()) ok = false;
+            else g.tokens.emplace_back(name, v.get<uint64_t>());
+          }
+        if (!ok) {
+          warnings.push_back(fmt::format("{}: not the genemask_pretraining.json export-hf writes (genome_tokens: "
+                                         "genome -> tokens); genomes.md leaves model '{}' out",
+                                         f, m.name));
+        } else {
+          out.push_back(std::move(g));
+        }
+        break;
+      }
+      break;
+    }
+  return out;
+}
+
+std::string genomes_markdown(const std::vector<GenomeTokens>& g) {
+  std::string o = "Pretraining tokens per genome (real tokens trained on, all ranks; from each model's "
+                  "genemask_pretraining.json)\n\n| Model | Genome | Tokens | Share |\n|---|---|---:|---:|\n";
+  for (const auto& m : g) {
+    uint64_t total = 0;
+    for (const auto& [name, n] : m.tokens) total += n;
+    for (const auto& [name, n] : m.tokens)
+      o += fmt::format("| {} | {} | {} | {:.4f} |\n", md_escape(m.model), md_escape(name), n,
+                       total ? static_cast<double>(n) / static_cast<double>(total) : 0.0);
+  }
+  return o;
+}
+
+std::string genomes_csv(const std::vector<GenomeTokens>& g) {
+  std::string o = "model,genome,tokens,share\n";
+  for (const auto& m : g) {
+    uint64_t total = 0;
+    for (const auto& [name, n] : m.tokens) total += n;
+    for (const auto& [name, n] : m.tokens)
+      o += fmt::format("{},{},{},{}\n", io::csv_field(m.model), io::csv_field(name), n,
+                       total ? static_cast<double>(n) / static_cast<double>(total) : 0.0);
+  }
+  return o;
+}
+
 }  // namespace
 
 Summary write_report(const Options& opt) {
@@ -283,6 +354,10 @@ Summary write_report(const Options& opt) {
     write_text(out, "replicates.md", replicates_markdown(reps, opt.decimals), sum.files);
     write_text(out, "replicates.tex", replicates_latex(reps, opt.decimals), sum.files);
     write_text(out, "replicates.csv", replicates_csv(reps), sum.files);
+  }
+  if (const auto g = genome_tokens(t, plan, sum.warnings); !g.empty()) {
+    write_text(out, "genomes.md", genomes_markdown(g), sum.files);
+    write_text(out, "genomes.csv", genomes_csv(g), sum.files);
   }
 
   const std::string rsvg = opt.png ? find_rsvg_convert() : std::string();
