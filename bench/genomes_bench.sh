@@ -2,8 +2,9 @@
 # Many genomes (issue 32): `genemask count --genomes` and `shards --genomes` on a corpus of
 # 30 genomes of uneven sizes (the real chr22 and 29 generated ones, about TOTAL_MBP in all,
 # plain FASTA), at 1 and 2 ranks, against jellyfish and KMC counting the same files in the
-# same run. Prints medians (hyperfine), ratios, per-rank memory and balance, and checks that
-# KMC's 10-mer counts equal the pool's.
+# same run. Prints medians (hyperfine; jellyfish, minutes per run here, once unless
+# JF_RUNS), ratios, per-rank memory and balance, and checks that KMC's 10-mer counts equal
+# the pool's.
 # Usage: bench/genomes_bench.sh [TOTAL_MBP (default 3000)] [RUNS (default 3)]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,9 +25,12 @@ hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$work/genomes.j
   -n "genemask count --genomes k=1..10, 2 ranks" "mpiexec -n 2 --oversubscribe $bin count --genomes $list --out $work/g2.h5 --quiet --force" \
   -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m4 @$corpus/files.txt $work/kmcg $work/kmctmp" \
   -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m4 @$corpus/files.txt $work/kmcg $work/kmctmp" \
+  >"$work/genomes.txt"
+# jellyfish takes minutes per run on this input: one run each (JF_RUNS to change).
+hyperfine --style basic --runs "${JF_RUNS:-1}" --export-json "$work/genomes-jf.json" \
   -n "jellyfish k=10, 1 thread" "jellyfish count -m 10 -s 4M -t 1 -o $work/jg.jf ${files[*]}" \
   -n "jellyfish k=10, 2 threads" "jellyfish count -m 10 -s 4M -t 2 -o $work/jg.jf ${files[*]}" \
-  >"$work/genomes.txt"
+  >"$work/genomes-jf.txt"
 
 echo "== genemask count --genomes: memory and balance (one more run each)"
 for n in 1 2; do  # the same command line (which counts.h5 records) in two directories
@@ -71,9 +75,9 @@ print("identical" if np.array_equal(ours, theirs) else f"DIFFERENT in {int((ours
 PY
 
 echo "== medians and ratios"
-"$python" - "$work/genomes.json" <<'PY'
+"$python" - "$work/genomes.json" "$work/genomes-jf.json" <<'PY'
 import json, statistics, sys
-res = {r["command"]: statistics.median(r["times"]) for r in json.load(open(sys.argv[1]))["results"]}
+res = {r["command"]: statistics.median(r["times"]) for p in sys.argv[1:] for r in json.load(open(p))["results"]}
 for name, t in res.items():
     print(f"{name:44s} {t:8.2f} s")
 g1, g2 = res["genemask count --genomes k=1..10, 1 rank"], res["genemask count --genomes k=1..10, 2 ranks"]

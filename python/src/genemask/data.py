@@ -129,6 +129,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         if self.per_rank == 0:
             raise InputError(f"{self.dir}: {len(self.sample_index)} {split!r} samples cannot feed {self.world_size} ranks")
         self._files: Dict[int, Any] = {}
+        self._pid = os.getpid()
 
     def __len__(self) -> int:
         """Samples this rank yields per epoch (all workers together)."""
@@ -143,6 +144,8 @@ class ShardDataset(torch.utils.data.IterableDataset):
     def _tokens(self, i: int) -> np.ndarray:
         import h5py
 
+        if self._pid != os.getpid():  # a DataLoader worker: its own file handles, not the parent's
+            self._files, self._pid = {}, os.getpid()
         s, local = self._where[i]
         path, offsets = self._shards[s]
         f = self._files.get(s)
