@@ -28,8 +28,8 @@ __version__: str = _core.__version__
 
 __all__ = [
     "__version__", "InputError", "Tokenizer", "NpmiTable", "PmiVocab", "Masker", "count_kmers", "npmi", "pmi_vocab",
-    "VOCAB_SIZE", "PAD", "UNK", "CLS", "SEP", "MASK", "STRATEGIES", "ShardDataset",
-]
+    "VOCAB_SIZE", "PAD", "UNK", "CLS", "SEP", "MASK", "STRATEGIES",
+]  # and ShardDataset, imported on first use (it needs torch and h5py; `import *` does not)
 
 
 def __getattr__(name: str):

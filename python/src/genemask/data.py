@@ -10,8 +10,9 @@ Order: the epoch's order is genemask's own (``_core.epoch_permutation`` without 
 Distributed rank r of R takes positions r, r+R, ... (N // R of them), as ``pretrain``'s
 ranks do; within a rank, DataLoader worker w of W takes the rank's blocks of ``batch_size``
 positions w, w+W, ... (the DataLoader hands batches out from its workers in turn, so with the
-DataLoader's ``batch_size`` the batches come in ``pretrain``'s order). No position is given to
-two workers or ranks, and none is left out.
+DataLoader's ``batch_size`` the batches come in ``pretrain``'s order, within an epoch:
+``pretrain``'s last batch of an epoch is short, a DataLoader batch may span two epochs). No
+position is given to two workers or ranks, and none is left out.
 
 Each item is a dict: ``input_ids`` ([CLS] 6-mer ids [SEP], int64), ``sample_index`` (the
 corpus sample, the masks' key), ``epoch``, and ``genome`` (the genome's index in
