@@ -310,10 +310,13 @@ class Genomes(unittest.TestCase):
             self.assertEqual(pj["step"], 10)
         from test_report import record
         with open(os.path.join(d, "plan.json"), "w") as f:
-            json.dump({"models": [{"name": "tiny-a", "path": os.path.join(d, "model-a")}, {"name": "tiny-x"}],
+            json.dump({"models": [{"name": "tiny-a", "path": os.path.join(d, "model-a")},
+                                  {"name": "tiny-b", "path": os.path.join(d, "b"),  # a run, as a sweep pins it
+                                   "checkpoint": os.path.join(d, "b", "checkpoints", "step-00000010")},
+                                  {"name": "tiny-x"}],
                        "tasks": ["t"]}, f)
         with open(os.path.join(d, "results.jsonl"), "w") as f:
-            for m in ("tiny-a", "tiny-x"):
+            for m in ("tiny-a", "tiny-b", "tiny-x"):
                 for seed in range(2):
                     f.write(json.dumps(record(m, "G", "t", 10, seed, acc=0.6, auc=0.7)) + "\n")
         rs = summary(run(["report", "--results", os.path.join(d, "results.jsonl"), "--plan",
@@ -323,7 +326,7 @@ class Genomes(unittest.TestCase):
             rows = list(csv.DictReader(f))
         total = sum(seen.values())
         self.assertEqual([(r["model"], r["genome"], int(r["tokens"])) for r in rows],
-                         [("tiny-a", g, seen[g]) for g in "abc"])
+                         [(m, g, seen[g]) for m in ("tiny-a", "tiny-b") for g in "abc"])
         for r in rows:
             self.assertAlmostEqual(float(r["share"]), seen[r["genome"]] / total, places=12)
         # A changed weighting is a changed run.

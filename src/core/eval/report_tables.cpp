@@ -12,6 +12,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 namespace genemask::report {
@@ -244,8 +245,9 @@ std::string safe_name(const std::string& s) {
 }
 
 /// Models pretrained on a genome list: the tokens of each genome they were trained on, from
-/// the genemask_pretraining.json that export-hf puts beside the weights (the plan's
-/// checkpoint or model directory). A file that is there but unreadable is a warning.
+/// the genemask_pretraining.json that export-hf puts beside the weights, or the state.json
+/// of a checkpoint the plan names (a run), in the plan's checkpoint or model directory. A
+/// genemask_pretraining.json that is there but unreadable is a warning.
 struct GenomeTokens {
   std::string model;
   std::vector<std::pair<std::string, uint64_t>> tokens;  // genome, tokens (in the file's order)
@@ -255,14 +257,24 @@ std::vector<GenomeTokens> genome_tokens(const Table& t, const Plan& plan, std::v
   for (const auto& m : t.models)
     for (const auto& pm : plan.models) {
       if (pm.name != m.name) continue;
-      for (const std::string& dir : {pm.checkpoint, pm.path}) {
-        if (dir.empty()) continue;
-        const std::string f = dir + "/genemask_pretraining.json";
+      // The file's text, or nullopt when it cannot be opened.
+      const auto text = [](const std::string& f) -> std::optional<std::string> {
         std::ifstream in(f);
-        if (!in) continue;
+        if (!in) return std::nullopt;
         std::stringstream ss;
         ss << in.rdbuf();
-        const auto j = nlohmann::json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+        return ss.str();
+      };
+      for (const std::string& dir : {pm.checkpoint, pm.path}) {
+        if (dir.empty()) continue;
+        std::string f = dir + "/genemask_pretraining.json";
+        auto body = text(f);
+        if (!body) {  // a run's checkpoint: its state.json keeps the totals (when it was on a genome list)
+          f = dir + "/state.json";
+          body = text(f);
+          if (!body || body->find("\"genome_tokens\"") == std::string::npos) continue;
+        }
+        const auto j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
         GenomeTokens g{m.name, {}};
         bool ok = j.is_object() && j.contains("genome_tokens") && j["genome_tokens"].is_object();
         if (ok)
@@ -271,13 +283,13 @@ std::vector<GenomeTokens> genome_tokens(const Table& t, const Plan& plan, std::v
             else g.tokens.emplace_back(name, v.get<uint64_t>());
           }
         if (!ok) {
-          warnings.push_back(fmt::format("{}: not the genemask_pretraining.json export-hf writes (genome_tokens: "
-                                         "genome -> tokens); genomes.md leaves model '{}' out",
+          warnings.push_back(fmt::format("{}: genome_tokens is not an object of genome -> tokens (the file is "
+                                         "damaged?); genomes.md leaves model '{}' out",
                                          f, m.name));
         } else {
           out.push_back(std::move(g));
         }
-        break;
+        break;  // the first directory that has the totals
       }
       break;
     }
