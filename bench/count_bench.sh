@@ -55,20 +55,7 @@ done
 
 echo "== KMC's 10-mer counts equal ours?"
 kmc_tools transform "$work/kmc10" dump "$work/kmc10.txt" >/dev/null 2>&1
-"$python" - "$work/c1.h5" "$work/kmc10.txt" <<'PY'
-import sys, h5py, numpy as np
-ours = h5py.File(sys.argv[1], "r")["counts/k10"][...]
-code = {"A": 0, "C": 1, "G": 2, "T": 3}
-theirs = np.zeros_like(ours)
-with open(sys.argv[2]) as f:
-    for line in f:
-        k, n = line.split()
-        v = 0
-        for c in k:
-            v = v * 4 + code[c]
-        theirs[v] = int(n)
-print("identical" if np.array_equal(ours, theirs) else f"DIFFERENT in {int((ours != theirs).sum())} 10-mers")
-PY
+"$python" "$root/bench/kmc-equal.py" "$work/c1.h5" "$work/kmc10.txt"
 
 echo "== medians and ratios"
 "$python" - "$work/fast.json" "$work/jf.json" "$g" <<'PY'

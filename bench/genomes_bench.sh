@@ -59,20 +59,7 @@ rm -rf "$work/gshards1" "$work/gshards2"
 
 echo "== KMC's 10-mer counts equal the pool's?"
 kmc_tools transform "$work/kmcg" dump "$work/kmcg.txt" >/dev/null 2>&1
-"$python" - "$work/g1.h5" "$work/kmcg.txt" <<'PY'
-import sys, h5py, numpy as np
-ours = h5py.File(sys.argv[1], "r")["counts/k10"][...]
-code = {"A": 0, "C": 1, "G": 2, "T": 3}
-theirs = np.zeros_like(ours)
-with open(sys.argv[2]) as f:
-    for line in f:
-        k, n = line.split()
-        v = 0
-        for c in k:
-            v = v * 4 + code[c]
-        theirs[v] = int(n)
-print("identical" if np.array_equal(ours, theirs) else f"DIFFERENT in {int((ours != theirs).sum())} 10-mers")
-PY
+"$python" "$root/bench/kmc-equal.py" "$work/g1.h5" "$work/kmcg.txt"
 
 echo "== medians and ratios"
 "$python" - "$work/genomes.json" "$work/genomes-jf.json" <<'PY'

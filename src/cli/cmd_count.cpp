@@ -56,6 +56,33 @@ std::string count_out_of_memory(const CountArgs& a) {
                      mib(m.rank0_extra_bytes), remedy);
 }
 
+/// The summary line's figures common to --genome and --genomes. Collective (the peak RSS over
+/// the ranks, taken now, after the HDF5 file was built and written: rank 0's largest
+/// allocation; the counting phase alone understates it).
+nlohmann::json count_summary(const CountArgs& a, const hpc::DistributedCountSummary& s, uint64_t records,
+                             const nlohmann::json& kmers, double write_s, double secs) {
+  const uint64_t peak_rss = hpc::allreduce_max_u64(hpc::peak_rss_bytes(), MPI_COMM_WORLD);
+  const double bases = static_cast<double>(s.acgt_bases + s.other_bases);
+  return {{"command", "count"},
+          {"out", a.out},
+          {"compression", s.compression},
+          {"ranks", s.ranks},
+          {"kmax", a.kmax},
+          {"presence15", a.presence15},
+          {"records", records},
+          {"file_bytes", s.file_bytes},
+          {"bases_read", s.acgt_bases + s.other_bases},
+          {"acgt_bases", s.acgt_bases},
+          {"other_bases", s.other_bases},
+          {"kmers", kmers},
+          {"count_s", s.count_s},
+          {"reduce_s", s.reduce_s},
+          {"write_s", write_s},
+          {"seconds", secs},
+          {"gbp_per_s_per_rank", s.count_s > 0 ? bases / s.count_s / 1e9 / s.ranks : 0.0},
+          {"peak_rss_mib", static_cast<double>(peak_rss) / (1 << 20)}};
+}
+
 void count_and_write(const CountArgs& a, const Context& ctx) {
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
@@ -87,30 +114,9 @@ void count_and_write(const CountArgs& a, const Context& ctx) {
     for (int k = 1; k <= a.kmax; ++k) kmers[std::to_string(k)] = res.counts.total(k);
   }
   const auto& s = res.summary;
-  // The peak over the whole command, taken now, after the HDF5 image was built and written
-  // (rank 0's largest allocation): the counting phase alone understates it.
-  const uint64_t peak_rss = hpc::allreduce_max_u64(hpc::peak_rss_bytes(), MPI_COMM_WORLD);
   const double secs = std::chrono::duration<double>(clock::now() - t0).count();
-  const double bases = static_cast<double>(s.acgt_bases + s.other_bases);
-  nlohmann::json j = {{"command", "count"},
-                      {"genome", a.genome},
-                      {"out", a.out},
-                      {"compression", s.compression},
-                      {"ranks", s.ranks},
-                      {"kmax", a.kmax},
-                      {"presence15", a.presence15},
-                      {"records", res.records.size()},
-                      {"file_bytes", s.file_bytes},
-                      {"bases_read", s.acgt_bases + s.other_bases},
-                      {"acgt_bases", s.acgt_bases},
-                      {"other_bases", s.other_bases},
-                      {"kmers", kmers},
-                      {"count_s", s.count_s},
-                      {"reduce_s", s.reduce_s},
-                      {"write_s", write_s},
-                      {"seconds", secs},
-                      {"gbp_per_s_per_rank", s.count_s > 0 ? bases / s.count_s / 1e9 / s.ranks : 0.0},
-                      {"peak_rss_mib", static_cast<double>(peak_rss) / (1 << 20)}};
+  nlohmann::json j = count_summary(a, s, res.records.size(), kmers, write_s, secs);
+  j["genome"] = a.genome;
   if (a.profile) {
     j["read_s"] = s.read_s;
     j["parse_s"] = s.parse_s;
@@ -177,34 +183,15 @@ void count_list_and_write(const CountArgs& a, const Context& ctx) {
     for (int k = 1; k <= a.kmax; ++k) kmers[std::to_string(k)] = res.counts.total(k);
   }
   const auto& s = gs.total;
-  const uint64_t peak_rss = hpc::allreduce_max_u64(hpc::peak_rss_bytes(), MPI_COMM_WORLD);
   const double secs = std::chrono::duration<double>(clock::now() - t0).count();
-  const double bases = static_cast<double>(s.acgt_bases + s.other_bases);
   nlohmann::json balance = nlohmann::json::array();
   for (size_t r = 0; r < gs.rank_bytes.size(); ++r)
     balance.push_back({{"rank", r}, {"file_bytes", gs.rank_bytes[r]}, {"count_s", gs.rank_count_s[r]}});
-  nlohmann::json j = {{"command", "count"},
-                      {"genomes_list", a.genomes},
-                      {"genomes", genomes},
-                      {"out", a.out},
-                      {"compression", s.compression},
-                      {"ranks", s.ranks},
-                      {"kmax", a.kmax},
-                      {"presence15", a.presence15},
-                      {"records", meta.record_names.size()},
-                      {"file_bytes", s.file_bytes},
-                      {"bases_read", s.acgt_bases + s.other_bases},
-                      {"acgt_bases", s.acgt_bases},
-                      {"other_bases", s.other_bases},
-                      {"kmers", kmers},
-                      {"count_s", s.count_s},
-                      {"reduce_s", s.reduce_s},
-                      {"write_s", write_s},
-                      {"seconds", secs},
-                      {"gbp_per_s_per_rank", s.count_s > 0 ? bases / s.count_s / 1e9 / s.ranks : 0.0},
-                      {"rank_balance", balance},
-                      {"spool_mib", static_cast<double>(gs.spool_bytes) / (1 << 20)},
-                      {"peak_rss_mib", static_cast<double>(peak_rss) / (1 << 20)}};
+  nlohmann::json j = count_summary(a, s, meta.record_names.size(), kmers, write_s, secs);
+  j["genomes_list"] = a.genomes;
+  j["genomes"] = genomes;
+  j["rank_balance"] = balance;
+  j["spool_mib"] = static_cast<double>(gs.spool_bytes) / (1 << 20);
   print_summary(ctx, j);
 }
 
