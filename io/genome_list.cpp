@@ -51,27 +51,6 @@ std::string genome_name_problem(const std::string& name) {
   return {};
 }
 
-bool GenomeList::all_weighted() const {
-  for (const auto& g : genomes)
-    if (!(g.weight > 0)) return false;
-  return !genomes.empty();
-}
-
-std::vector<std::string> GenomeList::names() const {
-  std::vector<std::string> out;
-  for (const auto& g : genomes) out.push_back(g.name);
-  return out;
-}
-
-size_t GenomeList::index_of(const std::string& name, const std::string& where) const {
-  for (size_t i = 0; i < genomes.size(); ++i)
-    if (genomes[i].name == name) return i;
-  std::string some;
-  for (size_t i = 0; i < genomes.size() && i < 12; ++i) some += (i ? ", " : "") + genomes[i].name;
-  if (genomes.size() > 12) some += fmt::format(", ... ({} in all)", genomes.size());
-  throw InputError(where, fmt::format("has no genome '{}' (its genomes: {})", printable(name), some));
-}
-
 GenomeList read_genome_list(const std::string& list_path) {
   check_input(list_path);
   GenomeList list;
@@ -149,28 +128,6 @@ GenomeList read_genome_list(const std::string& list_path) {
   });
   if (list.genomes.empty())
     throw InputError(list_path, "lists no genome: each row is name<TAB>path[<TAB>weight[<TAB>genes]]");
-  return list;
-}
-
-GenomeList single_genome_list(const std::string& fasta) {
-  GenomeList list;
-  GenomeEntry g;
-  std::string base = fasta.substr(fasta.rfind('/') == std::string::npos ? 0 : fasta.rfind('/') + 1);
-  for (const std::string suffix : {".gz", ".bgz", ".fa", ".fasta", ".fna", ".fas"})
-    if (base.size() > suffix.size() && base.compare(base.size() - suffix.size(), suffix.size(), suffix) == 0)
-      base.resize(base.size() - suffix.size());
-  for (char& c : base)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
-  if (!genome_name_problem(base).empty()) base = "genome";
-  g.name = base;
-  g.path = g.path_text = fasta;
-  struct stat st {};
-  if (::stat(fasta.c_str(), &st) == 0) {
-    g.size_bytes = static_cast<uint64_t>(st.st_size);
-    g.device = static_cast<uint64_t>(st.st_dev);
-    g.inode = static_cast<uint64_t>(st.st_ino);
-  }
-  list.genomes.push_back(std::move(g));
   return list;
 }
 

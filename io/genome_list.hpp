@@ -29,12 +29,8 @@ struct GenomeEntry {
 };
 
 struct GenomeList {
-  std::string path;  // the list file ("" for a single --genome)
+  std::string path;  // the list file
   std::vector<GenomeEntry> genomes;
-  bool all_weighted() const;
-  /// Index of the genome called `name`, or throws InputError naming the list's genomes.
-  size_t index_of(const std::string& name, const std::string& where) const;
-  std::vector<std::string> names() const;
 };
 
 /// Reads and checks a list: every refusal is "LIST:LINE: <what> '<value>': <what to do>" for a
@@ -43,10 +39,6 @@ struct GenomeList {
 /// is not a positive finite number, a row with too few or too many columns, and a list with
 /// no genome.
 GenomeList read_genome_list(const std::string& list_path);
-
-/// A one-genome list for a plain --genome FASTA (name: the file name without its FASTA and
-/// compression suffixes, made safe).
-GenomeList single_genome_list(const std::string& fasta);
 
 /// Why `name` cannot name a genome, or "" when it can.
 std::string genome_name_problem(const std::string& name);

@@ -18,6 +18,7 @@ namespace {
 
 struct CountArgs {
   std::string genome, genomes, out;
+  io::GenomeList list;  // --genomes, read once when the options are parsed
   int kmax = 10;
   bool presence15 = false;
   double progress_s = 10.0;
@@ -128,7 +129,7 @@ void count_and_write(const CountArgs& a, const Context& ctx) {
 void count_list_and_write(const CountArgs& a, const Context& ctx) {
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
-  const io::GenomeList list = io::read_genome_list(a.genomes);
+  const io::GenomeList& list = a.list;
   if (ctx.rank == 0) check_writable(a.out);
   Progress progress("count", a.progress_s, ctx.rank == 0 && !a.quiet);
   CountOptions opts;
@@ -233,11 +234,11 @@ void register_count(CLI::App& app, Context& ctx) {
     if (a->genome.empty() && a->genomes.empty())
       throw CLI::RequiredError("--genome FASTA or --genomes LIST (one of them)");
     if (!a->genomes.empty()) {
-      const io::GenomeList list = io::read_genome_list(a->genomes);  // every refusal before the ranks start
+      a->list = io::read_genome_list(a->genomes);  // every refusal before the ranks start
       ctx.inputs = {{"--genomes", a->genomes}};
-      for (const auto& g : list.genomes) ctx.inputs.push_back({"--genomes (" + g.name + ")", g.path});
-      ctx.check = [list] {
-        for (const auto& g : list.genomes) io::probe_file(g.path);
+      for (const auto& g : a->list.genomes) ctx.inputs.push_back({"--genomes (" + g.name + ")", g.path});
+      ctx.check = [a] {
+        for (const auto& g : a->list.genomes) io::probe_file(g.path);
       };
     } else {
       ctx.inputs = {{"--genome", a->genome}};
