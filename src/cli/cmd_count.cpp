@@ -233,6 +233,9 @@ void register_count(CLI::App& app, Context& ctx) {
   sub->callback([a, &ctx] {
     if (a->genome.empty() && a->genomes.empty())
       throw CLI::RequiredError("--genome FASTA or --genomes LIST (one of them)");
+    if (!a->genomes.empty() && a->profile)
+      throw CLI::ValidationError("--profile", "times the read and parse of one --genome file; it does not apply to "
+                                              "--genomes (the summary's rank_balance gives each rank's bytes and seconds)");
     if (!a->genomes.empty()) {
       a->list = io::read_genome_list(a->genomes);  // every refusal before the ranks start
       ctx.inputs = {{"--genomes", a->genomes}};

@@ -190,6 +190,9 @@ class Genomes(unittest.TestCase):
         self.assertIn("--genome FASTA or --genomes LIST", p.stderr)
         p = run(["count", "--genome", human, "--genomes", self.list, "--out", "out.h5"], cwd=d, check=False)
         self.assertIn("--genome excludes --genomes", p.stderr)
+        p = run(["count", "--genomes", self.list, "--profile", "--out", "out.h5"], cwd=d, check=False)
+        self.assertIn("--profile: times the read and parse of one --genome file", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(d, "out.h5")))
 
 
     def shards(self, out, lst, ranks=None, extra=()):
