@@ -7,6 +7,19 @@
 //      the achieved FLOP/s over this machine's matrix-product peak in the step's precision,
 //      measured in the same run (fp32 and bf16; fp32 only on a CPU without bf16
 //      instructions), with the CPU's model and bf16 instructions.
+// Options after the positional arguments:
+//   --graph          the whole step (forward, backward, clipping, optimizer) as one CUDA
+//                    graph, replayed each step (GPU only)
+//   --profile N      N more steps under LibTorch's profiler: "profile" holds the step's time
+//                    by class (matrix products, attention, elementwise and normalisation,
+//                    optimizer, copies and casts, GPU idle) and the costliest kernels
+//   --unfused-qkv    Q, K and V as three products (the fused product's ablation)
+//   --unfused-ln     dropout, residual add and LayerNorm as LibTorch's separate kernels
+//                    (the fused kernel's ablation; src/model/residual_layer_norm.hpp)
+//   --check-graph N  N steps eager and N steps replayed as a graph, from the same weights,
+//                    optimizer state and generator state: "graph_check" holds both losses
+// MFU follows src/model/flops.hpp (one definition for every figure): against the matrix
+// peak measured in this run, and on a known GPU against its datasheet peak too.
 // Usage: train_bench peaks THREADS [DEVICE]
 //   -> one JSON line: only the fp32 and bf16 matrix-product peaks and the CPU (the MFU
 //      denominators of bench/finetune_bench.sh).
@@ -22,9 +35,13 @@
 #include <fmt/format.h>
 
 #include "model/bert.hpp"
+#include "model/cuda_graph.hpp"
+#include "model/flops.hpp"
 #include "model/grad_sync.hpp"
 #include "model/optim.hpp"
+#include "model/fusions.hpp"
 #include "model/runtime.hpp"
+#include "model/step_profile.hpp"
 
 using namespace genemask::model;
 using clock_type = std::chrono::steady_clock;
@@ -37,8 +54,7 @@ double median(std::vector<double> v) {
 }
 
 /// The machine's matrix-product peak in `dtype` on `dev` with the threads set: the best
-/// GFLOP/s of a 2048^3 product (1024^3 on the CPU for bf16 without bf16 instructions, which
-/// is slow), over a few repeats after a warm-up. The denominator of MFU.
+/// GFLOP/s of an n^3 product over a few repeats after a warm-up. The denominator of MFU.
 double matmul_peak_gflops(const torch::Device& dev, torch::Dtype dtype, int64_t n) {
   auto a = torch::randn({n, n}, torch::TensorOptions().dtype(dtype).device(dev));
   auto b = torch::randn({n, n}, torch::TensorOptions().dtype(dtype).device(dev));
@@ -61,8 +77,10 @@ double matmul_peak_gflops(const torch::Device& dev, torch::Dtype dtype, int64_t 
 std::string peaks_json(const torch::Device& dev, double* peak32_out = nullptr, double* peak16_out = nullptr) {
   const CpuBf16 cpu = cpu_bf16();
   const bool bf16_hw = dev.is_cuda() || !cpu.instructions.empty();
-  const double peak32 = matmul_peak_gflops(dev, torch::kFloat32, 2048);
-  const double peak16 = bf16_hw ? matmul_peak_gflops(dev, torch::kBFloat16, 2048) : 0;
+  // 8192^3 on a GPU (a 2048^3 product does not fill an H100), 2048^3 on a CPU.
+  const int64_t n = dev.is_cuda() ? 8192 : 2048;
+  const double peak32 = matmul_peak_gflops(dev, torch::kFloat32, n);
+  const double peak16 = bf16_hw ? matmul_peak_gflops(dev, torch::kBFloat16, n) : 0;
   if (peak32_out) *peak32_out = peak32;
   if (peak16_out) *peak16_out = peak16;
   std::string cpu_model;
@@ -82,33 +100,70 @@ int main(int argc, char** argv) {
     std::printf("{\"threads\":%s,%s}\n", argv[2], peaks_json(dev).c_str());
     return 0;
   }
-  const std::string name = argc > 1 ? argv[1] : "logo";
-  const int threads = argc > 2 ? std::stoi(argv[2]) : 1;
-  const int64_t batch = argc > 3 ? std::stoll(argv[3]) : 10, seq = argc > 4 ? std::stoll(argv[4]) : 512;
-  const int steps = argc > 5 ? std::stoi(argv[5]) : 5;
-  const std::string device_name = argc > 6 ? argv[6] : "cpu", precision = argc > 7 ? argv[7] : "fp32";
+  std::vector<std::string> pos;
+  bool graph = false, unfused_qkv = false, unfused_ln = false;
+  int profile = 0, check_graph = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--graph") graph = true;
+    else if (a == "--unfused-qkv") unfused_qkv = true;
+    else if (a == "--unfused-ln") unfused_ln = true;
+    else if (a == "--profile" && i + 1 < argc) profile = std::stoi(argv[++i]);
+    else if (a == "--check-graph" && i + 1 < argc) check_graph = std::stoi(argv[++i]);
+    else if (a.rfind("--", 0) == 0) {
+      std::fprintf(stderr, "train_bench: unknown option '%s'\n", a.c_str());
+      return 2;
+    } else pos.push_back(a);
+  }
+  auto arg = [&](size_t i, const char* fallback) { return i < pos.size() ? pos[i] : std::string(fallback); };
+  const std::string name = arg(0, "logo");
+  const int threads = std::stoi(arg(1, "1"));
+  const int64_t batch = std::stoll(arg(2, "10")), seq = std::stoll(arg(3, "512"));
+  const int steps = std::stoi(arg(4, "5"));
+  const std::string device_name = arg(5, "cpu"), precision = arg(6, "fp32");
   const double mask_fraction = 0.15;
   torch::set_num_threads(threads);
   const torch::Device dev = pick_device(device_name, 0, "--device");
   use_device(dev, /*tf32=*/true);
   const bool bf16 = precision == "bf16";
+  set_fusions({!unfused_qkv, !unfused_ln});
+  if ((graph || check_graph > 0) && !StepGraph::unavailable(dev).empty()) {
+    std::fprintf(stderr, "train_bench: no CUDA graph here: %s\n", StepGraph::unavailable(dev).c_str());
+    return 2;
+  }
   auto sync = [&] {
     if (dev.is_cuda()) at::accelerator::synchronizeDevice(dev.index());
   };
-  torch::manual_seed(0);
-  BertConfig cfg = BertConfig::named(name);
-  BertForMaskedLM m(cfg);
-  init_weights(*m, cfg);
-  m->to(dev);
-  m->train();
-  std::vector<torch::Tensor> params = m->parameters();
-  AdamWSettings s;
-  s.lr = 4e-4;
-  s.beta2 = 0.98;
-  s.eps = 1e-6;
-  auto opt = make_adamw(m->named_parameters(), s);
-  FusedAdamW fused(*opt);
-  GradBuckets grads(params, MPI_COMM_SELF, AllReduce::Local);
+  const BertConfig cfg = BertConfig::named(name);
+  // One model with its optimizer, gradient buckets and the step's static outputs.
+  struct Bench {
+    BertForMaskedLM m{nullptr};
+    std::unique_ptr<torch::optim::AdamW> opt;
+    std::unique_ptr<FusedAdamW> fused;
+    std::unique_ptr<GradBuckets> grads;
+    std::vector<torch::Tensor> params;
+    torch::Tensor loss_out, lr;
+  };
+  auto make = [&] {
+    torch::manual_seed(0);
+    auto b = std::make_unique<Bench>();
+    b->m = BertForMaskedLM(cfg);
+    init_weights(*b->m, cfg);
+    b->m->to(dev);
+    b->m->train();
+    b->params = b->m->parameters();
+    AdamWSettings s;
+    s.lr = 4e-4;
+    s.beta2 = 0.98;
+    s.eps = 1e-6;
+    b->opt = make_adamw(b->m->named_parameters(), s);
+    b->fused = std::make_unique<FusedAdamW>(*b->opt);
+    b->grads = std::make_unique<GradBuckets>(b->params, MPI_COMM_SELF, AllReduce::Local);
+    b->loss_out = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+    b->lr = torch::full({}, 4e-4, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
+    return b;
+  };
+  torch::manual_seed(1);
   auto ids = torch::randint(5, 4101, {batch, seq}, torch::kLong);
   auto labels = torch::where(torch::rand({batch, seq}) < mask_fraction, ids, torch::full({batch, seq}, -100, torch::kLong));
   auto flat = labels.reshape({-1});
@@ -119,24 +174,88 @@ int main(int argc, char** argv) {
   targets = targets.to(dev);
   const double masked = static_cast<double>(rows.numel());
   double t_fb = 0, t_clip = 0, t_opt = 0;
-  auto step = [&](bool split) {
+  // One training step as the trainer runs it; `tensor_lr`: the capturable optimizer step.
+  auto body = [&](Bench& b, bool split, bool tensor_lr) {
     auto t0 = clock_type::now();
-    grads.zero();
+    b.grads->zero();
     {
       torch::Tensor loss;
       {
         genemask::model::Autocast autocast(bf16);  // bf16 on the GPU or the CPU, as the trainer runs it
         // No padding: no mask, which lets a GPU use its flash kernel, as the trainer does.
-        loss = m->masked_lm_loss_sum(ids, torch::Tensor(), rows, targets) / masked;
+        loss = b.m->masked_lm_loss_sum(ids, torch::Tensor(), rows, targets) / masked;
       }
       loss.backward();
+      b.loss_out.copy_(loss.detach());
     }
     if (split) sync(), t_fb += seconds_since(t0), t0 = clock_type::now();
-    grads.clip(1.0);
+    b.grads->clip(1.0);
     if (split) sync(), t_clip += seconds_since(t0), t0 = clock_type::now();
-    fused.step(4e-4);
+    if (tensor_lr) b.fused->step(b.lr);
+    else b.fused->step(4e-4);
     if (split) sync(), t_opt += seconds_since(t0);
   };
+
+  std::string graph_check_json = "null";
+  if (check_graph > 0) {
+    // The same steps eagerly and as graph replays, from the same weights, optimizer state and
+    // CUDA generator state (the graph's warm-up steps are undone before the replays).
+    std::vector<double> eager_losses, graph_losses;
+    {
+      auto a = make();
+      for (int i = 0; i < check_graph; ++i) {
+        body(*a, false, false);
+        eager_losses.push_back(a->loss_out.item<double>());
+      }
+    }
+    auto b = make();
+    auto gen = at::globalContext().defaultGenerator(dev);
+    torch::Tensor rng;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      rng = gen.get_state();
+    }
+    std::vector<torch::Tensor> state = b->params, saved;
+    for (auto& t : b->fused->state_tensors()) state.push_back(t);
+    {
+      torch::NoGradGuard ng;
+      for (auto& t : state) saved.push_back(t.clone());
+    }
+    StepGraph g(dev);
+    g.capture([&] { body(*b, false, true); });
+    {
+      torch::NoGradGuard ng;
+      for (size_t i = 0; i < state.size(); ++i) state[i].copy_(saved[i]);
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      gen.set_state(rng);
+    }
+    for (int i = 0; i < check_graph; ++i) {
+      g.replay();
+      graph_losses.push_back(b->loss_out.item<double>());
+    }
+    double worst = 0;
+    std::string e, gl;
+    for (int i = 0; i < check_graph; ++i) {
+      worst = std::max(worst, std::abs(eager_losses[i] - graph_losses[i]) / std::max(1e-30, std::abs(eager_losses[i])));
+      e += fmt::format("{}{:.9g}", i ? "," : "", eager_losses[i]);
+      gl += fmt::format("{}{:.9g}", i ? "," : "", graph_losses[i]);
+    }
+    graph_check_json = fmt::format("{{\"eager\":[{}],\"graph\":[{}],\"max_rel_diff\":{:.3g}}}", e, gl, worst);
+  }
+
+  auto b = make();
+  std::unique_ptr<StepGraph> g;
+  std::function<void(bool)> step;
+  if (graph) {
+    g = std::make_unique<StepGraph>(dev);
+    g->capture([&] { body(*b, false, true); });
+    step = [&](bool) {
+      g->replay();
+      b->fused->advance_host_steps();
+    };
+  } else {
+    step = [&](bool split) { body(*b, split, false); };
+  }
   step(false);  // warm-up
   step(false);
   sync();
@@ -148,33 +267,46 @@ int main(int argc, char** argv) {
     sync();
     times.push_back(seconds_since(t0));
   }
-  for (int i = 0; i < steps; ++i) step(true);
+  if (!graph)
+    for (int i = 0; i < steps; ++i) step(true);
+  std::string profile_json = "null";
+  if (profile > 0) profile_json = profile_steps([&] { step(false); }, profile, dev).to_json();
   const double best = *std::min_element(times.begin(), times.end()), med = median(times);
-  // Model FLOPs per token of a training step (3 x forward), counting the matrix products:
-  // per layer 8H^2 (Q, K, V, output) + 4HF (feed-forward) + 4SH (scores and context), and the
-  // MLM head (transform H^2 + decoder HV, 2 FLOPs per multiply-add) on the masked share.
-  const double H = static_cast<double>(cfg.hidden_size), F = static_cast<double>(cfg.intermediate_size);
-  const double V = static_cast<double>(cfg.vocab_size), S = static_cast<double>(seq);
-  const double flops_per_token =
-      3.0 * (static_cast<double>(cfg.num_hidden_layers) * (8 * H * H + 4 * H * F + 4 * S * H) +
-             masked / static_cast<double>(batch * seq) * 2 * (H * H + H * V));
+  const ModelShape shape{cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size};
+  const double tokens = static_cast<double>(batch * seq);
+  const double step_flops = training_flops(shape, tokens, static_cast<double>(batch * seq * seq), masked);
+  const double flops_per_token = step_flops / tokens;
   double peak_gib = 0;
   if (dev.is_cuda())
     peak_gib = static_cast<double>(at::accelerator::getDeviceStats(dev.index()).allocated_bytes[0].peak) / (1 << 30);
-  const double tokens = static_cast<double>(batch * seq);
   // MFU against this machine's own peaks, measured now with the same threads. A CPU without
   // bf16 instructions has no bf16 peak worth the name (emulated): fp32 only, and it says so.
   double peak32 = 0, peak16 = 0;
   const std::string peaks = peaks_json(dev, &peak32, &peak16);
-  const double achieved_gflops = flops_per_token * tokens / med / 1e9;
-  const double mfu = achieved_gflops / (bf16 && peak16 > 0 ? peak16 : peak32);
+  const double achieved_tflops = step_flops / med / 1e12;
+  const double measured_peak_tflops = (bf16 && peak16 > 0 ? peak16 : peak32) / 1e3;
+  const std::string gpu = dev.is_cuda() ? cuda_device_name(dev.index()) : "";
+  const double datasheet = bf16 && dev.is_cuda() ? datasheet_bf16_tflops(gpu) : 0;
+  std::string gpu_clean;
+  for (char ch : gpu)
+    if (ch != '"' && ch != '\\') gpu_clean += ch;
+  const std::string breakdown =
+      graph ? "null"
+            : fmt::format("{{\"forward_backward\":{:.5f},\"clip\":{:.5f},\"optimizer\":{:.5f}}}", t_fb / steps,
+                          t_clip / steps, t_opt / steps);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
-      "\"seq\":%lld,\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,\"median_tokens_per_s\":%.0f,"
-      "\"breakdown_s\":{\"forward_backward\":%.5f,\"clip\":%.5f,\"optimizer\":%.5f},\"flops_per_token\":%.4g,"
-      "\"masked_fraction\":%.5f,\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"mfu\":%.3f,%s}\n",
+      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
+      "\"median_tokens_per_s\":%.0f,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
+      "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
+      "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
-      static_cast<long long>(seq), best, med, tokens / best, tokens / med, t_fb / steps, t_clip / steps, t_opt / steps,
-      flops_per_token, masked / tokens, flops_per_token * tokens / med / 1e12, peak_gib, mfu, peaks.c_str());
+      static_cast<long long>(seq), graph ? "true" : "false", unfused_qkv ? "false" : "true",
+      !unfused_ln && dev.is_cuda() && StepGraph::unavailable(dev).empty() ? "true" : "false", best, med, tokens / best, tokens / med, breakdown.c_str(),
+      flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
+      mfu(achieved_tflops, measured_peak_tflops), gpu_clean.c_str(),
+      datasheet > 0 ? fmt::format("{:.0f}", datasheet).c_str() : "null",
+      datasheet > 0 ? fmt::format("{:.4f}", achieved_tflops / datasheet).c_str() : "null", profile_json.c_str(),
+      graph_check_json.c_str(), peaks.c_str());
   return 0;
 }

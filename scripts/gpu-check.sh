@@ -15,6 +15,8 @@
 #   --out FILE        the JSON results (default gpu-check.json)
 #   --steps N         timed steps per benchmark (default 10)
 #   --batch-dnabert N, --batch-logo N   sequences per step (default 32, 64)
+#   --sweep-dnabert "N ...", --sweep-logo "N ..."   the micro-batch sweep on a GPU
+#                     (default "16 32 64" and "64 128 256")
 #   --peak-tflops X   the GPU's dense bf16 peak for MFU (default: measured with a matmul)
 #   --cpu             no GPU: run the same steps on the CPU with small batches (a dry run
 #                     of this script; the GPU tests then run their bodies on the CPU only)
@@ -22,10 +24,12 @@
 # --oversubscribe for Open MPI's launcher, none for others: MPICH, Cray).
 #
 # Parts: build, model_tests (the C++ checks of the step's parts), gpu_tests
-# (tests/cli/test_gpu.py), and one per benchmark run: bench_dnabert_genemask,
-# bench_dnabert_pytorch, bench_logo_genemask, bench_logo_pytorch. A failing part does not
-# stop the others; a part whose program did not build is skipped. The end prints a table
-# of the parts.
+# (tests/cli/test_gpu.py), and per config (dnabert, logo): bench_CFG_genemask (the eager
+# step, profiled), bench_CFG_graph (the step as one CUDA graph, profiled, and checked
+# against the eager step: losses of 4 steps from the same state within 2e-3; GPU only),
+# bench_CFG_pytorch, bench_CFG_sweep (every batch of the sweep, eager and graph, and
+# PyTorch; GPU only). A failing part does not stop the others; a part whose program did
+# not build is skipped. The end prints a table of the parts.
 #
 # The JSON (--out), written even when parts fail:
 #   parts        {name: {"status": "passed"|"failed"|"skipped", "exit_code": N or null,
@@ -35,10 +39,16 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                config, batch, seq, median_tokens_per_s, median_step_s, peak_memory_gib,
-#                and for genemask breakdown_s, flops_per_token, achieved_tflops,
-#                masked_fraction, mfu (null without a peak) and ratio_vs_pytorch (null
-#                when the PyTorch run of that config failed)
+#                variant ("eager"/"graph"), config, batch, seq, median_tokens_per_s,
+#                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
+#                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
+#                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
+#                (against the GPU's datasheet peak; null for a GPU not in the table),
+#                profile (the step's time by kernel class, src/model/step_profile.hpp),
+#                graph_check, and ratio_vs_pytorch (against PyTorch at the same batch;
+#                null when that run failed)
+#   best         per config: the fastest genemask row, and its ratio to the fastest
+#                PyTorch row
 # Exit codes: 0 every part passed (or was skipped by --no-build); 1 a part failed (or was
 # skipped because its program did not build); 2 before any part ran: a bad option, a
 # Python module missing (all missing ones are named), or no GPU visible without --cpu.
@@ -51,6 +61,8 @@ out="$PWD/gpu-check.json"
 steps=10
 batch_dnabert=32
 batch_logo=64
+sweep_dnabert="16 32 64"
+sweep_logo="64 128 256"
 peak=""
 do_build=1
 device=cuda
@@ -67,6 +79,8 @@ while [ $# -gt 0 ]; do
     --steps) steps=$2; shift 2 ;;
     --batch-dnabert) batch_dnabert=$2; shift 2 ;;
     --batch-logo) batch_logo=$2; shift 2 ;;
+    --sweep-dnabert) sweep_dnabert=$2; shift 2 ;;
+    --sweep-logo) sweep_logo=$2; shift 2 ;;
     --peak-tflops) peak=$2; shift 2 ;;
     --cpu) device=cpu; precision=fp32; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -174,10 +188,11 @@ fi
 bin="$build/src/cli/genemask"
 [ -x "$bin" ] && { "$bin" --version || true; }
 
-# The C++ checks of the step's parts (SDPA, fused AdamW, buckets, the all-reduce choice).
+# The C++ checks of the step's parts (SDPA, fused AdamW with its capturable step, buckets, the
+# all-reduce choice, the FLOP definition, the profiler's classes, the fused Q/K/V product).
 ready model_tests model_tests "$build/tests/model_tests" &&
   part model_tests "$build/tests/model_tests" --gtest_brief=1 \
-    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*'
+    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:Fusions.*'
 # The commands on the GPU against the CPU (on the CPU alone with --cpu): bf16 vs fp32 loss,
 # checkpoint and resume, embed, finetune, NCCL at world size 1 and MPI with 2 ranks.
 ready gpu_tests genemask "$bin" &&
@@ -186,16 +201,46 @@ ready gpu_tests genemask "$bin" &&
 echo "== benchmark: one pretraining step, 512 tokens, $precision on $device ($steps steps)"
 threads=$(nproc)
 if [ "$device" = cpu ]; then batch_dnabert=1; batch_logo=2; fi
+tb="$build/bench/train_bench"
+# shellcheck disable=SC2317  # called through part()
+# sweep CFG BATCHES: every batch eager and as a graph, and PyTorch, one JSON line each in
+# bench-CFG-sweep.jsonl; a run that fails fails the part, the others still run.
+sweep() {
+  local cfg=$1 rc=0 b v
+  for b in $2; do
+    for v in eager graph; do
+      local extra=()
+      [ "$v" = graph ] && extra=(--graph)
+      "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" "${extra[@]}" >>"$work/bench-$cfg-sweep.jsonl" || rc=1
+    done
+    "$python" "$root/bench/train_bench.py" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" \
+      >>"$work/bench-$cfg-sweep.jsonl" || rc=1
+  done
+  return "$rc"
+}
 # The inner shell expands "$@" and "$0" itself (the command, then its JSON file).
 # shellcheck disable=SC2016
 for cfg in dnabert logo; do
   b=$batch_dnabert
-  [ "$cfg" = logo ] && b=$batch_logo
-  ready "bench_${cfg}_genemask" train_bench "$build/bench/train_bench" &&
+  sw=$sweep_dnabert
+  [ "$cfg" = logo ] && b=$batch_logo && sw=$sweep_logo
+  ready "bench_${cfg}_genemask" train_bench "$tb" &&
     part "bench_${cfg}_genemask" bash -c '"$@" >"$0"' "$work/bench-$cfg-genemask.json" \
-      "$build/bench/train_bench" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision"
+      "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --profile 3
+  if [ "$device" = cuda ]; then
+    ready "bench_${cfg}_graph" train_bench "$tb" &&
+      part "bench_${cfg}_graph" bash -c '"$@" >"$0"' "$work/bench-$cfg-graph.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --profile 3 --check-graph 4
+  else
+    skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
+  fi
   part "bench_${cfg}_pytorch" bash -c '"$@" >"$0"' "$work/bench-$cfg-pytorch.json" \
     "$python" "$root/bench/train_bench.py" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision"
+  if [ "$device" = cuda ]; then
+    ready "bench_${cfg}_sweep" train_bench "$tb" && part "bench_${cfg}_sweep" sweep "$cfg" "$sw"
+  else
+    skip "bench_${cfg}_sweep" "the micro-batch sweep runs on a GPU"
+  fi
 done
 
 report_rc=0
@@ -207,72 +252,103 @@ for line in open(os.path.join(work, "parts.tsv")):
     name, status, rc, ms, note = line.rstrip("\n").split("\t")
     parts[name] = {"status": status, "exit_code": int(rc) if rc else None, "seconds": int(ms) / 1000, "note": note}
 # One JSON line per benchmark run that passed; a failed or skipped run has no row.
-rows = {}
+def last_row(path):
+    lines = [l for l in open(path) if l.strip().startswith("{")]
+    return json.loads(lines[-1])
+rows = []
 for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "pytorch"):
+    for impl in ("genemask", "graph", "pytorch"):
         part = parts.get(f"bench_{cfg}_{impl}", {})
-        path = os.path.join(work, f"bench-{cfg}-{impl}.json")
         if part.get("status") != "passed":
             continue
         try:
-            lines = [l for l in open(path) if l.strip().startswith("{")]
-            rows[(cfg, impl)] = json.loads(lines[-1])
+            r = last_row(os.path.join(work, f"bench-{cfg}-{impl}.json"))
         except (OSError, IndexError, ValueError) as e:
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
+            continue
+        r["variant"] = "graph" if impl == "graph" else "eager"
+        gc = r.get("graph_check")
+        if gc and not gc["max_rel_diff"] <= 2e-3:
+            part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")
+        rows.append(r)
+    path = os.path.join(work, f"bench-{cfg}-sweep.jsonl")
+    if os.path.exists(path):  # the rows of a sweep that partly failed still count
+        for l in open(path):
+            if l.strip().startswith("{"):
+                r = json.loads(l)
+                r["variant"] = "graph" if r.get("cuda_graph") else "eager"
+                rows.append(r)
 import torch
-if peak:
-    peak_tflops, peak_how = float(peak), "given (--peak-tflops)"
-elif device == "cuda":
-    # The dense bf16 peak as this GPU delivers it: the best of a few 8192^3 matrix products.
-    try:
-        a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-        b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
-        for _ in range(3):
-            a @ b
-        torch.cuda.synchronize()
-        best = 1e9
-        for _ in range(10):
-            t0 = time.perf_counter(); a @ b; torch.cuda.synchronize(); best = min(best, time.perf_counter() - t0)
-        peak_tflops, peak_how = 2 * 8192**3 / best / 1e12, "measured: bf16 matmul 8192^3"
-    except Exception as e:
-        peak_tflops, peak_how = 0.0, f"not measured ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
-else:
-    peak_tflops, peak_how = 0.0, "none (CPU)"
 try:
     name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
 except Exception as e:
     name = f"cuda (name unknown: {type(e).__name__})"
+peak_tflops, peak_how = 0.0, "none (CPU)"
+if peak:
+    peak_tflops, peak_how = float(peak), "given (--peak-tflops)"
+elif device == "cuda":
+    ms = [r["measured_peak_tflops"] for r in rows if r["impl"] == "genemask" and r.get("measured_peak_tflops")]
+    if ms:
+        peak_tflops, peak_how = max(ms), "measured by train_bench: bf16 matmul 8192^3, best of its runs"
 passed = all(p["status"] != "failed" for p in parts.values())
 res = {"device": name, "torch": torch.__version__, "passed": passed,
        "gpu_tests": parts.get("gpu_tests", {}).get("status", "skipped"), "parts": parts,
-       "peak_tflops": peak_tflops, "peak_how": peak_how, "runs": []}
+       "peak_tflops": peak_tflops, "peak_how": peak_how, "runs": [], "best": {}}
+pt = {(r["config"], r["batch"]): r for r in rows if r["impl"] == "pytorch"}
+for r in rows:
+    if r["impl"] != "genemask":
+        continue
+    r["mfu"] = r["achieved_tflops"] / peak_tflops if peak_tflops else None
+    if device != "cuda":
+        r["mfu_datasheet"] = None
+    p = pt.get((r["config"], r["batch"]))
+    r["ratio_vs_pytorch"] = r["median_tokens_per_s"] / p["median_tokens_per_s"] if p else None
 for cfg in ("dnabert", "logo"):
-    g, p = rows.get((cfg, "genemask")), rows.get((cfg, "pytorch"))
+    g = [r for r in rows if r["config"] == cfg and r["impl"] == "genemask"]
+    p = [r for r in rows if r["config"] == cfg and r["impl"] == "pytorch"]
     if g:
-        g["mfu"] = g["achieved_tflops"] / peak_tflops if peak_tflops else None
-        g["ratio_vs_pytorch"] = g["median_tokens_per_s"] / p["median_tokens_per_s"] if p else None
-    res["runs"] += [r for r in (g, p) if r]
+        bg = max(g, key=lambda r: r["median_tokens_per_s"])
+        bp = max(p, key=lambda r: r["median_tokens_per_s"]) if p else None
+        res["best"][cfg] = {"batch": bg["batch"], "variant": bg["variant"], "tokens_per_s": bg["median_tokens_per_s"],
+                            "mfu": bg["mfu"], "mfu_datasheet": bg.get("mfu_datasheet"),
+                            "pytorch_best_batch": bp["batch"] if bp else None,
+                            "pytorch_best_tokens_per_s": bp["median_tokens_per_s"] if bp else None,
+                            "ratio_vs_pytorch_best": bg["median_tokens_per_s"] / bp["median_tokens_per_s"] if bp else None}
+rows.sort(key=lambda r: (("dnabert", "logo").index(r["config"]), r["batch"], r["impl"] != "genemask", r["variant"]))
+res["runs"] = rows
 with open(out, "w") as f:  # before the table: a row that cannot be printed loses nothing
     json.dump(res, f, indent=2)
-print(f"{'config':8s} {'impl':9s} {'batch':>5s} {'tokens/s':>10s} {'step s':>8s} {'fwd+bwd':>8s} {'clip':>7s} "
-      f"{'optim':>7s} {'TFLOP/s':>8s} {'MFU':>6s} {'peak GiB':>8s}")
+pct = lambda x: f"{x:.1%}" if x is not None else "-"
+print(f"{'config':8s} {'impl':9s} {'variant':7s} {'batch':>5s} {'tokens/s':>10s} {'step ms':>8s} {'TFLOP/s':>8s} "
+      f"{'MFU':>6s} {'MFU ds':>6s} {'peak GiB':>8s} {'vs PyTorch':>10s}")
 for cfg in ("dnabert", "logo"):
-    g, p = rows.get((cfg, "genemask")), rows.get((cfg, "pytorch"))
-    if g:
-        br = g["breakdown_s"]
-        mfu = f"{g['mfu']:.1%}" if g["mfu"] is not None else "-"
-        print(f"{cfg:8s} {'genemask':9s} {g['batch']:5d} {g['median_tokens_per_s']:10.0f} {g['median_step_s']:8.4f} "
-              f"{br['forward_backward']:8.4f} {br['clip']:7.4f} {br['optimizer']:7.4f} {g['achieved_tflops']:8.1f} "
-              f"{mfu:>6s} {g['peak_memory_gib']:8.2f}")
-    else:
-        print(f"{cfg:8s} {'genemask':9s} (no result: {parts[f'bench_{cfg}_genemask']['status']})")
-    if p:
-        print(f"{cfg:8s} {'pytorch':9s} {p['batch']:5d} {p['median_tokens_per_s']:10.0f} {p['median_step_s']:8.4f} "
-              f"{'':8s} {'':7s} {'':7s} {'':8s} {'':6s} {p['peak_memory_gib']:8.2f}")
-    else:
-        print(f"{cfg:8s} {'pytorch':9s} (no result: {parts[f'bench_{cfg}_pytorch']['status']})")
-    if g and p:
-        print(f"{cfg:8s} genemask / PyTorch: {g['ratio_vs_pytorch']:.2f}x tokens/s")
+    for impl in ("genemask", "pytorch"):
+        if not any(r["config"] == cfg and r["impl"] == impl for r in rows):
+            print(f"{cfg:8s} {impl:9s} (no result: {parts[f'bench_{cfg}_{impl}']['status']})")
+    for r in (r for r in rows if r["config"] == cfg):
+        g = r["impl"] == "genemask"
+        ratio = f"{r['ratio_vs_pytorch']:.2f}x" if g and r.get("ratio_vs_pytorch") else "-"
+        print(f"{cfg:8s} {r['impl']:9s} {r['variant']:7s} {r['batch']:5d} {r['median_tokens_per_s']:10.0f} "
+              f"{r['median_step_s'] * 1e3:8.2f} {(r['achieved_tflops'] if g else 0):8.1f} {pct(r.get('mfu')) if g else '-':>6s} "
+              f"{pct(r.get('mfu_datasheet')) if g else '-':>6s} {r['peak_memory_gib']:8.2f} {ratio:>10s}")
+    for r in rows:  # the profiled eager run at the default batch
+        if r["config"] == cfg and r["impl"] == "genemask" and r["variant"] == "eager" and r.get("profile") \
+                and r.get("ratio_vs_pytorch") is not None:
+            print(f"{cfg:8s} genemask / PyTorch: {r['ratio_vs_pytorch']:.2f}x tokens/s (batch {r['batch']}, eager)")
+    b = res["best"].get(cfg)
+    if b and b["ratio_vs_pytorch_best"]:
+        print(f"{cfg:8s} best: genemask {b['variant']} batch {b['batch']} {b['tokens_per_s']:.0f} tokens/s, "
+              f"{b['ratio_vs_pytorch_best']:.2f}x PyTorch's best (batch {b['pytorch_best_batch']})")
+print()
+classes = ["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]
+prof = [r for r in rows if r.get("profile")]
+if prof:
+    print("where a step's time goes (ms per step, " + prof[0]["profile"]["source"] + ")")
+    print(f"{'config':8s} {'variant':7s} {'batch':>5s} " + " ".join(f"{c:>16s}" for c in classes) + f" {'step':>8s}")
+    for r in prof:
+        sp = r["profile"]["seconds_per_step"]
+        print(f"{r['config']:8s} {r['variant']:7s} {r['batch']:5d} " + " ".join(f"{sp[c] * 1e3:16.3f}" for c in classes)
+              + f" {r['profile']['step_s'] * 1e3:8.2f}")
 print(f"peak for MFU: {peak_tflops:.0f} TFLOP/s ({peak_how})")
 print(f"wrote {out}")
 print()

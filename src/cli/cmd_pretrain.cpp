@@ -33,6 +33,8 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                       {"loss", s.last_loss ? nlohmann::json(*s.last_loss) : nlohmann::json()},
                       {"eval_loss", s.last_eval_loss ? nlohmann::json(*s.last_eval_loss) : nlohmann::json()},
                       {"tokens_per_s", s.tokens_per_s},
+                      {"model_tflops", s.model_tflops},
+                      {"mfu_datasheet", s.mfu_datasheet ? nlohmann::json(*s.mfu_datasheet) : nlohmann::json()},
                       {"seconds", s.seconds},
                       {"interrupted", s.interrupted},
                       {"checkpoint", s.last_checkpoint}});

@@ -1,6 +1,8 @@
 #include "model/bert.hpp"
 
 #include "model/attention_cpu.hpp"
+#include "model/fusions.hpp"
+#include "model/residual_layer_norm.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -211,13 +213,26 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
   query = register_module("query", torch::nn::Linear(c.hidden_size, c.hidden_size));
   key = register_module("key", torch::nn::Linear(c.hidden_size, c.hidden_size));
   value = register_module("value", torch::nn::Linear(c.hidden_size, c.hidden_size));
+  fused_qkv = fusions().qkv;
 }
 
 torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
-  const int64_t B = x.size(0), L = x.size(1);
-  auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads, head_dim}).transpose(1, 2); };
-  auto ctx = attention(split(query(x)), split(key(x)), split(value(x)), key_mask, is_training() ? dropout_p : 0.0);
-  return ctx.transpose(1, 2).reshape({B, L, heads * head_dim});
+  const int64_t B = x.size(0), L = x.size(1), H = heads * head_dim;
+  if (!fused_qkv) {
+    auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads, head_dim}).transpose(1, 2); };
+    auto ctx = attention(split(query(x)), split(key(x)), split(value(x)), key_mask, is_training() ? dropout_p : 0.0);
+    return ctx.transpose(1, 2).reshape({B, L, H});
+  }
+  // One product for Q, K and V: the three weights stacked (HF's separate parameters stay
+  // the trained ones; the stack is a copy of 3 H^2 floats per call). Under autocast x is
+  // cast to bf16 once instead of three times, and in the backward pass the gradient of x
+  // comes out of one product instead of three that are then cast and summed.
+  auto w = torch::cat({query->weight, key->weight, value->weight}, 0);
+  auto b = torch::cat({query->bias, key->bias, value->bias}, 0);
+  auto qkv = torch::nn::functional::linear(x, w, b).view({B, L, 3, heads, head_dim});
+  auto part = [&](int64_t i) { return qkv.select(2, i).transpose(1, 2); };  // [B, heads, L, head_dim]
+  auto ctx = attention(part(0), part(1), part(2), key_mask, is_training() ? dropout_p : 0.0);
+  return ctx.transpose(1, 2).reshape({B, L, H});
 }
 
 BertResidualOutputImpl::BertResidualOutputImpl(int64_t in, const BertConfig& c) {
@@ -227,7 +242,12 @@ BertResidualOutputImpl::BertResidualOutputImpl(int64_t in, const BertConfig& c) 
 }
 
 torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& h, const torch::Tensor& residual) {
-  return LayerNorm(dropout(dense(h)) + residual);
+  auto d = dense(h);
+  // On a GPU, dropout, the add and the LayerNorm as one kernel each way (residual_layer_norm.hpp).
+  if (fusions().ln && fused_residual_layer_norm_takes(d, residual, LayerNorm->weight))
+    return fused_residual_layer_norm(d, residual, LayerNorm->weight, LayerNorm->bias,
+                                     is_training() ? dropout->options.p() : 0.0, LayerNorm->options.eps());
+  return LayerNorm(dropout(d) + residual);
 }
 
 BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {

@@ -65,6 +65,9 @@ struct BertSelfAttentionImpl : torch::nn::Module {
   explicit BertSelfAttentionImpl(const BertConfig& c);
   torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
+  /// Q, K and V in one product of the stacked weights (the default), or three (the same
+  /// values within float rounding; train_bench --unfused-qkv measures the difference).
+  bool fused_qkv = true;
   double dropout_p;
   int64_t heads, head_dim;
 };

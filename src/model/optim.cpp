@@ -80,4 +80,39 @@ void FusedAdamW::step(double lr) {
   }
 }
 
+void FusedAdamW::step(const torch::Tensor& lr) {
+  torch::NoGradGuard ng;
+  if (!prepared_) prepare();
+  for (size_t gi = 0; gi < groups_.size(); ++gi) {
+    const auto& o = static_cast<const torch::optim::AdamWOptions&>(opt_.param_groups()[gi].options());
+    Group& g = groups_[gi];
+    if (g.params.empty()) continue;
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : g.params) {
+      if (!p.grad().defined()) throw std::logic_error("FusedAdamW::step(lr tensor): a parameter has no gradient");
+      grads.push_back(p.grad());
+    }
+    at::_foreach_add_(g.steps, 1.0);
+    at::_fused_adamw_(g.params, grads, g.exp_avgs, g.exp_avg_sqs, /*max_exp_avg_sqs=*/{}, g.steps, lr,
+                      std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(), o.eps(), /*amsgrad=*/false,
+                      /*maximize=*/false);
+  }
+}
+
+void FusedAdamW::advance_host_steps() {
+  for (auto& g : groups_)
+    for (auto* st : g.states) st->step(st->step() + 1);
+}
+
+std::vector<torch::Tensor> FusedAdamW::state_tensors() {
+  if (!prepared_) prepare();
+  std::vector<torch::Tensor> out;
+  for (auto& g : groups_) {
+    out.insert(out.end(), g.exp_avgs.begin(), g.exp_avgs.end());
+    out.insert(out.end(), g.exp_avg_sqs.begin(), g.exp_avg_sqs.end());
+    out.insert(out.end(), g.steps.begin(), g.steps.end());
+  }
+  return out;
+}
+
 }  // namespace genemask::model

@@ -28,6 +28,15 @@ class FusedAdamW {
   explicit FusedAdamW(torch::optim::AdamW& opt) : opt_(opt) {}
   /// One step of every group at learning rate `lr`, for parameters that have a gradient.
   void step(double lr);
+  /// The same step with the learning rate in a one-element fp32 tensor on the parameters'
+  /// device, and without touching the host's step counts: capturable in a CUDA graph
+  /// (every parameter must have a gradient). advance_host_steps() then keeps the counts
+  /// that checkpoints save in line, once per replayed step.
+  void step(const torch::Tensor& lr);
+  void advance_host_steps();
+  /// The optimizer's device state (moments, step counts), prepared: what a caller saves and
+  /// restores around a CUDA graph's warm-up.
+  std::vector<torch::Tensor> state_tensors();
 
  private:
   struct Group {

@@ -33,6 +33,8 @@
 #include "io/safetensors.hpp"
 #include "io/sha256.hpp"
 #include "model/bert.hpp"
+#include "model/cuda_graph.hpp"
+#include "model/flops.hpp"
 #include "model/grad_sync.hpp"
 #include "model/hf_io.hpp"
 #include "model/optim.hpp"
@@ -124,6 +126,7 @@ StepBatch to_device(const HostBatch& h, const torch::Device& dev) {
 struct StepData {
   std::vector<HostBatch> micro;
   double masked = 0, tokens = 0;
+  double len_sq = 0;  // sum over samples of (real tokens)^2: the attention's model FLOPs
   std::vector<uint64_t> genome_tokens;  // real tokens per genome (shard sets of a genome list)
   LoaderCursor next;
 };
@@ -807,6 +810,11 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         for (int64_t c = 0; c < b.cols; ++c) n += static_cast<uint64_t>(b.attention_mask[row * static_cast<size_t>(b.cols) + static_cast<size_t>(c)]);
         sd.genome_tokens[b.genome[row]] += n;
       }
+      for (int64_t row = 0; row < b.rows; ++row) {
+        double n = 0;
+        for (int64_t c = 0; c < b.cols; ++c) n += static_cast<double>(b.attention_mask[static_cast<size_t>(row * b.cols + c)]);
+        sd.len_sq += n * n;
+      }
       sd.micro.push_back(stage(b, pinned));
       sd.masked += static_cast<double>(sd.micro.back().masked);
       sd.tokens += static_cast<double>(b.real_tokens());
@@ -829,6 +837,14 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   }
   auto t_window = clock::now();
   DivergenceWatch watch(r.device);
+  const ModelShape shape{r.model->config.num_hidden_layers, r.model->config.hidden_size,
+                         r.model->config.intermediate_size, r.model->config.vocab_size};
+  // The datasheet peak of this rank's GPU in bf16; 0 (no MFU) on a CPU, in fp32, or for a
+  // GPU not in the table. Summed over ranks: the peak of all the run's GPUs.
+  const double peak_here = r.device.is_cuda() && r.bf16 ? datasheet_bf16_tflops(cuda_device_name(r.device.index())) : 0;
+  const double peak_all = hpc::allreduce_sum_double(peak_here, r.comm);
+  const bool peak_known = hpc::allreduce_sum_double(peak_here > 0 ? 0.0 : 1.0, r.comm) == 0;
+  double flops_window = 0;
   while (r.step < o.steps) {
     StepData sd = pending.get();
     if (r.step + 1 < o.steps) pending = std::async(policy, fetch);
@@ -853,6 +869,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     fused.step(lr);
     ++r.step;
     tokens_window += sd.tokens;
+    flops_window += training_flops(shape, sd.tokens, sd.len_sq, sd.masked);
     for (size_t g = 0; g < ngenomes; ++g) {
       genome_window[g] += sd.genome_tokens[g];
       genome_since_checkpoint[g] += sd.genome_tokens[g];
@@ -884,7 +901,11 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       const double secs = std::chrono::duration<double>(clock::now() - t_window).count();
       const double tps = secs > 0 ? hpc::allreduce_sum_double(tokens_window, r.comm) / secs : 0;
       sum.tokens_per_s = tps;
+      sum.model_tflops = secs > 0 ? hpc::allreduce_sum_double(flops_window, r.comm) / secs / 1e12 : 0;
+      sum.mfu_datasheet.reset();
+      if (peak_known) sum.mfu_datasheet = sum.model_tflops / peak_all;
       tokens_window = 0;
+      flops_window = 0;
       t_window = clock::now();
       nlohmann::json genome_tokens;  // null for a shard set of one genome
       if (ngenomes > 0) {
@@ -900,6 +921,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
                         {"lr", lr},
                         {"grad_norm", norm},
                         {"tokens_per_s", tps},
+                        {"model_tflops", sum.model_tflops},
                         {"precision", precision_name(r.bf16)},
                         {"seconds", std::chrono::duration<double>(clock::now() - r.t_start).count()}};
       if (!genome_tokens.is_null()) line["genome_tokens"] = genome_tokens;  // tokens seen per genome since the last line

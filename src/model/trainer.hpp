@@ -49,6 +49,11 @@ struct PretrainSummary {
   // stand-in number.
   std::optional<double> last_loss, last_eval_loss;
   double seconds = 0, tokens_per_s = 0;
+  /// Model FLOP/s of the last logged window over all ranks (model/flops.hpp: real tokens
+  /// only), and that over the ranks' GPUs' datasheet bf16 peak (bf16 on a GPU in the table;
+  /// else nullopt).
+  double model_tflops = 0;
+  std::optional<double> mfu_datasheet;
   int ranks = 1;
   bool interrupted = false;  // a signal asked for a checkpoint and exit
   std::string last_checkpoint;

@@ -27,8 +27,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
-PARTS = ["build", "model_tests", "gpu_tests", "bench_dnabert_genemask", "bench_dnabert_pytorch",
-         "bench_logo_genemask", "bench_logo_pytorch"]
+PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
+                                                 for p in ("genemask", "graph", "pytorch", "sweep")]
+GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph": "no CUDA graph on the CPU",
+            "bench_dnabert_sweep": "the micro-batch sweep runs on a GPU",
+            "bench_logo_sweep": "the micro-batch sweep runs on a GPU"}
 # What `srun --gpus=1 --mpi=pmi2 scripts/gpu-check.sh` puts into the script's environment
 # that bears on an MPI world's size and rank. (srun also sets SLURM_NODELIST; together with
 # PMI_SIZE it makes an Open MPI built without Slurm support, as Debian's, refuse to start
@@ -59,6 +62,10 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertEqual(list(parts), PARTS)
         self.assertEqual(parts["build"], {"status": "skipped", "exit_code": None, "seconds": 0, "note": "--no-build"})
         for name in PARTS[1:]:
+            if name in GPU_ONLY:  # skipped on the CPU, with the reason
+                self.assertEqual(parts[name], {"status": "skipped", "exit_code": None, "seconds": 0,
+                                               "note": GPU_ONLY[name]}, log)
+                continue
             self.assertEqual((name, parts[name]["status"], parts[name]["exit_code"]), (name, "passed", 0), log)
         self.assertTrue(res["passed"])
         self.assertEqual(p.returncode, 0, log)
@@ -71,7 +78,7 @@ class GpuCheckDryRun(unittest.TestCase):
         return res, p
 
     def test_dry_run(self):
-        res, _ = self.dry_run()
+        res, p = self.dry_run()
         self.assertEqual(res["device"], "cpu")
         runs = {(r["impl"], r["config"]): r for r in res["runs"]}
         self.assertEqual(set(runs), {(i, c) for i in ("genemask", "pytorch") for c in CONFIGS})
@@ -88,7 +95,17 @@ class GpuCheckDryRun(unittest.TestCase):
             self.assertAlmostEqual(r["ratio_vs_pytorch"],
                                    r["median_tokens_per_s"] / runs[("pytorch", cfg)]["median_tokens_per_s"], places=6)
             self.assertIsNone(r["mfu"])  # no peak on a CPU
+            self.assertIsNone(r["mfu_datasheet"])
+            self.assertEqual(r["variant"], "eager")
             self.assertGreater(sum(r["breakdown_s"].values()), 0)
+            # The profile of the step: every class, the operators' own times within the step.
+            prof = r["profile"]
+            self.assertEqual(list(prof["seconds_per_step"]),
+                             ["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"])
+            self.assertGreater(prof["seconds_per_step"]["matmul"], 0)
+            self.assertLessEqual(sum(prof["seconds_per_step"].values()), prof["step_s"] * 1.05)
+            self.assertTrue(prof["top"])
+        self.assertIn("where a step's time goes", p.stdout)
 
     def test_dry_run_inside_an_srun_step(self):
         # `srun --gpus=1 scripts/gpu-check.sh`: the GPU tests' `mpiexec -n 2` is a launch
@@ -128,7 +145,8 @@ class GpuCheckDryRun(unittest.TestCase):
         got = {n: (v["status"], v["exit_code"]) for n, v in parts.items()}
         self.assertEqual(got, {"build": ("skipped", None), "model_tests": ("failed", 3), "gpu_tests": ("failed", 1),
                                "bench_dnabert_genemask": ("failed", 127), "bench_dnabert_pytorch": ("failed", 5),
-                               "bench_logo_genemask": ("failed", 127), "bench_logo_pytorch": ("passed", 0)}, log)
+                               "bench_logo_genemask": ("failed", 127), "bench_logo_pytorch": ("passed", 0),
+                               **{n: ("skipped", None) for n in GPU_ONLY}}, log)
         self.assertIn("train_bench is missing", parts["bench_logo_genemask"]["note"])
         self.assertFalse(res["passed"])
         self.assertEqual(res["gpu_tests"], "failed")

@@ -209,6 +209,30 @@ class Pretrain(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("excludes", p.stderr)
 
+    def test_model_flops_of_the_real_tokens(self):
+        # metrics.jsonl's model_tflops over its tokens_per_s is the model FLOPs per real token
+        # of the window (src/model/flops.hpp): with one step per line, one micro-batch per step
+        # and one rank, that is the dumped first batch's FLOPs over its real tokens, computed
+        # here from its attention mask and labels.
+        out, dump = os.path.join(self.tmp, "flops"), os.path.join(self.tmp, "flops-batch.safetensors")
+        s = summary(self.pretrain(out, ["--dump-first-batch", dump, "--precision", "fp32"], steps=2, grad_accum=1,
+                                  eval_every=0, checkpoint_every=0, batch_per_rank=3))
+        from safetensors.numpy import load_file
+        b = load_file(dump)
+        lengths = b["attention_mask"].sum(axis=1).astype(float)
+        self.assertGreater(len(set(lengths)), 1)  # padded: unequal samples, only real tokens count
+        masked = float((b["labels"] != -100).sum())
+        H, F, V, L = 32, 64, 4101, 1
+        want = 6 * L * (4 * H * H + 2 * H * F) * lengths.sum() + 12 * L * H * (lengths ** 2).sum() \
+            + 6 * (H * H + H * V) * masked
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            first = [json.loads(l) for l in f if '"tokens_per_s"' in l][0]
+        self.assertEqual(first["step"], 1)
+        got = first["model_tflops"] * 1e12 / first["tokens_per_s"]
+        self.assertAlmostEqual(got, want / lengths.sum(), delta=1e-3 * want / lengths.sum())
+        self.assertGreater(s["model_tflops"], 0)
+        self.assertIsNone(s["mfu_datasheet"])  # fp32 on a CPU: no datasheet peak
+
     def test_resume_refuses_changed_settings(self):
         out = os.path.join(self.tmp, "changed")
         cfg = os.path.join(self.tmp, "mutable.json")

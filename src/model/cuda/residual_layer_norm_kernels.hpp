@@ -1,0 +1,34 @@
+#pragma once
+// The launchers of cuda/residual_layer_norm.cu (raw pointers: the .cu sees no Torch headers
+// beyond ATen's Philox state). Every pointer is device memory, row-major [rows, H].
+#include <ATen/cuda/PhiloxCudaState.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace genemask::model::cuda {
+
+constexpr int kMaxHidden = 1024;
+/// 32-bit random numbers each (row, lane) draws, for either kernel: its share of a row (in
+/// whole 8-element chunks for the vectorised one), rounded up to Philox's 4.
+inline uint64_t philox_increment(int H) {
+  const int scalar = ((H + 31) / 32 + 3) / 4 * 4, chunks = (H / 8 + 31) / 32 * 8;
+  return static_cast<uint64_t>(scalar > chunks ? scalar : chunks);
+}
+/// Blocks of the backward kernel: the rows of its gamma/beta partial sums.
+int backward_blocks(int64_t rows);
+
+/// h_bf16: h is bf16 (else fp32). keep: uint8 per element, written when p > 0 (else unused).
+void residual_layer_norm_forward(bool h_bf16, const void* h, const float* residual, const float* gamma,
+                                 const float* beta, float* y, float* sum, uint8_t* keep, float* mean, float* rstd,
+                                 int64_t rows, int H, float p, float eps, at::PhiloxCudaState philox,
+                                 cudaStream_t stream);
+/// dh in h's dtype; partial: [backward_blocks(rows), 2, H] fp32 (gamma's then beta's sums).
+void residual_layer_norm_backward(bool h_bf16, const float* dy, const float* sum, const uint8_t* keep,
+                                  const float* mean, const float* rstd, const float* gamma, void* dh,
+                                  float* d_residual, float* partial, int64_t rows, int H, float p,
+                                  cudaStream_t stream);
+/// The last CUDA error as text, or nullptr (checked after each launch).
+const char* last_launch_error();
+
+}  // namespace genemask::model::cuda

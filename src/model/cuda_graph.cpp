@@ -1,0 +1,69 @@
+// StepGraph on a CUDA LibTorch (cuda_graph_none.cpp elsewhere).
+#include "model/cuda_graph.hpp"
+
+#include <ATen/DeviceAccelerator.h>
+#include <ATen/autocast_mode.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <stdexcept>
+
+namespace genemask::model {
+
+struct StepGraph::Impl {
+  torch::Device dev;
+  std::unique_ptr<at::cuda::CUDAGraph> graph;  // made at capture: its constructor needs a GPU
+  bool captured = false;
+  explicit Impl(const torch::Device& d) : dev(d) {}
+};
+
+std::string cuda_device_name(int index) { return at::cuda::getDeviceProperties(index)->name; }
+
+std::string StepGraph::unavailable(const torch::Device& dev) {
+  if (!dev.is_cuda()) return "the device is a CPU";
+  return "";
+}
+
+StepGraph::StepGraph(const torch::Device& dev) {
+  if (const std::string why = unavailable(dev); !why.empty()) throw std::invalid_argument("CUDA graph: " + why);
+  impl_ = std::make_unique<Impl>(dev);
+}
+StepGraph::~StepGraph() = default;
+
+void StepGraph::capture(const std::function<void()>& step, int warmup) {
+  if (impl_->captured) throw std::logic_error("StepGraph::capture: already captured");
+  const auto index = impl_->dev.index();
+  at::accelerator::synchronizeDevice(index);
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, static_cast<c10::DeviceIndex>(index));
+  {
+    const c10::cuda::CUDAStreamGuard guard(side);
+    for (int i = 0; i < warmup; ++i) step();
+    side.synchronize();
+    const bool cache = at::autocast::is_autocast_cache_enabled();
+    at::autocast::set_autocast_cache_enabled(false);
+    try {
+      // Thread-local mode: the data loader's thread may allocate pinned host memory meanwhile.
+      impl_->graph = std::make_unique<at::cuda::CUDAGraph>();
+      impl_->graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      step();
+      impl_->graph->capture_end();
+    } catch (...) {
+      at::autocast::set_autocast_cache_enabled(cache);
+      throw;
+    }
+    at::autocast::set_autocast_cache_enabled(cache);
+  }
+  at::accelerator::synchronizeDevice(index);
+  impl_->captured = true;
+}
+
+void StepGraph::replay() {
+  if (!impl_->captured) throw std::logic_error("StepGraph::replay: nothing captured");
+  impl_->graph->replay();
+}
+
+bool StepGraph::captured() const { return impl_->captured; }
+
+}  // namespace genemask::model

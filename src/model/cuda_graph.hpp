@@ -1,0 +1,47 @@
+#pragma once
+// A CUDA graph of a whole training step (forward, backward, clipping, optimizer): captured
+// once, replayed every step, so that the host launches one graph instead of ~100 kernels
+// per layer. What it captures must have static shapes and read its per-step inputs from
+// tensors it was captured with (the batch, the learning rate, the loss divisor), and write
+// its outputs into tensors it was captured with.
+//
+// Dropout in a replayed graph draws from the CUDA generator as the eager step does: each
+// replay advances the generator's offset by what the captured step consumed, so a graph
+// step and an eager step from the same generator state draw the same numbers.
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace genemask::model {
+
+/// GPU `index`'s name as CUDA reports it ("NVIDIA H100 80GB HBM3"); "" in a build without CUDA.
+std::string cuda_device_name(int index);
+
+class StepGraph {
+ public:
+  /// Why a step cannot be captured on `dev` in this build: "" when it can; else one
+  /// sentence ("the device is a CPU", "this build's LibTorch has no CUDA").
+  static std::string unavailable(const torch::Device& dev);
+
+  explicit StepGraph(const torch::Device& dev);
+  ~StepGraph();
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+
+  /// Runs `step` `warmup` times eagerly on a side stream (allocations and library handles
+  /// settle), then captures one call of it, with the autocast weight cache off (a cached
+  /// cast would be a tensor of the capture). The warm-up calls do run: a caller that must
+  /// not see them saves and restores its state around this.
+  void capture(const std::function<void()>& step, int warmup = 2);
+  /// Launches the captured step on the current stream.
+  void replay();
+  bool captured() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace genemask::model

@@ -1,0 +1,48 @@
+// The process-wide fusion switches (fusions.hpp), in every build.
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+
+#include "model/fusions.hpp"
+
+namespace genemask::model {
+namespace {
+std::mutex g_mutex;
+std::optional<Fusions> g_fusions;
+}  // namespace
+
+Fusions parse_fusions(const std::string& text) {
+  Fusions f{false, false};
+  if (text == "none") return f;
+  std::stringstream in(text);
+  std::string item;
+  bool any = false;
+  while (std::getline(in, item, ',')) {
+    if (item == "qkv") f.qkv = true;
+    else if (item == "ln") f.ln = true;
+    else
+      throw std::invalid_argument("GENEMASK_FUSED='" + text +
+                                  "': expected a comma-separated list of qkv and ln, or none");
+    any = true;
+  }
+  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv and ln, or none");
+  return f;
+}
+
+Fusions fusions() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (!g_fusions) {
+    const char* env = std::getenv("GENEMASK_FUSED");
+    g_fusions = env ? parse_fusions(env) : Fusions{};
+  }
+  return *g_fusions;
+}
+
+void set_fusions(Fusions f) {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  g_fusions = f;
+}
+
+}  // namespace genemask::model

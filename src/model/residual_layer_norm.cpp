@@ -1,0 +1,93 @@
+// The fused residual LayerNorm's autograd node on a CUDA LibTorch (residual_layer_norm_none.cpp
+// elsewhere); the kernels are in cuda/residual_layer_norm.cu.
+#include "model/residual_layer_norm.hpp"
+
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAStream.h>
+#include <fmt/format.h>
+
+#include <mutex>
+#include <stdexcept>
+
+#include "model/cuda/residual_layer_norm_kernels.hpp"
+
+namespace genemask::model {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+void check_launch(const char* what) {
+  if (const char* e = cuda::last_launch_error())
+    throw std::runtime_error(fmt::format("fused residual LayerNorm ({}): CUDA error: {}", what, e));
+}
+
+struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
+  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h_in, const torch::Tensor& residual_in,
+                               const torch::Tensor& gamma, const torch::Tensor& beta, double p, double eps) {
+    const auto h = h_in.contiguous(), residual = residual_in.contiguous();
+    const int H = static_cast<int>(h.size(-1));
+    const int64_t rows = h.numel() / H;
+    const auto f32 = residual.options().dtype(torch::kFloat32);
+    auto y = torch::empty_like(residual, f32), sum = torch::empty_like(residual, f32);
+    auto mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
+    torch::Tensor keep;
+    at::PhiloxCudaState philox;
+    if (p > 0) {
+      keep = torch::empty(residual.sizes(), residual.options().dtype(torch::kUInt8));
+      // The default generator of this GPU: torch::manual_seed and checkpoints govern it.
+      auto gen = at::cuda::detail::getDefaultCUDAGenerator(h.device().index());
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      philox = gen.get<at::CUDAGeneratorImpl>()->philox_cuda_state(cuda::philox_increment(H));
+    }
+    cuda::residual_layer_norm_forward(h.scalar_type() == torch::kBFloat16, h.data_ptr(), residual.data_ptr<float>(),
+                                      gamma.data_ptr<float>(), beta.data_ptr<float>(), y.data_ptr<float>(),
+                                      sum.data_ptr<float>(), p > 0 ? keep.data_ptr<uint8_t>() : nullptr,
+                                      mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, H, static_cast<float>(p),
+                                      static_cast<float>(eps), philox, c10::cuda::getCurrentCUDAStream());
+    check_launch("forward");
+    ctx->save_for_backward({sum, keep, mean, rstd, gamma});
+    ctx->saved_data["p"] = p;
+    ctx->saved_data["h_dtype"] = static_cast<int64_t>(h.scalar_type());
+    return y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const auto &sum = saved[0], &keep = saved[1], &mean = saved[2], &rstd = saved[3], &gamma = saved[4];
+    const double p = ctx->saved_data["p"].toDouble();
+    const auto h_dtype = static_cast<torch::ScalarType>(ctx->saved_data["h_dtype"].toInt());
+    const auto dy = grads[0].to(torch::kFloat32).contiguous();
+    const int H = static_cast<int>(sum.size(-1));
+    const int64_t rows = sum.numel() / H;
+    auto d_residual = torch::empty_like(sum), dh = torch::empty(sum.sizes(), sum.options().dtype(h_dtype));
+    auto partial = torch::empty({cuda::backward_blocks(rows), 2, H}, sum.options());
+    cuda::residual_layer_norm_backward(h_dtype == torch::kBFloat16, dy.data_ptr<float>(), sum.data_ptr<float>(),
+                                       p > 0 ? keep.data_ptr<uint8_t>() : nullptr, mean.data_ptr<float>(),
+                                       rstd.data_ptr<float>(), gamma.data_ptr<float>(), dh.data_ptr(),
+                                       d_residual.data_ptr<float>(), partial.data_ptr<float>(), rows, H,
+                                       static_cast<float>(p), c10::cuda::getCurrentCUDAStream());
+    check_launch("backward");
+    auto sums = partial.sum(0);  // [2, H]
+    return {dh, d_residual, sums[0], sums[1], torch::Tensor(), torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool fused_residual_layer_norm_takes(const torch::Tensor& h, const torch::Tensor& residual, const torch::Tensor& gamma) {
+  return h.is_cuda() && (h.scalar_type() == torch::kBFloat16 || h.scalar_type() == torch::kFloat32) &&
+         residual.scalar_type() == torch::kFloat32 && gamma.scalar_type() == torch::kFloat32 &&
+         residual.device() == h.device() && gamma.device() == h.device() && h.sizes() == residual.sizes() &&
+         h.dim() >= 1 && h.size(-1) > 0 && h.size(-1) <= cuda::kMaxHidden && gamma.numel() == h.size(-1);
+}
+
+torch::Tensor fused_residual_layer_norm(const torch::Tensor& h, const torch::Tensor& residual, const torch::Tensor& gamma,
+                                        const torch::Tensor& beta, double p, double eps) {
+  if (!fused_residual_layer_norm_takes(h, residual, gamma))
+    throw std::invalid_argument("fused residual LayerNorm: inputs it does not take (see fused_residual_layer_norm_takes)");
+  if (!(p >= 0 && p < 1)) throw std::invalid_argument(fmt::format("fused residual LayerNorm: dropout {} not in [0, 1)", p));
+  return ResidualLayerNorm::apply(h, residual, gamma, beta, p, eps);
+}
+
+}  // namespace genemask::model

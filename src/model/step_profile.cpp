@@ -1,0 +1,148 @@
+#include "model/step_profile.hpp"
+
+#include <ATen/DeviceAccelerator.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fmt/format.h>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace genemask::model {
+
+namespace {
+bool contains_any(const std::string& s, std::initializer_list<const char*> parts) {
+  for (const char* p : parts)
+    if (s.find(p) != std::string::npos) return true;
+  return false;
+}
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+}  // namespace
+
+std::string profile_class(const std::string& raw, bool cuda) {
+  const std::string n = lower(raw);
+  if (cuda) {
+    // Attention first: flash and memory-efficient kernels are built from CUTLASS too.
+    if (contains_any(n, {"flash", "fmha", "attention", "attn", "sdpa"})) return "attention";
+    if (contains_any(n, {"gemm", "nvjet", "xmma", "cutlass", "cublas", "gemv", "splitk"})) return "matmul";
+    if (contains_any(n, {"adam", "multi_tensor_apply"})) return "optimizer";
+    if (contains_any(n, {"memcpy", "memset", "copy"})) return "copies_casts";
+    return "elementwise_norm";
+  }
+  std::string op = n.rfind("aten::", 0) == 0 ? n.substr(6) : n;
+  if (contains_any(op, {"attention", "sdpa", "flash"})) return "attention";
+  if (op == "mm" || op == "addmm" || op == "bmm" || op == "baddbmm" || op == "matmul" || op == "linear" ||
+      op == "addmv" || op == "mv")
+    return "matmul";
+  if (contains_any(op, {"adam", "_foreach"})) return "optimizer";
+  if (op == "copy_" || op == "to" || op == "_to_copy" || op == "clone" || op == "contiguous" || op == "empty_strided" ||
+      op == "cat" || contains_any(op, {"memcpy", "memset"}))
+    return "copies_casts";
+  return "elementwise_norm";
+}
+
+StepProfile profile_steps(const std::function<void()>& step, int steps, const torch::Device& dev) {
+  namespace prof = torch::profiler::impl;
+  namespace kin = torch::autograd::profiler;
+  StepProfile p;
+  p.cuda = dev.is_cuda();
+  p.steps = std::max(1, steps);
+  auto sync = [&] {
+    if (p.cuda) at::accelerator::synchronizeDevice(dev.index());
+  };
+  std::set<prof::ActivityType> acts = {prof::ActivityType::CPU};
+  if (p.cuda) acts.insert(prof::ActivityType::CUDA);
+  const prof::ProfilerConfig cfg(prof::ProfilerState::KINETO);
+  kin::prepareProfiler(cfg, acts);
+  sync();
+  kin::enableProfiler(cfg, acts);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < p.steps; ++i) step();
+  sync();
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto result = kin::disableProfiler();
+  p.step_s = wall / p.steps;
+
+  std::map<std::string, double> by_class, by_name;
+  for (const auto& c : profile_classes()) by_class[c] = 0;
+  double busy = 0, count = 0;
+  if (p.cuda) {
+    // Device activity: kernels, copies, memsets (one stream: they do not overlap, but the
+    // union is taken anyway). Idle = the wall time not covered by any of them.
+    std::vector<std::pair<uint64_t, uint64_t>> spans;
+    for (const auto& e : result->events()) {
+      if (e.deviceType() != c10::DeviceType::CUDA || e.endNs() <= e.startNs()) continue;
+      const double s = static_cast<double>(e.durationNs()) * 1e-9;
+      const std::string name = e.name();
+      by_class[profile_class(name, true)] += s;
+      by_name[name] += s;
+      spans.emplace_back(e.startNs(), e.endNs());
+      count += 1;
+    }
+    std::sort(spans.begin(), spans.end());
+    uint64_t end = 0;
+    for (const auto& [a, b] : spans) {
+      if (a >= end) busy += static_cast<double>(b - a) * 1e-9;
+      else if (b > end) busy += static_cast<double>(b - end) * 1e-9;
+      end = std::max(end, b);
+    }
+    by_class["idle"] = std::max(0.0, wall - busy);
+  } else {
+    // CPU operators: exclusive time (an operator's span less its children's on its thread).
+    std::map<uint64_t, std::vector<const kin::KinetoEvent*>> threads;
+    for (const auto& e : result->events())
+      if (e.deviceType() == c10::DeviceType::CPU && e.endNs() > e.startNs()) threads[e.startThreadId()].push_back(&e);
+    for (auto& [tid, evs] : threads) {
+      std::sort(evs.begin(), evs.end(), [](auto* a, auto* b) {
+        return a->startNs() != b->startNs() ? a->startNs() < b->startNs() : a->endNs() > b->endNs();
+      });
+      std::vector<std::pair<const kin::KinetoEvent*, double>> stack;  // event, children's time
+      auto close = [&](uint64_t until) {
+        while (!stack.empty() && stack.back().first->endNs() <= until) {
+          const auto [e, kids] = stack.back();
+          stack.pop_back();
+          const double span = static_cast<double>(e->durationNs()) * 1e-9;
+          const double own = std::max(0.0, span - kids);
+          by_class[profile_class(e->name(), false)] += own;
+          by_name[e->name()] += own;
+          if (!stack.empty()) stack.back().second += span;
+          else busy += span;
+          count += 1;
+        }
+      };
+      for (const auto* e : evs) {
+        close(e->startNs());
+        stack.emplace_back(e, 0.0);
+      }
+      close(UINT64_MAX);
+    }
+    by_class["idle"] = 0;  // host threads overlap: no idle figure on the CPU
+  }
+  for (const auto& c : profile_classes()) p.seconds.emplace_back(c, by_class[c] / p.steps);
+  std::vector<std::pair<std::string, double>> names(by_name.begin(), by_name.end());
+  std::sort(names.begin(), names.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  for (size_t i = 0; i < names.size() && i < 15; ++i) p.top.emplace_back(names[i].first, names[i].second / p.steps);
+  p.kernels_per_step = count / p.steps;
+  return p;
+}
+
+std::string StepProfile::to_json() const {
+  nlohmann::ordered_json j;
+  j["source"] = cuda ? "GPU kernels, copies and memsets (Kineto)" : "CPU operators' own time (Kineto)";
+  j["steps"] = steps;
+  j["step_s"] = step_s;
+  j["events_per_step"] = kernels_per_step;
+  nlohmann::ordered_json c = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : seconds) c[k] = v;
+  j["seconds_per_step"] = c;
+  nlohmann::ordered_json t = nlohmann::ordered_json::array();
+  for (const auto& [k, v] : top) t.push_back({{"name", k.size() > 160 ? k.substr(0, 160) : k}, {"s", v}});
+  j["top"] = t;
+  return j.dump();
+}
+
+}  // namespace genemask::model

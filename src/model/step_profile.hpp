@@ -1,0 +1,40 @@
+#pragma once
+// Where a training step's time goes: LibTorch's profiler (Kineto) around a few steps, its
+// events sorted into classes. On a GPU the events are the device's kernels, copies and
+// memsets, and the time between them (the device idle, waiting for the host) is a class of
+// its own; on a CPU they are the operators' own (exclusive) times.
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace genemask::model {
+
+/// The classes, in the order printed: matrix products, attention, elementwise and
+/// normalisation, optimizer (and clipping's reductions are elementwise), copies and casts,
+/// and idle (GPU only: no kernel running).
+inline const std::vector<std::string>& profile_classes() {
+  static const std::vector<std::string> c = {"matmul", "attention", "elementwise_norm", "optimizer", "copies_casts",
+                                             "idle"};
+  return c;
+}
+
+/// The class of a GPU kernel (`cuda`) or a CPU operator by its name; never "idle".
+std::string profile_class(const std::string& name, bool cuda);
+
+struct StepProfile {
+  bool cuda = false;
+  int steps = 0;
+  double step_s = 0;  // wall time per step, the device synchronised after the steps
+  std::vector<std::pair<std::string, double>> seconds;  // per step, profile_classes() order
+  std::vector<std::pair<std::string, double>> top;      // the costliest names, seconds per step
+  double kernels_per_step = 0;                          // GPU kernels (CPU: operators) per step
+  std::string to_json() const;
+};
+
+/// Runs `step` `steps` times under the profiler (after the caller's warm-up) on `dev`.
+StepProfile profile_steps(const std::function<void()>& step, int steps, const torch::Device& dev);
+
+}  // namespace genemask::model

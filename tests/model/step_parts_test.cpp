@@ -1,0 +1,322 @@
+// The GPU step's CPU-checkable parts: one FLOP definition (against the step's matrix
+// products counted one by one), the datasheet table, the profiler's classes and breakdown,
+// the capturable optimizer step (tensor learning rate) against the plain one, the fused Q/K/V
+// product against three separate ones, and the CUDA graph's refusal on a CPU.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "model/bert.hpp"
+#include "model/cuda_graph.hpp"
+#include "model/flops.hpp"
+#include "model/fusions.hpp"
+#include "model/optim.hpp"
+#include "model/residual_layer_norm.hpp"
+#include "model/step_profile.hpp"
+#include "model_test_util.hpp"
+
+using namespace genemask::model;
+
+namespace {
+double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+}  // namespace
+
+TEST(Flops, EqualsTheStepsMatrixProductsCountedOneByOne) {
+  // Samples of unequal lengths (packed or padded alike: only real tokens count).
+  const ModelShape m{12, 768, 3072, 4101};
+  const std::vector<double> lengths = {512, 300, 7};
+  const double masked = 123;
+  // Forward, 2 FLOPs per multiply-add, product by product; training = 3 x forward.
+  double fwd = 0, tokens = 0;
+  for (double l : lengths) {
+    tokens += l;
+    for (int layer = 0; layer < 12; ++layer) {
+      fwd += 3 * 2 * l * 768 * 768;   // Q, K, V
+      fwd += 2 * l * l * 768;         // scores, all heads
+      fwd += 2 * l * l * 768;         // probabilities x V
+      fwd += 2 * l * 768 * 768;       // attention output
+      fwd += 2 * 2 * l * 768 * 3072;  // feed-forward in and out
+    }
+  }
+  fwd += masked * (2 * 768.0 * 768 + 2 * 768.0 * 4101);  // head transform and decoder, masked rows
+  double sq = 0;
+  for (double l : lengths) sq += l * l;
+  EXPECT_NEAR(training_flops(m, tokens, sq, masked), 3 * fwd, 1e-9 * 3 * fwd);
+  EXPECT_DOUBLE_EQ(matrix_parameters(m), 12.0 * (4 * 768.0 * 768 + 2 * 768.0 * 3072));
+}
+
+TEST(Flops, DatasheetPeaksByName) {
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA H100 80GB HBM3"), 989);
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA H200"), 989);
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA H100 PCIe"), 756);
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA A100-SXM4-80GB"), 312);
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA GeForce RTX 4090"), 0);
+  EXPECT_EQ(datasheet_bf16_tflops(""), 0);
+  EXPECT_DOUBLE_EQ(mfu(500, 1000), 0.5);
+  EXPECT_LT(mfu(500, 0), 0);
+}
+
+TEST(StepProfile, KernelAndOperatorClasses) {
+  EXPECT_EQ(profile_class("nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_TNT", true), "matmul");
+  EXPECT_EQ(profile_class("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", true), "matmul");
+  EXPECT_EQ(profile_class("cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26", true), "attention");
+  EXPECT_EQ(profile_class("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, cutlass::bfloat16_t>>", true),
+            "attention");
+  EXPECT_EQ(profile_class("void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>", true),
+            "optimizer");
+  EXPECT_EQ(profile_class("void at::native::vectorized_elementwise_kernel<8, at::native::bfloat16_copy_kernel_cuda>", true),
+            "copies_casts");
+  EXPECT_EQ(profile_class("Memcpy HtoD (Pinned -> Device)", true), "copies_casts");
+  EXPECT_EQ(profile_class("void at::native::vectorized_layer_norm_kernel<float, float, false>", true), "elementwise_norm");
+  EXPECT_EQ(profile_class("aten::addmm", false), "matmul");
+  EXPECT_EQ(profile_class("aten::_fused_adamw_", false), "optimizer");
+  EXPECT_EQ(profile_class("aten::_to_copy", false), "copies_casts");
+  EXPECT_EQ(profile_class("aten::native_layer_norm", false), "elementwise_norm");
+  EXPECT_EQ(profile_class("aten::_scaled_dot_product_flash_attention_for_cpu", false), "attention");
+}
+
+TEST(StepProfile, CpuBreakdownOfAStepSeesItsParts) {
+  torch::manual_seed(3);
+  auto a = torch::randn({256, 256}), b = torch::randn({256, 256}, torch::requires_grad());
+  const auto p = profile_steps(
+      [&] {
+        auto y = torch::relu(torch::mm(a, b));
+        y.sum().backward();
+      },
+      3, torch::Device(torch::kCPU));
+  ASSERT_EQ(p.seconds.size(), profile_classes().size());
+  double total = 0;
+  for (const auto& [k, v] : p.seconds) {
+    EXPECT_GE(v, 0) << k;
+    total += v;
+  }
+  EXPECT_GT(p.seconds[0].second, 0);  // matmul: the forward mm and the backward's
+  EXPECT_EQ(p.seconds[0].first, "matmul");
+  EXPECT_GT(p.seconds[2].second, 0);  // relu and its backward
+  EXPECT_LE(total, p.step_s * 1.05 + 1e-4);  // one thread's own times fit in the wall time
+  EXPECT_FALSE(p.top.empty());
+  EXPECT_GT(p.kernels_per_step, 3);
+  const auto j = nlohmann::json::parse(p.to_json());
+  EXPECT_EQ(j["seconds_per_step"].size(), profile_classes().size());
+}
+
+TEST(FusedAdamW, TensorLearningRateStepEqualsThePlainStep) {
+  // The capturable step (lr in a tensor, host counts advanced separately) against the plain
+  // one, from the same gradients, over steps with a changing learning rate.
+  auto cfg = genemask::test::small_bert_config(32, 64);
+  torch::manual_seed(5);
+  BertForMaskedLM a(cfg), b(cfg);
+  init_weights(*a, cfg);
+  a->eval();  // no dropout: the same gradients for both
+  b->eval();
+  {
+    torch::NoGradGuard ng;
+    auto pa = a->named_parameters();
+    for (auto& p : b->named_parameters()) p.value().copy_(pa[p.key()]);
+  }
+  AdamWSettings s;
+  s.lr = 1e-2;
+  auto oa = make_adamw(a->named_parameters(), s), ob = make_adamw(b->named_parameters(), s);
+  FusedAdamW fa(*oa), fb(*ob);
+  auto lr = torch::zeros({});
+  auto ids = torch::randint(5, 4101, {2, 12});
+  std::map<std::string, torch::Tensor> initial;
+  for (const auto& p : a->named_parameters()) initial[p.key()] = p.value().detach().clone();
+  double moved = 0;
+  for (int step = 0; step < 3; ++step) {
+    for (auto* m : {&a, &b}) {
+      (*m)->zero_grad();
+      auto labels = ids.clone();
+      (*m)->masked_lm_loss_sum(ids, torch::Tensor(), labels).backward();
+    }
+    const double rate = 1e-2 * (step + 1);
+    fa.step(rate);
+    lr.fill_(rate);
+    fb.step(lr);
+    fb.advance_host_steps();
+  }
+  auto pa = a->named_parameters(), pb = b->named_parameters();
+  double worst = 0;
+  for (const auto& p : pa) worst = std::max(worst, max_abs_diff(p.value(), pb[p.key()]));
+  EXPECT_LT(worst, 1e-6);
+  for (const auto& p : pa) moved = std::max(moved, max_abs_diff(p.value(), initial[p.key()]));
+  EXPECT_GT(moved, 1e-3);  // the steps did move the weights
+  for (const auto& p : pa) {
+    auto& sa = static_cast<torch::optim::AdamWParamState&>(*oa->state().at(p.value().unsafeGetTensorImpl()));
+    auto& sb = static_cast<torch::optim::AdamWParamState&>(*ob->state().at(pb[p.key()].unsafeGetTensorImpl()));
+    EXPECT_EQ(sa.step(), 3);
+    EXPECT_EQ(sb.step(), 3);
+  }
+  EXPECT_EQ(fb.state_tensors().size(), 3 * pa.size());
+}
+
+TEST(Bert, FusedQkvProductEqualsThreeProducts) {
+  auto cfg = genemask::test::small_bert_config(32, 64);
+  torch::manual_seed(8);
+  BertSelfAttention sa(cfg);
+  sa->eval();
+  auto x = torch::randn({3, 10, 32});
+  auto key_mask = torch::ones({3, 1, 1, 10}, torch::kBool);
+  key_mask[2].slice(-1, 6).fill_(false);
+  const auto split = [&](const torch::Tensor& t) { return t.view({3, 10, 4, 8}).transpose(1, 2); };
+  auto ref = attention_reference(split(sa->query(x)), split(sa->key(x)), split(sa->value(x)), key_mask, 0.0, false)
+                 .transpose(1, 2)
+                 .reshape({3, 10, 32});
+  auto out = sa(x, key_mask);
+  EXPECT_LT(max_abs_diff(out, ref), 1e-5);
+  sa->fused_qkv = false;  // the three-product path gives the same
+  EXPECT_LT(max_abs_diff(sa(x, key_mask), out), 1e-5);
+  sa->fused_qkv = true;
+  // Gradients reach the three separate parameters.
+  out.pow(2).sum().backward();
+  for (auto* l : {&sa->query, &sa->key, &sa->value}) {
+    ASSERT_TRUE((*l)->weight.grad().defined());
+    EXPECT_GT((*l)->weight.grad().abs().sum().item<double>(), 0);
+  }
+}
+
+TEST(Fusions, EnvironmentListParsed) {
+  auto f = parse_fusions("qkv,ln");
+  EXPECT_TRUE(f.qkv && f.ln);
+  f = parse_fusions("ln");
+  EXPECT_TRUE(!f.qkv && f.ln);
+  f = parse_fusions("none");
+  EXPECT_TRUE(!f.qkv && !f.ln);
+  EXPECT_THROW(parse_fusions("qkv,gelu"), std::invalid_argument);
+  EXPECT_THROW(parse_fusions(""), std::invalid_argument);
+}
+
+TEST(StepGraph, RefusedOnTheCpuWithTheReason) {
+  const torch::Device cpu(torch::kCPU);
+  EXPECT_EQ(StepGraph::unavailable(cpu), "the device is a CPU");
+  EXPECT_THROW(StepGraph g(cpu), std::invalid_argument);
+}
+
+namespace {
+/// The eager composition the fused node replaces, with a given keep mask (1 = kept).
+torch::Tensor eager_residual_ln(const torch::Tensor& h, const torch::Tensor& residual, const torch::Tensor& keep,
+                                const torch::Tensor& gamma, const torch::Tensor& beta, double p, double eps) {
+  auto dropped = p > 0 ? h.to(torch::kFloat32) * keep.to(torch::kFloat32) / (1 - p) : h.to(torch::kFloat32);
+  return torch::layer_norm(dropped + residual, {residual.size(-1)}, gamma, beta, eps);
+}
+}  // namespace
+
+// The fused dropout + residual add + LayerNorm against the eager composition, values and
+// gradients of h, residual, gamma and beta, fp32 and bf16 h, hidden sizes of both configs
+// and an odd one, with and without dropout (the keep mask read back from where the gradient
+// of h is zero). On the CPU the node is not taken and BERT's residual output is the eager
+// composition: the GPU assertions run where a GPU is visible.
+TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
+  const torch::Device cpu(torch::kCPU);
+  auto h0 = torch::randn({2, 3, 8}), r0 = torch::randn({2, 3, 8});
+  EXPECT_FALSE(fused_residual_layer_norm_takes(h0, r0, torch::ones({8})));
+  EXPECT_THROW(fused_residual_layer_norm(h0, r0, torch::ones({8}), torch::zeros({8}), 0.1, 1e-12), std::invalid_argument);
+  {  // the module on the CPU: the eager composition
+    auto cfg = genemask::test::small_bert_config(32, 64);
+    torch::manual_seed(2);
+    BertResidualOutput out(32, cfg);
+    out->eval();
+    auto x = torch::randn({2, 5, 32}), res = torch::randn({2, 5, 32});
+    EXPECT_LT(max_abs_diff(out(x, res), out->LayerNorm(out->dense(x) + res)), 1e-6);
+  }
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the fused kernel's assertions need one";
+  const torch::Device gpu(torch::kCUDA, 0);
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16})
+    for (const int64_t H : {256, 768, 520, 100})
+      for (const double p : {0.0, 0.1}) {
+        SCOPED_TRACE(testing::Message() << "dtype " << dtype << " H " << H << " p " << p);
+        torch::manual_seed(static_cast<uint64_t>(H) + (p > 0));
+        auto h = torch::randn({4, 37, H}, torch::TensorOptions().device(gpu).dtype(dtype)).requires_grad_();
+        auto res = torch::randn({4, 37, H}, torch::TensorOptions().device(gpu)).requires_grad_();
+        auto gamma = (1 + 0.1 * torch::randn({H}, torch::TensorOptions().device(gpu))).requires_grad_();
+        auto beta = (0.1 * torch::randn({H}, torch::TensorOptions().device(gpu))).requires_grad_();
+        const double eps = 1e-12;
+        auto y = fused_residual_layer_norm(h, res, gamma, beta, p, eps);
+        ASSERT_EQ(y.scalar_type(), torch::kFloat32);
+        auto dy = torch::randn_like(y);
+        auto g = torch::autograd::grad({y}, {h, res, gamma, beta}, {dy});
+        // The keep mask: where dh is zero (dy and the LayerNorm's gradient are nonzero almost surely).
+        auto keep = p > 0 ? (g[0] != 0) : torch::ones_like(h, torch::kBool);
+        if (p > 0) {
+          const double kept = keep.to(torch::kFloat64).mean().item<double>();
+          const double n = static_cast<double>(keep.numel()), sd = std::sqrt(p * (1 - p) / n);
+          EXPECT_NEAR(kept, 1 - p, 5 * sd);  // the dropout rate, within 5 sigma
+        }
+        auto hr = h.detach().clone().requires_grad_(), rr = res.detach().clone().requires_grad_();
+        auto gr = gamma.detach().clone().requires_grad_(), br = beta.detach().clone().requires_grad_();
+        auto yr = eager_residual_ln(hr, rr, keep, gr, br, p, eps);
+        auto ge = torch::autograd::grad({yr}, {hr, rr, gr, br}, {dy});
+        const double tol = dtype == torch::kBFloat16 ? 2e-2 : 1e-4;  // bf16 dh is rounded to 8 bits
+        EXPECT_LT(max_abs_diff(y, yr), 1e-4);
+        EXPECT_LT(max_abs_diff(g[0].to(torch::kFloat32), ge[0].to(torch::kFloat32)),
+                  tol * std::max(1.0, ge[0].abs().max().item<double>()));
+        EXPECT_LT(max_abs_diff(g[1], ge[1]), 1e-4 * std::max(1.0, ge[1].abs().max().item<double>()));
+        EXPECT_LT(max_abs_diff(g[2], ge[2]), 1e-3 * std::max(1.0, ge[2].abs().max().item<double>()));
+        EXPECT_LT(max_abs_diff(g[3], ge[3]), 1e-3 * std::max(1.0, ge[3].abs().max().item<double>()));
+        // The same draws again after the generator state is restored (checkpoints, graphs).
+        if (p > 0) {
+          auto gen = at::globalContext().defaultGenerator(gpu);
+          torch::Tensor state;
+          {
+            std::lock_guard<std::mutex> lock(gen.mutex());
+            state = gen.get_state();
+          }
+          auto a = fused_residual_layer_norm(h.detach(), res.detach(), gamma.detach(), beta.detach(), p, eps);
+          {
+            std::lock_guard<std::mutex> lock(gen.mutex());
+            gen.set_state(state);
+          }
+          auto b = fused_residual_layer_norm(h.detach(), res.detach(), gamma.detach(), beta.detach(), p, eps);
+          auto c = fused_residual_layer_norm(h.detach(), res.detach(), gamma.detach(), beta.detach(), p, eps);
+          EXPECT_TRUE(torch::equal(a, b));
+          EXPECT_FALSE(torch::equal(b, c));  // and new draws after them
+        }
+      }
+}
+
+// The encoder in fp32 on the GPU against the CPU, with padding, for every combination of the
+// fusions (fusions.hpp): what `embed` relies on (the GPU tests compare its output within
+// 1e-4). The CPU runs the same combinations against the unfused CPU forward.
+TEST(Fusions, EncoderOnEachDeviceMatchesTheCpuWithPadding) {
+  BertConfig cfg = genemask::test::small_bert_config(64, 128);
+  cfg.num_attention_heads = 4;
+  torch::manual_seed(21);
+  BertModel ref(cfg);
+  ref->eval();
+  auto ids = torch::randint(5, 4101, {6, 40});
+  auto mask = torch::ones({6, 40}, torch::kLong);
+  for (int64_t r = 1; r < 6; ++r) mask[r].slice(0, 40 - 6 * r).fill_(0);
+  const Fusions saved = fusions();
+  set_fusions({false, false});
+  BertModel plain(cfg);
+  {
+    torch::NoGradGuard ng;
+    auto src = ref->named_parameters();
+    for (auto& p : plain->named_parameters()) p.value().copy_(src[p.key()]);
+  }
+  plain->eval();
+  const auto want = plain(ids, mask);
+  auto real = mask.unsqueeze(-1).to(torch::kFloat32);  // compare real tokens only
+  std::vector<torch::Device> devices = {torch::Device(torch::kCPU)};
+  if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA, 0);
+  for (const auto& dev : devices)
+    for (const bool qkv : {false, true})
+      for (const bool ln : {false, true}) {
+        set_fusions({qkv, ln});
+        BertModel m(cfg);
+        {
+          torch::NoGradGuard ng;
+          auto src = ref->named_parameters();
+          for (auto& p : m->named_parameters()) p.value().copy_(src[p.key()]);
+        }
+        m->to(dev);
+        m->eval();
+        auto got = m(ids.to(dev), mask.to(dev)).cpu();
+        const double diff = ((got - want) * real).abs().max().item<double>();
+        std::printf("[ fusions ] %s qkv=%d ln=%d: max |diff| on real tokens %.3g\n", dev.str().c_str(), qkv, ln, diff);
+        EXPECT_LT(diff, dev.is_cuda() ? 2e-5 : 1e-5) << dev << " qkv " << qkv << " ln " << ln;
+      }
+  set_fusions(saved);
+}
