@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -20,6 +21,20 @@ bool contains_any(const std::string& s, std::initializer_list<const char*> parts
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
+}
+/// An operator with its inputs: "aten::add(float[16384, 768], c10::BFloat16[16384, 768])".
+std::string described(const torch::autograd::profiler::KinetoEvent& e) {
+  std::string out = e.name();
+  if (!e.hasShapes() && !e.hasTypes()) return out;
+  const auto shapes = e.hasShapes() ? e.shapes() : c10::ArrayRef<std::vector<int64_t>>();
+  const auto types = e.hasTypes() ? e.dtypes() : c10::ArrayRef<std::string>();
+  out += "(";
+  for (size_t i = 0; i < std::max(shapes.size(), types.size()); ++i) {
+    if (i) out += ", ";
+    if (i < types.size()) out += types[i];
+    if (i < shapes.size() && !shapes[i].empty()) out += fmt::format("[{}]", fmt::join(shapes[i], ", "));
+  }
+  return out + ")";
 }
 }  // namespace
 
@@ -56,7 +71,8 @@ StepProfile profile_steps(const std::function<void()>& step, int steps, const to
   };
   std::set<prof::ActivityType> acts = {prof::ActivityType::CPU};
   if (p.cuda) acts.insert(prof::ActivityType::CUDA);
-  const prof::ProfilerConfig cfg(prof::ProfilerState::KINETO);
+  // Input shapes and dtypes: each costly entry then says which operator, on what, ran it.
+  const prof::ProfilerConfig cfg(prof::ProfilerState::KINETO, /*report_input_shapes=*/true);
   kin::prepareProfiler(cfg, acts);
   sync();
   kin::enableProfiler(cfg, acts);
@@ -72,14 +88,19 @@ StepProfile profile_steps(const std::function<void()>& step, int steps, const to
   double busy = 0, count = 0;
   if (p.cuda) {
     // Device activity: kernels, copies, memsets (one stream: they do not overlap, but the
-    // union is taken anyway). Idle = the wall time not covered by any of them.
+    // union is taken anyway). Idle = the wall time not covered by any of them. Each kernel
+    // is named with the operator that launched it (by correlation id) and its inputs.
+    std::map<uint64_t, const kin::KinetoEvent*> ops;
+    for (const auto& e : result->events())
+      if (e.deviceType() == c10::DeviceType::CPU) ops[e.correlationId()] = &e;
     std::vector<std::pair<uint64_t, uint64_t>> spans;
     for (const auto& e : result->events()) {
       if (e.deviceType() != c10::DeviceType::CUDA || e.endNs() <= e.startNs()) continue;
       const double s = static_cast<double>(e.durationNs()) * 1e-9;
       const std::string name = e.name();
       by_class[profile_class(name, true)] += s;
-      by_name[name] += s;
+      const auto op = ops.find(e.linkedCorrelationId());
+      by_name[op == ops.end() ? name : name + "  <-  " + described(*op->second)] += s;
       spans.emplace_back(e.startNs(), e.endNs());
       count += 1;
     }
@@ -108,7 +129,7 @@ StepProfile profile_steps(const std::function<void()>& step, int steps, const to
           const double span = static_cast<double>(e->durationNs()) * 1e-9;
           const double own = std::max(0.0, span - kids);
           by_class[profile_class(e->name(), false)] += own;
-          by_name[e->name()] += own;
+          by_name[described(*e)] += own;
           if (!stack.empty()) stack.back().second += span;
           else busy += span;
           count += 1;
@@ -140,7 +161,7 @@ std::string StepProfile::to_json() const {
   for (const auto& [k, v] : seconds) c[k] = v;
   j["seconds_per_step"] = c;
   nlohmann::ordered_json t = nlohmann::ordered_json::array();
-  for (const auto& [k, v] : top) t.push_back({{"name", k.size() > 160 ? k.substr(0, 160) : k}, {"s", v}});
+  for (const auto& [k, v] : top) t.push_back({{"name", k.size() > 400 ? k.substr(0, 400) : k}, {"s", v}});
   j["top"] = t;
   return j.dump();
 }

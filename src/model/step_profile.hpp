@@ -29,7 +29,9 @@ struct StepProfile {
   int steps = 0;
   double step_s = 0;  // wall time per step, the device synchronised after the steps
   std::vector<std::pair<std::string, double>> seconds;  // per step, profile_classes() order
-  std::vector<std::pair<std::string, double>> top;      // the costliest names, seconds per step
+  // The costliest kernels (GPU: "kernel  <-  operator(input dtypes and shapes)") or
+  // operators with their inputs (CPU), seconds per step.
+  std::vector<std::pair<std::string, double>> top;
   double kernels_per_step = 0;                          // GPU kernels (CPU: operators) per step
   std::string to_json() const;
 };

@@ -29,6 +29,10 @@ if(GENEMASK_WITH_TORCH)
   add_test(NAME masking_study_quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_masking_study.sh)
   set_tests_properties(masking_study_quick PROPERTIES TIMEOUT 900
     ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;PYTHON=${GENEMASK_PYTHON};OMPI_MCA_rmaps_base_oversubscribe=1")
+  # bench/paper_scale.sh (the LOGO study at the paper's budget on a GPU), tiny on the CPU.
+  add_test(NAME paper_scale_quick COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/jobs/test_paper_scale.sh)
+  set_tests_properties(paper_scale_quick PROPERTIES TIMEOUT 600
+    ENVIRONMENT "GENEMASK_BIN=$<TARGET_FILE:genemask>;PYTHON=${GENEMASK_PYTHON};OMPI_MCA_rmaps_base_oversubscribe=1")
 endif()
 # cmake --install into a prefix, the prefix moved, the tiny pipeline run from there (the
 # binary finds its libraries and plugin through its RUNPATH, the scripts find the binary).
