@@ -14,6 +14,7 @@
 #include "model/fusions.hpp"
 #include "model/optim.hpp"
 #include "model/residual_layer_norm.hpp"
+#include "model/static_rows.hpp"
 #include "model/step_profile.hpp"
 #include "model_test_util.hpp"
 
@@ -319,4 +320,44 @@ TEST(Fusions, EncoderOnEachDeviceMatchesTheCpuWithPadding) {
         EXPECT_LT(diff, dev.is_cuda() ? 2e-5 : 1e-5) << dev << " qkv " << qkv << " ln " << ln;
       }
   set_fusions(saved);
+}
+
+// The static-shape decoder: the masked rows padded to a fixed buffer (padding rows: position
+// 0, target -100) give the same summed loss and the same gradients as the unpadded rows, on
+// the CPU (where the arithmetic is the same code the GPU path runs through LibTorch).
+TEST(StaticRows, PaddedRowsGiveTheSameLossAndGradients) {
+  auto cfg = genemask::test::small_bert_config(32, 64);
+  torch::manual_seed(13);
+  BertForMaskedLM m(cfg);
+  init_weights(*m, cfg);
+  m->eval();  // no dropout: two passes must see the same function
+  auto ids = torch::randint(5, 4101, {3, 20});
+  auto labels = torch::where(torch::rand({3, 20}) < 0.15, ids, torch::full({3, 20}, -100, torch::kLong));
+  labels[0][3] = ids[0][3];  // at least one masked position
+  auto flat = labels.reshape({-1});
+  auto rows = (flat != -100).nonzero().reshape({-1});
+  auto targets = flat.index_select(0, rows);
+  const int64_t cap = masked_rows_capacity(3, 20, 0.5);
+  EXPECT_EQ(cap, 30);
+  ASSERT_GE(cap, rows.numel());
+  auto grads_of = [&](const torch::Tensor& r, const torch::Tensor& t) {
+    m->zero_grad();
+    auto loss = m->masked_lm_loss_sum(ids, torch::Tensor(), r, t);
+    loss.backward();
+    std::vector<torch::Tensor> g;
+    for (const auto& p : m->parameters()) g.push_back(p.grad().clone());
+    return std::make_pair(loss.item<double>(), g);
+  };
+  const auto [loss, g] = grads_of(rows, targets);
+  const auto [pr, pt] = pad_masked_rows(rows, targets, cap);
+  EXPECT_EQ(pr.numel(), cap);
+  EXPECT_EQ((pt == -100).sum().item<int64_t>(), cap - rows.numel());
+  const auto [loss_p, g_p] = grads_of(pr, pt);
+  EXPECT_NEAR(loss_p, loss, 1e-6 * std::abs(loss));
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, max_abs_diff(g[i], g_p[i]));
+  EXPECT_LT(worst, 1e-6);
+  EXPECT_THROW(pad_masked_rows(rows, targets, rows.numel() - 1), std::invalid_argument);
+  EXPECT_EQ(masked_rows_capacity(4, 512, 0.15), 4 * 77);
+  EXPECT_THROW(masked_rows_capacity(4, 512, 0), std::invalid_argument);
 }
