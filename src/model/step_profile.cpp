@@ -161,7 +161,18 @@ std::string StepProfile::to_json() const {
   for (const auto& [k, v] : seconds) c[k] = v;
   j["seconds_per_step"] = c;
   nlohmann::ordered_json t = nlohmann::ordered_json::array();
-  for (const auto& [k, v] : top) t.push_back({{"name", k.size() > 400 ? k.substr(0, 400) : k}, {"s", v}});
+  for (const auto& [k, v] : top) {
+    // "kernel  <-  operator(inputs)": each part kept whole enough to read (kernel names are long).
+    const auto cut = k.find("  <-  ");
+    const std::string name = cut == std::string::npos ? k : k.substr(0, cut);
+    nlohmann::ordered_json e = {{"name", name.size() > 200 ? name.substr(0, 200) : name}};
+    if (cut != std::string::npos) {
+      const std::string op = k.substr(cut + 6);
+      e["op"] = op.size() > 400 ? op.substr(0, 400) : op;
+    }
+    e["s"] = v;
+    t.push_back(e);
+  }
   j["top"] = t;
   return j.dump();
 }
