@@ -229,8 +229,10 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch
   // comes out of one product instead of three that are then cast and summed.
   auto w = torch::cat({query->weight, key->weight, value->weight}, 0);
   auto b = torch::cat({query->bias, key->bias, value->bias}, 0);
-  auto qkv = torch::nn::functional::linear(x, w, b).view({B, L, 3, heads, head_dim});
-  auto part = [&](int64_t i) { return qkv.select(2, i).transpose(1, 2); };  // [B, heads, L, head_dim]
+  // unbind, not three selects: its backward stacks the three gradients in one pass, where
+  // each select's backward would fill a zero tensor of the whole product and add into it.
+  const auto parts = torch::nn::functional::linear(x, w, b).view({B, L, 3, heads, head_dim}).unbind(2);
+  auto part = [&](size_t i) { return parts[i].transpose(1, 2); };  // [B, heads, L, head_dim]
   auto ctx = attention(part(0), part(1), part(2), key_mask, is_training() ? dropout_p : 0.0);
   return ctx.transpose(1, 2).reshape({B, L, H});
 }

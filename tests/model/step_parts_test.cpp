@@ -170,11 +170,24 @@ TEST(Bert, FusedQkvProductEqualsThreeProducts) {
   sa->fused_qkv = false;  // the three-product path gives the same
   EXPECT_LT(max_abs_diff(sa(x, key_mask), out), 1e-5);
   sa->fused_qkv = true;
-  // Gradients reach the three separate parameters.
-  out.pow(2).sum().backward();
-  for (auto* l : {&sa->query, &sa->key, &sa->value}) {
-    ASSERT_TRUE((*l)->weight.grad().defined());
-    EXPECT_GT((*l)->weight.grad().abs().sum().item<double>(), 0);
+  // Gradients reach the three separate parameters, equal to the three products' (x's too).
+  auto grads = [&](bool fused) {
+    sa->fused_qkv = fused;
+    sa->zero_grad();
+    auto xi = x.clone().requires_grad_();
+    sa(xi, key_mask).pow(2).sum().backward();
+    std::vector<torch::Tensor> g = {xi.grad()};
+    for (auto* l : {&sa->query, &sa->key, &sa->value}) {
+      g.push_back((*l)->weight.grad().clone());
+      g.push_back((*l)->bias.grad().clone());
+    }
+    return g;
+  };
+  const auto gf = grads(true), gu = grads(false);
+  sa->fused_qkv = true;
+  for (size_t i = 0; i < gf.size(); ++i) {
+    EXPECT_GT(gf[i].abs().sum().item<double>(), 0) << i;
+    EXPECT_LT(max_abs_diff(gf[i], gu[i]), 1e-5 * std::max(1.0, gu[i].abs().max().item<double>())) << i;
   }
 }
 
