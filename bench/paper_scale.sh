@@ -62,8 +62,10 @@ for m in $maskings; do
       --out "$run" "${resume[@]}" --steps "$steps" --batch-per-rank "$batch" --grad-accum "$accum" \
       --device "$device" --precision "$precision" --log-every 100 --eval-every 0 \
       --checkpoint-every "$steps" >"$run.summary.tmp" 2>"$log"
+    # The arm's summary under its final name only once whole (a later run then skips the arm).
     tail -n 1 "$run.summary.tmp" | python3 -c 'import json, sys; s = json.load(sys.stdin); s["wall_s"] = float(sys.argv[1]); print(json.dumps(s))' \
-      "$((SECONDS - t))" >"$run.summary.json"
+      "$((SECONDS - t))" >"$run.summary.part"
+    mv "$run.summary.part" "$run.summary.json"
     rm -f "$run.summary.tmp"
   fi
   cat "$run.summary.json" >>"$out/arms.jsonl.tmp"

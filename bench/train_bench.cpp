@@ -73,6 +73,27 @@ double matmul_peak_gflops(const torch::Device& dev, torch::Dtype dtype, int64_t 
   return 2.0 * static_cast<double>(n * n * n) / best / 1e9;
 }
 
+/// `text` as a whole integer, or std::invalid_argument naming `what` and the text.
+int64_t integer(const char* what, const std::string& text) {
+  size_t used = 0;
+  int64_t v = 0;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) throw std::invalid_argument(fmt::format("{} must be an integer, got '{}'", what, text));
+  return v;
+}
+
+/// A name for a JSON string written by hand: without quotes and backslashes.
+std::string json_text(const std::string& s) {
+  std::string out;
+  for (char ch : s)
+    if (ch != '"' && ch != '\\') out += ch;
+  return out;
+}
+
 /// The peaks of this machine with the threads set, and its CPU, as JSON members.
 std::string peaks_json(const torch::Device& dev, double* peak32_out = nullptr, double* peak16_out = nullptr) {
   const CpuBf16 cpu = cpu_bf16();
@@ -83,18 +104,26 @@ std::string peaks_json(const torch::Device& dev, double* peak32_out = nullptr, d
   const double peak16 = bf16_hw ? matmul_peak_gflops(dev, torch::kBFloat16, n) : 0;
   if (peak32_out) *peak32_out = peak32;
   if (peak16_out) *peak16_out = peak16;
-  std::string cpu_model;
-  for (char ch : cpu.model)
-    if (ch != '"' && ch != '\\') cpu_model += ch;
   return fmt::format("\"peak_fp32_gflops\":{:.1f},\"peak_bf16_gflops\":{},\"cpu\":\"{}\",\"cpu_bf16\":\"{}\"", peak32,
-                     bf16_hw ? fmt::format("{:.1f}", peak16) : "null", cpu_model,
+                     bf16_hw ? fmt::format("{:.1f}", peak16) : "null", json_text(cpu.model),
                      cpu.instructions.empty() ? "none (bf16 emulated: fp32 peak only)" : cpu.instructions);
 }
 }  // namespace
 
+int run(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // a bad number, an unknown config: one line, not a crash
+    std::fprintf(stderr, "train_bench: error: %s\n", e.what());
+    return 2;
+  }
+}
+
+int run(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "peaks") {
-    torch::set_num_threads(std::stoi(argv[2]));
+    torch::set_num_threads(static_cast<int>(integer("THREADS", argv[2])));
     const torch::Device dev = pick_device(argc > 3 ? argv[3] : "cpu", 0, "--device");
     use_device(dev, /*tf32=*/true);
     std::printf("{\"threads\":%s,%s}\n", argv[2], peaks_json(dev).c_str());
@@ -108,8 +137,8 @@ int main(int argc, char** argv) {
     if (a == "--graph") graph = true;
     else if (a == "--unfused-qkv") unfused_qkv = true;
     else if (a == "--unfused-ln") unfused_ln = true;
-    else if (a == "--profile" && i + 1 < argc) profile = std::stoi(argv[++i]);
-    else if (a == "--check-graph" && i + 1 < argc) check_graph = std::stoi(argv[++i]);
+    else if (a == "--profile" && i + 1 < argc) profile = static_cast<int>(integer("--profile", argv[++i]));
+    else if (a == "--check-graph" && i + 1 < argc) check_graph = static_cast<int>(integer("--check-graph", argv[++i]));
     else if (a.rfind("--", 0) == 0) {
       std::fprintf(stderr, "train_bench: unknown option '%s'\n", a.c_str());
       return 2;
@@ -117,9 +146,9 @@ int main(int argc, char** argv) {
   }
   auto arg = [&](size_t i, const char* fallback) { return i < pos.size() ? pos[i] : std::string(fallback); };
   const std::string name = arg(0, "logo");
-  const int threads = std::stoi(arg(1, "1"));
-  const int64_t batch = std::stoll(arg(2, "10")), seq = std::stoll(arg(3, "512"));
-  const int steps = std::stoi(arg(4, "5"));
+  const int threads = static_cast<int>(integer("THREADS", arg(1, "1")));
+  const int64_t batch = integer("BATCH", arg(2, "10")), seq = integer("SEQ", arg(3, "512"));
+  const int steps = static_cast<int>(integer("STEPS", arg(4, "5")));
   const std::string device_name = arg(5, "cpu"), precision = arg(6, "fp32");
   const double mask_fraction = 0.15;
   torch::set_num_threads(threads);
@@ -287,9 +316,6 @@ int main(int argc, char** argv) {
   const double measured_peak_tflops = (bf16 && peak16 > 0 ? peak16 : peak32) / 1e3;
   const std::string gpu = dev.is_cuda() ? cuda_device_name(dev.index()) : "";
   const double datasheet = bf16 && dev.is_cuda() ? datasheet_bf16_tflops(gpu) : 0;
-  std::string gpu_clean;
-  for (char ch : gpu)
-    if (ch != '"' && ch != '\\') gpu_clean += ch;
   const std::string breakdown =
       graph ? "null"
             : fmt::format("{{\"forward_backward\":{:.5f},\"clip\":{:.5f},\"optimizer\":{:.5f}}}", t_fb / steps,
@@ -302,9 +328,9 @@ int main(int argc, char** argv) {
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
       static_cast<long long>(seq), graph ? "true" : "false", unfused_qkv ? "false" : "true",
-      !unfused_ln && dev.is_cuda() && StepGraph::unavailable(dev).empty() ? "true" : "false", best, med, tokens / best, tokens / med, breakdown.c_str(),
+      !unfused_ln && dev.is_cuda() ? "true" : "false", best, med, tokens / best, tokens / med, breakdown.c_str(),
       flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
-      mfu(achieved_tflops, measured_peak_tflops), gpu_clean.c_str(),
+      mfu(achieved_tflops, measured_peak_tflops), json_text(gpu).c_str(),
       datasheet > 0 ? fmt::format("{:.0f}", datasheet).c_str() : "null",
       datasheet > 0 ? fmt::format("{:.4f}", achieved_tflops / datasheet).c_str() : "null", profile_json.c_str(),
       graph_check_json.c_str(), peaks.c_str());

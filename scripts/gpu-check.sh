@@ -87,6 +87,24 @@ while [ $# -gt 0 ]; do
     *) echo "gpu-check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+# Counts must be positive integers, checked before any part runs (a bad one would otherwise
+# fail every benchmark part with train_bench's error).
+# counts OPTION VALUE...: every VALUE a positive integer, at least one.
+counts() {
+  local opt=$1 n
+  shift
+  [ $# -gt 0 ] || { echo "gpu-check.sh: $opt needs at least one positive integer" >&2; exit 2; }
+  for n in "$@"; do
+    case $n in *[!0-9]* | 0 | 0[0-9]*) echo "gpu-check.sh: $opt takes positive integers, got '$n'" >&2; exit 2 ;; esac
+  done
+}
+counts --steps "$steps"
+counts --batch-dnabert "$batch_dnabert"
+counts --batch-logo "$batch_logo"
+# shellcheck disable=SC2086  # a list of batch sizes
+counts --sweep-dnabert $sweep_dnabert
+# shellcheck disable=SC2086
+counts --sweep-logo $sweep_logo
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 

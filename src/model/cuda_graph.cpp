@@ -19,7 +19,9 @@ struct StepGraph::Impl {
   explicit Impl(const torch::Device& d) : dev(d) {}
 };
 
-std::string cuda_device_name(int index) { return at::cuda::getDeviceProperties(index)->name; }
+std::string cuda_device_name(int index) {
+  return at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index))->name;
+}
 
 std::string StepGraph::unavailable(const torch::Device& dev) {
   if (!dev.is_cuda()) return "the device is a CPU";

@@ -56,6 +56,14 @@ void FusedAdamW::prepare() {
   prepared_ = true;
 }
 
+template <typename Lr>
+void FusedAdamW::update(const torch::optim::AdamWOptions& o, at::TensorList params, at::TensorList grads,
+                        at::TensorList m, at::TensorList v, at::TensorList steps, const Lr& lr) {
+  at::_foreach_add_(steps, 1.0);
+  at::_fused_adamw_(params, grads, m, v, /*max_exp_avg_sqs=*/{}, steps, lr, std::get<0>(o.betas()),
+                    std::get<1>(o.betas()), o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
+}
+
 void FusedAdamW::step(double lr) {
   torch::NoGradGuard ng;
   if (!prepared_) prepare();
@@ -74,9 +82,7 @@ void FusedAdamW::step(double lr) {
       g.states[i]->step(g.states[i]->step() + 1);
     }
     if (params.empty()) continue;
-    at::_foreach_add_(steps, 1.0);
-    at::_fused_adamw_(params, grads, m, v, /*max_exp_avg_sqs=*/{}, steps, lr, std::get<0>(o.betas()),
-                      std::get<1>(o.betas()), o.weight_decay(), o.eps(), /*amsgrad=*/false, /*maximize=*/false);
+    update(o, params, grads, m, v, steps, lr);
   }
 }
 
@@ -92,10 +98,7 @@ void FusedAdamW::step(const torch::Tensor& lr) {
       if (!p.grad().defined()) throw std::logic_error("FusedAdamW::step(lr tensor): a parameter has no gradient");
       grads.push_back(p.grad());
     }
-    at::_foreach_add_(g.steps, 1.0);
-    at::_fused_adamw_(g.params, grads, g.exp_avgs, g.exp_avg_sqs, /*max_exp_avg_sqs=*/{}, g.steps, lr,
-                      std::get<0>(o.betas()), std::get<1>(o.betas()), o.weight_decay(), o.eps(), /*amsgrad=*/false,
-                      /*maximize=*/false);
+    update(o, g.params, grads, g.exp_avgs, g.exp_avg_sqs, g.steps, lr);
   }
 }
 

@@ -44,6 +44,11 @@ class FusedAdamW {
     std::vector<torch::optim::AdamWParamState*> states;
   };
   void prepare();
+  /// The step counts' increment and the fused kernel, for a learning rate given as a double
+  /// or as a device tensor.
+  template <typename Lr>
+  static void update(const torch::optim::AdamWOptions& o, at::TensorList params, at::TensorList grads,
+                     at::TensorList m, at::TensorList v, at::TensorList steps, const Lr& lr);
   torch::optim::AdamW& opt_;
   std::vector<Group> groups_;
   bool prepared_ = false;

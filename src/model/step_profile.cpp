@@ -92,14 +92,14 @@ StepProfile profile_steps(const std::function<void()>& step, int steps, const to
     // is named with the operator that launched it (by correlation id) and its inputs.
     std::map<uint64_t, const kin::KinetoEvent*> ops;
     for (const auto& e : result->events())
-      if (e.deviceType() == c10::DeviceType::CPU) ops[e.correlationId()] = &e;
+      if (e.deviceType() == c10::DeviceType::CPU && e.correlationId() != 0) ops[e.correlationId()] = &e;
     std::vector<std::pair<uint64_t, uint64_t>> spans;
     for (const auto& e : result->events()) {
       if (e.deviceType() != c10::DeviceType::CUDA || e.endNs() <= e.startNs()) continue;
       const double s = static_cast<double>(e.durationNs()) * 1e-9;
       const std::string name = e.name();
       by_class[profile_class(name, true)] += s;
-      const auto op = ops.find(e.linkedCorrelationId());
+      const auto op = e.linkedCorrelationId() != 0 ? ops.find(e.linkedCorrelationId()) : ops.end();
       by_name[op == ops.end() ? name : name + "  <-  " + described(*op->second)] += s;
       spans.emplace_back(e.startNs(), e.endNs());
       count += 1;

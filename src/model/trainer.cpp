@@ -805,15 +805,12 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     sd.genome_tokens.assign(ngenomes, 0);
     for (int64_t a = 0; a < accum; ++a) {
       const Batch b = data.next();
-      for (size_t row = 0; row < b.genome.size(); ++row) {  // real tokens per genome, for metrics.jsonl
+      // Each sample's real tokens: per genome for metrics.jsonl, squared for the attention's FLOPs.
+      for (size_t row = 0; row < static_cast<size_t>(b.rows); ++row) {
         uint64_t n = 0;
         for (int64_t c = 0; c < b.cols; ++c) n += static_cast<uint64_t>(b.attention_mask[row * static_cast<size_t>(b.cols) + static_cast<size_t>(c)]);
-        sd.genome_tokens[b.genome[row]] += n;
-      }
-      for (int64_t row = 0; row < b.rows; ++row) {
-        double n = 0;
-        for (int64_t c = 0; c < b.cols; ++c) n += static_cast<double>(b.attention_mask[static_cast<size_t>(row * b.cols + c)]);
-        sd.len_sq += n * n;
+        if (row < b.genome.size()) sd.genome_tokens[b.genome[row]] += n;
+        sd.len_sq += static_cast<double>(n) * static_cast<double>(n);
       }
       sd.micro.push_back(stage(b, pinned));
       sd.masked += static_cast<double>(sd.micro.back().masked);
@@ -899,9 +896,12 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       sum.last_loss = loss;
       const auto or_null = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
       const double secs = std::chrono::duration<double>(clock::now() - t_window).count();
-      const double tps = secs > 0 ? hpc::allreduce_sum_double(tokens_window, r.comm) / secs : 0;
+      // Collectives on every rank whatever its own clock says (secs is per rank).
+      const double all_tokens = hpc::allreduce_sum_double(tokens_window, r.comm);
+      const double all_flops = hpc::allreduce_sum_double(flops_window, r.comm);
+      const double tps = secs > 0 ? all_tokens / secs : 0;
       sum.tokens_per_s = tps;
-      sum.model_tflops = secs > 0 ? hpc::allreduce_sum_double(flops_window, r.comm) / secs / 1e12 : 0;
+      sum.model_tflops = secs > 0 ? all_flops / secs / 1e12 : 0;
       sum.mfu_datasheet.reset();
       if (peak_known) sum.mfu_datasheet = sum.model_tflops / peak_all;
       tokens_window = 0;

@@ -177,6 +177,19 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertIn("cannot import: numpy, h5py (needed: torch numpy h5py)", lines[0])
         self.assertNotIn("==", p.stdout)  # no part ran
 
+    def test_bad_counts_are_refused_before_any_part(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "gpu-check.json")
+            for args, want in [(["--sweep-logo", "64 x"], "--sweep-logo takes positive integers, got 'x'"),
+                               (["--steps", "0"], "--steps takes positive integers, got '0'"),
+                               (["--batch-dnabert", "3.5"], "--batch-dnabert takes positive integers, got '3.5'"),
+                               (["--sweep-dnabert", ""], "--sweep-dnabert needs at least one positive integer")]:
+                p = gpu_check(out, *args)
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                self.assertEqual(p.stderr.strip(), "gpu-check.sh: " + want)
+                self.assertNotIn("==", p.stdout)  # no part ran
+                self.assertFalse(os.path.exists(out))
+
     def test_module_list_covers_the_imports(self):
         with open(SCRIPT) as f:
             listed = set(re.search(r"(?m)^modules=\((.*)\)$", f.read()).group(1).split())

@@ -233,6 +233,24 @@ class Pretrain(unittest.TestCase):
         self.assertGreater(s["model_tflops"], 0)
         self.assertIsNone(s["mfu_datasheet"])  # fp32 on a CPU: no datasheet peak
 
+    def test_bad_genemask_fused_is_one_line_and_leaves_nothing(self):
+        # GENEMASK_FUSED (model/fusions.hpp) that is not a list of qkv and ln, or none: one
+        # line naming the variable and the value, no run directory; a good value trains.
+        for value in ["foo", "qkv,gelu", ""]:
+            out = os.path.join(self.tmp, "fused-bad")
+            p = self.pretrain(out, steps=1, check=False, env={"GENEMASK_FUSED": value})
+            self.assertNotEqual(p.returncode, 0)
+            lines = [l for l in p.stderr.splitlines() if "GENEMASK_FUSED" in l]
+            self.assertEqual(len(lines), 1, p.stderr)
+            self.assertIn("error", lines[0])
+            if value:
+                self.assertIn(f"GENEMASK_FUSED='{value}'", lines[0])
+            self.assertNotIn("terminate called", p.stderr)
+            self.assertFalse(os.path.exists(out))
+        s = summary(self.pretrain(os.path.join(self.tmp, "fused-none"), steps=1, eval_every=0, checkpoint_every=0,
+                                  env={"GENEMASK_FUSED": "none"}))
+        self.assertEqual(s["steps_done"], 1)
+
     def test_resume_refuses_changed_settings(self):
         out = os.path.join(self.tmp, "changed")
         cfg = os.path.join(self.tmp, "mutable.json")
