@@ -18,6 +18,12 @@
 //                    (the fused kernel's ablation; src/model/residual_layer_norm.hpp)
 //   --check-graph N  N steps eager and N steps replayed as a graph, from the same weights,
 //                    optimizer state and generator state: "graph_check" holds both losses
+//   --lengths L      full (default: every sample SEQ positions) or uniform (each sample's
+//                    length drawn uniformly from 7 .. SEQ positions, as the shards' recipe of
+//                    5-510 tokens between [CLS] and [SEP] gives at SEQ 512)
+//   --packing        the samples packed several to a row of SEQ positions, attention within
+//                    each (src/model/packing.hpp); without it, one per row padded to the
+//                    longest. tokens/s counts real tokens only, "positions" what was computed
 // MFU follows src/model/flops.hpp (one definition for every figure): against the matrix
 // peak measured in this run, and on a known GPU against its datasheet peak too.
 // Usage: train_bench peaks THREADS [DEVICE]
@@ -29,13 +35,16 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "genemask/corpus/loader.hpp"
 #include "model/bert.hpp"
 #include "model/cuda_graph.hpp"
+#include "model/packing.hpp"
 #include "model/flops.hpp"
 #include "model/grad_sync.hpp"
 #include "model/optim.hpp"
@@ -130,13 +139,16 @@ int run(int argc, char** argv) {
     return 0;
   }
   std::vector<std::string> pos;
-  bool graph = false, unfused_qkv = false, unfused_ln = false;
+  bool graph = false, unfused_qkv = false, unfused_ln = false, packing = false;
+  std::string lengths = "full";
   int profile = 0, check_graph = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--graph") graph = true;
     else if (a == "--unfused-qkv") unfused_qkv = true;
     else if (a == "--unfused-ln") unfused_ln = true;
+    else if (a == "--packing") packing = true;
+    else if (a == "--lengths" && i + 1 < argc) lengths = argv[++i];
     else if (a == "--profile" && i + 1 < argc) profile = static_cast<int>(integer("--profile", argv[++i]));
     else if (a == "--check-graph" && i + 1 < argc) check_graph = static_cast<int>(integer("--check-graph", argv[++i]));
     else if (a.rfind("--", 0) == 0) {
@@ -192,9 +204,69 @@ int run(int argc, char** argv) {
     b->lr = torch::full({}, 4e-4, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
     return b;
   };
-  torch::manual_seed(1);
-  auto ids = torch::randint(5, 4101, {batch, seq}, torch::kLong);
-  auto labels = torch::where(torch::rand({batch, seq}) < mask_fraction, ids, torch::full({batch, seq}, -100, torch::kLong));
+  if (lengths != "full" && lengths != "uniform") {
+    std::fprintf(stderr, "train_bench: --lengths must be full or uniform, got '%s'\n", lengths.c_str());
+    return 2;
+  }
+  if (seq < 7 || seq > cfg.max_position_embeddings) {
+    std::fprintf(stderr, "train_bench: SEQ must be in 7..%lld\n", static_cast<long long>(cfg.max_position_embeddings));
+    return 2;
+  }
+  // The batch as the loader gives it: [CLS] tokens [SEP] per sample, padded to the longest,
+  // 15% of the real positions masked.
+  genemask::Batch hb;
+  {
+    torch::manual_seed(1);
+    std::vector<int64_t> len(static_cast<size_t>(batch), seq);
+    if (lengths == "uniform") len = [&] {
+        auto l = torch::randint(7, seq + 1, {batch}, torch::kLong);
+        return std::vector<int64_t>(l.data_ptr<int64_t>(), l.data_ptr<int64_t>() + batch);
+      }();
+    hb.rows = batch;
+    hb.cols = *std::max_element(len.begin(), len.end());
+    auto ids0 = torch::randint(5, 4101, {batch, hb.cols}, torch::kLong);
+    auto pick = torch::rand({batch, hb.cols}) < mask_fraction;
+    hb.input_ids.assign(static_cast<size_t>(batch * hb.cols), 0);
+    hb.attention_mask = hb.input_ids;
+    hb.labels.assign(hb.input_ids.size(), genemask::kIgnoreLabel);
+    const auto ia = ids0.accessor<int64_t, 2>();
+    const auto pa = pick.accessor<bool, 2>();
+    for (int64_t r = 0; r < batch; ++r)
+      for (int64_t c = 0; c < len[static_cast<size_t>(r)]; ++c) {
+        const auto i = static_cast<size_t>(r * hb.cols + c);
+        hb.attention_mask[i] = 1;
+        hb.input_ids[i] = ia[r][c];
+        if (pa[r][c]) hb.labels[i] = hb.input_ids[i];
+      }
+  }
+  double real_tokens = 0, len_sq = 0;
+  for (int64_t r = 0; r < batch; ++r) {
+    double n = 0;
+    for (int64_t c = 0; c < hb.cols; ++c) n += static_cast<double>(hb.attention_mask[static_cast<size_t>(r * hb.cols + c)]);
+    real_tokens += n;
+    len_sq += n * n;
+  }
+  auto as_tensor = [](const std::vector<int64_t>& v, int64_t r, int64_t c) { return torch::tensor(v, torch::kLong).view({r, c}); };
+  torch::Tensor ids, mask, labels;
+  std::optional<PackedLayout> layout;
+  int64_t positions = batch * hb.cols;
+  if (packing) {
+    const PackedBatch p = pack_batch(hb, seq);
+    ids = as_tensor(p.input_ids, p.rows, p.cols);
+    labels = as_tensor(p.labels, p.rows, p.cols);
+    PackedLayout l;
+    l.position_ids = as_tensor(p.position_ids, p.rows, p.cols).to(dev);
+    l.segments = torch::tensor(p.cu_seqlens, torch::kLong);
+    l.cu_seqlens = l.segments.to(dev, torch::kInt);
+    l.max_seqlen = p.max_seqlen;
+    if (dev.is_cuda()) l.block_mask();  // made before any capture (used where flash cannot run)
+    layout = std::move(l);
+    positions = p.rows * p.cols;
+  } else {
+    ids = as_tensor(hb.input_ids, hb.rows, hb.cols);
+    labels = as_tensor(hb.labels, hb.rows, hb.cols);
+    if (real_tokens < static_cast<double>(positions)) mask = as_tensor(hb.attention_mask, hb.rows, hb.cols).to(dev);
+  }
   auto flat = labels.reshape({-1});
   auto rows = (flat != -100).nonzero().reshape({-1});
   auto targets = flat.index_select(0, rows);
@@ -211,8 +283,10 @@ int run(int argc, char** argv) {
       torch::Tensor loss;
       {
         genemask::model::Autocast autocast(bf16);  // bf16 on the GPU or the CPU, as the trainer runs it
-        // No padding: no mask, which lets a GPU use its flash kernel, as the trainer does.
-        loss = b.m->masked_lm_loss_sum(ids, torch::Tensor(), rows, targets) / masked;
+        // Without padding no mask, which lets a GPU use its flash kernel, as the trainer does.
+        loss = (layout ? b.m->masked_lm_loss_sum(ids, *layout, rows, targets)
+                       : b.m->masked_lm_loss_sum(ids, mask, rows, targets)) /
+               masked;
       }
       loss.backward();
       b.loss_out.copy_(loss.detach());
@@ -302,8 +376,8 @@ int run(int argc, char** argv) {
   if (profile > 0) profile_json = profile_steps([&] { step(false); }, profile, dev).to_json();
   const double best = *std::min_element(times.begin(), times.end()), med = median(times);
   const ModelShape shape{cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size};
-  const double tokens = static_cast<double>(batch * seq);
-  const double step_flops = training_flops(shape, tokens, static_cast<double>(batch * seq * seq), masked);
+  const double tokens = real_tokens;
+  const double step_flops = training_flops(shape, tokens, len_sq, masked);
   const double flops_per_token = step_flops / tokens;
   double peak_gib = 0;
   if (dev.is_cuda())
@@ -323,12 +397,13 @@ int run(int argc, char** argv) {
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
       "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
-      "\"median_tokens_per_s\":%.0f,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
+      "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
       static_cast<long long>(seq), graph ? "true" : "false", unfused_qkv ? "false" : "true",
-      !unfused_ln && dev.is_cuda() ? "true" : "false", best, med, tokens / best, tokens / med, breakdown.c_str(),
+      !unfused_ln && dev.is_cuda() ? "true" : "false", best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
+      static_cast<long long>(positions), breakdown.c_str(),
       flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
       mfu(achieved_tflops, measured_peak_tflops), json_text(gpu).c_str(),
       datasheet > 0 ? fmt::format("{:.0f}", datasheet).c_str() : "null",

@@ -28,6 +28,7 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                       {"allreduce", s.allreduce},
                       {"layout", layout},
                       {"precision", s.precision},
+                      {"packing", o.packing},
                       {"start_step", s.start_step},
                       {"steps_done", s.steps_done},
                       {"loss", s.last_loss ? nlohmann::json(*s.last_loss) : nlohmann::json()},
@@ -98,6 +99,11 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->add_option("--allreduce", o->allreduce,
                   "gradient sum over ranks: nccl (a GPU per rank), mpi, or auto (nccl where it can, else mpi)")
       ->check(CLI::IsMember({"auto", "nccl", "mpi"}))
+      ->capture_default_str();
+  sub->add_option("--packing", o->packing,
+                  "on: a micro-batch's samples packed several to a row of the model's width, attention within "
+                  "each sample (no compute on padding); off: one sample per row, padded to the longest")
+      ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   sub->add_flag("--tf32,!--no-tf32", o->tf32, "TF32 for fp32 matrix products on a GPU (default on)");
   sub->add_option("--stop-after", o->stop_after, "testing: stop after this step without a checkpoint")->group("");

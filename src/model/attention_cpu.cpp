@@ -222,65 +222,131 @@ int64_t heads_per_task(int64_t heads, int64_t Lq, int64_t L) {
   return std::max<int64_t>(1, std::min(by_cache, (heads + 7) / 8));
 }
 
+/// One task: n consecutive (batch row, head) pairs from bh, their queries q0 .. q0 + ql and
+/// keys k0 .. k0 + kl. Unpacked, every task spans all queries and keys; packed, a task is one
+/// segment (a sample) of one row and up to G of its heads.
+struct Task {
+  int64_t bh, n, q0, ql, k0, kl;
+};
+struct Tasks {
+  std::vector<Task> list;
+  int64_t scores = 0;  // the most score elements (n x ql x kl) of any task: each thread's buffers
+  int64_t rows = 0;    // the most query or key rows (n x max(ql, kl)) of any task
+};
+
+/// The tasks of B x H (batch row, head) pairs of Lq queries and L keys: unpacked, chunks of
+/// heads_per_task pairs; packed (`cu`: segment boundaries over the B x L flat positions, every
+/// row's start among them), per row, per segment, chunks of that row's heads.
+Tasks make_tasks(int64_t B, int64_t H, int64_t Lq, int64_t L, const torch::Tensor& cu) {
+  Tasks t;
+  auto add = [&](const Task& k) {
+    t.list.push_back(k);
+    t.scores = std::max(t.scores, k.n * k.ql * k.kl);
+    t.rows = std::max(t.rows, k.n * std::max(k.ql, k.kl));
+  };
+  if (!cu.defined()) {
+    const int64_t BH = B * H, G = heads_per_task(BH, Lq, L);
+    for (int64_t h0 = 0; h0 < BH; h0 += G) add({h0, std::min(G, BH - h0), 0, Lq, 0, L});
+    return t;
+  }
+  const auto c = cu.to(torch::kLong).contiguous();
+  const int64_t* b = c.data_ptr<int64_t>();
+  const int64_t S = c.numel() - 1;
+  if (S < 1 || b[0] != 0 || b[S] != B * L || Lq != L)
+    throw std::invalid_argument("attention_dropout_cpu: segment boundaries must run from 0 to B x L (self-attention)");
+  for (int64_t s = 0; s < S; ++s) {
+    const int64_t start = b[s], end = b[s + 1], row = start / L;
+    if (end <= start || (end - 1) / L != row)
+      throw std::invalid_argument("attention_dropout_cpu: segments must be non-empty and within one row");
+    const int64_t len = end - start, G = heads_per_task(H, len, len);
+    for (int64_t h0 = 0; h0 < H; h0 += G) add({row * H + h0, std::min(G, H - h0), start % L, len, start % L, len});
+  }
+  return t;
+}
+
+/// A [n, rows, cols] view of the front of a flat buffer.
+torch::Tensor front(const torch::Tensor& buf, int64_t n, int64_t rows, int64_t cols) {
+  return buf.narrow(0, 0, n * rows * cols).view({n, rows, cols});
+}
+
+/// out = a @ b into a view of a larger tensor: directly where the view is contiguous, else
+/// through `tmp` (oneDNN writes contiguous outputs).
+void bmm_into(torch::Tensor out, const torch::Tensor& a, const torch::Tensor& b, const torch::Tensor& tmp) {
+  if (out.is_contiguous()) {
+    at::bmm_out(out, a, b);
+    return;
+  }
+  auto t = front(tmp, out.size(0), out.size(1), out.size(2));
+  at::bmm_out(t, a, b);
+  out.copy_(t);
+}
+
 /// A few (batch row, head) pairs at a time, each thread with its own [G, Lq, L] buffers, so
 /// that the scores never leave the cache: S = (q / sqrt(d)) k^T by oneDNN in the inputs'
 /// dtype (bf16 under autocast), the softmax, the dropout and (backward) the softmax's
 /// gradient in fp32 row by row, the products with v (and, backward, with dO, k, q) by oneDNN
 /// again. Saved for the backward: q (scaled), k, v and each row's log-sum-exp; the scores and
 /// probabilities are computed again there, as flash attention does, so no [B, h, Lq, L]
-/// tensor is kept. The same result at any thread count (heads_per_task).
+/// tensor is kept. The same result at any thread count (heads_per_task). Packed (segment
+/// boundaries given), each segment's queries attend to its own keys only, and the work is
+/// the segments' sum of squared lengths. The keep decision of the probability of query i and
+/// key j of pair bh is element (bh Lq + i) L + j either way: that of the [B, h, Lq, L] whole.
 struct AttentionDropout : torch::autograd::Function<AttentionDropout> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& q_in, const torch::Tensor& k_in,
                                const torch::Tensor& v_in, const std::optional<torch::Tensor>& key_mask, double p,
-                               int64_t seed_bits) {
+                               int64_t seed_bits, const std::optional<torch::Tensor>& segments) {
     NoAutocast no_autocast;  // the dtypes are chosen here
     torch::NoGradGuard no_grad;
     const auto type = q_in.scalar_type();
     const double scale = 1.0 / std::sqrt(static_cast<double>(q_in.size(-1)));
     auto qs = (q_in.detach() * scale).contiguous();
     auto k = k_in.detach().to(type).contiguous(), v = v_in.detach().to(type).contiguous();
-    const int64_t B = qs.size(0), H = qs.size(1), Lq = qs.size(2), L = k.size(2), BH = B * H;
-    auto out = at::empty({B, H, Lq, v.size(3)}, qs.options());
+    const int64_t B = qs.size(0), H = qs.size(1), Lq = qs.size(2), L = k.size(2), BH = B * H, dv = v.size(3);
+    auto out = at::empty({B, H, Lq, dv}, qs.options());
     auto lse = at::empty({B, H, Lq}, qs.options().dtype(at::toOpMathType(type)));
     torch::Tensor mask;
     if (key_mask) mask = key_mask->reshape({B, L}).to(torch::kBool).contiguous();
+    const Tasks tasks = make_tasks(B, H, Lq, L, segments ? *segments : torch::Tensor());
     const uint64_t seed = static_cast<uint64_t>(seed_bits);
     const uint32_t thr = drop_threshold(p);
-    const int64_t G = heads_per_task(BH, Lq, L);
     auto q3 = qs.view({BH, Lq, -1}), k3 = k.view({BH, L, -1}), v3 = v.view({BH, L, -1}),
          out3 = out.view({BH, Lq, -1});
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, type, "attention_dropout_forward", [&] {
       using R = Rows<scalar_t>;
       using acc_t = at::opmath_type<scalar_t>;
       const auto keep_scale = static_cast<acc_t>(attention_dropout_scale(p));
-      at::parallel_for(0, (BH + G - 1) / G, 1, [&](int64_t first, int64_t last) {
-        auto sbuf = at::empty({G, Lq, L}, qs.options()), pbuf = at::empty({G, Lq, L}, qs.options());
+      const auto ntasks = static_cast<int64_t>(tasks.list.size());
+      at::parallel_for(0, ntasks, 1, [&](int64_t first, int64_t last) {
+        auto sbuf = at::empty({tasks.scores}, qs.options()), pbuf = at::empty({tasks.scores}, qs.options());
+        auto obuf = at::empty({tasks.rows * dv}, qs.options());
         std::vector<acc_t> x(static_cast<size_t>(L)), f(static_cast<size_t>(L)), bias(static_cast<size_t>(L));
         int64_t bias_of = -1;
         for (int64_t c = first; c < last; ++c) {
-          const int64_t h0 = c * G, n = std::min(G, BH - h0);
-          auto s = sbuf.narrow(0, 0, n), probs = pbuf.narrow(0, 0, n);
-          at::bmm_out(s, q3.narrow(0, h0, n), k3.narrow(0, h0, n).transpose(1, 2));
+          const Task& t = tasks.list[static_cast<size_t>(c)];
+          auto s = front(sbuf, t.n, t.ql, t.kl), probs = front(pbuf, t.n, t.ql, t.kl);
+          auto kc = k3.narrow(0, t.bh, t.n).narrow(1, t.k0, t.kl);
+          at::bmm_out(s, q3.narrow(0, t.bh, t.n).narrow(1, t.q0, t.ql), kc.transpose(1, 2));
           const scalar_t* sp = s.data_ptr<scalar_t>();
           scalar_t* pp = probs.data_ptr<scalar_t>();
-          for (int64_t r = 0; r < n * Lq; ++r) {
-            const int64_t row = h0 * Lq + r, b = row / Lq / H;  // row of [B, H, Lq]
+          for (int64_t r = 0; r < t.n * t.ql; ++r) {
+            const int64_t bh = t.bh + r / t.ql, row = bh * Lq + t.q0 + r % t.ql, b = bh / H;  // row of [B, H, Lq]
             if (mask.defined() && bias_of != b) key_bias(mask, bias_of = b, bias);
-            R::load(sp + r * L, x.data(), L);
-            const acc_t mx = R::add_max(x.data(), mask.defined() ? bias.data() : nullptr, L);
-            const acc_t sum = R::exp_sum(x.data(), mx, L);
+            R::load(sp + r * t.kl, x.data(), t.kl);
+            const acc_t mx = R::add_max(x.data(), mask.defined() ? bias.data() : nullptr, t.kl);
+            const acc_t sum = R::exp_sum(x.data(), mx, t.kl);
             lse.data_ptr<acc_t>()[row] = mx + std::log(sum);
-            if (thr > 0) R::keep_factors(seed, static_cast<uint64_t>(row * L), thr, keep_scale, f.data(), L);
-            R::scale(x.data(), acc_t(1) / sum, thr > 0 ? f.data() : nullptr, x.data(), L);
-            R::store(x.data(), pp + r * L, L);
+            if (thr > 0) R::keep_factors(seed, static_cast<uint64_t>(row * L + t.k0), thr, keep_scale, f.data(), t.kl);
+            R::scale(x.data(), acc_t(1) / sum, thr > 0 ? f.data() : nullptr, x.data(), t.kl);
+            R::store(x.data(), pp + r * t.kl, t.kl);
           }
-          auto o = out3.narrow(0, h0, n);
-          at::bmm_out(o, probs, v3.narrow(0, h0, n));
+          bmm_into(out3.narrow(0, t.bh, t.n).narrow(1, t.q0, t.ql), probs, v3.narrow(0, t.bh, t.n).narrow(1, t.k0, t.kl),
+                   obuf);
         }
       });
     });
     ctx->save_for_backward({qs, k, v, lse});
     ctx->saved_data["mask"] = mask.defined() ? c10::IValue(mask) : c10::IValue();
+    ctx->saved_data["segments"] = segments ? c10::IValue(*segments) : c10::IValue();
     ctx->saved_data["p"] = p;
     ctx->saved_data["seed"] = seed_bits;
     ctx->saved_data["scale"] = scale;
@@ -294,16 +360,18 @@ struct AttentionDropout : torch::autograd::Function<AttentionDropout> {
     torch::NoGradGuard no_grad;
     auto saved = ctx->get_saved_variables();
     const auto &qs = saved[0], &k = saved[1], &v = saved[2], &lse = saved[3];
-    torch::Tensor mask;
+    torch::Tensor mask, segments;
     if (!ctx->saved_data["mask"].isNone()) mask = ctx->saved_data["mask"].toTensor();
+    if (!ctx->saved_data["segments"].isNone()) segments = ctx->saved_data["segments"].toTensor();
     const double p = ctx->saved_data["p"].toDouble(), scale = ctx->saved_data["scale"].toDouble();
     const uint64_t seed = static_cast<uint64_t>(ctx->saved_data["seed"].toInt());
     const auto type = qs.scalar_type();
     auto dout = grads[0].to(type).contiguous();
     const int64_t B = qs.size(0), H = qs.size(1), Lq = qs.size(2), L = k.size(2), BH = B * H;
+    const int64_t d = std::max(qs.size(3), v.size(3));
     auto dq = at::empty_like(qs), dk = at::empty_like(k), dv = at::empty_like(v);
     const uint32_t thr = drop_threshold(p);
-    const int64_t G = heads_per_task(BH, Lq, L);
+    const Tasks tasks = make_tasks(B, H, Lq, L, segments);
     auto q3 = qs.view({BH, Lq, -1}), k3 = k.view({BH, L, -1}), v3 = v.view({BH, L, -1}),
          g3 = dout.view({BH, Lq, -1}), dq3 = dq.view({BH, Lq, -1}), dk3 = dk.view({BH, L, -1}),
          dv3 = dv.view({BH, L, -1});
@@ -311,54 +379,60 @@ struct AttentionDropout : torch::autograd::Function<AttentionDropout> {
       using R = Rows<scalar_t>;
       using acc_t = at::opmath_type<scalar_t>;
       const auto keep_scale = static_cast<acc_t>(attention_dropout_scale(p));
-      at::parallel_for(0, (BH + G - 1) / G, 1, [&](int64_t first, int64_t last) {
-        auto sbuf = at::empty({G, Lq, L}, qs.options());  // the scores, then dP
-        auto pbuf = at::empty({G, Lq, L}, qs.options());  // the dropped probabilities, then dS
-        const auto cap = static_cast<size_t>(G * Lq * L);
+      const auto ntasks = static_cast<int64_t>(tasks.list.size());
+      at::parallel_for(0, ntasks, 1, [&](int64_t first, int64_t last) {
+        auto sbuf = at::empty({tasks.scores}, qs.options());  // the scores, then dP
+        auto pbuf = at::empty({tasks.scores}, qs.options());  // the dropped probabilities, then dS
+        auto obuf = at::empty({tasks.rows * d}, qs.options());
+        const auto cap = static_cast<size_t>(tasks.scores);
         std::vector<acc_t> prob(cap), f(thr > 0 ? cap : 0), g(static_cast<size_t>(L)), bias(static_cast<size_t>(L));
         int64_t bias_of = -1;
         for (int64_t c = first; c < last; ++c) {
-          const int64_t h0 = c * G, n = std::min(G, BH - h0);
-          auto s = sbuf.narrow(0, 0, n), pd = pbuf.narrow(0, 0, n);
-          auto qc = q3.narrow(0, h0, n), kc = k3.narrow(0, h0, n), vc = v3.narrow(0, h0, n), gc = g3.narrow(0, h0, n);
+          const Task& t = tasks.list[static_cast<size_t>(c)];
+          auto s = front(sbuf, t.n, t.ql, t.kl), pd = front(pbuf, t.n, t.ql, t.kl);
+          auto qc = q3.narrow(0, t.bh, t.n).narrow(1, t.q0, t.ql), kc = k3.narrow(0, t.bh, t.n).narrow(1, t.k0, t.kl),
+               vc = v3.narrow(0, t.bh, t.n).narrow(1, t.k0, t.kl), gc = g3.narrow(0, t.bh, t.n).narrow(1, t.q0, t.ql);
           at::bmm_out(s, qc, kc.transpose(1, 2));
           const scalar_t* sp = s.data_ptr<scalar_t>();
           scalar_t* pp = pd.data_ptr<scalar_t>();
-          for (int64_t r = 0; r < n * Lq; ++r) {  // the probabilities again, from the saved log-sum-exp
-            const int64_t row = h0 * Lq + r, b = row / Lq / H;
+          for (int64_t r = 0; r < t.n * t.ql; ++r) {  // the probabilities again, from the saved log-sum-exp
+            const int64_t bh = t.bh + r / t.ql, row = bh * Lq + t.q0 + r % t.ql, b = bh / H;
             if (mask.defined() && bias_of != b) key_bias(mask, bias_of = b, bias);
-            acc_t* pr = prob.data() + r * L;
-            R::load(sp + r * L, pr, L);
-            R::add_max(pr, mask.defined() ? bias.data() : nullptr, L);
-            R::exp_sum(pr, lse.data_ptr<acc_t>()[row], L);
+            acc_t* pr = prob.data() + r * t.kl;
+            R::load(sp + r * t.kl, pr, t.kl);
+            R::add_max(pr, mask.defined() ? bias.data() : nullptr, t.kl);
+            R::exp_sum(pr, lse.data_ptr<acc_t>()[row], t.kl);
             if (thr > 0) {
-              acc_t* fr = f.data() + r * L;
-              R::keep_factors(seed, static_cast<uint64_t>(row * L), thr, keep_scale, fr, L);
-              R::scale(pr, acc_t(1), fr, g.data(), L);
-              R::store(g.data(), pp + r * L, L);
+              acc_t* fr = f.data() + r * t.kl;
+              R::keep_factors(seed, static_cast<uint64_t>(row * L + t.k0), thr, keep_scale, fr, t.kl);
+              R::scale(pr, acc_t(1), fr, g.data(), t.kl);
+              R::store(g.data(), pp + r * t.kl, t.kl);
             } else {
-              R::store(pr, pp + r * L, L);
+              R::store(pr, pp + r * t.kl, t.kl);
             }
           }
-          auto dvc = dv3.narrow(0, h0, n);
-          at::bmm_out(dvc, pd.transpose(1, 2), gc);
+          bmm_into(dv3.narrow(0, t.bh, t.n).narrow(1, t.k0, t.kl), pd.transpose(1, 2), gc, obuf);
           at::bmm_out(s, gc, vc.transpose(1, 2));  // the gradient of the dropped probabilities
-          for (int64_t r = 0; r < n * Lq; ++r) {
-            const acc_t* pr = prob.data() + r * L;
-            R::load(sp + r * L, g.data(), L);
-            const acc_t dot = R::grad_dot(g.data(), thr > 0 ? f.data() + r * L : nullptr, pr, L);
-            R::softmax_grad(pr, g.data(), dot, g.data(), L);
-            R::store(g.data(), pp + r * L, L);
+          for (int64_t r = 0; r < t.n * t.ql; ++r) {
+            const acc_t* pr = prob.data() + r * t.kl;
+            R::load(sp + r * t.kl, g.data(), t.kl);
+            const acc_t dot = R::grad_dot(g.data(), thr > 0 ? f.data() + r * t.kl : nullptr, pr, t.kl);
+            R::softmax_grad(pr, g.data(), dot, g.data(), t.kl);
+            R::store(g.data(), pp + r * t.kl, t.kl);
           }
-          auto dqc = dq3.narrow(0, h0, n), dkc = dk3.narrow(0, h0, n);
-          at::bmm_out(dqc, pd, kc);
+          auto dqc = dq3.narrow(0, t.bh, t.n).narrow(1, t.q0, t.ql);
+          bmm_into(dqc, pd, kc, obuf);
           dqc.mul_(scale);
-          at::bmm_out(dkc, pd.transpose(1, 2), qc);
+          bmm_into(dk3.narrow(0, t.bh, t.n).narrow(1, t.k0, t.kl), pd.transpose(1, 2), qc, obuf);
         }
       });
     });
-    return {dq, dk.to(static_cast<at::ScalarType>(ctx->saved_data["k_type"].toInt())),
-            dv.to(static_cast<at::ScalarType>(ctx->saved_data["v_type"].toInt())), torch::Tensor(), torch::Tensor(),
+    return {dq,
+            dk.to(static_cast<at::ScalarType>(ctx->saved_data["k_type"].toInt())),
+            dv.to(static_cast<at::ScalarType>(ctx->saved_data["v_type"].toInt())),
+            torch::Tensor(),
+            torch::Tensor(),
+            torch::Tensor(),
             torch::Tensor()};
   }
 };
@@ -385,7 +459,8 @@ uint64_t next_cpu_dropout_seed() {
 }
 
 torch::Tensor attention_dropout_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    const torch::Tensor& key_mask, double p, uint64_t seed) {
+                                    const torch::Tensor& key_mask, double p, uint64_t seed,
+                                    const torch::Tensor& segments) {
   if (!q.device().is_cpu() || !k.device().is_cpu() || !v.device().is_cpu())
     throw std::invalid_argument("attention_dropout_cpu: CPU tensors only");
   if (q.dim() != 4 || k.dim() != 4 || v.dim() != 4)
@@ -395,9 +470,13 @@ torch::Tensor attention_dropout_cpu(const torch::Tensor& q, const torch::Tensor&
   if (at::autocast::is_autocast_enabled(at::kCPU) && at::isFloatingType(type))
     type = at::autocast::get_autocast_dtype(at::kCPU);
   // (An optional, not an undefined tensor: autograd functions take no undefined inputs.)
-  std::optional<torch::Tensor> mask;
+  std::optional<torch::Tensor> mask, seg;
   if (key_mask.defined()) mask = key_mask;
-  return AttentionDropout::apply(q.to(type), k, v, mask, p, static_cast<int64_t>(seed));
+  if (segments.defined()) {
+    if (key_mask.defined()) throw std::invalid_argument("attention_dropout_cpu: a key mask or segments, not both");
+    seg = segments.to(torch::kCPU, torch::kLong).contiguous();
+  }
+  return AttentionDropout::apply(q.to(type), k, v, mask, p, static_cast<int64_t>(seed), seg);
 }
 
 }  // namespace genemask::model

@@ -29,8 +29,15 @@ namespace genemask::model {
 /// undefined (a key kept by no mask row is an error of the caller: [CLS] is always kept).
 /// p in [0, 1); p = 0 is attention without dropout. CPU tensors; differentiable in q, k and
 /// v. The same result at any thread count.
+/// Packed rows (model/packing.hpp): `segments` (int64, [S + 1]) are the boundaries of the
+/// samples over the B x L positions read row after row (0, ..., B x L; no segment spans two
+/// rows); each query then attends to the keys of its own segment only, at the cost of the
+/// segments' squared lengths, not of B x L^2. With segments, key_mask must be undefined and
+/// Lq = L. A probability's keep decision is that of the same element of the whole
+/// [B, h, L, L], so the block-diagonal reference (attention_dropout_keep_mask) applies.
 torch::Tensor attention_dropout_cpu(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                    const torch::Tensor& key_mask, double p, uint64_t seed);
+                                    const torch::Tensor& key_mask, double p, uint64_t seed,
+                                    const torch::Tensor& segments = {});
 
 /// The keep mask attention_dropout_cpu applies for `seed` to probabilities of shape `sizes`
 /// (bool, true = kept): for tests and for the reference computation.

@@ -2,6 +2,7 @@
 
 #include "model/attention_cpu.hpp"
 #include "model/fusions.hpp"
+#include "model/grad_sync.hpp"
 #include "model/residual_layer_norm.hpp"
 
 #include <cmath>
@@ -170,7 +171,8 @@ BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) {
   dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob));
 }
 
-torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids) {
+torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                                          const torch::Tensor& position_ids) {
   const int64_t L = input_ids.size(1);
   // Checked on the host (a size, no synchronisation): past the table, the lookup is an index
   // error on the CPU and a device-side assert that poisons the CUDA context on a GPU.
@@ -178,13 +180,55 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids, const 
   if (L > max_pos)
     throw std::invalid_argument(fmt::format(
         "an input of {} positions is longer than the model's max_position_embeddings ({})", L, max_pos));
-  auto pos = torch::arange(L, input_ids.options().dtype(torch::kLong)).unsqueeze(0);
+  auto pos = position_ids.defined() ? position_ids : torch::arange(L, input_ids.options().dtype(torch::kLong)).unsqueeze(0);
   auto e = word_embeddings(input_ids) + position_embeddings(pos) + token_type_embeddings(token_type_ids);
   return dropout(LayerNorm(e));
 }
 
+const torch::Tensor& PackedLayout::block_mask() const {
+  if (!block_mask_.defined()) {
+    const int64_t R = position_ids.size(0), L = position_ids.size(1), S = segments.numel() - 1;
+    const auto lengths = segments.narrow(0, 1, S) - segments.narrow(0, 0, S);
+    const auto seg = torch::repeat_interleave(torch::arange(S, torch::kLong), lengths).view({R, L}).to(position_ids.device());
+    block_mask_ = (seg.unsqueeze(2) == seg.unsqueeze(1)).unsqueeze(1);
+  }
+  return block_mask_;
+}
+
+std::string packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  if (q.device().is_cpu()) return "cpu-segments";
+  const auto t = q.scalar_type();
+  const int64_t d = q.size(-1);
+  // Flash attention's conditions: Ampere or newer, 16-bit floats, a head size it was built for.
+  if (q.device().is_cuda() && (t == torch::kBFloat16 || t == torch::kHalf) && k.scalar_type() == t &&
+      v.scalar_type() == t && d % 8 == 0 && d <= 256 && v.size(-1) == d && gpu_bf16_native(q.device().index()))
+    return "flash-varlen";
+  return "block-mask";
+}
+
+torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const PackedLayout& layout, double dropout_p) {
+  const std::string path = packed_attention_path(q, k, v);
+  if (path == "cpu-segments")
+    return attention_dropout_cpu(q, k, v, {}, dropout_p, dropout_p > 0 ? next_cpu_dropout_seed() : 0, layout.segments);
+  if (path == "flash-varlen") {
+    const int64_t R = q.size(0), h = q.size(1), L = q.size(2), d = q.size(3);
+    // [R, h, L, d] views of the [R, L, h, d] projections: back to those, then the R x L
+    // positions as one run of tokens (a view: no copy).
+    auto tokens = [&](const torch::Tensor& t) { return t.transpose(1, 2).reshape({R * L, h, d}); };
+    auto out = std::get<0>(at::_flash_attention_forward(tokens(q), tokens(k), tokens(v), layout.cu_seqlens,
+                                                        layout.cu_seqlens, layout.max_seqlen, layout.max_seqlen,
+                                                        dropout_p, /*is_causal=*/false, /*return_debug_mask=*/false));
+    return out.view({R, L, h, d}).transpose(1, 2);
+  }
+  std::optional<torch::Tensor> mask = layout.block_mask();
+  return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);
+}
+
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const torch::Tensor& key_mask, double dropout_p) {
+                        const AttentionMask& m, double dropout_p) {
+  if (m.packed) return packed_attention(q, k, v, *m.packed, dropout_p);
+  const torch::Tensor& key_mask = m.key_mask;
   // With dropout, LibTorch's CPU SDPA leaves its flash kernel for the math path; the fused
   // CPU kernel (attention_cpu.hpp) is several times faster there.
   if (dropout_p > 0 && q.device().is_cpu()) return attention_dropout_cpu(q, k, v, key_mask, dropout_p, next_cpu_dropout_seed());
@@ -216,7 +260,7 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
   fused_qkv = fusions().qkv;
 }
 
-torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
+torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const AttentionMask& key_mask) {
   const int64_t B = x.size(0), L = x.size(1), H = heads * head_dim;
   if (!fused_qkv) {
     auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads, head_dim}).transpose(1, 2); };
@@ -257,7 +301,7 @@ BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
   output = register_module("output", BertResidualOutput(c.hidden_size, c));
 }
 
-torch::Tensor BertAttentionImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
+torch::Tensor BertAttentionImpl::forward(const torch::Tensor& x, const AttentionMask& key_mask) {
   return output(self(x, key_mask), x);
 }
 
@@ -273,7 +317,7 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c) {
   output = register_module("output", BertResidualOutput(c.intermediate_size, c));
 }
 
-torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const torch::Tensor& key_mask) {
+torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const AttentionMask& key_mask) {
   auto a = attention(x, key_mask);
   return output(intermediate(a), a);
 }
@@ -283,7 +327,7 @@ BertEncoderImpl::BertEncoderImpl(const BertConfig& c) {
   for (int64_t i = 0; i < c.num_hidden_layers; ++i) layer->push_back(BertLayer(c));
 }
 
-torch::Tensor BertEncoderImpl::forward(torch::Tensor x, const torch::Tensor& key_mask) {
+torch::Tensor BertEncoderImpl::forward(torch::Tensor x, const AttentionMask& key_mask) {
   for (const auto& m : *layer) x = m->as<BertLayerImpl>()->forward(x, key_mask);
   return x;
 }
@@ -296,6 +340,11 @@ BertModelImpl::BertModelImpl(const BertConfig& c) {
 torch::Tensor BertModelImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
   auto x = embeddings(input_ids, torch::zeros_like(input_ids));
   return encoder(x, key_mask_of(attention_mask));
+}
+
+torch::Tensor BertModelImpl::forward_packed(const torch::Tensor& input_ids, const PackedLayout& layout) {
+  auto x = embeddings(input_ids, torch::zeros_like(input_ids), layout.position_ids);
+  return encoder(x, AttentionMask(&layout));
 }
 
 torch::Tensor BertModelImpl::forward_layers(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
@@ -359,7 +408,20 @@ torch::Tensor BertForMaskedLMImpl::masked_lm_loss_sum(const torch::Tensor& input
 torch::Tensor BertForMaskedLMImpl::masked_lm_loss_sum(const torch::Tensor& input_ids,
                                                       const torch::Tensor& attention_mask, const torch::Tensor& rows,
                                                       const torch::Tensor& targets) {
-  auto logits = forward_rows(input_ids, attention_mask, rows).to(torch::kFloat32);
+  return head_loss_sum(bert(input_ids, attention_mask), rows, targets);
+}
+
+torch::Tensor BertForMaskedLMImpl::masked_lm_loss_sum(const torch::Tensor& input_ids, const PackedLayout& layout,
+                                                      const torch::Tensor& rows, const torch::Tensor& targets) {
+  return head_loss_sum(bert->forward_packed(input_ids, layout), rows, targets);
+}
+
+torch::Tensor BertForMaskedLMImpl::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& rows,
+                                                 const torch::Tensor& targets) {
+  auto h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows);
+  auto t = cls->predictions->transform(h);
+  auto logits = torch::nn::functional::linear(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias)
+                    .to(torch::kFloat32);
   return torch::nn::functional::cross_entropy(logits, targets,
                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }

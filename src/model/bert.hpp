@@ -42,8 +42,41 @@ void check_config_object(const nlohmann::json& j, const std::string& path);
 /// or undefined for "no padding" (which lets a GPU use its flash kernel). dropout_p applies
 /// to the attention probabilities. Runs at::scaled_dot_product_attention, except with dropout
 /// on the CPU, where the fused attention_dropout_cpu (attention_cpu.hpp) runs instead.
+/// A batch of packed rows (model/packing.hpp) on the model's device: several samples per row,
+/// each attending to itself only, positions restarting at 0 per sample.
+struct PackedLayout {
+  torch::Tensor position_ids;  // [R, L] int64, on the device
+  torch::Tensor cu_seqlens;    // [S + 1] int32 on the device: the segments' boundaries over R x L
+  torch::Tensor segments;      // the same as int64 on the CPU (the CPU kernel's tasks)
+  int64_t max_seqlen = 0;      // the longest segment
+  /// [R, 1, L, L] bool, true where query and key lie in one segment: for the devices and
+  /// dtypes without a varlen kernel (scaled_dot_product_attention with this mask). Made on
+  /// first use.
+  const torch::Tensor& block_mask() const;
+  mutable torch::Tensor block_mask_;
+};
+
+/// How attention is masked: a key mask of a padded batch (or none), or a packed layout.
+struct AttentionMask {
+  AttentionMask() = default;
+  AttentionMask(torch::Tensor keys) : key_mask(std::move(keys)) {}  // NOLINT: implicit, the padded case
+  explicit AttentionMask(const PackedLayout* layout) : packed(layout) {}
+  torch::Tensor key_mask;
+  const PackedLayout* packed = nullptr;
+};
+
+/// Attention over a packed layout: the CPU kernel with segments (attention_cpu.hpp); on a
+/// GPU of compute capability 8.0+ in bf16 or fp16 with head size a multiple of 8 up to 256,
+/// flash attention over variable-length segments (at::_flash_attention_forward with
+/// cu_seqlens); else scaled_dot_product_attention with the block-diagonal mask.
+torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const PackedLayout& layout, double dropout_p);
+/// Which of those packed_attention would take for these inputs: "cpu-segments",
+/// "flash-varlen" or "block-mask" (tests and the GPU check).
+std::string packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                        const torch::Tensor& key_mask, double dropout_p);
+                        const AttentionMask& mask, double dropout_p);
 /// The same as HF's eager BertSelfAttention computes it: explicit matmuls, (1 - mask) * the
 /// lowest float added to the scores, softmax, dropout. The reference for `attention`.
 torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -54,7 +87,9 @@ torch::Tensor key_mask_of(const torch::Tensor& attention_mask);
 
 struct BertEmbeddingsImpl : torch::nn::Module {
   explicit BertEmbeddingsImpl(const BertConfig& c);
-  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids);
+  /// position_ids: [B, L] (packed rows), or undefined for 0 .. L - 1 in every row.
+  torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& token_type_ids,
+                        const torch::Tensor& position_ids = {});
   torch::nn::Embedding word_embeddings{nullptr}, position_embeddings{nullptr}, token_type_embeddings{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
   torch::nn::Dropout dropout{nullptr};
@@ -63,7 +98,7 @@ TORCH_MODULE(BertEmbeddings);
 
 struct BertSelfAttentionImpl : torch::nn::Module {
   explicit BertSelfAttentionImpl(const BertConfig& c);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
+  torch::Tensor forward(const torch::Tensor& x, const AttentionMask& mask);
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
   /// Q, K and V in one product of the stacked weights (the default), or three (the same
   /// values within float rounding; train_bench --unfused-qkv measures the difference).
@@ -85,7 +120,7 @@ TORCH_MODULE(BertResidualOutput);
 
 struct BertAttentionImpl : torch::nn::Module {
   explicit BertAttentionImpl(const BertConfig& c);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
+  torch::Tensor forward(const torch::Tensor& x, const AttentionMask& mask);
   BertSelfAttention self{nullptr};
   BertResidualOutput output{nullptr};
 };
@@ -100,7 +135,7 @@ TORCH_MODULE(BertIntermediate);
 
 struct BertLayerImpl : torch::nn::Module {
   explicit BertLayerImpl(const BertConfig& c);
-  torch::Tensor forward(const torch::Tensor& x, const torch::Tensor& key_mask);
+  torch::Tensor forward(const torch::Tensor& x, const AttentionMask& mask);
   BertAttention attention{nullptr};
   BertIntermediate intermediate{nullptr};
   BertResidualOutput output{nullptr};
@@ -109,7 +144,7 @@ TORCH_MODULE(BertLayer);
 
 struct BertEncoderImpl : torch::nn::Module {
   explicit BertEncoderImpl(const BertConfig& c);
-  torch::Tensor forward(torch::Tensor x, const torch::Tensor& key_mask);
+  torch::Tensor forward(torch::Tensor x, const AttentionMask& mask);
   torch::nn::ModuleList layer{nullptr};
 };
 TORCH_MODULE(BertEncoder);
@@ -119,6 +154,8 @@ struct BertModelImpl : torch::nn::Module {
   /// Last hidden states [B, L, H]. attention_mask: 1 = real token, 0 = padding; an undefined
   /// tensor means no padding.
   torch::Tensor forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask);
+  /// Last hidden states [R, L, H] of packed rows.
+  torch::Tensor forward_packed(const torch::Tensor& input_ids, const PackedLayout& layout);
   /// Hidden states after the first `layers` encoder layers (0: the embeddings' output), as
   /// HF's hidden_states[layers].
   torch::Tensor forward_layers(const torch::Tensor& input_ids, const torch::Tensor& attention_mask, int64_t layers);
@@ -166,6 +203,12 @@ struct BertForMaskedLMImpl : torch::nn::Module {
   /// finding them on the device (nonzero) costs.
   torch::Tensor masked_lm_loss_sum(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                    const torch::Tensor& rows, const torch::Tensor& targets);
+  /// The same over packed rows: `rows` index the packed R x L positions. Equal to the loss
+  /// of the same samples unpacked within float rounding (the tests check it), dropout aside.
+  torch::Tensor masked_lm_loss_sum(const torch::Tensor& input_ids, const PackedLayout& layout,
+                                   const torch::Tensor& rows, const torch::Tensor& targets);
+  /// The MLM head on the flat hidden states' positions `rows`, summed cross-entropy.
+  torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& rows, const torch::Tensor& targets);
   /// Mean cross-entropy over positions whose label is not -100.
   static torch::Tensor mlm_loss(const torch::Tensor& logits, const torch::Tensor& labels);
   /// bert.pooler.dense.{weight,bias}: carried, not trained. MLM never reads the pooler, but

@@ -38,6 +38,7 @@
 #include "model/grad_sync.hpp"
 #include "model/hf_io.hpp"
 #include "model/optim.hpp"
+#include "model/packing.hpp"
 #include "model/runtime.hpp"
 
 namespace fs = std::filesystem;
@@ -49,49 +50,70 @@ std::atomic<bool> g_stop_requested{false};
 void on_pretrain_stop_signal(int) { g_stop_requested = true; }  // internal linkage, unlike extern "C"
 
 /// One micro-batch on the host in one int64 buffer (pinned for a GPU, so that the copy is
-/// asynchronous): input ids | attention mask | flat indices of the masked positions | their
-/// target ids. The masked positions are found here, so the device never synchronises to
-/// find them.
+/// asynchronous): input ids | attention mask (padded) or position ids (packed) | flat indices
+/// of the masked positions | their target ids | (packed) the segment boundaries. The masked
+/// positions are found here, so the device never synchronises to find them.
 struct HostBatch {
   torch::Tensor buf;
   int64_t rows = 0, cols = 0, masked = 0;
   bool padded = false;
-  std::vector<uint64_t> sample_index;  // the rows' corpus sample indices (the masks' seeds)
+  bool packed = false;     // samples packed several to a row (model/packing.hpp)
+  int64_t segments = 0;    // packed: segment count (boundaries: segments + 1)
+  int64_t max_seqlen = 0;  // packed: the longest segment
 };
 
-HostBatch stage(const Batch& b, bool pinned) {
+/// Stages rows x cols of ids, per-position `second` (mask or position ids) and labels.
+HostBatch stage_cells(int64_t rows, int64_t cols, const std::vector<int64_t>& ids, const std::vector<int64_t>& second,
+                      const std::vector<int64_t>& labels, const std::vector<int64_t>& boundaries, bool pinned) {
   HostBatch h;
-  h.rows = b.rows;
-  h.cols = b.cols;
-  h.sample_index = b.sample_index;
-  const int64_t n = b.rows * b.cols;
-  for (int64_t l : b.labels) h.masked += l != kIgnoreLabel;
-  h.padded = static_cast<int64_t>(b.real_tokens()) < n;
-  h.buf = torch::empty({2 * n + 2 * h.masked}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
+  h.rows = rows;
+  h.cols = cols;
+  const int64_t n = rows * cols;
+  for (int64_t l : labels) h.masked += l != kIgnoreLabel;
+  const auto extra = static_cast<int64_t>(boundaries.size());
+  h.buf = torch::empty({2 * n + 2 * h.masked + extra}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
   int64_t* p = h.buf.data_ptr<int64_t>();
-  std::copy(b.input_ids.begin(), b.input_ids.end(), p);
-  std::copy(b.attention_mask.begin(), b.attention_mask.end(), p + n);
-  int64_t* rows = p + 2 * n;
-  int64_t* targets = rows + h.masked;
+  std::copy(ids.begin(), ids.end(), p);
+  std::copy(second.begin(), second.end(), p + n);
+  int64_t* masked_rows = p + 2 * n;
+  int64_t* targets = masked_rows + h.masked;
   for (int64_t i = 0, k = 0; i < n; ++i)
-    if (b.labels[static_cast<size_t>(i)] != kIgnoreLabel) {
-      rows[k] = i;
-      targets[k++] = b.labels[static_cast<size_t>(i)];
+    if (labels[static_cast<size_t>(i)] != kIgnoreLabel) {
+      masked_rows[k] = i;
+      targets[k++] = labels[static_cast<size_t>(i)];
     }
+  std::copy(boundaries.begin(), boundaries.end(), targets + h.masked);
   return h;
 }
 
+HostBatch stage(const Batch& b, bool pinned) {
+  HostBatch h = stage_cells(b.rows, b.cols, b.input_ids, b.attention_mask, b.labels, {}, pinned);
+  h.padded = static_cast<int64_t>(b.real_tokens()) < b.rows * b.cols;
+  return h;
+}
+
+HostBatch stage(const PackedBatch& b, bool pinned) {
+  HostBatch h = stage_cells(b.rows, b.cols, b.input_ids, b.position_ids, b.labels, b.cu_seqlens, pinned);
+  h.packed = true;
+  h.segments = static_cast<int64_t>(b.cu_seqlens.size()) - 1;
+  h.max_seqlen = b.max_seqlen;
+  return h;
+}
+
+/// The batch as the model takes it: packed into rows of the model's width with --packing on.
+HostBatch stage(const Batch& b, bool pinned, bool packing, int64_t width) {
+  return packing ? stage(pack_batch(b, width), pinned) : stage(b, pinned);
+}
+
 struct StepBatch {
-  torch::Tensor ids, mask, rows, targets;  // mask undefined: no padding
+  torch::Tensor ids, mask, rows, targets;  // mask undefined: no padding (or packed)
+  std::optional<PackedLayout> layout;      // packed rows
 };
 
-/// Testing: a staged micro-batch as safetensors (input_ids, attention_mask, labels with -100
-/// where unmasked), for an independent loss computation.
-void dump_batch(const HostBatch& h, const std::string& path) {
-  const int64_t n = h.rows * h.cols;
-  const int64_t* p = h.buf.data_ptr<int64_t>();
-  std::vector<int64_t> labels(static_cast<size_t>(n), kIgnoreLabel);
-  for (int64_t k = 0; k < h.masked; ++k) labels[static_cast<size_t>(p[2 * n + k])] = p[2 * n + h.masked + k];
+/// Testing: a micro-batch as the loader gave it (unpacked), as safetensors (input_ids,
+/// attention_mask, labels with -100 where unmasked, sample_index), for an independent loss
+/// computation.
+void dump_batch(const Batch& b, const std::string& path) {
   auto tensor = [&](const char* name, const int64_t* data, std::vector<int64_t> shape) {
     io::StTensor t;
     t.name = name;
@@ -103,10 +125,11 @@ void dump_batch(const HostBatch& h, const std::string& path) {
     std::memcpy(t.data.data(), data, t.data.size());
     return t;
   };
-  const std::vector<int64_t> index(h.sample_index.begin(), h.sample_index.end());
-  io::write_safetensors(path, {tensor("input_ids", p, {h.rows, h.cols}), tensor("attention_mask", p + n, {h.rows, h.cols}),
-                               tensor("labels", labels.data(), {h.rows, h.cols}),
-                               tensor("sample_index", index.data(), {h.rows})},
+  const std::vector<int64_t> index(b.sample_index.begin(), b.sample_index.end());
+  io::write_safetensors(path, {tensor("input_ids", b.input_ids.data(), {b.rows, b.cols}),
+                               tensor("attention_mask", b.attention_mask.data(), {b.rows, b.cols}),
+                               tensor("labels", b.labels.data(), {b.rows, b.cols}),
+                               tensor("sample_index", index.data(), {b.rows})},
                         {{"format", "pt"}, {"genemask", "first-batch"}});
 }
 
@@ -119,12 +142,21 @@ StepBatch to_device(const HostBatch& h, const torch::Device& dev) {
   if (h.padded) s.mask = d.narrow(0, n, n).view({h.rows, h.cols});
   s.rows = d.narrow(0, 2 * n, h.masked);
   s.targets = d.narrow(0, 2 * n + h.masked, h.masked);
+  if (h.packed) {
+    PackedLayout l;
+    l.position_ids = d.narrow(0, n, n).view({h.rows, h.cols});
+    l.segments = h.buf.narrow(0, 2 * n + 2 * h.masked, h.segments + 1);  // on the host
+    l.cu_seqlens = d.narrow(0, 2 * n + 2 * h.masked, h.segments + 1).to(torch::kInt);
+    l.max_seqlen = h.max_seqlen;
+    s.layout = std::move(l);
+  }
   return s;
 }
 
 /// The micro-batches of one optimizer step, staged on the host.
 struct StepData {
   std::vector<HostBatch> micro;
+  std::optional<Batch> first;  // the first micro-batch as the loader gave it (--dump-first-batch)
   double masked = 0, tokens = 0;
   double len_sq = 0;  // sum over samples of (real tokens)^2: the attention's model FLOPs
   std::vector<uint64_t> genome_tokens;  // real tokens per genome (shard sets of a genome list)
@@ -134,6 +166,7 @@ struct StepData {
 /// Sum of token losses over masked positions (not the mean: the step divides).
 torch::Tensor summed_loss(BertForMaskedLM& m, const StepBatch& b, bool bf16) {
   Autocast autocast(bf16);
+  if (b.layout) return m->masked_lm_loss_sum(b.ids, *b.layout, b.rows, b.targets);
   return m->masked_lm_loss_sum(b.ids, b.mask, b.rows, b.targets);
 }
 
@@ -217,6 +250,7 @@ struct Run {
   // Where it runs.
   torch::Device device = torch::kCPU;
   bool bf16 = false;
+  bool packing = false;  // --packing on
   bool valid_checksums_done = false;  // the validation shards' SHA-256 checked (at the first evaluation)
   bool has_validation = false;        // the shard set has validation samples for every rank
   // Shards of a genome list: real tokens trained on per genome (all ranks, the whole run:
@@ -261,6 +295,7 @@ void choose_runtime(Run& r) {
   hpc::check_slurm_world(r.world);
   const auto [local_rank, local_size] = hpc::local_rank_size(r.comm);
   r.bf16 = wants_bf16(r.o.precision, r.o.device, r.rank == 0);
+  r.packing = parse_packing(r.o.packing);
   r.local_rank = local_rank;
   r.device = pick_rank_device(r.o.device, local_rank);
   use_device(r.device, r.o.tf32);
@@ -338,6 +373,7 @@ nlohmann::json run_settings(const Run& r) {
           {"eps", r.o.eps},
           {"clip", r.o.clip},
           {"precision", precision_name(r.bf16)},
+          {"packing", r.packing ? "on" : "off"},
           {"init", r.init_dir},
           {"genome_weights", r.o.genome_weights.empty() ? nlohmann::json() : nlohmann::json(r.o.genome_weights)}};
 }
@@ -632,7 +668,7 @@ std::optional<double> evaluate(Run& r) {
   torch::Tensor acc = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(r.device));
   const int64_t nb = std::min<int64_t>(r.o.eval_batches, static_cast<int64_t>(valid.batches_per_epoch()));
   for (int64_t i = 0; i < nb; ++i) {
-    const HostBatch h = stage(valid.next(), r.device.is_cuda());
+    const HostBatch h = stage(valid.next(), r.device.is_cuda(), r.packing, r.model->config.max_tokens() + 2);
     count += static_cast<double>(h.masked);
     acc += summed_loss(r.model, to_device(h, r.device), r.bf16).to(torch::kFloat64);
   }
@@ -788,9 +824,9 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   int64_t parameters = 0;
   for (auto& p : r.params) parameters += p.numel();
   r.say(fmt::format("model {} ({} parameters), masking {}, {} ranks x batch {} x accumulation {} = effective batch {}, "
-                    "{} threads per rank, {} training samples",
+                    "packing {}, {} threads per rank, {} training samples",
                     o.model, parameters, to_string(o.masking), r.world, o.batch_per_rank, o.grad_accum,
-                    sum.effective_batch, r.threads, data.dataset_size()));
+                    sum.effective_batch, r.packing ? "on" : "off", r.threads, data.dataset_size()));
   if (!data.genome_probabilities().empty()) {
     std::string shares;
     const auto& gs = data.shard_set().genomes();
@@ -800,7 +836,10 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   }
   r.model->train();
   const size_t ngenomes = data.shard_set().genomes().size();
-  auto fetch = [&data, pinned = r.device.is_cuda(), accum = o.grad_accum, ngenomes] {
+  // Fetches run one after another (each is started after the previous one's get()).
+  bool keep_first = !o.dump_first_batch.empty() && r.rank == 0;
+  auto fetch = [&data, pinned = r.device.is_cuda(), accum = o.grad_accum, ngenomes, packing = r.packing,
+                width = r.model->config.max_tokens() + 2, &keep_first] {
     StepData sd;
     sd.genome_tokens.assign(ngenomes, 0);
     for (int64_t a = 0; a < accum; ++a) {
@@ -812,7 +851,11 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         if (row < b.genome.size()) sd.genome_tokens[b.genome[row]] += n;
         sd.len_sq += static_cast<double>(n) * static_cast<double>(n);
       }
-      sd.micro.push_back(stage(b, pinned));
+      sd.micro.push_back(stage(b, pinned, packing, width));
+      if (keep_first) {
+        sd.first = b;
+        keep_first = false;
+      }
       sd.masked += static_cast<double>(sd.micro.back().masked);
       sd.tokens += static_cast<double>(b.real_tokens());
       sd.next = b.next;
@@ -845,8 +888,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   while (r.step < o.steps) {
     StepData sd = pending.get();
     if (r.step + 1 < o.steps) pending = std::async(policy, fetch);
-    if (!o.dump_first_batch.empty() && r.step == sum.start_step && r.rank == 0)
-      dump_batch(sd.micro.front(), o.dump_first_batch);
+    if (sd.first) dump_batch(*sd.first, o.dump_first_batch);
     const double total_masked = hpc::allreduce_sum_double(sd.masked, r.comm);
     std::vector<StepBatch> micro;
     for (const auto& h : sd.micro) micro.push_back(to_device(h, r.device));  // every copy queued up front

@@ -33,6 +33,9 @@ struct PretrainOptions {
   bool allow_changes = false;    // --resume with other settings than the run's, deliberately
   bool verify_shards = false;    // --verify: SHA-256 and token ids of every shard before training
   std::string device = "cpu", precision = "auto";
+  /// on: the samples of a micro-batch packed several to a row (model/packing.hpp); off: one
+  /// per row, padded to the longest.
+  std::string packing = "on";
   std::string allreduce = "auto";  // auto | nccl | mpi (model/grad_sync.hpp)
   bool tf32 = true;                // TF32 for fp32 matrix products on a GPU
   int threads = 0;          // intra-op threads per rank; 0 = cores / ranks on the node

@@ -168,6 +168,42 @@ class Pretrain(unittest.TestCase):
                 self.assertAlmostEqual(g1, g2, delta=1e-3 * abs(g1), msg=f"{ranks} ranks")
                 self.assertEqual(lr1, lr2)
 
+    def test_packing_gives_the_unpacked_losses_at_one_and_two_ranks(self):
+        # --packing on (several samples per row, attention within each) against off (one per
+        # row, padded) on the same samples, masks and order, dropout 0: the same loss and
+        # gradient norm at every step up to float rounding, at 1 rank x 2 micro-batches and 2
+        # ranks x 1; the validation loss too. A bad value is refused by the option parser, and
+        # --resume with the other packing needs --allow-changes.
+        runs = {}
+        for packing in ("on", "off"):
+            for ranks, accum in [(1, 2), (2, 1)]:
+                out = os.path.join(self.tmp, f"packing-{packing}-{ranks}")
+                s = summary(self.pretrain(out, ["--packing", packing], model="tiny0.json", grad_accum=accum, steps=4,
+                                          checkpoint_every=0, eval_every=4, ranks=ranks if ranks > 1 else None))
+                self.assertEqual(s["packing"], packing)
+                runs[packing, ranks] = (metrics(out), s["eval_loss"])
+        want = runs["off", 1][0]
+        self.assertEqual(len(want), 4)
+        for key, (got, got_eval) in runs.items():
+            for (s1, l1, lr1, g1), (s2, l2, lr2, g2) in zip(want, got):
+                self.assertEqual((s1, lr1), (s2, lr2))
+                self.assertAlmostEqual(l2, l1, delta=1e-4 * abs(l1), msg=str(key))
+                self.assertAlmostEqual(g2, g1, delta=1e-3 * abs(g1), msg=str(key))
+            # Validation takes --eval-batches per rank: the same batches at the same rank count.
+            want_eval = runs["off", key[1]][1]
+            self.assertAlmostEqual(got_eval, want_eval, delta=1e-4 * abs(want_eval), msg=str(key))
+        p = self.pretrain(os.path.join(self.tmp, "packing-bad"), ["--packing", "maybe"], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--packing", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "packing-bad")))
+        out = os.path.join(self.tmp, "packing-resume")
+        self.pretrain(out, ["--packing", "on"], model="tiny0.json", stop_after=5)  # checkpoint at 4
+        p = self.pretrain(out, ["--resume", "--packing", "off"], model="tiny0.json", check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--packing", p.stderr)
+        s = summary(self.pretrain(out, ["--resume", "--packing", "off", "--allow-changes"], model="tiny0.json"))
+        self.assertEqual(s["steps_done"], 8)
+
     def test_init_continues_from_a_transformers_model(self):
         # A BertForMaskedLM saved by transformers (save_pretrained), dropout set to 0 so that
         # the training-mode loss is the model's loss.

@@ -1,0 +1,87 @@
+#include "model/packing.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+
+namespace genemask::model {
+
+PackedBatch pack_batch(const Batch& b, int64_t width) {
+  if (width < 1) throw std::invalid_argument(fmt::format("packing width {} must be positive", width));
+  const auto at = [&](int64_t r, int64_t c) { return static_cast<size_t>(r * b.cols + c); };
+  std::vector<int64_t> len(static_cast<size_t>(b.rows), 0);
+  for (int64_t r = 0; r < b.rows; ++r) {
+    int64_t n = 0;
+    while (n < b.cols && b.attention_mask[at(r, n)] != 0) ++n;
+    for (int64_t c = n; c < b.cols; ++c)
+      if (b.attention_mask[at(r, c)] != 0)
+        throw std::invalid_argument(fmt::format("packing: row {} of the batch has padding before position {}", r, c));
+    if (n > width)
+      throw std::invalid_argument(
+          fmt::format("packing: a sample of {} positions is longer than the rows of {} it is packed into", n, width));
+    len[static_cast<size_t>(r)] = n;
+  }
+  std::vector<int64_t> order(static_cast<size_t>(b.rows));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return len[static_cast<size_t>(x)] > len[static_cast<size_t>(y)]; });
+  // First fit: each sample into the first row with room for it.
+  std::vector<std::vector<int64_t>> bins;
+  std::vector<int64_t> fill;
+  for (const int64_t s : order) {
+    const int64_t n = len[static_cast<size_t>(s)];
+    if (n == 0) continue;  // an empty row (none come from the loader) has nothing to place
+    size_t k = 0;
+    while (k < bins.size() && fill[k] + n > width) ++k;
+    if (k == bins.size()) {
+      bins.emplace_back();
+      fill.push_back(0);
+    }
+    bins[k].push_back(s);
+    fill[k] += n;
+  }
+  PackedBatch p;
+  p.rows = static_cast<int64_t>(bins.size());
+  p.cols = fill.empty() ? 0 : *std::max_element(fill.begin(), fill.end());
+  const auto cells = static_cast<size_t>(p.rows * p.cols);
+  p.input_ids.assign(cells, 0);
+  p.position_ids.assign(cells, 0);
+  p.labels.assign(cells, kIgnoreLabel);
+  p.packed_index.assign(static_cast<size_t>(b.rows * b.cols), -1);
+  p.cu_seqlens.push_back(0);
+  for (int64_t r = 0; r < p.rows; ++r) {
+    int64_t c = 0;
+    for (const int64_t s : bins[static_cast<size_t>(r)]) {
+      const int64_t n = len[static_cast<size_t>(s)];
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t dst = r * p.cols + c + j;
+        p.input_ids[static_cast<size_t>(dst)] = b.input_ids[at(s, j)];
+        p.labels[static_cast<size_t>(dst)] = b.labels[at(s, j)];
+        p.position_ids[static_cast<size_t>(dst)] = j;
+        p.packed_index[at(s, j)] = dst;
+      }
+      c += n;
+      p.cu_seqlens.push_back(r * p.cols + c);
+      p.segment_sample.push_back(s);
+      p.max_seqlen = std::max(p.max_seqlen, n);
+      p.real_tokens += static_cast<uint64_t>(n);
+    }
+    if (c < p.cols) {  // the row's padding: a segment of its own, which no sample attends to
+      for (int64_t j = c; j < p.cols; ++j) p.position_ids[static_cast<size_t>(r * p.cols + j)] = j - c;
+      p.cu_seqlens.push_back((r + 1) * p.cols);
+      p.segment_sample.push_back(-1);
+      p.max_seqlen = std::max(p.max_seqlen, p.cols - c);
+    }
+  }
+  return p;
+}
+
+bool parse_packing(const std::string& value) {
+  if (value == "on") return true;
+  if (value == "off") return false;
+  throw std::invalid_argument(fmt::format("--packing must be on or off, got '{}'", value));
+}
+
+}  // namespace genemask::model
