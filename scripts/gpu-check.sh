@@ -28,7 +28,8 @@
 # step, profiled), bench_CFG_graph (the step as one CUDA graph, profiled, and checked
 # against the eager step: losses of 4 steps from the same state within 2e-3; GPU only),
 # bench_CFG_pytorch, bench_CFG_sweep (every batch of the sweep, eager and graph, and
-# PyTorch; GPU only). A failing part does not stop the others; a part whose program did
+# PyTorch; GPU only), bench_CFG_packing (samples of 7-512 positions, uniform as the shards'
+# recipe draws them, padded to the longest and packed: real tokens/s of each). A failing part does not stop the others; a part whose program did
 # not build is skipped. The end prints a table of the parts.
 #
 # The JSON (--out), written even when parts fail:
@@ -49,6 +50,9 @@
 #                null when that run failed)
 #   best         per config: the fastest genemask row, and its ratio to the fastest
 #                PyTorch row
+#   packing      per config: the padded and the packed run of bench_CFG_packing (rows as in
+#                runs, with real_tokens and positions) and packed_vs_padded, the ratio of
+#                their real tokens/s
 # Exit codes: 0 every part passed (or was skipped by --no-build); 1 a part failed (or was
 # skipped because its program did not build); 2 before any part ran: a bad option, a
 # Python module missing (all missing ones are named), or no GPU visible without --cpu.
@@ -210,7 +214,7 @@ bin="$build/src/cli/genemask"
 # all-reduce choice, the FLOP definition, the profiler's classes, the fused Q/K/V product).
 ready model_tests model_tests "$build/tests/model_tests" &&
   part model_tests "$build/tests/model_tests" --gtest_brief=1 \
-    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:Fusions.*'
+    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:Fusions.*:Packing.*'
 # The commands on the GPU against the CPU (on the CPU alone with --cpu): bf16 vs fp32 loss,
 # checkpoint and resume, embed, finetune, NCCL at world size 1 and MPI with 2 ranks.
 ready gpu_tests genemask "$bin" &&
@@ -236,6 +240,16 @@ sweep() {
   done
   return "$rc"
 }
+# packed CFG BATCH: samples of uniform lengths, padded then packed, one JSON line each in
+# bench-CFG-packing.jsonl.
+# shellcheck disable=SC2317  # called through part()
+packed() {
+  local rc=0
+  "$tb" "$1" "$threads" "$2" 512 "$steps" "$device" "$precision" --lengths uniform >>"$work/bench-$1-packing.jsonl" || rc=1
+  "$tb" "$1" "$threads" "$2" 512 "$steps" "$device" "$precision" --lengths uniform --packing \
+    >>"$work/bench-$1-packing.jsonl" || rc=1
+  return "$rc"
+}
 # The inner shell expands "$@" and "$0" itself (the command, then its JSON file).
 # shellcheck disable=SC2016
 for cfg in dnabert logo; do
@@ -252,6 +266,7 @@ for cfg in dnabert logo; do
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
   fi
+  ready "bench_${cfg}_packing" train_bench "$tb" && part "bench_${cfg}_packing" packed "$cfg" "$b"
   part "bench_${cfg}_pytorch" bash -c '"$@" >"$0"' "$work/bench-$cfg-pytorch.json" \
     "$python" "$root/bench/train_bench.py" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision"
   if [ "$device" = cuda ]; then
@@ -332,6 +347,19 @@ for cfg in ("dnabert", "logo"):
                             "pytorch_best_batch": bp["batch"] if bp else None,
                             "pytorch_best_tokens_per_s": bp["median_tokens_per_s"] if bp else None,
                             "ratio_vs_pytorch_best": bg["median_tokens_per_s"] / bp["median_tokens_per_s"] if bp else None}
+res["packing"] = {}
+for cfg in ("dnabert", "logo"):  # padded and packed samples of uniform lengths
+    path = os.path.join(work, f"bench-{cfg}-packing.jsonl")
+    if not os.path.exists(path):
+        continue
+    runs = {("packed" if r.get("packing") else "padded"): r for r in map(json.loads, (l for l in open(path) if l.strip().startswith("{")))}
+    for r in runs.values():
+        r["variant"] = "packed" if r.get("packing") else "padded"
+        r["mfu"] = r["achieved_tflops"] / peak_tflops if peak_tflops else None
+        if device != "cuda":
+            r["mfu_datasheet"] = None
+    both = "packed" in runs and "padded" in runs
+    res["packing"][cfg] = dict(runs, packed_vs_padded=runs["packed"]["median_tokens_per_s"] / runs["padded"]["median_tokens_per_s"] if both else None)
 rows.sort(key=lambda r: (("dnabert", "logo").index(r["config"]), r["batch"], r["impl"] != "genemask", r["variant"]))
 res["runs"] = rows
 with open(out, "w") as f:  # before the table: a row that cannot be printed loses nothing
@@ -357,6 +385,14 @@ for cfg in ("dnabert", "logo"):
     if b and b["ratio_vs_pytorch_best"]:
         print(f"{cfg:8s} best: genemask {b['variant']} batch {b['batch']} {b['tokens_per_s']:.0f} tokens/s, "
               f"{b['ratio_vs_pytorch_best']:.2f}x PyTorch's best (batch {b['pytorch_best_batch']})")
+for cfg, pk in res["packing"].items():
+    for v in ("padded", "packed"):
+        if v in pk:
+            r = pk[v]
+            print(f"{cfg:8s} uniform lengths, {v:6s} batch {r['batch']}: {r['median_tokens_per_s']:.0f} real tokens/s "
+                  f"({r['real_tokens']:.0f} real tokens in {r['positions']} positions), MFU {pct(r.get('mfu'))}")
+    if pk.get("packed_vs_padded"):
+        print(f"{cfg:8s} packed / padded: {pk['packed_vs_padded']:.2f}x real tokens/s")
 print()
 classes = ["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]
 prof = [r for r in rows if r.get("profile")]

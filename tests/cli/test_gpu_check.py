@@ -28,7 +28,7 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "pytorch", "sweep")]
+                                                 for p in ("genemask", "graph", "packing", "pytorch", "sweep")]
 GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph": "no CUDA graph on the CPU",
             "bench_dnabert_sweep": "the micro-batch sweep runs on a GPU",
             "bench_logo_sweep": "the micro-batch sweep runs on a GPU"}
@@ -106,6 +106,19 @@ class GpuCheckDryRun(unittest.TestCase):
             self.assertLessEqual(sum(prof["seconds_per_step"].values()), prof["step_s"] * 1.05)
             self.assertTrue(prof["top"])
         self.assertIn("where a step's time goes", p.stdout)
+        # Samples of uniform lengths, padded and packed: the same real tokens, fewer positions
+        # packed, and the ratio of the two runs' real tokens/s.
+        for cfg in CONFIGS:
+            pk = res["packing"][cfg]
+            padded, packed = pk["padded"], pk["packed"]
+            self.assertEqual((padded["lengths"], packed["lengths"]), ("uniform", "uniform"))
+            self.assertEqual((padded["packing"], packed["packing"]), (False, True))
+            self.assertEqual(padded["real_tokens"], packed["real_tokens"])
+            self.assertLessEqual(packed["positions"], padded["positions"])
+            self.assertLessEqual(padded["real_tokens"], padded["positions"])
+            self.assertAlmostEqual(pk["packed_vs_padded"],
+                                   packed["median_tokens_per_s"] / padded["median_tokens_per_s"], places=6)
+            self.assertIn(f"{cfg:8s} packed / padded:", p.stdout)
 
     def test_dry_run_inside_an_srun_step(self):
         # `srun --gpus=1 scripts/gpu-check.sh`: the GPU tests' `mpiexec -n 2` is a launch
@@ -145,6 +158,7 @@ class GpuCheckDryRun(unittest.TestCase):
         got = {n: (v["status"], v["exit_code"]) for n, v in parts.items()}
         self.assertEqual(got, {"build": ("skipped", None), "model_tests": ("failed", 3), "gpu_tests": ("failed", 1),
                                "bench_dnabert_genemask": ("failed", 127), "bench_dnabert_pytorch": ("failed", 5),
+                               "bench_dnabert_packing": ("failed", 127), "bench_logo_packing": ("failed", 127),
                                "bench_logo_genemask": ("failed", 127), "bench_logo_pytorch": ("passed", 0),
                                **{n: ("skipped", None) for n in GPU_ONLY}}, log)
         self.assertIn("train_bench is missing", parts["bench_logo_genemask"]["note"])
@@ -152,8 +166,8 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertEqual(res["gpu_tests"], "failed")
         self.assertEqual([(r["impl"], r["config"]) for r in res["runs"]], [("pytorch", "logo")])
         self.assertIn("logo     genemask  (no result: failed)", p.stdout)
-        self.assertIn("gpu-check: 5 part(s) failed: model_tests, gpu_tests, bench_dnabert_genemask, "
-                      "bench_dnabert_pytorch, bench_logo_genemask", p.stdout)
+        self.assertIn("gpu-check: 7 part(s) failed: model_tests, gpu_tests, bench_dnabert_genemask, "
+                      "bench_dnabert_packing, bench_dnabert_pytorch, bench_logo_genemask, bench_logo_packing", p.stdout)
         for name in PARTS:  # the status table
             self.assertRegex(p.stdout, rf"(?m)^{name} +{parts[name]['status']} ")
 
