@@ -100,9 +100,15 @@ HostBatch stage(const PackedBatch& b, bool pinned) {
   return h;
 }
 
-/// The batch as the model takes it: packed into rows of the model's width with --packing on.
+/// The batch as the model takes it: with --packing on, packed into rows of the model's width
+/// where that computes fewer positions than the padded batch (a batch of samples that fill
+/// their rows stays as it is: the same computation, and LibTorch's CPU flash kernel is
+/// faster than the kernel over segments when there is nothing to skip).
 HostBatch stage(const Batch& b, bool pinned, bool packing, int64_t width) {
-  return packing ? stage(pack_batch(b, width), pinned) : stage(b, pinned);
+  if (!packing) return stage(b, pinned);
+  PackedBatch p = pack_batch(b, width);
+  if (p.rows * p.cols >= b.rows * b.cols) return stage(b, pinned);
+  return stage(p, pinned);
 }
 
 struct StepBatch {

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Packed sequences on the CPU: `genemask pretrain` on real shards (the default recipe: 5-510
+# tokens per sample, uniform) with --packing off (one sample per row, padded to the longest
+# of its micro-batch) and --packing on (several per row, attention within each sample),
+# alternating, RUNS runs each; the median real tokens/s of each and their ratio, per model
+# and precision (bf16 too where the CPU multiplies bf16 in hardware: AMX-BF16, AVX512-BF16).
+# Usage: bench/packing_bench.sh [STEPS (default 6)] [RUNS (default 3)] [MODELS (default "logo dnabert")]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+steps=${1:-6}
+runs=${2:-3}
+models=${3:-logo dnabert}
+copies=1
+# shellcheck source=bench/common.sh
+source "$root/bench/common.sh"
+bench_precisions
+"$bin" shards --genome "$g" --out "$work/packing-shards" --force >/dev/null
+threads=$(nproc)
+echo "== genemask pretrain on real shards, batch 8, $steps steps, $threads threads, packing off vs on"
+for _ in $(seq "$runs"); do
+  for m in $models; do
+    for p in $precisions; do
+      for pk in off on; do
+        rm -rf "$work/packing-run"
+        "$bin" pretrain --shards "$work/packing-shards" --masking random --model "$m" --out "$work/packing-run" \
+          --steps "$steps" --warmup 1 --batch-per-rank 8 --grad-accum 1 --log-every "$steps" --eval-every 0 \
+          --checkpoint-every 100000 --threads "$threads" --precision "$p" --packing "$pk" 2>/dev/null |
+          "$python" -c "import json,sys; s=json.load(sys.stdin); print(json.dumps({'model': '$m', 'precision': s['precision'], 'packing': s['packing'], 'tokens_per_s': s['tokens_per_s']}))"
+      done
+    done
+  done
+done > "$work/packing.jsonl"
+rm -rf "$work/packing-run"
+"$python" - "$work/packing.jsonl" <<'PY'
+import collections, json, statistics, sys
+by = collections.defaultdict(list)
+for l in open(sys.argv[1]):
+    r = json.loads(l)
+    by[(r["model"], r["precision"], r["packing"])].append(r["tokens_per_s"])
+for (m, p) in sorted({k[:2] for k in by}):
+    off, on = statistics.median(by[(m, p, "off")]), statistics.median(by[(m, p, "on")])
+    print(f"{m:8s} {p}: packing off {off:8.0f}, on {on:8.0f} real tokens/s (medians of {len(by[(m, p, 'on')])}); "
+          f"on / off {on / off:.2f}x")
+PY
