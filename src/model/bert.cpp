@@ -5,6 +5,8 @@
 #include "model/grad_sync.hpp"
 #include "model/residual_layer_norm.hpp"
 
+#include <ATen/autocast_mode.h>
+
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -210,10 +212,18 @@ torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, c
                                const PackedLayout& layout, double dropout_p) {
   const std::string path = packed_attention_path(q, k, v);
   if (path == "cpu-segments") {
-    if (dropout_p > 0)
-      return attention_dropout_cpu(q, k, v, {}, dropout_p, next_cpu_dropout_seed(), layout.segments);
-    // Without dropout LibTorch's CPU flash kernel is faster than the kernel over segments (by
-    // about 1.17x at uniform lengths, train_bench logo): one call per segment on views, the row joined again.
+    // With dropout, and in bf16 (where the kernel's oneDNN products use the CPU's bf16
+    // matrix units, and LibTorch's CPU flash kernel was measured no faster than in fp32 on
+    // an AMX Xeon), the kernel over segments.
+    const bool bf16 = q.scalar_type() == torch::kBFloat16 ||
+                      (at::autocast::is_autocast_enabled(at::kCPU) &&
+                       at::autocast::get_autocast_dtype(at::kCPU) == at::kBFloat16);
+    if (dropout_p > 0 || bf16)
+      return attention_dropout_cpu(q, k, v, {}, dropout_p, dropout_p > 0 ? next_cpu_dropout_seed() : 0,
+                                   layout.segments);
+    // Without dropout in fp32, LibTorch's CPU flash kernel is faster than the kernel over
+    // segments (about 1.17x at uniform lengths, train_bench logo on a 2-core EPYC): one call
+    // per segment on views, the row joined again.
     const int64_t L = q.size(2), S = layout.segments.numel() - 1;
     const int64_t* b = layout.segments.data_ptr<int64_t>();
     std::vector<torch::Tensor> rows, parts;

@@ -26,7 +26,7 @@ namespace genemask::model {
 
 void write_vocab_and_weights(torch::nn::Module& m, const BertConfig& config, const std::string& dir,
                              bool with_buffers) {
-  write_hf_tokenizer(dir, config.max_position_embeddings);
+  write_hf_tokenizer(dir, static_cast<int>(config.max_position_embeddings));  // validate() bounds it by 2^20
   std::vector<io::StTensor> tensors;
   auto named = m.named_parameters();
   if (with_buffers)
