@@ -749,8 +749,13 @@ class Silent(unittest.TestCase):
         t = self.t
         for mib, want in [(1536, r"cannot load the training library .*: .*not enough address space to map LibTorch "
                                  r"under the virtual memory limit of 1536 MiB \(ulimit -v\)"),
+                          # Where the address space runs out decides which words come: LibTorch's
+                          # allocator error (with its size), std::bad_alloc (which LibTorch's CPU
+                          # allocator throws too: seen for the model's first weights), or the
+                          # dynamic linker's.
                           (3000, r"out of memory: LibTorch could not allocate [0-9.]+ MiB more under a virtual "
-                                 r"memory limit of \d+ MiB \(ulimit -v\)|not enough address space to map LibTorch")]:
+                                 r"memory limit of \d+ MiB \(ulimit -v\)|out of memory under a virtual memory limit of "
+                                 r"\d+ MiB \(ulimit -v\); use a smaller batch|not enough address space to map LibTorch")]:
             def limited(limit=mib << 20):
                 resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
