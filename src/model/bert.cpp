@@ -416,12 +416,19 @@ torch::Tensor BertForMaskedLMImpl::forward(const torch::Tensor& input_ids, const
   return torch::nn::functional::linear(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias);
 }
 
+namespace {
+/// The MLM head (transform, tied decoder, bias) on the flat positions `rows` of hidden states
+/// [B, L, H]: what forward_rows returns and the losses take.
+torch::Tensor head_at_rows(BertForMaskedLMImpl& m, const torch::Tensor& hidden, const torch::Tensor& rows) {
+  auto h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows);
+  auto t = m.cls->predictions->transform(h);
+  return torch::nn::functional::linear(t, m.bert->embeddings->word_embeddings->weight, m.cls->predictions->bias);
+}
+}  // namespace
+
 torch::Tensor BertForMaskedLMImpl::forward_rows(const torch::Tensor& input_ids, const torch::Tensor& attention_mask,
                                                 const torch::Tensor& rows) {
-  auto h = bert(input_ids, attention_mask);
-  h = h.reshape({-1, h.size(-1)}).index_select(0, rows);
-  auto t = cls->predictions->transform(h);
-  return torch::nn::functional::linear(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias);
+  return head_at_rows(*this, bert(input_ids, attention_mask), rows);
 }
 
 torch::Tensor BertForMaskedLMImpl::masked_lm_loss_sum(const torch::Tensor& input_ids,
@@ -445,10 +452,7 @@ torch::Tensor BertForMaskedLMImpl::masked_lm_loss_sum(const torch::Tensor& input
 
 torch::Tensor BertForMaskedLMImpl::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& rows,
                                                  const torch::Tensor& targets) {
-  auto h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows);
-  auto t = cls->predictions->transform(h);
-  auto logits = torch::nn::functional::linear(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias)
-                    .to(torch::kFloat32);
+  auto logits = head_at_rows(*this, hidden, rows).to(torch::kFloat32);
   return torch::nn::functional::cross_entropy(logits, targets,
                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }
