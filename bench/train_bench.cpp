@@ -254,11 +254,7 @@ int run(int argc, char** argv) {
     const PackedBatch p = pack_batch(hb, seq);
     ids = as_tensor(p.input_ids, p.rows, p.cols);
     labels = as_tensor(p.labels, p.rows, p.cols);
-    PackedLayout l;
-    l.position_ids = as_tensor(p.position_ids, p.rows, p.cols).to(dev);
-    l.segments = torch::tensor(p.cu_seqlens, torch::kLong);
-    l.cu_seqlens = l.segments.to(dev, torch::kInt);
-    l.max_seqlen = p.max_seqlen;
+    PackedLayout l = packed_layout(p, dev);
     if (dev.is_cuda()) l.block_mask();  // made before any capture (used where flash cannot run)
     layout = std::move(l);
     positions = p.rows * p.cols;

@@ -29,6 +29,8 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                       {"layout", layout},
                       {"precision", s.precision},
                       {"packing", o.packing},
+                      {"cuda_graphs", s.cuda_graphs},
+                      {"eager_micro_batches", s.eager_micro_batches},
                       {"start_step", s.start_step},
                       {"steps_done", s.steps_done},
                       {"loss", s.last_loss ? nlohmann::json(*s.last_loss) : nlohmann::json()},
@@ -105,8 +107,17 @@ void register_pretrain(CLI::App& app, Context& ctx) {
                   "each sample (no compute on padding); off: one sample per row, padded to the longest")
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
+  sub->add_option("--cuda-graphs", o->cuda_graphs,
+                  "auto: on a GPU, each step replayed as CUDA graphs captured at the first step (fixed shapes; "
+                  "the eager step where that cannot work, with a line saying why); on: graphs or an error; off: "
+                  "the eager step")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
   sub->add_flag("--tf32,!--no-tf32", o->tf32, "TF32 for fp32 matrix products on a GPU (default on)");
   sub->add_option("--stop-after", o->stop_after, "testing: stop after this step without a checkpoint")->group("");
+  sub->add_flag("--static-step", o->static_step, "testing: the CUDA graphs' fixed-shape step, run without capture")
+      ->group("");
+  sub->add_option("--static-capacity", o->static_capacity, "testing: the fixed-shape step's masked rows")->group("");
   sub->add_option("--dump-first-batch", o->dump_first_batch, "testing: first micro-batch to a safetensors file")->group("");
   sub->footer("AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, gradient clipping 1.0. SIGTERM or "
               "SIGUSR1 (Slurm's warning signal) writes a checkpoint and exits; --resume continues exactly.");

@@ -256,8 +256,9 @@ Tasks make_tasks(int64_t B, int64_t H, int64_t Lq, int64_t L, const torch::Tenso
     throw std::invalid_argument("attention_dropout_cpu: segment boundaries must run from 0 to B x L (self-attention)");
   for (int64_t s = 0; s < S; ++s) {
     const int64_t start = b[s], end = b[s + 1], row = start / L;
-    if (end <= start || (end - 1) / L != row)
-      throw std::invalid_argument("attention_dropout_cpu: segments must be non-empty and within one row");
+    if (end == start) continue;  // zero-length (a fixed-shape layout pads its boundaries so)
+    if (end < start || (end - 1) / L != row)
+      throw std::invalid_argument("attention_dropout_cpu: segment boundaries must not decrease, and a segment must lie within one row");
     const int64_t len = end - start, G = heads_per_task(H, len, len);
     for (int64_t h0 = 0; h0 < H; h0 += G) add({row * H + h0, std::min(G, H - h0), start % L, len, start % L, len});
   }

@@ -1,4 +1,5 @@
 #include "model/bert.hpp"
+#include "model/packing.hpp"
 
 #include "model/attention_cpu.hpp"
 #include "model/fusions.hpp"
@@ -189,12 +190,25 @@ torch::Tensor BertEmbeddingsImpl::forward(const torch::Tensor& input_ids, const 
 
 const torch::Tensor& PackedLayout::block_mask() const {
   if (!block_mask_.defined()) {
-    const int64_t R = position_ids.size(0), L = position_ids.size(1), S = segments.numel() - 1;
-    const auto lengths = segments.narrow(0, 1, S) - segments.narrow(0, 0, S);
-    const auto seg = torch::repeat_interleave(torch::arange(S, torch::kLong), lengths).view({R, L}).to(position_ids.device());
+    // On the device from cu_seqlens alone (no host data: a CUDA graph can capture it): each
+    // position's segment is the number of boundaries at or before it; zero-length segments
+    // (a fixed-shape layout's padding, model/graph_step.hpp) hold no position.
+    const int64_t R = position_ids.size(0), L = position_ids.size(1);
+    const auto cu = cu_seqlens.to(torch::kLong);
+    const auto seg = torch::searchsorted(cu, torch::arange(R * L, cu.options()), /*out_int32=*/false, /*right=*/true)
+                         .view({R, L});
     block_mask_ = (seg.unsqueeze(2) == seg.unsqueeze(1)).unsqueeze(1);
   }
   return block_mask_;
+}
+
+PackedLayout packed_layout(const PackedBatch& p, const torch::Device& dev) {
+  PackedLayout l;
+  l.position_ids = torch::tensor(p.position_ids, torch::kLong).view({p.rows, p.cols}).to(dev);
+  l.segments = torch::tensor(p.cu_seqlens, torch::kLong);
+  l.cu_seqlens = l.segments.to(dev, torch::kInt);
+  l.max_seqlen = p.max_seqlen;
+  return l;
 }
 
 std::string packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
@@ -229,6 +243,7 @@ torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, c
     std::vector<torch::Tensor> rows, parts;
     for (int64_t s = 0; s < S; ++s) {
       const int64_t row = b[s] / L, start = b[s] % L, len = b[s + 1] - b[s];
+      if (len == 0) continue;  // a fixed-shape layout's trailing zero-length segments
       auto seg = [&](const torch::Tensor& t) { return t.narrow(0, row, 1).narrow(2, start, len); };
       parts.push_back(at::scaled_dot_product_attention(seg(q), seg(k), seg(v)));
       if (b[s + 1] % L == 0) {

@@ -14,6 +14,8 @@
 
 namespace genemask::model {
 
+struct PackedBatch;  // model/packing.hpp
+
 struct BertConfig {
   int64_t vocab_size = 4101, hidden_size = 768, num_hidden_layers = 12, num_attention_heads = 12;
   int64_t intermediate_size = 3072, max_position_embeddings = 512, type_vocab_size = 2, pad_token_id = 0;
@@ -46,15 +48,20 @@ void check_config_object(const nlohmann::json& j, const std::string& path);
 /// each attending to itself only, positions restarting at 0 per sample.
 struct PackedLayout {
   torch::Tensor position_ids;  // [R, L] int64, on the device
-  torch::Tensor cu_seqlens;    // [S + 1] int32 on the device: the segments' boundaries over R x L
+  /// [S + 1] int32 on the device: the segments' boundaries over R x L. A fixed-shape layout
+  /// (model/graph_step.hpp) ends them in zero-length segments, which hold no position.
+  torch::Tensor cu_seqlens;
   torch::Tensor segments;      // the same as int64 on the CPU (the CPU kernel's tasks)
-  int64_t max_seqlen = 0;      // the longest segment
+  int64_t max_seqlen = 0;      // the longest segment (or more)
   /// [R, 1, L, L] bool, true where query and key lie in one segment: for the devices and
   /// dtypes without a varlen kernel (scaled_dot_product_attention with this mask). Made on
   /// first use.
   const torch::Tensor& block_mask() const;
   mutable torch::Tensor block_mask_;
 };
+
+/// The layout of a packed batch (model/packing.hpp) on `dev`.
+PackedLayout packed_layout(const PackedBatch& p, const torch::Device& dev);
 
 /// How attention is masked: a key mask of a padded batch (or none), or a packed layout.
 struct AttentionMask {

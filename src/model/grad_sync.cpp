@@ -20,20 +20,23 @@ std::string to_string(AllReduce a) {
   return "?";
 }
 
+std::string shared_gpu(const std::vector<RankGpu>& ranks) {
+  std::map<std::pair<std::string, std::string>, size_t> first;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i].gpu.empty()) continue;
+    auto [it, fresh] = first.emplace(std::make_pair(ranks[i].host, ranks[i].gpu), i);
+    if (!fresh) return fmt::format("ranks {} and {} on {} share GPU {}", it->second, i, ranks[i].host, ranks[i].gpu);
+  }
+  return "";
+}
+
 AllReduce decide_allreduce(const std::string& requested, const std::vector<RankGpu>& ranks, bool nccl_available) {
   if (requested != "auto" && requested != "nccl" && requested != "mpi")
     throw std::invalid_argument(fmt::format("--allreduce must be auto, nccl or mpi, got '{}'", requested));
   const size_t world = ranks.size();
   bool on_gpus = world > 0;
   for (const auto& r : ranks) on_gpus = on_gpus && !r.gpu.empty();
-  // The first two ranks of one host on one GPU, if any.
-  std::string shared;
-  std::map<std::pair<std::string, std::string>, size_t> first;
-  for (size_t i = 0; i < world && on_gpus && shared.empty(); ++i) {
-    auto [it, fresh] = first.emplace(std::make_pair(ranks[i].host, ranks[i].gpu), i);
-    if (!fresh)
-      shared = fmt::format("ranks {} and {} on {} share GPU {}", it->second, i, ranks[i].host, ranks[i].gpu);
-  }
+  const std::string shared = on_gpus ? shared_gpu(ranks) : "";  // the first two ranks of one host on one GPU, if any
   const bool own = on_gpus && shared.empty();
   if (requested == "mpi") return world <= 1 ? AllReduce::Local : AllReduce::Mpi;
   if (requested == "nccl") {
@@ -51,25 +54,24 @@ AllReduce decide_allreduce(const std::string& requested, const std::vector<RankG
   return own && nccl_available ? AllReduce::Nccl : AllReduce::Mpi;
 }
 
-AllReduce choose_allreduce(const std::string& requested, const torch::Device& device, MPI_Comm comm) {
+std::vector<RankGpu> gather_rank_gpus(const torch::Device& device, MPI_Comm comm) {
   const std::string mine = nlohmann::json{io::host_name(), gpu_identity(device)}.dump();
   const auto all = hpc::gather_bytes(mine, 0, comm);
-  std::string verdict;  // "N" with the AllReduce's value, or "E" and the message
+  std::string joined;  // rank 0's JSON array of every rank's pair, sent to all
   if (hpc::comm_rank(comm) == 0) {
-    std::vector<RankGpu> ranks;
-    for (const auto& a : all) {
-      const auto j = nlohmann::json::parse(a);
-      ranks.push_back({j[0].get<std::string>(), j[1].get<std::string>()});
-    }
-    try {
-      verdict = "N" + std::to_string(static_cast<int>(decide_allreduce(requested, ranks, nccl_built())));
-    } catch (const std::invalid_argument& e) {
-      verdict = std::string("E") + e.what();
-    }
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& one : all) a.push_back(nlohmann::json::parse(one));
+    joined = a.dump();
   }
-  hpc::bcast_bytes(verdict, 0, comm);
-  if (verdict.empty() || verdict[0] == 'E') throw std::invalid_argument(verdict.empty() ? "no verdict" : verdict.substr(1));
-  return static_cast<AllReduce>(std::stoi(verdict.substr(1)));
+  hpc::bcast_bytes(joined, 0, comm);
+  std::vector<RankGpu> ranks;
+  for (const auto& j : nlohmann::json::parse(joined)) ranks.push_back({j[0].get<std::string>(), j[1].get<std::string>()});
+  return ranks;
+}
+
+AllReduce choose_allreduce(const std::string& requested, const torch::Device& device, MPI_Comm comm) {
+  // Every rank decides from the same gathered facts, so every rank returns or throws alike.
+  return decide_allreduce(requested, gather_rank_gpus(device, comm), nccl_built());
 }
 
 GradBuckets::GradBuckets(const std::vector<torch::Tensor>& params, MPI_Comm comm, AllReduce how,

@@ -36,9 +36,13 @@ struct RankGpu {
 /// that names the ranks sharing a GPU; anything but auto, nccl or mpi is an error too.
 AllReduce decide_allreduce(const std::string& requested, const std::vector<RankGpu>& ranks, bool nccl_available);
 
-/// decide_allreduce over the ranks of comm, collective: each rank's host and GPU identity
-/// (gpu_identity(device)) are gathered to rank 0, which decides for all; an error is thrown
-/// on every rank.
+/// "ranks I and J on HOST share GPU G" for the first two ranks of one host on one GPU, "" when
+/// no two do (ranks on the CPU share nothing).
+std::string shared_gpu(const std::vector<RankGpu>& ranks);
+/// Every rank's host and GPU identity (gpu_identity(device)), on every rank; collective.
+std::vector<RankGpu> gather_rank_gpus(const torch::Device& device, MPI_Comm comm);
+/// decide_allreduce over the ranks of comm, collective: every rank decides from the same
+/// gathered identities (gather_rank_gpus), so an error is thrown on every rank.
 AllReduce choose_allreduce(const std::string& requested, const torch::Device& device, MPI_Comm comm);
 
 /// A GPU's identity: its UUID as nvidia-smi -L writes it ("GPU-8f6b...") where this build has

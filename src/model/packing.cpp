@@ -78,6 +78,89 @@ PackedBatch pack_batch(const Batch& b, int64_t width) {
   return p;
 }
 
+PackedBatch one_per_row(const Batch& b) {
+  PackedBatch p;
+  p.rows = b.rows;
+  p.cols = b.cols;
+  const auto cells = static_cast<size_t>(b.rows * b.cols);
+  p.input_ids = b.input_ids;
+  p.labels = b.labels;
+  p.position_ids.assign(cells, 0);
+  p.packed_index.assign(cells, -1);
+  p.cu_seqlens.push_back(0);
+  for (int64_t r = 0; r < b.rows; ++r) {
+    int64_t n = 0;
+    while (n < b.cols && b.attention_mask[static_cast<size_t>(r * b.cols + n)] != 0) ++n;
+    for (int64_t c = n; c < b.cols; ++c)
+      if (b.attention_mask[static_cast<size_t>(r * b.cols + c)] != 0)
+        throw std::invalid_argument(fmt::format("packing: row {} of the batch has padding before position {}", r, c));
+    for (int64_t c = 0; c < b.cols; ++c) {
+      const auto i = static_cast<size_t>(r * b.cols + c);
+      p.position_ids[i] = c < n ? c : c - n;
+      if (c < n) p.packed_index[i] = static_cast<int64_t>(i);
+    }
+    if (n > 0) {
+      p.cu_seqlens.push_back(r * b.cols + n);
+      p.segment_sample.push_back(r);
+      p.real_tokens += static_cast<uint64_t>(n);
+    }
+    if (n < b.cols) {
+      p.cu_seqlens.push_back((r + 1) * b.cols);
+      p.segment_sample.push_back(-1);
+    }
+    p.max_seqlen = std::max({p.max_seqlen, n, b.cols - n});
+  }
+  return p;
+}
+
+PackedBatch widen(const PackedBatch& p, int64_t rows, int64_t cols) {
+  if (p.rows > rows || p.cols > cols)
+    throw std::invalid_argument(fmt::format("packing: a batch of {} x {} positions does not fit the fixed {} x {}", p.rows,
+                                            p.cols, rows, cols));
+  PackedBatch w;
+  w.rows = rows;
+  w.cols = cols;
+  const auto cells = static_cast<size_t>(rows * cols);
+  w.input_ids.assign(cells, 0);
+  w.position_ids.assign(cells, 0);
+  w.labels.assign(cells, kIgnoreLabel);
+  w.real_tokens = p.real_tokens;
+  w.cu_seqlens.push_back(0);
+  // Where each position of p went (p's own packed_index then maps through it).
+  std::vector<int64_t> moved(static_cast<size_t>(p.rows * p.cols), -1);
+  size_t seg = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t c = 0;  // the row's real positions so far
+    while (r < p.rows && seg < p.segment_sample.size() && p.cu_seqlens[seg] < (r + 1) * p.cols) {
+      const int64_t start = p.cu_seqlens[seg], end = p.cu_seqlens[seg + 1];
+      if (p.segment_sample[seg] >= 0) {
+        for (int64_t i = start; i < end; ++i) {
+          const int64_t dst = r * cols + (i - r * p.cols);
+          w.input_ids[static_cast<size_t>(dst)] = p.input_ids[static_cast<size_t>(i)];
+          w.position_ids[static_cast<size_t>(dst)] = p.position_ids[static_cast<size_t>(i)];
+          w.labels[static_cast<size_t>(dst)] = p.labels[static_cast<size_t>(i)];
+          moved[static_cast<size_t>(i)] = dst;
+        }
+        c = end - r * p.cols;
+        w.cu_seqlens.push_back(r * cols + c);
+        w.segment_sample.push_back(p.segment_sample[seg]);
+        w.max_seqlen = std::max(w.max_seqlen, end - start);
+      }
+      ++seg;
+    }
+    if (c < cols) {  // the rest of the row: one padding segment
+      for (int64_t j = c; j < cols; ++j) w.position_ids[static_cast<size_t>(r * cols + j)] = j - c;
+      w.cu_seqlens.push_back((r + 1) * cols);
+      w.segment_sample.push_back(-1);
+      w.max_seqlen = std::max(w.max_seqlen, cols - c);
+    }
+  }
+  w.packed_index = p.packed_index;
+  for (auto& i : w.packed_index)
+    if (i >= 0) i = moved[static_cast<size_t>(i)];
+  return w;
+}
+
 bool parse_packing(const std::string& value) {
   if (value == "on") return true;
   if (value == "off") return false;

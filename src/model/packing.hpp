@@ -36,6 +36,20 @@ struct PackedBatch {
 /// not a prefix.
 PackedBatch pack_batch(const Batch& b, int64_t width);
 
+/// `b` as `--packing off` lays it out, written as segments: each sample alone in its row
+/// (its real positions, then the row's padding as a segment of its own), positions 0, 1, ...
+/// per sample and per padding run. The same rows, ids and labels as `b`.
+PackedBatch one_per_row(const Batch& b);
+
+/// `p` laid into exactly `rows` x `cols` positions, the fixed shape a CUDA graph of the step
+/// reads (`pretrain --cuda-graphs`, model/graph_step.hpp): p's rows first, then rows of
+/// padding; each row's samples keep their columns, and everything after a row's last sample
+/// is one padding segment to the row's end. So every segment is non-empty and there are at
+/// most 2 x rows of them (each row: its samples, at most one per row of the batch, and one
+/// padding run). `packed_index` and `cu_seqlens` refer to the new layout. Throws
+/// std::invalid_argument when p has more rows or columns than that.
+PackedBatch widen(const PackedBatch& p, int64_t rows, int64_t cols);
+
 /// `--packing`: "on" or "off" (anything else is an error naming the option).
 bool parse_packing(const std::string& value);
 

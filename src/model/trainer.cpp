@@ -36,6 +36,7 @@
 #include "model/cuda_graph.hpp"
 #include "model/flops.hpp"
 #include "model/grad_sync.hpp"
+#include "model/graph_step.hpp"
 #include "model/hf_io.hpp"
 #include "model/optim.hpp"
 #include "model/packing.hpp"
@@ -60,6 +61,7 @@ struct HostBatch {
   bool packed = false;     // samples packed several to a row (model/packing.hpp)
   int64_t segments = 0;    // packed: segment count (boundaries: segments + 1)
   int64_t max_seqlen = 0;  // packed: the longest segment
+  bool fixed = false;      // buf is stage_static's fixed layout (model/graph_step.hpp)
 };
 
 /// Stages rows x cols of ids, per-position `second` (mask or position ids) and labels.
@@ -257,6 +259,9 @@ struct Run {
   torch::Device device = torch::kCPU;
   bool bf16 = false;
   bool packing = false;  // --packing on
+  // --cuda-graphs: the fixed-shape step (captured, or eagerly with --static-step); why not.
+  bool fixed_shapes = false, capture = false;
+  std::string graphs_off;
   bool valid_checksums_done = false;  // the validation shards' SHA-256 checked (at the first evaluation)
   bool has_validation = false;        // the shard set has validation samples for every rank
   // Shards of a genome list: real tokens trained on per genome (all ranks, the whole run:
@@ -305,7 +310,11 @@ void choose_runtime(Run& r) {
   r.local_rank = local_rank;
   r.device = pick_rank_device(r.o.device, local_rank);
   use_device(r.device, r.o.tf32);
-  r.how = choose_allreduce(r.o.allreduce, r.device, r.comm);
+  const std::vector<RankGpu> gpus = gather_rank_gpus(r.device, r.comm);
+  r.how = decide_allreduce(r.o.allreduce, gpus, nccl_built());
+  r.graphs_off = decide_cuda_graphs(r.o.cuda_graphs, StepGraph::unavailable(r.device), shared_gpu(gpus));
+  r.capture = r.graphs_off.empty();
+  r.fixed_shapes = r.capture || r.o.static_step;
   tune_cpu_allocator();
   r.threads = set_intra_op_threads(r.o.threads, local_size, r.rank == 0);
 }
@@ -844,8 +853,27 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   const size_t ngenomes = data.shard_set().genomes().size();
   // Fetches run one after another (each is started after the previous one's get()).
   bool keep_first = !o.dump_first_batch.empty() && r.rank == 0;
-  auto fetch = [&data, pinned = r.device.is_cuda(), accum = o.grad_accum, ngenomes, packing = r.packing,
-                width = r.model->config.max_tokens() + 2, &keep_first] {
+  const int64_t width = r.model->config.max_tokens() + 2;
+  // The graphs' fixed shape: a micro-batch's samples in batch-per-rank rows of the model's width.
+  std::optional<StaticShape> fixed;
+  std::unique_ptr<GraphStep> graph;
+  if (r.fixed_shapes) {
+    fixed = static_shape(o.batch_per_rank, width);
+    if (o.static_capacity > 0) fixed->capacity = o.static_capacity;
+    graph = std::make_unique<GraphStep>(r.model, grads, fused, *fixed, r.device, r.bf16, o.clip, r.capture);
+  }
+  sum.cuda_graphs = r.capture ? "on" : r.fixed_shapes ? "static (testing)" : "off (" + r.graphs_off + ")";
+  if (r.capture)
+    r.say(fmt::format("CUDA graphs on: each micro-batch in {} x {} positions and {} masked rows, captured at the "
+                      "first step",
+                      fixed->rows, fixed->cols, fixed->capacity));
+  else if (r.fixed_shapes)
+    r.say(fmt::format("CUDA graphs' fixed-shape step without capture (testing): {} x {} positions, {} masked rows",
+                      fixed->rows, fixed->cols, fixed->capacity));
+  else
+    r.say("CUDA graphs off: " + r.graphs_off);
+  auto fetch = [&data, pinned = r.device.is_cuda(), accum = o.grad_accum, ngenomes, packing = r.packing, width,
+                &fixed, &keep_first] {
     StepData sd;
     sd.genome_tokens.assign(ngenomes, 0);
     for (int64_t a = 0; a < accum; ++a) {
@@ -857,7 +885,18 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         if (row < b.genome.size()) sd.genome_tokens[b.genome[row]] += n;
         sd.len_sq += static_cast<double>(n) * static_cast<double>(n);
       }
-      sd.micro.push_back(stage(b, pinned, packing, width));
+      int64_t masked = 0;
+      std::optional<torch::Tensor> staged;
+      if (fixed) staged = stage_static(b, packing, *fixed, pinned, masked);
+      if (staged) {
+        HostBatch h;
+        h.buf = std::move(*staged);
+        h.masked = masked;
+        h.fixed = true;
+        sd.micro.push_back(std::move(h));
+      } else {
+        sd.micro.push_back(stage(b, pinned, packing, width));
+      }
       if (keep_first) {
         sd.first = b;
         keep_first = false;
@@ -896,22 +935,37 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     if (r.step + 1 < o.steps) pending = std::async(policy, fetch);
     if (sd.first) dump_batch(*sd.first, o.dump_first_batch);
     const double total_masked = hpc::allreduce_sum_double(sd.masked, r.comm);
-    std::vector<StepBatch> micro;
-    for (const auto& h : sd.micro) micro.push_back(to_device(h, r.device));  // every copy queued up front
+    std::vector<std::optional<StepBatch>> micro;  // nullopt: a micro-batch in the graphs' fixed layout
+    for (const auto& h : sd.micro)  // every copy of an eager micro-batch queued up front
+      micro.push_back(h.fixed ? std::nullopt : std::optional<StepBatch>(to_device(h, r.device)));
     grads.zero();
-    torch::Tensor loss_acc = torch::zeros({}, f64);
-    for (const auto& b : micro) {
-      auto l = summed_loss(r.model, b, r.bf16);
+    if (graph) graph->begin(total_masked);
+    torch::Tensor loss_acc = graph ? graph->loss_sum() : torch::zeros({}, f64);
+    for (size_t i = 0; i < micro.size(); ++i) {
+      if (!micro[i]) {
+        graph->micro(sd.micro[i].buf);
+        continue;
+      }
+      if (graph && sum.eager_micro_batches++ == 0)
+        r.say(fmt::format("step {}: a micro-batch masks {} positions, more than the graphs' fixed buffer of {}: it "
+                          "runs eagerly (the summary counts such micro-batches)",
+                          r.step + 1, sd.micro[i].masked, fixed->capacity));
+      auto l = summed_loss(r.model, *micro[i], r.bf16);
       (l / std::max(1.0, total_masked)).backward();
-      loss_acc += l.detach().to(torch::kFloat64);
+      loss_acc.add_(l.detach().to(torch::kFloat64));
     }
     r.cursor = sd.next;
     grads.allreduce();
-    const torch::Tensor grad_norm = grads.clip(o.clip);
-    watch.record(r.step + 1, loss_acc / std::max(1.0, total_masked), grad_norm);
     const double lr = scheduled_lr(o.lr, r.step, o.warmup, o.steps);
     for (auto& g : r.optimizer->param_groups()) static_cast<torch::optim::AdamWOptions&>(g.options()).lr(lr);
-    fused.step(lr);
+    torch::Tensor grad_norm;
+    if (graph) {
+      grad_norm = graph->finish(lr);  // clipping and AdamW, in one graph
+    } else {
+      grad_norm = grads.clip(o.clip);
+      fused.step(lr);
+    }
+    watch.record(r.step + 1, loss_acc / std::max(1.0, total_masked), grad_norm);
     ++r.step;
     tokens_window += sd.tokens;
     flops_window += training_flops(shape, sd.tokens, sd.len_sq, sd.masked);

@@ -37,6 +37,11 @@ struct PretrainOptions {
   /// per row, padded to the longest.
   std::string packing = "on";
   std::string allreduce = "auto";  // auto | nccl | mpi (model/grad_sync.hpp)
+  /// auto | on | off: the step as CUDA graphs replayed every step (model/graph_step.hpp);
+  /// auto captures where it can and runs the eager step elsewhere, saying why.
+  std::string cuda_graphs = "auto";
+  bool static_step = false;  // testing: the graphs' fixed-shape step, run eagerly (any device)
+  int64_t static_capacity = 0;  // testing: the fixed buffer's masked rows (0: graph_step.hpp's default)
   bool tf32 = true;                // TF32 for fp32 matrix products on a GPU
   int threads = 0;          // intra-op threads per rank; 0 = cores / ranks on the node
   int64_t stop_after = -1;  // testing: return after this step without a checkpoint (like a kill)
@@ -62,6 +67,10 @@ struct PretrainSummary {
   std::string last_checkpoint;
   std::string allreduce;  // how gradients were summed: "NCCL", "MPI", "none (one rank)"
   std::string precision;  // what --precision resolved to: "fp32" or "bf16"
+  /// "on" (the step replayed as CUDA graphs), "off (WHY)", or "static (testing)".
+  std::string cuda_graphs;
+  /// Micro-batches that masked more positions than the graphs' fixed buffer, run eagerly.
+  int64_t eager_micro_batches = 0;
   /// Per rank (on rank 0): its host, node-local rank (which picks its GPU) and device.
   struct RankPlace {
     std::string host, device;

@@ -161,6 +161,32 @@ class Gpu(unittest.TestCase):
             self.assert_same_curve(losses(whole), losses(cut), 1e-5 if dev == "cuda" else 0.0)
         self.each_device(body)
 
+    def test_cuda_graphs_give_the_eager_curve(self):
+        # On a GPU, --cuda-graphs on (the step captured at step 1, replayed after) against
+        # off, dropout 0, fp32 without TF32 (1e-3 relative over six steps: the fixed shapes
+        # pad rows and masked rows, so reductions round differently) and bf16 (2e-2). On the
+        # CPU the same fixed-shape step without capture (--static-step), and `on` refused.
+        def body(dev, d):
+            eager, graph = os.path.join(d, "eager"), os.path.join(d, "graph")
+            self.pretrain(eager, "--no-tf32", "--cuda-graphs", "off", device=dev)
+            if dev == "cuda":
+                s = self.pretrain(graph, "--no-tf32", "--cuda-graphs", "on", device=dev)
+                self.assertEqual(s["cuda_graphs"], "on")
+            else:
+                s = self.pretrain(graph, "--static-step", device=dev)
+                self.assertEqual(s["cuda_graphs"], "static (testing)")
+                p = run(self.pretrain_args(os.path.join(d, "on"), "--cuda-graphs", "on", device=dev), check=False)
+                self.assertNotEqual(p.returncode, 0)
+                self.assertIn("the device is a CPU", p.stderr)
+            self.assertEqual(s["eager_micro_batches"], 0)
+            self.assert_same_curve(losses(eager), losses(graph), 1e-3)
+            if dev == "cuda":
+                b_eager, b_graph = os.path.join(d, "b-eager"), os.path.join(d, "b-graph")
+                self.run_bf16(dev, self.pretrain_args(b_eager, "--cuda-graphs", "off", device=dev))
+                self.run_bf16(dev, self.pretrain_args(b_graph, "--cuda-graphs", "on", device=dev))
+                self.assert_same_curve(losses(b_eager), losses(b_graph), 2e-2)
+        self.each_device(body)
+
     def test_nccl_at_world_size_one_equals_no_allreduce(self):
         def body(dev, d):
             mpi, nccl = os.path.join(d, "ar-mpi"), os.path.join(d, "ar-nccl")

@@ -204,6 +204,54 @@ class Pretrain(unittest.TestCase):
         s = summary(self.pretrain(out, ["--resume", "--packing", "off", "--allow-changes"], model="tiny0.json"))
         self.assertEqual(s["steps_done"], 8)
 
+    def test_cuda_graphs_fixed_shape_step_gives_the_eager_losses(self):
+        # The step the CUDA graphs capture (model/graph_step.hpp: samples in fixed rows of the
+        # model's width, boundaries and masked rows padded to fixed sizes), run without capture
+        # (--static-step, testing) on the CPU: the eager step's loss and gradient norm at every
+        # step up to float rounding, packed and not, at 1 rank x 2 micro-batches and 2 ranks x
+        # 1; with a masked-row buffer too small for some micro-batches (--static-capacity),
+        # those run eagerly in the same step and are counted. On a CPU, --cuda-graphs auto
+        # runs the eager step and says why; on is refused before anything is written.
+        runs = {}
+        for packing in ("on", "off"):
+            for ranks, accum in [(1, 2), (2, 1)]:
+                for mode, extra in [("eager", []), ("fixed", ["--static-step"]),
+                                    ("mixed", ["--static-step", "--static-capacity", "8"])]:
+                    if mode == "mixed" and (packing, ranks) != ("on", 1):
+                        continue
+                    out = os.path.join(self.tmp, f"graphs-{packing}-{ranks}-{mode}")
+                    p = self.pretrain(out, ["--packing", packing] + extra, model="tiny0.json", grad_accum=accum,
+                                      steps=4, checkpoint_every=0, eval_every=0, ranks=ranks if ranks > 1 else None)
+                    s = summary(p)
+                    if mode == "eager":
+                        self.assertEqual(s["cuda_graphs"], "off (the device is a CPU)")
+                        self.assertIn("CUDA graphs off: the device is a CPU", p.stdout + p.stderr)
+                        self.assertEqual(s["eager_micro_batches"], 0)
+                    else:
+                        self.assertEqual(s["cuda_graphs"], "static (testing)")
+                        if mode == "fixed":
+                            self.assertEqual(s["eager_micro_batches"], 0)
+                        else:
+                            self.assertGreater(s["eager_micro_batches"], 0)
+                            self.assertLess(s["eager_micro_batches"], 8)  # some micro-batches fit 8 masked rows
+                            self.assertIn("more than the graphs' fixed buffer of 8", p.stdout + p.stderr)
+                    runs[packing, ranks, mode] = metrics(out)
+        for (packing, ranks, mode), got in runs.items():
+            want = runs[packing, ranks, "eager"]
+            self.assertEqual(len(got), 4)
+            for (s1, l1, lr1, g1), (s2, l2, lr2, g2) in zip(want, got):
+                self.assertEqual((s1, lr1), (s2, lr2))
+                self.assertAlmostEqual(l2, l1, delta=1e-4 * abs(l1), msg=str((packing, ranks, mode)))
+                self.assertAlmostEqual(g2, g1, delta=1e-3 * abs(g1), msg=str((packing, ranks, mode)))
+        for value, words in [("on", ["--cuda-graphs on", "the device is a CPU", "--cuda-graphs auto"]),
+                             ("maybe", ["--cuda-graphs"])]:
+            out = os.path.join(self.tmp, f"graphs-{value}")
+            p = self.pretrain(out, ["--cuda-graphs", value], check=False)
+            self.assertNotEqual(p.returncode, 0)
+            for w in words:
+                self.assertIn(w, p.stderr)
+            self.assertFalse(os.path.exists(out))
+
     def test_init_continues_from_a_transformers_model(self):
         # A BertForMaskedLM saved by transformers (save_pretrained), dropout set to 0 so that
         # the training-mode loss is the model's loss.

@@ -14,6 +14,9 @@
 #include "genemask/corpus/loader.hpp"
 #include "model/attention_cpu.hpp"
 #include "model/bert.hpp"
+#include "model/grad_sync.hpp"
+#include "model/graph_step.hpp"
+#include "model/optim.hpp"
 #include "model/packing.hpp"
 #include "model/runtime.hpp"
 #include "model_test_util.hpp"
@@ -53,15 +56,6 @@ Batch make_batch(const std::vector<int64_t>& lengths, uint32_t seed) {
 }
 
 /// The layout of a packed batch on `dev`, as the trainer builds it.
-PackedLayout layout_of(const PackedBatch& p, const torch::Device& dev) {
-  PackedLayout l;
-  l.position_ids = torch::tensor(p.position_ids, torch::kLong).view({p.rows, p.cols}).to(dev);
-  l.segments = torch::tensor(p.cu_seqlens, torch::kLong);
-  l.cu_seqlens = l.segments.to(dev, torch::kInt);
-  l.max_seqlen = p.max_seqlen;
-  return l;
-}
-
 torch::Tensor ids_of(const std::vector<int64_t>& v, int64_t rows, int64_t cols) {
   return torch::tensor(v, torch::kLong).view({rows, cols});
 }
@@ -208,7 +202,7 @@ TEST(Packing, BlockMaskPathEqualsTheSegmentKernel) {
   // CPU: the mask equals the one built element by element, and the attention the kernel's.
   const std::vector<int64_t> lengths = {9, 4, 17, 6, 11, 3};
   const PackedBatch p = pack_batch(make_batch(lengths, 2), 20);
-  const PackedLayout l = layout_of(p, torch::kCPU);
+  const PackedLayout l = packed_layout(p, torch::kCPU);
   EXPECT_TRUE(torch::equal(l.block_mask(), block_mask_reference(p.cu_seqlens, p.rows, p.cols)));
   torch::manual_seed(8);
   auto q = torch::randn({p.rows, 2, p.cols, 8}), k = torch::randn({p.rows, 2, p.cols, 8}),
@@ -242,7 +236,7 @@ LossAndGrads loss_and_grads(BertForMaskedLM& m, const Batch& b, bool packed, boo
   torch::Tensor loss;
   if (packed) {
     const PackedBatch p = pack_batch(b, m->config.max_tokens() + 2);
-    const PackedLayout l = layout_of(p, dev);
+    const PackedLayout l = packed_layout(p, dev);
     auto [rows, targets] = masked_of(p.labels);
     Autocast autocast(bf16);
     loss = m->masked_lm_loss_sum(ids_of(p.input_ids, p.rows, p.cols).to(dev), l, rows.to(dev), targets.to(dev));
@@ -315,7 +309,7 @@ TEST(Packing, GpuVarlenFlashMatchesTheBlockMaskAndTheCpu) {
   const bool gpu = torch::cuda::is_available();
   const torch::Device dev = gpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   const PackedBatch p = pack_batch(make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 4), 64);
-  const PackedLayout l = layout_of(p, dev);
+  const PackedLayout l = packed_layout(p, dev);
   torch::manual_seed(8);
   auto q = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
   auto k = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
@@ -341,4 +335,250 @@ TEST(Packing, GpuVarlenFlashMatchesTheBlockMaskAndTheCpu) {
   m->to(dev);
   expect_close(loss_and_grads(m, b, true, false, dev), cpu, 1e-4);
   expect_close(loss_and_grads(m, b, true, true, dev), cpu, 3e-2);
+}
+
+// ---- The CUDA graphs' fixed-shape step (model/graph_step.hpp) ----
+
+namespace {
+
+/// Every sample of `b` whole and alone in a segment of `w`, in one row, ids and labels with
+/// it; every segment non-empty and within a row; each row's end a boundary; padding [PAD].
+void expect_segments_hold_the_batch(const Batch& b, const PackedBatch& w) {
+  ASSERT_EQ(w.input_ids.size(), static_cast<size_t>(w.rows * w.cols));
+  ASSERT_EQ(w.cu_seqlens.front(), 0);
+  ASSERT_EQ(w.cu_seqlens.back(), w.rows * w.cols);
+  ASSERT_EQ(w.segment_sample.size() + 1, w.cu_seqlens.size());
+  std::set<int64_t> boundaries(w.cu_seqlens.begin(), w.cu_seqlens.end());
+  for (int64_t r = 0; r <= w.rows; ++r) EXPECT_TRUE(boundaries.count(r * w.cols)) << "row " << r << " starts a segment";
+  std::vector<int> seen(static_cast<size_t>(b.rows), 0);
+  for (size_t s = 0; s + 1 < w.cu_seqlens.size(); ++s) {
+    const int64_t start = w.cu_seqlens[s], end = w.cu_seqlens[s + 1], sample = w.segment_sample[s];
+    ASSERT_LT(start, end) << "segment " << s << " is empty";
+    ASSERT_EQ(start / w.cols, (end - 1) / w.cols) << "segment " << s << " crosses a row";
+    for (int64_t i = start; i < end; ++i) {
+      EXPECT_EQ(w.position_ids[static_cast<size_t>(i)], i - start);
+      if (sample < 0) {
+        EXPECT_EQ(w.input_ids[static_cast<size_t>(i)], 0);
+        EXPECT_EQ(w.labels[static_cast<size_t>(i)], genemask::kIgnoreLabel);
+      }
+    }
+    if (sample < 0) continue;
+    ++seen[static_cast<size_t>(sample)];
+    for (int64_t c = 0; c < end - start; ++c) {
+      const auto src = static_cast<size_t>(sample * b.cols + c);
+      EXPECT_EQ(b.attention_mask[src], 1);
+      EXPECT_EQ(w.input_ids[static_cast<size_t>(start + c)], b.input_ids[src]);
+      EXPECT_EQ(w.labels[static_cast<size_t>(start + c)], b.labels[src]);
+      EXPECT_EQ(w.packed_index[src], start + c);
+    }
+    if (end - start < b.cols) EXPECT_EQ(b.attention_mask[static_cast<size_t>(sample * b.cols + end - start)], 0);
+  }
+  for (int64_t r = 0; r < b.rows; ++r) EXPECT_EQ(seen[static_cast<size_t>(r)], 1) << "sample " << r;
+  EXPECT_LE(static_cast<int64_t>(w.segment_sample.size()), 2 * w.rows);
+}
+
+}  // namespace
+
+TEST(GraphStep, OnePerRowAndWidenKeepEverySampleInItsOwnSegment) {
+  const Batch b = make_batch({40, 12, 62, 3, 64, 33, 8, 50, 19}, 5);
+  const PackedBatch one = one_per_row(b);
+  EXPECT_EQ(one.rows, b.rows);
+  EXPECT_EQ(one.input_ids, b.input_ids);
+  expect_segments_hold_the_batch(b, one);
+  // Widened to a fixed 11 x 70 (two rows of padding, six more columns), packed or not.
+  for (const PackedBatch& p : {one, pack_batch(b, 64)}) {
+    const PackedBatch w = widen(p, 11, 70);
+    EXPECT_EQ(w.rows, 11);
+    EXPECT_EQ(w.cols, 70);
+    expect_segments_hold_the_batch(b, w);
+    EXPECT_EQ(w.real_tokens, p.real_tokens);
+  }
+  EXPECT_THROW(widen(one, 8, 70), std::invalid_argument);   // more rows than fit
+  EXPECT_THROW(widen(one, 11, 63), std::invalid_argument);  // a row longer than fits
+}
+
+TEST(GraphStep, DecideCudaGraphs) {
+  EXPECT_EQ(decide_cuda_graphs("auto", "", ""), "");
+  EXPECT_EQ(decide_cuda_graphs("on", "", ""), "");
+  EXPECT_EQ(decide_cuda_graphs("off", "", ""), "--cuda-graphs off");
+  EXPECT_EQ(decide_cuda_graphs("auto", "the device is a CPU", ""), "the device is a CPU");
+  EXPECT_EQ(decide_cuda_graphs("auto", "", "ranks 0 and 1 on n1 share GPU g"), "ranks 0 and 1 on n1 share GPU g");
+  try {
+    decide_cuda_graphs("on", "the device is a CPU", "");
+    ADD_FAILURE() << "on a CPU, --cuda-graphs on must be refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("the device is a CPU; use --cuda-graphs auto"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(decide_cuda_graphs("on", "", "ranks 0 and 1 on n1 share GPU g"), std::invalid_argument);
+  EXPECT_THROW(decide_cuda_graphs("yes", "", ""), std::invalid_argument);
+  // Which ranks share a GPU: on one host only; ranks on the CPU share nothing.
+  EXPECT_EQ(shared_gpu({{"n1", "GPU-a"}, {"n2", "GPU-a"}, {"n1", "GPU-b"}}), "");
+  EXPECT_EQ(shared_gpu({{"n1", "GPU-a"}, {"n1", "GPU-b"}, {"n1", "GPU-a"}}), "ranks 0 and 2 on n1 share GPU GPU-a");
+  EXPECT_EQ(shared_gpu({{"n1", ""}, {"n1", ""}}), "");
+}
+
+TEST(GraphStep, StageStaticWritesTheFixedLayout) {
+  const Batch b = make_batch({40, 12, 62, 3, 25}, 6);
+  const StaticShape s = static_shape(5, 64);
+  EXPECT_EQ(s.capacity, 5 * 16);  // 25% of 64 positions per row
+  for (bool packing : {false, true}) {
+    int64_t masked = -1;
+    const auto staged = stage_static(b, packing, s, false, masked);
+    ASSERT_TRUE(staged.has_value());
+    ASSERT_EQ(staged->numel(), s.cells());
+    const PackedBatch w = widen(packing ? pack_batch(b, 64) : one_per_row(b), 5, 64);
+    const int64_t* p = staged->data_ptr<int64_t>();
+    const int64_t n = 5 * 64;
+    EXPECT_TRUE(std::equal(w.input_ids.begin(), w.input_ids.end(), p));
+    EXPECT_TRUE(std::equal(w.position_ids.begin(), w.position_ids.end(), p + n));
+    const int64_t* cu = p + 2 * n;
+    EXPECT_TRUE(std::equal(w.cu_seqlens.begin(), w.cu_seqlens.end(), cu));
+    for (auto i = static_cast<int64_t>(w.cu_seqlens.size()); i < s.boundaries(); ++i) EXPECT_EQ(cu[i], n);
+    const int64_t* rows = cu + s.boundaries();
+    const int64_t* targets = rows + s.capacity;
+    int64_t expect_masked = 0;
+    for (int64_t l : b.labels) expect_masked += l != genemask::kIgnoreLabel;
+    EXPECT_EQ(masked, expect_masked);
+    for (int64_t i = 0; i < s.capacity; ++i) {
+      if (i < masked) {
+        EXPECT_EQ(targets[i], w.labels[static_cast<size_t>(rows[i])]);
+        if (i > 0) EXPECT_LT(rows[i - 1], rows[i]);
+      } else {
+        EXPECT_EQ(rows[i], 0);
+        EXPECT_EQ(targets[i], genemask::kIgnoreLabel);
+      }
+    }
+  }
+  // More masked positions than the buffer holds: not staged, the count still given.
+  Batch full = make_batch({60, 60}, 7);
+  for (size_t i = 0; i < full.labels.size(); ++i)
+    if (full.attention_mask[i]) full.labels[i] = full.input_ids[i];
+  int64_t masked = 0;
+  EXPECT_FALSE(stage_static(full, true, static_shape(2, 64), false, masked).has_value());
+  EXPECT_EQ(masked, 120);
+}
+
+namespace {
+
+struct Trained {
+  std::vector<double> losses, norms;
+  std::vector<torch::Tensor> params;
+};
+
+/// `steps` optimizer steps of two micro-batches each on `dev`: the trainer's eager step
+/// (graph = nullptr), or GraphStep (capturing or not).
+Trained train_steps(const BertConfig& cfg, const std::vector<std::vector<Batch>>& steps, bool packing, bool bf16,
+                    const torch::Device& dev, int fixed /* 0: eager, 1: fixed shapes, 2: captured */) {
+  torch::manual_seed(11);
+  BertForMaskedLM m(cfg);
+  init_weights(*m, cfg);
+  m->to(dev);
+  m->train();
+  AdamWSettings a;
+  a.lr = 1e-3;
+  auto opt = make_adamw(m->named_parameters(), a);
+  FusedAdamW fused(*opt);
+  GradBuckets grads(m->parameters(), MPI_COMM_SELF, AllReduce::Local);
+  const int64_t width = cfg.max_tokens() + 2;
+  std::unique_ptr<GraphStep> g;
+  const StaticShape shape = static_shape(steps[0][0].rows, width);
+  if (fixed) g = std::make_unique<GraphStep>(m, grads, fused, shape, dev, bf16, 1.0, fixed == 2);
+  torch::manual_seed(12);
+  if (dev.is_cuda()) torch::cuda::manual_seed(12);
+  Trained t;
+  for (const auto& micro : steps) {
+    double total = 0;
+    for (const auto& b : micro)
+      for (int64_t l : b.labels) total += l != genemask::kIgnoreLabel;
+    grads.zero();
+    torch::Tensor norm, loss = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(dev));
+    if (g) {
+      g->begin(total);
+      for (const auto& b : micro) {
+        int64_t masked = 0;
+        auto staged = stage_static(b, packing, shape, false, masked);
+        EXPECT_TRUE(staged.has_value());
+        g->micro(staged->to(dev));
+      }
+      loss = g->loss_sum();
+      norm = g->finish(1e-3);
+    } else {
+      for (const auto& b : micro) {
+        torch::Tensor l;
+        {
+          Autocast autocast(bf16);
+          if (packing) {
+            const PackedBatch p = pack_batch(b, width);
+            const PackedLayout lay = packed_layout(p, dev);
+            auto [rows, targets] = masked_of(p.labels);
+            l = m->masked_lm_loss_sum(ids_of(p.input_ids, p.rows, p.cols).to(dev), lay, rows.to(dev), targets.to(dev));
+          } else {
+            auto [rows, targets] = masked_of(b.labels);
+            l = m->masked_lm_loss_sum(ids_of(b.input_ids, b.rows, b.cols).to(dev),
+                                      ids_of(b.attention_mask, b.rows, b.cols).to(dev), rows.to(dev), targets.to(dev));
+          }
+        }
+        (l / std::max(1.0, total)).backward();
+        loss += l.detach().to(torch::kFloat64);
+      }
+      norm = grads.clip(1.0);
+      fused.step(1e-3);
+    }
+    t.losses.push_back(loss.item<double>() / total);
+    t.norms.push_back(norm.item<double>());
+  }
+  for (const auto& p : m->parameters()) t.params.push_back(p.detach().cpu().to(torch::kFloat32));
+  if (g && fixed == 2) EXPECT_TRUE(g->captured());
+  return t;
+}
+
+void expect_same_training(const Trained& a, const Trained& b, double tol) {
+  ASSERT_EQ(a.losses.size(), b.losses.size());
+  for (size_t i = 0; i < a.losses.size(); ++i) {
+    EXPECT_NEAR(a.losses[i], b.losses[i], tol * std::abs(b.losses[i])) << "loss of step " << i + 1;
+    EXPECT_NEAR(a.norms[i], b.norms[i], 10 * tol * std::abs(b.norms[i])) << "gradient norm of step " << i + 1;
+  }
+  double worst = 0;
+  for (size_t i = 0; i < a.params.size(); ++i) worst = std::max(worst, max_abs_diff(a.params[i], b.params[i]));
+  EXPECT_LT(worst, 10 * tol) << "largest weight difference after the steps (lr 1e-3)";
+}
+
+}  // namespace
+
+TEST(GraphStep, FixedShapeStepTrainsAsTheEagerStep) {
+  // Three optimizer steps of two micro-batches (lengths 3-64 of 64 positions): the fixed-shape
+  // step (samples in 9 x 64 positions, boundaries padded with zero-length segments, masked
+  // rows padded with ignored targets) gives the eager step's losses, gradient norms and
+  // weights, packed and one sample per row, within float rounding (fp32: 1e-5 relative; the
+  // learning rate is a float tensor there, a double in the eager step). On a GPU also in bf16
+  // (2e-2), and the captured graphs replay the uncaptured fixed-shape step exactly, with dropout.
+  auto cfg = genemask::test::small_bert_config(32, 64);
+  cfg.hidden_dropout_prob = 0;
+  cfg.attention_probs_dropout_prob = 0;
+  std::vector<std::vector<Batch>> steps;
+  for (uint32_t s = 0; s < 3; ++s)
+    steps.push_back({make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 20 + s), make_batch({64, 64, 5, 30, 61, 17, 9, 40, 22}, 30 + s)});
+  const bool gpu = torch::cuda::is_available();
+  const torch::Device dev = gpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  for (bool packing : {true, false}) {
+    SCOPED_TRACE(packing ? "packed" : "one per row");
+    expect_same_training(train_steps(cfg, steps, packing, false, dev, 1), train_steps(cfg, steps, packing, false, dev, 0),
+                         1e-5);
+    if (!gpu) continue;
+    expect_same_training(train_steps(cfg, steps, packing, true, dev, 1), train_steps(cfg, steps, packing, true, dev, 0),
+                         2e-2);
+    auto noisy = genemask::test::small_bert_config(32, 64);  // dropout 0.1
+    for (bool bf16 : {false, true})
+      expect_same_training(train_steps(noisy, steps, packing, bf16, dev, 2), train_steps(noisy, steps, packing, bf16, dev, 1),
+                           1e-6);
+  }
+  // Without a GPU nothing can be captured, and GraphStep says so.
+  if (!gpu) {
+    BertForMaskedLM m(cfg);
+    AdamWSettings a;
+    auto opt = make_adamw(m->named_parameters(), a);
+    FusedAdamW fused(*opt);
+    GradBuckets grads(m->parameters(), MPI_COMM_SELF, AllReduce::Local);
+    EXPECT_THROW(GraphStep(m, grads, fused, static_shape(2, 64), torch::kCPU, false, 1.0, true), std::invalid_argument);
+  }
 }

@@ -1,0 +1,90 @@
+#pragma once
+// The training step with fixed shapes, so that a CUDA graph can capture it once and replay it
+// every step (`pretrain --cuda-graphs`, model/cuda_graph.hpp). What varies from one micro-batch
+// to the next is written into buffers of fixed size before each replay:
+//  - the samples laid into `rows` x `cols` positions as segments (model/packing.hpp: packed
+//    with --packing on, one per row with it off; each row's padding one segment), the
+//    boundaries padded to 2 x rows + 1 with zero-length segments at the end (no position);
+//  - the masked positions in a buffer of `capacity` rows (model/static_rows.hpp: the padding
+//    rows point at position 0 with target -100 and add exactly 0 to the loss and gradients).
+// Attention then runs over segments whatever the batch (flash over variable-length segments
+// on a GPU in bf16, the block-diagonal mask made on the device otherwise), so a step computes
+// what the eager step computes: the same masked tokens, the same summed loss and divisor,
+// within float rounding.
+//
+// Two graphs: one micro-batch's forward and backward (replayed per micro-batch, gradients
+// accumulating in the buckets), and clipping plus the optimizer; the all-reduce runs between
+// them, as the eager step runs it. Without capture (the CPU, or tests) the same bodies run
+// eagerly, which is how CI checks everything but the capture itself.
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+
+#include "genemask/corpus/loader.hpp"
+#include "model/bert.hpp"
+
+namespace genemask::model {
+
+class GradBuckets;
+class FusedAdamW;
+
+struct StaticShape {
+  int64_t rows = 0, cols = 0, capacity = 0;  // positions rows x cols; masked rows buffered
+  int64_t boundaries() const { return 2 * rows + 1; }
+  /// int64 values of one staged micro-batch: ids, position ids, boundaries, masked rows, targets.
+  int64_t cells() const { return 2 * rows * cols + boundaries() + 2 * capacity; }
+};
+
+/// The masked-row share a fixed buffer holds: 25% of the positions. The masking strategies
+/// mask about 15% of the real tokens (centres of 6- or 11-token spans, REFERENCE-NOTES.md);
+/// a micro-batch that masks more runs eagerly instead (counted in the run's log).
+inline constexpr double kStaticMaskedFraction = 0.25;
+
+/// The shape for micro-batches of `rows` samples in rows of `cols` positions.
+StaticShape static_shape(int64_t rows, int64_t cols);
+
+/// A micro-batch in the fixed layout on the host (pinned for a GPU), or std::nullopt when it
+/// masks more positions than s.capacity or has more rows or columns than s. `masked`
+/// receives its masked positions either way.
+std::optional<torch::Tensor> stage_static(const Batch& b, bool packing, const StaticShape& s, bool pinned,
+                                          int64_t& masked);
+
+/// What `--cuda-graphs auto|on|off` means here. `unavailable`: why this rank's device cannot
+/// capture (StepGraph::unavailable; "" when it can); `shared`: which ranks share a GPU
+/// (shared_gpu; "" when none do). Returns "" to capture the step, else the reason the eager
+/// step runs ("--cuda-graphs off", "the device is a CPU", "ranks 0 and 1 on n1 share GPU
+/// ..."). `on` where capture cannot work is an error that says why and what to use instead;
+/// another value is an error too. Pure: unit-tested without a GPU.
+std::string decide_cuda_graphs(const std::string& requested, const std::string& unavailable, const std::string& shared);
+
+class GraphStep {
+ public:
+  /// `capture`: record the two graphs at the first step (a CUDA device only); else run the
+  /// same bodies eagerly. The model, buckets and optimizer must outlive this.
+  GraphStep(BertForMaskedLM model, GradBuckets& grads, FusedAdamW& fused, const StaticShape& s,
+            const torch::Device& dev, bool bf16, double clip, bool capture);
+  ~GraphStep();
+  GraphStep(const GraphStep&) = delete;
+  GraphStep& operator=(const GraphStep&) = delete;
+
+  /// Before a step's micro-batches: the step's loss sum to 0, and the loss divisor (the
+  /// masked tokens of the whole effective batch, at least 1).
+  void begin(double divisor);
+  /// One staged micro-batch (stage_static): copied into the fixed buffers, its forward and
+  /// backward replayed (or run), the gradients accumulated, its summed loss added to loss_sum.
+  void micro(const torch::Tensor& staged);
+  /// The step's summed loss so far (float64 on the device): a micro-batch run outside the
+  /// fixed shapes adds its own here.
+  torch::Tensor& loss_sum();
+  /// After the all-reduce: clipping and AdamW at `lr`; the gradient norm before clipping (a
+  /// device scalar, overwritten by the next step).
+  torch::Tensor finish(double lr);
+  bool captured() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace genemask::model
