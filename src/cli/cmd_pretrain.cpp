@@ -31,6 +31,7 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                       {"packing", o.packing},
                       {"cuda_graphs", s.cuda_graphs},
                       {"eager_micro_batches", s.eager_micro_batches},
+                      {"cuda_graphs_captured", s.cuda_graphs_captured},
                       {"start_step", s.start_step},
                       {"steps_done", s.steps_done},
                       {"loss", s.last_loss ? nlohmann::json(*s.last_loss) : nlohmann::json()},
@@ -108,9 +109,9 @@ void register_pretrain(CLI::App& app, Context& ctx) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   sub->add_option("--cuda-graphs", o->cuda_graphs,
-                  "auto: on a GPU, each step replayed as CUDA graphs captured at the first step (fixed shapes; "
-                  "the eager step where that cannot work, with a line saying why); on: graphs or an error; off: "
-                  "the eager step")
+                  "auto: on a GPU, each step replayed as CUDA graphs (fixed shapes, a graph per row count, captured "
+                  "when first used; the eager step where that cannot work, with a line saying why); on: graphs or "
+                  "an error; off: the eager step")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   sub->add_flag("--tf32,!--no-tf32", o->tf32, "TF32 for fp32 matrix products on a GPU (default on)");

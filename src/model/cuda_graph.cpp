@@ -34,8 +34,10 @@ StepGraph::StepGraph(const torch::Device& dev) {
 }
 StepGraph::~StepGraph() = default;
 
-void StepGraph::capture(const std::function<void()>& step, int warmup) {
+void StepGraph::capture(const std::function<void()>& step, int warmup, const StepGraph* pool_of) {
   if (impl_->captured) throw std::logic_error("StepGraph::capture: already captured");
+  if (pool_of && !pool_of->captured()) throw std::logic_error("StepGraph::capture: the pool's graph is not captured");
+  const c10::MempoolId_t pool = pool_of ? pool_of->impl_->graph->pool() : c10::MempoolId_t{0, 0};
   const auto index = impl_->dev.index();
   at::accelerator::synchronizeDevice(index);
   const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(/*isHighPriority=*/false, static_cast<c10::DeviceIndex>(index));
@@ -48,7 +50,7 @@ void StepGraph::capture(const std::function<void()>& step, int warmup) {
     try {
       // Thread-local mode: the data loader's thread may allocate pinned host memory meanwhile.
       impl_->graph = std::make_unique<at::cuda::CUDAGraph>();
-      impl_->graph->capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+      impl_->graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
       step();
       impl_->graph->capture_end();
     } catch (...) {

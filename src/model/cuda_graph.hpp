@@ -33,8 +33,10 @@ class StepGraph {
   /// Runs `step` `warmup` times eagerly on a side stream (allocations and library handles
   /// settle), then captures one call of it, with the autocast weight cache off (a cached
   /// cast would be a tensor of the capture). The warm-up calls do run: a caller that must
-  /// not see them saves and restores its state around this.
-  void capture(const std::function<void()>& step, int warmup = 2);
+  /// not see them saves and restores its state around this. `pool_of`: a graph captured
+  /// before whose memory pool this one shares; right for graphs that never run at once and
+  /// keep no tensor in the pool between replays (their outputs live in tensors made outside).
+  void capture(const std::function<void()>& step, int warmup = 2, const StepGraph* pool_of = nullptr);
   /// Launches the captured step on the current stream.
   void replay();
   bool captured() const;

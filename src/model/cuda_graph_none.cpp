@@ -16,7 +16,7 @@ StepGraph::StepGraph(const torch::Device& dev) {
   throw std::invalid_argument("CUDA graph: " + unavailable(dev));
 }
 StepGraph::~StepGraph() = default;
-void StepGraph::capture(const std::function<void()>&, int) {}
+void StepGraph::capture(const std::function<void()>&, int, const StepGraph*) {}
 void StepGraph::replay() {}
 bool StepGraph::captured() const { return false; }
 

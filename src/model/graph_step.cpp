@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <stdexcept>
 #include <vector>
@@ -19,19 +21,29 @@
 
 namespace genemask::model {
 
-StaticShape static_shape(int64_t rows, int64_t cols) {
-  if (rows <= 0 || cols <= 0) throw std::invalid_argument(fmt::format("static_shape: {} x {} positions", rows, cols));
-  return {rows, cols, masked_rows_capacity(rows, cols, kStaticMaskedFraction)};
+StaticShape static_shape(const StaticLimits& limits, int64_t rows) {
+  if (limits.samples <= 0 || limits.cols <= 0 || rows <= 0 || rows > limits.samples)
+    throw std::invalid_argument(fmt::format("static_shape: {} rows for {} samples of {} positions", rows,
+                                            limits.samples, limits.cols));
+  const int64_t step = (limits.samples + 7) / 8;
+  StaticShape s;
+  s.rows = std::min(limits.samples, (rows + step - 1) / step * step);
+  s.cols = limits.cols;
+  s.samples = limits.samples;
+  s.capacity = limits.capacity > 0 ? limits.capacity : masked_rows_capacity(s.rows, s.cols, kStaticMaskedFraction);
+  return s;
 }
 
-std::optional<torch::Tensor> stage_static(const Batch& b, bool packing, const StaticShape& s, bool pinned,
-                                          int64_t& masked) {
+std::optional<torch::Tensor> stage_static(const Batch& b, bool packing, const StaticLimits& limits, bool pinned,
+                                          StaticShape& shape, int64_t& masked, int64_t& rows) {
   masked = 0;
   for (const int64_t l : b.labels) masked += l != kIgnoreLabel;
-  // A batch wider or longer than the fixed shape (none comes from the loader, whose
-  // micro-batches are batch-per-rank samples of at most the model's width) runs eagerly too.
-  if (masked > s.capacity || b.rows > s.rows || b.cols > s.cols) return std::nullopt;
-  const PackedBatch w = widen(packing ? pack_batch(b, s.cols) : one_per_row(b), s.rows, s.cols);
+  const PackedBatch laid = packing ? pack_batch(b, limits.cols) : one_per_row(b);
+  rows = laid.rows;
+  if (laid.rows < 1 || b.rows > limits.samples || laid.cols > limits.cols) return std::nullopt;
+  const StaticShape s = shape = static_shape(limits, laid.rows);
+  if (masked > s.capacity) return std::nullopt;
+  const PackedBatch w = widen(laid, s.rows, s.cols);
   auto buf = torch::empty({s.cells()}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
   int64_t* p = buf.data_ptr<int64_t>();
   const int64_t n = s.rows * s.cols;
@@ -40,15 +52,15 @@ std::optional<torch::Tensor> stage_static(const Batch& b, bool packing, const St
   int64_t* cu = p + 2 * n;
   std::copy(w.cu_seqlens.begin(), w.cu_seqlens.end(), cu);
   std::fill(cu + w.cu_seqlens.size(), cu + s.boundaries(), n);  // zero-length segments at the end
-  int64_t* rows = cu + s.boundaries();
-  int64_t* targets = rows + s.capacity;
+  int64_t* masked_rows = cu + s.boundaries();
+  int64_t* targets = masked_rows + s.capacity;
   int64_t k = 0;
   for (int64_t i = 0; i < n; ++i)
     if (w.labels[static_cast<size_t>(i)] != kIgnoreLabel) {
-      rows[k] = i;
+      masked_rows[k] = i;
       targets[k++] = w.labels[static_cast<size_t>(i)];
     }
-  std::fill(rows + k, rows + s.capacity, 0);  // position 0, ignored target: exactly 0 loss
+  std::fill(masked_rows + k, masked_rows + s.capacity, 0);  // position 0, ignored target: exactly 0 loss
   std::fill(targets + k, targets + s.capacity, kIgnoreLabel);
   return buf;
 }
@@ -99,25 +111,15 @@ class Snapshot {
 
 }  // namespace
 
-struct GraphStep::Impl {
-  BertForMaskedLM model;
-  GradBuckets& grads;
-  FusedAdamW& fused;
+/// The fixed buffers of one shape: a staged micro-batch (views into buf), the layout over
+/// it, and its graph.
+struct ShapeBuffers {
   StaticShape shape;
-  torch::Device dev;
-  bool bf16;
-  double clip;
-  bool capture;
-  // The fixed buffers: one staged micro-batch (views into buf), the layout over it, and the
-  // step's scalars.
   torch::Tensor buf, ids, rows, targets, cu64;
   PackedLayout layout;
-  torch::Tensor loss, divisor, lr, norm;
-  std::unique_ptr<StepGraph> forward_backward, update;
+  std::unique_ptr<StepGraph> graph;
 
-  Impl(BertForMaskedLM m, GradBuckets& g, FusedAdamW& f, const StaticShape& s, const torch::Device& d, bool b,
-       double c, bool cap)
-      : model(std::move(m)), grads(g), fused(f), shape(s), dev(d), bf16(b), clip(c), capture(cap) {
+  ShapeBuffers(const StaticShape& s, const torch::Device& dev) : shape(s) {
     const int64_t n = s.rows * s.cols;
     buf = torch::zeros({s.cells()}, torch::TensorOptions().dtype(torch::kLong).device(dev));
     ids = buf.narrow(0, 0, n).view({s.rows, s.cols});
@@ -128,6 +130,24 @@ struct GraphStep::Impl {
     layout.cu_seqlens = torch::zeros({s.boundaries()}, torch::TensorOptions().dtype(torch::kInt).device(dev));
     layout.segments = cu64;  // read by the CPU's attention only, where buf is on the CPU
     layout.max_seqlen = s.cols;
+  }
+};
+
+struct GraphStep::Impl {
+  BertForMaskedLM model;
+  GradBuckets& grads;
+  FusedAdamW& fused;
+  torch::Device dev;
+  bool bf16;
+  double clip;
+  bool capture;
+  std::map<int64_t, std::unique_ptr<ShapeBuffers>> shapes;  // by rows
+  torch::Tensor loss, divisor, lr, norm;
+  std::unique_ptr<StepGraph> update;
+  const StepGraph* pool = nullptr;  // the first graph captured: every later one shares its pool
+
+  Impl(BertForMaskedLM m, GradBuckets& g, FusedAdamW& f, const torch::Device& d, bool b, double c, bool cap)
+      : model(std::move(m)), grads(g), fused(f), dev(d), bf16(b), clip(c), capture(cap) {
     const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(dev);
     loss = torch::zeros({}, f32.dtype(torch::kFloat64));
     divisor = torch::ones({}, f32);
@@ -135,20 +155,20 @@ struct GraphStep::Impl {
     norm = torch::zeros({}, f32);
   }
 
-  /// One micro-batch's forward and backward on the fixed buffers (what the first graph holds).
-  void forward_backward_body() {
-    layout.cu_seqlens.copy_(cu64);
-    layout.block_mask_ = torch::Tensor();  // made again from this micro-batch's boundaries
+  /// One micro-batch's forward and backward on a shape's buffers (what its graph holds).
+  void forward_backward_body(ShapeBuffers& sb) {
+    sb.layout.cu_seqlens.copy_(sb.cu64);
+    sb.layout.block_mask_ = torch::Tensor();  // made again from this micro-batch's boundaries
     torch::Tensor l;
     {
       Autocast autocast(bf16);
-      l = model->masked_lm_loss_sum(ids, layout, rows, targets);
+      l = model->masked_lm_loss_sum(sb.ids, sb.layout, sb.rows, sb.targets);
     }
     (l / divisor).backward();
     loss.add_(l.detach().to(torch::kFloat64));
   }
 
-  /// Clipping and the optimizer (what the second graph holds).
+  /// Clipping and the optimizer (what the update graph holds).
   void update_body() {
     norm.copy_(grads.clip(clip));
     fused.step(lr);
@@ -159,11 +179,22 @@ struct GraphStep::Impl {
     for (const auto& p : model->parameters()) g.push_back(p.grad());
     return g;
   }
+
+  /// Captures `body` into `graph`, sharing the first graph's pool; what warm-up and capture
+  /// change (`live`, and the generator) is put back after.
+  void capture_into(std::unique_ptr<StepGraph>& graph, std::vector<torch::Tensor> live,
+                    const std::function<void()>& body) {
+    Snapshot before(std::move(live), dev);
+    graph = std::make_unique<StepGraph>(dev);
+    graph->capture(body, 2, pool);
+    before.restore();
+    if (!pool) pool = graph.get();
+  }
 };
 
-GraphStep::GraphStep(BertForMaskedLM model, GradBuckets& grads, FusedAdamW& fused, const StaticShape& s,
-                     const torch::Device& dev, bool bf16, double clip, bool capture)
-    : impl_(std::make_unique<Impl>(std::move(model), grads, fused, s, dev, bf16, clip, capture)) {
+GraphStep::GraphStep(BertForMaskedLM model, GradBuckets& grads, FusedAdamW& fused, const torch::Device& dev,
+                     bool bf16, double clip, bool capture)
+    : impl_(std::make_unique<Impl>(std::move(model), grads, fused, dev, bf16, clip, capture)) {
   if (capture) {
     if (const std::string why = StepGraph::unavailable(dev); !why.empty())
       throw std::invalid_argument("CUDA graph: " + why);
@@ -177,26 +208,27 @@ void GraphStep::begin(double divisor) {
   impl_->divisor.fill_(std::max(1.0, divisor));
 }
 
-void GraphStep::micro(const torch::Tensor& staged) {
+void GraphStep::micro(const torch::Tensor& staged, const StaticShape& shape) {
   Impl& m = *impl_;
-  if (staged.numel() != m.shape.cells())
-    throw std::invalid_argument(fmt::format("GraphStep: a staged micro-batch of {} values, not {}", staged.numel(),
-                                            m.shape.cells()));
-  m.buf.copy_(staged, /*non_blocking=*/true);
+  if (staged.numel() != shape.cells())
+    throw std::invalid_argument(
+        fmt::format("GraphStep: a staged micro-batch of {} values, not {}", staged.numel(), shape.cells()));
+  auto& slot = m.shapes[shape.rows];
+  if (!slot) slot = std::make_unique<ShapeBuffers>(shape, m.dev);
+  ShapeBuffers& sb = *slot;
+  if (sb.shape.cells() != shape.cells() || sb.shape.cols != shape.cols)
+    throw std::logic_error("GraphStep: two shapes of one row count");
+  sb.buf.copy_(staged, /*non_blocking=*/true);
   if (!m.capture) {
-    m.forward_backward_body();
+    m.forward_backward_body(sb);
     return;
   }
-  if (!m.forward_backward) {
-    // The warm-up and capture run the body: their gradients, loss and random draws are undone.
+  if (!sb.graph) {  // the warm-up and capture run the body: its gradients, loss and draws are undone
     std::vector<torch::Tensor> live = m.gradients();
     live.push_back(m.loss);
-    Snapshot before(std::move(live), m.dev);
-    m.forward_backward = std::make_unique<StepGraph>(m.dev);
-    m.forward_backward->capture([&] { m.forward_backward_body(); });
-    before.restore();
+    m.capture_into(sb.graph, std::move(live), [&] { m.forward_backward_body(sb); });
   }
-  m.forward_backward->replay();
+  sb.graph->replay();
 }
 
 torch::Tensor& GraphStep::loss_sum() { return impl_->loss; }
@@ -214,10 +246,7 @@ torch::Tensor GraphStep::finish(double lr) {
       std::vector<torch::Tensor> live = m.model->parameters();
       for (auto& t : m.fused.state_tensors()) live.push_back(t);
       for (auto& t : m.gradients()) live.push_back(t);
-      Snapshot before(std::move(live), m.dev);
-      m.update = std::make_unique<StepGraph>(m.dev);
-      m.update->capture([&] { m.update_body(); });
-      before.restore();
+      m.capture_into(m.update, std::move(live), [&] { m.update_body(); });
     }
     m.update->replay();
   }
@@ -225,6 +254,10 @@ torch::Tensor GraphStep::finish(double lr) {
   return m.norm;
 }
 
-bool GraphStep::captured() const { return impl_->forward_backward && impl_->update; }
+int GraphStep::graphs() const {
+  int n = impl_->update ? 1 : 0;
+  for (const auto& [rows, sb] : impl_->shapes) n += sb->graph ? 1 : 0;
+  return n;
+}
 
 }  // namespace genemask::model

@@ -1,21 +1,26 @@
 #pragma once
-// The training step with fixed shapes, so that a CUDA graph can capture it once and replay it
+// The training step with fixed shapes, so that CUDA graphs can capture it once and replay it
 // every step (`pretrain --cuda-graphs`, model/cuda_graph.hpp). What varies from one micro-batch
 // to the next is written into buffers of fixed size before each replay:
-//  - the samples laid into `rows` x `cols` positions as segments (model/packing.hpp: packed
-//    with --packing on, one per row with it off; each row's padding one segment), the
-//    boundaries padded to 2 x rows + 1 with zero-length segments at the end (no position);
-//  - the masked positions in a buffer of `capacity` rows (model/static_rows.hpp: the padding
-//    rows point at position 0 with target -100 and add exactly 0 to the loss and gradients).
+//  - the samples laid into rows of the model's width as segments (model/packing.hpp: packed
+//    with --packing on, one per row with it off; each row's padding one segment), the rows
+//    rounded up to a bucket (a multiple of an eighth of the micro-batch's samples), the
+//    boundaries padded to samples + rows + 1 with zero-length segments at the end (they
+//    hold no position);
+//  - the masked positions in a buffer of 25% of the positions (model/static_rows.hpp: the
+//    padding rows point at position 0 with target -100 and add exactly 0 to the loss and
+//    gradients).
 // Attention then runs over segments whatever the batch (flash over variable-length segments
 // on a GPU in bf16, the block-diagonal mask made on the device otherwise), so a step computes
 // what the eager step computes: the same masked tokens, the same summed loss and divisor,
 // within float rounding.
 //
-// Two graphs: one micro-batch's forward and backward (replayed per micro-batch, gradients
-// accumulating in the buckets), and clipping plus the optimizer; the all-reduce runs between
-// them, as the eager step runs it. Without capture (the CPU, or tests) the same bodies run
-// eagerly, which is how CI checks everything but the capture itself.
+// Graphs: one per row bucket for a micro-batch's forward and backward (captured when a
+// bucket is first used, replayed per micro-batch, gradients accumulating in the buckets of
+// model/grad_sync.hpp; all of them share one memory pool, as they never run at once and
+// keep nothing in it between replays), and one for clipping plus the optimizer; the
+// all-reduce runs between them, as the eager step runs it. Without capture (the CPU, or
+// tests) the same bodies run eagerly, which is how CI checks everything but the capture.
 #include <torch/torch.h>
 
 #include <memory>
@@ -31,24 +36,34 @@ class FusedAdamW;
 
 struct StaticShape {
   int64_t rows = 0, cols = 0, capacity = 0;  // positions rows x cols; masked rows buffered
-  int64_t boundaries() const { return 2 * rows + 1; }
+  int64_t samples = 0;  // samples per micro-batch: each one segment, and each row's padding one more
+  int64_t boundaries() const { return samples + rows + 1; }
   /// int64 values of one staged micro-batch: ids, position ids, boundaries, masked rows, targets.
   int64_t cells() const { return 2 * rows * cols + boundaries() + 2 * capacity; }
 };
 
 /// The masked-row share a fixed buffer holds: 25% of the positions. The masking strategies
 /// mask about 15% of the real tokens (centres of 6- or 11-token spans, REFERENCE-NOTES.md);
-/// a micro-batch that masks more runs eagerly instead (counted in the run's log).
+/// a micro-batch that masks more runs eagerly instead (counted in the run's summary).
 inline constexpr double kStaticMaskedFraction = 0.25;
 
-/// The shape for micro-batches of `rows` samples in rows of `cols` positions.
-StaticShape static_shape(int64_t rows, int64_t cols);
+/// What every micro-batch of a run may need: `samples` samples in at most `samples` rows of
+/// `cols` positions. `capacity` > 0 fixes the masked-row buffer (testing); 0: 25% of a
+/// shape's positions.
+struct StaticLimits {
+  int64_t samples = 0, cols = 0, capacity = 0;
+};
 
-/// A micro-batch in the fixed layout on the host (pinned for a GPU), or std::nullopt when it
-/// masks more positions than s.capacity or has more rows or columns than s. `masked`
-/// receives its masked positions either way.
-std::optional<torch::Tensor> stage_static(const Batch& b, bool packing, const StaticShape& s, bool pinned,
-                                          int64_t& masked);
+/// The shape for a micro-batch that needs `rows` rows: the rows rounded up to a multiple of
+/// ceil(samples / 8) (at most `samples`), so that a run captures at most 8 graphs.
+StaticShape static_shape(const StaticLimits& limits, int64_t rows);
+
+/// A micro-batch in its fixed shape on the host (pinned for a GPU): `shape` receives the
+/// shape, `masked` and `rows` its masked positions and the rows it needs. std::nullopt when
+/// it does not fit: more masked positions than the shape's capacity, or more samples or
+/// columns than the limits.
+std::optional<torch::Tensor> stage_static(const Batch& b, bool packing, const StaticLimits& limits, bool pinned,
+                                          StaticShape& shape, int64_t& masked, int64_t& rows);
 
 /// What `--cuda-graphs auto|on|off` means here. `unavailable`: why this rank's device cannot
 /// capture (StepGraph::unavailable; "" when it can); `shared`: which ranks share a GPU
@@ -60,10 +75,10 @@ std::string decide_cuda_graphs(const std::string& requested, const std::string& 
 
 class GraphStep {
  public:
-  /// `capture`: record the two graphs at the first step (a CUDA device only); else run the
-  /// same bodies eagerly. The model, buckets and optimizer must outlive this.
-  GraphStep(BertForMaskedLM model, GradBuckets& grads, FusedAdamW& fused, const StaticShape& s,
-            const torch::Device& dev, bool bf16, double clip, bool capture);
+  /// `capture`: record the graphs on first use (a CUDA device only); else run the same
+  /// bodies eagerly. The model, buckets and optimizer must outlive this.
+  GraphStep(BertForMaskedLM model, GradBuckets& grads, FusedAdamW& fused, const torch::Device& dev, bool bf16,
+            double clip, bool capture);
   ~GraphStep();
   GraphStep(const GraphStep&) = delete;
   GraphStep& operator=(const GraphStep&) = delete;
@@ -71,16 +86,18 @@ class GraphStep {
   /// Before a step's micro-batches: the step's loss sum to 0, and the loss divisor (the
   /// masked tokens of the whole effective batch, at least 1).
   void begin(double divisor);
-  /// One staged micro-batch (stage_static): copied into the fixed buffers, its forward and
-  /// backward replayed (or run), the gradients accumulated, its summed loss added to loss_sum.
-  void micro(const torch::Tensor& staged);
+  /// One staged micro-batch (stage_static) of shape `shape`: copied into that shape's fixed
+  /// buffers, its forward and backward replayed (or run), the gradients accumulated, its
+  /// summed loss added to loss_sum.
+  void micro(const torch::Tensor& staged, const StaticShape& shape);
   /// The step's summed loss so far (float64 on the device): a micro-batch run outside the
   /// fixed shapes adds its own here.
   torch::Tensor& loss_sum();
   /// After the all-reduce: clipping and AdamW at `lr`; the gradient norm before clipping (a
   /// device scalar, overwritten by the next step).
   torch::Tensor finish(double lr);
-  bool captured() const;
+  /// Graphs captured so far (the update's and one per row bucket used); 0 without capture.
+  int graphs() const;
 
  private:
   struct Impl;

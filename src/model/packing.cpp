@@ -9,6 +9,32 @@
 
 namespace genemask::model {
 
+std::vector<std::vector<int64_t>> first_fit(const std::vector<int64_t>& lengths, int64_t width) {
+  std::vector<int64_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t x, int64_t y) { return lengths[static_cast<size_t>(x)] > lengths[static_cast<size_t>(y)]; });
+  // First fit: each sample into the first row with room for it.
+  std::vector<std::vector<int64_t>> bins;
+  std::vector<int64_t> fill;
+  for (const int64_t s : order) {
+    const int64_t n = lengths[static_cast<size_t>(s)];
+    if (n == 0) continue;  // an empty row (none come from the loader) has nothing to place
+    if (n > width)
+      throw std::invalid_argument(
+          fmt::format("packing: a sample of {} positions is longer than the rows of {} it is packed into", n, width));
+    size_t k = 0;
+    while (k < bins.size() && fill[k] + n > width) ++k;
+    if (k == bins.size()) {
+      bins.emplace_back();
+      fill.push_back(0);
+    }
+    bins[k].push_back(s);
+    fill[k] += n;
+  }
+  return bins;
+}
+
 PackedBatch pack_batch(const Batch& b, int64_t width) {
   if (width < 1) throw std::invalid_argument(fmt::format("packing width {} must be positive", width));
   const auto at = [&](int64_t r, int64_t c) { return static_cast<size_t>(r * b.cols + c); };
@@ -19,28 +45,14 @@ PackedBatch pack_batch(const Batch& b, int64_t width) {
     for (int64_t c = n; c < b.cols; ++c)
       if (b.attention_mask[at(r, c)] != 0)
         throw std::invalid_argument(fmt::format("packing: row {} of the batch has padding before position {}", r, c));
-    if (n > width)
-      throw std::invalid_argument(
-          fmt::format("packing: a sample of {} positions is longer than the rows of {} it is packed into", n, width));
-    len[static_cast<size_t>(r)] = n;
+    len[static_cast<size_t>(r)] = n;  // first_fit refuses one longer than the width
   }
-  std::vector<int64_t> order(static_cast<size_t>(b.rows));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return len[static_cast<size_t>(x)] > len[static_cast<size_t>(y)]; });
-  // First fit: each sample into the first row with room for it.
-  std::vector<std::vector<int64_t>> bins;
+  const std::vector<std::vector<int64_t>> bins = first_fit(len, width);
   std::vector<int64_t> fill;
-  for (const int64_t s : order) {
-    const int64_t n = len[static_cast<size_t>(s)];
-    if (n == 0) continue;  // an empty row (none come from the loader) has nothing to place
-    size_t k = 0;
-    while (k < bins.size() && fill[k] + n > width) ++k;
-    if (k == bins.size()) {
-      bins.emplace_back();
-      fill.push_back(0);
-    }
-    bins[k].push_back(s);
-    fill[k] += n;
+  for (const auto& bin : bins) {
+    int64_t f = 0;
+    for (const int64_t s : bin) f += len[static_cast<size_t>(s)];
+    fill.push_back(f);
   }
   PackedBatch p;
   p.rows = static_cast<int64_t>(bins.size());

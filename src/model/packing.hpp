@@ -36,6 +36,11 @@ struct PackedBatch {
 /// not a prefix.
 PackedBatch pack_batch(const Batch& b, int64_t width);
 
+/// First fit by decreasing length (ties in the given order): the samples (indices into
+/// `lengths`) of each row of `width` positions, rows in the order opened. Zero lengths are
+/// left out; a length over `width` throws std::invalid_argument. pack_batch's placement.
+std::vector<std::vector<int64_t>> first_fit(const std::vector<int64_t>& lengths, int64_t width);
+
 /// `b` as `--packing off` lays it out, written as segments: each sample alone in its row
 /// (its real positions, then the row's padding as a segment of its own), positions 0, 1, ...
 /// per sample and per padding run. The same rows, ids and labels as `b`.
@@ -44,10 +49,10 @@ PackedBatch one_per_row(const Batch& b);
 /// `p` laid into exactly `rows` x `cols` positions, the fixed shape a CUDA graph of the step
 /// reads (`pretrain --cuda-graphs`, model/graph_step.hpp): p's rows first, then rows of
 /// padding; each row's samples keep their columns, and everything after a row's last sample
-/// is one padding segment to the row's end. So every segment is non-empty and there are at
-/// most 2 x rows of them (each row: its samples, at most one per row of the batch, and one
-/// padding run). `packed_index` and `cu_seqlens` refer to the new layout. Throws
-/// std::invalid_argument when p has more rows or columns than that.
+/// is one padding segment to the row's end. So every segment is non-empty, and there are
+/// at most (samples + rows) of them: each sample, and each row's padding run.
+/// `packed_index` and `cu_seqlens` refer to the new layout. Throws std::invalid_argument
+/// when p has more rows or columns than that.
 PackedBatch widen(const PackedBatch& p, int64_t rows, int64_t cols);
 
 /// `--packing`: "on" or "off" (anything else is an error naming the option).

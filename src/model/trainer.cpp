@@ -61,7 +61,8 @@ struct HostBatch {
   bool packed = false;     // samples packed several to a row (model/packing.hpp)
   int64_t segments = 0;    // packed: segment count (boundaries: segments + 1)
   int64_t max_seqlen = 0;  // packed: the longest segment
-  bool fixed = false;      // buf is stage_static's fixed layout (model/graph_step.hpp)
+  bool fixed = false;      // buf is stage_static's fixed layout (model/graph_step.hpp) of this shape:
+  StaticShape shape;
 };
 
 /// Stages rows x cols of ids, per-position `second` (mask or position ids) and labels.
@@ -854,22 +855,24 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   // Fetches run one after another (each is started after the previous one's get()).
   bool keep_first = !o.dump_first_batch.empty() && r.rank == 0;
   const int64_t width = r.model->config.max_tokens() + 2;
-  // The graphs' fixed shape: a micro-batch's samples in batch-per-rank rows of the model's width.
-  std::optional<StaticShape> fixed;
+  // The graphs' fixed shapes: a micro-batch's samples in rows of the model's width.
+  std::optional<StaticLimits> fixed;
   std::unique_ptr<GraphStep> graph;
   if (r.fixed_shapes) {
-    fixed = static_shape(o.batch_per_rank, width);
-    if (o.static_capacity > 0) fixed->capacity = o.static_capacity;
-    graph = std::make_unique<GraphStep>(r.model, grads, fused, *fixed, r.device, r.bf16, o.clip, r.capture);
+    fixed = StaticLimits{o.batch_per_rank, width, o.static_capacity};
+    graph = std::make_unique<GraphStep>(r.model, grads, fused, r.device, r.bf16, o.clip, r.capture);
   }
   sum.cuda_graphs = r.capture ? "on" : r.fixed_shapes ? "static (testing)" : "off (" + r.graphs_off + ")";
+  const std::string shapes =
+      fixed ? fmt::format("each micro-batch in rows of {} positions ({}, rounded up to a multiple of {}), 25% of "
+                          "their positions for masked rows",
+                          width, r.packing ? "as many as it packs into" : "one per sample",
+                          (o.batch_per_rank + 7) / 8)
+            : "";
   if (r.capture)
-    r.say(fmt::format("CUDA graphs on: each micro-batch in {} x {} positions and {} masked rows, captured at the "
-                      "first step",
-                      fixed->rows, fixed->cols, fixed->capacity));
+    r.say("CUDA graphs on: " + shapes + "; a graph per row count, captured when first used");
   else if (r.fixed_shapes)
-    r.say(fmt::format("CUDA graphs' fixed-shape step without capture (testing): {} x {} positions, {} masked rows",
-                      fixed->rows, fixed->cols, fixed->capacity));
+    r.say("CUDA graphs' fixed-shape step without capture (testing): " + shapes);
   else
     r.say("CUDA graphs off: " + r.graphs_off);
   auto fetch = [&data, pinned = r.device.is_cuda(), accum = o.grad_accum, ngenomes, packing = r.packing, width,
@@ -885,14 +888,16 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         if (row < b.genome.size()) sd.genome_tokens[b.genome[row]] += n;
         sd.len_sq += static_cast<double>(n) * static_cast<double>(n);
       }
-      int64_t masked = 0;
+      int64_t masked = 0, rows = 0;
+      StaticShape shape;
       std::optional<torch::Tensor> staged;
-      if (fixed) staged = stage_static(b, packing, *fixed, pinned, masked);
+      if (fixed) staged = stage_static(b, packing, *fixed, pinned, shape, masked, rows);
       if (staged) {
         HostBatch h;
         h.buf = std::move(*staged);
         h.masked = masked;
         h.fixed = true;
+        h.shape = shape;
         sd.micro.push_back(std::move(h));
       } else {
         sd.micro.push_back(stage(b, pinned, packing, width));
@@ -943,13 +948,13 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     torch::Tensor loss_acc = graph ? graph->loss_sum() : torch::zeros({}, f64);
     for (size_t i = 0; i < micro.size(); ++i) {
       if (!micro[i]) {
-        graph->micro(sd.micro[i].buf);
+        graph->micro(sd.micro[i].buf, sd.micro[i].shape);
         continue;
       }
       if (graph && sum.eager_micro_batches++ == 0)
-        r.say(fmt::format("step {}: a micro-batch masks {} positions, more than the graphs' fixed buffer of {}: it "
+        r.say(fmt::format("step {}: a micro-batch masks {} positions, more than the graphs' buffer for its shape: it "
                           "runs eagerly (the summary counts such micro-batches)",
-                          r.step + 1, sd.micro[i].masked, fixed->capacity));
+                          r.step + 1, sd.micro[i].masked));
       auto l = summed_loss(r.model, *micro[i], r.bf16);
       (l / std::max(1.0, total_masked)).backward();
       loss_acc.add_(l.detach().to(torch::kFloat64));
@@ -961,6 +966,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     torch::Tensor grad_norm;
     if (graph) {
       grad_norm = graph->finish(lr);  // clipping and AdamW, in one graph
+      sum.cuda_graphs_captured = graph->graphs();
     } else {
       grad_norm = grads.clip(o.clip);
       fused.step(lr);

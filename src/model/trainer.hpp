@@ -71,6 +71,7 @@ struct PretrainSummary {
   std::string cuda_graphs;
   /// Micro-batches that masked more positions than the graphs' fixed buffer, run eagerly.
   int64_t eager_micro_batches = 0;
+  int cuda_graphs_captured = 0;  // the update's graph and one per row count used
   /// Per rank (on rank 0): its host, node-local rank (which picks its GPU) and device.
   struct RankPlace {
     std::string host, device;

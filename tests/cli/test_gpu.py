@@ -172,6 +172,7 @@ class Gpu(unittest.TestCase):
             if dev == "cuda":
                 s = self.pretrain(graph, "--no-tf32", "--cuda-graphs", "on", device=dev)
                 self.assertEqual(s["cuda_graphs"], "on")
+                self.assertGreaterEqual(s["cuda_graphs_captured"], 2)  # the update's and a micro-batch shape's
             else:
                 s = self.pretrain(graph, "--static-step", device=dev)
                 self.assertEqual(s["cuda_graphs"], "static (testing)")

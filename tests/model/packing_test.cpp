@@ -374,7 +374,7 @@ void expect_segments_hold_the_batch(const Batch& b, const PackedBatch& w) {
     if (end - start < b.cols) EXPECT_EQ(b.attention_mask[static_cast<size_t>(sample * b.cols + end - start)], 0);
   }
   for (int64_t r = 0; r < b.rows; ++r) EXPECT_EQ(seen[static_cast<size_t>(r)], 1) << "sample " << r;
-  EXPECT_LE(static_cast<int64_t>(w.segment_sample.size()), 2 * w.rows);
+  EXPECT_LE(static_cast<int64_t>(w.segment_sample.size()), b.rows + w.rows);
 }
 
 }  // namespace
@@ -419,20 +419,25 @@ TEST(GraphStep, DecideCudaGraphs) {
 
 TEST(GraphStep, StageStaticWritesTheFixedLayout) {
   const Batch b = make_batch({40, 12, 62, 3, 25}, 6);
-  const StaticShape s = static_shape(5, 64);
-  EXPECT_EQ(s.capacity, 5 * 16);  // 25% of 64 positions per row
+  const StaticLimits limits{5, 64, 0};
   for (bool packing : {false, true}) {
-    int64_t masked = -1;
-    const auto staged = stage_static(b, packing, s, false, masked);
+    int64_t masked = -1, rows_needed = -1;
+    StaticShape s;
+    const auto staged = stage_static(b, packing, limits, false, s, masked, rows_needed);
     ASSERT_TRUE(staged.has_value());
+    const PackedBatch laid = packing ? pack_batch(b, 64) : one_per_row(b);
+    EXPECT_EQ(rows_needed, laid.rows);
+    EXPECT_EQ(s.rows, laid.rows);  // buckets of one row for 5 samples
+    EXPECT_EQ(s.capacity, s.rows * 16);  // 25% of 64 positions per row
     ASSERT_EQ(staged->numel(), s.cells());
-    const PackedBatch w = widen(packing ? pack_batch(b, 64) : one_per_row(b), 5, 64);
+    const PackedBatch w = widen(laid, s.rows, 64);
     const int64_t* p = staged->data_ptr<int64_t>();
-    const int64_t n = 5 * 64;
+    const int64_t n = s.rows * 64;
     EXPECT_TRUE(std::equal(w.input_ids.begin(), w.input_ids.end(), p));
     EXPECT_TRUE(std::equal(w.position_ids.begin(), w.position_ids.end(), p + n));
     const int64_t* cu = p + 2 * n;
     EXPECT_TRUE(std::equal(w.cu_seqlens.begin(), w.cu_seqlens.end(), cu));
+    ASSERT_LE(static_cast<int64_t>(w.cu_seqlens.size()), s.boundaries());
     for (auto i = static_cast<int64_t>(w.cu_seqlens.size()); i < s.boundaries(); ++i) EXPECT_EQ(cu[i], n);
     const int64_t* rows = cu + s.boundaries();
     const int64_t* targets = rows + s.capacity;
@@ -449,13 +454,46 @@ TEST(GraphStep, StageStaticWritesTheFixedLayout) {
       }
     }
   }
-  // More masked positions than the buffer holds: not staged, the count still given.
+  // More masked positions than the shape's buffer holds: not staged, the count still given.
   Batch full = make_batch({60, 60}, 7);
   for (size_t i = 0; i < full.labels.size(); ++i)
     if (full.attention_mask[i]) full.labels[i] = full.input_ids[i];
-  int64_t masked = 0;
-  EXPECT_FALSE(stage_static(full, true, static_shape(2, 64), false, masked).has_value());
+  int64_t masked = 0, rows_needed = 0;
+  StaticShape s;
+  EXPECT_FALSE(stage_static(full, true, {2, 64, 0}, false, s, masked, rows_needed).has_value());
   EXPECT_EQ(masked, 120);
+  EXPECT_TRUE(stage_static(full, true, {2, 64, 120}, false, s, masked, rows_needed).has_value());  // a fixed capacity
+  // More samples or columns than the limits: not staged.
+  const Batch long_ones = make_batch({40, 50, 45, 10}, 8);
+  EXPECT_FALSE(stage_static(long_ones, true, {3, 64, 0}, false, s, masked, rows_needed).has_value());
+  EXPECT_FALSE(stage_static(long_ones, false, {4, 48, 0}, false, s, masked, rows_needed).has_value());
+  EXPECT_THROW(stage_static(long_ones, true, {4, 48, 0}, false, s, masked, rows_needed), std::invalid_argument);
+  EXPECT_TRUE(stage_static(long_ones, true, {4, 64, 0}, false, s, masked, rows_needed).has_value());
+  EXPECT_EQ(rows_needed, 3);  // first fit: 50 | 45 + 10 | 40
+}
+
+TEST(GraphStep, ShapesComeInEighthsOfTheSamples) {
+  // Rows rounded up to a multiple of ceil(samples / 8), at most the samples: a run captures
+  // at most 8 forward-backward graphs. The capacity is 25% of the shape's positions.
+  const StaticLimits l{64, 512, 0};
+  EXPECT_EQ(static_shape(l, 1).rows, 8);
+  EXPECT_EQ(static_shape(l, 8).rows, 8);
+  EXPECT_EQ(static_shape(l, 9).rows, 16);
+  EXPECT_EQ(static_shape(l, 64).rows, 64);
+  EXPECT_EQ(static_shape(l, 9).capacity, 16 * 128);
+  EXPECT_EQ(static_shape(l, 9).boundaries(), 64 + 16 + 1);
+  EXPECT_EQ(static_shape({10, 512, 0}, 9).rows, 10);  // buckets of 2, capped at 10
+  EXPECT_EQ(static_shape({10, 512, 0}, 3).rows, 4);
+  EXPECT_EQ(static_shape({10, 512, 7}, 3).capacity, 7);
+  std::set<int64_t> shapes;
+  for (int64_t r = 1; r <= 64; ++r) shapes.insert(static_shape(l, r).rows);
+  EXPECT_EQ(shapes.size(), 8u);
+  EXPECT_THROW(static_shape(l, 65), std::invalid_argument);
+  EXPECT_THROW(static_shape(l, 0), std::invalid_argument);
+  // pack_batch's first fit, by hand: 300+212 | 300+200+12 | 5.
+  const std::vector<std::vector<int64_t>> want = {{0, 6}, {3, 2, 4}, {1}};
+  EXPECT_EQ(first_fit({300, 5, 200, 300, 12, 0, 212}, 512), want);
+  EXPECT_THROW(first_fit({513}, 512), std::invalid_argument);
 }
 
 namespace {
@@ -463,6 +501,7 @@ namespace {
 struct Trained {
   std::vector<double> losses, norms;
   std::vector<torch::Tensor> params;
+  std::set<int64_t> shapes;  // the fixed shapes' row counts used
 };
 
 /// `steps` optimizer steps of two micro-batches each on `dev`: the trainer's eager step
@@ -481,8 +520,8 @@ Trained train_steps(const BertConfig& cfg, const std::vector<std::vector<Batch>>
   GradBuckets grads(m->parameters(), MPI_COMM_SELF, AllReduce::Local);
   const int64_t width = cfg.max_tokens() + 2;
   std::unique_ptr<GraphStep> g;
-  const StaticShape shape = static_shape(steps[0][0].rows, width);
-  if (fixed) g = std::make_unique<GraphStep>(m, grads, fused, shape, dev, bf16, 1.0, fixed == 2);
+  const StaticLimits limits{steps[0][0].rows, width, 0};
+  if (fixed) g = std::make_unique<GraphStep>(m, grads, fused, dev, bf16, 1.0, fixed == 2);
   torch::manual_seed(12);
   if (dev.is_cuda()) torch::cuda::manual_seed(12);
   Trained t;
@@ -495,10 +534,12 @@ Trained train_steps(const BertConfig& cfg, const std::vector<std::vector<Batch>>
     if (g) {
       g->begin(total);
       for (const auto& b : micro) {
-        int64_t masked = 0;
-        auto staged = stage_static(b, packing, shape, false, masked);
+        int64_t masked = 0, rows_needed = 0;
+        StaticShape shape;
+        auto staged = stage_static(b, packing, limits, false, shape, masked, rows_needed);
         EXPECT_TRUE(staged.has_value());
-        g->micro(staged->to(dev));
+        g->micro(staged->to(dev), shape);
+        t.shapes.insert(shape.rows);
       }
       loss = g->loss_sum();
       norm = g->finish(1e-3);
@@ -528,7 +569,7 @@ Trained train_steps(const BertConfig& cfg, const std::vector<std::vector<Batch>>
     t.norms.push_back(norm.item<double>());
   }
   for (const auto& p : m->parameters()) t.params.push_back(p.detach().cpu().to(torch::kFloat32));
-  if (g && fixed == 2) EXPECT_TRUE(g->captured());
+  if (g && fixed == 2) EXPECT_EQ(g->graphs(), static_cast<int>(t.shapes.size()) + 1);
   return t;
 }
 
@@ -547,8 +588,9 @@ void expect_same_training(const Trained& a, const Trained& b, double tol) {
 
 TEST(GraphStep, FixedShapeStepTrainsAsTheEagerStep) {
   // Three optimizer steps of two micro-batches (lengths 3-64 of 64 positions): the fixed-shape
-  // step (samples in 9 x 64 positions, boundaries padded with zero-length segments, masked
-  // rows padded with ignored targets) gives the eager step's losses, gradient norms and
+  // step (samples in rows of 64 positions: 9 one per row, or packed into as many rows as a
+  // micro-batch needs, a shape per row count, boundaries padded with zero-length segments,
+  // masked rows padded with ignored targets) gives the eager step's losses, gradient norms and
   // weights, packed and one sample per row, within float rounding (fp32: 1e-5 relative; the
   // learning rate is a float tensor there, a double in the eager step). On a GPU also in bf16
   // (2e-2), and the captured graphs replay the uncaptured fixed-shape step exactly, with dropout.
@@ -557,13 +599,16 @@ TEST(GraphStep, FixedShapeStepTrainsAsTheEagerStep) {
   cfg.attention_probs_dropout_prob = 0;
   std::vector<std::vector<Batch>> steps;
   for (uint32_t s = 0; s < 3; ++s)
-    steps.push_back({make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 20 + s), make_batch({64, 64, 5, 30, 61, 17, 9, 40, 22}, 30 + s)});
+    steps.push_back({make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 20 + s), make_batch({64, 64, 64, 64, 64, 64, 61, 30, 17}, 30 + s)});
   const bool gpu = torch::cuda::is_available();
   const torch::Device dev = gpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   for (bool packing : {true, false}) {
     SCOPED_TRACE(packing ? "packed" : "one per row");
-    expect_same_training(train_steps(cfg, steps, packing, false, dev, 1), train_steps(cfg, steps, packing, false, dev, 0),
-                         1e-5);
+    const Trained fixed = train_steps(cfg, steps, packing, false, dev, 1);
+    expect_same_training(fixed, train_steps(cfg, steps, packing, false, dev, 0), 1e-5);
+    // Packed, the micro-batches need different row counts: several shapes (graphs) in use.
+    if (packing) EXPECT_GE(fixed.shapes.size(), 2u);
+    else EXPECT_EQ(fixed.shapes, std::set<int64_t>{9});
     if (!gpu) continue;
     expect_same_training(train_steps(cfg, steps, packing, true, dev, 1), train_steps(cfg, steps, packing, true, dev, 0),
                          2e-2);
@@ -579,6 +624,6 @@ TEST(GraphStep, FixedShapeStepTrainsAsTheEagerStep) {
     auto opt = make_adamw(m->named_parameters(), a);
     FusedAdamW fused(*opt);
     GradBuckets grads(m->parameters(), MPI_COMM_SELF, AllReduce::Local);
-    EXPECT_THROW(GraphStep(m, grads, fused, static_shape(2, 64), torch::kCPU, false, 1.0, true), std::invalid_argument);
+    EXPECT_THROW(GraphStep(m, grads, fused, torch::kCPU, false, 1.0, true), std::invalid_argument);
   }
 }
