@@ -35,8 +35,11 @@ std::vector<std::vector<int64_t>> first_fit(const std::vector<int64_t>& lengths,
   return bins;
 }
 
-PackedBatch pack_batch(const Batch& b, int64_t width) {
-  if (width < 1) throw std::invalid_argument(fmt::format("packing width {} must be positive", width));
+namespace {
+
+/// Each row's real positions: the prefix its attention mask marks; padding before a real
+/// position is an error naming the row and the position.
+std::vector<int64_t> row_lengths(const Batch& b) {
   const auto at = [&](int64_t r, int64_t c) { return static_cast<size_t>(r * b.cols + c); };
   std::vector<int64_t> len(static_cast<size_t>(b.rows), 0);
   for (int64_t r = 0; r < b.rows; ++r) {
@@ -45,9 +48,18 @@ PackedBatch pack_batch(const Batch& b, int64_t width) {
     for (int64_t c = n; c < b.cols; ++c)
       if (b.attention_mask[at(r, c)] != 0)
         throw std::invalid_argument(fmt::format("packing: row {} of the batch has padding before position {}", r, c));
-    len[static_cast<size_t>(r)] = n;  // first_fit refuses one longer than the width
+    len[static_cast<size_t>(r)] = n;
   }
-  const std::vector<std::vector<int64_t>> bins = first_fit(len, width);
+  return len;
+}
+
+}  // namespace
+
+PackedBatch pack_batch(const Batch& b, int64_t width) {
+  if (width < 1) throw std::invalid_argument(fmt::format("packing width {} must be positive", width));
+  const auto at = [&](int64_t r, int64_t c) { return static_cast<size_t>(r * b.cols + c); };
+  const std::vector<int64_t> len = row_lengths(b);
+  const std::vector<std::vector<int64_t>> bins = first_fit(len, width);  // refuses a sample longer than the width
   std::vector<int64_t> fill;
   for (const auto& bin : bins) {
     int64_t f = 0;
@@ -100,12 +112,9 @@ PackedBatch one_per_row(const Batch& b) {
   p.position_ids.assign(cells, 0);
   p.packed_index.assign(cells, -1);
   p.cu_seqlens.push_back(0);
+  const std::vector<int64_t> len = row_lengths(b);
   for (int64_t r = 0; r < b.rows; ++r) {
-    int64_t n = 0;
-    while (n < b.cols && b.attention_mask[static_cast<size_t>(r * b.cols + n)] != 0) ++n;
-    for (int64_t c = n; c < b.cols; ++c)
-      if (b.attention_mask[static_cast<size_t>(r * b.cols + c)] != 0)
-        throw std::invalid_argument(fmt::format("packing: row {} of the batch has padding before position {}", r, c));
+    const int64_t n = len[static_cast<size_t>(r)];
     for (int64_t c = 0; c < b.cols; ++c) {
       const auto i = static_cast<size_t>(r * b.cols + c);
       p.position_ids[i] = c < n ? c : c - n;

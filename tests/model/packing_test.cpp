@@ -140,6 +140,7 @@ TEST(Packing, RefusesWhatItCannotPack) {
   Batch holes = make_batch({6, 6}, 1);
   holes.attention_mask[2] = 0;  // padding inside a row
   EXPECT_THROW(pack_batch(holes, 32), std::invalid_argument);
+  EXPECT_THROW(one_per_row(holes), std::invalid_argument);  // the same check, laid out unpacked
   EXPECT_TRUE(parse_packing("on"));
   EXPECT_FALSE(parse_packing("off"));
   EXPECT_THROW(parse_packing("yes"), std::invalid_argument);
