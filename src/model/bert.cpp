@@ -163,6 +163,17 @@ namespace {
 torch::nn::LayerNorm layer_norm(const BertConfig& c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
 }
+
+torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  // ATen's `linear`, not the C++ frontend's torch::nn::functional::linear (which Linear's
+  // forward calls): for inputs of more than 2 dimensions that one runs a matmul and then
+  // `+= bias`, and the add is no autocast op, so under bf16 it was a separate mixed bf16 +
+  // fp32 kernel over the whole output (16% of the DNABERT step on an H100). ATen's op is
+  // autocast as one (all three in bf16) and, for a contiguous input, one addmm with the bias
+  // in the product.
+  return at::linear(x, weight, bias);
+}
+torch::Tensor affine(const torch::nn::Linear& m, const torch::Tensor& x) { return affine(x, m->weight, m->bias); }
 }  // namespace
 
 BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) {
@@ -306,7 +317,7 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const Atten
   const int64_t B = x.size(0), L = x.size(1), H = heads * head_dim;
   if (!fused_qkv) {
     auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads, head_dim}).transpose(1, 2); };
-    auto ctx = attention(split(query(x)), split(key(x)), split(value(x)), key_mask, is_training() ? dropout_p : 0.0);
+    auto ctx = attention(split(affine(query, x)), split(affine(key, x)), split(affine(value, x)), key_mask, is_training() ? dropout_p : 0.0);
     return ctx.transpose(1, 2).reshape({B, L, H});
   }
   // One product for Q, K and V: the three weights stacked (HF's separate parameters stay
@@ -317,7 +328,7 @@ torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const Atten
   auto b = torch::cat({query->bias, key->bias, value->bias}, 0);
   // unbind, not three selects: its backward stacks the three gradients in one pass, where
   // each select's backward would fill a zero tensor of the whole product and add into it.
-  const auto parts = torch::nn::functional::linear(x, w, b).view({B, L, 3, heads, head_dim}).unbind(2);
+  const auto parts = affine(x, w, b).view({B, L, 3, heads, head_dim}).unbind(2);
   auto part = [&](size_t i) { return parts[i].transpose(1, 2); };  // [B, heads, L, head_dim]
   auto ctx = attention(part(0), part(1), part(2), key_mask, is_training() ? dropout_p : 0.0);
   return ctx.transpose(1, 2).reshape({B, L, H});
@@ -330,7 +341,7 @@ BertResidualOutputImpl::BertResidualOutputImpl(int64_t in, const BertConfig& c) 
 }
 
 torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& h, const torch::Tensor& residual) {
-  auto d = dense(h);
+  auto d = affine(dense, h);
   // On a GPU, dropout, the add and the LayerNorm as one kernel each way (residual_layer_norm.hpp).
   if (fusions().ln && fused_residual_layer_norm_takes(d, residual, LayerNorm->weight))
     return fused_residual_layer_norm(d, residual, LayerNorm->weight, LayerNorm->bias,
@@ -351,7 +362,7 @@ BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) {
   dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.intermediate_size));
 }
 
-torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) { return torch::gelu(dense(x)); }  // erf GELU
+torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) { return torch::gelu(affine(dense, x)); }  // erf GELU
 
 BertLayerImpl::BertLayerImpl(const BertConfig& c) {
   attention = register_module("attention", BertAttention(c));
@@ -404,7 +415,7 @@ BertPredictionTransformImpl::BertPredictionTransformImpl(const BertConfig& c) {
   LayerNorm = register_module("LayerNorm", layer_norm(c));
 }
 
-torch::Tensor BertPredictionTransformImpl::forward(const torch::Tensor& x) { return LayerNorm(torch::gelu(dense(x))); }
+torch::Tensor BertPredictionTransformImpl::forward(const torch::Tensor& x) { return LayerNorm(torch::gelu(affine(dense, x))); }
 
 BertLMPredictionHeadImpl::BertLMPredictionHeadImpl(const BertConfig& c) {
   transform = register_module("transform", BertPredictionTransform(c));
@@ -428,7 +439,7 @@ BertForMaskedLMImpl::BertForMaskedLMImpl(const BertConfig& c) : config(c) {
 torch::Tensor BertForMaskedLMImpl::forward(const torch::Tensor& input_ids, const torch::Tensor& attention_mask) {
   auto h = bert(input_ids, attention_mask);
   auto t = cls->predictions->transform(h);
-  return torch::nn::functional::linear(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias);
+  return affine(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias);
 }
 
 namespace {
@@ -437,7 +448,7 @@ namespace {
 torch::Tensor head_at_rows(BertForMaskedLMImpl& m, const torch::Tensor& hidden, const torch::Tensor& rows) {
   auto h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows);
   auto t = m.cls->predictions->transform(h);
-  return torch::nn::functional::linear(t, m.bert->embeddings->word_embeddings->weight, m.cls->predictions->bias);
+  return affine(t, m.bert->embeddings->word_embeddings->weight, m.cls->predictions->bias);
 }
 }  // namespace
 

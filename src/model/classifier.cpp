@@ -79,9 +79,10 @@ torch::Tensor last_layer_cls_only(BertLayerImpl& l, const torch::Tensor& x, cons
   auto& sa = *l.attention->self;
   const int64_t B = x.size(0), L = x.size(1), h = sa.heads, d = sa.head_dim;
   auto x0 = x.narrow(1, 0, 1);
-  auto q = sa.query(x0).view({B, 1, h, d}).transpose(1, 2);
-  auto k = sa.key(x).view({B, L, h, d}).transpose(1, 2);
-  auto v = sa.value(x).view({B, L, h, d}).transpose(1, 2);
+  // ATen's linear (one autocast op, the bias in the product), as bert.cpp's `affine`.
+  auto q = at::linear(x0, sa.query->weight, sa.query->bias).view({B, 1, h, d}).transpose(1, 2);
+  auto k = at::linear(x, sa.key->weight, sa.key->bias).view({B, L, h, d}).transpose(1, 2);
+  auto v = at::linear(x, sa.value->weight, sa.value->bias).view({B, L, h, d}).transpose(1, 2);
   auto ctx = attention(q, k, v, key_mask, sa.is_training() ? sa.dropout_p : 0.0).transpose(1, 2).reshape({B, 1, h * d});
   auto a = l.attention->output(ctx, x0);
   return l.output(l.intermediate(a), a);  // [B, 1, H]

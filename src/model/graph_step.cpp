@@ -65,19 +65,24 @@ std::optional<torch::Tensor> stage_static(const Batch& b, bool packing, const St
   return buf;
 }
 
-std::string decide_cuda_graphs(const std::string& requested, const std::string& unavailable, const std::string& shared) {
+std::string decide_cuda_graphs(const std::string& requested, const std::string& unavailable, const std::string& shared,
+                               double flops_per_token) {
   if (requested == "off") return "--cuda-graphs off";
   if (requested != "on" && requested != "auto")
     throw std::invalid_argument(fmt::format("--cuda-graphs must be auto, on or off, got '{}'", requested));
   // Ranks sharing a GPU would each hold a copy of the graphs' memory pool beside the
   // other's model: the eager step's allocator shares the GPU more gracefully.
   const std::string why = !unavailable.empty() ? unavailable : shared;
-  if (why.empty()) return "";
-  if (requested == "on")
+  if (!why.empty() && requested == "on")
     throw std::invalid_argument(fmt::format("--cuda-graphs on: the step cannot be captured here: {}; use --cuda-graphs "
                                             "auto (the eager step where graphs cannot run) or off",
                                             why));
-  return why;
+  if (!why.empty()) return why;
+  if (requested == "auto" && flops_per_token > kGraphsMaxFlopsPerToken)
+    return fmt::format("the model's matrix products ({:.0f} million FLOPs per token, above {:.0f}) hide the kernel "
+                       "launches, and the graphs' fixed shapes measured slower there; --cuda-graphs on captures it",
+                       flops_per_token / 1e6, kGraphsMaxFlopsPerToken / 1e6);
+  return "";
 }
 
 namespace {

@@ -65,13 +65,24 @@ StaticShape static_shape(const StaticLimits& limits, int64_t rows);
 std::optional<torch::Tensor> stage_static(const Batch& b, bool packing, const StaticLimits& limits, bool pinned,
                                           StaticShape& shape, int64_t& masked, int64_t& rows);
 
+/// Up to this many matrix-product FLOPs per token (6 x the encoder's matrix parameters,
+/// flops.hpp: logo 22 million, dnabert 510 million) the step is bound by kernel launches and
+/// `auto` captures it. Above, the products hide the launches and the fixed shapes' extra
+/// positions cost more than the graphs save: `pretrain` on real shards, bf16, 64 samples per
+/// micro-batch on an H100 measured graphs on / off 0.95x for dnabert and 1.39x for logo
+/// (docs/benchmarks.md, "CUDA graphs in `pretrain`").
+inline constexpr double kGraphsMaxFlopsPerToken = 1e8;
+
 /// What `--cuda-graphs auto|on|off` means here. `unavailable`: why this rank's device cannot
 /// capture (StepGraph::unavailable; "" when it can); `shared`: which ranks share a GPU
-/// (shared_gpu; "" when none do). Returns "" to capture the step, else the reason the eager
-/// step runs ("--cuda-graphs off", "the device is a CPU", "ranks 0 and 1 on n1 share GPU
-/// ..."). `on` where capture cannot work is an error that says why and what to use instead;
-/// another value is an error too. Pure: unit-tested without a GPU.
-std::string decide_cuda_graphs(const std::string& requested, const std::string& unavailable, const std::string& shared);
+/// (shared_gpu; "" when none do); `flops_per_token`: the model's matrix-product FLOPs per
+/// token. Returns "" to capture the step, else the reason the eager step runs
+/// ("--cuda-graphs off", "the device is a CPU", "ranks 0 and 1 on n1 share GPU ...", or for
+/// `auto` a model above kGraphsMaxFlopsPerToken). `on` where capture cannot work is an error
+/// that says why and what to use instead; `on` captures a large model all the same; another
+/// value is an error. Pure: unit-tested without a GPU.
+std::string decide_cuda_graphs(const std::string& requested, const std::string& unavailable, const std::string& shared,
+                               double flops_per_token);
 
 class GraphStep {
  public:

@@ -262,7 +262,7 @@ struct Run {
   bool packing = false;  // --packing on
   // --cuda-graphs: the fixed-shape step (captured, or eagerly with --static-step); why not.
   bool fixed_shapes = false, capture = false;
-  std::string graphs_off;
+  std::string graphs_off, graphs_unavailable, gpus_shared;
   bool valid_checksums_done = false;  // the validation shards' SHA-256 checked (at the first evaluation)
   bool has_validation = false;        // the shard set has validation samples for every rank
   // Shards of a genome list: real tokens trained on per genome (all ranks, the whole run:
@@ -313,9 +313,8 @@ void choose_runtime(Run& r) {
   use_device(r.device, r.o.tf32);
   const std::vector<RankGpu> gpus = gather_rank_gpus(r.device, r.comm);
   r.how = decide_allreduce(r.o.allreduce, gpus, nccl_built());
-  r.graphs_off = decide_cuda_graphs(r.o.cuda_graphs, StepGraph::unavailable(r.device), shared_gpu(gpus));
-  r.capture = r.graphs_off.empty();
-  r.fixed_shapes = r.capture || r.o.static_step;
+  r.graphs_unavailable = StepGraph::unavailable(r.device);
+  r.gpus_shared = shared_gpu(gpus);
   tune_cpu_allocator();
   r.threads = set_intra_op_threads(r.o.threads, local_size, r.rank == 0);
 }
@@ -346,6 +345,11 @@ void build_model(Run& r) {
   adamw.eps = o.eps;
   adamw.weight_decay = o.weight_decay;
   r.optimizer = make_adamw(r.model->named_parameters(), adamw);
+  // CUDA graphs: where they can run, and (auto) whether they pay for this model.
+  const ModelShape shape{r.cfg.num_hidden_layers, r.cfg.hidden_size, r.cfg.intermediate_size, r.cfg.vocab_size};
+  r.graphs_off = decide_cuda_graphs(o.cuda_graphs, r.graphs_unavailable, r.gpus_shared, 6 * matrix_parameters(shape));
+  r.capture = r.graphs_off.empty();
+  r.fixed_shapes = r.capture || o.static_step;
 }
 
 /// --out on rank 0: created (and removed again if the run fails before its first

@@ -14,6 +14,7 @@
 #include "genemask/corpus/loader.hpp"
 #include "model/attention_cpu.hpp"
 #include "model/bert.hpp"
+#include "model/flops.hpp"
 #include "model/grad_sync.hpp"
 #include "model/graph_step.hpp"
 #include "model/optim.hpp"
@@ -399,19 +400,34 @@ TEST(GraphStep, OnePerRowAndWidenKeepEverySampleInItsOwnSegment) {
 }
 
 TEST(GraphStep, DecideCudaGraphs) {
-  EXPECT_EQ(decide_cuda_graphs("auto", "", ""), "");
-  EXPECT_EQ(decide_cuda_graphs("on", "", ""), "");
-  EXPECT_EQ(decide_cuda_graphs("off", "", ""), "--cuda-graphs off");
-  EXPECT_EQ(decide_cuda_graphs("auto", "the device is a CPU", ""), "the device is a CPU");
-  EXPECT_EQ(decide_cuda_graphs("auto", "", "ranks 0 and 1 on n1 share GPU g"), "ranks 0 and 1 on n1 share GPU g");
+  // The matrix-product FLOPs per token of the named models (flops.hpp): logo 2 x (4 x 256^2 +
+  // 2 x 256 x 3072) x 6, dnabert 12 x (4 x 768^2 + 2 x 768 x 3072) x 6.
+  const double kLogo = 6 * matrix_parameters({2, 256, 3072, 0}), kDnabert = 6 * matrix_parameters({12, 768, 3072, 0});
+  EXPECT_DOUBLE_EQ(kLogo, 6.0 * 2 * (4 * 256 * 256 + 2 * 256 * 3072));
+  EXPECT_DOUBLE_EQ(kDnabert, 6.0 * 12 * (4 * 768 * 768 + 2 * 768 * 3072));
+  EXPECT_LT(kLogo, kGraphsMaxFlopsPerToken);
+  // auto leaves a compute-bound model eager and says why; on captures it; the devices' and
+  // the shared GPUs' reasons come first.
+  const std::string big = decide_cuda_graphs("auto", "", "", kDnabert);
+  EXPECT_NE(big.find("510 million FLOPs per token, above 100"), std::string::npos) << big;
+  EXPECT_NE(big.find("--cuda-graphs on captures it"), std::string::npos) << big;
+  EXPECT_EQ(decide_cuda_graphs("on", "", "", kDnabert), "");
+  EXPECT_EQ(decide_cuda_graphs("off", "", "", kDnabert), "--cuda-graphs off");
+  EXPECT_EQ(decide_cuda_graphs("auto", "the device is a CPU", "", kDnabert), "the device is a CPU");
+  EXPECT_EQ(decide_cuda_graphs("auto", "", "", kGraphsMaxFlopsPerToken), "");  // the bound itself: captured
+  EXPECT_EQ(decide_cuda_graphs("auto", "", "", kLogo), "");
+  EXPECT_EQ(decide_cuda_graphs("on", "", "", kLogo), "");
+  EXPECT_EQ(decide_cuda_graphs("off", "", "", kLogo), "--cuda-graphs off");
+  EXPECT_EQ(decide_cuda_graphs("auto", "the device is a CPU", "", kLogo), "the device is a CPU");
+  EXPECT_EQ(decide_cuda_graphs("auto", "", "ranks 0 and 1 on n1 share GPU g", kLogo), "ranks 0 and 1 on n1 share GPU g");
   try {
-    decide_cuda_graphs("on", "the device is a CPU", "");
+    decide_cuda_graphs("on", "the device is a CPU", "", kLogo);
     ADD_FAILURE() << "on a CPU, --cuda-graphs on must be refused";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("the device is a CPU; use --cuda-graphs auto"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(decide_cuda_graphs("on", "", "ranks 0 and 1 on n1 share GPU g"), std::invalid_argument);
-  EXPECT_THROW(decide_cuda_graphs("yes", "", ""), std::invalid_argument);
+  EXPECT_THROW(decide_cuda_graphs("on", "", "ranks 0 and 1 on n1 share GPU g", kLogo), std::invalid_argument);
+  EXPECT_THROW(decide_cuda_graphs("yes", "", "", kLogo), std::invalid_argument);
   // Which ranks share a GPU: on one host only; ranks on the CPU share nothing.
   EXPECT_EQ(shared_gpu({{"n1", "GPU-a"}, {"n2", "GPU-a"}, {"n1", "GPU-b"}}), "");
   EXPECT_EQ(shared_gpu({{"n1", "GPU-a"}, {"n1", "GPU-b"}, {"n1", "GPU-a"}}), "ranks 0 and 2 on n1 share GPU GPU-a");
