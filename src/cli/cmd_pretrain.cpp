@@ -109,9 +109,10 @@ void register_pretrain(CLI::App& app, Context& ctx) {
       ->check(CLI::IsMember({"on", "off"}))
       ->capture_default_str();
   sub->add_option("--cuda-graphs", o->cuda_graphs,
-                  "auto: on a GPU, each step replayed as CUDA graphs (fixed shapes, a graph per row count, captured "
-                  "when first used; the eager step where that cannot work, with a line saying why); on: graphs or "
-                  "an error; off: the eager step")
+                  "auto: on a GPU, each step of a model of up to 100 million matrix-product FLOPs per token (logo, "
+                  "not dnabert) replayed as CUDA graphs (fixed shapes, a graph per row count, captured when first "
+                  "used); the eager step otherwise, with a line saying why; on: graphs for any model, or an error "
+                  "where they cannot run; off: the eager step")
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   sub->add_flag("--tf32,!--no-tf32", o->tf32, "TF32 for fp32 matrix products on a GPU (default on)");
