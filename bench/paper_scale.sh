@@ -10,8 +10,9 @@
 # Environment:
 #   PAPER_GENOME=FASTA     the genome (default: the built-in one, human chr22)
 #   PAPER_STEPS=10000      optimizer steps per arm
-#   PAPER_BATCH=250 PAPER_ACCUM=4     sequences per micro-batch x micro-batches per step
-#                          (1000 per step, the paper's effective batch)
+#   PAPER_BATCH=500 PAPER_ACCUM=2     sequences per micro-batch x micro-batches per step
+#                          (1000 per step, the paper's effective batch; 500 x 2 measured
+#                          5% faster than 250 x 4 on an H100)
 #   PAPER_DEVICE=cuda      cpu for a dry run with tiny settings
 #   PAPER_PRECISION=bf16   PAPER_MASKINGS="genemask random"   PAPER_RANKS=2 (count, shards)
 #   GENEMASK_BIN
@@ -24,8 +25,8 @@ case ${1:-} in
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
 steps=${PAPER_STEPS:-10000}
-batch=${PAPER_BATCH:-250}
-accum=${PAPER_ACCUM:-4}
+batch=${PAPER_BATCH:-500}
+accum=${PAPER_ACCUM:-2}
 device=${PAPER_DEVICE:-cuda}
 precision=${PAPER_PRECISION:-bf16}
 ranks=${PAPER_RANKS:-2}
