@@ -308,26 +308,12 @@ int run(int argc, char** argv) {
       }
     }
     auto b = make();
-    auto gen = at::globalContext().defaultGenerator(dev);
-    torch::Tensor rng;
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      rng = gen.get_state();
-    }
-    std::vector<torch::Tensor> state = b->params, saved;
+    std::vector<torch::Tensor> state = b->params;
     for (auto& t : b->fused->state_tensors()) state.push_back(t);
-    {
-      torch::NoGradGuard ng;
-      for (auto& t : state) saved.push_back(t.clone());
-    }
+    StateSnapshot before(std::move(state), dev);
     StepGraph g(dev);
     g.capture([&] { body(*b, false, true); });
-    {
-      torch::NoGradGuard ng;
-      for (size_t i = 0; i < state.size(); ++i) state[i].copy_(saved[i]);
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      gen.set_state(rng);
-    }
+    before.restore();
     for (int i = 0; i < check_graph; ++i) {
       g.replay();
       graph_losses.push_back(b->loss_out.item<double>());

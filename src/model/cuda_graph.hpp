@@ -12,12 +12,40 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 namespace genemask::model {
 
 /// GPU `index`'s name as CUDA reports it ("NVIDIA H100 80GB HBM3"); "" in a build without CUDA.
 std::string cuda_device_name(int index);
+
+/// Clones of live tensors and of a device's random generator state, put back by restore():
+/// what a graph's warm-up and capture change (weights, optimizer state, gradients, dropout
+/// draws) undone before the real steps, so the replays start where the eager step would.
+class StateSnapshot {
+ public:
+  StateSnapshot(std::vector<torch::Tensor> live, const torch::Device& dev)
+      : live_(std::move(live)),
+        gen_(dev.is_cuda() ? at::globalContext().defaultGenerator(dev) : at::detail::getDefaultCPUGenerator()) {
+    torch::NoGradGuard ng;
+    for (const auto& t : live_) saved_.push_back(t.clone());
+    std::lock_guard<std::mutex> lock(gen_.mutex());
+    rng_ = gen_.get_state();
+  }
+  void restore() {
+    torch::NoGradGuard ng;
+    for (size_t i = 0; i < live_.size(); ++i) live_[i].copy_(saved_[i]);
+    std::lock_guard<std::mutex> lock(gen_.mutex());
+    gen_.set_state(rng_);
+  }
+
+ private:
+  std::vector<torch::Tensor> live_, saved_;
+  at::Generator gen_;
+  torch::Tensor rng_;
+};
 
 class StepGraph {
  public:

@@ -85,36 +85,6 @@ std::string decide_cuda_graphs(const std::string& requested, const std::string& 
   return "";
 }
 
-namespace {
-
-at::Generator generator_of(const torch::Device& d) {
-  return d.is_cuda() ? at::globalContext().defaultGenerator(d) : at::detail::getDefaultCPUGenerator();
-}
-
-/// Clones of tensors, and their values put back: what a graph's warm-up and capture change
-/// (weights, optimizer state, gradients, the generator) is undone before the real steps.
-class Snapshot {
- public:
-  Snapshot(std::vector<torch::Tensor> live, const torch::Device& dev) : live_(std::move(live)), gen_(generator_of(dev)) {
-    torch::NoGradGuard ng;
-    for (const auto& t : live_) saved_.push_back(t.clone());
-    std::lock_guard<std::mutex> lock(gen_.mutex());
-    rng_ = gen_.get_state();
-  }
-  void restore() {
-    torch::NoGradGuard ng;
-    for (size_t i = 0; i < live_.size(); ++i) live_[i].copy_(saved_[i]);
-    std::lock_guard<std::mutex> lock(gen_.mutex());
-    gen_.set_state(rng_);
-  }
-
- private:
-  std::vector<torch::Tensor> live_, saved_;
-  at::Generator gen_;
-  torch::Tensor rng_;
-};
-
-}  // namespace
 
 /// The fixed buffers of one shape: a staged micro-batch (views into buf), the layout over
 /// it, and its graph.
@@ -189,7 +159,7 @@ struct GraphStep::Impl {
   /// change (`live`, and the generator) is put back after.
   void capture_into(std::unique_ptr<StepGraph>& graph, std::vector<torch::Tensor> live,
                     const std::function<void()>& body) {
-    Snapshot before(std::move(live), dev);
+    StateSnapshot before(std::move(live), dev);
     graph = std::make_unique<StepGraph>(dev);
     graph->capture(body, 2, pool);
     before.restore();

@@ -262,6 +262,31 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_THROW(parse_fusions(""), std::invalid_argument);
 }
 
+// What a capture's warm-up changes is put back: the tensors' values (in place: the same
+// storage, which graphs and optimizers hold) and the generator, whose next draws repeat.
+TEST(StepGraph, StateSnapshotRestoresTensorsAndTheGenerator) {
+  const torch::Device cpu(torch::kCPU);
+  auto w = torch::randn({4, 3}), m = torch::zeros({5});
+  const auto w0 = w.clone(), m0 = m.clone();
+  const void* storage = w.data_ptr();
+  StateSnapshot snap({w, m}, cpu);
+  const auto first = torch::rand({6});  // the draws the generator gives from the snapshot on
+  w.mul_(3).add_(1);
+  m.fill_(7);
+  torch::rand({100});
+  snap.restore();
+  EXPECT_TRUE(torch::equal(w, w0));
+  EXPECT_TRUE(torch::equal(m, m0));
+  EXPECT_EQ(w.data_ptr(), storage);
+  EXPECT_TRUE(torch::equal(torch::rand({6}), first));
+  // restore() again: the same state, not the state at the first restore's end.
+  torch::rand({3});
+  w.zero_();
+  snap.restore();
+  EXPECT_TRUE(torch::equal(w, w0));
+  EXPECT_TRUE(torch::equal(torch::rand({6}), first));
+}
+
 TEST(StepGraph, RefusedOnTheCpuWithTheReason) {
   const torch::Device cpu(torch::kCPU);
   EXPECT_EQ(StepGraph::unavailable(cpu), "the device is a CPU");
