@@ -77,9 +77,14 @@ std::string gpu_identity(const torch::Device& device) {
 }
 
 bool gpu_bf16_native(int index) {
-  cudaDeviceProp prop{};
-  if (cudaGetDeviceProperties(&prop, index) != cudaSuccess) return false;  // no GPU there: auto means fp32
-  return prop.major >= 8;
+  // One attribute, not cudaGetDeviceProperties: that one fills every property (of the order
+  // of a millisecond of host time), and packed attention asks once per layer and step.
+  int major = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index) != cudaSuccess) {
+    (void)cudaGetLastError();  // not left for a later launch check to report
+    return false;              // no GPU there: auto means fp32
+  }
+  return major >= 8;
 }
 
 std::unique_ptr<NcclComm> make_nccl_comm(MPI_Comm comm, const torch::Device& device) {

@@ -3,6 +3,8 @@
 // gradients in flat buckets (views, zeroing, clipping against clip_grad_norm_), and the
 // all-reduce choice.
 #include <gtest/gtest.h>
+
+#include <chrono>
 #include <malloc.h>
 
 #include <cstdlib>
@@ -404,6 +406,24 @@ TEST(AllReduceChoice, CpuAndErrors) {
   }
   EXPECT_THROW(choose_allreduce("gloo", cpu, MPI_COMM_SELF), std::invalid_argument);
   EXPECT_EQ(gpu_identity(cpu), "");
+}
+
+// Whether a GPU has bf16 matrix units: false where there is no such GPU (a CPU machine, an
+// index past the last GPU) in a build with the CUDA runtime (nccl_built(); without it the
+// answer is true by design). On a GPU it is asked per layer and step by packed attention, so
+// it must be cheap: 1000 questions well under the time of one training step.
+TEST(AllReduceChoice, Bf16NativeAnsweredCheaply) {
+  if (!nccl_built()) GTEST_SKIP() << "a build without the CUDA runtime answers true by design";
+  EXPECT_FALSE(gpu_bf16_native(1 << 20));
+  if (!torch::cuda::is_available()) {
+    EXPECT_FALSE(gpu_bf16_native(0));
+    return;
+  }
+  const bool first = gpu_bf16_native(0);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(gpu_bf16_native(0), first);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(ms, 20.0) << "1000 questions took " << ms << " ms";
 }
 
 TEST(AllReduceChoice, DecidedFromEachRanksGpuIdentity) {
