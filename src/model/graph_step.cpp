@@ -73,11 +73,13 @@ std::string decide_cuda_graphs(const std::string& requested, const std::string& 
   // Ranks sharing a GPU would each hold a copy of the graphs' memory pool beside the
   // other's model: the eager step's allocator shares the GPU more gracefully.
   const std::string why = !unavailable.empty() ? unavailable : shared;
-  if (!why.empty() && requested == "on")
-    throw std::invalid_argument(fmt::format("--cuda-graphs on: the step cannot be captured here: {}; use --cuda-graphs "
-                                            "auto (the eager step where graphs cannot run) or off",
-                                            why));
-  if (!why.empty()) return why;
+  if (!why.empty()) {
+    if (requested == "on")
+      throw std::invalid_argument(fmt::format("--cuda-graphs on: the step cannot be captured here: {}; use "
+                                              "--cuda-graphs auto (the eager step where graphs cannot run) or off",
+                                              why));
+    return why;
+  }
   if (requested == "auto" && flops_per_token > kGraphsMaxFlopsPerToken)
     return fmt::format("the model's matrix products ({:.0f} million FLOPs per token, above {:.0f}) hide the kernel "
                        "launches, and the graphs' fixed shapes measured slower there; --cuda-graphs on captures it",

@@ -262,7 +262,7 @@ struct Run {
   bool packing = false;  // --packing on
   // --cuda-graphs: the fixed-shape step (captured, or eagerly with --static-step); why not.
   bool fixed_shapes = false, capture = false;
-  std::string graphs_off, graphs_unavailable, gpus_shared;
+  std::string graphs_off, gpus_shared;  // why the eager step runs; which ranks share a GPU
   bool valid_checksums_done = false;  // the validation shards' SHA-256 checked (at the first evaluation)
   bool has_validation = false;        // the shard set has validation samples for every rank
   // Shards of a genome list: real tokens trained on per genome (all ranks, the whole run:
@@ -301,6 +301,11 @@ struct Run {
   }
 };
 
+/// The FLOP definition's view of a model (flops.hpp).
+ModelShape shape_of(const BertConfig& c) {
+  return {c.num_hidden_layers, c.hidden_size, c.intermediate_size, c.vocab_size};
+}
+
 /// Device (each rank binds its node-local GPU before any CUDA work), precision, intra-op
 /// threads and how gradients are summed.
 void choose_runtime(Run& r) {
@@ -313,8 +318,7 @@ void choose_runtime(Run& r) {
   use_device(r.device, r.o.tf32);
   const std::vector<RankGpu> gpus = gather_rank_gpus(r.device, r.comm);
   r.how = decide_allreduce(r.o.allreduce, gpus, nccl_built());
-  r.graphs_unavailable = StepGraph::unavailable(r.device);
-  r.gpus_shared = shared_gpu(gpus);
+  r.gpus_shared = shared_gpu(gpus);  // for the CUDA graphs' decision, once the model is known
   tune_cpu_allocator();
   r.threads = set_intra_op_threads(r.o.threads, local_size, r.rank == 0);
 }
@@ -346,8 +350,8 @@ void build_model(Run& r) {
   adamw.weight_decay = o.weight_decay;
   r.optimizer = make_adamw(r.model->named_parameters(), adamw);
   // CUDA graphs: where they can run, and (auto) whether they pay for this model.
-  const ModelShape shape{r.cfg.num_hidden_layers, r.cfg.hidden_size, r.cfg.intermediate_size, r.cfg.vocab_size};
-  r.graphs_off = decide_cuda_graphs(o.cuda_graphs, r.graphs_unavailable, r.gpus_shared, 6 * matrix_parameters(shape));
+  r.graphs_off = decide_cuda_graphs(o.cuda_graphs, StepGraph::unavailable(r.device), r.gpus_shared,
+                                    6 * matrix_parameters(shape_of(r.cfg)));
   r.capture = r.graphs_off.empty();
   r.fixed_shapes = r.capture || o.static_step;
 }
@@ -931,8 +935,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   }
   auto t_window = clock::now();
   DivergenceWatch watch(r.device);
-  const ModelShape shape{r.model->config.num_hidden_layers, r.model->config.hidden_size,
-                         r.model->config.intermediate_size, r.model->config.vocab_size};
+  const ModelShape shape = shape_of(r.model->config);
   // The datasheet peak of this rank's GPU in bf16; 0 (no MFU) on a CPU, in fp32, or for a
   // GPU not in the table. Summed over ranks: the peak of all the run's GPUs.
   const double peak_here = r.device.is_cuda() && r.bf16 ? datasheet_bf16_tflops(cuda_device_name(r.device.index())) : 0;
