@@ -27,7 +27,8 @@
 # (tests/cli/test_gpu.py), and per config (dnabert, logo): bench_CFG_genemask (the eager
 # step, profiled), bench_CFG_graph (the step as one CUDA graph, profiled, and checked
 # against the eager step: losses of 4 steps from the same state within 2e-3; GPU only),
-# bench_CFG_pytorch, bench_CFG_sweep (every batch of the sweep, eager and graph, and
+# bench_CFG_ln_bf16 (the graph with the fused LayerNorm's bf16 copy, GENEMASK_FUSED's
+# ln-bf16; GPU only), bench_CFG_pytorch, bench_CFG_sweep (every batch of the sweep, eager and graph, and
 # PyTorch; GPU only), bench_CFG_packing (samples of 7-512 positions, uniform as the shards'
 # recipe draws them, padded to the longest and packed: real tokens/s of each). A failing part does not stop the others; a part whose program did
 # not build is skipped. The end prints a table of the parts.
@@ -40,7 +41,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"ln-bf16"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -263,8 +264,14 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_graph" train_bench "$tb" &&
       part "bench_${cfg}_graph" bash -c '"$@" >"$0"' "$work/bench-$cfg-graph.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --profile 3 --check-graph 4
+    # The graph again with the fused LayerNorm's bf16 copy (fusions.hpp's ln-bf16), to decide
+    # its default: the same step, so its tokens/s against the row above is the ablation.
+    ready "bench_${cfg}_ln_bf16" train_bench "$tb" &&
+      part "bench_${cfg}_ln_bf16" bash -c '"$@" >"$0"' "$work/bench-$cfg-ln_bf16.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --ln-bf16
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
+    skip "bench_${cfg}_ln_bf16" "the bf16 copy is the GPU kernel's"
   fi
   ready "bench_${cfg}_packing" train_bench "$tb" && part "bench_${cfg}_packing" packed "$cfg" "$b"
   part "bench_${cfg}_pytorch" bash -c '"$@" >"$0"' "$work/bench-$cfg-pytorch.json" \
@@ -290,7 +297,7 @@ def last_row(path):
     return json.loads(lines[-1])
 rows = []
 for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "graph", "pytorch"):
+    for impl in ("genemask", "graph", "ln_bf16", "pytorch"):
         part = parts.get(f"bench_{cfg}_{impl}", {})
         if part.get("status") != "passed":
             continue
@@ -299,7 +306,7 @@ for cfg in ("dnabert", "logo"):
         except (OSError, IndexError, ValueError) as e:
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
-        r["variant"] = "graph" if impl == "graph" else "eager"
+        r["variant"] = {"graph": "graph", "ln_bf16": "ln-bf16"}.get(impl, "eager")
         gc = r.get("graph_check")
         if gc and not gc["max_rel_diff"] <= 2e-3:
             part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")

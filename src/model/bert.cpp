@@ -164,17 +164,19 @@ torch::nn::LayerNorm layer_norm(const BertConfig& c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
 }
 
+
+/// Whether the residual LayerNorms on `dev` make the bf16 copy of their output: ln-bf16 in
+/// force and bf16 autocast on for the device (otherwise the products read x as it is).
+bool copies_for_products(const torch::Device& dev) {
+  return fusions().ln_bf16 && at::autocast::is_autocast_enabled(dev.type()) &&
+         at::autocast::get_autocast_dtype(dev.type()) == at::kBFloat16;
+}
+}  // namespace
+
 torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
-  // ATen's `linear`, not the C++ frontend's torch::nn::functional::linear (which Linear's
-  // forward calls): for inputs of more than 2 dimensions that one runs a matmul and then
-  // `+= bias`, and the add is no autocast op, so under bf16 it was a separate mixed bf16 +
-  // fp32 kernel over the whole output (16% of the DNABERT step on an H100). ATen's op is
-  // autocast as one (all three in bf16) and, for a contiguous input, one addmm with the bias
-  // in the product.
   return at::linear(x, weight, bias);
 }
 torch::Tensor affine(const torch::nn::Linear& m, const torch::Tensor& x) { return affine(x, m->weight, m->bias); }
-}  // namespace
 
 BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c) {
   word_embeddings = register_module("word_embeddings", torch::nn::Embedding(c.vocab_size, c.hidden_size));
@@ -222,21 +224,30 @@ PackedLayout packed_layout(const PackedBatch& p, const torch::Device& dev) {
   return l;
 }
 
-std::string packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
-  if (q.device().is_cpu()) return "cpu-segments";
+std::string to_string(PackedAttentionPath path) {
+  switch (path) {
+    case PackedAttentionPath::CpuSegments: return "cpu-segments";
+    case PackedAttentionPath::FlashVarlen: return "flash-varlen";
+    case PackedAttentionPath::BlockMask: return "block-mask";
+  }
+  return "unknown";
+}
+
+PackedAttentionPath packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+  if (q.device().is_cpu()) return PackedAttentionPath::CpuSegments;
   const auto t = q.scalar_type();
   const int64_t d = q.size(-1);
   // Flash attention's conditions: Ampere or newer, 16-bit floats, a head size it was built for.
   if (q.device().is_cuda() && (t == torch::kBFloat16 || t == torch::kHalf) && k.scalar_type() == t &&
       v.scalar_type() == t && d % 8 == 0 && d <= 256 && v.size(-1) == d && gpu_bf16_native(q.device().index()))
-    return "flash-varlen";
-  return "block-mask";
+    return PackedAttentionPath::FlashVarlen;
+  return PackedAttentionPath::BlockMask;
 }
 
 torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const PackedLayout& layout, double dropout_p) {
-  const std::string path = packed_attention_path(q, k, v);
-  if (path == "cpu-segments") {
+  const PackedAttentionPath path = packed_attention_path(q, k, v);
+  if (path == PackedAttentionPath::CpuSegments) {
     // With dropout, and in bf16 (where the kernel's oneDNN products use the CPU's bf16
     // matrix units, and LibTorch's CPU flash kernel was measured no faster than in fp32 on
     // an AMX Xeon), the kernel over segments.
@@ -264,7 +275,7 @@ torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, c
     }
     return rows.size() == 1 ? rows[0] : torch::cat(rows, 0);
   }
-  if (path == "flash-varlen") {
+  if (path == PackedAttentionPath::FlashVarlen) {
     const int64_t R = q.size(0), h = q.size(1), L = q.size(2), d = q.size(3);
     // [R, h, L, d] views of the [R, L, h, d] projections: back to those, then the R x L
     // positions as one run of tokens (a view: no copy).
@@ -313,7 +324,8 @@ BertSelfAttentionImpl::BertSelfAttentionImpl(const BertConfig& c)
   fused_qkv = fusions().qkv;
 }
 
-torch::Tensor BertSelfAttentionImpl::forward(const torch::Tensor& x, const AttentionMask& key_mask) {
+torch::Tensor BertSelfAttentionImpl::forward(const Hidden& hidden, const AttentionMask& key_mask) {
+  const torch::Tensor& x = hidden.for_product();
   const int64_t B = x.size(0), L = x.size(1), H = heads * head_dim;
   if (!fused_qkv) {
     auto split = [&](const torch::Tensor& t) { return t.view({B, L, heads, head_dim}).transpose(1, 2); };
@@ -341,12 +353,24 @@ BertResidualOutputImpl::BertResidualOutputImpl(int64_t in, const BertConfig& c) 
 }
 
 torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& h, const torch::Tensor& residual) {
+  return forward_hidden(h, residual, false).x;
+}
+
+Hidden BertResidualOutputImpl::forward_hidden(const torch::Tensor& h, const torch::Tensor& residual, bool copy) {
   auto d = affine(dense, h);
+  copy = copy && copies_for_products(residual.device());
   // On a GPU, dropout, the add and the LayerNorm as one kernel each way (residual_layer_norm.hpp).
-  if (fusions().ln && fused_residual_layer_norm_takes(d, residual, LayerNorm->weight))
-    return fused_residual_layer_norm(d, residual, LayerNorm->weight, LayerNorm->bias,
-                                     is_training() ? dropout->options.p() : 0.0, LayerNorm->options.eps());
-  return LayerNorm(dropout(d) + residual);
+  if (fusions().ln && fused_residual_layer_norm_takes(d, residual, LayerNorm->weight)) {
+    const double p = is_training() ? dropout->options.p() : 0.0, eps = LayerNorm->options.eps();
+    if (!copy) return fused_residual_layer_norm(d, residual, LayerNorm->weight, LayerNorm->bias, p, eps);
+    auto [y, y_low] = fused_residual_layer_norm_with_copy(d, residual, LayerNorm->weight, LayerNorm->bias, p, eps);
+    return {y, y_low};
+  }
+  auto y = LayerNorm(dropout(d) + residual);
+  // Elsewhere the copy is the cast autocast would make of y for the next product (the same
+  // values and gradients), made here.
+  if (copy) return {y, y.to(torch::kBFloat16)};
+  return y;
 }
 
 BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
@@ -354,15 +378,15 @@ BertAttentionImpl::BertAttentionImpl(const BertConfig& c) {
   output = register_module("output", BertResidualOutput(c.hidden_size, c));
 }
 
-torch::Tensor BertAttentionImpl::forward(const torch::Tensor& x, const AttentionMask& key_mask) {
-  return output(self(x, key_mask), x);
+Hidden BertAttentionImpl::forward(const Hidden& x, const AttentionMask& key_mask) {
+  return output->forward_hidden(self->forward(x, key_mask), x.x, true);
 }
 
 BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) {
   dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.intermediate_size));
 }
 
-torch::Tensor BertIntermediateImpl::forward(const torch::Tensor& x) { return torch::gelu(affine(dense, x)); }  // erf GELU
+torch::Tensor BertIntermediateImpl::forward(const Hidden& x) { return torch::gelu(affine(dense, x.for_product())); }  // erf GELU
 
 BertLayerImpl::BertLayerImpl(const BertConfig& c) {
   attention = register_module("attention", BertAttention(c));
@@ -371,8 +395,12 @@ BertLayerImpl::BertLayerImpl(const BertConfig& c) {
 }
 
 torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const AttentionMask& key_mask) {
-  auto a = attention(x, key_mask);
-  return output(intermediate(a), a);
+  return forward_hidden(x, key_mask, false).x;
+}
+
+Hidden BertLayerImpl::forward_hidden(const Hidden& x, const AttentionMask& key_mask, bool copy) {
+  auto a = attention->forward(x, key_mask);
+  return output->forward_hidden(intermediate->forward(a), a.x, copy);
 }
 
 BertEncoderImpl::BertEncoderImpl(const BertConfig& c) {
@@ -381,8 +409,10 @@ BertEncoderImpl::BertEncoderImpl(const BertConfig& c) {
 }
 
 torch::Tensor BertEncoderImpl::forward(torch::Tensor x, const AttentionMask& key_mask) {
-  for (const auto& m : *layer) x = m->as<BertLayerImpl>()->forward(x, key_mask);
-  return x;
+  Hidden h(std::move(x));
+  const size_t n = layer->size();
+  for (size_t i = 0; i < n; ++i) h = layer->ptr(i)->as<BertLayerImpl>()->forward_hidden(h, key_mask, i + 1 < n);
+  return h.x;
 }
 
 BertModelImpl::BertModelImpl(const BertConfig& c) {
@@ -405,9 +435,11 @@ torch::Tensor BertModelImpl::forward_layers(const torch::Tensor& input_ids, cons
   auto x = embeddings(input_ids, torch::zeros_like(input_ids));
   const auto key_mask = key_mask_of(attention_mask);
   auto& all = *encoder->layer;
-  for (int64_t i = 0; i < layers && i < static_cast<int64_t>(all.size()); ++i)
-    x = all.ptr(static_cast<size_t>(i))->as<BertLayerImpl>()->forward(x, key_mask);
-  return x;
+  const int64_t n = std::min<int64_t>(layers, static_cast<int64_t>(all.size()));
+  Hidden h(std::move(x));
+  for (int64_t i = 0; i < n; ++i)
+    h = all.ptr(static_cast<size_t>(i))->as<BertLayerImpl>()->forward_hidden(h, key_mask, i + 1 < n);
+  return h.x;
 }
 
 BertPredictionTransformImpl::BertPredictionTransformImpl(const BertConfig& c) {

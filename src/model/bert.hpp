@@ -78,9 +78,11 @@ struct AttentionMask {
 /// cu_seqlens); else scaled_dot_product_attention with the block-diagonal mask.
 torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const PackedLayout& layout, double dropout_p);
-/// Which of those packed_attention would take for these inputs: "cpu-segments",
-/// "flash-varlen" or "block-mask" (tests and the GPU check).
-std::string packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+enum class PackedAttentionPath { CpuSegments, FlashVarlen, BlockMask };
+/// Which of those packed_attention takes for these inputs (tests and the GPU check).
+PackedAttentionPath packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
+/// "cpu-segments", "flash-varlen" or "block-mask".
+std::string to_string(PackedAttentionPath path);
 
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const AttentionMask& mask, double dropout_p);
@@ -91,6 +93,25 @@ torch::Tensor attention_reference(const torch::Tensor& q, const torch::Tensor& k
 /// The key mask `attention` takes, from a [B, L] attention_mask (1 = real token, 0 = padding);
 /// undefined in, undefined out.
 torch::Tensor key_mask_of(const torch::Tensor& attention_mask);
+
+/// x W^T + b as ATen's `linear`: one autocast op and, for a contiguous input, one addmm with
+/// the bias added inside the product. Every linear layer of the model and the classifier runs
+/// through it, not through the C++ frontend's torch::nn::functional::linear (Linear's
+/// forward), which for inputs of more than 2 dimensions runs a matmul and then `+= bias`, an
+/// add that is no autocast op: under bf16 a separate mixed bf16 + fp32 kernel over the whole
+/// output (16% of the DNABERT step on an H100).
+torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+torch::Tensor affine(const torch::nn::Linear& m, const torch::Tensor& x);
+
+/// The hidden states between BERT's sublayers: `x`, what the next residual add reads (fp32
+/// under autocast), and `low`, where the residual LayerNorm that made x also wrote x in bf16
+/// (fusions.hpp's ln-bf16 under bf16 autocast): the copy the next matrix products read
+/// instead of autocast's cast of x. Undefined `low`: the products read x.
+struct Hidden {
+  Hidden(torch::Tensor x_ = {}, torch::Tensor low_ = {}) : x(std::move(x_)), low(std::move(low_)) {}  // NOLINT: implicit
+  const torch::Tensor& for_product() const { return low.defined() ? low : x; }
+  torch::Tensor x, low;
+};
 
 struct BertEmbeddingsImpl : torch::nn::Module {
   explicit BertEmbeddingsImpl(const BertConfig& c);
@@ -105,7 +126,7 @@ TORCH_MODULE(BertEmbeddings);
 
 struct BertSelfAttentionImpl : torch::nn::Module {
   explicit BertSelfAttentionImpl(const BertConfig& c);
-  torch::Tensor forward(const torch::Tensor& x, const AttentionMask& mask);
+  torch::Tensor forward(const Hidden& x, const AttentionMask& mask);
   torch::nn::Linear query{nullptr}, key{nullptr}, value{nullptr};
   /// Q, K and V in one product of the stacked weights (the default), or three (the same
   /// values within float rounding; train_bench --unfused-qkv measures the difference).
@@ -119,6 +140,9 @@ TORCH_MODULE(BertSelfAttention);
 struct BertResidualOutputImpl : torch::nn::Module {
   BertResidualOutputImpl(int64_t in, const BertConfig& c);
   torch::Tensor forward(const torch::Tensor& h, const torch::Tensor& residual);
+  /// The same output with, when `copy` and the copy is in force (ln-bf16 under bf16
+  /// autocast), its bf16 copy for the next products.
+  Hidden forward_hidden(const torch::Tensor& h, const torch::Tensor& residual, bool copy);
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
   torch::nn::Dropout dropout{nullptr};
@@ -127,7 +151,8 @@ TORCH_MODULE(BertResidualOutput);
 
 struct BertAttentionImpl : torch::nn::Module {
   explicit BertAttentionImpl(const BertConfig& c);
-  torch::Tensor forward(const torch::Tensor& x, const AttentionMask& mask);
+  /// Its output always feeds the feed-forward block's product: with its copy where in force.
+  Hidden forward(const Hidden& x, const AttentionMask& mask);
   BertSelfAttention self{nullptr};
   BertResidualOutput output{nullptr};
 };
@@ -135,7 +160,7 @@ TORCH_MODULE(BertAttention);
 
 struct BertIntermediateImpl : torch::nn::Module {
   explicit BertIntermediateImpl(const BertConfig& c);
-  torch::Tensor forward(const torch::Tensor& x);
+  torch::Tensor forward(const Hidden& x);
   torch::nn::Linear dense{nullptr};
 };
 TORCH_MODULE(BertIntermediate);
@@ -143,6 +168,9 @@ TORCH_MODULE(BertIntermediate);
 struct BertLayerImpl : torch::nn::Module {
   explicit BertLayerImpl(const BertConfig& c);
   torch::Tensor forward(const torch::Tensor& x, const AttentionMask& mask);
+  /// The same, from and to hidden states with their copies: `copy` when another layer's
+  /// products read the output (every layer but the last).
+  Hidden forward_hidden(const Hidden& x, const AttentionMask& mask, bool copy);
   BertAttention attention{nullptr};
   BertIntermediate intermediate{nullptr};
   BertResidualOutput output{nullptr};

@@ -75,17 +75,16 @@ bool load_encoder(BertForSequenceClassification& m, const std::string& dir) {
 /// The last encoder layer for the [CLS] position only: the pooler reads nothing else, so
 /// queries, attention output and the feed-forward block (the bulk of a layer's work) run
 /// on one position instead of L. Keys and values still come from every position.
-torch::Tensor last_layer_cls_only(BertLayerImpl& l, const torch::Tensor& x, const torch::Tensor& key_mask) {
+torch::Tensor last_layer_cls_only(BertLayerImpl& l, const Hidden& hidden, const torch::Tensor& key_mask) {
   auto& sa = *l.attention->self;
+  const torch::Tensor& x = hidden.for_product();
   const int64_t B = x.size(0), L = x.size(1), h = sa.heads, d = sa.head_dim;
-  auto x0 = x.narrow(1, 0, 1);
-  // ATen's linear (one autocast op, the bias in the product), as bert.cpp's `affine`.
-  auto q = at::linear(x0, sa.query->weight, sa.query->bias).view({B, 1, h, d}).transpose(1, 2);
-  auto k = at::linear(x, sa.key->weight, sa.key->bias).view({B, L, h, d}).transpose(1, 2);
-  auto v = at::linear(x, sa.value->weight, sa.value->bias).view({B, L, h, d}).transpose(1, 2);
+  auto q = affine(sa.query, x.narrow(1, 0, 1)).view({B, 1, h, d}).transpose(1, 2);
+  auto k = affine(sa.key, x).view({B, L, h, d}).transpose(1, 2);
+  auto v = affine(sa.value, x).view({B, L, h, d}).transpose(1, 2);
   auto ctx = attention(q, k, v, key_mask, sa.is_training() ? sa.dropout_p : 0.0).transpose(1, 2).reshape({B, 1, h * d});
-  auto a = l.attention->output(ctx, x0);
-  return l.output(l.intermediate(a), a);  // [B, 1, H]
+  auto a = l.attention->output->forward_hidden(ctx, hidden.x.narrow(1, 0, 1), true);
+  return l.output(l.intermediate(a), a.x);  // [B, 1, H]
 }
 
 }  // namespace
@@ -109,13 +108,12 @@ BertForSequenceClassificationImpl::BertForSequenceClassificationImpl(const BertC
 torch::Tensor BertForSequenceClassificationImpl::forward(const torch::Tensor& input_ids,
                                                          const torch::Tensor& attention_mask) {
   // BertModel::forward, with the last layer restricted to [CLS] (same logits).
-  auto x = bert->embeddings(input_ids, torch::zeros_like(input_ids));
+  Hidden x = bert->embeddings(input_ids, torch::zeros_like(input_ids));
   const auto key_mask = key_mask_of(attention_mask);
   auto& layers = *bert->encoder->layer;
   const size_t n = layers.size();
-  for (size_t i = 0; i + 1 < n; ++i) x = layers.ptr(i)->as<BertLayerImpl>()->forward(x, key_mask);
-  x = last_layer_cls_only(*layers.ptr(n - 1)->as<BertLayerImpl>(), x, key_mask);
-  return head(x);
+  for (size_t i = 0; i + 1 < n; ++i) x = layers.ptr(i)->as<BertLayerImpl>()->forward_hidden(x, key_mask, true);
+  return head(last_layer_cls_only(*layers.ptr(n - 1)->as<BertLayerImpl>(), x, key_mask));
 }
 
 torch::Tensor BertForSequenceClassificationImpl::forward_full(const torch::Tensor& input_ids,

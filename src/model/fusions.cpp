@@ -14,7 +14,7 @@ std::optional<Fusions> g_fusions;
 }  // namespace
 
 Fusions parse_fusions(const std::string& text) {
-  Fusions f{false, false};
+  Fusions f{false, false, false};
   if (text == "none") return f;
   std::stringstream in(text);
   std::string item;
@@ -22,12 +22,13 @@ Fusions parse_fusions(const std::string& text) {
   while (std::getline(in, item, ',')) {
     if (item == "qkv") f.qkv = true;
     else if (item == "ln") f.ln = true;
+    else if (item == "ln-bf16") f.ln_bf16 = true;
     else
       throw std::invalid_argument("GENEMASK_FUSED='" + text +
-                                  "': expected a comma-separated list of qkv and ln, or none");
+                                  "': expected a comma-separated list of qkv, ln and ln-bf16, or none");
     any = true;
   }
-  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv and ln, or none");
+  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv, ln and ln-bf16, or none");
   return f;
 }
 

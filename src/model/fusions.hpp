@@ -1,17 +1,23 @@
 #pragma once
-// Which of genemask's fused paths run, process-wide. Both by default:
-//   qkv  Q, K and V as one product of the stacked weights (every device);
-//   ln   dropout + residual add + LayerNorm as one GPU kernel each way
-//        (residual_layer_norm.hpp; the CPU keeps LibTorch's kernels).
+// Which of genemask's fused paths run, process-wide. qkv and ln by default:
+//   qkv      Q, K and V as one product of the stacked weights (every device);
+//   ln       dropout + residual add + LayerNorm as one GPU kernel each way
+//            (residual_layer_norm.hpp; the CPU keeps LibTorch's kernels);
+//   ln-bf16  under bf16 autocast, that kernel also writes the bf16 copy of its output that
+//            the next matrix product reads, and sums the copy's gradient with the output's
+//            in its backward (fused_residual_layer_norm_with_copy). Off by default until a
+//            GPU run has checked and timed it; on the CPU (or with ln off) the copy is the
+//            cast autocast would make, so the numbers are the same either way.
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
-// "qkv" and "ln", or "none" (to compare with the unfused step, or to rule a fused kernel
-// out when a result looks wrong). train_bench's --unfused-qkv / --unfused-ln set them too.
+// "qkv", "ln" and "ln-bf16", or "none" (to compare with the unfused step, or to rule a fused
+// kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln and
+// --ln-bf16 set them instead (GENEMASK_FUSED aside).
 #include <string>
 
 namespace genemask::model {
 
 struct Fusions {
-  bool qkv = true, ln = true;
+  bool qkv = true, ln = true, ln_bf16 = false;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an

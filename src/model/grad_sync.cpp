@@ -69,11 +69,6 @@ std::vector<RankGpu> gather_rank_gpus(const torch::Device& device, MPI_Comm comm
   return ranks;
 }
 
-AllReduce choose_allreduce(const std::string& requested, const torch::Device& device, MPI_Comm comm) {
-  // Every rank decides from the same gathered facts, so every rank returns or throws alike.
-  return decide_allreduce(requested, gather_rank_gpus(device, comm), nccl_built());
-}
-
 GradBuckets::GradBuckets(const std::vector<torch::Tensor>& params, MPI_Comm comm, AllReduce how,
                          int64_t bucket_floats)
     : params_(params), comm_(comm), how_(how) {

@@ -41,9 +41,6 @@ AllReduce decide_allreduce(const std::string& requested, const std::vector<RankG
 std::string shared_gpu(const std::vector<RankGpu>& ranks);
 /// Every rank's host and GPU identity (gpu_identity(device)), on every rank; collective.
 std::vector<RankGpu> gather_rank_gpus(const torch::Device& device, MPI_Comm comm);
-/// decide_allreduce over the ranks of comm, collective: every rank decides from the same
-/// gathered identities (gather_rank_gpus), so an error is thrown on every rank.
-AllReduce choose_allreduce(const std::string& requested, const torch::Device& device, MPI_Comm comm);
 
 /// A GPU's identity: its UUID as nvidia-smi -L writes it ("GPU-8f6b...") where this build has
 /// CUDA; "" for the CPU.

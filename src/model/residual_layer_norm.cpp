@@ -23,13 +23,15 @@ void check_launch(const char* what) {
 }
 
 struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
-  static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& h_in, const torch::Tensor& residual_in,
-                               const torch::Tensor& gamma, const torch::Tensor& beta, double p, double eps) {
+  /// Outputs: {y} or, with `copy`, {y, y in bf16}.
+  static variable_list forward(AutogradContext* ctx, const torch::Tensor& h_in, const torch::Tensor& residual_in,
+                               const torch::Tensor& gamma, const torch::Tensor& beta, double p, double eps, bool copy) {
     const auto h = h_in.contiguous(), residual = residual_in.contiguous();
     const int H = static_cast<int>(h.size(-1));
     const int64_t rows = h.numel() / H;
     const auto f32 = residual.options().dtype(torch::kFloat32);
     auto y = torch::empty_like(residual, f32), sum = torch::empty_like(residual, f32);
+    const auto y_low = copy ? torch::empty_like(residual, residual.options().dtype(torch::kBFloat16)) : torch::Tensor();
     auto mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
     torch::Tensor keep;
     at::PhiloxCudaState philox;
@@ -42,14 +44,19 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
     }
     cuda::residual_layer_norm_forward(h.scalar_type() == torch::kBFloat16, h.data_ptr(), residual.data_ptr<float>(),
                                       gamma.data_ptr<float>(), beta.data_ptr<float>(), y.data_ptr<float>(),
-                                      sum.data_ptr<float>(), p > 0 ? keep.data_ptr<uint8_t>() : nullptr,
+                                      copy ? y_low.data_ptr() : nullptr, sum.data_ptr<float>(), p > 0 ? keep.data_ptr<uint8_t>() : nullptr,
                                       mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, H, static_cast<float>(p),
                                       static_cast<float>(eps), philox, c10::cuda::getCurrentCUDAStream());
     check_launch("forward");
     ctx->save_for_backward({sum, keep, mean, rstd, gamma});
     ctx->saved_data["p"] = p;
     ctx->saved_data["h_dtype"] = static_cast<int64_t>(h.scalar_type());
-    return y;
+    // An output without a gradient (the copy the last layer makes no product of, or y when
+    // only its copy is read) comes as an undefined tensor, not as zeros filled for the kernel
+    // to read.
+    ctx->set_materialize_grads(false);
+    if (copy) return {y, y_low};
+    return {y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -57,19 +64,24 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
     const auto &sum = saved[0], &keep = saved[1], &mean = saved[2], &rstd = saved[3], &gamma = saved[4];
     const double p = ctx->saved_data["p"].toDouble();
     const auto h_dtype = static_cast<torch::ScalarType>(ctx->saved_data["h_dtype"].toInt());
-    const auto dy = grads[0].to(torch::kFloat32).contiguous();
+    const bool has_dy = grads[0].defined(), has_low = grads.size() > 1 && grads[1].defined();
+    if (!has_dy && !has_low) return {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor(),
+                                     torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    const auto dy = has_dy ? grads[0].to(torch::kFloat32).contiguous() : torch::Tensor();
+    const auto dy_low = has_low ? grads[1].to(torch::kBFloat16).contiguous() : torch::Tensor();
     const int H = static_cast<int>(sum.size(-1));
     const int64_t rows = sum.numel() / H;
     auto d_residual = torch::empty_like(sum), dh = torch::empty(sum.sizes(), sum.options().dtype(h_dtype));
     auto partial = torch::empty({cuda::backward_blocks(rows), 2, H}, sum.options());
-    cuda::residual_layer_norm_backward(h_dtype == torch::kBFloat16, dy.data_ptr<float>(), sum.data_ptr<float>(),
+    cuda::residual_layer_norm_backward(h_dtype == torch::kBFloat16, has_dy ? dy.data_ptr<float>() : nullptr,
+                                       has_low ? dy_low.data_ptr() : nullptr, sum.data_ptr<float>(),
                                        p > 0 ? keep.data_ptr<uint8_t>() : nullptr, mean.data_ptr<float>(),
                                        rstd.data_ptr<float>(), gamma.data_ptr<float>(), dh.data_ptr(),
                                        d_residual.data_ptr<float>(), partial.data_ptr<float>(), rows, H,
                                        static_cast<float>(p), c10::cuda::getCurrentCUDAStream());
     check_launch("backward");
     auto sums = partial.sum(0);  // [2, H]
-    return {dh, d_residual, sums[0], sums[1], torch::Tensor(), torch::Tensor()};
+    return {dh, d_residual, sums[0], sums[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -82,12 +94,28 @@ bool fused_residual_layer_norm_takes(const torch::Tensor& h, const torch::Tensor
          h.dim() >= 1 && h.size(-1) > 0 && h.size(-1) <= cuda::kMaxHidden && gamma.numel() == h.size(-1);
 }
 
-torch::Tensor fused_residual_layer_norm(const torch::Tensor& h, const torch::Tensor& residual, const torch::Tensor& gamma,
-                                        const torch::Tensor& beta, double p, double eps) {
+namespace {
+variable_list apply_checked(const torch::Tensor& h, const torch::Tensor& residual, const torch::Tensor& gamma,
+                            const torch::Tensor& beta, double p, double eps, bool copy) {
   if (!fused_residual_layer_norm_takes(h, residual, gamma))
     throw std::invalid_argument("fused residual LayerNorm: inputs it does not take (see fused_residual_layer_norm_takes)");
   if (!(p >= 0 && p < 1)) throw std::invalid_argument(fmt::format("fused residual LayerNorm: dropout {} not in [0, 1)", p));
-  return ResidualLayerNorm::apply(h, residual, gamma, beta, p, eps);
+  return ResidualLayerNorm::apply(h, residual, gamma, beta, p, eps, copy);
+}
+}  // namespace
+
+torch::Tensor fused_residual_layer_norm(const torch::Tensor& h, const torch::Tensor& residual, const torch::Tensor& gamma,
+                                        const torch::Tensor& beta, double p, double eps) {
+  return apply_checked(h, residual, gamma, beta, p, eps, false)[0];
+}
+
+std::pair<torch::Tensor, torch::Tensor> fused_residual_layer_norm_with_copy(const torch::Tensor& h,
+                                                                            const torch::Tensor& residual,
+                                                                            const torch::Tensor& gamma,
+                                                                            const torch::Tensor& beta, double p,
+                                                                            double eps) {
+  auto out = apply_checked(h, residual, gamma, beta, p, eps, true);
+  return {out[0], out[1]};
 }
 
 }  // namespace genemask::model

@@ -14,6 +14,8 @@
 // and restored with the generator state a checkpoint saves), not at::dropout's.
 #include <torch/torch.h>
 
+#include <utility>
+
 namespace genemask::model {
 
 /// BERT's residual outputs use the node where fusions().ln (fusions.hpp) and it takes their
@@ -25,5 +27,16 @@ bool fused_residual_layer_norm_takes(const torch::Tensor& h, const torch::Tensor
 /// residual, gamma and beta. p = 0 (or evaluation) is no dropout.
 torch::Tensor fused_residual_layer_norm(const torch::Tensor& h, const torch::Tensor& residual,
                                         const torch::Tensor& gamma, const torch::Tensor& beta, double p, double eps);
+
+/// The same y (fp32) and, written by the same kernel, y in bf16 (rounded to nearest, as
+/// y.to(bf16)): under bf16 autocast the copy the next matrix product reads, where autocast
+/// would cast y in a kernel of its own. Both are differentiable: the backward kernel sums the
+/// two gradients (y's fp32 and the copy's bf16) in registers, which spares the copy's
+/// gradient its cast to fp32 and the separate sum of the two. Either output may go unused.
+std::pair<torch::Tensor, torch::Tensor> fused_residual_layer_norm_with_copy(const torch::Tensor& h,
+                                                                            const torch::Tensor& residual,
+                                                                            const torch::Tensor& gamma,
+                                                                            const torch::Tensor& beta, double p,
+                                                                            double eps);
 
 }  // namespace genemask::model

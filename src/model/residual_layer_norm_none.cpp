@@ -12,4 +12,10 @@ torch::Tensor fused_residual_layer_norm(const torch::Tensor&, const torch::Tenso
   throw std::invalid_argument("fused residual LayerNorm: this build's LibTorch has no CUDA");
 }
 
+std::pair<torch::Tensor, torch::Tensor> fused_residual_layer_norm_with_copy(const torch::Tensor&, const torch::Tensor&,
+                                                                            const torch::Tensor&, const torch::Tensor&,
+                                                                            double, double) {
+  throw std::invalid_argument("fused residual LayerNorm: this build's LibTorch has no CUDA");
+}
+
 }  // namespace genemask::model

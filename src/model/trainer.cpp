@@ -261,8 +261,10 @@ struct Run {
   bool bf16 = false;
   bool packing = false;  // --packing on
   // --cuda-graphs: the fixed-shape step (captured, or eagerly with --static-step); why not.
-  bool fixed_shapes = false, capture = false;
+  bool fixed_shapes = false;
   std::string graphs_off, gpus_shared;  // why the eager step runs; which ranks share a GPU
+  /// The fixed-shape step captured as CUDA graphs (decided in build_model; false before).
+  bool capture() const { return fixed_shapes && graphs_off.empty(); }
   bool valid_checksums_done = false;  // the validation shards' SHA-256 checked (at the first evaluation)
   bool has_validation = false;        // the shard set has validation samples for every rank
   // Shards of a genome list: real tokens trained on per genome (all ranks, the whole run:
@@ -352,8 +354,7 @@ void build_model(Run& r) {
   // CUDA graphs: where they can run, and (auto) whether they pay for this model.
   r.graphs_off = decide_cuda_graphs(o.cuda_graphs, StepGraph::unavailable(r.device), r.gpus_shared,
                                     6 * matrix_parameters(shape_of(r.cfg)));
-  r.capture = r.graphs_off.empty();
-  r.fixed_shapes = r.capture || o.static_step;
+  r.fixed_shapes = r.graphs_off.empty() || o.static_step;
 }
 
 /// --out on rank 0: created (and removed again if the run fails before its first
@@ -868,16 +869,16 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   std::unique_ptr<GraphStep> graph;
   if (r.fixed_shapes) {
     fixed = StaticLimits{o.batch_per_rank, width, o.static_capacity};
-    graph = std::make_unique<GraphStep>(r.model, grads, fused, r.device, r.bf16, o.clip, r.capture);
+    graph = std::make_unique<GraphStep>(r.model, grads, fused, r.device, r.bf16, o.clip, r.capture());
   }
-  sum.cuda_graphs = r.capture ? "on" : r.fixed_shapes ? "static (testing)" : "off (" + r.graphs_off + ")";
+  sum.cuda_graphs = r.capture() ? "on" : r.fixed_shapes ? "static (testing)" : "off (" + r.graphs_off + ")";
   const std::string shapes =
       fixed ? fmt::format("each micro-batch in rows of {} positions ({}, rounded up to a multiple of {}), 25% of "
                           "their positions for masked rows",
                           width, r.packing ? "as many as it packs into" : "one per sample",
                           (o.batch_per_rank + 7) / 8)
             : "";
-  if (r.capture)
+  if (r.capture())
     r.say("CUDA graphs on: " + shapes + "; a graph per row count, captured when first used");
   else if (r.fixed_shapes)
     r.say("CUDA graphs' fixed-shape step without capture (testing): " + shapes);

@@ -155,7 +155,7 @@ TEST(Bert, ExportMatchesIndependentPythonForward) {
   export_hf(m, tmp.file("hf"));
   io::write_safetensors(tmp.file("io.safetensors"),
                         {to_st("input_ids", ids), to_st("attention_mask", mask), to_st("logits", logits)});
-  const std::string cmd = std::string(GENEMASK_TEST_PYTHON) + " " + std::string(GENEMASK_TEST_SOURCE) + "/model/bert_reference.py " +
+  const std::string cmd = genemask::test::python_command("bert_reference.py ") +
                           tmp.file("hf") + " " + tmp.file("io.safetensors") + " 1e-5";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
 
@@ -214,7 +214,7 @@ TEST(Bert, ImportsPytorchModelBin) {
   init_weights(*m, m->config);
   m->eval();
   export_hf(m, tmp.file("hf"));
-  const std::string cmd = std::string(GENEMASK_TEST_PYTHON) + " " + std::string(GENEMASK_TEST_SOURCE) + "/model/to_pytorch_bin.py " + tmp.file("hf");
+  const std::string cmd = genemask::test::python_command("to_pytorch_bin.py ") + tmp.file("hf");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto back = import_hf(tmp.file("hf"));
   back->eval();

@@ -54,7 +54,7 @@ Batch batch(int64_t rows, int64_t cols, int64_t classes, uint64_t seed) {
 }
 
 std::string python(const std::string& args) {
-  return std::string(GENEMASK_TEST_PYTHON) + " " + std::string(GENEMASK_TEST_SOURCE) + "/model/classifier_reference.py " + args;
+  return genemask::test::python_command("classifier_reference.py ") + args;
 }
 
 bool same_tensor(BertForSequenceClassification& a, BertForSequenceClassification& b, const std::string& name) {
@@ -231,7 +231,7 @@ TEST(Classifier, LoadsPoolerFromDnabertStyleCheckpoint) {
   st.push_back(to_st("bert.pooler.dense.weight", pw));
   st.push_back(to_st("bert.pooler.dense.bias", pb));
   io::write_safetensors(tmp.file("dnabert/model.safetensors"), st);
-  const std::string cmd = std::string(GENEMASK_TEST_PYTHON) + " " + std::string(GENEMASK_TEST_SOURCE) + "/model/to_pytorch_bin.py " +
+  const std::string cmd = genemask::test::python_command("to_pytorch_bin.py ") +
                           tmp.file("dnabert");
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   ClassifierSource src;

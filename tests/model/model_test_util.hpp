@@ -45,9 +45,22 @@ inline std::map<std::string, torch::Tensor> read_st(const std::string& path) {
   return out;
 }
 
-/// `python3 tests/model/SCRIPT ARGS` with the project's Python; its exit status.
+/// The Python that runs the reference scripts: the environment's GENEMASK_TEST_PYTHON when set
+/// (a machine where the build's path does not exist, e.g. a GPU host with its own python3
+/// carrying torch and numpy), else the build's (CMake's GENEMASK_PYTHON).
+inline std::string test_python() {
+  const char* env = std::getenv("GENEMASK_TEST_PYTHON");
+  return env && *env ? std::string(env) : std::string(GENEMASK_TEST_PYTHON);
+}
+
+/// `<python> tests/model/SCRIPT` with test_python(): the command line, ARGS to be appended.
+inline std::string python_command(const std::string& script) {
+  return test_python() + " " + std::string(GENEMASK_TEST_SOURCE) + "/model/" + script;
+}
+
+/// `python3 tests/model/SCRIPT ARGS` with test_python(); its exit status.
 inline int run_python(const std::string& script_and_args) {
-  const std::string cmd = std::string(GENEMASK_TEST_PYTHON) + " " + std::string(GENEMASK_TEST_SOURCE) + "/model/" + script_and_args;
+  const std::string cmd = python_command(script_and_args);
   return std::system(cmd.c_str());
 }
 

@@ -209,7 +209,8 @@ TEST(Packing, BlockMaskPathEqualsTheSegmentKernel) {
   torch::manual_seed(8);
   auto q = torch::randn({p.rows, 2, p.cols, 8}), k = torch::randn({p.rows, 2, p.cols, 8}),
        v = torch::randn({p.rows, 2, p.cols, 8});
-  EXPECT_EQ(packed_attention_path(q, k, v), "cpu-segments");
+  EXPECT_EQ(packed_attention_path(q, k, v), PackedAttentionPath::CpuSegments);
+  EXPECT_EQ(to_string(PackedAttentionPath::CpuSegments), "cpu-segments");
   std::optional<torch::Tensor> mask = l.block_mask();
   auto sdpa = at::scaled_dot_product_attention(q, k, v, mask, 0.0);
   EXPECT_LT(max_abs_diff(packed_attention(q, k, v, l, 0.0), sdpa), 1e-5);
@@ -316,7 +317,7 @@ TEST(Packing, GpuVarlenFlashMatchesTheBlockMaskAndTheCpu) {
   auto q = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
   auto k = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
   auto v = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
-  const std::string path = packed_attention_path(q, k, v);
+  const std::string path = to_string(packed_attention_path(q, k, v));
   EXPECT_EQ(path, gpu ? "flash-varlen" : "cpu-segments");  // (a GPU older than sm80 would take the block mask)
   auto fast = packed_attention(q, k, v, l, 0.0);
   auto go = torch::randn(fast.sizes(), dev).to(torch::kBFloat16);

@@ -257,8 +257,14 @@ TEST(Fusions, EnvironmentListParsed) {
   f = parse_fusions("ln");
   EXPECT_TRUE(!f.qkv && f.ln);
   f = parse_fusions("none");
-  EXPECT_TRUE(!f.qkv && !f.ln);
+  EXPECT_TRUE(!f.qkv && !f.ln && !f.ln_bf16);
+  f = parse_fusions("qkv,ln,ln-bf16");
+  EXPECT_TRUE(f.qkv && f.ln && f.ln_bf16);
+  EXPECT_FALSE(parse_fusions("qkv,ln").ln_bf16);
+  EXPECT_FALSE(Fusions{}.ln_bf16);  // off by default until a GPU run has checked it
+  EXPECT_TRUE(Fusions{}.qkv && Fusions{}.ln);
   EXPECT_THROW(parse_fusions("qkv,gelu"), std::invalid_argument);
+  EXPECT_THROW(parse_fusions("ln_bf16"), std::invalid_argument);
   EXPECT_THROW(parse_fusions(""), std::invalid_argument);
 }
 
@@ -373,6 +379,147 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
           EXPECT_FALSE(torch::equal(b, c));  // and new draws after them
         }
       }
+}
+
+namespace {
+/// The MLM loss of a small model under bf16 autocast on `dev` (dropout on, the same seed for
+/// the weights and the draws) and every parameter's gradient, with ln-bf16 as given.
+std::pair<torch::Tensor, std::vector<torch::Tensor>> bf16_loss_and_grads(const torch::Device& dev, bool copy) {
+  auto cfg = genemask::test::small_bert_config(32, 64);
+  set_fusions({true, true, copy});
+  torch::manual_seed(9);
+  BertForMaskedLM m(cfg);
+  m->to(dev);
+  m->train();
+  auto ids = torch::randint(5, cfg.vocab_size, {3, 14}, torch::kLong);
+  auto mask = torch::ones({3, 14}, torch::kLong);
+  mask[2].slice(0, 10).fill_(0);
+  auto labels = torch::full({3, 14}, -100, torch::kLong);
+  for (int64_t i = 1; i < 14; i += 3) labels.select(1, i).copy_(ids.select(1, i));
+  torch::manual_seed(10);
+  if (dev.is_cuda()) torch::cuda::manual_seed_all(10);
+  torch::Tensor loss;
+  {
+    Autocast autocast(true);
+    loss = m->masked_lm_loss_sum(ids.to(dev), mask.to(dev), labels.to(dev));
+  }
+  loss.backward();
+  std::vector<torch::Tensor> grads;
+  for (const auto& p : m->parameters()) grads.push_back(p.grad().cpu());
+  return {loss.detach().cpu(), grads};
+}
+}  // namespace
+
+// The bf16 copy of the residual LayerNorm's output (fusions.hpp's ln-bf16). On the CPU (and
+// wherever the fused node is not taken) the copy is y.to(bf16), the cast autocast would make
+// for the next product: the MLM loss and every gradient under bf16 autocast are bit-identical
+// with the copy on and off; the copy is made only under bf16 autocast, when asked and in
+// force; the products read it. On a GPU: the fused node's y is the one-output node's and its
+// copy is y.to(bf16), bit for bit; its input gradients, from y's gradient, the copy's or both,
+// equal the eager composition's; the MLM model with the copy on matches it off.
+TEST(ResidualLayerNorm, Bf16CopyIsTheCastAutocastWouldMake) {
+  const Fusions saved = fusions();
+  {  // the copy: when it is made, what it holds, and that the products read it
+    auto cfg = genemask::test::small_bert_config(32, 64);
+    torch::manual_seed(3);
+    BertResidualOutput out(64, cfg);
+    BertIntermediate inter(cfg);
+    BertSelfAttention self(cfg);
+    out->eval();
+    self->eval();
+    auto h = torch::randn({2, 5, 64}), res = torch::randn({2, 5, 32});
+    for (const bool on : {false, true}) {
+      set_fusions({true, true, on});
+      {
+        Autocast autocast(true);
+        const Hidden made = out->forward_hidden(h, res, true);
+        EXPECT_EQ(made.low.defined(), on);
+        if (on) {
+          EXPECT_EQ(made.low.scalar_type(), torch::kBFloat16);
+          EXPECT_TRUE(torch::equal(made.low, made.x.to(torch::kBFloat16)));
+        }
+        EXPECT_TRUE(torch::equal(made.x, out(h, res)));  // forward: the same y, never a copy
+        EXPECT_FALSE(out->forward_hidden(h, res, false).low.defined());
+      }
+      EXPECT_FALSE(out->forward_hidden(h, res, true).low.defined());  // no autocast: no copy
+    }
+    auto x = torch::randn({2, 5, 32}), other = torch::randn({2, 5, 32});
+    EXPECT_TRUE(torch::equal(inter->forward(Hidden(x, other)), inter->forward(Hidden(other))));
+    EXPECT_FALSE(torch::equal(inter->forward(Hidden(x, other)), inter->forward(Hidden(x))));
+    EXPECT_TRUE(torch::equal(self->forward(Hidden(x, other), {}), self->forward(Hidden(other), {})));
+  }
+  {  // the model on the CPU: bit-identical with the copy on and off
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(torch::Device(torch::kCPU), false);
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(torch::Device(torch::kCPU), true);
+    EXPECT_TRUE(std::isfinite(loss_on.item<double>()));
+    EXPECT_TRUE(torch::equal(loss_on, loss_off)) << loss_on.item<double>() << " vs " << loss_off.item<double>();
+    ASSERT_EQ(grads_on.size(), grads_off.size());
+    for (size_t i = 0; i < grads_on.size(); ++i) EXPECT_TRUE(torch::equal(grads_on[i], grads_off[i])) << "parameter " << i;
+  }
+  set_fusions(saved);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the fused copy's assertions need one";
+  const torch::Device gpu(torch::kCUDA, 0);
+  auto gen = at::globalContext().defaultGenerator(gpu);
+  auto state = [&] {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    return gen.get_state();
+  };
+  auto set_state = [&](const torch::Tensor& s) {
+    std::lock_guard<std::mutex> lock(gen.mutex());
+    gen.set_state(s);
+  };
+  for (const int64_t H : {768, 256, 520, 100})
+    for (const double p : {0.0, 0.1}) {
+      SCOPED_TRACE(testing::Message() << "H " << H << " p " << p);
+      torch::manual_seed(static_cast<uint64_t>(H) + 7 * (p > 0));
+      const auto f32 = torch::TensorOptions().device(gpu);
+      auto h = torch::randn({4, 37, H}, f32.dtype(torch::kBFloat16)).requires_grad_();
+      auto res = torch::randn({4, 37, H}, f32).requires_grad_();
+      auto gamma = (1 + 0.1 * torch::randn({H}, f32)).requires_grad_();
+      auto beta = (0.1 * torch::randn({H}, f32)).requires_grad_();
+      const double eps = 1e-12;
+      const auto before = state();
+      auto [y, y_low] = fused_residual_layer_norm_with_copy(h, res, gamma, beta, p, eps);
+      set_state(before);
+      auto y_one = fused_residual_layer_norm(h.detach(), res.detach(), gamma.detach(), beta.detach(), p, eps);
+      ASSERT_EQ(y_low.scalar_type(), torch::kBFloat16);
+      EXPECT_TRUE(torch::equal(y, y_one));  // the same draws and values as the one-output node
+      EXPECT_TRUE(torch::equal(y_low, y.detach().to(torch::kBFloat16)));
+      auto dy = torch::randn_like(y), dy_low = torch::randn_like(y_low);
+      const std::vector<torch::Tensor> inputs = {h, res, gamma, beta};
+      auto both = torch::autograd::grad({y, y_low}, inputs, {dy, dy_low}, /*retain_graph=*/true);
+      auto keep = p > 0 ? (both[0] != 0) : torch::ones_like(h, torch::kBool);
+      for (const int which : {0, 1, 2}) {  // both gradients, y's only, the copy's only
+        SCOPED_TRACE(which == 0 ? "both" : which == 1 ? "y only" : "copy only");
+        auto g = which == 0 ? both
+                 : which == 1 ? torch::autograd::grad({y}, inputs, {dy}, /*retain_graph=*/true)
+                              : torch::autograd::grad({y_low}, inputs, {dy_low}, /*retain_graph=*/true);
+        auto hr = h.detach().clone().requires_grad_(), rr = res.detach().clone().requires_grad_();
+        auto gr = gamma.detach().clone().requires_grad_(), br = beta.detach().clone().requires_grad_();
+        auto yr = eager_residual_ln(hr, rr, keep, gr, br, p, eps);
+        auto yr_low = yr.to(torch::kBFloat16);
+        const std::vector<torch::Tensor> ref_inputs = {hr, rr, gr, br};
+        auto ge = which == 0   ? torch::autograd::grad({yr, yr_low}, ref_inputs, {dy, dy_low})
+                  : which == 1 ? torch::autograd::grad({yr}, ref_inputs, {dy})
+                               : torch::autograd::grad({yr_low}, ref_inputs, {dy_low});
+        EXPECT_LT(max_abs_diff(g[0].to(torch::kFloat32), ge[0].to(torch::kFloat32)),
+                  2e-2 * std::max(1.0, ge[0].abs().max().item<double>()));  // bf16 dh: 8 bits
+        EXPECT_LT(max_abs_diff(g[1], ge[1]), 1e-4 * std::max(1.0, ge[1].abs().max().item<double>()));
+        EXPECT_LT(max_abs_diff(g[2], ge[2]), 1e-3 * std::max(1.0, ge[2].abs().max().item<double>()));
+        EXPECT_LT(max_abs_diff(g[3], ge[3]), 1e-3 * std::max(1.0, ge[3].abs().max().item<double>()));
+      }
+    }
+  {  // the model on the GPU: the copy on against off (the same draws; attention's backward
+     // may sum in another order, hence a tolerance)
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, false);
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, true);
+    set_fusions(saved);
+    EXPECT_NEAR(loss_on.item<double>(), loss_off.item<double>(), 1e-4 * std::abs(loss_off.item<double>()));
+    ASSERT_EQ(grads_on.size(), grads_off.size());
+    for (size_t i = 0; i < grads_on.size(); ++i)
+      EXPECT_LT(max_abs_diff(grads_on[i], grads_off[i]), 1e-2 * std::max(1e-3, grads_off[i].abs().max().item<double>()))
+          << "parameter " << i;
+  }
 }
 
 // The encoder in fp32 on the GPU against the CPU, with padding, for every combination of the

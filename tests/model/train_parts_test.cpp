@@ -395,16 +395,20 @@ TEST(GradBuckets, MpiSumOverOneRankIsTheIdentity) {
 }
 
 TEST(AllReduceChoice, CpuAndErrors) {
+  // As the trainer decides: from the ranks' gathered identities (here one rank on the CPU).
   const torch::Device cpu(torch::kCPU);
-  EXPECT_EQ(choose_allreduce("auto", cpu, MPI_COMM_SELF), AllReduce::Local);
-  EXPECT_EQ(choose_allreduce("mpi", cpu, MPI_COMM_SELF), AllReduce::Local);
+  const auto ranks = gather_rank_gpus(cpu, MPI_COMM_SELF);
+  ASSERT_EQ(ranks.size(), 1u);
+  auto choose = [&](const std::string& requested) { return decide_allreduce(requested, ranks, nccl_built()); };
+  EXPECT_EQ(choose("auto"), AllReduce::Local);
+  EXPECT_EQ(choose("mpi"), AllReduce::Local);
   try {
-    choose_allreduce("nccl", cpu, MPI_COMM_SELF);
+    choose("nccl");
     FAIL() << "nccl on cpu accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("needs --device cuda"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(choose_allreduce("gloo", cpu, MPI_COMM_SELF), std::invalid_argument);
+  EXPECT_THROW(choose("gloo"), std::invalid_argument);
   EXPECT_EQ(gpu_identity(cpu), "");
 }
 

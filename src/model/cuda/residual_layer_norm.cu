@@ -1,4 +1,6 @@
-// Fused dropout + residual add + LayerNorm, forward and backward (residual_layer_norm.hpp).
+// Fused dropout + residual add + LayerNorm, forward and backward (residual_layer_norm.hpp),
+// optionally with a bf16 copy of the output written in the same pass and its gradient summed
+// with the fp32 output's in the backward kernel.
 // One warp per row: each lane holds H / 32 of the row's values in registers (H <= 1024),
 // the row's sums go through warp shuffles; grid-stride over rows.
 #include "model/cuda/residual_layer_norm_kernels.hpp"
@@ -45,9 +47,9 @@ __device__ __forceinline__ void sum_block_partials(float (&red)[kWarps][kMaxHidd
 template <typename T, int kPerLane>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_kernel(const T* __restrict__ h, const float* __restrict__ residual, const float* __restrict__ gamma,
-                   const float* __restrict__ beta, float* __restrict__ y, float* __restrict__ sum,
-                   uint8_t* __restrict__ keep, float* __restrict__ mean_out, float* __restrict__ rstd_out, int64_t rows,
-                   int H, float p, float eps, at::PhiloxCudaState philox) {
+                   const float* __restrict__ beta, float* __restrict__ y, __nv_bfloat16* __restrict__ y_low,
+                   float* __restrict__ sum, uint8_t* __restrict__ keep, float* __restrict__ mean_out,
+                   float* __restrict__ rstd_out, int64_t rows, int H, float p, float eps, at::PhiloxCudaState philox) {
   const int lane = threadIdx.x & 31;
   const float scale = p > 0 ? 1.f / (1.f - p) : 1.f;
   const auto seeds = at::cuda::philox::unpack(philox);
@@ -88,7 +90,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int j = lane + 32 * k;
       if (j < H) {
         sum[base + j] = v[k];
-        y[base + j] = (v[k] - mean) * rstd * gamma[j] + beta[j];
+        const float out = (v[k] - mean) * rstd * gamma[j] + beta[j];
+        y[base + j] = out;
+        if (y_low) y_low[base + j] = __float2bfloat16(out);
       }
     }
     if (lane == 0) {
@@ -100,7 +104,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <typename T, int kPerLane>
 __global__ void __launch_bounds__(kWarps * 32)
-    backward_kernel(const float* __restrict__ dy, const float* __restrict__ sum, const uint8_t* __restrict__ keep,
+    backward_kernel(const float* __restrict__ dy, const __nv_bfloat16* __restrict__ dy_low,
+                    const float* __restrict__ sum, const uint8_t* __restrict__ keep,
                     const float* __restrict__ mean_in, const float* __restrict__ rstd_in, const float* __restrict__ gamma,
                     T* __restrict__ dh, float* __restrict__ d_residual, float* __restrict__ partial, int64_t rows, int H,
                     float p) {
@@ -118,7 +123,8 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int k = 0; k < kPerLane; ++k) {
       const int j = lane + 32 * k;
       if (j < H) {
-        const float d = dy[base + j];
+        // y's gradient: the fp32 output's plus its bf16 copy's (either may be absent).
+        const float d = (dy ? dy[base + j] : 0.f) + (dy_low ? __bfloat162float(dy_low[base + j]) : 0.f);
         xhat[k] = (sum[base + j] - mean) * rstd;
         g[k] = d * gamma[j];
         dgamma[k] += d * xhat[k];
@@ -186,9 +192,10 @@ __device__ __forceinline__ void store8(__nv_bfloat16* p, const float* v) {
 template <typename T, int KC>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_kernel_vec(const T* __restrict__ h, const float* __restrict__ residual, const float* __restrict__ gamma,
-                       const float* __restrict__ beta, float* __restrict__ y, float* __restrict__ sum,
-                       uint8_t* __restrict__ keep, float* __restrict__ mean_out, float* __restrict__ rstd_out,
-                       int64_t rows, int H, float p, float eps, at::PhiloxCudaState philox) {
+                       const float* __restrict__ beta, float* __restrict__ y, __nv_bfloat16* __restrict__ y_low,
+                       float* __restrict__ sum, uint8_t* __restrict__ keep, float* __restrict__ mean_out,
+                       float* __restrict__ rstd_out, int64_t rows, int H, float p, float eps,
+                       at::PhiloxCudaState philox) {
   const int lane = threadIdx.x & 31, C = H / kVec;
   const float scale = p > 0 ? 1.f / (1.f - p) : 1.f;
   const auto seeds = at::cuda::philox::unpack(philox);
@@ -247,6 +254,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int e = 0; e < kVec; ++e) out[e] = (v[k][e] - mean) * rstd * g[e] + b[e];
         store8(sum + base + c * kVec, v[k]);
         store8(y + base + c * kVec, out);
+        if (y_low) store8(y_low + base + c * kVec, out);
       }
     }
     if (lane == 0) {
@@ -258,7 +266,8 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 template <typename T, int KC>
 __global__ void __launch_bounds__(kWarps * 32)
-    backward_kernel_vec(const float* __restrict__ dy, const float* __restrict__ sum, const uint8_t* __restrict__ keep,
+    backward_kernel_vec(const float* __restrict__ dy, const __nv_bfloat16* __restrict__ dy_low,
+                        const float* __restrict__ sum, const uint8_t* __restrict__ keep,
                         const float* __restrict__ mean_in, const float* __restrict__ rstd_in,
                         const float* __restrict__ gamma, T* __restrict__ dh, float* __restrict__ d_residual,
                         float* __restrict__ partial, int64_t rows, int H, float p) {
@@ -279,7 +288,19 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int c = lane + 32 * k;
       if (c < C) {
         float d[kVec], sv[kVec], gm[kVec];
-        load8(dy + base + c * kVec, d);
+        // y's gradient: the fp32 output's plus its bf16 copy's (either may be absent).
+        if (dy) {
+          load8(dy + base + c * kVec, d);
+        } else {
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) d[e] = 0;
+        }
+        if (dy_low) {
+          float dl[kVec];
+          load8(dy_low + base + c * kVec, dl);
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) d[e] += dl[e];
+        }
         load8(sum + base + c * kVec, sv);
         load8(gamma + c * kVec, gm);
 #pragma unroll
@@ -370,20 +391,21 @@ bool vectorized(int H, std::initializer_list<const void*> pointers) {
 }
 
 void residual_layer_norm_forward(bool h_bf16, const void* h, const float* residual, const float* gamma,
-                                 const float* beta, float* y, float* sum, uint8_t* keep, float* mean, float* rstd,
-                                 int64_t rows, int H, float p, float eps, at::PhiloxCudaState philox,
+                                 const float* beta, float* y, void* y_low_raw, float* sum, uint8_t* keep, float* mean,
+                                 float* rstd, int64_t rows, int H, float p, float eps, at::PhiloxCudaState philox,
                                  cudaStream_t stream) {
   if (rows == 0) return;
+  auto* y_low = static_cast<__nv_bfloat16*>(y_low_raw);
   const dim3 grid(forward_blocks(rows)), block(kWarps * 32);
-  if (vectorized(H, {h, residual, gamma, beta, y, sum})) {
+  if (vectorized(H, {h, residual, gamma, beta, y, y_low, sum})) {
     with_chunks_per_lane(H, [&](auto kc) {
       constexpr int KC = decltype(kc)::value;
       if (h_bf16)
         forward_kernel_vec<__nv_bfloat16, KC><<<grid, block, 0, stream>>>(
-            static_cast<const __nv_bfloat16*>(h), residual, gamma, beta, y, sum, keep, mean, rstd, rows, H, p, eps, philox);
+            static_cast<const __nv_bfloat16*>(h), residual, gamma, beta, y, y_low, sum, keep, mean, rstd, rows, H, p, eps, philox);
       else
         forward_kernel_vec<float, KC><<<grid, block, 0, stream>>>(static_cast<const float*>(h), residual, gamma, beta, y,
-                                                                  sum, keep, mean, rstd, rows, H, p, eps, philox);
+                                                                  y_low, sum, keep, mean, rstd, rows, H, p, eps, philox);
     });
     return;
   }
@@ -391,27 +413,29 @@ void residual_layer_norm_forward(bool h_bf16, const void* h, const float* residu
     constexpr int P = decltype(per)::value;
     if (h_bf16)
       forward_kernel<__nv_bfloat16, P><<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(h), residual, gamma,
-                                                                    beta, y, sum, keep, mean, rstd, rows, H, p, eps, philox);
+                                                                    beta, y, y_low, sum, keep, mean, rstd, rows, H, p, eps,
+                                                                    philox);
     else
-      forward_kernel<float, P><<<grid, block, 0, stream>>>(static_cast<const float*>(h), residual, gamma, beta, y, sum,
-                                                            keep, mean, rstd, rows, H, p, eps, philox);
+      forward_kernel<float, P><<<grid, block, 0, stream>>>(static_cast<const float*>(h), residual, gamma, beta, y, y_low,
+                                                            sum, keep, mean, rstd, rows, H, p, eps, philox);
   });
 }
 
-void residual_layer_norm_backward(bool h_bf16, const float* dy, const float* sum, const uint8_t* keep,
-                                  const float* mean, const float* rstd, const float* gamma, void* dh,
-                                  float* d_residual, float* partial, int64_t rows, int H, float p,
+void residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_low_raw, const float* sum,
+                                  const uint8_t* keep, const float* mean, const float* rstd, const float* gamma,
+                                  void* dh, float* d_residual, float* partial, int64_t rows, int H, float p,
                                   cudaStream_t stream) {
   if (rows == 0) return;
+  const auto* dy_low = static_cast<const __nv_bfloat16*>(dy_low_raw);
   const dim3 grid(backward_blocks(rows)), block(kWarps * 32);
-  if (vectorized(H, {dy, sum, gamma, dh, d_residual})) {
+  if (vectorized(H, {dy, dy_low, sum, gamma, dh, d_residual})) {
     with_chunks_per_lane(H, [&](auto kc) {
       constexpr int KC = decltype(kc)::value;
       if (h_bf16)
         backward_kernel_vec<__nv_bfloat16, KC><<<grid, block, 0, stream>>>(
-            dy, sum, keep, mean, rstd, gamma, static_cast<__nv_bfloat16*>(dh), d_residual, partial, rows, H, p);
+            dy, dy_low, sum, keep, mean, rstd, gamma, static_cast<__nv_bfloat16*>(dh), d_residual, partial, rows, H, p);
       else
-        backward_kernel_vec<float, KC><<<grid, block, 0, stream>>>(dy, sum, keep, mean, rstd, gamma,
+        backward_kernel_vec<float, KC><<<grid, block, 0, stream>>>(dy, dy_low, sum, keep, mean, rstd, gamma,
                                                                    static_cast<float*>(dh), d_residual, partial, rows, H, p);
     });
     return;
@@ -419,11 +443,11 @@ void residual_layer_norm_backward(bool h_bf16, const float* dy, const float* sum
   with_per_lane(H, [&](auto per) {
     constexpr int P = decltype(per)::value;
     if (h_bf16)
-      backward_kernel<__nv_bfloat16, P><<<grid, block, 0, stream>>>(dy, sum, keep, mean, rstd, gamma,
+      backward_kernel<__nv_bfloat16, P><<<grid, block, 0, stream>>>(dy, dy_low, sum, keep, mean, rstd, gamma,
                                                                      static_cast<__nv_bfloat16*>(dh), d_residual,
                                                                      partial, rows, H, p);
     else
-      backward_kernel<float, P><<<grid, block, 0, stream>>>(dy, sum, keep, mean, rstd, gamma, static_cast<float*>(dh),
+      backward_kernel<float, P><<<grid, block, 0, stream>>>(dy, dy_low, sum, keep, mean, rstd, gamma, static_cast<float*>(dh),
                                                              d_residual, partial, rows, H, p);
   });
 }

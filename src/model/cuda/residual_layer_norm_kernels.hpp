@@ -18,15 +18,18 @@ inline uint64_t philox_increment(int H) {
 /// Blocks of the backward kernel: the rows of its gamma/beta partial sums.
 int backward_blocks(int64_t rows);
 
-/// h_bf16: h is bf16 (else fp32). keep: uint8 per element, written when p > 0 (else unused).
+/// h_bf16: h is bf16 (else fp32). y_low: bf16, y rounded to nearest, written in the same pass
+/// when not null. keep: uint8 per element, written when p > 0 (else unused).
 void residual_layer_norm_forward(bool h_bf16, const void* h, const float* residual, const float* gamma,
-                                 const float* beta, float* y, float* sum, uint8_t* keep, float* mean, float* rstd,
-                                 int64_t rows, int H, float p, float eps, at::PhiloxCudaState philox,
+                                 const float* beta, float* y, void* y_low, float* sum, uint8_t* keep, float* mean,
+                                 float* rstd, int64_t rows, int H, float p, float eps, at::PhiloxCudaState philox,
                                  cudaStream_t stream);
-/// dh in h's dtype; partial: [backward_blocks(rows), 2, H] fp32 (gamma's then beta's sums).
-void residual_layer_norm_backward(bool h_bf16, const float* dy, const float* sum, const uint8_t* keep,
-                                  const float* mean, const float* rstd, const float* gamma, void* dh,
-                                  float* d_residual, float* partial, int64_t rows, int H, float p,
+/// y's gradient is dy (fp32) + dy_low (bf16, y_low's), summed in registers; either may be null
+/// (no gradient). dh in h's dtype; partial: [backward_blocks(rows), 2, H] fp32 (gamma's then
+/// beta's sums).
+void residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_low, const float* sum,
+                                  const uint8_t* keep, const float* mean, const float* rstd, const float* gamma,
+                                  void* dh, float* d_residual, float* partial, int64_t rows, int H, float p,
                                   cudaStream_t stream);
 /// The last CUDA error as text, or nullptr (checked after each launch).
 const char* last_launch_error();
