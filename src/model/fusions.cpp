@@ -32,6 +32,13 @@ Fusions parse_fusions(const std::string& text) {
   return f;
 }
 
+std::string numeric_fusions(const Fusions& f) {
+  if (f.qkv && f.ln) return "qkv,ln";
+  if (f.qkv) return "qkv";
+  if (f.ln) return "ln";
+  return "none";
+}
+
 Fusions fusions() {
   std::lock_guard<std::mutex> lock(g_mutex);
   if (!g_fusions) {

@@ -26,5 +26,10 @@ Fusions fusions();
 void set_fusions(Fusions f);
 /// GENEMASK_FUSED's text as a Fusions (exposed for the tests).
 Fusions parse_fusions(const std::string& text);
+/// The fusions among f that change a step's numbers, as GENEMASK_FUSED spells them ("qkv,ln",
+/// "qkv", "ln" or "none"): qkv (another product's rounding) and ln (on a GPU, its own dropout
+/// draws and rounding). ln-bf16 is not among them: its copy is the cast autocast would make.
+/// A checkpoint records it, so that --resume does not continue a run with other numbers.
+std::string numeric_fusions(const Fusions& f);
 
 }  // namespace genemask::model

@@ -35,6 +35,7 @@
 #include "model/bert.hpp"
 #include "model/cuda_graph.hpp"
 #include "model/flops.hpp"
+#include "model/fusions.hpp"
 #include "model/grad_sync.hpp"
 #include "model/graph_step.hpp"
 #include "model/hf_io.hpp"
@@ -399,6 +400,7 @@ nlohmann::json run_settings(const Run& r) {
           {"clip", r.o.clip},
           {"precision", precision_name(r.bf16)},
           {"packing", r.packing ? "on" : "off"},
+          {"fused", numeric_fusions(fusions())},
           {"init", r.init_dir},
           {"genome_weights", r.o.genome_weights.empty() ? nlohmann::json() : nlohmann::json(r.o.genome_weights)}};
 }
@@ -408,6 +410,7 @@ std::string option_of(const std::string& key) {
   if (key == "shards_manifest_sha256") return "--shards (its manifest.json)";
   if (key == "npmi_sha256") return "--npmi (its content)";
   if (key == "pmi_vocab_sha256") return "--pmi-vocab (its content)";
+  if (key == "fused") return "GENEMASK_FUSED (the environment variable; its qkv and ln)";
   std::string o = "--" + key;
   std::replace(o.begin(), o.end(), '_', '-');
   return o;

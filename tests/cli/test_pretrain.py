@@ -348,6 +348,12 @@ class Pretrain(unittest.TestCase):
         self.assertIn("state.json: --resume: --batch-per-rank is 3 now but 2 in the run", p.stderr)
         p = self.pretrain(out, ["--resume"], model="mutable.json", masking="genemask", check=False)
         self.assertIn('--resume: --masking is "genemask" now but "random" in the run', p.stderr)
+        # The fused paths that change the numbers (model/fusions.hpp) are a setting too; the
+        # bf16 copy of the LayerNorm is not (the same numbers).
+        p = self.pretrain(out, ["--resume"], model="mutable.json", check=False, env={"GENEMASK_FUSED": "qkv"})
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn('state.json: --resume: GENEMASK_FUSED (the environment variable; its qkv and ln) is "qkv" now '
+                      'but "qkv,ln" in the run', p.stderr)
         with open(cfg, "w") as f:
             json.dump(dict(TINY, intermediate_size=48), f)
         p = self.pretrain(out, ["--resume"], model="mutable.json", check=False)

@@ -265,6 +265,12 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_TRUE(Fusions{}.qkv && Fusions{}.ln);
   EXPECT_THROW(parse_fusions("qkv,gelu"), std::invalid_argument);
   EXPECT_THROW(parse_fusions("ln_bf16"), std::invalid_argument);
+  // What a checkpoint records: the fusions that change the numbers (ln-bf16 does not).
+  EXPECT_EQ(numeric_fusions(parse_fusions("qkv,ln,ln-bf16")), "qkv,ln");
+  EXPECT_EQ(numeric_fusions(parse_fusions("ln-bf16,qkv")), "qkv");
+  EXPECT_EQ(numeric_fusions(parse_fusions("ln")), "ln");
+  EXPECT_EQ(numeric_fusions(parse_fusions("none")), "none");
+  EXPECT_EQ(parse_fusions(numeric_fusions(Fusions{})).qkv, true);
   EXPECT_THROW(parse_fusions(""), std::invalid_argument);
 }
 
