@@ -18,6 +18,8 @@
 //                    (the fused kernel's ablation; src/model/residual_layer_norm.hpp)
 //   --ln-bf16        under bf16, the residual LayerNorms also write the bf16 copy of their
 //                    output that the next products read (src/model/fusions.hpp's ln-bf16)
+//   --fused-gelu     on a GPU, the feed-forward's bias add and GELU as one kernel each way
+//                    after a bias-free product (src/model/fusions.hpp's gelu)
 //   --sdpa B         scaled_dot_product_attention with backend B only: flash, cudnn or
 //                    efficient (default: LibTorch's choice); packed rows on a GPU call flash
 //                    attention over segments directly either way
@@ -144,7 +146,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   std::vector<std::string> pos;
-  bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = false, packing = false;
+  bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = false, fused_gelu = false, packing = false;
   std::string lengths = "full", sdpa;
   int profile = 0, check_graph = 0;
   for (int i = 1; i < argc; ++i) {
@@ -153,6 +155,7 @@ int run(int argc, char** argv) {
     else if (a == "--unfused-qkv") unfused_qkv = true;
     else if (a == "--unfused-ln") unfused_ln = true;
     else if (a == "--ln-bf16") ln_bf16 = true;
+    else if (a == "--fused-gelu") fused_gelu = true;
     else if (a == "--packing") packing = true;
     else if (a == "--lengths" && i + 1 < argc) lengths = argv[++i];
     else if (a == "--sdpa" && i + 1 < argc) sdpa = argv[++i];
@@ -174,7 +177,7 @@ int run(int argc, char** argv) {
   const torch::Device dev = pick_device(device_name, 0, "--device");
   use_device(dev, /*tf32=*/true);
   const bool bf16 = precision == "bf16";
-  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16});
+  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu});
   if (!sdpa.empty()) {
     if (sdpa != "flash" && sdpa != "cudnn" && sdpa != "efficient") {
       std::fprintf(stderr, "train_bench: --sdpa '%s': expected flash, cudnn or efficient\n", sdpa.c_str());
@@ -396,13 +399,13 @@ int run(int argc, char** argv) {
                           t_clip / steps, t_opt / steps);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
-      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
+      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
       "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
       static_cast<long long>(seq), graph ? "true" : "false", unfused_qkv ? "false" : "true",
-      !unfused_ln && dev.is_cuda() ? "true" : "false", ln_bf16 && bf16 ? "true" : "false", sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
+      !unfused_ln && dev.is_cuda() ? "true" : "false", ln_bf16 && bf16 ? "true" : "false", fused_gelu && dev.is_cuda() ? "true" : "false", sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),
       flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
       mfu(achieved_tflops, measured_peak_tflops), json_text(gpu).c_str(),

@@ -28,7 +28,8 @@
 # step, profiled), bench_CFG_graph (the step as one CUDA graph, profiled, and checked
 # against the eager step: losses of 4 steps from the same state within 2e-3; GPU only),
 # bench_CFG_ln_bf16 (the graph with the fused LayerNorm's bf16 copy, GENEMASK_FUSED's
-# ln-bf16; GPU only), bench_CFG_pytorch, bench_CFG_sweep (every batch of the sweep, eager and graph, and
+# ln-bf16; GPU only), bench_CFG_gelu (the graph with the fused bias + GELU, GENEMASK_FUSED's
+# gelu; GPU only), bench_CFG_pytorch, bench_CFG_sweep (every batch of the sweep, eager and graph, and
 # PyTorch; GPU only), bench_CFG_packing (samples of 7-512 positions, uniform as the shards'
 # recipe draws them, padded to the longest and packed: real tokens/s of each). A failing part does not stop the others; a part whose program did
 # not build is skipped. The end prints a table of the parts.
@@ -41,7 +42,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"ln-bf16"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"ln-bf16"/"gelu"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -215,7 +216,7 @@ bin="$build/src/cli/genemask"
 # all-reduce choice, the FLOP definition, the profiler's classes, the fused Q/K/V product).
 ready model_tests model_tests "$build/tests/model_tests" &&
   part model_tests "$build/tests/model_tests" --gtest_brief=1 \
-    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:Fusions.*:Packing.*:GraphStep.*'
+    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:Fusions.*:Packing.*:GraphStep.*'
 # The commands on the GPU against the CPU (on the CPU alone with --cpu): bf16 vs fp32 loss,
 # checkpoint and resume, embed, finetune, NCCL at world size 1 and MPI with 2 ranks.
 ready gpu_tests genemask "$bin" &&
@@ -269,9 +270,14 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_ln_bf16" train_bench "$tb" &&
       part "bench_${cfg}_ln_bf16" bash -c '"$@" >"$0"' "$work/bench-$cfg-ln_bf16.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --ln-bf16
+    # And with the fused bias + GELU (fusions.hpp's gelu), likewise.
+    ready "bench_${cfg}_gelu" train_bench "$tb" &&
+      part "bench_${cfg}_gelu" bash -c '"$@" >"$0"' "$work/bench-$cfg-gelu.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --fused-gelu
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
     skip "bench_${cfg}_ln_bf16" "the bf16 copy is the GPU kernel's"
+    skip "bench_${cfg}_gelu" "the fused bias + GELU is a GPU kernel"
   fi
   ready "bench_${cfg}_packing" train_bench "$tb" && part "bench_${cfg}_packing" packed "$cfg" "$b"
   part "bench_${cfg}_pytorch" bash -c '"$@" >"$0"' "$work/bench-$cfg-pytorch.json" \
@@ -297,7 +303,7 @@ def last_row(path):
     return json.loads(lines[-1])
 rows = []
 for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "graph", "ln_bf16", "pytorch"):
+    for impl in ("genemask", "graph", "ln_bf16", "gelu", "pytorch"):
         part = parts.get(f"bench_{cfg}_{impl}", {})
         if part.get("status") != "passed":
             continue
@@ -306,7 +312,7 @@ for cfg in ("dnabert", "logo"):
         except (OSError, IndexError, ValueError) as e:
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
-        r["variant"] = {"graph": "graph", "ln_bf16": "ln-bf16"}.get(impl, "eager")
+        r["variant"] = {"graph": "graph", "ln_bf16": "ln-bf16", "gelu": "gelu"}.get(impl, "eager")
         gc = r.get("graph_check")
         if gc and not gc["max_rel_diff"] <= 2e-3:
             part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")

@@ -2,6 +2,7 @@
 #include "model/packing.hpp"
 
 #include "model/attention_cpu.hpp"
+#include "model/bias_gelu.hpp"
 #include "model/fusions.hpp"
 #include "model/grad_sync.hpp"
 #include "model/residual_layer_norm.hpp"
@@ -164,11 +165,10 @@ torch::nn::LayerNorm layer_norm(const BertConfig& c) {
   return torch::nn::LayerNorm(torch::nn::LayerNormOptions({c.hidden_size}).eps(c.layer_norm_eps));
 }
 
-
 /// Whether the residual LayerNorms on `dev` make the bf16 copy of their output: ln-bf16 in
-/// force and bf16 autocast on for the device (otherwise the products read x as it is).
-bool copies_for_products(const torch::Device& dev) {
-  return fusions().ln_bf16 && at::autocast::is_autocast_enabled(dev.type()) &&
+/// force (of `f`) and bf16 autocast on for the device (otherwise the products read x as it is).
+bool copies_for_products(const Fusions& f, const torch::Device& dev) {
+  return f.ln_bf16 && at::autocast::is_autocast_enabled(dev.type()) &&
          at::autocast::get_autocast_dtype(dev.type()) == at::kBFloat16;
 }
 }  // namespace
@@ -358,9 +358,10 @@ torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& h, const torc
 
 Hidden BertResidualOutputImpl::forward_hidden(const torch::Tensor& h, const torch::Tensor& residual, bool copy) {
   auto d = affine(dense, h);
-  copy = copy && copies_for_products(residual.device());
+  const Fusions f = fusions();
+  copy = copy && copies_for_products(f, residual.device());
   // On a GPU, dropout, the add and the LayerNorm as one kernel each way (residual_layer_norm.hpp).
-  if (fusions().ln && fused_residual_layer_norm_takes(d, residual, LayerNorm->weight)) {
+  if (f.ln && fused_residual_layer_norm_takes(d, residual, LayerNorm->weight)) {
     const double p = is_training() ? dropout->options.p() : 0.0, eps = LayerNorm->options.eps();
     if (!copy) return fused_residual_layer_norm(d, residual, LayerNorm->weight, LayerNorm->bias, p, eps);
     auto [y, y_low] = fused_residual_layer_norm_with_copy(d, residual, LayerNorm->weight, LayerNorm->bias, p, eps);
@@ -386,7 +387,17 @@ BertIntermediateImpl::BertIntermediateImpl(const BertConfig& c) {
   dense = register_module("dense", torch::nn::Linear(c.hidden_size, c.intermediate_size));
 }
 
-torch::Tensor BertIntermediateImpl::forward(const Hidden& x) { return torch::gelu(affine(dense, x.for_product())); }  // erf GELU
+torch::Tensor BertIntermediateImpl::forward(const Hidden& x) {
+  const torch::Tensor& in = x.for_product();
+  // On a GPU with gelu in force, the product without its bias, then the bias add and GELU as
+  // one kernel each way (bias_gelu.hpp); elsewhere the product with its bias and LibTorch's.
+  if (fusions().gelu && fused_bias_gelu_runs_on(in.device())) {
+    auto z = affine(in, dense->weight, {});
+    if (fused_bias_gelu_takes(z, dense->bias)) return fused_bias_gelu(z, dense->bias);
+    return torch::gelu(z + dense->bias);  // a product dtype the kernel does not take (fp16)
+  }
+  return torch::gelu(affine(dense, in));  // erf GELU
+}
 
 BertLayerImpl::BertLayerImpl(const BertConfig& c) {
   attention = register_module("attention", BertAttention(c));

@@ -3,6 +3,7 @@
 #include <mutex>
 #include <optional>
 #include <sstream>
+#include <utility>
 #include <stdexcept>
 
 #include "model/fusions.hpp"
@@ -14,7 +15,7 @@ std::optional<Fusions> g_fusions;
 }  // namespace
 
 Fusions parse_fusions(const std::string& text) {
-  Fusions f{false, false, false};
+  Fusions f{false, false, false, false};
   if (text == "none") return f;
   std::stringstream in(text);
   std::string item;
@@ -23,20 +24,21 @@ Fusions parse_fusions(const std::string& text) {
     if (item == "qkv") f.qkv = true;
     else if (item == "ln") f.ln = true;
     else if (item == "ln-bf16") f.ln_bf16 = true;
+    else if (item == "gelu") f.gelu = true;
     else
       throw std::invalid_argument("GENEMASK_FUSED='" + text +
-                                  "': expected a comma-separated list of qkv, ln and ln-bf16, or none");
+                                  "': expected a comma-separated list of qkv, ln, ln-bf16 and gelu, or none");
     any = true;
   }
-  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv, ln and ln-bf16, or none");
+  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv, ln, ln-bf16 and gelu, or none");
   return f;
 }
 
 std::string numeric_fusions(const Fusions& f) {
-  if (f.qkv && f.ln) return "qkv,ln";
-  if (f.qkv) return "qkv";
-  if (f.ln) return "ln";
-  return "none";
+  std::string out;
+  for (const auto& [on, name] : {std::pair{f.qkv, "qkv"}, std::pair{f.ln, "ln"}, std::pair{f.gelu, "gelu"}})
+    if (on) out += (out.empty() ? "" : ",") + std::string(name);
+  return out.empty() ? "none" : out;
 }
 
 Fusions fusions() {

@@ -8,16 +8,20 @@
 //            in its backward (fused_residual_layer_norm_with_copy). Off by default until a
 //            GPU run has checked and timed it; on the CPU (or with ln off) the copy is the
 //            cast autocast would make, so the numbers are the same either way.
+//   gelu     the feed-forward's bias add and erf-GELU as one GPU kernel each way after a
+//            bias-free product, its backward summing the bias's gradient in the same pass
+//            (bias_gelu.hpp; the CPU keeps the product's bias and LibTorch's GELU). Off by
+//            default until a GPU run has checked and timed it.
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
-// "qkv", "ln" and "ln-bf16", or "none" (to compare with the unfused step, or to rule a fused
-// kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln and
-// --ln-bf16 set them instead (GENEMASK_FUSED aside).
+// "qkv", "ln", "ln-bf16" and "gelu", or "none" (to compare with the unfused step, or to rule
+// a fused kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln,
+// --ln-bf16 and --fused-gelu set them instead (GENEMASK_FUSED aside).
 #include <string>
 
 namespace genemask::model {
 
 struct Fusions {
-  bool qkv = true, ln = true, ln_bf16 = false;
+  bool qkv = true, ln = true, ln_bf16 = false, gelu = false;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an
@@ -26,9 +30,10 @@ Fusions fusions();
 void set_fusions(Fusions f);
 /// GENEMASK_FUSED's text as a Fusions (exposed for the tests).
 Fusions parse_fusions(const std::string& text);
-/// The fusions among f that change a step's numbers, as GENEMASK_FUSED spells them ("qkv,ln",
-/// "qkv", "ln" or "none"): qkv (another product's rounding) and ln (on a GPU, its own dropout
-/// draws and rounding). ln-bf16 is not among them: its copy is the cast autocast would make.
+/// The fusions among f that change a step's numbers, as GENEMASK_FUSED spells them (those of
+/// "qkv,ln,gelu" in force, in that order, or "none"): qkv (another product's rounding), ln (on
+/// a GPU, its own dropout draws and rounding) and gelu (on a GPU, the bias added and its
+/// gradient summed in fp32). ln-bf16 is not among them: its copy is the cast autocast would make.
 /// A checkpoint records it, so that --resume does not continue a run with other numbers.
 std::string numeric_fusions(const Fusions& f);
 

@@ -17,11 +17,6 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-void check_launch(const char* what) {
-  if (const char* e = cuda::last_launch_error())
-    throw std::runtime_error(fmt::format("fused residual LayerNorm ({}): CUDA error: {}", what, e));
-}
-
 struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
   /// Outputs: {y} or, with `copy`, {y, y in bf16}.
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& h_in, const torch::Tensor& residual_in,
@@ -47,7 +42,7 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
                                       copy ? y_low.data_ptr() : nullptr, sum.data_ptr<float>(), p > 0 ? keep.data_ptr<uint8_t>() : nullptr,
                                       mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, H, static_cast<float>(p),
                                       static_cast<float>(eps), philox, c10::cuda::getCurrentCUDAStream());
-    check_launch("forward");
+    cuda::check_launch("fused residual LayerNorm", "forward");
     ctx->save_for_backward({sum, keep, mean, rstd, gamma});
     ctx->saved_data["p"] = p;
     ctx->saved_data["h_dtype"] = static_cast<int64_t>(h.scalar_type());
@@ -79,7 +74,7 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
                                        rstd.data_ptr<float>(), gamma.data_ptr<float>(), dh.data_ptr(),
                                        d_residual.data_ptr<float>(), partial.data_ptr<float>(), rows, H,
                                        static_cast<float>(p), c10::cuda::getCurrentCUDAStream());
-    check_launch("backward");
+    cuda::check_launch("fused residual LayerNorm", "backward");
     auto sums = partial.sum(0);  // [2, H]
     return {dh, d_residual, sums[0], sums[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

@@ -401,6 +401,14 @@ nlohmann::json run_settings(const Run& r) {
           {"precision", precision_name(r.bf16)},
           {"packing", r.packing ? "on" : "off"},
           {"fused", numeric_fusions(fusions())},
+          // How the step runs, where it changes the numbers: another device draws dropout
+          // from another generator (and rounds otherwise); TF32 rounds a GPU's fp32
+          // products; the fixed shapes of the CUDA graphs' step pad rows, so reductions
+          // round otherwise; NCCL and MPI sum over ranks in other orders.
+          {"device", r.device.is_cuda() ? "cuda" : "cpu"},
+          {"tf32", r.device.is_cuda() && !r.bf16 ? nlohmann::json(r.o.tf32) : nlohmann::json()},
+          {"step_shapes", r.fixed_shapes ? "fixed" : "per batch"},
+          {"allreduce", to_string(r.how)},
           {"init", r.init_dir},
           {"genome_weights", r.o.genome_weights.empty() ? nlohmann::json() : nlohmann::json(r.o.genome_weights)}};
 }
@@ -410,7 +418,10 @@ std::string option_of(const std::string& key) {
   if (key == "shards_manifest_sha256") return "--shards (its manifest.json)";
   if (key == "npmi_sha256") return "--npmi (its content)";
   if (key == "pmi_vocab_sha256") return "--pmi-vocab (its content)";
-  if (key == "fused") return "GENEMASK_FUSED (the environment variable; its qkv and ln)";
+  if (key == "fused") return "GENEMASK_FUSED (the environment variable; its qkv, ln and gelu)";
+  if (key == "tf32") return "--tf32/--no-tf32 (on a GPU in fp32; null where it does not apply)";
+  if (key == "step_shapes") return "the step's shapes (fixed for --cuda-graphs)";
+  if (key == "allreduce") return "--allreduce (the sum over ranks it chose)";
   std::string o = "--" + key;
   std::replace(o.begin(), o.end(), '_', '-');
   return o;

@@ -28,7 +28,8 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "ln_bf16", "packing", "pytorch", "sweep")]
+                                                 for p in ("genemask", "graph", "ln_bf16", "gelu", "packing", "pytorch",
+                                                           "sweep")]
 # The GPU tests' count, from test_gpu.py itself: all of them must run (on the CPU here).
 with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as _f:
     GPU_TESTS = sum(1 for n in ast.walk(ast.parse(_f.read()))
@@ -36,6 +37,8 @@ with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as _f:
 GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph": "no CUDA graph on the CPU",
             "bench_dnabert_ln_bf16": "the bf16 copy is the GPU kernel's",
             "bench_logo_ln_bf16": "the bf16 copy is the GPU kernel's",
+            "bench_dnabert_gelu": "the fused bias + GELU is a GPU kernel",
+            "bench_logo_gelu": "the fused bias + GELU is a GPU kernel",
             "bench_dnabert_sweep": "the micro-batch sweep runs on a GPU",
             "bench_logo_sweep": "the micro-batch sweep runs on a GPU"}
 # What `srun --gpus=1 --mpi=pmi2 scripts/gpu-check.sh` puts into the script's environment

@@ -320,9 +320,10 @@ class Pretrain(unittest.TestCase):
         self.assertIsNone(s["mfu_datasheet"])  # fp32 on a CPU: no datasheet peak
 
     def test_bad_genemask_fused_is_one_line_and_leaves_nothing(self):
-        # GENEMASK_FUSED (model/fusions.hpp) that is not a list of qkv and ln, or none: one
-        # line naming the variable and the value, no run directory; a good value trains.
-        for value in ["foo", "qkv,gelu", ""]:
+        # GENEMASK_FUSED (model/fusions.hpp) that is not a list of qkv, ln, ln-bf16 and gelu,
+        # or none: one line naming the variable and the value, no run directory; a good value
+        # trains (gelu on the CPU: the eager layer, recorded with the run).
+        for value in ["foo", "qkv,gelu2", "qkv,,ln", ""]:
             out = os.path.join(self.tmp, "fused-bad")
             p = self.pretrain(out, steps=1, check=False, env={"GENEMASK_FUSED": value})
             self.assertNotEqual(p.returncode, 0)
@@ -336,6 +337,11 @@ class Pretrain(unittest.TestCase):
         s = summary(self.pretrain(os.path.join(self.tmp, "fused-none"), steps=1, eval_every=0, checkpoint_every=0,
                                   env={"GENEMASK_FUSED": "none"}))
         self.assertEqual(s["steps_done"], 1)
+        out = os.path.join(self.tmp, "fused-gelu")
+        s = summary(self.pretrain(out, steps=1, eval_every=0, checkpoint_every=1, env={"GENEMASK_FUSED": "gelu,qkv"}))
+        self.assertEqual(s["steps_done"], 1)
+        with open(os.path.join(out, "checkpoints", "step-00000001", "state.json")) as f:
+            self.assertEqual(json.load(f)["fused"], "qkv,gelu")
 
     def test_resume_refuses_changed_settings(self):
         out = os.path.join(self.tmp, "changed")
@@ -352,8 +358,13 @@ class Pretrain(unittest.TestCase):
         # bf16 copy of the LayerNorm is not (the same numbers).
         p = self.pretrain(out, ["--resume"], model="mutable.json", check=False, env={"GENEMASK_FUSED": "qkv"})
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn('state.json: --resume: GENEMASK_FUSED (the environment variable; its qkv and ln) is "qkv" now '
+        self.assertIn('state.json: --resume: GENEMASK_FUSED (the environment variable; its qkv, ln and gelu) is "qkv" now '
                       'but "qkv,ln" in the run', p.stderr)
+        # So is how the step runs: its fixed shapes (the CUDA graphs' step, here run without
+        # capture) pad rows and round otherwise.
+        p = self.pretrain(out, ["--resume", "--static-step"], model="mutable.json", check=False)
+        self.assertIn('state.json: --resume: the step\'s shapes (fixed for --cuda-graphs) is "fixed" now but '
+                      '"per batch" in the run', p.stderr)
         with open(cfg, "w") as f:
             json.dump(dict(TINY, intermediate_size=48), f)
         p = self.pretrain(out, ["--resume"], model="mutable.json", check=False)
@@ -368,6 +379,12 @@ class Pretrain(unittest.TestCase):
         for bad, want in [(dict(good, format_version=3), 'state.json: is format "genemask-checkpoint" version 3; '
                                                           "this genemask reads genemask-checkpoint versions 1 to 2"),
                           (dict(good, step="four"), 'state.json: step is "four", expected an integer in 0..'),
+                          # the device, TF32 (null on a CPU) and the sum over ranks are settings
+                          (dict(good, device="cuda"), '--resume: --device is "cpu" now but "cuda" in the run'),
+                          (dict(good, tf32=True), "--resume: --tf32/--no-tf32 (on a GPU in fp32; null where it does "
+                                                  "not apply) is null now but true in the run"),
+                          (dict(good, allreduce="NCCL"), '--resume: --allreduce (the sum over ranks it chose) is '
+                                                         '"none (one rank)" now but "NCCL" in the run'),
                           ({k: v for k, v in good.items() if k != "cursor"}, "state.json: has no cursor.epoch: the "
                                                                              "checkpoint is damaged")]:
             with open(state, "w") as f:

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/bert.hpp"
+#include "model/bias_gelu.hpp"
 #include "model/cuda_graph.hpp"
 #include "model/flops.hpp"
 #include "model/fusions.hpp"
@@ -263,13 +264,19 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_FALSE(parse_fusions("qkv,ln").ln_bf16);
   EXPECT_FALSE(Fusions{}.ln_bf16);  // off by default until a GPU run has checked it
   EXPECT_TRUE(Fusions{}.qkv && Fusions{}.ln);
-  EXPECT_THROW(parse_fusions("qkv,gelu"), std::invalid_argument);
+  f = parse_fusions("gelu,qkv");
+  EXPECT_TRUE(f.qkv && !f.ln && !f.ln_bf16 && f.gelu);
+  EXPECT_FALSE(Fusions{}.gelu);  // off by default until a GPU run has checked it
+  EXPECT_THROW(parse_fusions("qkv,GELU"), std::invalid_argument);
   EXPECT_THROW(parse_fusions("ln_bf16"), std::invalid_argument);
   // What a checkpoint records: the fusions that change the numbers (ln-bf16 does not).
   EXPECT_EQ(numeric_fusions(parse_fusions("qkv,ln,ln-bf16")), "qkv,ln");
   EXPECT_EQ(numeric_fusions(parse_fusions("ln-bf16,qkv")), "qkv");
   EXPECT_EQ(numeric_fusions(parse_fusions("ln")), "ln");
   EXPECT_EQ(numeric_fusions(parse_fusions("none")), "none");
+  EXPECT_EQ(numeric_fusions(parse_fusions("gelu,ln-bf16,ln,qkv")), "qkv,ln,gelu");  // gelu changes them
+  EXPECT_EQ(numeric_fusions(parse_fusions("gelu")), "gelu");
+  EXPECT_EQ(numeric_fusions(Fusions{}), "qkv,ln");  // what a checkpoint written before gelu recorded
   EXPECT_EQ(parse_fusions(numeric_fusions(Fusions{})).qkv, true);
   EXPECT_THROW(parse_fusions(""), std::invalid_argument);
 }
@@ -389,10 +396,10 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
 
 namespace {
 /// The MLM loss of a small model under bf16 autocast on `dev` (dropout on, the same seed for
-/// the weights and the draws) and every parameter's gradient, with ln-bf16 as given.
-std::pair<torch::Tensor, std::vector<torch::Tensor>> bf16_loss_and_grads(const torch::Device& dev, bool copy) {
+/// the weights and the draws) and every parameter's gradient, with the fusions `f`.
+std::pair<torch::Tensor, std::vector<torch::Tensor>> bf16_loss_and_grads(const torch::Device& dev, const Fusions& f) {
   auto cfg = genemask::test::small_bert_config(32, 64);
-  set_fusions({true, true, copy});
+  set_fusions(f);
   torch::manual_seed(9);
   BertForMaskedLM m(cfg);
   m->to(dev);
@@ -455,8 +462,8 @@ TEST(ResidualLayerNorm, Bf16CopyIsTheCastAutocastWouldMake) {
     EXPECT_TRUE(torch::equal(self->forward(Hidden(x, other), {}), self->forward(Hidden(other), {})));
   }
   {  // the model on the CPU: bit-identical with the copy on and off
-    const auto [loss_off, grads_off] = bf16_loss_and_grads(torch::Device(torch::kCPU), false);
-    const auto [loss_on, grads_on] = bf16_loss_and_grads(torch::Device(torch::kCPU), true);
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(torch::Device(torch::kCPU), {true, true, false});
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(torch::Device(torch::kCPU), {true, true, true});
     EXPECT_TRUE(std::isfinite(loss_on.item<double>()));
     EXPECT_TRUE(torch::equal(loss_on, loss_off)) << loss_on.item<double>() << " vs " << loss_off.item<double>();
     ASSERT_EQ(grads_on.size(), grads_off.size());
@@ -517,13 +524,96 @@ TEST(ResidualLayerNorm, Bf16CopyIsTheCastAutocastWouldMake) {
     }
   {  // the model on the GPU: the copy on against off (the same draws; attention's backward
      // may sum in another order, hence a tolerance)
-    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, false);
-    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, true);
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, {true, true, false});
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, {true, true, true});
     set_fusions(saved);
     EXPECT_NEAR(loss_on.item<double>(), loss_off.item<double>(), 1e-4 * std::abs(loss_off.item<double>()));
     ASSERT_EQ(grads_on.size(), grads_off.size());
     for (size_t i = 0; i < grads_on.size(); ++i)
       EXPECT_LT(max_abs_diff(grads_on[i], grads_off[i]), 1e-2 * std::max(1e-3, grads_off[i].abs().max().item<double>()))
+          << "parameter " << i;
+  }
+}
+
+// The fused bias + erf-GELU (fusions.hpp's gelu) against the eager composition GELU(z + bias):
+// values and the gradients of z and bias, fp32 and bf16 z, the feed-forward widths of both
+// configs, an odd one, one row, and z at an address that rules the 8-wide loads out; the
+// backward twice gives the same bits (the bias's sum has a fixed order). On the CPU the node
+// is never taken: BERT's intermediate layer is the product with its bias and LibTorch's GELU,
+// bit for bit with gelu on and off, and the MLM loss and gradients under bf16 autocast too.
+// On a GPU, the MLM model with gelu on against off.
+TEST(FusedBiasGelu, MatchesTheEagerComposition) {
+  const Fusions saved = fusions();
+  const torch::Device cpu(torch::kCPU);
+  EXPECT_FALSE(fused_bias_gelu_runs_on(cpu));
+  EXPECT_FALSE(fused_bias_gelu_takes(torch::randn({3, 8}), torch::randn({8})));
+  EXPECT_THROW(fused_bias_gelu(torch::randn({3, 8}), torch::randn({8})), std::invalid_argument);
+  {  // the layer on the CPU: the eager composition whatever the switch says
+    auto cfg = genemask::test::small_bert_config(32, 64);
+    torch::manual_seed(4);
+    BertIntermediate inter(cfg);
+    const auto x = torch::randn({2, 5, 32});
+    const auto want = torch::gelu(torch::nn::functional::linear(x, inter->dense->weight, inter->dense->bias));
+    for (const bool on : {false, true}) {
+      set_fusions({true, true, false, on});
+      EXPECT_TRUE(torch::equal(inter->forward(Hidden(x)), want)) << "gelu " << on;
+    }
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(cpu, {true, true, false, false});
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(cpu, {true, true, false, true});
+    EXPECT_TRUE(torch::equal(loss_on, loss_off));
+    ASSERT_EQ(grads_on.size(), grads_off.size());
+    for (size_t i = 0; i < grads_on.size(); ++i) EXPECT_TRUE(torch::equal(grads_on[i], grads_off[i])) << "parameter " << i;
+  }
+  set_fusions(saved);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the fused kernel's assertions need one";
+  const torch::Device gpu(torch::kCUDA, 0);
+  const auto on_gpu = torch::TensorOptions().device(gpu);
+  EXPECT_TRUE(fused_bias_gelu_runs_on(gpu));
+  EXPECT_FALSE(fused_bias_gelu_takes(torch::randn({3, 8}, on_gpu), torch::randn({7}, on_gpu)));
+  EXPECT_FALSE(fused_bias_gelu_takes(torch::randn({3, 8}, on_gpu.dtype(torch::kHalf)), torch::randn({8}, on_gpu)));
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16})
+    for (const int64_t H : {3072, 1024, 520, 100})
+      for (const int64_t rows : {int64_t{1}, int64_t{148}})
+        for (const bool misaligned : {false, true}) {
+          if (misaligned && rows == 1) continue;
+          SCOPED_TRACE(testing::Message() << "dtype " << dtype << " H " << H << " rows " << rows << " misaligned "
+                                          << misaligned);
+          torch::manual_seed(static_cast<uint64_t>(H + rows));
+          // Misaligned: a contiguous view one element into its storage (no 16-byte loads).
+          auto storage = torch::randn({rows * H + 1}, on_gpu.dtype(dtype));
+          auto z = storage.narrow(0, misaligned ? 1 : 0, rows * H).view({rows, H}).requires_grad_();
+          auto bias = (0.5 * torch::randn({H}, on_gpu)).requires_grad_();
+          auto y = fused_bias_gelu(z, bias);
+          ASSERT_EQ(y.scalar_type(), dtype);
+          ASSERT_EQ(y.sizes(), z.sizes());
+          auto dy = torch::randn_like(y);
+          auto g = torch::autograd::grad({y}, {z, bias}, {dy}, /*retain_graph=*/true);
+          // The eager composition in fp32 from the same values.
+          auto zr = z.detach().to(torch::kFloat32).requires_grad_(), br = bias.detach().clone().requires_grad_();
+          auto yr = torch::gelu(zr + br);
+          auto ge = torch::autograd::grad({yr}, {zr, br}, {dy.to(torch::kFloat32)});
+          const bool low = dtype == torch::kBFloat16;
+          const double tol = low ? 1e-2 : 1e-5;  // bf16 y and dz: rounded to 8 bits
+          EXPECT_LT(max_abs_diff(y.to(torch::kFloat32), yr), tol * std::max(1.0, yr.abs().max().item<double>()));
+          if (low)  // each value GELU's fp32 result rounded: within half a bf16 step (2^-9 relative)
+            EXPECT_TRUE(((y.to(torch::kFloat32) - yr).abs() <= yr.abs() * (1.0 / 512) * 1.01 + 1e-30).all().item<bool>());
+          EXPECT_LT(max_abs_diff(g[0].to(torch::kFloat32), ge[0]), tol * std::max(1.0, ge[0].abs().max().item<double>()));
+          // The bias's gradient is summed from the fp32 gradient before it is rounded: close
+          // to the fp32 reference for bf16 z too.
+          EXPECT_LT(max_abs_diff(g[1], ge[1]), 1e-4 * std::max(1.0, ge[1].abs().max().item<double>()));
+          auto again = torch::autograd::grad({y}, {z, bias}, {dy});
+          EXPECT_TRUE(torch::equal(again[0], g[0]));
+          EXPECT_TRUE(torch::equal(again[1], g[1]));
+        }
+  {  // the model on the GPU: gelu on against off (the same draws; the bias added in fp32
+     // rather than rounded in the product's epilogue, hence a tolerance)
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, {true, true, false, false});
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, {true, true, false, true});
+    set_fusions(saved);
+    EXPECT_NEAR(loss_on.item<double>(), loss_off.item<double>(), 2e-3 * std::abs(loss_off.item<double>()));
+    ASSERT_EQ(grads_on.size(), grads_off.size());
+    for (size_t i = 0; i < grads_on.size(); ++i)
+      EXPECT_LT(max_abs_diff(grads_on[i], grads_off[i]), 3e-2 * std::max(1e-3, grads_off[i].abs().max().item<double>()))
           << "parameter " << i;
   }
 }
@@ -555,8 +645,9 @@ TEST(Fusions, EncoderOnEachDeviceMatchesTheCpuWithPadding) {
   if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA, 0);
   for (const auto& dev : devices)
     for (const bool qkv : {false, true})
-      for (const bool ln : {false, true}) {
-        set_fusions({qkv, ln});
+      for (const bool ln : {false, true})
+        for (const bool gelu : {false, true}) {
+        set_fusions({qkv, ln, false, gelu});
         BertModel m(cfg);
         {
           torch::NoGradGuard ng;
@@ -567,8 +658,9 @@ TEST(Fusions, EncoderOnEachDeviceMatchesTheCpuWithPadding) {
         m->eval();
         auto got = m(ids.to(dev), mask.to(dev)).cpu();
         const double diff = ((got - want) * real).abs().max().item<double>();
-        std::printf("[ fusions ] %s qkv=%d ln=%d: max |diff| on real tokens %.3g\n", dev.str().c_str(), qkv, ln, diff);
-        EXPECT_LT(diff, dev.is_cuda() ? 2e-5 : 1e-5) << dev << " qkv " << qkv << " ln " << ln;
+        std::printf("[ fusions ] %s qkv=%d ln=%d gelu=%d: max |diff| on real tokens %.3g\n", dev.str().c_str(), qkv, ln,
+                    gelu, diff);
+        EXPECT_LT(diff, dev.is_cuda() ? 2e-5 : 1e-5) << dev << " qkv " << qkv << " ln " << ln << " gelu " << gelu;
       }
   set_fusions(saved);
 }

@@ -4,9 +4,9 @@
 // One warp per row: each lane holds H / 32 of the row's values in registers (H <= 1024),
 // the row's sums go through warp shuffles; grid-stride over rows.
 #include "model/cuda/residual_layer_norm_kernels.hpp"
+#include "model/cuda/vec.cuh"
 
 #include <ATen/cuda/PhiloxUtils.cuh>
-#include <cuda_bf16.h>
 #include <curand_kernel.h>
 
 #include <cstdint>
@@ -17,11 +17,6 @@ namespace genemask::model::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // rows in flight per block
-
-__device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
-__device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }
-__device__ __forceinline__ void store(float* p, int64_t i, float v) { p[i] = v; }
-__device__ __forceinline__ void store(__nv_bfloat16* p, int64_t i, float v) { p[i] = __float2bfloat16(v); }
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -162,33 +157,6 @@ __global__ void __launch_bounds__(kWarps * 32)
 // and 16-byte aligned rows. KC: chunks per lane (H <= 8 * 32 * KC). A lane's chunk c covers
 // elements 8c .. 8c + 7 of the row; its random numbers come from its own Philox stream,
 // 8 per chunk.
-constexpr int kVec = 8;
-
-__device__ __forceinline__ void load8(const float* p, float* v) {
-  const float4 a = reinterpret_cast<const float4*>(p)[0], b = reinterpret_cast<const float4*>(p)[1];
-  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
-}
-__device__ __forceinline__ void load8(const __nv_bfloat16* p, float* v) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
-  const __nv_bfloat162* h2 = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __bfloat1622float2(h2[i]);
-    v[2 * i] = f.x, v[2 * i + 1] = f.y;
-  }
-}
-__device__ __forceinline__ void store8(float* p, const float* v) {
-  reinterpret_cast<float4*>(p)[0] = make_float4(v[0], v[1], v[2], v[3]);
-  reinterpret_cast<float4*>(p)[1] = make_float4(v[4], v[5], v[6], v[7]);
-}
-__device__ __forceinline__ void store8(__nv_bfloat16* p, const float* v) {
-  uint4 raw;
-  __nv_bfloat162* h2 = reinterpret_cast<__nv_bfloat162*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) h2[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-  *reinterpret_cast<uint4*>(p) = raw;
-}
-
 template <typename T, int KC>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_kernel_vec(const T* __restrict__ h, const float* __restrict__ residual, const float* __restrict__ gamma,
@@ -386,7 +354,7 @@ void with_chunks_per_lane(int H, F&& f) {
 bool vectorized(int H, std::initializer_list<const void*> pointers) {
   if (H % kVec != 0) return false;
   for (const void* q : pointers)
-    if (reinterpret_cast<uintptr_t>(q) % 16 != 0) return false;
+    if (!aligned16(q)) return false;
   return true;
 }
 

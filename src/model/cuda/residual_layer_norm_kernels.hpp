@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "model/cuda/launch.hpp"
+
 namespace genemask::model::cuda {
 
 constexpr int kMaxHidden = 1024;
@@ -31,7 +33,5 @@ void residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_l
                                   const uint8_t* keep, const float* mean, const float* rstd, const float* gamma,
                                   void* dh, float* d_residual, float* partial, int64_t rows, int H, float p,
                                   cudaStream_t stream);
-/// The last CUDA error as text, or nullptr (checked after each launch).
-const char* last_launch_error();
 
 }  // namespace genemask::model::cuda
