@@ -154,14 +154,17 @@ class Gpu(unittest.TestCase):
             ck = os.path.join(cut, "checkpoints", "step-00000006")
             self.assertTrue(os.path.exists(os.path.join(ck, "rng-rank00000.pt")))
             self.assertEqual(os.path.exists(os.path.join(ck, "cuda-rng-rank00000.pt")), dev == "cuda")
-            # How the step ran is a setting of the run: the device, and TF32 where it rounds
-            # (a GPU in fp32); --resume refuses a flipped --tf32 there.
+            # How the step ran is a setting of the run: the device, TF32 where it rounds (a GPU
+            # in fp32; null elsewhere) and the step's shapes (fixed where CUDA graphs run).
             with open(os.path.join(ck, "state.json")) as f:
                 st = json.load(f)
             fp32_gpu = dev == "cuda" and st["precision"] == "fp32"
-            self.assertEqual((st["device"], st["tf32"], st["step_shapes"]), (dev, True if fp32_gpu else None, "per batch"))
-            if fp32_gpu:
-                p = run(self.pretrain_args(cut, "--resume", "--no-tf32", steps=9, **kw), check=False)
+            self.assertEqual((st["device"], st["tf32"], st["step_shapes"]),
+                             (dev, True if fp32_gpu else None, "fixed" if s["cuda_graphs"] == "on" else "per batch"))
+            if dev == "cuda":  # --resume refuses a flipped --tf32 of an fp32 run on a GPU
+                tf = os.path.join(d, "tf32")
+                self.pretrain(tf, "--precision", "fp32", steps=3, **kw)
+                p = run(self.pretrain_args(tf, "--precision", "fp32", "--resume", "--no-tf32", steps=4, **kw), check=False)
                 self.assertNotEqual(p.returncode, 0)
                 self.assertIn("--resume: --tf32/--no-tf32 (on a GPU in fp32; null where it does not apply) is false "
                               "now but true in the run", p.stderr)
