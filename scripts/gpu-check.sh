@@ -11,7 +11,8 @@
 #                     not on the default paths: a cluster module's prefix, or Debian packages
 #                     unpacked with `dpkg -x pkg.deb DIR` (then DIR/usr is used). Repeatable.
 #   --build DIR       build directory (default build-gpu)
-#   --no-build        use the build directory as it is
+#   --no-build        use the build directory as it is (also one packed by
+#                     scripts/gpu-bundle.sh for a node without compilers or libraries)
 #   --out FILE        the JSON results (default gpu-check.json)
 #   --steps N         timed steps per benchmark (default 10)
 #   --batch-dnabert N, --batch-logo N   sequences per step (default 32, 64)
@@ -57,7 +58,8 @@
 #                their real tokens/s
 # Exit codes: 0 every part passed (or was skipped by --no-build); 1 a part failed (or was
 # skipped because its program did not build); 2 before any part ran: a bad option, a
-# Python module missing (all missing ones are named), or no GPU visible without --cpu.
+# Python module missing (all missing ones are named), no GPU visible without --cpu, or a
+# bundle (gpu-bundle.sh) built with another PyTorch version than --python's.
 # docs/build.md ("A GPU node") explains the prefix and what each figure means.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -156,8 +158,34 @@ for p in "${prefixes[@]}"; do
   done
   # Open MPI unpacked from Debian packages: its wrappers and mpirun look under OPAL_PREFIX.
   [ -d "$p/lib/x86_64-linux-gnu/openmpi" ] && export OPAL_PREFIX="$p"
+  # And PMIx's plugins, whose folder is compiled in (without them PMIx warns on every launch).
+  if [ -z "${PMIX_MCA_mca_base_component_path:-}" ] && [ -d "$p/lib/x86_64-linux-gnu/pmix2/lib/pmix" ]; then
+    export PMIX_MCA_mca_base_component_path="$p/lib/x86_64-linux-gnu/pmix2/lib/pmix"
+  fi
+  # Its launcher is mpiexec.openmpi there: the plain name is a link update-alternatives makes
+  # on installation, which `dpkg -x` does not run.
+  if [ -z "${MPIEXEC:-}" ] && [ ! -e "$p/bin/mpiexec" ] && [ -x "$p/bin/mpiexec.openmpi" ]; then
+    export MPIEXEC="$p/bin/mpiexec.openmpi"
+  fi
 done
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# A build packed by scripts/gpu-bundle.sh: it runs on its own libraries (DIR/lib) and on
+# this Python's PyTorch libraries, which must be the version it was built with.
+if [ "$do_build" = 0 ] && [ -f "$build/bundle.json" ]; then
+  if ! torch_lib=$("$python" - "$build/bundle.json" <<'PY'
+import json, os, sys, torch
+want = json.load(open(sys.argv[1]))["torch"]
+if torch.__version__ != want:
+    sys.exit(f"gpu-check.sh: {sys.argv[1]}: the bundle was built with PyTorch {want}, but this Python has "
+             f"{torch.__version__}; name a Python with PyTorch {want} (--python), or build here (drop --no-build)")
+print(os.path.join(os.path.dirname(torch.__file__), "lib"))
+PY
+  ); then
+    exit 2
+  fi
+  export LD_LIBRARY_PATH="$build/lib:$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

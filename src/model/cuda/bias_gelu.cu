@@ -97,9 +97,7 @@ dim3 grid_for(int64_t rows, int H, int V) {
 /// Calls f with V = 8 where H % 8 == 0 and every pointer is 16-byte aligned, else V = 1.
 template <typename F>
 void with_width(int H, std::initializer_list<const void*> pointers, F&& f) {
-  bool wide = H % kVec == 0;
-  for (const void* q : pointers) wide = wide && aligned16(q);
-  if (wide) f(std::integral_constant<int, kVec>{});
+  if (vectorized(H, pointers)) f(std::integral_constant<int, kVec>{});
   else f(std::integral_constant<int, 1>{});
 }
 

@@ -349,15 +349,6 @@ void with_chunks_per_lane(int H, F&& f) {
   else f(std::integral_constant<int, 4>{});
 }
 
-/// The 8-element kernels' conditions: whole chunks and 16-byte aligned pointers (then every
-/// row and chunk is aligned too).
-bool vectorized(int H, std::initializer_list<const void*> pointers) {
-  if (H % kVec != 0) return false;
-  for (const void* q : pointers)
-    if (!aligned16(q)) return false;
-  return true;
-}
-
 void residual_layer_norm_forward(bool h_bf16, const void* h, const float* residual, const float* gamma,
                                  const float* beta, float* y, void* y_low_raw, float* sum, uint8_t* keep, float* mean,
                                  float* rstd, int64_t rows, int H, float p, float eps, at::PhiloxCudaState philox,

@@ -5,10 +5,22 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <initializer_list>
+
+#include "model/cuda/launch.hpp"
 
 namespace genemask::model::cuda {
 
 constexpr int kVec = 8;
+
+/// Whether the 8-element loads and stores apply: whole chunks of H and 16-byte aligned pointers
+/// (then every row and chunk is aligned too). Host side, before a launch.
+inline bool vectorized(int H, std::initializer_list<const void*> pointers) {
+  if (H % kVec != 0) return false;
+  for (const void* q : pointers)
+    if (!aligned16(q)) return false;
+  return true;
+}
 
 __device__ __forceinline__ float load(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ float load(const __nv_bfloat16* p, int64_t i) { return __bfloat162float(p[i]); }

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Packs a built genemask for a GPU node that has a CUDA PyTorch but neither a compiler nor
+# the libraries genemask links (Open MPI, HDF5, Boost, fmt, ...): a rented cloud GPU, a
+# node cut off from the network, a node whose build would cost GPU hours. On the node,
+# in the same source tree (the bundle inside it or beside it):
+#   scripts/gpu-check.sh --no-build --build DIR/build --prefix DIR/deps
+#
+# Usage: scripts/gpu-bundle.sh DIR [options]
+#   DIR              a new directory (an existing one is refused: nothing is written over)
+#   --build BUILD    the build to pack (default $GENEMASK_BUILD_DIR, else ./build, as
+#                    scripts/build.sh makes it; CUDA-enabled for a GPU node)
+#   --python PY      the Python whose PyTorch the build linked (default .venv/bin/python3)
+#
+# What DIR holds:
+#   build/src/cli/genemask, build/bench/train_bench, build/tests/model_tests
+#                    the programs gpu-check.sh runs, without their debug information
+#   build/lib/       genemask's own shared libraries (libgenemask_model.so, which genemask
+#                    loads for the training commands, and those it links), likewise
+#   deps/            every Debian package that holds a shared library the programs load, or
+#                    one that Open MPI's launcher and plugins load, unpacked as `dpkg -x`
+#                    would (from this machine's installed files), with openmpi-bin and
+#                    openmpi-common (mpirun and its help texts; mpirun and mpiexec link to
+#                    their .openmpi programs, as update-alternatives would make them). Left out: the C library and
+#                    the C++ runtime (libc6, libstdc++6, libgcc-s1: the node's own, which
+#                    must be at least as new as this machine's), the CUDA toolkit's and the
+#                    driver's, and PyTorch's libraries (the node's own PyTorch, of the same
+#                    version, provides them)
+#   build/bundle.json  what it was built with: torch (its version), cuda, glibc,
+#                    packages (name and version of each in deps/). gpu-check.sh --no-build
+#                    refuses a Python whose PyTorch is another version (its libraries would
+#                    not match the programs') and puts that PyTorch's libraries on the
+#                    library path.
+# Written to DIR.tmp.PID first and renamed to DIR at the end: a failure leaves no DIR.
+# Exit codes: 0 packed; 1 a program missing, a library from outside any package, or a
+# copy failed; 2 a bad option, or DIR exists.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${GENEMASK_BUILD_DIR:-"$root/build"}
+python=${GENEMASK_VENV:-"$root/.venv"}/bin/python3
+dir=""
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --python) python=$2; shift 2 ;;
+    -h|--help) usage; exit 0 ;;
+    -*) echo "gpu-bundle.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+    *) [ -z "$dir" ] || { echo "gpu-bundle.sh: one DIR only (got '$dir' and '$1')" >&2; exit 2; }
+       dir=$1; shift ;;
+  esac
+done
+[ -n "$dir" ] || { echo "gpu-bundle.sh: name the bundle's directory: scripts/gpu-bundle.sh DIR (see --help)" >&2; exit 2; }
+if [ -e "$dir" ]; then
+  echo "gpu-bundle.sh: $dir exists; name a new directory (nothing is written over)" >&2
+  exit 2
+fi
+programs=(src/cli/genemask bench/train_bench tests/model_tests)
+for p in "${programs[@]}"; do
+  [ -x "$build/$p" ] || { echo "gpu-bundle.sh: $build/$p is missing; build first (scripts/build.sh) or name the build: --build DIR" >&2; exit 1; }
+done
+torch_lib=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') || {
+  echo "gpu-bundle.sh: '$python' cannot import torch; name the Python whose PyTorch the build linked: --python PY" >&2
+  exit 1
+}
+torch_root=$(dirname "$(dirname "$torch_lib")")  # site-packages: torch's and the nvidia-* wheels' libraries
+
+tmp="$dir.tmp.$$"
+mkdir -p "$tmp/build" "$tmp/deps"
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM  # the EXIT trap then removes the partial pack
+
+# Packages whose libraries the node brings itself.
+left_out() {
+  case "$1" in
+    libc6 | libstdc++6 | libgcc-s1 | cuda-* | libcuda1 | libnvidia-* | libcudnn* | libnccl* | libnvjitlink*) return 0 ;;
+  esac
+  return 1
+}
+# owner FILE: the package that installed FILE (as dpkg recorded it: /lib or /usr/lib).
+owner() {
+  local f=$1 real alt pkg
+  real=$(readlink -f "$f")
+  for alt in "$f" "$real" "${f#/usr}" "/usr$f" "${real#/usr}" "/usr$real"; do
+    if pkg=$(dpkg -S "$alt" 2>/dev/null | head -n1); then
+      pkg=${pkg%%: *}
+      echo "${pkg%%:*}"  # without the architecture
+      return 0
+    fi
+  done
+  return 1
+}
+# The libraries a file loads (ldd's resolved paths; "not found" ones are the plugins' own
+# business and left out, as on this machine).
+libs_of() { ldd "$1" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// { print $3 }'; }
+is_elf() { [ -f "$1" ] && [ "$(head -c 4 "$1" | od -An -c | tr -d ' ')" = '177ELF' ]; }
+
+declare -A packages=() seen=() own=()
+add_file() {  # a file loaded: its package, or an error if it comes from outside any
+  local f=$1 pkg
+  [ -z "${seen[$f]:-}" ] || return 0
+  seen[$f]=1
+  case "$f" in
+    "$torch_root"/* | /usr/local/cuda*) return 0 ;;
+    "$build_abs"/*) own[$f]=1; return 0 ;;  # genemask's own libraries
+  esac
+  if ! pkg=$(owner "$f"); then
+    echo "gpu-bundle.sh: $f is loaded but belongs to no Debian package nor to PyTorch; it cannot be packed" >&2
+    exit 1
+  fi
+  left_out "$pkg" || packages[$pkg]=1
+}
+# The programs, and the training library genemask loads when a command needs it (dlopen).
+build_abs=$(cd "$build" && pwd)
+[ ! -f "$build/src/cli/libgenemask_model.so" ] || own["$build_abs/src/cli/libgenemask_model.so"]=1
+for f in "${programs[@]/#/$build_abs/}" "${!own[@]}"; do
+  while read -r l; do add_file "$l"; done < <(libs_of "$f")
+done
+packages[openmpi-bin]=1
+packages[openmpi-common]=1
+# Until no new package: every ELF file of every package so far (Open MPI's plugins, PMIx's,
+# hwloc's, mpirun and orted), and the libraries those load.
+declare -A walked=()
+while :; do
+  new=0
+  for pkg in "${!packages[@]}"; do
+    [ -z "${walked[$pkg]:-}" ] || continue
+    walked[$pkg]=1
+    new=1
+    while read -r f; do
+      is_elf "$f" || continue
+      while read -r l; do add_file "$l"; done < <(libs_of "$f")
+    done < <(dpkg -L "$pkg")
+  done
+  [ "$new" = 1 ] || break
+done
+
+# The packages' files, as dpkg -x would unpack them (documentation left out).
+for pkg in $(printf '%s\n' "${!packages[@]}" | sort); do
+  while read -r f; do
+    case "$f" in /usr/share/doc/* | /usr/share/man/* | /usr/share/lintian/*) continue ;; esac
+    if [ -L "$f" ] || [ -f "$f" ]; then
+      mkdir -p "$tmp/deps${f%/*}"
+      cp -P --preserve=mode,timestamps "$f" "$tmp/deps$f"
+    fi
+  done < <(dpkg -L "$pkg")
+done
+# The launchers' plain names, which Debian links through update-alternatives.
+for n in mpirun mpiexec; do
+  [ ! -e "$tmp/deps/usr/bin/$n.openmpi" ] || ln -s "$n.openmpi" "$tmp/deps/usr/bin/$n"
+done
+for p in "${programs[@]}"; do
+  mkdir -p "$tmp/build/$(dirname "$p")"
+  objcopy --strip-debug "$build/$p" "$tmp/build/$p"
+done
+mkdir -p "$tmp/build/lib"
+for f in "${!own[@]}"; do
+  objcopy --strip-debug "$f" "$tmp/build/lib/$(basename "$f")"
+done
+
+"$python" - "$tmp/build/bundle.json" "${!packages[@]}" <<'PY'
+import json, os, platform, subprocess, sys
+import torch
+out, pkgs = sys.argv[1], sorted(sys.argv[2:])
+ver = lambda p: subprocess.run(["dpkg-query", "-W", "-f=${Version}", p], capture_output=True, text=True).stdout
+json.dump({"torch": torch.__version__, "cuda": torch.version.cuda, "glibc": platform.libc_ver()[1],
+           "packages": {p: ver(p) for p in pkgs}}, open(out, "w"), indent=2)
+PY
+mv "$tmp" "$dir"
+trap - EXIT
+echo "gpu-bundle.sh: $dir ($(du -sh "$dir" | cut -f1), ${#packages[@]} packages); on the GPU node, in this source tree:"
+echo "  scripts/gpu-check.sh --no-build --build $dir/build --prefix $dir/deps"
