@@ -374,7 +374,9 @@ void expect_segments_hold_the_batch(const Batch& b, const PackedBatch& w) {
       EXPECT_EQ(w.labels[static_cast<size_t>(start + c)], b.labels[src]);
       EXPECT_EQ(w.packed_index[src], start + c);
     }
-    if (end - start < b.cols) EXPECT_EQ(b.attention_mask[static_cast<size_t>(sample * b.cols + end - start)], 0);
+    if (end - start < b.cols) {
+      EXPECT_EQ(b.attention_mask[static_cast<size_t>(sample * b.cols + end - start)], 0);
+    }
   }
   for (int64_t r = 0; r < b.rows; ++r) EXPECT_EQ(seen[static_cast<size_t>(r)], 1) << "sample " << r;
   EXPECT_LE(static_cast<int64_t>(w.segment_sample.size()), b.rows + w.rows);
@@ -465,7 +467,9 @@ TEST(GraphStep, StageStaticWritesTheFixedLayout) {
     for (int64_t i = 0; i < s.capacity; ++i) {
       if (i < masked) {
         EXPECT_EQ(targets[i], w.labels[static_cast<size_t>(rows[i])]);
-        if (i > 0) EXPECT_LT(rows[i - 1], rows[i]);
+        if (i > 0) {
+          EXPECT_LT(rows[i - 1], rows[i]);
+        }
       } else {
         EXPECT_EQ(rows[i], 0);
         EXPECT_EQ(targets[i], genemask::kIgnoreLabel);
@@ -587,7 +591,9 @@ Trained train_steps(const BertConfig& cfg, const std::vector<std::vector<Batch>>
     t.norms.push_back(norm.item<double>());
   }
   for (const auto& p : m->parameters()) t.params.push_back(p.detach().cpu().to(torch::kFloat32));
-  if (g && fixed == 2) EXPECT_EQ(g->graphs(), static_cast<int>(t.shapes.size()) + 1);
+  if (g && fixed == 2) {
+    EXPECT_EQ(g->graphs(), static_cast<int>(t.shapes.size()) + 1);
+  }
   return t;
 }
 

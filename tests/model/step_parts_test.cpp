@@ -595,8 +595,9 @@ TEST(FusedBiasGelu, MatchesTheEagerComposition) {
           const bool low = dtype == torch::kBFloat16;
           const double tol = low ? 1e-2 : 1e-5;  // bf16 y and dz: rounded to 8 bits
           EXPECT_LT(max_abs_diff(y.to(torch::kFloat32), yr), tol * std::max(1.0, yr.abs().max().item<double>()));
-          if (low)  // each value GELU's fp32 result rounded: within half a bf16 step (2^-9 relative)
+          if (low) {  // each value GELU's fp32 result rounded: within half a bf16 step (2^-9 relative)
             EXPECT_TRUE(((y.to(torch::kFloat32) - yr).abs() <= yr.abs() * (1.0 / 512) * 1.01 + 1e-30).all().item<bool>());
+          }
           EXPECT_LT(max_abs_diff(g[0].to(torch::kFloat32), ge[0]), tol * std::max(1.0, ge[0].abs().max().item<double>()));
           // The bias's gradient is summed from the fp32 gradient before it is rounded: close
           // to the fp32 reference for bf16 z too.
