@@ -165,7 +165,7 @@ ver = lambda p: subprocess.run(["dpkg-query", "-W", "-f=${Version}", p], capture
 json.dump({"torch": torch.__version__, "cuda": torch.version.cuda, "glibc": platform.libc_ver()[1],
            "packages": {p: ver(p) for p in pkgs}}, open(out, "w"), indent=2)
 PY
-mv "$tmp" "$dir"
+mv -T "$tmp" "$dir"  # -T: a DIR made meanwhile is not written into (a non-empty one fails)
 trap - EXIT
 echo "gpu-bundle.sh: $dir ($(du -sh "$dir" | cut -f1), ${#packages[@]} packages); on the GPU node, in this source tree:"
 echo "  scripts/gpu-check.sh --no-build --build $dir/build --prefix $dir/deps"
