@@ -41,6 +41,9 @@ dir=""
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    --build | --python) [ $# -ge 2 ] || { echo "gpu-bundle.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;
+  esac
+  case "$1" in
     --build) build=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     -h|--help) usage; exit 0 ;;
@@ -50,6 +53,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$dir" ] || { echo "gpu-bundle.sh: name the bundle's directory: scripts/gpu-bundle.sh DIR (see --help)" >&2; exit 2; }
+# Without trailing slashes: DIR.tmp.PID must be DIR's sibling, not a folder inside a new DIR.
+dir=${dir%"${dir##*[!/]}"}
+[ -n "$dir" ] || { echo "gpu-bundle.sh: / cannot be the bundle's directory; name a new one" >&2; exit 2; }
 if [ -e "$dir" ]; then
   echo "gpu-bundle.sh: $dir exists; name a new directory (nothing is written over)" >&2
   exit 2
@@ -65,9 +71,9 @@ torch_lib=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(t
 torch_root=$(dirname "$(dirname "$torch_lib")")  # site-packages: torch's and the nvidia-* wheels' libraries
 
 tmp="$dir.tmp.$$"
-mkdir -p "$tmp/build" "$tmp/deps"
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM  # the EXIT trap then removes the partial pack
+mkdir -p "$tmp/build" "$tmp/deps"
 
 # Packages whose libraries the node brings itself.
 left_out() {

@@ -79,6 +79,11 @@ prefixes=()
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    --python | --prefix | --build | --out | --steps | --batch-dnabert | --batch-logo | --sweep-dnabert | --sweep-logo | \
+      --peak-tflops)
+      [ $# -ge 2 ] || { echo "gpu-check.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;
+  esac
+  case "$1" in
     --python) python=$2; shift 2 ;;
     --prefix) prefixes+=("$2"); shift 2 ;;
     --build) build=$2; shift 2 ;;

@@ -17,7 +17,8 @@ libraries it links, and run from the pack by scripts/gpu-check.sh --no-build.
   The pack's deps/ goes in as a plain `dpkg -x` tree (without mpirun's and mpiexec's
   links, which gpu-check.sh then finds as mpiexec.openmpi).
 - Refusals: an existing DIR (exit 2, left as it was), a build without the programs (exit 1,
-  no DIR and no temporary left), a stray option; and gpu-check.sh refuses a bundle built
+  no DIR and no temporary left), a stray option, an option without its value (here and in
+  gpu-check.sh: one line); DIR given with a trailing slash packs into DIR itself; and gpu-check.sh refuses a bundle built
   with another PyTorch version before any part runs (exit 2, naming both versions)."""
 import json
 import os
@@ -197,6 +198,19 @@ class GpuBundle(unittest.TestCase):
             p = subprocess.run(["bash", BUNDLE, target, "--bogus"], capture_output=True, text=True)
             self.assertEqual(p.returncode, 2)
             self.assertIn("unknown option '--bogus'", p.stderr)
+            # An option without its value: one line naming it, here and in gpu-check.sh.
+            for script, opt in ((BUNDLE, "--build"), (CHECK, "--out")):
+                p = subprocess.run(["bash", script, *([target] if script == BUNDLE else ["--cpu"]), opt],
+                                   capture_output=True, text=True)
+                self.assertEqual(p.returncode, 2, p.stderr)
+                self.assertEqual(p.stderr.strip(), f"{os.path.basename(script)}: {opt} needs a value (see --help)")
+            self.assertEqual(sorted(os.listdir(tmp)), ["empty-build"])
+            # DIR with a trailing slash: the pack is DIR itself, its temporary a sibling.
+            p = subprocess.run(["bash", BUNDLE, target + "//", "--build", BUILD, "--python", sys.executable],
+                               capture_output=True, text=True)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(sorted(os.listdir(tmp)), ["b", "empty-build"])
+            self.assertEqual(sorted(os.listdir(target)), ["build", "deps"])
             # A bundle of another PyTorch: refused by gpu-check before any part.
             other = os.path.join(tmp, "other")
             shutil.copytree(os.path.join(self.dir, "build"), os.path.join(other, "build"), symlinks=True)
