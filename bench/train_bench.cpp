@@ -16,8 +16,10 @@
 //   --unfused-qkv    Q, K and V as three products (the fused product's ablation)
 //   --unfused-ln     dropout, residual add and LayerNorm as LibTorch's separate kernels
 //                    (the fused kernel's ablation; src/model/residual_layer_norm.hpp)
-//   --ln-bf16        under bf16, the residual LayerNorms also write the bf16 copy of their
-//                    output that the next products read (src/model/fusions.hpp's ln-bf16)
+//   --no-ln-bf16     under bf16, the next products cast the residual LayerNorms' fp32
+//                    output themselves (autocast) instead of reading the bf16 copy the fused
+//                    kernel writes (src/model/fusions.hpp's ln-bf16, on by default: its
+//                    ablation); --ln-bf16 asks for the default explicitly
 //   --fused-gelu     on a GPU, the feed-forward's bias add and GELU as one kernel each way
 //                    after a bias-free product (src/model/fusions.hpp's gelu)
 //   --sdpa B         scaled_dot_product_attention with backend B only: flash, cudnn or
@@ -146,7 +148,8 @@ int run(int argc, char** argv) {
     return 0;
   }
   std::vector<std::string> pos;
-  bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = false, fused_gelu = false, packing = false;
+  bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = Fusions{}.ln_bf16, fused_gelu = false,
+       packing = false;
   std::string lengths = "full", sdpa;
   int profile = 0, check_graph = 0;
   for (int i = 1; i < argc; ++i) {
@@ -155,6 +158,7 @@ int run(int argc, char** argv) {
     else if (a == "--unfused-qkv") unfused_qkv = true;
     else if (a == "--unfused-ln") unfused_ln = true;
     else if (a == "--ln-bf16") ln_bf16 = true;
+    else if (a == "--no-ln-bf16") ln_bf16 = false;
     else if (a == "--fused-gelu") fused_gelu = true;
     else if (a == "--packing") packing = true;
     else if (a == "--lengths" && i + 1 < argc) lengths = argv[++i];

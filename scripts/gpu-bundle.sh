@@ -105,6 +105,11 @@ add_file() {  # a file loaded: its package, or an error if it comes from outside
   local f=$1 pkg
   [ -z "${seen[$f]:-}" ] || return 0
   seen[$f]=1
+  # The CUDA toolkit's runtime may be reached through a link elsewhere (/usr/local/lib on
+  # some machines): where the file really lies decides.
+  case "$(readlink -f "$f")" in
+    "$torch_root"/* | /usr/local/cuda*) return 0 ;;
+  esac
   case "$f" in
     "$torch_root"/* | /usr/local/cuda*) return 0 ;;
     "$build_abs"/*) own[$f]=1; return 0 ;;  # genemask's own libraries

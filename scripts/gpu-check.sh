@@ -28,8 +28,8 @@
 # (tests/cli/test_gpu.py), and per config (dnabert, logo): bench_CFG_genemask (the eager
 # step, profiled), bench_CFG_graph (the step as one CUDA graph, profiled, and checked
 # against the eager step: losses of 4 steps from the same state within 2e-3; GPU only),
-# bench_CFG_ln_bf16 (the graph with the fused LayerNorm's bf16 copy, GENEMASK_FUSED's
-# ln-bf16; GPU only), bench_CFG_gelu (the graph with the fused bias + GELU, GENEMASK_FUSED's
+# bench_CFG_no_ln_bf16 (the graph without the fused LayerNorm's bf16 copy, GENEMASK_FUSED's
+# ln-bf16, which is on by default: its ablation; GPU only), bench_CFG_gelu (the graph with the fused bias + GELU, GENEMASK_FUSED's
 # gelu; GPU only), bench_CFG_pytorch, bench_CFG_sweep (every batch of the sweep, eager and graph, and
 # PyTorch; GPU only), bench_CFG_packing (samples of 7-512 positions, uniform as the shards'
 # recipe draws them, padded to the longest and packed: real tokens/s of each). A failing part does not stop the others; a part whose program did
@@ -43,7 +43,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"ln-bf16"/"gelu"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"no-ln-bf16"/"gelu"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -179,12 +179,17 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # this Python's PyTorch libraries, which must be the version it was built with.
 if [ "$do_build" = 0 ] && [ -f "$build/bundle.json" ]; then
   if ! torch_lib=$("$python" - "$build/bundle.json" <<'PY'
-import json, os, sys, torch
+import glob, json, os, sys, torch
 want = json.load(open(sys.argv[1]))["torch"]
 if torch.__version__ != want:
     sys.exit(f"gpu-check.sh: {sys.argv[1]}: the bundle was built with PyTorch {want}, but this Python has "
              f"{torch.__version__}; name a Python with PyTorch {want} (--python), or build here (drop --no-build)")
-print(os.path.join(os.path.dirname(torch.__file__), "lib"))
+# torch's libraries, and the nvidia-* wheels' ones (the CUDA runtime the kernels link among
+# them), which libtorch finds through its RUNPATH but genemask's own libraries do not.
+lib = os.path.join(os.path.dirname(torch.__file__), "lib")
+site = os.path.dirname(os.path.dirname(lib))
+wheels = sorted(glob.glob(os.path.join(site, "nvidia", "*", "lib")))
+print(":".join([lib] + wheels))
 PY
   ); then
     exit 2
@@ -298,18 +303,18 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_graph" train_bench "$tb" &&
       part "bench_${cfg}_graph" bash -c '"$@" >"$0"' "$work/bench-$cfg-graph.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --profile 3 --check-graph 4
-    # The graph again with the fused LayerNorm's bf16 copy (fusions.hpp's ln-bf16), to decide
-    # its default: the same step, so its tokens/s against the row above is the ablation.
-    ready "bench_${cfg}_ln_bf16" train_bench "$tb" &&
-      part "bench_${cfg}_ln_bf16" bash -c '"$@" >"$0"' "$work/bench-$cfg-ln_bf16.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --ln-bf16
+    # The graph again without the fused LayerNorm's bf16 copy (fusions.hpp's ln-bf16, on by
+    # default): the same step, so the row above against its tokens/s is the copy's gain.
+    ready "bench_${cfg}_no_ln_bf16" train_bench "$tb" &&
+      part "bench_${cfg}_no_ln_bf16" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_ln_bf16.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-ln-bf16
     # And with the fused bias + GELU (fusions.hpp's gelu), likewise.
     ready "bench_${cfg}_gelu" train_bench "$tb" &&
       part "bench_${cfg}_gelu" bash -c '"$@" >"$0"' "$work/bench-$cfg-gelu.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --fused-gelu
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
-    skip "bench_${cfg}_ln_bf16" "the bf16 copy is the GPU kernel's"
+    skip "bench_${cfg}_no_ln_bf16" "the bf16 copy is the GPU kernel's"
     skip "bench_${cfg}_gelu" "the fused bias + GELU is a GPU kernel"
   fi
   ready "bench_${cfg}_packing" train_bench "$tb" && part "bench_${cfg}_packing" packed "$cfg" "$b"
@@ -336,7 +341,7 @@ def last_row(path):
     return json.loads(lines[-1])
 rows = []
 for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "graph", "ln_bf16", "gelu", "pytorch"):
+    for impl in ("genemask", "graph", "no_ln_bf16", "gelu", "pytorch"):
         part = parts.get(f"bench_{cfg}_{impl}", {})
         if part.get("status") != "passed":
             continue
@@ -345,7 +350,7 @@ for cfg in ("dnabert", "logo"):
         except (OSError, IndexError, ValueError) as e:
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
-        r["variant"] = {"graph": "graph", "ln_bf16": "ln-bf16", "gelu": "gelu"}.get(impl, "eager")
+        r["variant"] = {"graph": "graph", "no_ln_bf16": "no-ln-bf16", "gelu": "gelu"}.get(impl, "eager")
         gc = r.get("graph_check")
         if gc and not gc["max_rel_diff"] <= 2e-3:
             part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")
@@ -411,7 +416,7 @@ res["runs"] = rows
 with open(out, "w") as f:  # before the table: a row that cannot be printed loses nothing
     json.dump(res, f, indent=2)
 pct = lambda x: f"{x:.1%}" if x is not None else "-"
-print(f"{'config':8s} {'impl':9s} {'variant':7s} {'batch':>5s} {'tokens/s':>10s} {'step ms':>8s} {'TFLOP/s':>8s} "
+print(f"{'config':8s} {'impl':9s} {'variant':10s} {'batch':>5s} {'tokens/s':>10s} {'step ms':>8s} {'TFLOP/s':>8s} "
       f"{'MFU':>6s} {'MFU ds':>6s} {'peak GiB':>8s} {'vs PyTorch':>10s}")
 for cfg in ("dnabert", "logo"):
     for impl in ("genemask", "pytorch"):
@@ -420,7 +425,7 @@ for cfg in ("dnabert", "logo"):
     for r in (r for r in rows if r["config"] == cfg):
         g = r["impl"] == "genemask"
         ratio = f"{r['ratio_vs_pytorch']:.2f}x" if g and r.get("ratio_vs_pytorch") else "-"
-        print(f"{cfg:8s} {r['impl']:9s} {r['variant']:7s} {r['batch']:5d} {r['median_tokens_per_s']:10.0f} "
+        print(f"{cfg:8s} {r['impl']:9s} {r['variant']:10s} {r['batch']:5d} {r['median_tokens_per_s']:10.0f} "
               f"{r['median_step_s'] * 1e3:8.2f} {(r['achieved_tflops'] if g else 0):8.1f} {pct(r.get('mfu')) if g else '-':>6s} "
               f"{pct(r.get('mfu_datasheet')) if g else '-':>6s} {r['peak_memory_gib']:8.2f} {ratio:>10s}")
     for r in rows:  # the profiled eager run at the default batch

@@ -4,7 +4,10 @@ libraries it links, and run from the pack by scripts/gpu-check.sh --no-build.
 - The pack: the three programs and genemask's own libraries without debug information;
   bundle.json with this PyTorch's version and every package in deps/ at its installed
   version (dpkg-query), Open MPI's launcher among them (mpirun and mpiexec linked as
-  update-alternatives would) and none of the node's own (libc6, libstdc++6, libgcc-s1).
+  update-alternatives would) and none of the node's own (libc6, libstdc++6, libgcc-s1),
+  nor any CUDA library, also when the toolkit's runtime is reached through a link outside
+  the toolkit (a folder on LD_LIBRARY_PATH linking it, as /usr/local/lib does on some
+  machines).
 - Whole: with only the pack's and PyTorch's libraries on the path, ldd (an independent
   resolver) finds every library each program and the training library load in the pack,
   in PyTorch, or in the C and C++ runtimes: none "not found", none from another package of
@@ -20,6 +23,7 @@ libraries it links, and run from the pack by scripts/gpu-check.sh --no-build.
   no DIR and no temporary left), a stray option, an option without its value (here and in
   gpu-check.sh: one line); DIR given with a trailing slash packs into DIR itself; and gpu-check.sh refuses a bundle built
   with another PyTorch version before any part runs (exit 2, naming both versions)."""
+import glob
 import json
 import os
 import shutil
@@ -41,9 +45,20 @@ HIDDEN = ("libopenmpi", "openmpi-", "libpmix", "libhwloc", "libevent", "libhdf5"
 TORCH_SITE = os.path.dirname(os.path.dirname(torch.__file__))
 
 
-def bundle(out, *args):
+def bundle(out, *args, env=None):
     return subprocess.run(["bash", BUNDLE, out, "--build", BUILD, "--python", sys.executable, *args],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, env=env)
+
+
+def cuda_runtime():
+    """The CUDA runtime the training library loads, as ldd resolves it here (the toolkit's)."""
+    out = subprocess.run(["ldd", os.path.join(BUILD, "src", "cli", "libgenemask_model.so")], capture_output=True,
+                         text=True, check=True).stdout
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].startswith("libcudart.so") and parts[1] == "=>":
+            return parts[0], parts[2]
+    return None
 
 
 def lib_dirs(deps):
@@ -68,7 +83,16 @@ class GpuBundle(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp()
         cls.dir = os.path.join(cls.tmp, "bundle")
-        cls.made = bundle(cls.dir)
+        # The CUDA runtime reached through a link outside the toolkit, as on machines whose
+        # /usr/local/lib links the toolkit's libcudart: the pack still leaves it to the node.
+        env = None
+        cls.cudart = cuda_runtime()
+        if cls.cudart:
+            links = os.path.join(cls.tmp, "links")
+            os.mkdir(links)
+            os.symlink(os.path.realpath(cls.cudart[1]), os.path.join(links, cls.cudart[0]))
+            env = dict(os.environ, LD_LIBRARY_PATH=links)
+        cls.made = bundle(cls.dir, env=env)
 
     @classmethod
     def tearDownClass(cls):
@@ -106,12 +130,19 @@ class GpuBundle(unittest.TestCase):
             self.assertTrue(os.access(os.path.join(usr, "bin", n), os.X_OK), n)
         self.assertTrue(os.listdir(os.path.join(usr, "lib", "x86_64-linux-gnu", "openmpi", "lib", "openmpi3")))
         self.assertFalse(os.path.exists(os.path.join(usr, "share", "doc")))
+        # No CUDA library in it: the node's PyTorch brings them (its nvidia-* wheels).
+        packed = [f for _, _, fs in os.walk(self.dir) for f in fs]
+        self.assertFalse([f for f in packed if f.startswith(("libcudart", "libcublas", "libnccl", "libcudnn"))])
+        if torch.version.cuda:  # a CUDA build: its kernels link the runtime
+            self.assertIsNotNone(self.cudart)
 
     def test_whole(self):
-        # The path gpu-check.sh sets for the pack: its own libraries, PyTorch's, then --prefix's.
+        # The path gpu-check.sh sets for the pack: its own libraries, PyTorch's and its nvidia-*
+        # wheels' (the CUDA runtime among them), then --prefix's.
+        wheels = sorted(glob.glob(os.path.join(TORCH_SITE, "nvidia", "*", "lib")))
         env = dict(os.environ, LD_LIBRARY_PATH=":".join(lib_dirs(os.path.join(self.dir, "deps"))
                                                          + [os.path.join(self.dir, "build", "lib"),
-                                                            os.path.join(TORCH_SITE, "torch", "lib")]))
+                                                            os.path.join(TORCH_SITE, "torch", "lib")] + wheels))
         for p in PROGRAMS + ["lib/libgenemask_model.so"]:
             out = subprocess.run(["ldd", os.path.join(self.dir, "build", p)], capture_output=True, text=True,
                                  env=env, check=True).stdout
@@ -121,6 +152,8 @@ class GpuBundle(unittest.TestCase):
                 if len(parts) < 3 or parts[1] != "=>":
                     continue
                 lib = parts[2]
+                if torch.version.cuda and parts[0].startswith("libcudart"):  # the wheels' runtime
+                    self.assertTrue(lib.startswith(TORCH_SITE + "/"), f"{p} loads {lib}")
                 if lib.startswith((self.dir + "/", TORCH_SITE + "/", "/usr/local/cuda")):
                     continue
                 self.assertIn(owner(lib), NODE_OWN, f"{p} loads {lib} from outside the pack")

@@ -28,15 +28,15 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "ln_bf16", "gelu", "packing", "pytorch",
+                                                 for p in ("genemask", "graph", "no_ln_bf16", "gelu", "packing", "pytorch",
                                                            "sweep")]
 # The GPU tests' count, from test_gpu.py itself: all of them must run (on the CPU here).
 with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as _f:
     GPU_TESTS = sum(1 for n in ast.walk(ast.parse(_f.read()))
                     if isinstance(n, ast.FunctionDef) and n.name.startswith("test_"))
 GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph": "no CUDA graph on the CPU",
-            "bench_dnabert_ln_bf16": "the bf16 copy is the GPU kernel's",
-            "bench_logo_ln_bf16": "the bf16 copy is the GPU kernel's",
+            "bench_dnabert_no_ln_bf16": "the bf16 copy is the GPU kernel's",
+            "bench_logo_no_ln_bf16": "the bf16 copy is the GPU kernel's",
             "bench_dnabert_gelu": "the fused bias + GELU is a GPU kernel",
             "bench_logo_gelu": "the fused bias + GELU is a GPU kernel",
             "bench_dnabert_sweep": "the micro-batch sweep runs on a GPU",
@@ -254,6 +254,30 @@ class GpuCheckDryRun(unittest.TestCase):
         for t in tests:
             self.assertIn("self.each_device(", ast.get_source_segment(src, t), t.name)
 
+
+class TrainBenchFusions(unittest.TestCase):
+    """train_bench's fusion flags, which gpu-check.sh's ablation parts pass on a GPU: the JSON
+    line says which fusions the step ran with (those in force on its device: on a CPU the
+    LayerNorm and GELU kernels are LibTorch's, and the bf16 copy is made under bf16), the
+    defaults (src/model/fusions.hpp) without flags; each flag changes its own and no other."""
+
+    def run_bench(self, *flags):
+        p = subprocess.run([os.path.join(BUILD, "bench", "train_bench"), "logo", "1", "2", "32", "1", "cpu", "bf16",
+                            *flags], capture_output=True, text=True)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
+        return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu")}
+
+    def test_flags(self):
+        default = {"fused_qkv": True, "fused_ln": False, "ln_bf16": True, "fused_gelu": False}
+        self.assertEqual(self.run_bench(), default)
+        self.assertEqual(self.run_bench("--no-ln-bf16"), dict(default, ln_bf16=False))
+        self.assertEqual(self.run_bench("--ln-bf16"), default)
+        self.assertEqual(self.run_bench("--fused-gelu"), default)  # a GPU kernel: not in force here
+        self.assertEqual(self.run_bench("--unfused-qkv", "--no-ln-bf16"), dict(default, fused_qkv=False, ln_bf16=False))
+        p = subprocess.run([os.path.join(BUILD, "bench", "train_bench"), "logo", "1", "2", "32", "1", "--ln-bf17"],
+                           capture_output=True, text=True)
+        self.assertEqual((p.returncode, p.stderr.strip()), (2, "train_bench: unknown option '--ln-bf17'"))
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
