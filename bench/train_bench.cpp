@@ -20,8 +20,14 @@
 //                    output themselves (autocast) instead of reading the bf16 copy the fused
 //                    kernel writes (src/model/fusions.hpp's ln-bf16, on by default: its
 //                    ablation); --ln-bf16 asks for the default explicitly
-//   --fused-gelu     on a GPU, the feed-forward's bias add and GELU as one kernel each way
-//                    after a bias-free product (src/model/fusions.hpp's gelu)
+//   --no-fused-gelu  on a GPU, the feed-forward's bias added in the product's epilogue and
+//                    LibTorch's GELU, instead of one kernel each way for both after a
+//                    bias-free product (src/model/fusions.hpp's gelu, on by default: its
+//                    ablation); --fused-gelu asks for the default explicitly
+//   --bgrad          on a GPU under bf16, the linear layers' bias gradients in the epilogue
+//                    of their weight-gradient products (src/model/fusions.hpp's bgrad; off
+//                    by default); --no-bgrad asks for the default explicitly; the JSON's
+//                    bgrad_products counts the products fused and those that fell back
 //   --sdpa B         scaled_dot_product_attention with backend B only: flash, cudnn or
 //                    efficient (default: LibTorch's choice); packed rows on a GPU call flash
 //                    attention over segments directly either way
@@ -58,6 +64,7 @@
 #include "model/grad_sync.hpp"
 #include "model/optim.hpp"
 #include "model/fusions.hpp"
+#include "model/linear_bgrad.hpp"
 #include "model/runtime.hpp"
 #include "model/step_profile.hpp"
 
@@ -148,7 +155,8 @@ int run(int argc, char** argv) {
     return 0;
   }
   std::vector<std::string> pos;
-  bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = Fusions{}.ln_bf16, fused_gelu = false,
+  bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = Fusions{}.ln_bf16, fused_gelu = Fusions{}.gelu,
+       bgrad = Fusions{}.bgrad,
        packing = false;
   std::string lengths = "full", sdpa;
   int profile = 0, check_graph = 0;
@@ -160,6 +168,9 @@ int run(int argc, char** argv) {
     else if (a == "--ln-bf16") ln_bf16 = true;
     else if (a == "--no-ln-bf16") ln_bf16 = false;
     else if (a == "--fused-gelu") fused_gelu = true;
+    else if (a == "--no-fused-gelu") fused_gelu = false;
+    else if (a == "--bgrad") bgrad = true;
+    else if (a == "--no-bgrad") bgrad = false;
     else if (a == "--packing") packing = true;
     else if (a == "--lengths" && i + 1 < argc) lengths = argv[++i];
     else if (a == "--sdpa" && i + 1 < argc) sdpa = argv[++i];
@@ -181,7 +192,7 @@ int run(int argc, char** argv) {
   const torch::Device dev = pick_device(device_name, 0, "--device");
   use_device(dev, /*tf32=*/true);
   const bool bf16 = precision == "bf16";
-  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu});
+  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad});
   if (!sdpa.empty()) {
     if (sdpa != "flash" && sdpa != "cudnn" && sdpa != "efficient") {
       std::fprintf(stderr, "train_bench: --sdpa '%s': expected flash, cudnn or efficient\n", sdpa.c_str());
@@ -397,19 +408,24 @@ int run(int argc, char** argv) {
   const double measured_peak_tflops = (bf16 && peak16 > 0 ? peak16 : peak32) / 1e3;
   const std::string gpu = dev.is_cuda() ? cuda_device_name(dev.index()) : "";
   const double datasheet = bf16 && dev.is_cuda() ? datasheet_bf16_tflops(gpu) : 0;
+  // How the linear layers' weight gradients were made with bgrad (linear_bgrad.hpp).
+  const LinearBgradCounts bc = linear_bgrad_counts();
+  const std::string bgrad_products =
+      fmt::format("{{\"fused\":{},\"fused_bf16\":{},\"fallback\":{}}}", bc.fused, bc.fused_bf16, bc.fallback);
   const std::string breakdown =
       graph ? "null"
             : fmt::format("{{\"forward_backward\":{:.5f},\"clip\":{:.5f},\"optimizer\":{:.5f}}}", t_fb / steps,
                           t_clip / steps, t_opt / steps);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
-      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
+      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
       "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
       static_cast<long long>(seq), graph ? "true" : "false", unfused_qkv ? "false" : "true",
-      !unfused_ln && dev.is_cuda() ? "true" : "false", ln_bf16 && bf16 ? "true" : "false", fused_gelu && dev.is_cuda() ? "true" : "false", sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
+      !unfused_ln && dev.is_cuda() ? "true" : "false", ln_bf16 && bf16 ? "true" : "false", fused_gelu && dev.is_cuda() ? "true" : "false", bgrad && dev.is_cuda() && bf16 ? "true" : "false",
+      bgrad_products.c_str(), sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),
       flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
       mfu(achieved_tflops, measured_peak_tflops), json_text(gpu).c_str(),

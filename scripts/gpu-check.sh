@@ -19,6 +19,9 @@
 #   --sweep-dnabert "N ...", --sweep-logo "N ..."   the micro-batch sweep on a GPU
 #                     (default "16 32 64" and "64 128 256")
 #   --peak-tflops X   the GPU's dense bf16 peak for MFU (default: measured with a matmul)
+#   --only PARTS      run these parts only (a comma-separated list of the names below; the
+#                     build still runs unless --no-build); the others are skipped
+#                     ("not asked for: --only")
 #   --cpu             no GPU: run the same steps on the CPU with small batches (a dry run
 #                     of this script; the GPU tests then run their bodies on the CPU only)
 # The GPU tests start 2 ranks with $MPIEXEC (default mpiexec) and $MPIEXEC_FLAGS (default
@@ -29,11 +32,15 @@
 # step, profiled), bench_CFG_graph (the step as one CUDA graph, profiled, and checked
 # against the eager step: losses of 4 steps from the same state within 2e-3; GPU only),
 # bench_CFG_no_ln_bf16 (the graph without the fused LayerNorm's bf16 copy, GENEMASK_FUSED's
-# ln-bf16, which is on by default: its ablation; GPU only), bench_CFG_gelu (the graph with the fused bias + GELU, GENEMASK_FUSED's
-# gelu; GPU only), bench_CFG_pytorch, bench_CFG_sweep (every batch of the sweep, eager and graph, and
-# PyTorch; GPU only), bench_CFG_packing (samples of 7-512 positions, uniform as the shards'
-# recipe draws them, padded to the longest and packed: real tokens/s of each). A failing part does not stop the others; a part whose program did
-# not build is skipped. The end prints a table of the parts.
+# ln-bf16, which is on by default: its ablation; GPU only), bench_CFG_no_gelu (the graph
+# without the fused bias + GELU, GENEMASK_FUSED's gelu, likewise), bench_CFG_bgrad (the graph
+# with the bias gradients in the weight-gradient products, GENEMASK_FUSED's bgrad, off by
+# default; GPU only), bench_CFG_pytorch,
+# bench_CFG_sweep (every batch of the sweep, eager and graph, and PyTorch; GPU only),
+# bench_CFG_packing (samples of 7-512 positions, uniform as the shards' recipe draws them,
+# padded to the longest and packed: real tokens/s of each). A failing part does not stop
+# the others; a part whose program did not build is skipped. The end prints a table of the
+# parts.
 #
 # The JSON (--out), written even when parts fail:
 #   parts        {name: {"status": "passed"|"failed"|"skipped", "exit_code": N or null,
@@ -43,7 +50,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"no-ln-bf16"/"gelu"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -72,6 +79,8 @@ batch_logo=64
 sweep_dnabert="16 32 64"
 sweep_logo="64 128 256"
 peak=""
+only=""
+only_given=0
 do_build=1
 device=cuda
 precision=bf16
@@ -80,7 +89,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --python | --prefix | --build | --out | --steps | --batch-dnabert | --batch-logo | --sweep-dnabert | --sweep-logo | \
-      --peak-tflops)
+      --peak-tflops | --only)
       [ $# -ge 2 ] || { echo "gpu-check.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;
   esac
   case "$1" in
@@ -95,6 +104,7 @@ while [ $# -gt 0 ]; do
     --sweep-dnabert) sweep_dnabert=$2; shift 2 ;;
     --sweep-logo) sweep_logo=$2; shift 2 ;;
     --peak-tflops) peak=$2; shift 2 ;;
+    --only) only=$2; only_given=1; shift 2 ;;
     --cpu) device=cpu; precision=fp32; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "gpu-check.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -118,6 +128,23 @@ counts --batch-logo "$batch_logo"
 counts --sweep-dnabert $sweep_dnabert
 # shellcheck disable=SC2086
 counts --sweep-logo $sweep_logo
+# --only: every name one of the parts.
+all_parts="build model_tests gpu_tests"
+for cfg in dnabert logo; do
+  for p in genemask graph no_ln_bf16 no_gelu bgrad packing pytorch sweep; do all_parts+=" bench_${cfg}_$p"; done
+done
+if [ "$only_given" = 1 ]; then
+  IFS=, read -r -a only_names <<<"$only"
+  [ ${#only_names[@]} -gt 0 ] || { echo "gpu-check.sh: --only needs at least one part name" >&2; exit 2; }
+  for n in "${only_names[@]}"; do
+    [[ " $all_parts " == *" $n "* ]] || {
+      echo "gpu-check.sh: --only: no part named '$n' (the parts: ${all_parts// /, })" >&2
+      exit 2
+    }
+  done
+fi
+# asked NAME: whether NAME is to run (every part without --only; the build always).
+asked() { [ -z "$only" ] || [ "$1" = build ] || [[ ",$only," == *",$1,"* ]]; }
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 
@@ -206,6 +233,7 @@ record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${5//$'\t'/ }" >>"
 part() {
   local name=$1 rc=0 t0
   shift
+  if ! asked "$name"; then skip "$name" "not asked for: --only"; return 0; fi
   echo "== $name"
   t0=$(date +%s%N)
   "$@" || rc=$?
@@ -218,6 +246,7 @@ skip() { echo "== $1: skipped ($2)"; record "$1" skipped "" 0 "$2"; }
 # failed when PROGRAM is missing (--no-build on a build directory without it).
 failed_targets=" "
 ready() {
+  if ! asked "$1"; then skip "$1" "not asked for: --only"; return 1; fi
   if [[ "$failed_targets" == *" $2 "* ]]; then skip "$1" "$2 did not build"; return 1; fi
   if [ ! -x "$3" ]; then
     echo "gpu-check.sh: part $1 failed: $3 is missing" >&2
@@ -254,7 +283,7 @@ bin="$build/src/cli/genemask"
 # all-reduce choice, the FLOP definition, the profiler's classes, the fused Q/K/V product).
 ready model_tests model_tests "$build/tests/model_tests" &&
   part model_tests "$build/tests/model_tests" --gtest_brief=1 \
-    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:Fusions.*:Packing.*:GraphStep.*'
+    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedLinearBgrad.*:Fusions.*:Packing.*:GraphStep.*'
 # The commands on the GPU against the CPU (on the CPU alone with --cpu): bf16 vs fp32 loss,
 # checkpoint and resume, embed, finetune, NCCL at world size 1 and MPI with 2 ranks.
 ready gpu_tests genemask "$bin" &&
@@ -308,14 +337,20 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_no_ln_bf16" train_bench "$tb" &&
       part "bench_${cfg}_no_ln_bf16" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_ln_bf16.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-ln-bf16
-    # And with the fused bias + GELU (fusions.hpp's gelu), likewise.
-    ready "bench_${cfg}_gelu" train_bench "$tb" &&
-      part "bench_${cfg}_gelu" bash -c '"$@" >"$0"' "$work/bench-$cfg-gelu.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --fused-gelu
+    # And without the fused bias + GELU (fusions.hpp's gelu, on by default), likewise.
+    ready "bench_${cfg}_no_gelu" train_bench "$tb" &&
+      part "bench_${cfg}_no_gelu" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_gelu.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-fused-gelu
+    # And with the bias gradients in the weight-gradient products (fusions.hpp's bgrad, off by
+    # default): the row above against it is its gain.
+    ready "bench_${cfg}_bgrad" train_bench "$tb" &&
+      part "bench_${cfg}_bgrad" bash -c '"$@" >"$0"' "$work/bench-$cfg-bgrad.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --bgrad
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
     skip "bench_${cfg}_no_ln_bf16" "the bf16 copy is the GPU kernel's"
-    skip "bench_${cfg}_gelu" "the fused bias + GELU is a GPU kernel"
+    skip "bench_${cfg}_no_gelu" "the fused bias + GELU is a GPU kernel"
+    skip "bench_${cfg}_bgrad" "the bias gradient in cuBLASLt's epilogue is a GPU product"
   fi
   ready "bench_${cfg}_packing" train_bench "$tb" && part "bench_${cfg}_packing" packed "$cfg" "$b"
   part "bench_${cfg}_pytorch" bash -c '"$@" >"$0"' "$work/bench-$cfg-pytorch.json" \
@@ -341,7 +376,7 @@ def last_row(path):
     return json.loads(lines[-1])
 rows = []
 for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "graph", "no_ln_bf16", "gelu", "pytorch"):
+    for impl in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "pytorch"):
         part = parts.get(f"bench_{cfg}_{impl}", {})
         if part.get("status") != "passed":
             continue
@@ -350,7 +385,7 @@ for cfg in ("dnabert", "logo"):
         except (OSError, IndexError, ValueError) as e:
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
-        r["variant"] = {"graph": "graph", "no_ln_bf16": "no-ln-bf16", "gelu": "gelu"}.get(impl, "eager")
+        r["variant"] = {"graph": "graph", "no_ln_bf16": "no-ln-bf16", "no_gelu": "no-gelu", "bgrad": "bgrad"}.get(impl, "eager")
         gc = r.get("graph_check")
         if gc and not gc["max_rel_diff"] <= 2e-3:
             part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")

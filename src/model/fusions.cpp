@@ -15,7 +15,7 @@ std::optional<Fusions> g_fusions;
 }  // namespace
 
 Fusions parse_fusions(const std::string& text) {
-  Fusions f{false, false, false, false};
+  Fusions f{false, false, false, false, false};
   if (text == "none") return f;
   std::stringstream in(text);
   std::string item;
@@ -25,18 +25,20 @@ Fusions parse_fusions(const std::string& text) {
     else if (item == "ln") f.ln = true;
     else if (item == "ln-bf16") f.ln_bf16 = true;
     else if (item == "gelu") f.gelu = true;
+    else if (item == "bgrad") f.bgrad = true;
     else
       throw std::invalid_argument("GENEMASK_FUSED='" + text +
-                                  "': expected a comma-separated list of qkv, ln, ln-bf16 and gelu, or none");
+                                  "': expected a comma-separated list of qkv, ln, ln-bf16, gelu and bgrad, or none");
     any = true;
   }
-  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv, ln, ln-bf16 and gelu, or none");
+  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv, ln, ln-bf16, gelu and bgrad, or none");
   return f;
 }
 
 std::string numeric_fusions(const Fusions& f) {
   std::string out;
-  for (const auto& [on, name] : {std::pair{f.qkv, "qkv"}, std::pair{f.ln, "ln"}, std::pair{f.gelu, "gelu"}})
+  for (const auto& [on, name] : {std::pair{f.qkv, "qkv"}, std::pair{f.ln, "ln"}, std::pair{f.gelu, "gelu"},
+                                 std::pair{f.bgrad, "bgrad"}})
     if (on) out += (out.empty() ? "" : ",") + std::string(name);
   return out.empty() ? "none" : out;
 }

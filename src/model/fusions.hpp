@@ -1,5 +1,5 @@
 #pragma once
-// Which of genemask's fused paths run, process-wide. qkv, ln and ln-bf16 by default:
+// Which of genemask's fused paths run, process-wide. All but bgrad by default:
 //   qkv      Q, K and V as one product of the stacked weights (every device);
 //   ln       dropout + residual add + LayerNorm as one GPU kernel each way
 //            (residual_layer_norm.hpp; the CPU keeps LibTorch's kernels);
@@ -11,20 +11,25 @@
 //            same either way.
 //   gelu     the feed-forward's bias add and erf-GELU as one GPU kernel each way after a
 //            bias-free product, its backward summing the bias's gradient in the same pass
-//            (bias_gelu.hpp; the CPU keeps the product's bias and LibTorch's GELU). Off by
-//            default: checked on a GPU, it gains 1-2% there, and it changes the numbers a
-//            checkpoint records (numeric_fusions), so a run resumed across the change
-//            would refuse.
+//            (bias_gelu.hpp; the CPU keeps the product's bias and LibTorch's GELU). On since
+//            a GPU run checked and timed it (+1.0% dnabert, +1.8% logo); it changes the
+//            numbers, so a checkpoint records it, and a run resumed without GENEMASK_FUSED
+//            keeps what its checkpoint recorded (trainer.cpp's adopt_run_fusions).
+//   bgrad    on a GPU under bf16, the linear layers' bias gradients summed in the epilogue
+//            of their weight-gradient product (cuBLASLt's BGRADB; linear_bgrad.hpp), the
+//            weight's gradient out of that product in fp32. Off by default: checked on a
+//            GPU, it gained nothing measurable (dnabert +0.2%, logo -2%; docs/benchmarks.md);
+//            kept for its fp32 weight gradients. It changes the numbers (recorded, like gelu).
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
-// "qkv", "ln", "ln-bf16" and "gelu", or "none" (to compare with the unfused step, or to rule
+// "qkv", "ln", "ln-bf16", "gelu" and "bgrad", or "none" (to compare with the unfused step, or to rule
 // a fused kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln,
-// --no-ln-bf16 and --fused-gelu set them instead (GENEMASK_FUSED aside).
+// --no-ln-bf16, --no-fused-gelu and --bgrad set them instead (GENEMASK_FUSED aside).
 #include <string>
 
 namespace genemask::model {
 
 struct Fusions {
-  bool qkv = true, ln = true, ln_bf16 = true, gelu = false;
+  bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an
@@ -34,9 +39,10 @@ void set_fusions(Fusions f);
 /// GENEMASK_FUSED's text as a Fusions (exposed for the tests).
 Fusions parse_fusions(const std::string& text);
 /// The fusions among f that change a step's numbers, as GENEMASK_FUSED spells them (those of
-/// "qkv,ln,gelu" in force, in that order, or "none"): qkv (another product's rounding), ln (on
-/// a GPU, its own dropout draws and rounding) and gelu (on a GPU, the bias added and its
-/// gradient summed in fp32). ln-bf16 is not among them: its copy is the cast autocast would make.
+/// "qkv,ln,gelu,bgrad" in force, in that order, or "none"): qkv (another product's rounding),
+/// ln (on a GPU, its own dropout draws and rounding), gelu (on a GPU, the bias added and its
+/// gradient summed in fp32) and bgrad (on a GPU, the linear layers' weight and bias gradients
+/// in fp32). ln-bf16 is not among them: its copy is the cast autocast would make.
 /// A checkpoint records it, so that --resume does not continue a run with other numbers.
 std::string numeric_fusions(const Fusions& f);
 

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <atomic>
 #include <chrono>
 #include <future>
@@ -326,10 +327,40 @@ void choose_runtime(Run& r) {
   r.threads = set_intra_op_threads(r.o.threads, local_size, r.rank == 0);
 }
 
+/// --resume without GENEMASK_FUSED: the run goes on with the fused paths that change the
+/// numbers as its newest checkpoint records them, not with this version's defaults for a new
+/// run (which may since have gained one), so that a run started with an earlier default
+/// resumes as it was trained. The paths that do not change the numbers (ln-bf16) stay as they
+/// are. Before the model is built (the Q/K/V product is chosen then). A checkpoint that
+/// records none, or whose state.json cannot be read, changes nothing here:
+/// resume_from_checkpoint names what is wrong with it.
+void adopt_run_fusions(Run& r) {
+  if (!r.o.resume || std::getenv("GENEMASK_FUSED") != nullptr) return;
+  const int64_t last = latest_checkpoint(r.o.out);
+  if (last < 0) return;
+  const nlohmann::json st = io::try_read_json_file(io::checkpoint_dir(r.o.out, last) + "/state.json").value;
+  if (!st.is_object() || !st.contains("fused") || !st["fused"].is_string()) return;
+  const std::string recorded = st["fused"].get<std::string>();
+  Fusions f;
+  try {
+    f = parse_fusions(recorded);
+  } catch (const std::invalid_argument&) {
+    return;  // compared (and refused) with the other settings
+  }
+  const Fusions now = fusions();
+  f.ln_bf16 = now.ln_bf16;
+  if (numeric_fusions(f) == numeric_fusions(now) || numeric_fusions(f) != recorded) return;
+  set_fusions(f);
+  r.say(fmt::format("--resume: the fused paths that change the numbers are \"{}\", as the run recorded them (a new run "
+                    "takes \"{}\"; GENEMASK_FUSED chooses others)",
+                    recorded, numeric_fusions(now)));
+}
+
 /// The model (--model, or --init's architecture and weights) on its device, and AdamW. The
 /// optimizer, schedule and masking are always this run's own.
 void build_model(Run& r) {
   const auto& o = r.o;
+  adopt_run_fusions(r);
   r.init_dir = o.init.empty() ? "" : resolve_model_dir(o.init);
   r.cfg = !r.init_dir.empty() ? BertConfig::from_json_file(r.init_dir + "/config.json")
           : o.model.find(".json") != std::string::npos ? BertConfig::from_json_file(o.model)
@@ -418,7 +449,7 @@ std::string option_of(const std::string& key) {
   if (key == "shards_manifest_sha256") return "--shards (its manifest.json)";
   if (key == "npmi_sha256") return "--npmi (its content)";
   if (key == "pmi_vocab_sha256") return "--pmi-vocab (its content)";
-  if (key == "fused") return "GENEMASK_FUSED (the environment variable; its qkv, ln and gelu)";
+  if (key == "fused") return "GENEMASK_FUSED (the environment variable; its qkv, ln, gelu and bgrad)";
   if (key == "tf32") return "--tf32/--no-tf32 (on a GPU in fp32; null where it does not apply)";
   if (key == "step_shapes") return "the step's shapes (fixed for --cuda-graphs)";
   if (key == "allreduce") return "--allreduce (the sum over ranks it chose)";

@@ -28,7 +28,7 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "no_ln_bf16", "gelu", "packing", "pytorch",
+                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "packing", "pytorch",
                                                            "sweep")]
 # The GPU tests' count, from test_gpu.py itself: all of them must run (on the CPU here).
 with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as _f:
@@ -37,8 +37,10 @@ with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as _f:
 GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph": "no CUDA graph on the CPU",
             "bench_dnabert_no_ln_bf16": "the bf16 copy is the GPU kernel's",
             "bench_logo_no_ln_bf16": "the bf16 copy is the GPU kernel's",
-            "bench_dnabert_gelu": "the fused bias + GELU is a GPU kernel",
-            "bench_logo_gelu": "the fused bias + GELU is a GPU kernel",
+            "bench_dnabert_no_gelu": "the fused bias + GELU is a GPU kernel",
+            "bench_logo_no_gelu": "the fused bias + GELU is a GPU kernel",
+            "bench_dnabert_bgrad": "the bias gradient in cuBLASLt's epilogue is a GPU product",
+            "bench_logo_bgrad": "the bias gradient in cuBLASLt's epilogue is a GPU product",
             "bench_dnabert_sweep": "the micro-batch sweep runs on a GPU",
             "bench_logo_sweep": "the micro-batch sweep runs on a GPU"}
 # What `srun --gpus=1 --mpi=pmi2 scripts/gpu-check.sh` puts into the script's environment
@@ -214,6 +216,35 @@ class GpuCheckDryRun(unittest.TestCase):
                 self.assertNotIn("==", p.stdout)  # no part ran
                 self.assertFalse(os.path.exists(out))
 
+    def test_only_runs_the_parts_named(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "gpu-check.json")
+            asked = ["model_tests", "bench_logo_genemask"]
+            p = gpu_check(out, "--steps", "1", "--only", ",".join(asked))
+            log = p.stdout + p.stderr
+            self.assertEqual(p.returncode, 0, log)
+            with open(out) as f:
+                res = json.load(f)
+            parts = res["parts"]
+            self.assertEqual(list(parts), PARTS)
+            for name in PARTS[1:]:
+                if name in asked:
+                    self.assertEqual(parts[name]["status"], "passed", log)
+                else:
+                    self.assertEqual(parts[name]["status"], "skipped", name)
+                    self.assertEqual(parts[name]["note"], GPU_ONLY.get(name, "not asked for: --only"), name)
+            self.assertEqual([(r["impl"], r["config"]) for r in res["runs"]], [("genemask", "logo")])
+            self.assertTrue(res["passed"])
+            # A name that is no part: one line naming it and the parts, before any part ran.
+            for bad in ["bench_logo_gelu", "model_tests,,gpu_tests", ",", ""]:
+                p = gpu_check(os.path.join(tmp, "bad.json"), "--only", bad)
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+                self.assertRegex(p.stderr, r"^gpu-check.sh: --only(: no part named '[a-z_]*' \(the parts: build, "
+                                           r"model_tests, gpu_tests, bench_dnabert_genemask, .*\)| needs at least one part name)")
+                self.assertNotIn("==", p.stdout)
+                self.assertFalse(os.path.exists(os.path.join(tmp, "bad.json")))
+
     def test_module_list_covers_the_imports(self):
         with open(SCRIPT) as f:
             listed = set(re.search(r"(?m)^modules=\((.*)\)$", f.read()).group(1).split())
@@ -266,14 +297,20 @@ class TrainBenchFusions(unittest.TestCase):
                             *flags], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         r = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
-        return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu")}
+        self.assertEqual(r["bgrad_products"], {"fused": 0, "fused_bf16": 0, "fallback": 0})
+        return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad")}
 
     def test_flags(self):
-        default = {"fused_qkv": True, "fused_ln": False, "ln_bf16": True, "fused_gelu": False}
+        default = {"fused_qkv": True, "fused_ln": False, "ln_bf16": True, "fused_gelu": False, "bgrad": False}
         self.assertEqual(self.run_bench(), default)
         self.assertEqual(self.run_bench("--no-ln-bf16"), dict(default, ln_bf16=False))
         self.assertEqual(self.run_bench("--ln-bf16"), default)
-        self.assertEqual(self.run_bench("--fused-gelu"), default)  # a GPU kernel: not in force here
+        # The fused bias + GELU is a GPU kernel: in force on a GPU only, asked for or not.
+        self.assertEqual(self.run_bench("--fused-gelu"), default)
+        self.assertEqual(self.run_bench("--no-fused-gelu"), default)
+        # So is the bias gradient in cuBLASLt's epilogue.
+        self.assertEqual(self.run_bench("--bgrad"), default)
+        self.assertEqual(self.run_bench("--no-bgrad"), default)
         self.assertEqual(self.run_bench("--unfused-qkv", "--no-ln-bf16"), dict(default, fused_qkv=False, ln_bf16=False))
         p = subprocess.run([os.path.join(BUILD, "bench", "train_bench"), "logo", "1", "2", "32", "1", "--ln-bf17"],
                            capture_output=True, text=True)

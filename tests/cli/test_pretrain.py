@@ -320,7 +320,7 @@ class Pretrain(unittest.TestCase):
         self.assertIsNone(s["mfu_datasheet"])  # fp32 on a CPU: no datasheet peak
 
     def test_bad_genemask_fused_is_one_line_and_leaves_nothing(self):
-        # GENEMASK_FUSED (model/fusions.hpp) that is not a list of qkv, ln, ln-bf16 and gelu,
+        # GENEMASK_FUSED (model/fusions.hpp) that is not a list of qkv, ln, ln-bf16, gelu and bgrad,
         # or none: one line naming the variable and the value, no run directory; a good value
         # trains (gelu on the CPU: the eager layer, recorded with the run).
         for value in ["foo", "qkv,gelu2", "qkv,,ln", ""]:
@@ -343,6 +343,27 @@ class Pretrain(unittest.TestCase):
         with open(os.path.join(out, "checkpoints", "step-00000001", "state.json")) as f:
             self.assertEqual(json.load(f)["fused"], "qkv,gelu")
 
+    def test_resume_keeps_the_runs_fused_paths(self):
+        # A run trained with other fused paths than this version's defaults (the default before
+        # gelu, "qkv,ln") resumes without GENEMASK_FUSED with its own, said in one line, and
+        # its next checkpoints record them again; GENEMASK_FUSED set otherwise is a change
+        # (refused: test_resume_refuses_changed_settings). A run of the defaults says nothing.
+        out = os.path.join(self.tmp, "older-fusions")
+        self.pretrain(out, stop_after=5, env={"GENEMASK_FUSED": "qkv,ln"})  # checkpoint at 4
+        p = self.pretrain(out, ["--resume"])
+        said = [l for l in (p.stdout + p.stderr).splitlines() if "fused paths" in l]
+        self.assertEqual(len(said), 1, p.stdout + p.stderr)
+        self.assertIn('--resume: the fused paths that change the numbers are "qkv,ln", as the run recorded them (a new '
+                      'run takes "qkv,ln,gelu"; GENEMASK_FUSED chooses others)', said[0])
+        with open(os.path.join(out, "checkpoints", "step-00000008", "state.json")) as f:
+            self.assertEqual(json.load(f)["fused"], "qkv,ln")
+        out = os.path.join(self.tmp, "default-fusions")
+        self.pretrain(out, stop_after=5)
+        p = self.pretrain(out, ["--resume"])
+        self.assertNotIn("fused paths", p.stdout + p.stderr)
+        with open(os.path.join(out, "checkpoints", "step-00000008", "state.json")) as f:
+            self.assertEqual(json.load(f)["fused"], "qkv,ln,gelu")
+
     def test_resume_refuses_changed_settings(self):
         out = os.path.join(self.tmp, "changed")
         cfg = os.path.join(self.tmp, "mutable.json")
@@ -358,8 +379,8 @@ class Pretrain(unittest.TestCase):
         # bf16 copy of the LayerNorm is not (the same numbers).
         p = self.pretrain(out, ["--resume"], model="mutable.json", check=False, env={"GENEMASK_FUSED": "qkv"})
         self.assertNotEqual(p.returncode, 0)
-        self.assertIn('state.json: --resume: GENEMASK_FUSED (the environment variable; its qkv, ln and gelu) is "qkv" now '
-                      'but "qkv,ln" in the run', p.stderr)
+        self.assertIn('state.json: --resume: GENEMASK_FUSED (the environment variable; its qkv, ln, gelu and bgrad) is "qkv" now '
+                      'but "qkv,ln,gelu" in the run', p.stderr)
         # So is how the step runs: its fixed shapes (the CUDA graphs' step, here run without
         # capture) pad rows and round otherwise.
         p = self.pretrain(out, ["--resume", "--static-step"], model="mutable.json", check=False)

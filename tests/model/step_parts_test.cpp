@@ -14,6 +14,7 @@
 
 #include "model/bert.hpp"
 #include "model/bias_gelu.hpp"
+#include "model/linear_bgrad.hpp"
 #include "model/cuda_graph.hpp"
 #include "model/flops.hpp"
 #include "model/fusions.hpp"
@@ -266,7 +267,7 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_TRUE(Fusions{}.qkv && Fusions{}.ln);
   f = parse_fusions("gelu,qkv");
   EXPECT_TRUE(f.qkv && !f.ln && !f.ln_bf16 && f.gelu);
-  EXPECT_FALSE(Fusions{}.gelu);  // off by default: it changes what a checkpoint records
+  EXPECT_TRUE(Fusions{}.gelu);  // on by default since a GPU run checked and timed it
   EXPECT_THROW(parse_fusions("qkv,GELU"), std::invalid_argument);
   EXPECT_THROW(parse_fusions("ln_bf16"), std::invalid_argument);
   // What a checkpoint records: the fusions that change the numbers (ln-bf16 does not).
@@ -276,7 +277,13 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_EQ(numeric_fusions(parse_fusions("none")), "none");
   EXPECT_EQ(numeric_fusions(parse_fusions("gelu,ln-bf16,ln,qkv")), "qkv,ln,gelu");  // gelu changes them
   EXPECT_EQ(numeric_fusions(parse_fusions("gelu")), "gelu");
-  EXPECT_EQ(numeric_fusions(Fusions{}), "qkv,ln");  // what a checkpoint written before gelu recorded
+  f = parse_fusions("bgrad,ln-bf16");
+  EXPECT_TRUE(!f.qkv && !f.ln && f.ln_bf16 && !f.gelu && f.bgrad);
+  EXPECT_FALSE(Fusions{}.bgrad);  // off by default: timed on a GPU, it gained nothing
+  EXPECT_FALSE(parse_fusions("qkv,ln,ln-bf16,gelu").bgrad);
+  EXPECT_EQ(numeric_fusions(parse_fusions("bgrad,gelu,ln-bf16,ln,qkv")), "qkv,ln,gelu,bgrad");  // bgrad changes them
+  EXPECT_EQ(numeric_fusions(Fusions{}), "qkv,ln,gelu");
+  EXPECT_EQ(numeric_fusions(parse_fusions("qkv,ln")), "qkv,ln");  // what a checkpoint written before gelu recorded
   EXPECT_EQ(parse_fusions(numeric_fusions(Fusions{})).qkv, true);
   EXPECT_THROW(parse_fusions(""), std::invalid_argument);
 }
@@ -465,7 +472,7 @@ TEST(ResidualLayerNorm, Bf16CopyIsTheCastAutocastWouldMake) {
     self->eval();
     auto h = torch::randn({2, 5, 64}), res = torch::randn({2, 5, 32});
     for (const bool on : {false, true}) {
-      set_fusions({true, true, on});
+      set_fusions({true, true, on, false});
       {
         Autocast autocast(true);
         const Hidden made = out->forward_hidden(h, res, true);
@@ -642,6 +649,114 @@ TEST(FusedBiasGelu, MatchesTheEagerComposition) {
   }
 }
 
+// The linear layers' bias gradient in the weight-gradient product's epilogue (fusions.hpp's
+// bgrad) against the eager linear under bf16 autocast: the forward bit for bit (the same
+// product), the input's gradient within bf16 rounding of it (the same bf16 product, cast to
+// the input's dtype), and the weight's and bias's gradients against double-precision sums
+// of the same bf16 operands, for the products of both configs, a narrow one, one row, and
+// an fp32 and a bf16 input; twice the same bits; the fused product ran (cuBLASLt had an
+// algorithm for it). What the node does not take falls to at::linear: no autocast, sizes
+// not multiples of 8, the CPU. On the CPU the MLM loss and gradients under bf16 autocast are
+// bit for bit the same with bgrad on and off; on a GPU, close.
+TEST(FusedLinearBgrad, MatchesTheEagerComposition) {
+  const Fusions saved = fusions();
+  const torch::Device cpu(torch::kCPU);
+  EXPECT_FALSE(linear_bgrad_runs_on(cpu));
+  {
+    Autocast autocast(true);
+    auto x = torch::randn({4, 16}).requires_grad_();
+    EXPECT_FALSE(linear_bgrad_takes(x, torch::randn({8, 16}), torch::randn({8})));
+    EXPECT_THROW(linear_bgrad(x, torch::randn({8, 16}), torch::randn({8})), std::invalid_argument);
+  }
+  {
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(cpu, {true, true, false, false, false});
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(cpu, {true, true, false, false, true});
+    EXPECT_TRUE(torch::equal(loss_on, loss_off));
+    ASSERT_EQ(grads_on.size(), grads_off.size());
+    for (size_t i = 0; i < grads_on.size(); ++i) EXPECT_TRUE(torch::equal(grads_on[i], grads_off[i])) << "parameter " << i;
+  }
+  set_fusions(saved);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the fused product's assertions need one";
+  const torch::Device gpu(torch::kCUDA, 0);
+  const auto on_gpu = torch::TensorOptions().device(gpu);
+  EXPECT_TRUE(linear_bgrad_runs_on(gpu));
+  {
+    auto x = torch::randn({4, 16}, on_gpu).requires_grad_();
+    const auto w = torch::randn({8, 16}, on_gpu), b = torch::randn({8}, on_gpu);
+    EXPECT_FALSE(linear_bgrad_takes(x, w, b));  // no autocast
+    Autocast autocast(true);
+    EXPECT_TRUE(linear_bgrad_takes(x, w, b));
+    EXPECT_FALSE(linear_bgrad_takes(x, torch::randn({12, 16}, on_gpu), torch::randn({12}, on_gpu)));  // N % 8
+    EXPECT_FALSE(linear_bgrad_takes(torch::randn({4, 12}, on_gpu), torch::randn({8, 12}, on_gpu), b));  // K % 8
+    EXPECT_FALSE(linear_bgrad_takes(x.detach(), w, b));  // nothing needs a gradient
+  }
+  const LinearBgradCounts before = linear_bgrad_counts();
+  int64_t calls = 0;
+  struct Shape {
+    int64_t M, K, N;
+  };
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16})
+    for (const Shape sh : {Shape{1, 64, 32}, Shape{148, 768, 2304}, Shape{333, 256, 3072}, Shape{1000, 3072, 768},
+                           Shape{2048, 768, 768}}) {
+      SCOPED_TRACE(testing::Message() << "dtype " << dtype << " M " << sh.M << " K " << sh.K << " N " << sh.N);
+      torch::manual_seed(static_cast<uint64_t>(sh.M + sh.N));
+      auto x = torch::randn({sh.M, sh.K}, on_gpu.dtype(dtype)).requires_grad_();
+      auto w = (0.05 * torch::randn({sh.N, sh.K}, on_gpu)).requires_grad_();
+      auto b = torch::randn({sh.N}, on_gpu).requires_grad_();
+      torch::Tensor y, yr;
+      {
+        Autocast autocast(true);
+        ASSERT_TRUE(linear_bgrad_takes(x, w, b));
+        y = linear_bgrad(x, w, b);
+        yr = at::linear(x, w, b);
+      }
+      ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+      EXPECT_TRUE(torch::equal(y, yr));
+      const auto dy = torch::randn_like(y);
+      const auto g = torch::autograd::grad({y}, {x, w, b}, {dy}, /*retain_graph=*/true);
+      const auto ge = torch::autograd::grad({yr}, {x, w, b}, {dy});
+      ++calls;
+      ASSERT_EQ(g[0].scalar_type(), dtype);
+      ASSERT_EQ(g[1].scalar_type(), torch::kFloat32);
+      ASSERT_EQ(g[2].scalar_type(), torch::kFloat32);
+      const double dx_scale = ge[0].abs().max().item<double>();
+      EXPECT_LE(max_abs_diff(g[0].to(torch::kFloat32), ge[0].to(torch::kFloat32)), dx_scale / 128)
+          << "bit for bit: " << torch::equal(g[0], ge[0]);
+      // The reference sums in double on the CPU, from the bf16 operands the product read.
+      const auto dyd = dy.cpu().to(torch::kDouble), xd = x.detach().to(torch::kBFloat16).cpu().to(torch::kDouble);
+      const auto dw_ref = dyd.t().mm(xd), db_ref = dyd.sum(0);
+      const double dw_scale = dw_ref.abs().max().item<double>(), db_scale = db_ref.abs().max().item<double>();
+      const double dw_err = max_abs_diff(g[1].cpu().to(torch::kDouble), dw_ref);
+      const double db_err = max_abs_diff(g[2].cpu().to(torch::kDouble), db_ref);
+      // fp32 outputs: sums of M bf16 products in fp32 (far within 1e-4 of the largest); bf16
+      // outputs (cuBLASLt without the fp32 product): within the eager path's rounding.
+      EXPECT_LE(dw_err, 4e-3 * dw_scale);
+      EXPECT_LE(db_err, 4e-3 * std::max(1.0, db_scale));
+      std::printf("[ bgrad ] %s M %lld K %lld N %lld: weight gradient off by %.3g of its largest, bias %.3g; eager "
+                  "weight gradient off by %.3g\n",
+                  dtype == torch::kFloat32 ? "fp32" : "bf16", static_cast<long long>(sh.M),
+                  static_cast<long long>(sh.K), static_cast<long long>(sh.N), dw_err / dw_scale,
+                  db_err / std::max(1.0, db_scale), max_abs_diff(ge[1].cpu().to(torch::kDouble), dw_ref) / dw_scale);
+      const auto again = torch::autograd::grad({y}, {x, w, b}, {dy});
+      ++calls;
+      for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(again[i], g[i])) << "gradient " << i;
+    }
+  const LinearBgradCounts after = linear_bgrad_counts();
+  const int64_t fused = after.fused - before.fused, fused_bf16 = after.fused_bf16 - before.fused_bf16,
+                fallback = after.fallback - before.fallback;
+  std::printf("[ bgrad ] products: %lld fused with fp32 outputs, %lld with bf16 outputs, %lld fell back\n",
+              static_cast<long long>(fused), static_cast<long long>(fused_bf16), static_cast<long long>(fallback));
+  EXPECT_EQ(fused + fused_bf16 + fallback, calls);
+  EXPECT_GE(fused + fused_bf16, calls - 2);  // every shape but perhaps the one-row one
+  {  // the model on the GPU: bgrad on against off (the same draws; fp32 gradients of the products)
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, {true, true, false, false, false});
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, {true, true, false, false, true});
+    set_fusions(saved);
+    EXPECT_TRUE(torch::equal(loss_on, loss_off));  // the forward is the eager one
+    expect_grads_close(grads_on, grads_off, 3e-2);
+  }
+}
+
 // The encoder in fp32 on the GPU against the CPU, with padding, for every combination of the
 // fusions (fusions.hpp): what `embed` relies on (the GPU tests compare its output within
 // 1e-4). The CPU runs the same combinations against the unfused CPU forward.
@@ -655,7 +770,7 @@ TEST(Fusions, EncoderOnEachDeviceMatchesTheCpuWithPadding) {
   auto mask = torch::ones({6, 40}, torch::kLong);
   for (int64_t r = 1; r < 6; ++r) mask[r].slice(0, 40 - 6 * r).fill_(0);
   const Fusions saved = fusions();
-  set_fusions({false, false});
+  set_fusions({false, false, false, false});
   BertModel plain(cfg);
   {
     torch::NoGradGuard ng;

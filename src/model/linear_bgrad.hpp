@@ -1,0 +1,35 @@
+#pragma once
+// A linear layer x·Wᵀ + b under bf16 autocast on a GPU as one autograd node whose backward
+// sums the bias's gradient in the epilogue of the weight-gradient product (cuBLASLt's
+// BGRADB), instead of a separate reduction that reads the bf16 output gradient once more.
+// The weight's gradient comes out of that product in fp32 where cuBLASLt has such a product
+// (the eager path rounds it to bf16 and then casts it to the fp32 weight's dtype), else in
+// bf16, the bias's likewise: the same values within bf16 rounding, not bit for bit, so
+// GENEMASK_FUSED's bgrad is recorded with a checkpoint.
+// The forward is the eager one (at::linear on bf16 operands), and so is the input's
+// gradient (one bf16 product, cast back to the input's dtype).
+#include <torch/torch.h>
+
+namespace genemask::model {
+
+/// Whether the node can run on `device`: a CUDA build and a GPU.
+bool linear_bgrad_runs_on(const torch::Device& device);
+/// Whether the node takes these: x on a GPU in bf16 or fp32 with last size K, weight fp32
+/// [N, K] and bias fp32 [N] on it, K and N multiples of 8 (16-byte rows in bf16), with bf16
+/// autocast on for CUDA and gradients recorded. BERT's linear layers use the node where
+/// fusions().bgrad and this hold; elsewhere at::linear.
+bool linear_bgrad_takes(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+/// x·weightᵀ + bias in bf16, differentiable in x, weight and bias.
+torch::Tensor linear_bgrad(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+/// How many weight gradients went through the fused product since the process started, with
+/// fp32 outputs (`fused`) or, where cuBLASLt offered no algorithm for those, bf16 ones
+/// (`fused_bf16`), and how many fell back to a product and a separate sum because it offered
+/// none for either (for the tests and the benchmark's record).
+struct LinearBgradCounts {
+  int64_t fused = 0, fused_bf16 = 0, fallback = 0;
+};
+LinearBgradCounts linear_bgrad_counts();
+
+}  // namespace genemask::model
