@@ -348,15 +348,16 @@ class Pretrain(unittest.TestCase):
         # gelu, "qkv,ln") resumes without GENEMASK_FUSED with its own, said in one line, and
         # its next checkpoints record them again; GENEMASK_FUSED set otherwise is a change
         # (refused: test_resume_refuses_changed_settings). A run of the defaults says nothing.
-        out = os.path.join(self.tmp, "older-fusions")
-        self.pretrain(out, stop_after=5, env={"GENEMASK_FUSED": "qkv,ln"})  # checkpoint at 4
-        p = self.pretrain(out, ["--resume"])
-        said = [l for l in (p.stdout + p.stderr).splitlines() if "fused paths" in l]
-        self.assertEqual(len(said), 1, p.stdout + p.stderr)
-        self.assertIn('--resume: the fused paths that change the numbers are "qkv,ln", as the run recorded them (a new '
-                      'run takes "qkv,ln,gelu"; GENEMASK_FUSED chooses others)', said[0])
-        with open(os.path.join(out, "checkpoints", "step-00000008", "state.json")) as f:
-            self.assertEqual(json.load(f)["fused"], "qkv,ln")
+        for ranks in (None, 2):  # every rank reads the checkpoint; rank 0 says it
+            out = os.path.join(self.tmp, f"older-fusions-{ranks}")
+            self.pretrain(out, stop_after=5, ranks=ranks, env={"GENEMASK_FUSED": "qkv,ln"})  # checkpoint at 4
+            p = self.pretrain(out, ["--resume"], ranks=ranks)
+            said = [l for l in (p.stdout + p.stderr).splitlines() if "fused paths" in l]
+            self.assertEqual(len(said), 1, p.stdout + p.stderr)
+            self.assertIn('--resume: the fused paths that change the numbers are "qkv,ln", as the run recorded them (a '
+                          'new run takes "qkv,ln,gelu"; GENEMASK_FUSED chooses others)', said[0])
+            with open(os.path.join(out, "checkpoints", "step-00000008", "state.json")) as f:
+                self.assertEqual(json.load(f)["fused"], "qkv,ln")
         out = os.path.join(self.tmp, "default-fusions")
         self.pretrain(out, stop_after=5)
         p = self.pretrain(out, ["--resume"])
