@@ -75,10 +75,14 @@ trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM  # the EXIT trap then removes the partial pack
 mkdir -p "$tmp/build" "$tmp/deps"
 
-# Packages whose libraries the node brings itself.
+# Packages whose libraries the node brings itself: the C and C++ runtimes, the driver, and
+# CUDA's libraries whichever way they were installed (NVIDIA's cuda-* packages, or Debian's
+# own, e.g. libcudart12, libcublaslt12), which the node's PyTorch brings as its wheels.
 left_out() {
   case "$1" in
-    libc6 | libstdc++6 | libgcc-s1 | cuda-* | libcuda1 | libnvidia-* | libcudnn* | libnccl* | libnvjitlink*) return 0 ;;
+    libc6 | libstdc++6 | libgcc-s1 | cuda-* | libcuda1 | libnvidia-* | libcudnn* | libnccl* | libnvjitlink* | \
+      libcudart[0-9]* | libcublas* | libcufft* | libcurand* | libcusparse* | libcusolver* | libnvrtc* | libcupti* | \
+      libnvtoolsext* | libcufile*) return 0 ;;
   esac
   return 1
 }

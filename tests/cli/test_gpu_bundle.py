@@ -213,6 +213,22 @@ class GpuBundle(unittest.TestCase):
         self.assertNotIn("help file", log)
         self.assertNotIn("You were supposed to get help", log)
 
+    def test_cuda_packages_are_left_to_the_node(self):
+        # The script's own left_out(): CUDA's libraries as NVIDIA's packages and as Debian's
+        # (the runtime and cuBLASLt, which the training library links, among them) stay out;
+        # the libraries it must carry go in.
+        with open(BUNDLE) as f:
+            src = f.read()
+        func = src[src.index("left_out() {"):src.index("\n}\n", src.index("left_out() {")) + 3]
+        out = subprocess.run(["bash", "-c", func + 'for p in "$@"; do left_out "$p" && echo "$p out" || echo "$p in"; done',
+                              "-", "libcudart12", "libcublaslt12", "libcublas12", "cuda-cudart-13-0", "libnccl2",
+                              "libcufft11", "libnvrtc12", "libc6", "libopenmpi3", "libhdf5-103-1", "libcurl4",
+                              "libcuda1"], capture_output=True, text=True, check=True).stdout.split("\n")
+        self.assertEqual([l for l in out if l], ["libcudart12 out", "libcublaslt12 out", "libcublas12 out",
+                                                 "cuda-cudart-13-0 out", "libnccl2 out", "libcufft11 out",
+                                                 "libnvrtc12 out", "libc6 out", "libopenmpi3 in", "libhdf5-103-1 in",
+                                                 "libcurl4 in", "libcuda1 out"])
+
     def test_refusals(self):
         before = os.listdir(self.dir)
         p = bundle(self.dir)
