@@ -43,8 +43,11 @@ inline bool kept(uint64_t seed, uint64_t i, uint32_t thr) { return level24(seed,
 
 // ---- Row kernels on fp32 buffers: built for x86-64-v4 (AVX-512), v3 (AVX2) and the
 // baseline, the best one chosen at load time (GCC's target_clones); the file is compiled with
-// -fopenmp-simd for the reductions' pragmas. Everything a row of scores needs: widen bf16,
-// mask, max, exp and sum, the dropout factors, the softmax backward, narrow to bf16.
+// -fopenmp-simd for the reductions' pragmas and -fno-trapping-math, without which GCC keeps
+// the selects below (the clamps, a masked key's 0) as branches where AVX2 has no masked
+// operations, and the v3 clone of the exp loops stayed scalar (objdump: no ymm register).
+// Everything a row of scores needs: widen bf16, mask, max, exp and sum, the dropout factors,
+// the softmax backward, narrow to bf16.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define GENEMASK_ROW_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
@@ -222,6 +225,18 @@ int64_t heads_per_task(int64_t heads, int64_t Lq, int64_t L) {
   return std::max<int64_t>(1, std::min(by_cache, (heads + 7) / 8));
 }
 
+/// Packed rows: the heads of one segment per task, as many as keep a task's [G, len, len]
+/// scores within kSegmentChunkElements (4 MiB in fp32), all of them for segments of up to 362
+/// positions at 8 heads. Each product is a oneDNN call, and in bf16 a call costs about 20 us
+/// whatever its size (fp32's BLAS about 2; measured on an AMX Xeon: a [1, 100, 32] x [1, 32,
+/// 100] product 25 us, eight heads at once 38 us), so one head per call left the packed bf16
+/// logo step a third slower (docs/benchmarks.md). The segments give the threads their tasks.
+/// Never from the thread count, as above.
+constexpr int64_t kSegmentChunkElements = int64_t{1} << 20;
+int64_t heads_per_segment_task(int64_t heads, int64_t len) {
+  return std::max<int64_t>(1, std::min(heads, kSegmentChunkElements / std::max<int64_t>(1, len * len)));
+}
+
 /// One task: n consecutive (batch row, head) pairs from bh, their queries q0 .. q0 + ql and
 /// keys k0 .. k0 + kl. Unpacked, every task spans all queries and keys; packed, a task is one
 /// segment (a sample) of one row and up to G of its heads.
@@ -259,7 +274,7 @@ Tasks make_tasks(int64_t B, int64_t H, int64_t Lq, int64_t L, const torch::Tenso
     if (end == start) continue;  // zero-length (a fixed-shape layout pads its boundaries so)
     if (end < start || (end - 1) / L != row)
       throw std::invalid_argument("attention_dropout_cpu: segment boundaries must not decrease, and a segment must lie within one row");
-    const int64_t len = end - start, G = heads_per_task(H, len, len);
+    const int64_t len = end - start, G = heads_per_segment_task(H, len);
     for (int64_t h0 = 0; h0 < H; h0 += G) add({row * H + h0, std::min(G, H - h0), start % L, len, start % L, len});
   }
   return t;

@@ -55,6 +55,15 @@ bool tune_cpu_allocator() {
   return tuned;
 }
 
+bool widen_onednn_primitive_cache() {
+  static const bool widened = [] {
+    if (std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY") || std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY"))
+      return false;  // the user's choice
+    return setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16384", 0) == 0;
+  }();
+  return widened;
+}
+
 int set_intra_op_threads(int requested, int ranks_on_node, bool announce) {
   if (requested < 0) throw std::invalid_argument(fmt::format("--threads must be >= 0 (0: all cores), got {}", requested));
   const CoreBudget b = available_cores();

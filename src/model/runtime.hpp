@@ -25,6 +25,17 @@ int set_intra_op_threads(int requested, int ranks_on_node = 1, bool announce = t
 /// Nothing when the user set MALLOC_*_ or GLIBC_TUNABLES. True when it was applied.
 bool tune_cpu_allocator();
 
+/// oneDNN, which runs LibTorch's bf16 products on the CPU, compiles a primitive (about 1 ms)
+/// for every product shape it meets and keeps the last 1024. Packed batches bring new shapes
+/// every step (each segment length in the attention's products, the masked rows in the
+/// decoder's): a few thousand over a run, so past 1024 the same shapes were compiled again
+/// and again. This keeps 16384 (ONEDNN_PRIMITIVE_CACHE_CAPACITY): a packed bf16 logo
+/// pretrain on an AMX Xeon ran 1.13x faster over 120 steps, its peak resident size 16 MiB
+/// larger (docs/benchmarks.md). Called by pretrain, finetune and train_bench before their
+/// first product (oneDNN reads the variable once); nothing when the user set it. True when
+/// it was set here.
+bool widen_onednn_primitive_cache();
+
 /// The LibTorch version, its CUDA build, and the GPUs visible now (never throws).
 RuntimeInfo runtime_info();
 

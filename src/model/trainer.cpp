@@ -314,6 +314,7 @@ ModelShape shape_of(const BertConfig& c) {
 /// threads and how gradients are summed.
 void choose_runtime(Run& r) {
   hpc::check_slurm_world(r.world);
+  widen_onednn_primitive_cache();  // before anything could run a product
   const auto [local_rank, local_size] = hpc::local_rank_size(r.comm);
   r.bf16 = wants_bf16(r.o.precision, r.o.device, r.rank == 0);
   r.packing = parse_packing(r.o.packing);

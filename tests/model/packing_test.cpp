@@ -83,6 +83,19 @@ torch::Tensor block_mask_reference(const std::vector<int64_t>& cu, int64_t B, in
   return m;
 }
 
+/// Whether attention_dropout_cpu gives the same bits at one thread and at two or more (the
+/// thread count restored).
+bool same_at_any_thread_count(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double p,
+                              uint64_t seed, const torch::Tensor& segments) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(1);
+  auto one = attention_dropout_cpu(q, k, v, {}, p, seed, segments);
+  at::set_num_threads(std::max(2, threads));
+  auto many = attention_dropout_cpu(q, k, v, {}, p, seed, segments);
+  at::set_num_threads(threads);
+  return torch::equal(one, many);
+}
+
 }  // namespace
 
 TEST(Packing, KeepsEverySampleWholeAndInItsOwnSegment) {
@@ -187,16 +200,38 @@ TEST(Packing, CpuKernelOverSegmentsMatchesTheBlockDiagonalReference) {
   // Thread-count invariance, bit for bit.
   torch::manual_seed(6);
   auto q = torch::randn({B, h, L, d}), k = torch::randn({B, h, L, d}), v = torch::randn({B, h, L, d});
-  const int threads = at::get_num_threads();
-  at::set_num_threads(1);
-  auto one = attention_dropout_cpu(q, k, v, {}, 0.2, 9, segments);
-  at::set_num_threads(std::max(2, threads));
-  auto many = attention_dropout_cpu(q, k, v, {}, 0.2, 9, segments);
-  at::set_num_threads(threads);
-  EXPECT_TRUE(torch::equal(one, many));
+  EXPECT_TRUE(same_at_any_thread_count(q, k, v, 0.2, 9, segments));
   // Boundaries that do not cover B x L, or cross a row, are refused.
   EXPECT_THROW(attention_dropout_cpu(q, k, v, {}, 0.0, 1, torch::tensor({0, 7, 59}, torch::kLong)), std::invalid_argument);
   EXPECT_THROW(attention_dropout_cpu(q, k, v, {}, 0.0, 1, torch::tensor({0, 25, 60}, torch::kLong)), std::invalid_argument);
+}
+
+TEST(Packing, LongSegmentsSplitTheirHeadsAcrossTasks) {
+  // A segment's heads go to one task while their scores fit 2^20 elements: at 390 positions
+  // 6 of 8 heads fit, so its heads are split 6 + 2 (and the 10-position segment takes all 8).
+  // Against the block-diagonal reference in double, with dropout, and bit for bit at any
+  // thread count.
+  const int64_t B = 1, h = 8, L = 400, d = 4;
+  const std::vector<int64_t> cu = {0, 390, 400};
+  const auto segments = torch::tensor(cu, torch::kLong);
+  torch::manual_seed(8);
+  auto q0 = torch::randn({B, h, L, d}, torch::kFloat64), k0 = torch::randn({B, h, L, d}, torch::kFloat64),
+       v0 = torch::randn({B, h, L, d}, torch::kFloat64);
+  auto q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+  auto out = attention_dropout_cpu(q, k, v, {}, 0.1, 21, segments);
+  auto go = torch::randn(out.sizes(), torch::kFloat64);
+  (out * go).sum().backward();
+  auto qd = q0.clone().requires_grad_(), kd = k0.clone().requires_grad_(), vd = v0.clone().requires_grad_();
+  auto scores = torch::matmul(qd, kd.transpose(-1, -2)) / std::sqrt(static_cast<double>(d));
+  scores = scores.masked_fill(block_mask_reference(cu, B, L).logical_not(), -std::numeric_limits<double>::infinity());
+  auto keep = attention_dropout_keep_mask({B, h, L, L}, 0.1, 21).to(torch::kFloat64);
+  auto ref = torch::matmul(torch::softmax(scores, -1) * keep * attention_dropout_scale(0.1), vd);
+  (ref * go).sum().backward();
+  EXPECT_LT(max_abs_diff(out, ref), 1e-10);
+  for (auto [got, want] : {std::pair{q.grad(), qd.grad()}, std::pair{k.grad(), kd.grad()}, std::pair{v.grad(), vd.grad()}})
+    EXPECT_LT(max_abs_diff(got, want), 1e-10);
+  EXPECT_TRUE(same_at_any_thread_count(q0.to(torch::kFloat32), k0.to(torch::kFloat32), v0.to(torch::kFloat32), 0.1, 21,
+                                       segments));
 }
 
 TEST(Packing, BlockMaskPathEqualsTheSegmentKernel) {

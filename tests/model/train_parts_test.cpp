@@ -155,6 +155,30 @@ TEST(Runtime, AllocatorKeepsLargeBlocksInTheHeap) {
   EXPECT_GE(mallinfo2().fordblks, size_t{64} << 20);  // kept, free, for the next allocation
 }
 
+TEST(Runtime, OneDnnPrimitiveCacheWidenedUnlessTheUserChose) {
+  // oneDNN reads ONEDNN_PRIMITIVE_CACHE_CAPACITY once, at its first primitive: the variable
+  // is what is checked here (its effect, shapes no longer compiled again, is measured in
+  // docs/benchmarks.md). ctest also runs this test with the user's own value set
+  // (GENEMASK_TEST_USER_ONEDNN names it), which must then stand.
+  const bool widened = widen_onednn_primitive_cache();
+  const char* now = std::getenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY");
+  if (const char* user = std::getenv("GENEMASK_TEST_USER_ONEDNN")) {
+    EXPECT_FALSE(widened);
+    if (std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY") == nullptr) {
+      ASSERT_NE(now, nullptr);
+      EXPECT_STREQ(now, user);
+    } else {
+      EXPECT_EQ(now, nullptr) << "set beside the user's DNNL_PRIMITIVE_CACHE_CAPACITY";
+    }
+  } else if (widened) {
+    ASSERT_NE(now, nullptr);
+    EXPECT_STREQ(now, "16384");
+  } else {
+    EXPECT_TRUE(now != nullptr || std::getenv("DNNL_PRIMITIVE_CACHE_CAPACITY") != nullptr);
+  }
+  EXPECT_EQ(widen_onednn_primitive_cache(), widened);  // decided once per process
+}
+
 TEST(Attention, NoMaskEqualsAllOnesMask) {
   auto x = random_qkv(2, 2, 16, 16, 8);
   auto none = attention(x.q, x.k, x.v, torch::Tensor(), 0.0);
