@@ -416,7 +416,7 @@ struct AttentionDropout : torch::autograd::Function<AttentionDropout> {
             if (mask.defined() && bias_of != b) key_bias(mask, bias_of = b, bias);
             acc_t* pr = prob.data() + r * t.kl;
             R::load(sp + r * t.kl, pr, t.kl);
-            R::add_max(pr, mask.defined() ? bias.data() : nullptr, t.kl);
+            if (mask.defined()) R::add_max(pr, bias.data(), t.kl);  // (the max itself is not needed: lse is)
             R::exp_sum(pr, lse.data_ptr<acc_t>()[row], t.kl);
             if (thr > 0) {
               acc_t* fr = f.data() + r * t.kl;
