@@ -28,6 +28,9 @@
 //                    of their weight-gradient products (src/model/fusions.hpp's bgrad; off
 //                    by default); --no-bgrad asks for the default explicitly; the JSON's
 //                    bgrad_products counts the products fused and those that fell back
+//   --no-cpu-bias    on the CPU under bf16, ATen's linear (the bias copied into the output
+//                    first) instead of oneDNN's with the bias in its epilogue
+//                    (src/model/fusions.hpp's cpu-bias, on by default: its ablation)
 //   --sdpa B         scaled_dot_product_attention with backend B only: flash, cudnn or
 //                    efficient (default: LibTorch's choice); packed rows on a GPU call flash
 //                    attention over segments directly either way
@@ -156,7 +159,7 @@ int run(int argc, char** argv) {
   }
   std::vector<std::string> pos;
   bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = Fusions{}.ln_bf16, fused_gelu = Fusions{}.gelu,
-       bgrad = Fusions{}.bgrad,
+       bgrad = Fusions{}.bgrad, cpu_bias = Fusions{}.cpu_bias,
        packing = false;
   std::string lengths = "full", sdpa;
   int profile = 0, check_graph = 0;
@@ -171,6 +174,7 @@ int run(int argc, char** argv) {
     else if (a == "--no-fused-gelu") fused_gelu = false;
     else if (a == "--bgrad") bgrad = true;
     else if (a == "--no-bgrad") bgrad = false;
+    else if (a == "--no-cpu-bias") cpu_bias = false;
     else if (a == "--packing") packing = true;
     else if (a == "--lengths" && i + 1 < argc) lengths = argv[++i];
     else if (a == "--sdpa" && i + 1 < argc) sdpa = argv[++i];
@@ -192,7 +196,7 @@ int run(int argc, char** argv) {
   const torch::Device dev = pick_device(device_name, 0, "--device");
   use_device(dev, /*tf32=*/true);
   const bool bf16 = precision == "bf16";
-  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad});
+  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias});
   // glibc's allocator and oneDNN's primitive cache as pretrain and finetune set them
   // (runtime.hpp): a step's activations come from the heap, not from fresh mmaps whose pages
   // fault in again every step, and no product shape is compiled twice.
@@ -423,14 +427,14 @@ int run(int argc, char** argv) {
                           t_clip / steps, t_opt / steps);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
-      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
+      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
       "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
       static_cast<long long>(seq), graph ? "true" : "false", unfused_qkv ? "false" : "true",
       !unfused_ln && dev.is_cuda() ? "true" : "false", ln_bf16 && bf16 ? "true" : "false", fused_gelu && dev.is_cuda() ? "true" : "false", bgrad && dev.is_cuda() && bf16 ? "true" : "false",
-      bgrad_products.c_str(), sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
+      bgrad_products.c_str(), cpu_bias && dev.is_cpu() && bf16 ? "true" : "false", sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),
       flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
       mfu(achieved_tflops, measured_peak_tflops), json_text(gpu).c_str(),

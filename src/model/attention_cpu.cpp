@@ -9,6 +9,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -245,9 +246,22 @@ struct Task {
 };
 struct Tasks {
   std::vector<Task> list;
+  std::vector<size_t> order;  // the tasks costliest first (their score elements), the order threads take them in
   int64_t scores = 0;  // the most score elements (n x ql x kl) of any task: each thread's buffers
   int64_t rows = 0;    // the most query or key rows (n x max(ql, kl)) of any task
 };
+
+/// The tasks costliest first: threads take them in that order, so that a long segment taken
+/// last does not leave the other threads waiting (which thread takes a task never changes
+/// what it computes).
+void order_by_cost(Tasks& t) {
+  t.order.resize(t.list.size());
+  for (size_t i = 0; i < t.order.size(); ++i) t.order[i] = i;
+  std::stable_sort(t.order.begin(), t.order.end(), [&](size_t a, size_t b) {
+    const Task &x = t.list[a], &y = t.list[b];
+    return x.n * x.ql * x.kl > y.n * y.ql * y.kl;
+  });
+}
 
 /// The tasks of B x H (batch row, head) pairs of Lq queries and L keys: unpacked, chunks of
 /// heads_per_task pairs; packed (`cu`: segment boundaries over the B x L flat positions, every
@@ -262,6 +276,7 @@ Tasks make_tasks(int64_t B, int64_t H, int64_t Lq, int64_t L, const torch::Tenso
   if (!cu.defined()) {
     const int64_t BH = B * H, G = heads_per_task(BH, Lq, L);
     for (int64_t h0 = 0; h0 < BH; h0 += G) add({h0, std::min(G, BH - h0), 0, Lq, 0, L});
+    order_by_cost(t);
     return t;
   }
   const auto c = cu.to(torch::kLong).contiguous();
@@ -277,7 +292,27 @@ Tasks make_tasks(int64_t B, int64_t H, int64_t Lq, int64_t L, const torch::Tenso
     const int64_t len = end - start, G = heads_per_segment_task(H, len);
     for (int64_t h0 = 0; h0 < H; h0 += G) add({row * H + h0, std::min(G, H - h0), start % L, len, start % L, len});
   }
+  order_by_cost(t);
   return t;
+}
+
+/// Runs the tasks on LibTorch's intra-op threads (at most one thread per task): each thread
+/// calls `per_thread(take)` once, which makes its buffers and then runs take()'s tasks, the
+/// next one in `order` at each call, until take() gives nullptr. Inside, LibTorch's own
+/// operations (and oneDNN's products) run on the calling thread. What a task computes never
+/// depends on the thread that runs it, so the results are the same at any thread count.
+/// (at::parallel_for is an inline template: parallel only in a file compiled with OpenMP,
+/// as this one is; src/model/CMakeLists.txt.)
+template <typename PerThread>
+void run_tasks(const Tasks& tasks, const PerThread& per_thread) {
+  const auto n = static_cast<int64_t>(tasks.list.size());
+  std::atomic<int64_t> next{0};
+  at::parallel_for(0, std::min<int64_t>(n, at::get_num_threads()), 1, [&](int64_t, int64_t) {
+    per_thread([&]() -> const Task* {
+      const int64_t i = next.fetch_add(1);
+      return i < n ? &tasks.list[tasks.order[static_cast<size_t>(i)]] : nullptr;
+    });
+  });
 }
 
 /// A [n, rows, cols] view of the front of a flat buffer.
@@ -331,14 +366,13 @@ struct AttentionDropout : torch::autograd::Function<AttentionDropout> {
       using R = Rows<scalar_t>;
       using acc_t = at::opmath_type<scalar_t>;
       const auto keep_scale = static_cast<acc_t>(attention_dropout_scale(p));
-      const auto ntasks = static_cast<int64_t>(tasks.list.size());
-      at::parallel_for(0, ntasks, 1, [&](int64_t first, int64_t last) {
+      run_tasks(tasks, [&](const auto& take) {
         auto sbuf = at::empty({tasks.scores}, qs.options()), pbuf = at::empty({tasks.scores}, qs.options());
         auto obuf = at::empty({tasks.rows * dv}, qs.options());
         std::vector<acc_t> x(static_cast<size_t>(L)), f(static_cast<size_t>(L)), bias(static_cast<size_t>(L));
         int64_t bias_of = -1;
-        for (int64_t c = first; c < last; ++c) {
-          const Task& t = tasks.list[static_cast<size_t>(c)];
+        for (const Task* next = take(); next; next = take()) {
+          const Task& t = *next;
           auto s = front(sbuf, t.n, t.ql, t.kl), probs = front(pbuf, t.n, t.ql, t.kl);
           auto kc = k3.narrow(0, t.bh, t.n).narrow(1, t.k0, t.kl);
           at::bmm_out(s, q3.narrow(0, t.bh, t.n).narrow(1, t.q0, t.ql), kc.transpose(1, 2));
@@ -395,16 +429,15 @@ struct AttentionDropout : torch::autograd::Function<AttentionDropout> {
       using R = Rows<scalar_t>;
       using acc_t = at::opmath_type<scalar_t>;
       const auto keep_scale = static_cast<acc_t>(attention_dropout_scale(p));
-      const auto ntasks = static_cast<int64_t>(tasks.list.size());
-      at::parallel_for(0, ntasks, 1, [&](int64_t first, int64_t last) {
+      run_tasks(tasks, [&](const auto& take) {
         auto sbuf = at::empty({tasks.scores}, qs.options());  // the scores, then dP
         auto pbuf = at::empty({tasks.scores}, qs.options());  // the dropped probabilities, then dS
         auto obuf = at::empty({tasks.rows * d}, qs.options());
         const auto cap = static_cast<size_t>(tasks.scores);
         std::vector<acc_t> prob(cap), f(thr > 0 ? cap : 0), g(static_cast<size_t>(L)), bias(static_cast<size_t>(L));
         int64_t bias_of = -1;
-        for (int64_t c = first; c < last; ++c) {
-          const Task& t = tasks.list[static_cast<size_t>(c)];
+        for (const Task* next = take(); next; next = take()) {
+          const Task& t = *next;
           auto s = front(sbuf, t.n, t.ql, t.kl), pd = front(pbuf, t.n, t.ql, t.kl);
           auto qc = q3.narrow(0, t.bh, t.n).narrow(1, t.q0, t.ql), kc = k3.narrow(0, t.bh, t.n).narrow(1, t.k0, t.kl),
                vc = v3.narrow(0, t.bh, t.n).narrow(1, t.k0, t.kl), gc = g3.narrow(0, t.bh, t.n).narrow(1, t.q0, t.ql);
@@ -466,6 +499,21 @@ torch::Tensor attention_dropout_keep_mask(at::IntArrayRef sizes, double p, uint6
     for (int64_t i = a; i < b; ++i) d[i] = kept(seed, static_cast<uint64_t>(i), thr);
   });
   return m;
+}
+
+int attention_cpu_threads_for(int64_t tasks) {
+  Tasks t;
+  for (int64_t i = 0; i < tasks; ++i) t.list.push_back({i, 1, 0, 1 + i % 3, 0, 1});
+  order_by_cost(t);
+  std::atomic<int> threads{0};
+  std::vector<std::atomic<int>> runs(static_cast<size_t>(tasks));
+  run_tasks(t, [&](const auto& take) {
+    threads.fetch_add(1);
+    for (const Task* next = take(); next; next = take()) runs[static_cast<size_t>(next->bh)].fetch_add(1);
+  });
+  for (const auto& r : runs)
+    if (r.load() != 1) return -1;
+  return threads.load();
 }
 
 uint64_t next_cpu_dropout_seed() {

@@ -49,4 +49,9 @@ double attention_dropout_scale(double p);
 /// A fresh seed from LibTorch's default CPU generator.
 uint64_t next_cpu_dropout_seed();
 
+/// How many of LibTorch's intra-op threads the CPU attention spreads `tasks` tasks over (at
+/// most one per task; each task run once, else -1). For the tests: the kernel is parallel only
+/// where its file is compiled with OpenMP (src/model/CMakeLists.txt).
+int attention_cpu_threads_for(int64_t tasks);
+
 }  // namespace genemask::model

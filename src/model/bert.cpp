@@ -4,6 +4,7 @@
 #include "model/attention_cpu.hpp"
 #include "model/bias_gelu.hpp"
 #include "model/linear_bgrad.hpp"
+#include "model/linear_cpu.hpp"
 #include "model/fusions.hpp"
 #include "model/grad_sync.hpp"
 #include "model/residual_layer_norm.hpp"
@@ -176,9 +177,11 @@ bool copies_for_products(const Fusions& f, const torch::Device& dev) {
 
 torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   // On a GPU under bf16 with bgrad in force, the node whose backward sums the bias's gradient
-  // in the weight-gradient product (linear_bgrad.hpp); elsewhere ATen's linear.
+  // in the weight-gradient product (linear_bgrad.hpp); on the CPU under bf16, the bias in
+  // oneDNN's epilogue (linear_cpu.hpp, the same numbers); elsewhere ATen's linear.
   if (bias.defined() && x.is_cuda() && fusions().bgrad && linear_bgrad_takes(x, weight, bias))
     return linear_bgrad(x, weight, bias);
+  if (cpu_bias_linear_takes(x, weight, bias)) return cpu_bias_linear(x, weight, bias);
   return at::linear(x, weight, bias);
 }
 torch::Tensor affine(const torch::nn::Linear& m, const torch::Tensor& x) { return affine(x, m->weight, m->bias); }

@@ -15,7 +15,7 @@ std::optional<Fusions> g_fusions;
 }  // namespace
 
 Fusions parse_fusions(const std::string& text) {
-  Fusions f{false, false, false, false, false};
+  Fusions f{false, false, false, false, false, false};
   if (text == "none") return f;
   std::stringstream in(text);
   std::string item;
@@ -26,12 +26,13 @@ Fusions parse_fusions(const std::string& text) {
     else if (item == "ln-bf16") f.ln_bf16 = true;
     else if (item == "gelu") f.gelu = true;
     else if (item == "bgrad") f.bgrad = true;
+    else if (item == "cpu-bias") f.cpu_bias = true;
     else
       throw std::invalid_argument("GENEMASK_FUSED='" + text +
-                                  "': expected a comma-separated list of qkv, ln, ln-bf16, gelu and bgrad, or none");
+                                  "': expected a comma-separated list of qkv, ln, ln-bf16, gelu, bgrad and cpu-bias, or none");
     any = true;
   }
-  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv, ln, ln-bf16, gelu and bgrad, or none");
+  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv, ln, ln-bf16, gelu, bgrad and cpu-bias, or none");
   return f;
 }
 

@@ -20,16 +20,20 @@
 //            weight's gradient out of that product in fp32. Off by default: checked on a
 //            GPU, it gained nothing measurable (dnabert +0.2%, logo -2%; docs/benchmarks.md);
 //            kept for its fp32 weight gradients. It changes the numbers (recorded, like gelu).
+//   cpu-bias on the CPU under bf16, the linear layers' bias added in the epilogue of oneDNN's
+//            product (linear_cpu.hpp) instead of copied into the output that the product
+//            then reads back (ATen's addmm): the same numbers, two passes over the output
+//            fewer (+4-5% on the packed bf16 logo step of an AMX Xeon; docs/benchmarks.md).
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
-// "qkv", "ln", "ln-bf16", "gelu" and "bgrad", or "none" (to compare with the unfused step, or to rule
+// "qkv", "ln", "ln-bf16", "gelu", "bgrad" and "cpu-bias", or "none" (to compare with the unfused step, or to rule
 // a fused kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln,
-// --no-ln-bf16, --no-fused-gelu and --bgrad set them instead (GENEMASK_FUSED aside).
+// --no-ln-bf16, --no-fused-gelu, --bgrad and --no-cpu-bias set them instead (GENEMASK_FUSED aside).
 #include <string>
 
 namespace genemask::model {
 
 struct Fusions {
-  bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false;
+  bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false, cpu_bias = true;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an
@@ -42,7 +46,8 @@ Fusions parse_fusions(const std::string& text);
 /// "qkv,ln,gelu,bgrad" in force, in that order, or "none"): qkv (another product's rounding),
 /// ln (on a GPU, its own dropout draws and rounding), gelu (on a GPU, the bias added and its
 /// gradient summed in fp32) and bgrad (on a GPU, the linear layers' weight and bias gradients
-/// in fp32). ln-bf16 is not among them: its copy is the cast autocast would make.
+/// in fp32). ln-bf16 and cpu-bias are not among them: ln-bf16's copy is the cast autocast
+/// would make, and cpu-bias computes what ATen's addmm computes.
 /// A checkpoint records it, so that --resume does not continue a run with other numbers.
 std::string numeric_fusions(const Fusions& f);
 

@@ -349,7 +349,8 @@ void adopt_run_fusions(Run& r) {
     return;  // compared (and refused) with the other settings
   }
   const Fusions now = fusions();
-  f.ln_bf16 = now.ln_bf16;
+  f.ln_bf16 = now.ln_bf16;  // the fusions that keep the numbers are this run's
+  f.cpu_bias = now.cpu_bias;
   if (numeric_fusions(f) == numeric_fusions(now) || numeric_fusions(f) != recorded) return;
   set_fusions(f);
   r.say(fmt::format("--resume: the fused paths that change the numbers are \"{}\", as the run recorded them (a new run "

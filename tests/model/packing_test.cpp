@@ -206,6 +206,21 @@ TEST(Packing, CpuKernelOverSegmentsMatchesTheBlockDiagonalReference) {
   EXPECT_THROW(attention_dropout_cpu(q, k, v, {}, 0.0, 1, torch::tensor({0, 25, 60}, torch::kLong)), std::invalid_argument);
 }
 
+// The CPU attention's tasks run on every intra-op thread (its file is compiled with OpenMP:
+// at::parallel_for is an inline template, serial in a file compiled without it), each task
+// once, and on one thread when LibTorch has one or there is one task.
+TEST(Packing, AttentionTasksRunOnEveryThread) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(2);
+  EXPECT_EQ(attention_cpu_threads_for(16), 2);
+  EXPECT_EQ(attention_cpu_threads_for(2), 2);
+  EXPECT_EQ(attention_cpu_threads_for(1), 1);
+  EXPECT_EQ(attention_cpu_threads_for(0), 0);
+  at::set_num_threads(1);
+  EXPECT_EQ(attention_cpu_threads_for(16), 1);
+  at::set_num_threads(threads);
+}
+
 TEST(Packing, LongSegmentsSplitTheirHeadsAcrossTasks) {
   // A segment's heads go to one task while their scores fit 2^20 elements: at 390 positions
   // 6 of 8 heads fit, so its heads are split 6 + 2 (and the 10-position segment takes all 8).

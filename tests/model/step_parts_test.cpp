@@ -3,6 +3,7 @@
 // the capturable optimizer step (tensor learning rate) against the plain one, the fused Q/K/V
 // product against three separate ones, and the CUDA graph's refusal on a CPU.
 #include <gtest/gtest.h>
+#include <ATen/cpu/Utils.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "model/bert.hpp"
 #include "model/bias_gelu.hpp"
 #include "model/linear_bgrad.hpp"
+#include "model/linear_cpu.hpp"
 #include "model/cuda_graph.hpp"
 #include "model/flops.hpp"
 #include "model/fusions.hpp"
@@ -286,6 +288,15 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_EQ(numeric_fusions(parse_fusions("qkv,ln")), "qkv,ln");  // what a checkpoint written before gelu recorded
   EXPECT_EQ(parse_fusions(numeric_fusions(Fusions{})).qkv, true);
   EXPECT_THROW(parse_fusions(""), std::invalid_argument);
+  // cpu-bias: on by default, named like the others, and not among the numeric ones.
+  EXPECT_TRUE(Fusions{}.cpu_bias);
+  EXPECT_FALSE(parse_fusions("qkv,ln,ln-bf16,gelu").cpu_bias);
+  EXPECT_FALSE(parse_fusions("none").cpu_bias);
+  f = parse_fusions("cpu-bias");
+  EXPECT_TRUE(!f.qkv && !f.ln && !f.ln_bf16 && !f.gelu && !f.bgrad && f.cpu_bias);
+  EXPECT_EQ(numeric_fusions(f), "none");
+  EXPECT_EQ(numeric_fusions(parse_fusions("cpu-bias,qkv")), "qkv");
+  EXPECT_THROW(parse_fusions("cpu_bias"), std::invalid_argument);
 }
 
 // What a capture's warm-up changes is put back: the tensors' values (in place: the same
@@ -466,6 +477,64 @@ std::pair<std::vector<torch::Tensor>, std::vector<torch::Tensor>> expect_cpu_ste
   return {grads_on, grads_off};
 }
 }  // namespace
+
+// The CPU's bf16 linear with its bias in oneDNN's epilogue (fusions.hpp's cpu-bias,
+// linear_cpu.hpp): where it is taken (a CPU whose bf16 products ATen sends to oneDNN: AVX-512
+// BW/VL/DQ), its output and the gradients of x, the weight and the bias equal ATen's linear
+// under bf16 autocast bit for bit, for 2-D and 3-D inputs, with and without autograd; it is
+// not taken in fp32, off, for a non-contiguous input, for a product too small for oneDNN, or
+// without a bias; and the MLM step's loss and every gradient are bit-identical on and off.
+TEST(CpuBiasLinear, SameNumbersAsAtensLinear) {
+  const Fusions saved = fusions();
+  Fusions on, off;
+  off.cpu_bias = false;
+  const auto caps = at::cpu::get_cpu_capabilities();
+  auto has = [&](const char* k) { return caps.count(k) && caps.at(k).isBool() && caps.at(k).toBool(); };
+  const bool onednn = at::hasMKLDNN() && has("avx512_bw") && has("avx512_vl") && has("avx512_dq");
+  torch::manual_seed(21);
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{3, 37, 64}, {50, 64}, {1, 200, 64}})
+    for (const int64_t out : {int64_t{3072}, int64_t{96}, int64_t{7}}) {
+      SCOPED_TRACE(fmt::format("x {} out {}", shape, out));
+      auto x = torch::randn(shape), w = 0.1 * torch::randn({out, 64}), b = torch::randn({out});
+      auto dy_shape = shape;
+      dy_shape.back() = out;
+      auto dy = torch::randn(dy_shape).to(torch::kBFloat16);
+      std::vector<torch::Tensor> got[2];
+      for (const bool fused : {false, true}) {
+        set_fusions(fused ? on : off);
+        auto xr = x.clone().requires_grad_(), wr = w.clone().requires_grad_(), br = b.clone().requires_grad_();
+        torch::Tensor y;
+        {
+          Autocast autocast(true);
+          EXPECT_EQ(cpu_bias_linear_takes(xr, wr, br), fused && onednn);
+          y = affine(xr, wr, br);
+          torch::NoGradGuard no_grad;  // inference: the same output without a graph
+          EXPECT_TRUE(torch::equal(affine(xr, wr, br), y));
+        }
+        ASSERT_EQ(y.scalar_type(), torch::kBFloat16);
+        y.backward(dy);
+        got[fused] = {y.detach(), xr.grad(), wr.grad(), br.grad()};
+      }
+      for (size_t i = 0; i < got[0].size(); ++i)
+        EXPECT_TRUE(torch::equal(got[1][i], got[0][i])) << "output, x, weight, bias: " << i;
+    }
+  set_fusions(on);
+  auto x = torch::randn({4, 9, 64}), w = torch::randn({96, 64}), b = torch::randn({96});
+  EXPECT_FALSE(cpu_bias_linear_takes(x, w, b));  // fp32, no autocast
+  {
+    Autocast autocast(true);
+    EXPECT_EQ(cpu_bias_linear_takes(x, w, b), onednn);
+    EXPECT_FALSE(cpu_bias_linear_takes(x.transpose(0, 1), w, b));  // ATen's linear adds the bias apart
+    EXPECT_FALSE(cpu_bias_linear_takes(x.slice(1, 0, 1).slice(0, 0, 1).slice(2, 0, 8), w.slice(1, 0, 8), b));
+    EXPECT_FALSE(cpu_bias_linear_takes(x, w, {}));
+    EXPECT_FALSE(cpu_bias_linear_takes(x, w, b.slice(0, 0, 95)));
+    set_fusions(off);
+    EXPECT_FALSE(cpu_bias_linear_takes(x, w, b));
+  }
+  expect_cpu_step_unchanged(off, on);
+  set_fusions(saved);
+  if (!onednn) GTEST_SKIP() << "this CPU's bf16 products do not run through oneDNN: the fused path is not taken here";
+}
 
 // The bf16 copy of the residual LayerNorm's output (fusions.hpp's ln-bf16). On the CPU (and
 // wherever the fused node is not taken) the copy is y.to(bf16), the cast autocast would make
