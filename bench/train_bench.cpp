@@ -200,8 +200,7 @@ int run(int argc, char** argv) {
   // glibc's allocator and oneDNN's primitive cache as pretrain and finetune set them
   // (runtime.hpp): a step's activations come from the heap, not from fresh mmaps whose pages
   // fault in again every step, and no product shape is compiled twice.
-  tune_cpu_allocator();
-  widen_onednn_primitive_cache();
+  tune_cpu_for_training();
   if (!sdpa.empty()) {
     if (sdpa != "flash" && sdpa != "cudnn" && sdpa != "efficient") {
       std::fprintf(stderr, "train_bench: --sdpa '%s': expected flash, cudnn or efficient\n", sdpa.c_str());

@@ -97,8 +97,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
     if (!std::isfinite(v) || v < 0) throw std::invalid_argument(fmt::format("{} must be a number >= 0, got {}", flag, v));
   if (!(o.warmup_fraction >= 0 && o.warmup_fraction <= 1))  // NaN fails too
     throw std::invalid_argument(fmt::format("--warmup-fraction {} must be in [0, 1]", o.warmup_fraction));
-  tune_cpu_allocator();
-  widen_onednn_primitive_cache();
+  tune_cpu_for_training();
   const int threads = set_intra_op_threads(o.threads);
   const bool bf16 = wants_bf16(o.precision, o.device);
   const torch::Device dev = pick_device(o.device, o.device_index);

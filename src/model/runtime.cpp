@@ -64,6 +64,11 @@ bool widen_onednn_primitive_cache() {
   return widened;
 }
 
+void tune_cpu_for_training() {
+  tune_cpu_allocator();
+  widen_onednn_primitive_cache();
+}
+
 int set_intra_op_threads(int requested, int ranks_on_node, bool announce) {
   if (requested < 0) throw std::invalid_argument(fmt::format("--threads must be >= 0 (0: all cores), got {}", requested));
   const CoreBudget b = available_cores();

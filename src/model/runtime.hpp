@@ -35,6 +35,10 @@ bool tune_cpu_allocator();
 /// first product (oneDNN reads the variable once); nothing when the user set it. True when
 /// it was set here.
 bool widen_onednn_primitive_cache();
+/// What a training command sets up on the CPU before its first product: tune_cpu_allocator()
+/// and widen_onednn_primitive_cache() (pretrain, finetune, so sweep, and train_bench, which
+/// measures the step as pretrain runs it).
+void tune_cpu_for_training();
 
 /// The LibTorch version, its CUDA build, and the GPUs visible now (never throws).
 RuntimeInfo runtime_info();

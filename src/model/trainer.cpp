@@ -314,7 +314,7 @@ ModelShape shape_of(const BertConfig& c) {
 /// threads and how gradients are summed.
 void choose_runtime(Run& r) {
   hpc::check_slurm_world(r.world);
-  widen_onednn_primitive_cache();  // before anything could run a product
+  tune_cpu_for_training();  // before anything could run a product
   const auto [local_rank, local_size] = hpc::local_rank_size(r.comm);
   r.bf16 = wants_bf16(r.o.precision, r.o.device, r.rank == 0);
   r.packing = parse_packing(r.o.packing);
@@ -324,7 +324,6 @@ void choose_runtime(Run& r) {
   const std::vector<RankGpu> gpus = gather_rank_gpus(r.device, r.comm);
   r.how = decide_allreduce(r.o.allreduce, gpus, nccl_built());
   r.gpus_shared = shared_gpu(gpus);  // for the CUDA graphs' decision, once the model is known
-  tune_cpu_allocator();
   r.threads = set_intra_op_threads(r.o.threads, local_size, r.rank == 0);
 }
 

@@ -201,7 +201,7 @@ TEST(Bert, FusedQkvProductEqualsThreeProducts) {
 }
 
 // Under bf16 autocast every linear layer is one product with its bias inside (addmm with a
-// bf16 bias), never a product followed by a separate add of the fp32 bias over the whole
+// bf16 bias, or oneDNN's linear on the CPU: fusions.hpp's cpu-bias), never a product followed by a separate add of the fp32 bias over the whole
 // output: the C++ frontend's torch::nn::functional::linear does that for inputs of 3
 // dimensions, and on an H100 those adds were 16% of the DNABERT step. Checked on the CPU by
 // the operators the profiler records (their input dtypes and shapes) in a forward and
@@ -233,7 +233,11 @@ TEST(Bert, Bf16LinearsAddTheirBiasInTheProduct) {
       if (!e.hasTypes() || !e.hasShapes() || e.dtypes().size() < 2) continue;
       const auto& t = e.dtypes();
       const auto& sh = e.shapes();
-      if (e.name() == "aten::addmm" && t[0] == "c10::BFloat16" && t[1] == "c10::BFloat16") ++bf16_addmm;
+      // addmm with a bf16 bias, or (cpu-bias, on a CPU whose bf16 products run through
+      // oneDNN) oneDNN's linear with the bias in its epilogue.
+      if ((e.name() == "aten::addmm" || e.name() == "mkldnn::_linear_pointwise") && t[0] == "c10::BFloat16" &&
+          t[1] == "c10::BFloat16")
+        ++bf16_addmm;
       // A 1-dimensional fp32 tensor added to a bf16 one of 2 or more dimensions.
       if ((e.name() == "aten::add_" || e.name() == "aten::add") && t[0] == "c10::BFloat16" && t[1] == "float" &&
           sh.size() >= 2 && sh[0].size() >= 2 && sh[1].size() == 1)
