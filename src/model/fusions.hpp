@@ -23,7 +23,7 @@
 //   cpu-bias on the CPU under bf16, the linear layers' bias added in the epilogue of oneDNN's
 //            product (linear_cpu.hpp) instead of copied into the output that the product
 //            then reads back (ATen's addmm): the same numbers, two passes over the output
-//            fewer (+4-5% on the packed bf16 logo step of an AMX Xeon; docs/benchmarks.md).
+//            fewer (+2-5% on the packed bf16 logo step of an AMX Xeon; docs/benchmarks.md).
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
 // "qkv", "ln", "ln-bf16", "gelu", "bgrad" and "cpu-bias", or "none" (to compare with the unfused step, or to rule
 // a fused kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln,
