@@ -30,7 +30,16 @@
 //                    bgrad_products counts the products fused and those that fell back
 //   --no-cpu-bias    on the CPU under bf16, ATen's linear (the bias copied into the output
 //                    first) instead of oneDNN's with the bias in its epilogue
-//                    (src/model/fusions.hpp's cpu-bias, on by default: its ablation)
+//                    (src/model/fusions.hpp's cpu-bias, on by default: its ablation); the
+//                    JSON's cpu_bias says whether the layers took it (a CPU whose bf16
+//                    products ATen sends to oneDNN), not only that it was asked for
+//   --bias-sum       on a GPU under bf16, the linear layers' bias gradients summed by
+//                    genemask's column-sum kernel (src/model/fusions.hpp's bias-sum; off by
+//                    default; bgrad takes precedence); --no-bias-sum asks for the default;
+//                    the JSON's bgrad_products counts them as column_sums
+//   --ln-smem        on a GPU, the fused LayerNorm's backward sums gamma's and beta's
+//                    gradients in shared memory (src/model/fusions.hpp's ln-smem; off by
+//                    default); --no-ln-smem asks for the default explicitly
 //   --sdpa B         scaled_dot_product_attention with backend B only: flash, cudnn or
 //                    efficient (default: LibTorch's choice); packed rows on a GPU call flash
 //                    attention over segments directly either way
@@ -68,6 +77,7 @@
 #include "model/optim.hpp"
 #include "model/fusions.hpp"
 #include "model/linear_bgrad.hpp"
+#include "model/linear_cpu.hpp"
 #include "model/runtime.hpp"
 #include "model/step_profile.hpp"
 
@@ -159,8 +169,8 @@ int run(int argc, char** argv) {
   }
   std::vector<std::string> pos;
   bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = Fusions{}.ln_bf16, fused_gelu = Fusions{}.gelu,
-       bgrad = Fusions{}.bgrad, cpu_bias = Fusions{}.cpu_bias,
-       packing = false;
+       bgrad = Fusions{}.bgrad, cpu_bias = Fusions{}.cpu_bias, ln_smem = Fusions{}.ln_smem,
+       bias_sum = Fusions{}.bias_sum, packing = false;
   std::string lengths = "full", sdpa;
   int profile = 0, check_graph = 0;
   for (int i = 1; i < argc; ++i) {
@@ -175,6 +185,10 @@ int run(int argc, char** argv) {
     else if (a == "--bgrad") bgrad = true;
     else if (a == "--no-bgrad") bgrad = false;
     else if (a == "--no-cpu-bias") cpu_bias = false;
+    else if (a == "--ln-smem") ln_smem = true;
+    else if (a == "--no-ln-smem") ln_smem = false;
+    else if (a == "--bias-sum") bias_sum = true;
+    else if (a == "--no-bias-sum") bias_sum = false;
     else if (a == "--packing") packing = true;
     else if (a == "--lengths" && i + 1 < argc) lengths = argv[++i];
     else if (a == "--sdpa" && i + 1 < argc) sdpa = argv[++i];
@@ -196,7 +210,13 @@ int run(int argc, char** argv) {
   const torch::Device dev = pick_device(device_name, 0, "--device");
   use_device(dev, /*tf32=*/true);
   const bool bf16 = precision == "bf16";
-  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias});
+  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias, ln_smem, bias_sum});
+  // Whether the model's linear layers take cpu-bias here (linear_cpu.hpp: the fusion on, a bf16
+  // step on a CPU whose bf16 products ATen sends to oneDNN), asked of a layer of the model's kind.
+  const bool cpu_bias_taken = dev.is_cpu() && bf16 && [] {
+    const auto o = torch::TensorOptions().dtype(torch::kBFloat16);
+    return cpu_bias_linear_takes(torch::zeros({32, 64}, o), torch::zeros({64, 64}, o), torch::zeros({64}, o));
+  }();
   // glibc's allocator and oneDNN's primitive cache as pretrain and finetune set them
   // (runtime.hpp): a step's activations come from the heap, not from fresh mmaps whose pages
   // fault in again every step, and no product shape is compiled twice.
@@ -419,21 +439,24 @@ int run(int argc, char** argv) {
   // How the linear layers' weight gradients were made with bgrad (linear_bgrad.hpp).
   const LinearBgradCounts bc = linear_bgrad_counts();
   const std::string bgrad_products =
-      fmt::format("{{\"fused\":{},\"fused_bf16\":{},\"fallback\":{}}}", bc.fused, bc.fused_bf16, bc.fallback);
+      fmt::format("{{\"fused\":{},\"fused_bf16\":{},\"fallback\":{},\"column_sums\":{}}}", bc.fused, bc.fused_bf16,
+                  bc.fallback, bc.column_sums);
   const std::string breakdown =
       graph ? "null"
             : fmt::format("{{\"forward_backward\":{:.5f},\"clip\":{:.5f},\"optimizer\":{:.5f}}}", t_fb / steps,
                           t_clip / steps, t_opt / steps);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
-      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
+      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"bias_sum\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
       "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
       static_cast<long long>(seq), graph ? "true" : "false", unfused_qkv ? "false" : "true",
       !unfused_ln && dev.is_cuda() ? "true" : "false", ln_bf16 && bf16 ? "true" : "false", fused_gelu && dev.is_cuda() ? "true" : "false", bgrad && dev.is_cuda() && bf16 ? "true" : "false",
-      bgrad_products.c_str(), cpu_bias && dev.is_cpu() && bf16 ? "true" : "false", sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
+      bgrad_products.c_str(), cpu_bias_taken ? "true" : "false",
+      ln_smem && !unfused_ln && dev.is_cuda() ? "true" : "false",
+      bias_sum && !bgrad && dev.is_cuda() && bf16 ? "true" : "false", sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),
       flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
       mfu(achieved_tflops, measured_peak_tflops), json_text(gpu).c_str(),

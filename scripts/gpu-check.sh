@@ -35,7 +35,11 @@
 # ln-bf16, which is on by default: its ablation; GPU only), bench_CFG_no_gelu (the graph
 # without the fused bias + GELU, GENEMASK_FUSED's gelu, likewise), bench_CFG_bgrad (the graph
 # with the bias gradients in the weight-gradient products, GENEMASK_FUSED's bgrad, off by
-# default; GPU only), bench_CFG_pytorch,
+# default; GPU only), bench_CFG_ln_smem (the graph with the fused LayerNorm's backward
+# summing gamma's and beta's gradients in shared memory, GENEMASK_FUSED's ln-smem, off by
+# default; GPU only), bench_CFG_bias_sum (the graph with the linear layers' bias gradients
+# summed by genemask's column-sum kernel, GENEMASK_FUSED's bias-sum, off by default; GPU
+# only), bench_CFG_pytorch,
 # bench_CFG_sweep (every batch of the sweep, eager and graph, and PyTorch; GPU only),
 # bench_CFG_packing (samples of 7-512 positions, uniform as the shards' recipe draws them,
 # padded to the longest and packed: real tokens/s of each). A failing part does not stop
@@ -50,7 +54,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"ln-smem"/"bias-sum"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -131,7 +135,7 @@ counts --sweep-logo $sweep_logo
 # --only: every name one of the parts.
 all_parts="build model_tests gpu_tests"
 for cfg in dnabert logo; do
-  for p in genemask graph no_ln_bf16 no_gelu bgrad packing pytorch sweep; do all_parts+=" bench_${cfg}_$p"; done
+  for p in genemask graph no_ln_bf16 no_gelu bgrad ln_smem bias_sum packing pytorch sweep; do all_parts+=" bench_${cfg}_$p"; done
 done
 if [ "$only_given" = 1 ]; then
   IFS=, read -r -a only_names <<<"$only"
@@ -283,7 +287,7 @@ bin="$build/src/cli/genemask"
 # all-reduce choice, the FLOP definition, the profiler's classes, the fused Q/K/V product).
 ready model_tests model_tests "$build/tests/model_tests" &&
   part model_tests "$build/tests/model_tests" --gtest_brief=1 \
-    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedLinearBgrad.*:Fusions.*:Packing.*:GraphStep.*'
+    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedLinearBgrad.*:ColumnSums.*:Fusions.*:Packing.*:GraphStep.*'
 # The commands on the GPU against the CPU (on the CPU alone with --cpu): bf16 vs fp32 loss,
 # checkpoint and resume, embed, finetune, NCCL at world size 1 and MPI with 2 ranks.
 ready gpu_tests genemask "$bin" &&
@@ -346,11 +350,23 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_bgrad" train_bench "$tb" &&
       part "bench_${cfg}_bgrad" bash -c '"$@" >"$0"' "$work/bench-$cfg-bgrad.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --bgrad
+    # And with the LayerNorm backward's sums in shared memory (fusions.hpp's ln-smem, off by
+    # default), likewise.
+    ready "bench_${cfg}_ln_smem" train_bench "$tb" &&
+      part "bench_${cfg}_ln_smem" bash -c '"$@" >"$0"' "$work/bench-$cfg-ln_smem.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --ln-smem --profile 3
+    # And with the bias gradients summed by the column-sum kernel (fusions.hpp's bias-sum, off
+    # by default), likewise.
+    ready "bench_${cfg}_bias_sum" train_bench "$tb" &&
+      part "bench_${cfg}_bias_sum" bash -c '"$@" >"$0"' "$work/bench-$cfg-bias_sum.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --bias-sum --profile 3
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
     skip "bench_${cfg}_no_ln_bf16" "the bf16 copy is the GPU kernel's"
     skip "bench_${cfg}_no_gelu" "the fused bias + GELU is a GPU kernel"
     skip "bench_${cfg}_bgrad" "the bias gradient in cuBLASLt's epilogue is a GPU product"
+    skip "bench_${cfg}_ln_smem" "the fused LayerNorm is a GPU kernel"
+    skip "bench_${cfg}_bias_sum" "the column-sum kernel runs on a GPU"
   fi
   ready "bench_${cfg}_packing" train_bench "$tb" && part "bench_${cfg}_packing" packed "$cfg" "$b"
   part "bench_${cfg}_pytorch" bash -c '"$@" >"$0"' "$work/bench-$cfg-pytorch.json" \
@@ -376,7 +392,7 @@ def last_row(path):
     return json.loads(lines[-1])
 rows = []
 for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "pytorch"):
+    for impl in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "pytorch"):
         part = parts.get(f"bench_{cfg}_{impl}", {})
         if part.get("status") != "passed":
             continue
@@ -385,7 +401,8 @@ for cfg in ("dnabert", "logo"):
         except (OSError, IndexError, ValueError) as e:
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
-        r["variant"] = {"graph": "graph", "no_ln_bf16": "no-ln-bf16", "no_gelu": "no-gelu", "bgrad": "bgrad"}.get(impl, "eager")
+        r["variant"] = {"graph": "graph", "no_ln_bf16": "no-ln-bf16", "no_gelu": "no-gelu", "bgrad": "bgrad",
+                        "ln_smem": "ln-smem", "bias_sum": "bias-sum"}.get(impl, "eager")
         gc = r.get("graph_check")
         if gc and not gc["max_rel_diff"] <= 2e-3:
             part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")

@@ -177,10 +177,14 @@ bool copies_for_products(const Fusions& f, const torch::Device& dev) {
 
 torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   // On a GPU under bf16 with bgrad in force, the node whose backward sums the bias's gradient
-  // in the weight-gradient product (linear_bgrad.hpp); on the CPU under bf16, the bias in
+  // in the weight-gradient product (linear_bgrad.hpp); with bias-sum (and not bgrad), the
+  // same node summing it with the column-sum kernel; on the CPU under bf16, the bias in
   // oneDNN's epilogue (linear_cpu.hpp, the same numbers); elsewhere ATen's linear.
-  if (bias.defined() && x.is_cuda() && fusions().bgrad && linear_bgrad_takes(x, weight, bias))
-    return linear_bgrad(x, weight, bias);
+  if (bias.defined() && x.is_cuda()) {
+    const Fusions f = fusions();
+    if ((f.bgrad || f.bias_sum) && linear_bgrad_takes(x, weight, bias))
+      return linear_bgrad(x, weight, bias, f.bgrad ? BiasGrad::epilogue : BiasGrad::column_sum);
+  }
   if (cpu_bias_linear_takes(x, weight, bias)) return cpu_bias_linear(x, weight, bias);
   return at::linear(x, weight, bias);
 }

@@ -15,7 +15,7 @@ std::optional<Fusions> g_fusions;
 }  // namespace
 
 Fusions parse_fusions(const std::string& text) {
-  Fusions f{false, false, false, false, false, false};
+  Fusions f{false, false, false, false, false, false, false, false};
   if (text == "none") return f;
   std::stringstream in(text);
   std::string item;
@@ -27,19 +27,22 @@ Fusions parse_fusions(const std::string& text) {
     else if (item == "gelu") f.gelu = true;
     else if (item == "bgrad") f.bgrad = true;
     else if (item == "cpu-bias") f.cpu_bias = true;
+    else if (item == "ln-smem") f.ln_smem = true;
+    else if (item == "bias-sum") f.bias_sum = true;
     else
       throw std::invalid_argument("GENEMASK_FUSED='" + text +
-                                  "': expected a comma-separated list of qkv, ln, ln-bf16, gelu, bgrad and cpu-bias, or none");
+                                  "': expected a comma-separated list of qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem and bias-sum, or none");
     any = true;
   }
-  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv, ln, ln-bf16, gelu, bgrad and cpu-bias, or none");
+  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem and bias-sum, or none");
   return f;
 }
 
 std::string numeric_fusions(const Fusions& f) {
   std::string out;
   for (const auto& [on, name] : {std::pair{f.qkv, "qkv"}, std::pair{f.ln, "ln"}, std::pair{f.gelu, "gelu"},
-                                 std::pair{f.bgrad, "bgrad"}})
+                                 std::pair{f.bgrad, "bgrad"}, std::pair{f.ln_smem, "ln-smem"},
+                                 std::pair{f.bias_sum, "bias-sum"}})
     if (on) out += (out.empty() ? "" : ",") + std::string(name);
   return out.empty() ? "none" : out;
 }

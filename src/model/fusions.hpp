@@ -1,5 +1,6 @@
 #pragma once
-// Which of genemask's fused paths run, process-wide. All but bgrad by default:
+// Which of genemask's fused paths run, process-wide. All but bgrad, ln-smem and bias-sum by
+// default:
 //   qkv      Q, K and V as one product of the stacked weights (every device);
 //   ln       dropout + residual add + LayerNorm as one GPU kernel each way
 //            (residual_layer_norm.hpp; the CPU keeps LibTorch's kernels);
@@ -24,16 +25,35 @@
 //            product (linear_cpu.hpp) instead of copied into the output that the product
 //            then reads back (ATen's addmm): the same numbers, two passes over the output
 //            fewer (+2-5% on the packed bf16 logo step of an AMX Xeon; docs/benchmarks.md).
+//   ln-smem  with ln on a GPU, its backward kernel sums gamma's and beta's gradients in shared
+//            memory (one slot per warp and column) instead of registers: at BERT's H = 768 the
+//            register sums hold the kernel to 144 registers a thread, one block of 8 warps per
+//            SM; in shared memory, 96 registers and 5 blocks of 4 warps, on a grid of as many
+//            blocks as fit the GPU at once (cuda/residual_layer_norm.cu). Only above H = 256
+//            (LOGO's 256 keeps the register sums, which leave more warps there). Off by default until
+//            a GPU has run its test and timed it (written in a session without one). It sums
+//            the gradients of gamma and beta in another grouping, so it changes their rounding
+//            (recorded, like gelu); the other gradients keep their bits.
+//   bias-sum on a GPU under bf16, the linear layers' bias gradients summed by genemask's own
+//            column-sum kernel in fp32 (cuda/column_sum.cu, four rows' loads in flight per
+//            thread) instead of ATen's reduction, which the last H200 profile put at 2.6 ms of
+//            a 54 ms dnabert step for about 3 GB read (about a quarter of the bandwidth); the
+//            weight's gradient stays the eager bf16 product (linear_bgrad.hpp). bgrad, when
+//            on too, takes precedence. Off by default until a GPU has run its test and timed
+//            it (written in a session without one). It changes the bias gradients' rounding
+//            (recorded, like gelu).
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
-// "qkv", "ln", "ln-bf16", "gelu", "bgrad" and "cpu-bias", or "none" (to compare with the unfused step, or to rule
-// a fused kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln,
-// --no-ln-bf16, --no-fused-gelu, --bgrad and --no-cpu-bias set them instead (GENEMASK_FUSED aside).
+// "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem" and "bias-sum", or "none" (to
+// compare with the unfused step, or to rule a fused kernel out when a result looks wrong).
+// train_bench's --unfused-qkv, --unfused-ln, --no-ln-bf16, --no-fused-gelu, --bgrad,
+// --no-cpu-bias, --ln-smem and --bias-sum set them instead (GENEMASK_FUSED aside).
 #include <string>
 
 namespace genemask::model {
 
 struct Fusions {
-  bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false, cpu_bias = true;
+  bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false, cpu_bias = true, ln_smem = false,
+       bias_sum = false;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an
@@ -43,10 +63,11 @@ void set_fusions(Fusions f);
 /// GENEMASK_FUSED's text as a Fusions (exposed for the tests).
 Fusions parse_fusions(const std::string& text);
 /// The fusions among f that change a step's numbers, as GENEMASK_FUSED spells them (those of
-/// "qkv,ln,gelu,bgrad" in force, in that order, or "none"): qkv (another product's rounding),
-/// ln (on a GPU, its own dropout draws and rounding), gelu (on a GPU, the bias added and its
-/// gradient summed in fp32) and bgrad (on a GPU, the linear layers' weight and bias gradients
-/// in fp32). ln-bf16 and cpu-bias are not among them: ln-bf16's copy is the cast autocast
+/// "qkv,ln,gelu,bgrad,ln-smem,bias-sum" in force, in that order, or "none"): qkv (another
+/// product's rounding), ln (on a GPU, its own dropout draws and rounding), gelu (on a GPU, the
+/// bias added and its gradient summed in fp32), bgrad (on a GPU, the linear layers' weight and
+/// bias gradients in fp32), ln-smem (on a GPU, gamma's and beta's gradients summed in another
+/// grouping) and bias-sum (on a GPU, the linear layers' bias gradients summed in fp32). ln-bf16 and cpu-bias are not among them: ln-bf16's copy is the cast autocast
 /// would make, and cpu-bias computes what ATen's addmm computes.
 /// A checkpoint records it, so that --resume does not continue a run with other numbers.
 std::string numeric_fusions(const Fusions& f);

@@ -7,7 +7,10 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cublasLt.h>
 
+#include "model/cuda/column_sum_kernels.hpp"
+
 #include <atomic>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -20,7 +23,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-std::atomic<int64_t> g_fused{0}, g_fused_bf16{0}, g_fallback{0};
+std::atomic<int64_t> g_fused{0}, g_fused_bf16{0}, g_fallback{0}, g_column_sums{0};
 
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
@@ -101,12 +104,13 @@ bool wgrad_bgrad(const torch::Tensor& dy, const torch::Tensor& x, cudaDataType_t
 
 struct LinearBgrad : torch::autograd::Function<LinearBgrad> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias) {
+                               const torch::Tensor& bias, int64_t how) {
     // The operands autocast would make, and its product (the same kernel as at::linear's).
     const auto xb = x.to(torch::kBFloat16).contiguous(), wb = weight.to(torch::kBFloat16);
     auto y = at::linear(xb, wb, bias.to(torch::kBFloat16));
     ctx->save_for_backward({xb, wb});
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
+    ctx->saved_data["how"] = how;
     return y;
   }
 
@@ -119,6 +123,16 @@ struct LinearBgrad : torch::autograd::Function<LinearBgrad> {
     if (ctx->needs_input_grad(0)) {
       const auto x_dtype = static_cast<torch::ScalarType>(ctx->saved_data["x_dtype"].toInt());
       dx = at::mm(dy, wb).view(xb.sizes()).to(x_dtype);
+    }
+    if (static_cast<BiasGrad>(ctx->saved_data["how"].toInt()) == BiasGrad::column_sum) {
+      // The weight's gradient as the eager path makes it (a bf16 product, then the fp32
+      // weight's dtype), the bias's by the column-sum kernel in fp32.
+      if (ctx->needs_input_grad(1)) dw = at::mm(dy.t(), xb.view({M, K})).to(torch::kFloat32);
+      if (ctx->needs_input_grad(2)) {
+        db = column_sums(dy);
+        g_column_sums.fetch_add(1, std::memory_order_relaxed);
+      }
+      return {dx, dw, db, torch::Tensor()};
     }
     if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
       const auto x2 = xb.view({M, K});
@@ -141,7 +155,7 @@ struct LinearBgrad : torch::autograd::Function<LinearBgrad> {
         }
       }
     }
-    return {dx, dw, db};
+    return {dx, dw, db, torch::Tensor()};
   }
 };
 
@@ -165,12 +179,30 @@ bool linear_bgrad_takes(const torch::Tensor& x, const torch::Tensor& weight, con
          K <= (int64_t{1} << 31) - 1 && N <= (int64_t{1} << 31) - 1;
 }
 
-torch::Tensor linear_bgrad(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor linear_bgrad(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                           BiasGrad how) {
   if (!linear_bgrad_takes(x, weight, bias))
     throw std::invalid_argument("fused bias gradient: inputs it does not take (see linear_bgrad_takes)");
-  return LinearBgrad::apply(x, weight, bias);
+  return LinearBgrad::apply(x, weight, bias, static_cast<int64_t>(how));
 }
 
-LinearBgradCounts linear_bgrad_counts() { return {g_fused.load(), g_fused_bf16.load(), g_fallback.load()}; }
+torch::Tensor column_sums(const torch::Tensor& g) {
+  if (!g.is_cuda() || g.dim() != 2 || (g.scalar_type() != torch::kBFloat16 && g.scalar_type() != torch::kFloat32) ||
+      g.size(1) > std::numeric_limits<int>::max())
+    throw std::invalid_argument("column sums: a 2-d bf16 or fp32 tensor on a GPU");
+  const auto x = g.contiguous();
+  const int64_t rows = x.size(0);
+  const int N = static_cast<int>(x.size(1));
+  if (rows == 0 || N == 0) return torch::zeros({N}, x.options().dtype(torch::kFloat32));
+  auto partial = torch::empty({cuda::column_sum_row_blocks(rows, N), N}, x.options().dtype(torch::kFloat32));
+  cuda::column_sum(x.scalar_type() == torch::kBFloat16, x.data_ptr(), partial.data_ptr<float>(), rows, N,
+                   c10::cuda::getCurrentCUDAStream());
+  cuda::check_launch("column sums", "bias gradient");
+  return partial.sum(0);
+}
+
+LinearBgradCounts linear_bgrad_counts() {
+  return {g_fused.load(), g_fused_bf16.load(), g_fallback.load(), g_column_sums.load()};
+}
 
 }  // namespace genemask::model

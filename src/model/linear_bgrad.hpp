@@ -8,6 +8,10 @@
 // GENEMASK_FUSED's bgrad is recorded with a checkpoint.
 // The forward is the eager one (at::linear on bf16 operands), and so is the input's
 // gradient (one bf16 product, cast back to the input's dtype).
+// The same node also serves GENEMASK_FUSED's bias-sum (BiasGrad::column_sum): the weight's
+// gradient a plain bf16 product as in the eager path, the bias's summed by genemask's own
+// column-sum kernel (cuda/column_sum.cu) in fp32, instead of ATen's reduction with its bf16
+// output.
 #include <torch/torch.h>
 
 namespace genemask::model {
@@ -20,15 +24,27 @@ bool linear_bgrad_runs_on(const torch::Device& device);
 /// fusions().bgrad and this hold; elsewhere at::linear.
 bool linear_bgrad_takes(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
+/// How the node sums the bias's gradient: in the epilogue of the weight-gradient product
+/// (fusions.hpp's bgrad), or with genemask's column-sum kernel beside a plain weight-gradient
+/// product (bias-sum).
+enum class BiasGrad { epilogue, column_sum };
+
 /// x·weightᵀ + bias in bf16, differentiable in x, weight and bias.
-torch::Tensor linear_bgrad(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+torch::Tensor linear_bgrad(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                           BiasGrad how = BiasGrad::epilogue);
+
+/// The column sums of g ([rows, N], bf16 or fp32, on a GPU, rows > 0 or not) in fp32: a linear
+/// layer's bias gradient, by the column-sum kernel (its blocks' sums added by LibTorch). The
+/// same bits for the same shape and values on any GPU. Throws without a CUDA build.
+torch::Tensor column_sums(const torch::Tensor& g);
 
 /// How many weight gradients went through the fused product since the process started, with
 /// fp32 outputs (`fused`) or, where cuBLASLt offered no algorithm for those, bf16 ones
 /// (`fused_bf16`), and how many fell back to a product and a separate sum because it offered
-/// none for either (for the tests and the benchmark's record).
+/// none for either (for the tests and the benchmark's record); and how many bias gradients
+/// the column-sum kernel summed (`column_sums`, BiasGrad::column_sum).
 struct LinearBgradCounts {
-  int64_t fused = 0, fused_bf16 = 0, fallback = 0;
+  int64_t fused = 0, fused_bf16 = 0, fallback = 0, column_sums = 0;
 };
 LinearBgradCounts linear_bgrad_counts();
 

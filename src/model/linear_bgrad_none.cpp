@@ -9,8 +9,12 @@ bool linear_bgrad_runs_on(const torch::Device&) { return false; }
 
 bool linear_bgrad_takes(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) { return false; }
 
-torch::Tensor linear_bgrad(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {
+torch::Tensor linear_bgrad(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, BiasGrad) {
   throw std::invalid_argument("fused bias gradient: this build's LibTorch has no CUDA");
+}
+
+torch::Tensor column_sums(const torch::Tensor&) {
+  throw std::invalid_argument("column sums: this build's LibTorch has no CUDA");
 }
 
 LinearBgradCounts linear_bgrad_counts() { return {}; }

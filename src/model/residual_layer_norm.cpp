@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "model/cuda/residual_layer_norm_kernels.hpp"
+#include "model/fusions.hpp"
 
 namespace genemask::model {
 namespace {
@@ -46,6 +47,7 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
     ctx->save_for_backward({sum, keep, mean, rstd, gamma});
     ctx->saved_data["p"] = p;
     ctx->saved_data["h_dtype"] = static_cast<int64_t>(h.scalar_type());
+    ctx->saved_data["smem_sums"] = fusions().ln_smem;  // the backward kernel's gamma/beta sums (fusions.hpp)
     // An output without a gradient (the copy the last layer makes no product of, or y when
     // only its copy is read) comes as an undefined tensor, not as zeros filled for the kernel
     // to read.
@@ -67,15 +69,15 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
     const int H = static_cast<int>(sum.size(-1));
     const int64_t rows = sum.numel() / H;
     auto d_residual = torch::empty_like(sum), dh = torch::empty(sum.sizes(), sum.options().dtype(h_dtype));
-    auto partial = torch::empty({cuda::backward_blocks(rows), 2, H}, sum.options());
-    cuda::residual_layer_norm_backward(h_dtype == torch::kBFloat16, has_dy ? dy.data_ptr<float>() : nullptr,
-                                       has_low ? dy_low.data_ptr() : nullptr, sum.data_ptr<float>(),
-                                       p > 0 ? keep.data_ptr<uint8_t>() : nullptr, mean.data_ptr<float>(),
-                                       rstd.data_ptr<float>(), gamma.data_ptr<float>(), dh.data_ptr(),
-                                       d_residual.data_ptr<float>(), partial.data_ptr<float>(), rows, H,
-                                       static_cast<float>(p), c10::cuda::getCurrentCUDAStream());
+    const bool smem_sums = cuda::takes_smem_sums(H, ctx->saved_data["smem_sums"].toBool());
+    auto partial = torch::empty({cuda::backward_partial_rows(rows, smem_sums), 2, H}, sum.options());
+    const int blocks = cuda::residual_layer_norm_backward(
+        h_dtype == torch::kBFloat16, has_dy ? dy.data_ptr<float>() : nullptr, has_low ? dy_low.data_ptr() : nullptr,
+        sum.data_ptr<float>(), p > 0 ? keep.data_ptr<uint8_t>() : nullptr, mean.data_ptr<float>(),
+        rstd.data_ptr<float>(), gamma.data_ptr<float>(), dh.data_ptr(), d_residual.data_ptr<float>(),
+        partial.data_ptr<float>(), rows, H, static_cast<float>(p), smem_sums, c10::cuda::getCurrentCUDAStream());
     cuda::check_launch("fused residual LayerNorm", "backward");
-    auto sums = partial.sum(0);  // [2, H]
+    auto sums = partial.narrow(0, 0, blocks).sum(0);  // [2, H]
     return {dh, d_residual, sums[0], sums[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

@@ -28,7 +28,8 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "packing", "pytorch",
+                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "packing",
+                                                           "pytorch",
                                                            "sweep")]
 # The GPU tests' count, from test_gpu.py itself: all of them must run (on the CPU here).
 with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as _f:
@@ -41,6 +42,10 @@ GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph
             "bench_logo_no_gelu": "the fused bias + GELU is a GPU kernel",
             "bench_dnabert_bgrad": "the bias gradient in cuBLASLt's epilogue is a GPU product",
             "bench_logo_bgrad": "the bias gradient in cuBLASLt's epilogue is a GPU product",
+            "bench_dnabert_ln_smem": "the fused LayerNorm is a GPU kernel",
+            "bench_logo_ln_smem": "the fused LayerNorm is a GPU kernel",
+            "bench_dnabert_bias_sum": "the column-sum kernel runs on a GPU",
+            "bench_logo_bias_sum": "the column-sum kernel runs on a GPU",
             "bench_dnabert_sweep": "the micro-batch sweep runs on a GPU",
             "bench_logo_sweep": "the micro-batch sweep runs on a GPU"}
 # What `srun --gpus=1 --mpi=pmi2 scripts/gpu-check.sh` puts into the script's environment
@@ -297,11 +302,12 @@ class TrainBenchFusions(unittest.TestCase):
                             *flags], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         r = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
-        self.assertEqual(r["bgrad_products"], {"fused": 0, "fused_bf16": 0, "fallback": 0})
-        return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad")}
+        self.assertEqual(r["bgrad_products"], {"fused": 0, "fused_bf16": 0, "fallback": 0, "column_sums": 0})
+        return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad", "ln_smem", "bias_sum")}
 
     def test_flags(self):
-        default = {"fused_qkv": True, "fused_ln": False, "ln_bf16": True, "fused_gelu": False, "bgrad": False}
+        default = {"fused_qkv": True, "fused_ln": False, "ln_bf16": True, "fused_gelu": False, "bgrad": False,
+                   "ln_smem": False, "bias_sum": False}
         self.assertEqual(self.run_bench(), default)
         self.assertEqual(self.run_bench("--no-ln-bf16"), dict(default, ln_bf16=False))
         self.assertEqual(self.run_bench("--ln-bf16"), default)
@@ -311,6 +317,12 @@ class TrainBenchFusions(unittest.TestCase):
         # So is the bias gradient in cuBLASLt's epilogue.
         self.assertEqual(self.run_bench("--bgrad"), default)
         self.assertEqual(self.run_bench("--no-bgrad"), default)
+        # And the fused LayerNorm's shared-memory sums (its kernel runs on a GPU only).
+        self.assertEqual(self.run_bench("--ln-smem"), default)
+        self.assertEqual(self.run_bench("--no-ln-smem"), default)
+        # And the column-sum kernel for the bias gradients.
+        self.assertEqual(self.run_bench("--bias-sum"), default)
+        self.assertEqual(self.run_bench("--no-bias-sum"), default)
         self.assertEqual(self.run_bench("--unfused-qkv", "--no-ln-bf16"), dict(default, fused_qkv=False, ln_bf16=False))
         p = subprocess.run([os.path.join(BUILD, "bench", "train_bench"), "logo", "1", "2", "32", "1", "--ln-bf17"],
                            capture_output=True, text=True)

@@ -9,11 +9,13 @@
 #include <cstdio>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "model/bert.hpp"
+#include "model/cuda/smem_sum_slots.hpp"
 #include "model/bias_gelu.hpp"
 #include "model/linear_bgrad.hpp"
 #include "model/linear_cpu.hpp"
@@ -31,6 +33,19 @@ using namespace genemask::model;
 
 namespace {
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+/// f() with fusions().ln_smem set to `on` (the other fusions as they are), then put back.
+template <typename F>
+auto with_ln_smem(bool on, F&& f) {
+  const Fusions saved = fusions();
+  Fusions changed = saved;
+  changed.ln_smem = on;
+  set_fusions(changed);
+  struct Restore {
+    Fusions f;
+    ~Restore() { set_fusions(f); }
+  } restore{saved};
+  return f();
+}
 }  // namespace
 
 TEST(Flops, EqualsTheStepsMatrixProductsCountedOneByOne) {
@@ -301,6 +316,69 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_EQ(numeric_fusions(f), "none");
   EXPECT_EQ(numeric_fusions(parse_fusions("cpu-bias,qkv")), "qkv");
   EXPECT_THROW(parse_fusions("cpu_bias"), std::invalid_argument);
+  // ln-smem: off by default (written without a GPU), named like the others, and numeric (the
+  // gamma and beta gradients' grouping), last in the recorded list.
+  EXPECT_FALSE(Fusions{}.ln_smem);
+  EXPECT_FALSE(parse_fusions("qkv,ln,ln-bf16,gelu,bgrad,cpu-bias").ln_smem);
+  f = parse_fusions("ln-smem,ln");
+  EXPECT_TRUE(!f.qkv && f.ln && !f.ln_bf16 && !f.gelu && !f.bgrad && !f.cpu_bias && f.ln_smem);
+  EXPECT_EQ(numeric_fusions(parse_fusions("ln-smem,bgrad,gelu,ln,qkv,cpu-bias")), "qkv,ln,gelu,bgrad,ln-smem");
+  EXPECT_EQ(numeric_fusions(parse_fusions("ln-smem")), "ln-smem");
+  EXPECT_TRUE(parse_fusions(numeric_fusions(parse_fusions("ln,ln-smem"))).ln_smem);
+  EXPECT_THROW(parse_fusions("ln_smem"), std::invalid_argument);
+  // bias-sum likewise, after ln-smem in the recorded list.
+  EXPECT_FALSE(Fusions{}.bias_sum);
+  f = parse_fusions("bias-sum");
+  EXPECT_TRUE(!f.qkv && !f.ln && !f.ln_bf16 && !f.gelu && !f.bgrad && !f.cpu_bias && !f.ln_smem && f.bias_sum);
+  EXPECT_EQ(numeric_fusions(parse_fusions("bias-sum,ln-smem,qkv")), "qkv,ln-smem,bias-sum");
+  EXPECT_TRUE(parse_fusions(numeric_fusions(f)).bias_sum);
+  EXPECT_THROW(parse_fusions("bias_sum"), std::invalid_argument);
+}
+
+// The shared-memory sums of the fused LayerNorm's backward (ln-smem): for every chunk count
+// the kernel takes (H / 8 up to 128) and its 4 warps, the slots of (gamma or beta, warp,
+// column) are all different and fill 2 x W x H floats exactly, a column's float is inside the
+// float4 slot the kernel adds its chunk's half into, and the 8 lanes of a quarter-warp (on
+// consecutive chunks) touch 8 consecutive float4s, i.e. all 32 banks once.
+TEST(ResidualLayerNorm, SharedMemorySumSlotsAreABankConflictFreeLayout) {
+  using genemask::model::cuda::smem_sum_float;
+  using genemask::model::cuda::smem_sum_slot4;
+  using genemask::model::cuda::takes_smem_sums;
+  // Taken above H = 256 only (fewer warps per SM than the register sums at H <= 256).
+  EXPECT_FALSE(takes_smem_sums(256, true));
+  EXPECT_FALSE(takes_smem_sums(100, true));
+  EXPECT_TRUE(takes_smem_sums(264, true));
+  EXPECT_TRUE(takes_smem_sums(768, true));
+  EXPECT_FALSE(takes_smem_sums(768, false));
+  const int W = 4;
+  for (int C = 1; C <= 128; ++C) {
+    SCOPED_TRACE(testing::Message() << "C " << C);
+    const int H = 8 * C;
+    std::vector<int> seen(static_cast<size_t>(2 * W * H), 0);
+    for (int which = 0; which < 2; ++which)
+      for (int w = 0; w < W; ++w)
+        for (int j = 0; j < H; ++j) {
+          const int f = smem_sum_float(which, w, j, C, W);
+          ASSERT_GE(f, 0);
+          ASSERT_LT(f, 2 * W * H);
+          ++seen[static_cast<size_t>(f)];
+          EXPECT_EQ(f / 4, smem_sum_slot4(which, w, (j % 8) / 4, j / 8, C, W));
+          EXPECT_EQ(f % 4, j % 4);
+        }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), 2 * W * H);  // a bijection
+    for (int which = 0; which < 2; ++which)
+      for (int w = 0; w < W; ++w)
+        for (int half = 0; half < 2; ++half)
+          for (int c0 = 0; c0 + 8 <= C; c0 += 8) {
+            std::set<int> banks;
+            for (int lane = 0; lane < 8; ++lane) {
+              const int s4 = smem_sum_slot4(which, w, half, c0 + lane, C, W);
+              EXPECT_EQ(s4, smem_sum_slot4(which, w, half, c0, C, W) + lane);
+              for (int i = 0; i < 4; ++i) banks.insert((s4 * 4 + i) % 32);
+            }
+            EXPECT_EQ(banks.size(), 32u);
+          }
+  }
 }
 
 // What a capture's warm-up changes is put back: the tensors' values (in place: the same
@@ -364,7 +442,7 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the fused kernel's assertions need one";
   const torch::Device gpu(torch::kCUDA, 0);
   for (const auto dtype : {torch::kFloat32, torch::kBFloat16})
-    for (const int64_t H : {256, 768, 520, 100})
+    for (const int64_t H : {256, 768, 520, 100, 777})  // 777: H % 8 != 0, the one-element kernel above 256
       for (const double p : {0.0, 0.1}) {
         SCOPED_TRACE(testing::Message() << "dtype " << dtype << " H " << H << " p " << p);
         torch::manual_seed(static_cast<uint64_t>(H) + (p > 0));
@@ -373,8 +451,13 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
         auto gamma = (1 + 0.1 * torch::randn({H}, torch::TensorOptions().device(gpu))).requires_grad_();
         auto beta = (0.1 * torch::randn({H}, torch::TensorOptions().device(gpu))).requires_grad_();
         const double eps = 1e-12;
-        auto y = fused_residual_layer_norm(h, res, gamma, beta, p, eps);
-        ASSERT_EQ(y.scalar_type(), torch::kFloat32);
+        auto gen = at::globalContext().defaultGenerator(gpu);
+        torch::Tensor before;
+        {
+          std::lock_guard<std::mutex> lock(gen.mutex());
+          before = gen.get_state();
+        }
+        auto y = with_ln_smem(false, [&] { return fused_residual_layer_norm(h, res, gamma, beta, p, eps); });
         auto dy = torch::randn_like(y);
         auto g = torch::autograd::grad({y}, {h, res, gamma, beta}, {dy});
         // The keep mask: where dh is zero (dy and the LayerNorm's gradient are nonzero almost surely).
@@ -395,9 +478,29 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
         EXPECT_LT(max_abs_diff(g[1], ge[1]), 1e-4 * std::max(1.0, ge[1].abs().max().item<double>()));
         EXPECT_LT(max_abs_diff(g[2], ge[2]), 1e-3 * std::max(1.0, ge[2].abs().max().item<double>()));
         EXPECT_LT(max_abs_diff(g[3], ge[3]), 1e-3 * std::max(1.0, ge[3].abs().max().item<double>()));
+        // The backward with gamma's and beta's sums in shared memory (ln-smem), from the same
+        // draws: the same output and the same h and residual gradients bit for bit (the same
+        // per-row arithmetic), gamma's and beta's within fp32 rounding of another grouping.
+        {
+          SCOPED_TRACE("ln-smem");
+          {
+            std::lock_guard<std::mutex> lock(gen.mutex());
+            gen.set_state(before);
+          }
+          const auto [ys, gs] = with_ln_smem(true, [&] {
+            auto out = fused_residual_layer_norm(h, res, gamma, beta, p, eps);
+            return std::make_pair(out, torch::autograd::grad({out}, {h, res, gamma, beta}, {dy}));
+          });
+          EXPECT_TRUE(torch::equal(ys, y));
+          EXPECT_TRUE(torch::equal(gs[0], g[0]));
+          EXPECT_TRUE(torch::equal(gs[1], g[1]));
+          EXPECT_LT(max_abs_diff(gs[2], g[2]), 1e-5 * std::max(1.0, g[2].abs().max().item<double>()));
+          EXPECT_LT(max_abs_diff(gs[3], g[3]), 1e-5 * std::max(1.0, g[3].abs().max().item<double>()));
+          EXPECT_LT(max_abs_diff(gs[2], ge[2]), 1e-3 * std::max(1.0, ge[2].abs().max().item<double>()));
+          EXPECT_LT(max_abs_diff(gs[3], ge[3]), 1e-3 * std::max(1.0, ge[3].abs().max().item<double>()));
+        }
         // The same draws again after the generator state is restored (checkpoints, graphs).
         if (p > 0) {
-          auto gen = at::globalContext().defaultGenerator(gpu);
           torch::Tensor state;
           {
             std::lock_guard<std::mutex> lock(gen.mutex());
@@ -414,6 +517,50 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
           EXPECT_FALSE(torch::equal(b, c));  // and new draws after them
         }
       }
+  // BERT's size (64 x 512 rows of 768, bf16, dropout 0.1), where both backward grids are full
+  // and each warp takes many rows: ln-smem against the register sums and against fp64 sums.
+  {
+    SCOPED_TRACE("64 x 512 x 768");
+    torch::manual_seed(5);
+    auto h = torch::randn({64, 512, 768}, torch::TensorOptions().device(gpu).dtype(torch::kBFloat16)).requires_grad_();
+    auto res = torch::randn({64, 512, 768}, torch::TensorOptions().device(gpu)).requires_grad_();
+    auto gamma = (1 + 0.1 * torch::randn({768}, torch::TensorOptions().device(gpu))).requires_grad_();
+    auto beta = (0.1 * torch::randn({768}, torch::TensorOptions().device(gpu))).requires_grad_();
+    auto dy = torch::randn({64, 512, 768}, torch::TensorOptions().device(gpu));
+    auto gen = at::globalContext().defaultGenerator(gpu);
+    torch::Tensor before;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());
+      before = gen.get_state();
+    }
+    auto run = [&](bool smem) {  // the same draws each time
+      {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(before);
+      }
+      return with_ln_smem(smem, [&] {
+        auto y = fused_residual_layer_norm(h, res, gamma, beta, 0.1, 1e-12);
+        return torch::autograd::grad({y}, {h, res, gamma, beta}, {dy});
+      });
+    };
+    const auto reg = run(false), sm = run(true), again = run(true);
+    EXPECT_TRUE(torch::equal(sm[0], reg[0]));
+    EXPECT_TRUE(torch::equal(sm[1], reg[1]));
+    for (int i : {2, 3}) EXPECT_TRUE(torch::equal(sm[i], again[i])) << i;  // the same bits each time
+    // gamma's and beta's gradients in fp64 from the kernel's own row gradients: the sums of
+    // dy x-hat and of dy over the 32768 rows (x-hat from the sum that the residual gradient
+    // path saw: (dh and dres) do not give it, so from the forward's inputs).
+    auto keep = (reg[0] != 0).to(torch::kFloat64);
+    auto sum64 = res.detach().to(torch::kFloat64) + h.detach().to(torch::kFloat64) * keep / 0.9;
+    auto mean = sum64.mean(-1, true), var = (sum64 - mean).pow(2).mean(-1, true);
+    auto xhat = (sum64 - mean) / (var + 1e-12).sqrt();
+    auto dy64 = dy.to(torch::kFloat64);
+    const std::vector<int64_t> rows_dims{0, 1};
+    auto dgamma = (dy64 * xhat).sum(rows_dims), dbeta = dy64.sum(rows_dims);
+    for (const auto& [got, want] : {std::pair{sm[2], dgamma}, std::pair{sm[3], dbeta}, std::pair{reg[2], dgamma},
+                                    std::pair{reg[3], dbeta}})
+      EXPECT_LT((got.to(torch::kFloat64) - want).abs().max().item<double>(), 1e-4 * want.abs().max().item<double>() + 1e-3);
+  }
 }
 
 namespace {
@@ -824,6 +971,61 @@ TEST(FusedLinearBgrad, MatchesTheEagerComposition) {
     set_fusions(saved);
     EXPECT_TRUE(torch::equal(loss_on, loss_off));  // the forward is the eager one
     expect_grads_close(grads_on, grads_off, 3e-2);
+  }
+}
+
+// The linear layers' bias gradients by the column-sum kernel (fusions.hpp's bias-sum,
+// linear_bgrad.hpp's column_sums): on the CPU it is refused and the step is unchanged; on a
+// GPU its sums equal fp64 sums of the same values within fp32 rounding, for BERT's widths and
+// row counts, widths the 16-byte loads do not take, a misaligned input, no rows and one row,
+// with the same bits each time; and the MLM model's gradients with it on are those with it off
+// within bf16 rounding, with every bias gradient of the encoder's products summed by it.
+TEST(ColumnSums, MatchFp64SumsAndTheModelsGradients) {
+  const Fusions saved = fusions();
+  EXPECT_THROW(column_sums(torch::randn({4, 8})), std::invalid_argument);
+  Fusions off{true, true, false, false, false}, on = off;
+  on.bias_sum = true;
+  expect_cpu_step_unchanged(off, on);
+  set_fusions(saved);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the column-sum kernel's assertions need one";
+  const torch::Device gpu(torch::kCUDA, 0);
+  const auto on_gpu = torch::TensorOptions().device(gpu);
+  EXPECT_THROW(column_sums(torch::randn({4, 8, 2}, on_gpu)), std::invalid_argument);
+  EXPECT_THROW(column_sums(torch::randn({4, 8}, on_gpu.dtype(torch::kFloat64))), std::invalid_argument);
+  struct Shape {
+    int64_t rows, N;
+  };
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16})
+    for (const Shape sh : {Shape{0, 768}, Shape{1, 768}, Shape{37, 2304}, Shape{32768, 768}, Shape{32768, 2304},
+                           Shape{1000, 100}, Shape{513, 4101}, Shape{77, 8}})
+      for (const bool misaligned : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "dtype " << dtype << " rows " << sh.rows << " N " << sh.N << " misaligned "
+                                        << misaligned);
+        torch::manual_seed(static_cast<uint64_t>(sh.rows + sh.N));
+        const int64_t n = sh.rows * sh.N;
+        auto flat = torch::randn({n + 1}, on_gpu).to(dtype);
+        auto g = flat.narrow(0, misaligned ? 1 : 0, n).view({sh.rows, sh.N});
+        ASSERT_TRUE(g.is_contiguous());
+        const auto got = column_sums(g);
+        ASSERT_EQ(got.scalar_type(), torch::kFloat32);
+        ASSERT_EQ(got.numel(), sh.N);
+        const auto gd = g.cpu().to(torch::kDouble);
+        const auto want = gd.sum(0), scale = gd.abs().sum(0);  // fp32 sums of at most a few hundred terms each
+        EXPECT_LE(((got.cpu().to(torch::kDouble) - want).abs() - scale * 2e-6).max().item<double>(), 0.0);
+        EXPECT_TRUE(torch::equal(column_sums(g), got));  // the same bits again
+      }
+  {  // the model on the GPU: bias-sum on against off (the same draws)
+    const LinearBgradCounts before = linear_bgrad_counts();
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, off);
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, on);
+    const LinearBgradCounts after = linear_bgrad_counts();
+    set_fusions(saved);
+    EXPECT_TRUE(torch::equal(loss_on, loss_off));  // the forward is the eager one
+    expect_grads_close(grads_on, grads_off, 3e-2);
+    // small_bert_config's 2 layers: Q/K/V, the attention's output and the feed-forward's two
+    // products each (gelu off), and the prediction head's transform and decoder.
+    EXPECT_GE(after.column_sums - before.column_sums, 2 * 4);
+    EXPECT_EQ(after.fused + after.fused_bf16 + after.fallback, before.fused + before.fused_bf16 + before.fallback);
   }
 }
 

@@ -5,6 +5,7 @@
 // it loads its bias once and, backward, sums its columns' gradient in registers; a block's
 // sums meet in shared memory and go to one row of `partial`.
 #include "model/cuda/bias_gelu_kernels.hpp"
+#include "model/cuda/block_column_sums.cuh"
 #include "model/cuda/vec.cuh"
 
 #include <cstdint>
@@ -74,19 +75,7 @@ __global__ void __launch_bounds__(kCols * kRows)
       store_n<V>(dz + at, g);
     }
   }
-  // The block's column sums: each row of threads' in shared memory, summed per column in a
-  // fixed order (deterministic for a given shape).
-  __shared__ float red[kRows][kCols * kVec];
-#pragma unroll
-  for (int e = 0; e < V; ++e) red[threadIdx.y][threadIdx.x * V + e] = acc[e];
-  __syncthreads();
-  for (int j = static_cast<int>(threadIdx.y * kCols + threadIdx.x); j < kCols * V; j += kCols * kRows) {
-    if (tile + j >= H) continue;
-    float t = 0;
-#pragma unroll
-    for (int w = 0; w < kRows; ++w) t += red[w][j];
-    partial[static_cast<int64_t>(blockIdx.y) * H + tile + j] = t;
-  }
+  store_block_column_sums<kCols, kRows, V>(acc, tile, H, partial);
 }
 
 dim3 grid_for(int64_t rows, int H, int V) {

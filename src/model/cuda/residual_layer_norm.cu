@@ -2,7 +2,12 @@
 // optionally with a bf16 copy of the output written in the same pass and its gradient summed
 // with the fp32 output's in the backward kernel.
 // One warp per row: each lane holds H / 32 of the row's values in registers (H <= 1024),
-// the row's sums go through warp shuffles; grid-stride over rows.
+// the row's sums go through warp shuffles; grid-stride over rows. The backward sums gamma's
+// and beta's gradients over its rows either in registers (8 warps a block, at most 528 blocks)
+// or, with `smem_sums` (fusions.hpp's ln-smem), in shared memory, one slot per warp and column:
+// the registers it frees let several blocks of 4 warps share an SM (at H = 768 the register
+// version needs 144 registers a thread, so one block of 8 warps per SM), and the grid is as
+// many blocks as fit the GPU at once.
 #include "model/cuda/residual_layer_norm_kernels.hpp"
 #include "model/cuda/vec.cuh"
 
@@ -11,6 +16,9 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
+#include <mutex>
+#include <tuple>
 #include <type_traits>
 
 namespace genemask::model::cuda {
@@ -24,9 +32,9 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-/// The backward kernels' last stage: each warp has put its sums of gamma's (which = 0) or
-/// beta's (1) gradient into red[warp][column]; the block's sum per column goes to
-/// partial[block][which][column] (the host sums the blocks).
+/// The backward kernels' last stage (register sums): each warp has put its sums of gamma's
+/// (which = 0) or beta's (1) gradient into red[warp][column]; the block's sum per column goes
+/// to partial[block][which][column] (the host sums the blocks).
 __device__ __forceinline__ void sum_block_partials(float (&red)[kWarps][kMaxHidden], int H, float* partial, int which) {
   __syncthreads();
   for (int j = threadIdx.x; j < H; j += kWarps * 32) {
@@ -35,6 +43,45 @@ __device__ __forceinline__ void sum_block_partials(float (&red)[kWarps][kMaxHidd
     for (int w = 0; w < kWarps; ++w) t += red[w][j];
     partial[(static_cast<int64_t>(blockIdx.x) * 2 + which) * H + j] = t;
   }
+  __syncthreads();
+}
+
+/// Warps per block of the backward kernels: 8 with register sums, 4 with shared-memory sums
+/// (their shared memory is 2 x warps x H floats, 32 KiB at H = 1024: no opt-in needed).
+template <bool kSmem>
+constexpr int backward_warps() {
+  return kSmem ? 4 : kWarps;
+}
+/// The blocks per SM the compiler is asked to fit (__launch_bounds__'s second argument, which
+/// caps the registers): with register sums none (0: the compiler's own choice, as before
+/// ln-smem existed; an explicit 1 makes ptxas give the H = 768 kernel 158 registers instead of
+/// 144); with shared-memory sums, as many as the registers of `values` per-lane values (the
+/// row's x-hat and gradient) allow without spilling: 6 blocks (80 registers) up to 32 values,
+/// 5 (96) up to 48 (at 6, the H = 768 kernel spilled 132 bytes), else 4 (128).
+template <bool kSmem>
+constexpr int backward_min_blocks(int values) {
+  return !kSmem ? 0 : values <= 32 ? 6 : values <= 48 ? 5 : 4;
+}
+constexpr size_t smem_sums_bytes(int H) { return sizeof(float) * 2 * backward_warps<true>() * static_cast<size_t>(H); }
+
+/// Shared-memory sums, last stage: slot(which, warp, column) gives where warp `warp` summed
+/// column `column`'s gamma (which = 0) or beta (1) gradient; the block's sum per column, over
+/// the warps in order, goes to partial[block][which][column].
+template <typename Slot>
+__device__ __forceinline__ void sum_smem_partials(const float* acc, int H, float* partial, const Slot& slot) {
+  __syncthreads();
+  for (int which = 0; which < 2; ++which)
+    for (int j = threadIdx.x; j < H; j += blockDim.x) {
+      float t = 0;
+#pragma unroll
+      for (int w = 0; w < backward_warps<true>(); ++w) t += acc[slot(which, w, j)];
+      partial[(static_cast<int64_t>(blockIdx.x) * 2 + which) * H + j] = t;
+    }
+}
+
+/// Zeroes the block's shared-memory sums (2 x warps x H floats) before the rows.
+__device__ __forceinline__ void zero_smem_sums(float* acc, int H) {
+  for (int i = threadIdx.x; i < 2 * backward_warps<true>() * H; i += blockDim.x) acc[i] = 0;
   __syncthreads();
 }
 
@@ -97,19 +144,28 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <typename T, int kPerLane>
-__global__ void __launch_bounds__(kWarps * 32)
+// kSmem: gamma's and beta's sums in shared memory (one slot per warp and column), else in
+// registers.
+template <typename T, int kPerLane, bool kSmem>
+__global__ void __launch_bounds__(backward_warps<kSmem>() * 32, backward_min_blocks<kSmem>(2 * kPerLane))
     backward_kernel(const float* __restrict__ dy, const __nv_bfloat16* __restrict__ dy_low,
                     const float* __restrict__ sum, const uint8_t* __restrict__ keep,
                     const float* __restrict__ mean_in, const float* __restrict__ rstd_in, const float* __restrict__ gamma,
                     T* __restrict__ dh, float* __restrict__ d_residual, float* __restrict__ partial, int64_t rows, int H,
                     float p) {
+  constexpr int W = backward_warps<kSmem>();
+  extern __shared__ float4 smem4[];  // kSmem: [2][W][H] floats, gamma's sums then beta's
+  float* acc = reinterpret_cast<float*>(smem4);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const float scale = p > 0 ? 1.f / (1.f - p) : 1.f;
-  float dgamma[kPerLane], dbeta[kPerLane];
+  float dgamma[kPerLane], dbeta[kPerLane];  // register sums (unused with kSmem)
+  if constexpr (kSmem) {
+    zero_smem_sums(acc, H);
+  } else {
 #pragma unroll
-  for (int k = 0; k < kPerLane; ++k) dgamma[k] = dbeta[k] = 0;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + warp; r < rows; r += static_cast<int64_t>(gridDim.x) * kWarps) {
+    for (int k = 0; k < kPerLane; ++k) dgamma[k] = dbeta[k] = 0;
+  }
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * W + warp; r < rows; r += static_cast<int64_t>(gridDim.x) * W) {
     const int64_t base = r * H;
     const float mean = mean_in[r], rstd = rstd_in[r];
     float xhat[kPerLane], g[kPerLane];
@@ -122,8 +178,14 @@ __global__ void __launch_bounds__(kWarps * 32)
         const float d = (dy ? dy[base + j] : 0.f) + (dy_low ? __bfloat162float(dy_low[base + j]) : 0.f);
         xhat[k] = (sum[base + j] - mean) * rstd;
         g[k] = d * gamma[j];
-        dgamma[k] += d * xhat[k];
-        dbeta[k] += d;
+        if constexpr (kSmem) {
+          float* a = acc + warp * H + j;  // lanes on consecutive columns: no bank conflicts
+          a[0] += d * xhat[k];
+          a[W * H] += d;
+        } else {
+          dgamma[k] += d * xhat[k];
+          dbeta[k] += d;
+        }
         sg += g[k];
         sgx += g[k] * xhat[k];
       } else {
@@ -141,15 +203,19 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
-  // The block's gamma and beta sums: the warps' in shared memory, summed per column.
-  __shared__ float red[kWarps][kMaxHidden];
-  for (int which = 0; which < 2; ++which) {
+  if constexpr (kSmem) {
+    sum_smem_partials(acc, H, partial, [&](int which, int w, int j) { return (which * W + w) * H + j; });
+  } else {
+    // The block's gamma and beta sums: the warps' in shared memory, summed per column.
+    __shared__ float red[kWarps][kMaxHidden];
+    for (int which = 0; which < 2; ++which) {
 #pragma unroll
-    for (int k = 0; k < kPerLane; ++k) {
-      const int j = lane + 32 * k;
-      if (j < H) red[warp][j] = which == 0 ? dgamma[k] : dbeta[k];
+      for (int k = 0; k < kPerLane; ++k) {
+        const int j = lane + 32 * k;
+        if (j < H) red[warp][j] = which == 0 ? dgamma[k] : dbeta[k];
+      }
+      sum_block_partials(red, H, partial, which);
     }
-    sum_block_partials(red, H, partial, which);
   }
 }
 
@@ -232,21 +298,28 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
-template <typename T, int KC>
-__global__ void __launch_bounds__(kWarps * 32)
+// With kSmem, a warp's sums of chunk c are four float4 slots (smem_sum_slot4).
+template <typename T, int KC, bool kSmem>
+__global__ void __launch_bounds__(backward_warps<kSmem>() * 32, backward_min_blocks<kSmem>(2 * KC * kVec))
     backward_kernel_vec(const float* __restrict__ dy, const __nv_bfloat16* __restrict__ dy_low,
                         const float* __restrict__ sum, const uint8_t* __restrict__ keep,
                         const float* __restrict__ mean_in, const float* __restrict__ rstd_in,
                         const float* __restrict__ gamma, T* __restrict__ dh, float* __restrict__ d_residual,
                         float* __restrict__ partial, int64_t rows, int H, float p) {
+  constexpr int W = backward_warps<kSmem>();
+  extern __shared__ float4 smem4[];  // kSmem: [2][W][2][C] float4 slots
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, C = H / kVec;
   const float scale = p > 0 ? 1.f / (1.f - p) : 1.f;
-  float dgamma[KC][kVec], dbeta[KC][kVec];
+  float dgamma[KC][kVec], dbeta[KC][kVec];  // register sums (unused with kSmem)
+  if constexpr (kSmem) {
+    zero_smem_sums(reinterpret_cast<float*>(smem4), H);
+  } else {
 #pragma unroll
-  for (int k = 0; k < KC; ++k)
+    for (int k = 0; k < KC; ++k)
 #pragma unroll
-    for (int e = 0; e < kVec; ++e) dgamma[k][e] = dbeta[k][e] = 0;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kWarps + warp; r < rows; r += static_cast<int64_t>(gridDim.x) * kWarps) {
+      for (int e = 0; e < kVec; ++e) dgamma[k][e] = dbeta[k][e] = 0;
+  }
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * W + warp; r < rows; r += static_cast<int64_t>(gridDim.x) * W) {
     const int64_t base = r * H;
     const float mean = mean_in[r], rstd = rstd_in[r];
     float xhat[KC][kVec], g[KC][kVec];
@@ -275,10 +348,24 @@ __global__ void __launch_bounds__(kWarps * 32)
         for (int e = 0; e < kVec; ++e) {
           xhat[k][e] = (sv[e] - mean) * rstd;
           g[k][e] = d[e] * gm[e];
-          dgamma[k][e] += d[e] * xhat[k][e];
-          dbeta[k][e] += d[e];
+          if constexpr (!kSmem) {
+            dgamma[k][e] += d[e] * xhat[k][e];
+            dbeta[k][e] += d[e];
+          }
           sg += g[k][e];
           sgx += g[k][e] * xhat[k][e];
+        }
+        if constexpr (kSmem) {
+          // Whole float4s in and out (16-byte shared-memory accesses).
+          const float* x = xhat[k];
+          const int sg0 = smem_sum_slot4(0, warp, 0, c, C, W), sg1 = smem_sum_slot4(0, warp, 1, c, C, W),
+                    sb0 = smem_sum_slot4(1, warp, 0, c, C, W), sb1 = smem_sum_slot4(1, warp, 1, c, C, W);
+          float4 g0 = smem4[sg0], g1 = smem4[sg1], b0 = smem4[sb0], b1 = smem4[sb1];
+          g0.x += d[0] * x[0], g0.y += d[1] * x[1], g0.z += d[2] * x[2], g0.w += d[3] * x[3];
+          g1.x += d[4] * x[4], g1.y += d[5] * x[5], g1.z += d[6] * x[6], g1.w += d[7] * x[7];
+          b0.x += d[0], b0.y += d[1], b0.z += d[2], b0.w += d[3];
+          b1.x += d[4], b1.y += d[5], b1.z += d[6], b1.w += d[7];
+          smem4[sg0] = g0, smem4[sg1] = g1, smem4[sb0] = b0, smem4[sb1] = b1;
         }
       } else {
 #pragma unroll
@@ -303,16 +390,21 @@ __global__ void __launch_bounds__(kWarps * 32)
       }
     }
   }
-  __shared__ float red[kWarps][kMaxHidden];
-  for (int which = 0; which < 2; ++which) {
+  if constexpr (kSmem) {
+    sum_smem_partials(reinterpret_cast<const float*>(smem4), H, partial,
+                      [&](int which, int w, int j) { return smem_sum_float(which, w, j, C, W); });
+  } else {
+    __shared__ float red[kWarps][kMaxHidden];
+    for (int which = 0; which < 2; ++which) {
 #pragma unroll
-    for (int k = 0; k < KC; ++k) {
-      const int c = lane + 32 * k;
-      if (c < C)
+      for (int k = 0; k < KC; ++k) {
+        const int c = lane + 32 * k;
+        if (c < C)
 #pragma unroll
-        for (int e = 0; e < kVec; ++e) red[warp][c * kVec + e] = which == 0 ? dgamma[k][e] : dbeta[k][e];
+          for (int e = 0; e < kVec; ++e) red[warp][c * kVec + e] = which == 0 ? dgamma[k][e] : dbeta[k][e];
+      }
+      sum_block_partials(red, H, partial, which);
     }
-    sum_block_partials(red, H, partial, which);
   }
 }
 
@@ -323,10 +415,40 @@ int forward_blocks(int64_t rows) {
 
 }  // namespace
 
-int backward_blocks(int64_t rows) {
-  // Enough blocks to fill the GPU, few enough that the partial sums stay small.
-  const int64_t need = (rows + kWarps - 1) / kWarps;
-  return static_cast<int>(need < 528 ? need : 528);
+namespace {
+constexpr int kRegisterSumsBlocks = 528;  // enough to fill a GPU, few enough that the partials stay small
+constexpr int kMaxBlocksPerSm = 32;       // CUDA's limit on resident blocks per SM (compute 8.0-9.0)
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 1;
+  return sms > 0 ? sms : 1;
+}
+
+/// Blocks per SM of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory
+/// on the current device (the occupancy calculator's answer, asked once per kernel, device
+/// and size).
+int blocks_per_sm(const void* kernel, int threads, size_t smem) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const void*, int, size_t>, int> known;
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) dev = -1;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(kernel, dev, smem);
+  if (auto it = known.find(key); it != known.end()) return it->second;
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess || n < 1) n = 1;
+  if (n > kMaxBlocksPerSm) n = kMaxBlocksPerSm;  // backward_partial_rows' bound
+  return known[key] = n;
+}
+}  // namespace
+
+int backward_partial_rows(int64_t rows, bool smem_sums) {
+  const int warps = smem_sums ? backward_warps<true>() : backward_warps<false>();
+  const int64_t need = (rows + warps - 1) / warps;
+  const int64_t cap = smem_sums ? static_cast<int64_t>(kMaxBlocksPerSm) * sm_count() : kRegisterSumsBlocks;
+  return static_cast<int>(need < cap ? need : cap);
 }
 
 /// Calls f.template operator()<PER>() with the smallest PER in {8, 16, 24, 32} that holds H.
@@ -380,35 +502,58 @@ void residual_layer_norm_forward(bool h_bf16, const void* h, const float* residu
   });
 }
 
-void residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_low_raw, const float* sum,
-                                  const uint8_t* keep, const float* mean, const float* rstd, const float* gamma,
-                                  void* dh, float* d_residual, float* partial, int64_t rows, int H, float p,
-                                  cudaStream_t stream) {
-  if (rows == 0) return;
+int residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_low_raw, const float* sum,
+                                 const uint8_t* keep, const float* mean, const float* rstd, const float* gamma,
+                                 void* dh, float* d_residual, float* partial, int64_t rows, int H, float p,
+                                 bool smem_sums, cudaStream_t stream) {
+  if (rows == 0) return 0;
   const auto* dy_low = static_cast<const __nv_bfloat16*>(dy_low_raw);
-  const dim3 grid(backward_blocks(rows)), block(kWarps * 32);
+  int blocks = 0;
+  // One kernel's launch: register sums on at most 528 blocks of 8 warps; shared-memory sums on
+  // as many blocks of 4 warps as fit the GPU at once (rows are grid-strided either way).
+  auto launch = [&](auto kernel, auto smem_tag, auto&&... args) {
+    constexpr bool S = decltype(smem_tag)::value;
+    const int threads = backward_warps<S>() * 32;
+    const size_t bytes = S ? smem_sums_bytes(H) : 0;
+    const int64_t need = (rows + backward_warps<S>() - 1) / backward_warps<S>();
+    const int64_t cap = S ? static_cast<int64_t>(blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, bytes)) *
+                                sm_count()
+                          : kRegisterSumsBlocks;
+    blocks = static_cast<int>(need < cap ? need : cap);
+    kernel<<<blocks, threads, bytes, stream>>>(args...);
+  };
+  auto with_sums = [&](auto&& f) {
+    if (smem_sums) f(std::true_type{});
+    else f(std::false_type{});
+  };
   if (vectorized(H, {dy, dy_low, sum, gamma, dh, d_residual})) {
     with_chunks_per_lane(H, [&](auto kc) {
       constexpr int KC = decltype(kc)::value;
-      if (h_bf16)
-        backward_kernel_vec<__nv_bfloat16, KC><<<grid, block, 0, stream>>>(
-            dy, dy_low, sum, keep, mean, rstd, gamma, static_cast<__nv_bfloat16*>(dh), d_residual, partial, rows, H, p);
-      else
-        backward_kernel_vec<float, KC><<<grid, block, 0, stream>>>(dy, dy_low, sum, keep, mean, rstd, gamma,
-                                                                   static_cast<float*>(dh), d_residual, partial, rows, H, p);
+      with_sums([&](auto tag) {
+        constexpr bool S = decltype(tag)::value;
+        if (h_bf16)
+          launch(backward_kernel_vec<__nv_bfloat16, KC, S>, tag, dy, dy_low, sum, keep, mean, rstd, gamma,
+                 static_cast<__nv_bfloat16*>(dh), d_residual, partial, rows, H, p);
+        else
+          launch(backward_kernel_vec<float, KC, S>, tag, dy, dy_low, sum, keep, mean, rstd, gamma,
+                 static_cast<float*>(dh), d_residual, partial, rows, H, p);
+      });
     });
-    return;
+    return blocks;
   }
   with_per_lane(H, [&](auto per) {
     constexpr int P = decltype(per)::value;
-    if (h_bf16)
-      backward_kernel<__nv_bfloat16, P><<<grid, block, 0, stream>>>(dy, dy_low, sum, keep, mean, rstd, gamma,
-                                                                     static_cast<__nv_bfloat16*>(dh), d_residual,
-                                                                     partial, rows, H, p);
-    else
-      backward_kernel<float, P><<<grid, block, 0, stream>>>(dy, dy_low, sum, keep, mean, rstd, gamma, static_cast<float*>(dh),
-                                                             d_residual, partial, rows, H, p);
+    with_sums([&](auto tag) {
+      constexpr bool S = decltype(tag)::value;
+      if (h_bf16)
+        launch(backward_kernel<__nv_bfloat16, P, S>, tag, dy, dy_low, sum, keep, mean, rstd, gamma,
+               static_cast<__nv_bfloat16*>(dh), d_residual, partial, rows, H, p);
+      else
+        launch(backward_kernel<float, P, S>, tag, dy, dy_low, sum, keep, mean, rstd, gamma, static_cast<float*>(dh),
+               d_residual, partial, rows, H, p);
+    });
   });
+  return blocks;
 }
 
 const char* last_launch_error() {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "model/cuda/launch.hpp"
+#include "model/cuda/smem_sum_slots.hpp"
 
 namespace genemask::model::cuda {
 
@@ -17,8 +18,10 @@ inline uint64_t philox_increment(int H) {
   const int scalar = ((H + 31) / 32 + 3) / 4 * 4, chunks = (H / 8 + 31) / 32 * 8;
   return static_cast<uint64_t>(scalar > chunks ? scalar : chunks);
 }
-/// Blocks of the backward kernel: the rows of its gamma/beta partial sums.
-int backward_blocks(int64_t rows);
+/// The most blocks the backward kernel takes for `rows` rows: the rows `partial` must have.
+/// smem_sums: gamma's and beta's sums in shared memory (fusions.hpp's ln-smem where
+/// takes_smem_sums says so), else in registers.
+int backward_partial_rows(int64_t rows, bool smem_sums);
 
 /// h_bf16: h is bf16 (else fp32). y_low: bf16, y rounded to nearest, written in the same pass
 /// when not null. keep: uint8 per element, written when p > 0 (else unused).
@@ -27,11 +30,12 @@ void residual_layer_norm_forward(bool h_bf16, const void* h, const float* residu
                                  float* rstd, int64_t rows, int H, float p, float eps, at::PhiloxCudaState philox,
                                  cudaStream_t stream);
 /// y's gradient is dy (fp32) + dy_low (bf16, y_low's), summed in registers; either may be null
-/// (no gradient). dh in h's dtype; partial: [backward_blocks(rows), 2, H] fp32 (gamma's then
-/// beta's sums).
-void residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_low, const float* sum,
-                                  const uint8_t* keep, const float* mean, const float* rstd, const float* gamma,
-                                  void* dh, float* d_residual, float* partial, int64_t rows, int H, float p,
-                                  cudaStream_t stream);
+/// (no gradient). dh in h's dtype; partial: [backward_partial_rows(rows, smem_sums), 2, H] fp32,
+/// of which the kernel writes the first `blocks` rows (gamma's then beta's sums per block);
+/// returns `blocks`. The same inputs on the same GPU give the same blocks and bits.
+int residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_low, const float* sum,
+                                 const uint8_t* keep, const float* mean, const float* rstd, const float* gamma,
+                                 void* dh, float* d_residual, float* partial, int64_t rows, int H, float p,
+                                 bool smem_sums, cudaStream_t stream);
 
 }  // namespace genemask::model::cuda
