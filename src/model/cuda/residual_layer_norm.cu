@@ -522,6 +522,15 @@ int residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_lo
     blocks = static_cast<int>(need < cap ? need : cap);
     kernel<<<blocks, threads, bytes, stream>>>(args...);
   };
+  // The kernel for h's dtype (dh's type), with the sums where smem_sums says.
+  auto run = [&](auto bf16_kernel, auto fp32_kernel, auto smem_tag) {
+    if (h_bf16)
+      launch(bf16_kernel, smem_tag, dy, dy_low, sum, keep, mean, rstd, gamma, static_cast<__nv_bfloat16*>(dh),
+             d_residual, partial, rows, H, p);
+    else
+      launch(fp32_kernel, smem_tag, dy, dy_low, sum, keep, mean, rstd, gamma, static_cast<float*>(dh), d_residual,
+             partial, rows, H, p);
+  };
   auto with_sums = [&](auto&& f) {
     if (smem_sums) f(std::true_type{});
     else f(std::false_type{});
@@ -531,28 +540,18 @@ int residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_lo
       constexpr int KC = decltype(kc)::value;
       with_sums([&](auto tag) {
         constexpr bool S = decltype(tag)::value;
-        if (h_bf16)
-          launch(backward_kernel_vec<__nv_bfloat16, KC, S>, tag, dy, dy_low, sum, keep, mean, rstd, gamma,
-                 static_cast<__nv_bfloat16*>(dh), d_residual, partial, rows, H, p);
-        else
-          launch(backward_kernel_vec<float, KC, S>, tag, dy, dy_low, sum, keep, mean, rstd, gamma,
-                 static_cast<float*>(dh), d_residual, partial, rows, H, p);
+        run(backward_kernel_vec<__nv_bfloat16, KC, S>, backward_kernel_vec<float, KC, S>, tag);
       });
     });
-    return blocks;
-  }
-  with_per_lane(H, [&](auto per) {
-    constexpr int P = decltype(per)::value;
-    with_sums([&](auto tag) {
-      constexpr bool S = decltype(tag)::value;
-      if (h_bf16)
-        launch(backward_kernel<__nv_bfloat16, P, S>, tag, dy, dy_low, sum, keep, mean, rstd, gamma,
-               static_cast<__nv_bfloat16*>(dh), d_residual, partial, rows, H, p);
-      else
-        launch(backward_kernel<float, P, S>, tag, dy, dy_low, sum, keep, mean, rstd, gamma, static_cast<float*>(dh),
-               d_residual, partial, rows, H, p);
+  } else {
+    with_per_lane(H, [&](auto per) {
+      constexpr int P = decltype(per)::value;
+      with_sums([&](auto tag) {
+        constexpr bool S = decltype(tag)::value;
+        run(backward_kernel<__nv_bfloat16, P, S>, backward_kernel<float, P, S>, tag);
+      });
     });
-  });
+  }
   return blocks;
 }
 
