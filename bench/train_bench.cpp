@@ -39,7 +39,8 @@
 //                    the JSON's bgrad_products counts them as column_sums
 //   --ln-smem        on a GPU, the fused LayerNorm's backward sums gamma's and beta's
 //                    gradients in shared memory (src/model/fusions.hpp's ln-smem; off by
-//                    default); --no-ln-smem asks for the default explicitly
+//                    default); --no-ln-smem asks for the default explicitly; the JSON's
+//                    ln_smem says whether the kernel takes it (above a hidden size of 256)
 //   --sdpa B         scaled_dot_product_attention with backend B only: flash, cudnn or
 //                    efficient (default: LibTorch's choice); packed rows on a GPU call flash
 //                    attention over segments directly either way
@@ -77,6 +78,7 @@
 #include "model/optim.hpp"
 #include "model/fusions.hpp"
 #include "model/linear_bgrad.hpp"
+#include "model/cuda/smem_sum_slots.hpp"
 #include "model/linear_cpu.hpp"
 #include "model/runtime.hpp"
 #include "model/step_profile.hpp"
@@ -455,7 +457,9 @@ int run(int argc, char** argv) {
       static_cast<long long>(seq), graph ? "true" : "false", unfused_qkv ? "false" : "true",
       !unfused_ln && dev.is_cuda() ? "true" : "false", ln_bf16 && bf16 ? "true" : "false", fused_gelu && dev.is_cuda() ? "true" : "false", bgrad && dev.is_cuda() && bf16 ? "true" : "false",
       bgrad_products.c_str(), cpu_bias_taken ? "true" : "false",
-      ln_smem && !unfused_ln && dev.is_cuda() ? "true" : "false",
+      ln_smem && !unfused_ln && dev.is_cuda() && cuda::takes_smem_sums(static_cast<int>(cfg.hidden_size), true)
+          ? "true"
+          : "false",
       bias_sum && !bgrad && dev.is_cuda() && bf16 ? "true" : "false", sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),
       flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
