@@ -41,6 +41,13 @@
 //                    gradients in shared memory (src/model/fusions.hpp's ln-smem; off by
 //                    default); --no-ln-smem asks for the default explicitly; the JSON's
 //                    ln_smem says whether the kernel takes it (above a hidden size of 256)
+//   --fused-ce       on a GPU, the MLM loss as one kernel each way over the decoder's logits
+//                    in their own dtype (src/model/fusions.hpp's ce; off by default);
+//                    --no-fused-ce asks for the default explicitly
+//   --gelu-rows N    the fused bias + GELU's kernels load N of a thread's rows at once (1, 2
+//                    or 4; the same bits for each: src/model/cuda/rows_in_flight.hpp; default
+//                    the kernels' own); the JSON's gelu_rows_in_flight says N where the fused
+//                    GELU runs (a GPU), else null
 //   --sdpa B         scaled_dot_product_attention with backend B only: flash, cudnn or
 //                    efficient (default: LibTorch's choice); packed rows on a GPU call flash
 //                    attention over segments directly either way
@@ -69,6 +76,7 @@
 
 #include <fmt/format.h>
 
+#include "bench/bench_args.hpp"
 #include "genemask/corpus/loader.hpp"
 #include "model/bert.hpp"
 #include "model/cuda_graph.hpp"
@@ -84,6 +92,7 @@
 #include "model/step_profile.hpp"
 
 using namespace genemask::model;
+using genemask::bench::integer;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -111,19 +120,6 @@ double matmul_peak_gflops(const torch::Device& dev, torch::Dtype dtype, int64_t 
     best = std::min(best, seconds_since(t0));
   }
   return 2.0 * static_cast<double>(n * n * n) / best / 1e9;
-}
-
-/// `text` as a whole integer, or std::invalid_argument naming `what` and the text.
-int64_t integer(const char* what, const std::string& text) {
-  size_t used = 0;
-  int64_t v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != text.size()) throw std::invalid_argument(fmt::format("{} must be an integer, got '{}'", what, text));
-  return v;
 }
 
 /// A name for a JSON string written by hand: without quotes and backslashes.
@@ -172,9 +168,9 @@ int run(int argc, char** argv) {
   std::vector<std::string> pos;
   bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = Fusions{}.ln_bf16, fused_gelu = Fusions{}.gelu,
        bgrad = Fusions{}.bgrad, cpu_bias = Fusions{}.cpu_bias, ln_smem = Fusions{}.ln_smem,
-       bias_sum = Fusions{}.bias_sum, packing = false;
+       bias_sum = Fusions{}.bias_sum, fused_ce = Fusions{}.ce, packing = false;
   std::string lengths = "full", sdpa;
-  int profile = 0, check_graph = 0;
+  int profile = 0, check_graph = 0, gelu_rows = gelu_rows_in_flight();
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--graph") graph = true;
@@ -189,8 +185,11 @@ int run(int argc, char** argv) {
     else if (a == "--no-cpu-bias") cpu_bias = false;
     else if (a == "--ln-smem") ln_smem = true;
     else if (a == "--no-ln-smem") ln_smem = false;
+    else if (a == "--gelu-rows" && i + 1 < argc) gelu_rows = static_cast<int>(integer("--gelu-rows", argv[++i]));
     else if (a == "--bias-sum") bias_sum = true;
     else if (a == "--no-bias-sum") bias_sum = false;
+    else if (a == "--fused-ce") fused_ce = true;
+    else if (a == "--no-fused-ce") fused_ce = false;
     else if (a == "--packing") packing = true;
     else if (a == "--lengths" && i + 1 < argc) lengths = argv[++i];
     else if (a == "--sdpa" && i + 1 < argc) sdpa = argv[++i];
@@ -212,7 +211,8 @@ int run(int argc, char** argv) {
   const torch::Device dev = pick_device(device_name, 0, "--device");
   use_device(dev, /*tf32=*/true);
   const bool bf16 = precision == "bf16";
-  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias, ln_smem, bias_sum});
+  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias, ln_smem, bias_sum, fused_ce});
+  set_gelu_rows_in_flight(gelu_rows);  // std::invalid_argument (exit 2) unless 1, 2 or 4
   // Whether the model's linear layers take cpu-bias here (linear_cpu.hpp: the fusion on, a bf16
   // step on a CPU whose bf16 products ATen sends to oneDNN), asked of a layer of the model's kind.
   const bool cpu_bias_taken = dev.is_cpu() && bf16 && [] {
@@ -449,18 +449,20 @@ int run(int argc, char** argv) {
                           t_clip / steps, t_opt / steps);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
-      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"bias_sum\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
+      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
       "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
       static_cast<long long>(seq), graph ? "true" : "false", unfused_qkv ? "false" : "true",
-      !unfused_ln && dev.is_cuda() ? "true" : "false", ln_bf16 && bf16 ? "true" : "false", fused_gelu && dev.is_cuda() ? "true" : "false", bgrad && dev.is_cuda() && bf16 ? "true" : "false",
+      !unfused_ln && dev.is_cuda() ? "true" : "false", ln_bf16 && bf16 ? "true" : "false", fused_gelu && dev.is_cuda() ? "true" : "false",
+      fused_gelu && dev.is_cuda() ? std::to_string(gelu_rows_in_flight()).c_str() : "null", bgrad && dev.is_cuda() && bf16 ? "true" : "false",
       bgrad_products.c_str(), cpu_bias_taken ? "true" : "false",
       ln_smem && !unfused_ln && dev.is_cuda() && cuda::takes_smem_sums(static_cast<int>(cfg.hidden_size), true)
           ? "true"
           : "false",
-      bias_sum && !bgrad && dev.is_cuda() && bf16 ? "true" : "false", sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
+      bias_sum && !bgrad && dev.is_cuda() && bf16 ? "true" : "false", fused_ce && dev.is_cuda() ? "true" : "false",
+      sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),
       flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
       mfu(achieved_tflops, measured_peak_tflops), json_text(gpu).c_str(),

@@ -12,7 +12,8 @@
 #   --python PY      the Python whose PyTorch the build linked (default .venv/bin/python3)
 #
 # What DIR holds:
-#   build/src/cli/genemask, build/bench/train_bench, build/tests/model_tests
+#   build/src/cli/genemask, build/bench/train_bench, build/bench/kernel_bench,
+#   build/tests/model_tests
 #                    the programs gpu-check.sh runs, without their debug information
 #   build/lib/       genemask's own shared libraries (libgenemask_model.so, which genemask
 #                    loads for the training commands, and those it links), likewise
@@ -60,7 +61,7 @@ if [ -e "$dir" ]; then
   echo "gpu-bundle.sh: $dir exists; name a new directory (nothing is written over)" >&2
   exit 2
 fi
-programs=(src/cli/genemask bench/train_bench tests/model_tests)
+programs=(src/cli/genemask bench/train_bench bench/kernel_bench tests/model_tests)
 for p in "${programs[@]}"; do
   [ -x "$build/$p" ] || { echo "gpu-bundle.sh: $build/$p is missing; build first (scripts/build.sh) or name the build: --build DIR" >&2; exit 1; }
 done

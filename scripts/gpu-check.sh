@@ -39,10 +39,14 @@
 # summing gamma's and beta's gradients in shared memory, GENEMASK_FUSED's ln-smem, off by
 # default; GPU only), bench_CFG_bias_sum (the graph with the linear layers' bias gradients
 # summed by genemask's column-sum kernel, GENEMASK_FUSED's bias-sum, off by default; GPU
-# only), bench_CFG_pytorch,
+# only), bench_CFG_ce (the graph with the MLM loss as one kernel each way, GENEMASK_FUSED's
+# ce, off by default; GPU only), bench_CFG_pytorch,
 # bench_CFG_sweep (every batch of the sweep, eager and graph, and PyTorch; GPU only),
 # bench_CFG_packing (samples of 7-512 positions, uniform as the shards' recipe draws them,
-# padded to the longest and packed: real tokens/s of each). A failing part does not stop
+# padded to the longest and packed: real tokens/s of each), bench_CFG_kernels (genemask's
+# CUDA kernels timed alone at the config's shapes by bench/kernel_bench, against the copy
+# bandwidth and LibTorch's kernels, their variants checked for the same bits; GPU only;
+# docs/build.md "The kernels alone"). A failing part does not stop
 # the others; a part whose program did not build is skipped. The end prints a table of the
 # parts.
 #
@@ -54,7 +58,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"ln-smem"/"bias-sum"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"ln-smem"/"bias-sum"/"fused-ce"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -67,6 +71,8 @@
 #   packing      per config: the padded and the packed run of bench_CFG_packing (rows as in
 #                runs, with real_tokens and positions) and packed_vs_padded, the ratio of
 #                their real tokens/s
+#   kernels      per config: bench/kernel_bench's JSON (copy_gbs and one case per kernel
+#                and variant: median_us, gbs, of_copy, vs_default, same_bits)
 # Exit codes: 0 every part passed (or was skipped by --no-build); 1 a part failed (or was
 # skipped because its program did not build); 2 before any part ran: a bad option, a
 # Python module missing (all missing ones are named), no GPU visible without --cpu, or a
@@ -135,7 +141,7 @@ counts --sweep-logo $sweep_logo
 # --only: every name one of the parts.
 all_parts="build model_tests gpu_tests"
 for cfg in dnabert logo; do
-  for p in genemask graph no_ln_bf16 no_gelu bgrad ln_smem bias_sum packing pytorch sweep; do all_parts+=" bench_${cfg}_$p"; done
+  for p in genemask graph no_ln_bf16 no_gelu bgrad ln_smem bias_sum ce packing pytorch sweep kernels; do all_parts+=" bench_${cfg}_$p"; done
 done
 if [ "$only_given" = 1 ]; then
   IFS=, read -r -a only_names <<<"$only"
@@ -266,11 +272,11 @@ build_all() {
   [ "$device" = cpu ] && require_cuda=OFF
   if ! cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGENEMASK_PYTHON="$python" \
       -DGENEMASK_REQUIRE_CUDA="$require_cuda" ${cmake_prefix:+-DCMAKE_PREFIX_PATH="$cmake_prefix"}; then
-    failed_targets=" genemask train_bench model_tests "
+    failed_targets=" genemask train_bench kernel_bench model_tests "
     return 3
   fi
   # One target at a time: a test that does not compile leaves the binary and the benchmark.
-  for t in genemask train_bench model_tests; do
+  for t in genemask train_bench kernel_bench model_tests; do
     cmake --build "$build" -j "$(nproc)" --target "$t" || { rc=$?; failed_targets+="$t "; }
   done
   return "$rc"
@@ -287,7 +293,7 @@ bin="$build/src/cli/genemask"
 # all-reduce choice, the FLOP definition, the profiler's classes, the fused Q/K/V product).
 ready model_tests model_tests "$build/tests/model_tests" &&
   part model_tests "$build/tests/model_tests" --gtest_brief=1 \
-    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedLinearBgrad.*:ColumnSums.*:Fusions.*:Packing.*:GraphStep.*'
+    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedLinearBgrad.*:ColumnSums.*:FusedCrossEntropy.*:Fusions.*:Packing.*:GraphStep.*'
 # The commands on the GPU against the CPU (on the CPU alone with --cpu): bf16 vs fp32 loss,
 # checkpoint and resume, embed, finetune, NCCL at world size 1 and MPI with 2 ranks.
 ready gpu_tests genemask "$bin" &&
@@ -360,6 +366,10 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_bias_sum" train_bench "$tb" &&
       part "bench_${cfg}_bias_sum" bash -c '"$@" >"$0"' "$work/bench-$cfg-bias_sum.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --bias-sum --profile 3
+    # And with the MLM loss as one kernel each way (fusions.hpp's ce, off by default), likewise.
+    ready "bench_${cfg}_ce" train_bench "$tb" &&
+      part "bench_${cfg}_ce" bash -c '"$@" >"$0"' "$work/bench-$cfg-ce.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --fused-ce --profile 3
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
     skip "bench_${cfg}_no_ln_bf16" "the bf16 copy is the GPU kernel's"
@@ -367,6 +377,7 @@ for cfg in dnabert logo; do
     skip "bench_${cfg}_bgrad" "the bias gradient in cuBLASLt's epilogue is a GPU product"
     skip "bench_${cfg}_ln_smem" "the fused LayerNorm is a GPU kernel"
     skip "bench_${cfg}_bias_sum" "the column-sum kernel runs on a GPU"
+    skip "bench_${cfg}_ce" "the fused cross-entropy is a GPU kernel"
   fi
   ready "bench_${cfg}_packing" train_bench "$tb" && part "bench_${cfg}_packing" packed "$cfg" "$b"
   part "bench_${cfg}_pytorch" bash -c '"$@" >"$0"' "$work/bench-$cfg-pytorch.json" \
@@ -375,6 +386,13 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_sweep" train_bench "$tb" && part "bench_${cfg}_sweep" sweep "$cfg" "$sw"
   else
     skip "bench_${cfg}_sweep" "the micro-batch sweep runs on a GPU"
+  fi
+  if [ "$device" = cuda ]; then
+    ready "bench_${cfg}_kernels" kernel_bench "$build/bench/kernel_bench" &&
+      part "bench_${cfg}_kernels" bash -c '"$@" >"$0"' "$work/bench-$cfg-kernels.json" \
+        "$build/bench/kernel_bench" "$cfg" "$b" 512
+  else
+    skip "bench_${cfg}_kernels" "genemask's CUDA kernels run on a GPU"
   fi
 done
 
@@ -392,7 +410,7 @@ def last_row(path):
     return json.loads(lines[-1])
 rows = []
 for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "pytorch"):
+    for impl in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "ce", "pytorch"):
         part = parts.get(f"bench_{cfg}_{impl}", {})
         if part.get("status") != "passed":
             continue
@@ -402,7 +420,7 @@ for cfg in ("dnabert", "logo"):
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
         r["variant"] = {"graph": "graph", "no_ln_bf16": "no-ln-bf16", "no_gelu": "no-gelu", "bgrad": "bgrad",
-                        "ln_smem": "ln-smem", "bias_sum": "bias-sum"}.get(impl, "eager")
+                        "ln_smem": "ln-smem", "bias_sum": "bias-sum", "ce": "fused-ce"}.get(impl, "eager")
         gc = r.get("graph_check")
         if gc and not gc["max_rel_diff"] <= 2e-3:
             part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")
@@ -463,6 +481,17 @@ for cfg in ("dnabert", "logo"):  # padded and packed samples of uniform lengths
             r["mfu_datasheet"] = None
     both = "packed" in runs and "padded" in runs
     res["packing"][cfg] = dict(runs, packed_vs_padded=runs["packed"]["median_tokens_per_s"] / runs["padded"]["median_tokens_per_s"] if both else None)
+res["kernels"] = {}
+for cfg in ("dnabert", "logo"):  # bench/kernel_bench's JSON line
+    part = parts.get(f"bench_{cfg}_kernels", {})
+    path = os.path.join(work, f"bench-{cfg}-kernels.json")
+    if part.get("status") in ("passed", "failed") and os.path.exists(path):  # failed: a variant's bits differ
+        try:
+            res["kernels"][cfg] = last_row(path)
+        except (IndexError, ValueError) as e:
+            part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
+passed = all(p["status"] != "failed" for p in parts.values())
+res["passed"] = passed
 rows.sort(key=lambda r: (("dnabert", "logo").index(r["config"]), r["batch"], r["impl"] != "genemask", r["variant"]))
 res["runs"] = rows
 with open(out, "w") as f:  # before the table: a row that cannot be printed loses nothing
@@ -506,6 +535,12 @@ if prof:
         sp = r["profile"]["seconds_per_step"]
         print(f"{r['config']:8s} {r['variant']:7s} {r['batch']:5d} " + " ".join(f"{sp[c] * 1e3:16.3f}" for c in classes)
               + f" {r['profile']['step_s'] * 1e3:8.2f}")
+for cfg, kb in res["kernels"].items():
+    print(f"{cfg}: genemask's kernels alone ({kb['rows']} rows; copy bandwidth {kb['copy_gbs']:.0f} GB/s)")
+    for c in kb["cases"]:
+        bits = {True: " same bits", False: " BITS DIFFER", None: ""}[c["same_bits"]]
+        print(f"  {c['kernel']:14s} {c['impl']:9s} {c['width']:6d} {c['variant'][:44]:44s} {c['median_us']:9.1f} us "
+              f"{c['of_copy']:6.1%} of copy {c['vs_default']:6.2f}x{bits}")
 print(f"peak for MFU: {peak_tflops:.0f} TFLOP/s ({peak_how})")
 print(f"wrote {out}")
 print()

@@ -3,6 +3,7 @@
 
 #include "model/attention_cpu.hpp"
 #include "model/bias_gelu.hpp"
+#include "model/cross_entropy.hpp"
 #include "model/linear_bgrad.hpp"
 #include "model/linear_cpu.hpp"
 #include "model/fusions.hpp"
@@ -533,7 +534,11 @@ torch::Tensor BertForMaskedLMImpl::masked_lm_loss_sum(const torch::Tensor& input
 
 torch::Tensor BertForMaskedLMImpl::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& rows,
                                                  const torch::Tensor& targets) {
-  auto logits = head_at_rows(*this, hidden, rows).to(torch::kFloat32);
+  auto logits = head_at_rows(*this, hidden, rows);
+  // On a GPU with ce in force, one kernel each way over the logits in their own dtype
+  // (cross_entropy.hpp); elsewhere LibTorch's composition in fp32.
+  if (fusions().ce && fused_cross_entropy_takes(logits, targets)) return fused_cross_entropy_sum(logits, targets);
+  logits = logits.to(torch::kFloat32);
   return torch::nn::functional::cross_entropy(logits, targets,
                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
 }

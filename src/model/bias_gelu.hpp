@@ -21,7 +21,9 @@ bool fused_bias_gelu_runs_on(const torch::Device& device);
 /// size on the same GPU.
 bool fused_bias_gelu_takes(const torch::Tensor& z, const torch::Tensor& bias);
 
-/// GELU(z + bias), differentiable in z and bias.
-torch::Tensor fused_bias_gelu(const torch::Tensor& z, const torch::Tensor& bias);
+/// GELU(z + bias), differentiable in z and bias. rows_in_flight: the kernels' rows loaded at
+/// once per thread, forward and backward (cuda/rows_in_flight.hpp: 1, 2 or 4, the same bits
+/// for each; std::invalid_argument for another); 0 for fusions.hpp's gelu_rows_in_flight().
+torch::Tensor fused_bias_gelu(const torch::Tensor& z, const torch::Tensor& bias, int rows_in_flight = 0);
 
 }  // namespace genemask::model

@@ -9,7 +9,7 @@ bool fused_bias_gelu_runs_on(const torch::Device&) { return false; }
 
 bool fused_bias_gelu_takes(const torch::Tensor&, const torch::Tensor&) { return false; }
 
-torch::Tensor fused_bias_gelu(const torch::Tensor&, const torch::Tensor&) {
+torch::Tensor fused_bias_gelu(const torch::Tensor&, const torch::Tensor&, int) {
   throw std::invalid_argument("fused bias + GELU: this build's LibTorch has no CUDA");
 }
 

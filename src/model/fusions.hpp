@@ -1,6 +1,6 @@
 #pragma once
-// Which of genemask's fused paths run, process-wide. All but bgrad, ln-smem and bias-sum by
-// default:
+// Which of genemask's fused paths run, process-wide. All but bgrad, ln-smem, bias-sum and ce
+// by default:
 //   qkv      Q, K and V as one product of the stacked weights (every device);
 //   ln       dropout + residual add + LayerNorm as one GPU kernel each way
 //            (residual_layer_norm.hpp; the CPU keeps LibTorch's kernels);
@@ -42,18 +42,27 @@
 //            on too, takes precedence. Off by default until a GPU has run its test and timed
 //            it (written in a session without one). It changes the bias gradients' rounding
 //            (recorded, like gelu).
+//   ce       on a GPU, the MLM loss over the decoder's logits as one kernel each way
+//            (cross_entropy.hpp): each row's log-sum-exp from the logits in their own dtype
+//            (bf16 under autocast) and, backward, their gradient in that dtype, instead of
+//            LibTorch's fp32 copy, log-softmax and dense NLL gradient (about 2.9 GB a step at
+//            logo 256 x 512, whose vocabulary of 4101 is 16 times its hidden size). Off by
+//            default until a GPU has run its test and timed it (written in a session without
+//            one). It sums each row in another order (recorded, like gelu).
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
-// "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem" and "bias-sum", or "none" (to
-// compare with the unfused step, or to rule a fused kernel out when a result looks wrong).
-// train_bench's --unfused-qkv, --unfused-ln, --no-ln-bf16, --no-fused-gelu, --bgrad,
-// --no-cpu-bias, --ln-smem and --bias-sum set them instead (GENEMASK_FUSED aside).
+// "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem", "bias-sum" and "ce", or
+// "none" (to compare with the unfused step, or to rule a fused kernel out when a result looks
+// wrong). train_bench's --unfused-qkv, --unfused-ln, --no-ln-bf16, --no-fused-gelu, --bgrad,
+// --no-cpu-bias, --ln-smem, --bias-sum and --fused-ce set them instead (GENEMASK_FUSED aside).
 #include <string>
+
+#include "model/cuda/rows_in_flight.hpp"
 
 namespace genemask::model {
 
 struct Fusions {
   bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false, cpu_bias = true, ln_smem = false,
-       bias_sum = false;
+       bias_sum = false, ce = false;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an
@@ -63,13 +72,22 @@ void set_fusions(Fusions f);
 /// GENEMASK_FUSED's text as a Fusions (exposed for the tests).
 Fusions parse_fusions(const std::string& text);
 /// The fusions among f that change a step's numbers, as GENEMASK_FUSED spells them (those of
-/// "qkv,ln,gelu,bgrad,ln-smem,bias-sum" in force, in that order, or "none"): qkv (another
+/// "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce" in force, in that order, or "none"): qkv (another
 /// product's rounding), ln (on a GPU, its own dropout draws and rounding), gelu (on a GPU, the
 /// bias added and its gradient summed in fp32), bgrad (on a GPU, the linear layers' weight and
 /// bias gradients in fp32), ln-smem (on a GPU, gamma's and beta's gradients summed in another
-/// grouping) and bias-sum (on a GPU, the linear layers' bias gradients summed in fp32). ln-bf16 and cpu-bias are not among them: ln-bf16's copy is the cast autocast
+/// grouping), bias-sum (on a GPU, the linear layers' bias gradients summed in fp32) and ce
+/// (on a GPU, each row's log-sum-exp in another order). ln-bf16 and cpu-bias are not among them: ln-bf16's copy is the cast autocast
 /// would make, and cpu-bias computes what ATen's addmm computes.
 /// A checkpoint records it, so that --resume does not continue a run with other numbers.
 std::string numeric_fusions(const Fusions& f);
+
+/// How the fused bias + GELU's kernels run, which is not what they compute (every choice gives
+/// the same bits, so a checkpoint does not record it): the rows in flight, 1, 2 or 4
+/// (cuda/rows_in_flight.hpp), cuda::kBiasGeluRowsInFlight unless set_gelu_rows_in_flight set
+/// another (train_bench's --gelu-rows, to time a choice in the whole step). The setter throws
+/// std::invalid_argument for another count.
+int gelu_rows_in_flight();
+void set_gelu_rows_in_flight(int rows);
 
 }  // namespace genemask::model

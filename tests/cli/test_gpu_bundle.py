@@ -38,7 +38,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUNDLE = os.path.join(ROOT, "scripts", "gpu-bundle.sh")
 CHECK = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
-PROGRAMS = ["src/cli/genemask", "bench/train_bench", "tests/model_tests"]
+PROGRAMS = ["src/cli/genemask", "bench/train_bench", "bench/kernel_bench", "tests/model_tests"]
 NODE_OWN = {"libc6", "libstdc++6", "libgcc-s1"}
 HIDDEN = ("libopenmpi", "openmpi-", "libpmix", "libhwloc", "libevent", "libhdf5", "libboost", "libfmt", "libisal",
           "libyaml-cpp")

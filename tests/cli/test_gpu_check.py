@@ -28,9 +28,9 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "packing",
+                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "ce", "packing",
                                                            "pytorch",
-                                                           "sweep")]
+                                                           "sweep", "kernels")]
 # The GPU tests' count, from test_gpu.py itself: all of them must run (on the CPU here).
 with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as _f:
     GPU_TESTS = sum(1 for n in ast.walk(ast.parse(_f.read()))
@@ -46,8 +46,12 @@ GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph
             "bench_logo_ln_smem": "the fused LayerNorm is a GPU kernel",
             "bench_dnabert_bias_sum": "the column-sum kernel runs on a GPU",
             "bench_logo_bias_sum": "the column-sum kernel runs on a GPU",
+            "bench_dnabert_ce": "the fused cross-entropy is a GPU kernel",
+            "bench_logo_ce": "the fused cross-entropy is a GPU kernel",
             "bench_dnabert_sweep": "the micro-batch sweep runs on a GPU",
-            "bench_logo_sweep": "the micro-batch sweep runs on a GPU"}
+            "bench_logo_sweep": "the micro-batch sweep runs on a GPU",
+            "bench_dnabert_kernels": "genemask's CUDA kernels run on a GPU",
+            "bench_logo_kernels": "genemask's CUDA kernels run on a GPU"}
 # What `srun --gpus=1 --mpi=pmi2 scripts/gpu-check.sh` puts into the script's environment
 # that bears on an MPI world's size and rank. (srun also sets SLURM_NODELIST; together with
 # PMI_SIZE it makes an Open MPI built without Slurm support, as Debian's, refuse to start
@@ -303,11 +307,13 @@ class TrainBenchFusions(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         r = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
         self.assertEqual(r["bgrad_products"], {"fused": 0, "fused_bf16": 0, "fallback": 0, "column_sums": 0})
-        return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad", "ln_smem", "bias_sum")}
+        self.assertIsNone(r["gelu_rows_in_flight"])  # the fused GELU runs on a GPU only
+        return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad", "ln_smem", "bias_sum",
+                                  "fused_ce")}
 
     def test_flags(self):
         default = {"fused_qkv": True, "fused_ln": False, "ln_bf16": True, "fused_gelu": False, "bgrad": False,
-                   "ln_smem": False, "bias_sum": False}
+                   "ln_smem": False, "bias_sum": False, "fused_ce": False}
         self.assertEqual(self.run_bench(), default)
         self.assertEqual(self.run_bench("--no-ln-bf16"), dict(default, ln_bf16=False))
         self.assertEqual(self.run_bench("--ln-bf16"), default)
@@ -323,10 +329,51 @@ class TrainBenchFusions(unittest.TestCase):
         # And the column-sum kernel for the bias gradients.
         self.assertEqual(self.run_bench("--bias-sum"), default)
         self.assertEqual(self.run_bench("--no-bias-sum"), default)
+        # And the fused cross-entropy.
+        self.assertEqual(self.run_bench("--fused-ce"), default)
+        self.assertEqual(self.run_bench("--no-fused-ce"), default)
         self.assertEqual(self.run_bench("--unfused-qkv", "--no-ln-bf16"), dict(default, fused_qkv=False, ln_bf16=False))
         p = subprocess.run([os.path.join(BUILD, "bench", "train_bench"), "logo", "1", "2", "32", "1", "--ln-bf17"],
                            capture_output=True, text=True)
         self.assertEqual((p.returncode, p.stderr.strip()), (2, "train_bench: unknown option '--ln-bf17'"))
+        # The fused GELU's rows in flight: taken (1, 2, 4), another count refused before any step.
+        self.assertEqual(self.run_bench("--gelu-rows", "4"), default)
+        p = subprocess.run([os.path.join(BUILD, "bench", "train_bench"), "logo", "1", "2", "32", "1", "--gelu-rows", "3"],
+                           capture_output=True, text=True)
+        self.assertEqual((p.returncode, p.stdout, p.stderr.strip()),
+                         (2, "", "train_bench: error: the fused bias + GELU's rows in flight: 3; the kernels take 1, 2 or 4"))
+
+
+class KernelBenchOnTheCpu(unittest.TestCase):
+    """bench/kernel_bench (gpu-check.sh's bench_CFG_kernels) where no GPU is visible: --help,
+    its arguments checked before anything else, and without a GPU one line and exit 2, never
+    a result."""
+
+    def run_kernel_bench(self, *args):
+        e = dict(os.environ, CUDA_VISIBLE_DEVICES="")
+        return subprocess.run([os.path.join(BUILD, "bench", "kernel_bench"), *args], capture_output=True, text=True,
+                              env=e)
+
+    def test_help_and_arguments(self):
+        # Built with a CUDA LibTorch only (it calls the kernels' launchers); CI's is one.
+        if os.environ.get("GENEMASK_TORCH_CUDA", "ON") != "ON":
+            self.skipTest("kernel_bench is built with a CUDA LibTorch only")
+        p = self.run_kernel_bench("--help")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("Usage: kernel_bench [CONFIG [BATCH [SEQ]]] [--repeats N]", p.stdout)
+        for args, msg in [(["--repeats", "0"], "--repeats must be a positive integer, got '0'"),
+                          (["dnabert", "6x"], "BATCH must be an integer, got '6x'"),
+                          (["--fast"], "unknown option '--fast' (see --help)"),
+                          (["--repeats"], "--repeats needs a value (see --help)"),
+                          (["dnabert", "1", "2", "3"], "at most CONFIG, BATCH and SEQ (see --help)")]:
+            p = self.run_kernel_bench(*args)
+            self.assertEqual((p.returncode, p.stdout, p.stderr.strip()), (2, "", f"kernel_bench: error: {msg}"), args)
+        p = self.run_kernel_bench("nosuchconfig")
+        self.assertEqual((p.returncode, p.stdout), (2, ""))
+        self.assertIn("nosuchconfig", p.stderr)
+        p = self.run_kernel_bench("logo", "2", "16")
+        self.assertEqual((p.returncode, p.stdout, p.stderr.strip()),
+                         (2, "", "kernel_bench: no GPU visible: the kernels it times run on a GPU"))
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)

@@ -17,6 +17,7 @@
 #include "model/bert.hpp"
 #include "model/cuda/smem_sum_slots.hpp"
 #include "model/bias_gelu.hpp"
+#include "model/cross_entropy.hpp"
 #include "model/linear_bgrad.hpp"
 #include "model/linear_cpu.hpp"
 #include "model/cuda_graph.hpp"
@@ -333,6 +334,14 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_EQ(numeric_fusions(parse_fusions("bias-sum,ln-smem,qkv")), "qkv,ln-smem,bias-sum");
   EXPECT_TRUE(parse_fusions(numeric_fusions(f)).bias_sum);
   EXPECT_THROW(parse_fusions("bias_sum"), std::invalid_argument);
+  // ce likewise, last in the recorded list.
+  EXPECT_FALSE(Fusions{}.ce);
+  EXPECT_FALSE(parse_fusions("qkv,ln,ln-bf16,gelu,bgrad,cpu-bias,ln-smem,bias-sum").ce);
+  f = parse_fusions("ce");
+  EXPECT_TRUE(!f.qkv && !f.ln && !f.ln_bf16 && !f.gelu && !f.bgrad && !f.cpu_bias && !f.ln_smem && !f.bias_sum && f.ce);
+  EXPECT_EQ(numeric_fusions(parse_fusions("ce,bias-sum,qkv,ln-bf16")), "qkv,bias-sum,ce");
+  EXPECT_TRUE(parse_fusions(numeric_fusions(f)).ce);
+  EXPECT_THROW(parse_fusions("CE"), std::invalid_argument);
 }
 
 // The shared-memory sums of the fused LayerNorm's backward (ln-smem): for every chunk count
@@ -872,6 +881,62 @@ TEST(FusedBiasGelu, MatchesTheEagerComposition) {
   }
 }
 
+// The fused bias + GELU's rows in flight (cuda/rows_in_flight.hpp): 2 and 4 of a thread's
+// rows loaded at once give the very bits of one at a time, forward and backward (the output,
+// z's gradient and the bias's, whose sums each thread adds in the same order), for row counts
+// that leave a thread no row, one, and a last group short of 4, widths on the 16-byte and the
+// one-element path, fp32 and bf16; other counts are refused before any launch.
+TEST(FusedBiasGelu, RowsInFlightGiveTheSameBits) {
+  using genemask::model::cuda::bias_gelu_rows_in_flight_supported;
+  using genemask::model::cuda::kBiasGeluRowsInFlight;
+  std::vector<int> supported;
+  for (int r = -1; r <= 8; ++r)
+    if (bias_gelu_rows_in_flight_supported(r)) supported.push_back(r);
+  EXPECT_EQ(supported, (std::vector<int>{1, 2, 4}));
+  EXPECT_TRUE(bias_gelu_rows_in_flight_supported(kBiasGeluRowsInFlight));
+  EXPECT_THROW(fused_bias_gelu(torch::randn({3, 8}), torch::randn({8}), 3), std::invalid_argument);
+  // The process-wide choice (fusions.hpp; train_bench's --gelu-rows): the kernels' default
+  // until set, another count refused and the choice kept.
+  EXPECT_EQ(gelu_rows_in_flight(), kBiasGeluRowsInFlight);
+  EXPECT_THROW(set_gelu_rows_in_flight(3), std::invalid_argument);
+  EXPECT_THROW(set_gelu_rows_in_flight(0), std::invalid_argument);
+  EXPECT_EQ(gelu_rows_in_flight(), kBiasGeluRowsInFlight);
+  set_gelu_rows_in_flight(4);
+  EXPECT_EQ(gelu_rows_in_flight(), 4);
+  set_gelu_rows_in_flight(kBiasGeluRowsInFlight);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the kernels' assertions need one";
+  const auto on_gpu = torch::TensorOptions().device(torch::kCUDA, 0);
+  try {
+    fused_bias_gelu(torch::randn({3, 8}, on_gpu), torch::randn({8}, on_gpu), 3);
+    ADD_FAILURE() << "3 rows in flight taken";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("rows in flight"), std::string::npos) << e.what();
+  }
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16})
+    for (const int64_t H : {3072, 520, 100})
+      for (const int64_t rows : {int64_t{1}, int64_t{148}, int64_t{2053}, int64_t{5000}}) {
+        SCOPED_TRACE(testing::Message() << "dtype " << dtype << " H " << H << " rows " << rows);
+        torch::manual_seed(static_cast<uint64_t>(H * rows));
+        auto z = torch::randn({rows, H}, on_gpu.dtype(dtype)).requires_grad_();
+        auto bias = (0.5 * torch::randn({H}, on_gpu)).requires_grad_();
+        const auto dy = torch::randn({rows, H}, on_gpu.dtype(dtype));
+        auto run = [&](int r) {
+          auto y = fused_bias_gelu(z, bias, r);
+          auto g = torch::autograd::grad({y}, {z, bias}, {dy});
+          return std::make_tuple(y.detach(), g[0], g[1]);
+        };
+        const auto [y1, dz1, db1] = run(1);
+        for (const int r : {0, 2, 4}) {  // 0: the process-wide choice, set to 2 here
+          if (r == 0) set_gelu_rows_in_flight(2);
+          const auto [y, dz, db] = run(r);
+          EXPECT_TRUE(torch::equal(y, y1)) << r << " rows in flight: the output";
+          EXPECT_TRUE(torch::equal(dz, dz1)) << r << " rows in flight: z's gradient";
+          EXPECT_TRUE(torch::equal(db, db1)) << r << " rows in flight: the bias's gradient";
+          set_gelu_rows_in_flight(kBiasGeluRowsInFlight);
+        }
+      }
+}
+
 // The linear layers' bias gradient in the weight-gradient product's epilogue (fusions.hpp's
 // bgrad) against the eager linear under bf16 autocast: the forward bit for bit (the same
 // product), the input's gradient within bf16 rounding of it (the same bf16 product, cast to
@@ -1026,6 +1091,83 @@ TEST(ColumnSums, MatchFp64SumsAndTheModelsGradients) {
     // products each (gelu off), and the prediction head's transform and decoder.
     EXPECT_GE(after.column_sums - before.column_sums, 2 * 4);
     EXPECT_EQ(after.fused + after.fused_bf16 + after.fallback, before.fused + before.fused_bf16 + before.fallback);
+  }
+}
+
+// The MLM loss as one kernel each way (fusions.hpp's ce, cross_entropy.hpp): on the CPU it is
+// refused and the step is unchanged; on a GPU the summed loss and the logits' gradient equal
+// LibTorch's composition (the logits cast to fp32, cross_entropy with the sum) within fp32
+// rounding, for the vocabulary's 4101 columns and others, bf16 and fp32 logits, targets of
+// -100 among them, one row and none; a target outside the vocabulary gives NaN, never a
+// number; the gradient scales with the loss's own gradient, read on the device; the same bits
+// again; and the MLM model's loss and gradients with it on are those with it off.
+TEST(FusedCrossEntropy, MatchesTheEagerComposition) {
+  const Fusions saved = fusions();
+  EXPECT_FALSE(fused_cross_entropy_takes(torch::randn({3, 8}), torch::zeros({3}, torch::kLong)));
+  EXPECT_THROW(fused_cross_entropy_sum(torch::randn({3, 8}), torch::zeros({3}, torch::kLong)), std::invalid_argument);
+  Fusions off{true, true, false, false, false}, on = off;
+  on.ce = true;
+  expect_cpu_step_unchanged(off, on);
+  set_fusions(saved);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the fused cross-entropy's assertions need one";
+  const torch::Device gpu(torch::kCUDA, 0);
+  const auto on_gpu = torch::TensorOptions().device(gpu);
+  const auto long_gpu = on_gpu.dtype(torch::kLong);
+  EXPECT_FALSE(fused_cross_entropy_takes(torch::randn({3, 8}, on_gpu), torch::zeros({3}, on_gpu.dtype(torch::kInt))));
+  EXPECT_FALSE(fused_cross_entropy_takes(torch::randn({3, 8}, on_gpu), torch::zeros({4}, long_gpu)));
+  EXPECT_FALSE(fused_cross_entropy_takes(torch::randn({3, 8, 2}, on_gpu), torch::zeros({3}, long_gpu)));
+  EXPECT_FALSE(fused_cross_entropy_takes(torch::randn({3, 8}, on_gpu.dtype(torch::kHalf)), torch::zeros({3}, long_gpu)));
+  struct Shape {
+    int64_t rows, V;
+  };
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16})
+    for (const Shape sh : {Shape{0, 4101}, Shape{1, 4101}, Shape{333, 4101}, Shape{64, 7}, Shape{50, 1000},
+                           Shape{9, 300}})
+      for (const double g : {1.0, 1.0 / 333}) {
+        SCOPED_TRACE(testing::Message() << "dtype " << dtype << " rows " << sh.rows << " V " << sh.V << " g " << g);
+        torch::manual_seed(static_cast<uint64_t>(sh.rows * 7 + sh.V));
+        auto logits = (3 * torch::randn({sh.rows, sh.V}, on_gpu)).to(dtype).requires_grad_();
+        auto targets = torch::randint(0, sh.V, {sh.rows}, long_gpu);
+        if (sh.rows > 2) targets.narrow(0, 1, sh.rows / 3).fill_(-100);  // rows that add nothing
+        auto loss = fused_cross_entropy_sum(logits, targets);
+        ASSERT_EQ(loss.scalar_type(), torch::kFloat32);
+        ASSERT_EQ(loss.dim(), 0);
+        const auto up = torch::full({}, g, on_gpu);  // the summed loss's gradient, on the device
+        const auto grad = torch::autograd::grad({loss}, {logits}, {up})[0];
+        ASSERT_EQ(grad.scalar_type(), dtype);
+        // LibTorch's composition in fp32 from the same logits.
+        auto ref_logits = logits.detach().to(torch::kFloat32).requires_grad_();
+        auto ref = torch::nn::functional::cross_entropy(
+            ref_logits, targets, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+        const auto ref_grad = torch::autograd::grad({ref}, {ref_logits}, {up})[0];
+        const double ref_loss = ref.item<double>();
+        EXPECT_NEAR(loss.item<double>(), ref_loss, 1e-5 * std::max(1.0, std::abs(ref_loss)));
+        // The gradient: each value g * (softmax - onehot) in fp32, rounded once to the logits'
+        // dtype (bf16: within half a step, 2^-9 to 2^-8 of the value; fp32: a few ulps).
+        const auto err = (grad.to(torch::kFloat32) - ref_grad).abs();
+        const double rel = dtype == torch::kBFloat16 ? 1.0 / 256 : 1e-5;
+        const auto bound = ref_grad.abs() * rel * 1.01 + 1e-7 * g;
+        EXPECT_TRUE((err <= bound).all().item<bool>()) << "worst error / bound " << (err / bound).max().item<double>();
+        if (sh.rows > 2) {  // the ignored rows: no gradient at all
+          EXPECT_EQ(grad.narrow(0, 1, sh.rows / 3).abs().max().item<double>(), 0.0);
+        }
+        auto again = fused_cross_entropy_sum(logits, targets);
+        EXPECT_TRUE(torch::equal(again, loss));  // the same bits again
+        EXPECT_TRUE(torch::equal(torch::autograd::grad({again}, {logits}, {up})[0], grad));
+      }
+  {  // a target outside the vocabulary: NaN, not a number that looks right
+    auto logits = torch::randn({4, 10}, on_gpu);
+    auto targets = torch::tensor({1, 2, 10, 3}, long_gpu);
+    EXPECT_TRUE(std::isnan(fused_cross_entropy_sum(logits, targets).item<double>()));
+    targets = torch::tensor({1, -1, 2, 3}, long_gpu);
+    EXPECT_TRUE(std::isnan(fused_cross_entropy_sum(logits, targets).item<double>()));
+  }
+  {  // the model on the GPU: ce on against off (the same draws)
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, off);
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, on);
+    set_fusions(saved);
+    EXPECT_NEAR(loss_on.item<double>(), loss_off.item<double>(), 1e-5 * std::abs(loss_off.item<double>()));
+    expect_grads_close(grads_on, grads_off, 3e-2);
   }
 }
 

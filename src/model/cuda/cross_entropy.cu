@@ -1,0 +1,105 @@
+// The MLM loss over the decoder's logits, summed over the rows, forward and backward
+// (cross_entropy_kernels.hpp). One block per row; its threads stride along the row, and the
+// row's max and sum meet in shared memory, in a fixed order (the same bits for the same
+// inputs). The logits are read in their own dtype and computed in fp32.
+#include "model/cuda/cross_entropy_kernels.hpp"
+#include "model/cuda/vec.cuh"
+
+#include <cmath>
+#include <cstdint>
+
+namespace genemask::model::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+/// The block's reduction of v by op (max or sum), returned to every thread; red holds a
+/// value per warp. Fixed order: lanes by xor shuffles, then the warps in order.
+template <typename Op>
+__device__ __forceinline__ float block_reduce(float v, float* red, Op op) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __syncthreads();  // red may still be read from the last reduction
+  if (lane == 0) red[warp] = v;
+  __syncthreads();
+  float t = red[0];
+#pragma unroll
+  for (int w = 1; w < kThreads / 32; ++w) t = op(t, red[w]);
+  return t;
+}
+
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    forward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, float* __restrict__ lse,
+                   float* __restrict__ loss, int V) {
+  __shared__ float red[kThreads / 32];
+  const int64_t r = blockIdx.x;
+  const T* row = x + r * V;
+  const int64_t t = target[r];
+  if (t == kIgnoreTarget) {  // adds nothing, and its row is not read (the whole block returns)
+    if (threadIdx.x == 0) lse[r] = 0.f, loss[r] = 0.f;
+    return;
+  }
+  float m = -INFINITY;
+  for (int j = threadIdx.x; j < V; j += kThreads) m = fmaxf(m, load(row, j));
+  m = block_reduce(m, red, Max{});
+  float s = 0;
+  for (int j = threadIdx.x; j < V; j += kThreads) s += expf(load(row, j) - m);
+  s = block_reduce(s, red, Sum{});
+  if (threadIdx.x == 0) {
+    const float l = m + logf(s);
+    lse[r] = l;
+    loss[r] = t >= 0 && t < V ? l - load(row, t) : NAN;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    backward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, const float* __restrict__ lse,
+                    const float* __restrict__ g, T* __restrict__ dx, int V) {
+  const int64_t r = blockIdx.x;
+  const T* row = x + r * V;
+  T* out = dx + r * V;
+  const int64_t t = target[r];
+  if (t == kIgnoreTarget) {
+    for (int j = threadIdx.x; j < V; j += kThreads) store(out, j, 0.f);
+    return;
+  }
+  const float l = lse[r], scale = *g;
+  for (int j = threadIdx.x; j < V; j += kThreads)
+    store(out, j, scale * (expf(load(row, j) - l) - (j == t ? 1.f : 0.f)));
+}
+
+}  // namespace
+
+void cross_entropy_forward(bool x_bf16, const void* x, const int64_t* target, float* lse, float* loss, int64_t rows,
+                           int V, cudaStream_t stream) {
+  if (rows == 0) return;
+  const dim3 grid(static_cast<unsigned>(rows)), block(kThreads);
+  if (x_bf16)
+    forward_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), target, lse, loss, V);
+  else
+    forward_kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(x), target, lse, loss, V);
+}
+
+void cross_entropy_backward(bool x_bf16, const void* x, const int64_t* target, const float* lse, const float* g,
+                            void* dx, int64_t rows, int V, cudaStream_t stream) {
+  if (rows == 0) return;
+  const dim3 grid(static_cast<unsigned>(rows)), block(kThreads);
+  if (x_bf16)
+    backward_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), target, lse, g,
+                                                                static_cast<__nv_bfloat16*>(dx), V);
+  else
+    backward_kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(x), target, lse, g,
+                                                        static_cast<float*>(dx), V);
+}
+
+}  // namespace genemask::model::cuda
