@@ -34,6 +34,12 @@
 //                 (hidden) by genemask's column-sum kernel (the step takes it with
 //                 GENEMASK_FUSED's bias-sum, off by default); LibTorch: sum(0) in bf16, the
 //                 step's default
+//   qkv_stack     the Q/K/V product's three gradients, as the attention's backward leaves
+//                 them, stacked into the product's gradient with the bias's column sums in one
+//                 pass (the node the step takes with bias-sum; same_bits: the stack and sums
+//                 against LibTorch's stack and the column-sum kernel's sums of it); LibTorch's
+//                 stack, then the column-sum kernel (bias-sum without the node); LibTorch's
+//                 stack, then sum(0) in bf16 (the step's default)
 //   cross_entropy the MLM loss over the masked rows' logits (15% of the rows x the
 //                 vocabulary), forward and backward, by genemask's kernels (the step takes
 //                 them with GENEMASK_FUSED's ce, off by default); LibTorch: the logits cast to
@@ -58,6 +64,7 @@
 #include "model/bert.hpp"
 #include "model/cuda/bias_gelu_kernels.hpp"
 #include "model/cuda/column_sum_kernels.hpp"
+#include "model/linear_bgrad.hpp"
 #include "model/cuda/cross_entropy_kernels.hpp"
 #include "model/cuda/residual_layer_norm_kernels.hpp"
 
@@ -174,14 +181,16 @@ int run(int argc, char** argv) {
     const double fwd_bytes = 4 * elements, bwd_bytes = 6 * elements;
     for (const int r : {1, 2, 4}) {
       auto& out = r == 1 ? y1 : y;
-      const double tf = median_us([&] { cuda::bias_gelu_forward(true, z.data_ptr(), bias.data_ptr<float>(), out.data_ptr(), rows,
-                                                               static_cast<int>(I), stream, r); }, repeats);
+      const double tf = median_us([&] {
+        TORCH_CHECK(cuda::bias_gelu_forward(true, z.data_ptr(), bias.data_ptr<float>(), out.data_ptr(), rows,
+                                            static_cast<int>(I), stream, r));
+      }, repeats);
       check("gelu forward");
       auto& g = r == 1 ? dz1 : dz;
       auto& p = r == 1 ? partial1 : partial;
       const double tb = median_us([&] {
-        cuda::bias_gelu_backward(true, dy.data_ptr(), z.data_ptr(), bias.data_ptr<float>(), g.data_ptr(),
-                                 p.data_ptr<float>(), rows, static_cast<int>(I), stream, r);
+        TORCH_CHECK(cuda::bias_gelu_backward(true, dy.data_ptr(), z.data_ptr(), bias.data_ptr<float>(), g.data_ptr(),
+                                             p.data_ptr<float>(), rows, static_cast<int>(I), stream, r));
         (void)p.sum(0);  // the bias's gradient, as the autograd node returns it
       }, repeats);
       check("gelu backward");
@@ -289,6 +298,28 @@ int run(int argc, char** argv) {
     check("column sum");
     add("column_sum", "(default)", "genemask", N, bytes, t);
     add("column_sum", "sum(0) in bf16", "libtorch", N, bytes, median_us([&] { (void)g.sum(0); }, repeats));
+  }
+
+  // The Q/K/V product's three gradients as the attention's backward leaves them ([B, heads, L,
+  // d] memory, viewed as [B, L, heads, d]) stacked into its [rows, 3H] gradient, with the
+  // bias's column sums: in one pass (qkv_linear.hpp's node, taken with bias-sum), against
+  // LibTorch's stack and then the column-sum kernel (bias-sum without the node), and
+  // LibTorch's stack and sum(0) (the step's default).
+  {
+    const int64_t heads = cfg.num_attention_heads, d = H / heads;
+    std::vector<torch::Tensor> parts;
+    for (int i = 0; i < 3; ++i) parts.push_back(torch::randn({batch, heads, seq, d}, bf16).transpose(1, 2));
+    const double bytes = 2 * 2 * static_cast<double>(rows) * static_cast<double>(3 * H);  // read the parts, write the stack
+    const double t = median_us([&] { (void)stack_column_sums(parts[0], parts[1], parts[2]); }, repeats);
+    check("stacked column sums");
+    const auto [stack, sums] = stack_column_sums(parts[0], parts[1], parts[2]);
+    const auto want = torch::stack(parts, 2).view({rows, 3 * H});
+    add("qkv_stack", "(default) stack and sums in one pass", "genemask", 3 * H, bytes, t,
+        torch::equal(stack, want) && torch::equal(sums, column_sums(want)));
+    add("qkv_stack", "stack, then the column-sum kernel", "genemask", 3 * H, bytes,
+        median_us([&] { (void)column_sums(torch::stack(parts, 2).view({rows, 3 * H})); }, repeats));
+    add("qkv_stack", "stack, then sum(0) in bf16", "libtorch", 3 * H, bytes,
+        median_us([&] { (void)torch::stack(parts, 2).view({rows, 3 * H}).sum(0); }, repeats));
   }
 
   // The MLM loss over the decoder's logits of the masked rows (15% of the rows, as the

@@ -36,7 +36,8 @@
 //   --bias-sum       on a GPU under bf16, the linear layers' bias gradients summed by
 //                    genemask's column-sum kernel (src/model/fusions.hpp's bias-sum; off by
 //                    default; bgrad takes precedence); --no-bias-sum asks for the default;
-//                    the JSON's bgrad_products counts them as column_sums
+//                    the JSON's bgrad_products counts them as column_sums, and the Q/K/V
+//                    products' gradients stacked in the same pass as stacked
 //   --ln-smem        on a GPU, the fused LayerNorm's backward sums gamma's and beta's
 //                    gradients in shared memory (src/model/fusions.hpp's ln-smem; off by
 //                    default); --no-ln-smem asks for the default explicitly; the JSON's
@@ -441,8 +442,8 @@ int run(int argc, char** argv) {
   // How the linear layers' weight gradients were made with bgrad (linear_bgrad.hpp).
   const LinearBgradCounts bc = linear_bgrad_counts();
   const std::string bgrad_products =
-      fmt::format("{{\"fused\":{},\"fused_bf16\":{},\"fallback\":{},\"column_sums\":{}}}", bc.fused, bc.fused_bf16,
-                  bc.fallback, bc.column_sums);
+      fmt::format("{{\"fused\":{},\"fused_bf16\":{},\"fallback\":{},\"column_sums\":{},\"stacked\":{}}}", bc.fused,
+                  bc.fused_bf16, bc.fallback, bc.column_sums, bc.stacked);
   const std::string breakdown =
       graph ? "null"
             : fmt::format("{{\"forward_backward\":{:.5f},\"clip\":{:.5f},\"optimizer\":{:.5f}}}", t_fb / steps,

@@ -293,7 +293,7 @@ bin="$build/src/cli/genemask"
 # all-reduce choice, the FLOP definition, the profiler's classes, the fused Q/K/V product).
 ready model_tests model_tests "$build/tests/model_tests" &&
   part model_tests "$build/tests/model_tests" --gtest_brief=1 \
-    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedLinearBgrad.*:ColumnSums.*:FusedCrossEntropy.*:Fusions.*:Packing.*:GraphStep.*'
+    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedLinearBgrad.*:ColumnSums.*:QkvLinear.*:FusedCrossEntropy.*:Fusions.*:Packing.*:GraphStep.*'
 # The commands on the GPU against the CPU (on the CPU alone with --cpu): bf16 vs fp32 loss,
 # checkpoint and resume, embed, finetune, NCCL at world size 1 and MPI with 2 ranks.
 ready gpu_tests genemask "$bin" &&

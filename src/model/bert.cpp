@@ -5,6 +5,7 @@
 #include "model/bias_gelu.hpp"
 #include "model/cross_entropy.hpp"
 #include "model/linear_bgrad.hpp"
+#include "model/qkv_linear.hpp"
 #include "model/linear_cpu.hpp"
 #include "model/fusions.hpp"
 #include "model/grad_sync.hpp"
@@ -351,9 +352,15 @@ torch::Tensor BertSelfAttentionImpl::forward(const Hidden& hidden, const Attenti
   // comes out of one product instead of three that are then cast and summed.
   auto w = torch::cat({query->weight, key->weight, value->weight}, 0);
   auto b = torch::cat({query->bias, key->bias, value->bias}, 0);
-  // unbind, not three selects: its backward stacks the three gradients in one pass, where
-  // each select's backward would fill a zero tensor of the whole product and add into it.
-  const auto parts = affine(x, w, b).view({B, L, 3, heads, head_dim}).unbind(2);
+  // With bias-sum (and not bgrad) on a GPU, the node whose backward stacks the three
+  // gradients and sums the bias's in one pass (qkv_linear.hpp: the same numbers as the
+  // product and unbind below with bias-sum). Otherwise unbind, not three selects: its
+  // backward stacks the three gradients in one pass, where each select's backward would fill
+  // a zero tensor of the whole product and add into it.
+  const Fusions f = fusions();
+  const auto parts = f.bias_sum && !f.bgrad && qkv_linear_takes(x, w, b, heads)
+                         ? qkv_linear(x, w, b, heads)
+                         : affine(x, w, b).view({B, L, 3, heads, head_dim}).unbind(2);
   auto part = [&](size_t i) { return parts[i].transpose(1, 2); };  // [B, heads, L, head_dim]
   auto ctx = attention(part(0), part(1), part(2), key_mask, is_training() ? dropout_p : 0.0);
   return ctx.transpose(1, 2).reshape({B, L, H});

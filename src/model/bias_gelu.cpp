@@ -22,8 +22,10 @@ struct BiasGelu : torch::autograd::Function<BiasGelu> {
     const auto z = z_in.contiguous(), bias = bias_in.contiguous();
     const int H = static_cast<int>(z.size(-1));
     auto y = torch::empty_like(z);
-    cuda::bias_gelu_forward(z.scalar_type() == torch::kBFloat16, z.data_ptr(), bias.data_ptr<float>(), y.data_ptr(),
-                            z.numel() / H, H, c10::cuda::getCurrentCUDAStream(), static_cast<int>(rows_in_flight));
+    TORCH_CHECK(cuda::bias_gelu_forward(z.scalar_type() == torch::kBFloat16, z.data_ptr(), bias.data_ptr<float>(),
+                                        y.data_ptr(), z.numel() / H, H, c10::cuda::getCurrentCUDAStream(),
+                                        static_cast<int>(rows_in_flight)),
+                "fused bias + GELU: ", rows_in_flight, " rows in flight; the kernels take 1, 2 or 4");
     cuda::check_launch("fused bias + GELU", "forward");
     ctx->save_for_backward({z, bias});
     ctx->saved_data["rows_in_flight"] = rows_in_flight;
@@ -38,9 +40,11 @@ struct BiasGelu : torch::autograd::Function<BiasGelu> {
     const int64_t rows = z.numel() / H;
     auto dz = torch::empty_like(z);
     auto partial = torch::empty({cuda::bias_gelu_row_blocks(rows), H}, z.options().dtype(torch::kFloat32));
-    cuda::bias_gelu_backward(z.scalar_type() == torch::kBFloat16, dy.data_ptr(), z.data_ptr(), bias.data_ptr<float>(),
-                             dz.data_ptr(), partial.data_ptr<float>(), rows, H, c10::cuda::getCurrentCUDAStream(),
-                             static_cast<int>(ctx->saved_data["rows_in_flight"].toInt()));
+    const int64_t rows_in_flight = ctx->saved_data["rows_in_flight"].toInt();
+    TORCH_CHECK(cuda::bias_gelu_backward(z.scalar_type() == torch::kBFloat16, dy.data_ptr(), z.data_ptr(),
+                                         bias.data_ptr<float>(), dz.data_ptr(), partial.data_ptr<float>(), rows, H,
+                                         c10::cuda::getCurrentCUDAStream(), static_cast<int>(rows_in_flight)),
+                "fused bias + GELU backward: ", rows_in_flight, " rows in flight; the kernels take 1, 2 or 4");
     cuda::check_launch("fused bias + GELU", "backward");
     return {dz, partial.sum(0), torch::Tensor()};
   }

@@ -1,11 +1,13 @@
 // The process-wide fusion switches (fusions.hpp), in every build.
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <sstream>
-#include <utility>
 #include <stdexcept>
+#include <vector>
 
 #include "model/fusions.hpp"
 
@@ -14,39 +16,60 @@ namespace {
 std::mutex g_mutex;
 std::optional<Fusions> g_fusions;
 std::atomic<int> g_gelu_rows{cuda::kBiasGeluRowsInFlight};
+
+/// Every fusion's name in GENEMASK_FUSED, its switch, and whether it changes a step's numbers
+/// (numeric_fusions), in the order numeric_fusions lists them: the one place a fusion is named.
+struct FusionEntry {
+  const char* name;
+  bool Fusions::*on;
+  bool numeric;
+};
+constexpr FusionEntry kFusionTable[] = {
+    {"qkv", &Fusions::qkv, true},           {"ln", &Fusions::ln, true},
+    {"ln-bf16", &Fusions::ln_bf16, false},  {"gelu", &Fusions::gelu, true},
+    {"bgrad", &Fusions::bgrad, true},       {"cpu-bias", &Fusions::cpu_bias, false},
+    {"ln-smem", &Fusions::ln_smem, true},   {"bias-sum", &Fusions::bias_sum, true},
+    {"ce", &Fusions::ce, true},
+};
+// Every switch of Fusions is in the table (a bool is one byte, and Fusions holds bools only).
+static_assert(sizeof(Fusions) == std::size(kFusionTable), "a Fusions switch is missing from kFusionTable");
+
+/// GENEMASK_FUSED's error text: what it takes.
+std::string expected_list() { return "expected a comma-separated list of " + fusion_names(false) + ", or none"; }
+
 }  // namespace
 
+std::string fusion_names(bool numeric_only) {
+  std::vector<std::string> names;
+  for (const FusionEntry& e : kFusionTable)
+    if (e.numeric || !numeric_only) names.emplace_back(e.name);
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + names[i];
+  return out;
+}
+
 Fusions parse_fusions(const std::string& text) {
-  Fusions f{false, false, false, false, false, false, false, false, false};
+  Fusions f;
+  for (const FusionEntry& e : kFusionTable) f.*e.on = false;
   if (text == "none") return f;
+  if (text.empty()) throw std::invalid_argument("GENEMASK_FUSED is empty: " + expected_list());
   std::stringstream in(text);
   std::string item;
-  bool any = false;
   while (std::getline(in, item, ',')) {
-    if (item == "qkv") f.qkv = true;
-    else if (item == "ln") f.ln = true;
-    else if (item == "ln-bf16") f.ln_bf16 = true;
-    else if (item == "gelu") f.gelu = true;
-    else if (item == "bgrad") f.bgrad = true;
-    else if (item == "cpu-bias") f.cpu_bias = true;
-    else if (item == "ln-smem") f.ln_smem = true;
-    else if (item == "bias-sum") f.bias_sum = true;
-    else if (item == "ce") f.ce = true;
-    else
-      throw std::invalid_argument("GENEMASK_FUSED='" + text +
-                                  "': expected a comma-separated list of qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem, bias-sum and ce, or none");
-    any = true;
+    const auto* e = std::find_if(std::begin(kFusionTable), std::end(kFusionTable),
+                                 [&](const FusionEntry& x) { return item == x.name; });
+    if (e == std::end(kFusionTable))
+      throw std::invalid_argument("GENEMASK_FUSED='" + text + "': " + expected_list());
+    f.*e->on = true;
   }
-  if (!any) throw std::invalid_argument("GENEMASK_FUSED is empty: expected a comma-separated list of qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem, bias-sum and ce, or none");
   return f;
 }
 
 std::string numeric_fusions(const Fusions& f) {
   std::string out;
-  for (const auto& [on, name] : {std::pair{f.qkv, "qkv"}, std::pair{f.ln, "ln"}, std::pair{f.gelu, "gelu"},
-                                 std::pair{f.bgrad, "bgrad"}, std::pair{f.ln_smem, "ln-smem"},
-                                 std::pair{f.bias_sum, "bias-sum"}, std::pair{f.ce, "ce"}})
-    if (on) out += (out.empty() ? "" : ",") + std::string(name);
+  for (const FusionEntry& e : kFusionTable)
+    if (e.numeric && f.*e.on) out += (out.empty() ? "" : ",") + std::string(e.name);
   return out.empty() ? "none" : out;
 }
 

@@ -38,10 +38,12 @@
 //            column-sum kernel in fp32 (cuda/column_sum.cu, four rows' loads in flight per
 //            thread) instead of ATen's reduction, which the last H200 profile put at 2.6 ms of
 //            a 54 ms dnabert step for about 3 GB read (about a quarter of the bandwidth); the
-//            weight's gradient stays the eager bf16 product (linear_bgrad.hpp). bgrad, when
-//            on too, takes precedence. Off by default until a GPU has run its test and timed
-//            it (written in a session without one). It changes the bias gradients' rounding
-//            (recorded, like gelu).
+//            weight's gradient stays the eager bf16 product (linear_bgrad.hpp). For the
+//            Q/K/V product the same kernel also stacks the three output gradients in the pass
+//            that sums them (qkv_linear.hpp; the same bits as LibTorch's stack and then the
+//            sums). bgrad, when on too, takes precedence. Off by default until a GPU has run
+//            its test and timed it (written in a session without one). It changes the bias
+//            gradients' rounding (recorded, like gelu).
 //   ce       on a GPU, the MLM loss over the decoder's logits as one kernel each way
 //            (cross_entropy.hpp): each row's log-sum-exp from the logits in their own dtype
 //            (bf16 under autocast) and, backward, their gradient in that dtype, instead of
@@ -71,6 +73,9 @@ Fusions fusions();
 void set_fusions(Fusions f);
 /// GENEMASK_FUSED's text as a Fusions (exposed for the tests).
 Fusions parse_fusions(const std::string& text);
+/// The fusions' names as GENEMASK_FUSED spells them, for messages: "qkv, ln, ..., bias-sum and
+/// ce", every one, or (numeric_only) those numeric_fusions can list.
+std::string fusion_names(bool numeric_only);
 /// The fusions among f that change a step's numbers, as GENEMASK_FUSED spells them (those of
 /// "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce" in force, in that order, or "none"): qkv (another
 /// product's rounding), ln (on a GPU, its own dropout draws and rounding), gelu (on a GPU, the

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <utility>
 
 namespace genemask::model {
 namespace {
@@ -23,7 +24,7 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-std::atomic<int64_t> g_fused{0}, g_fused_bf16{0}, g_fallback{0}, g_column_sums{0};
+std::atomic<int64_t> g_fused{0}, g_fused_bf16{0}, g_fallback{0}, g_column_sums{0}, g_stacked{0};
 
 void check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS)
@@ -201,8 +202,43 @@ torch::Tensor column_sums(const torch::Tensor& g) {
   return partial.sum(0);
 }
 
+std::pair<torch::Tensor, torch::Tensor> stack_column_sums(const torch::Tensor& q, const torch::Tensor& k,
+                                                          const torch::Tensor& v) {
+  const torch::Tensor* in[3] = {&q, &k, &v};
+  for (const torch::Tensor* t : in)
+    if (!t->defined() || !t->is_cuda() || t->dim() != 4 || t->sizes() != q.sizes() ||
+        t->scalar_type() != q.scalar_type() || t->device() != q.device() ||
+        (t->scalar_type() != torch::kBFloat16 && t->scalar_type() != torch::kFloat32))
+      throw std::invalid_argument("stacked column sums: three [B, L, heads, head_dim] tensors of one dtype (bf16 or "
+                                  "fp32) on one GPU");
+  const int64_t B = q.size(0), L = q.size(1), heads = q.size(2), d = q.size(3), M = B * L, N = 3 * heads * d;
+  if (N > std::numeric_limits<int>::max() || heads > std::numeric_limits<int>::max())
+    throw std::invalid_argument("stacked column sums: rows wider than the kernel's int columns");
+  auto out = torch::empty({M, N}, q.options());
+  if (M == 0 || N == 0) return {out, torch::zeros({N}, q.options().dtype(torch::kFloat32))};
+  // The kernel reads each part through its strides; only the last must be 1.
+  torch::Tensor part[3];
+  cuda::StackParts p{};
+  for (int i = 0; i < 3; ++i) {
+    part[i] = in[i]->stride(3) == 1 ? *in[i] : in[i]->contiguous();
+    p.base[i] = part[i].data_ptr();
+    p.batch_stride[i] = part[i].stride(0);
+    p.row_stride[i] = part[i].stride(1);
+    p.head_stride[i] = part[i].stride(2);
+  }
+  p.L = L;
+  p.heads = static_cast<int>(heads);
+  p.head_dim = static_cast<int>(d);
+  auto partial = torch::empty({cuda::column_sum_row_blocks(M, static_cast<int>(N)), N}, q.options().dtype(torch::kFloat32));
+  cuda::stack_column_sum(q.scalar_type() == torch::kBFloat16, p, out.data_ptr(), partial.data_ptr<float>(), M,
+                         c10::cuda::getCurrentCUDAStream());
+  cuda::check_launch("stacked column sums", "Q/K/V bias gradient");
+  g_stacked.fetch_add(1, std::memory_order_relaxed);
+  return {out, partial.sum(0)};
+}
+
 LinearBgradCounts linear_bgrad_counts() {
-  return {g_fused.load(), g_fused_bf16.load(), g_fallback.load(), g_column_sums.load()};
+  return {g_fused.load(), g_fused_bf16.load(), g_fallback.load(), g_column_sums.load(), g_stacked.load()};
 }
 
 }  // namespace genemask::model

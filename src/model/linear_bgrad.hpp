@@ -14,6 +14,8 @@
 // output.
 #include <torch/torch.h>
 
+#include <utility>
+
 namespace genemask::model {
 
 /// Whether the node can run on `device`: a CUDA build and a GPU.
@@ -38,13 +40,22 @@ torch::Tensor linear_bgrad(const torch::Tensor& x, const torch::Tensor& weight, 
 /// same bits for the same shape and values on any GPU. Throws without a CUDA build.
 torch::Tensor column_sums(const torch::Tensor& g);
 
+/// The Q/K/V product's three output gradients ([B, L, heads, head_dim] each, bf16 or fp32, one
+/// dtype, on a GPU, any strides) stacked side by side as the product's [B L, 3 H] gradient
+/// (what LibTorch's stack along dim 2 gives), and its column sums in fp32 (what column_sums of
+/// the stack gives, bit for bit), in one pass (cuda/column_sum.cu's stack_column_sum). Throws
+/// without a CUDA build.
+std::pair<torch::Tensor, torch::Tensor> stack_column_sums(const torch::Tensor& q, const torch::Tensor& k,
+                                                          const torch::Tensor& v);
+
 /// How many weight gradients went through the fused product since the process started, with
 /// fp32 outputs (`fused`) or, where cuBLASLt offered no algorithm for those, bf16 ones
 /// (`fused_bf16`), and how many fell back to a product and a separate sum because it offered
 /// none for either (for the tests and the benchmark's record); and how many bias gradients
-/// the column-sum kernel summed (`column_sums`, BiasGrad::column_sum).
+/// the column-sum kernel summed (`column_sums`, BiasGrad::column_sum), and how many Q/K/V
+/// gradients it stacked and summed in one pass (`stacked`, qkv_linear.hpp).
 struct LinearBgradCounts {
-  int64_t fused = 0, fused_bf16 = 0, fallback = 0, column_sums = 0;
+  int64_t fused = 0, fused_bf16 = 0, fallback = 0, column_sums = 0, stacked = 0;
 };
 LinearBgradCounts linear_bgrad_counts();
 

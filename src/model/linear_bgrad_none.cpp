@@ -2,6 +2,7 @@
 #include "model/linear_bgrad.hpp"
 
 #include <stdexcept>
+#include <utility>
 
 namespace genemask::model {
 
@@ -15,6 +16,11 @@ torch::Tensor linear_bgrad(const torch::Tensor&, const torch::Tensor&, const tor
 
 torch::Tensor column_sums(const torch::Tensor&) {
   throw std::invalid_argument("column sums: this build's LibTorch has no CUDA");
+}
+
+std::pair<torch::Tensor, torch::Tensor> stack_column_sums(const torch::Tensor&, const torch::Tensor&,
+                                                          const torch::Tensor&) {
+  throw std::invalid_argument("stacked column sums: this build's LibTorch has no CUDA");
 }
 
 LinearBgradCounts linear_bgrad_counts() { return {}; }

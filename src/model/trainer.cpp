@@ -450,7 +450,7 @@ std::string option_of(const std::string& key) {
   if (key == "shards_manifest_sha256") return "--shards (its manifest.json)";
   if (key == "npmi_sha256") return "--npmi (its content)";
   if (key == "pmi_vocab_sha256") return "--pmi-vocab (its content)";
-  if (key == "fused") return "GENEMASK_FUSED (the environment variable; its qkv, ln, gelu, bgrad, ln-smem, bias-sum and ce)";
+  if (key == "fused") return "GENEMASK_FUSED (the environment variable; its " + fusion_names(true) + ")";
   if (key == "tf32") return "--tf32/--no-tf32 (on a GPU in fp32; null where it does not apply)";
   if (key == "step_shapes") return "the step's shapes (fixed for --cuda-graphs)";
   if (key == "allreduce") return "--allreduce (the sum over ranks it chose)";

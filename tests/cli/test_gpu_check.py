@@ -306,7 +306,8 @@ class TrainBenchFusions(unittest.TestCase):
                             *flags], capture_output=True, text=True)
         self.assertEqual(p.returncode, 0, p.stderr)
         r = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
-        self.assertEqual(r["bgrad_products"], {"fused": 0, "fused_bf16": 0, "fallback": 0, "column_sums": 0})
+        self.assertEqual(r["bgrad_products"],
+                         {"fused": 0, "fused_bf16": 0, "fallback": 0, "column_sums": 0, "stacked": 0})
         self.assertIsNone(r["gelu_rows_in_flight"])  # the fused GELU runs on a GPU only
         return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad", "ln_smem", "bias_sum",
                                   "fused_ce")}

@@ -10,7 +10,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <algorithm>
+#include <cstring>
 #include <set>
+#include <sstream>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,6 +23,7 @@
 #include "model/cross_entropy.hpp"
 #include "model/linear_bgrad.hpp"
 #include "model/linear_cpu.hpp"
+#include "model/qkv_linear.hpp"
 #include "model/cuda_graph.hpp"
 #include "model/flops.hpp"
 #include "model/fusions.hpp"
@@ -342,6 +346,44 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_EQ(numeric_fusions(parse_fusions("ce,bias-sum,qkv,ln-bf16")), "qkv,bias-sum,ce");
   EXPECT_TRUE(parse_fusions(numeric_fusions(f)).ce);
   EXPECT_THROW(parse_fusions("CE"), std::invalid_argument);
+  // The names in messages come from the same table as the parser's: every name listed parses
+  // alone to exactly one switch, the numeric ones are those numeric_fusions records, and the
+  // errors say what GENEMASK_FUSED takes.
+  EXPECT_EQ(fusion_names(false), "qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem, bias-sum and ce");
+  EXPECT_EQ(fusion_names(true), "qkv, ln, gelu, bgrad, ln-smem, bias-sum and ce");
+  // "a, b and c" as {a, b, c}
+  auto split = [](std::string text) {
+    for (const char* sep : {" and ", ", "})
+      for (size_t at; (at = text.find(sep)) != std::string::npos;) text.replace(at, std::strlen(sep), ",");
+    std::vector<std::string> out;
+    std::stringstream in(text);
+    for (std::string name; std::getline(in, name, ',');) out.push_back(name);
+    return out;
+  };
+  const std::vector<std::string> numeric_names = split(fusion_names(true));
+  std::string joined;
+  for (const std::string& name : split(fusion_names(false))) {
+    const Fusions one = parse_fusions(name);
+    const bool* b = reinterpret_cast<const bool*>(&one);
+    EXPECT_EQ(std::count(b, b + sizeof(Fusions), true), 1) << name;
+    const bool numeric = std::find(numeric_names.begin(), numeric_names.end(), name) != numeric_names.end();
+    EXPECT_EQ(numeric_fusions(one), numeric ? name : "none") << name;
+    joined += (joined.empty() ? "" : ",") + name;
+  }
+  const Fusions every = parse_fusions(joined);
+  const bool* b = reinterpret_cast<const bool*>(&every);
+  EXPECT_EQ(std::count(b, b + sizeof(Fusions), true), static_cast<long>(sizeof(Fusions)));  // every switch named
+  EXPECT_EQ(numeric_fusions(every), "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce");
+  for (const char* bad : {"qkv,fast", "", ","}) {
+    try {
+      parse_fusions(bad);
+      ADD_FAILURE() << "'" << bad << "' was taken";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("expected a comma-separated list of " + fusion_names(false) + ", or none"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 // The shared-memory sums of the fused LayerNorm's backward (ln-smem): for every chunk count
@@ -1087,10 +1129,138 @@ TEST(ColumnSums, MatchFp64SumsAndTheModelsGradients) {
     set_fusions(saved);
     EXPECT_TRUE(torch::equal(loss_on, loss_off));  // the forward is the eager one
     expect_grads_close(grads_on, grads_off, 3e-2);
-    // small_bert_config's 2 layers: Q/K/V, the attention's output and the feed-forward's two
-    // products each (gelu off), and the prediction head's transform and decoder.
-    EXPECT_GE(after.column_sums - before.column_sums, 2 * 4);
+    // small_bert_config's 2 layers: the attention's output and the feed-forward's two products
+    // each (gelu off), and the prediction head's transform and decoder; each layer's Q/K/V
+    // through the stacking node (qkv_linear.hpp).
+    EXPECT_GE(after.column_sums - before.column_sums, 2 * 3 + 2);
+    EXPECT_EQ(after.stacked - before.stacked, 2);
     EXPECT_EQ(after.fused + after.fused_bf16 + after.fallback, before.fused + before.fused_bf16 + before.fallback);
+  }
+}
+
+// The Q/K/V product's node (qkv_linear.hpp). On the CPU, where BERT's layers do not take it:
+// its views and gradients against the product in bf16 and unbind, and against fp64 sums of the
+// same bf16 operands (a Q, K or V gradient left undefined counts as zeros). On a GPU: the
+// stacking kernel's stack and sums against LibTorch's stack and column_sums of it, bit for bit,
+// for the attention backward's layouts (contiguous, heads before positions, thirds of one
+// tensor), misaligned parts (one column per thread), fp32, no rows; and the node against the
+// bias-sum path it replaces (linear_bgrad with column_sum, then unbind) under bf16 autocast:
+// every gradient the same bits.
+TEST(QkvLinear, StacksTheGradientsAsTheUnboundProduct) {
+  EXPECT_FALSE(qkv_linear_takes(torch::randn({2, 3, 8}), torch::randn({24, 8}), torch::randn({24}), 2));
+  EXPECT_THROW(qkv_linear(torch::randn({6, 8}), torch::randn({24, 8}), torch::randn({24}), 2), std::invalid_argument);
+  EXPECT_THROW(qkv_linear(torch::randn({2, 3, 8}), torch::randn({20, 8}), torch::randn({20}), 2), std::invalid_argument);
+  EXPECT_THROW(qkv_linear(torch::randn({2, 3, 8}), torch::randn({24, 8}), torch::randn({24}), 5), std::invalid_argument);
+  EXPECT_THROW(qkv_linear(torch::randn({2, 3, 8}), torch::randn({24, 8}), torch::randn({21}), 2), std::invalid_argument);
+  EXPECT_THROW(stack_column_sums(torch::randn({2, 3, 2, 4}), torch::randn({2, 3, 2, 4}), torch::randn({2, 3, 2, 4})),
+               std::invalid_argument);
+  const int64_t B = 3, L = 5, K = 32, heads = 4, H = 48, d = H / heads;
+  for (const bool all_used : {true, false}) {
+    SCOPED_TRACE(all_used ? "Q, K and V used" : "K unused");
+    torch::manual_seed(7);
+    auto x = torch::randn({B, L, K}).requires_grad_(), w = (torch::randn({3 * H, K}) * 0.2).requires_grad_(),
+         b = torch::randn({3 * H}).requires_grad_();
+    const auto gq = torch::randn({B, L, heads, d}), gk = torch::randn({B, L, heads, d}), gv = torch::randn({B, L, heads, d});
+    auto loss_of = [&](const std::vector<torch::Tensor>& qkv) {
+      auto l = (qkv[0].to(torch::kFloat32) * gq).sum() + (qkv[2].to(torch::kFloat32) * gv).sum();
+      return all_used ? l + (qkv[1].to(torch::kFloat32) * gk).sum() : l;
+    };
+    const auto got = qkv_linear(x, w, b, heads);
+    ASSERT_EQ(got.size(), 3u);
+    const auto want = at::linear(x.to(torch::kBFloat16), w.to(torch::kBFloat16), b.to(torch::kBFloat16))
+                          .view({B, L, 3, heads, d})
+                          .unbind(2);
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(got[i].sizes(), (std::vector<int64_t>{B, L, heads, d}));
+      EXPECT_EQ(got[i].scalar_type(), torch::kBFloat16);
+      EXPECT_TRUE(torch::equal(got[i], want[i])) << i;  // the same product
+    }
+    const auto grads = torch::autograd::grad({loss_of(got)}, {x, w, b});
+    const auto ref = torch::autograd::grad({loss_of(want)}, {x, w, b});
+    for (int i = 0; i < 3; ++i) {
+      EXPECT_EQ(grads[i].scalar_type(), torch::kFloat32) << i;
+      EXPECT_EQ(grads[i].sizes(), ref[i].sizes()) << i;
+    }
+    // fp64 references from the same bf16 operands: the output gradient (rounded to bf16 as the
+    // products' gradients are), x and w as cast.
+    const auto dy = torch::stack({gq, all_used ? gk : torch::zeros_like(gk), gv}, 2)
+                        .to(torch::kBFloat16)
+                        .to(torch::kDouble)
+                        .view({B * L, 3 * H});
+    const auto xd = x.detach().to(torch::kBFloat16).to(torch::kDouble).view({B * L, K});
+    const auto wd = w.detach().to(torch::kBFloat16).to(torch::kDouble);
+    auto within = [](const torch::Tensor& got_t, const torch::Tensor& want_t, double rel) {
+      const auto diff = (got_t.to(torch::kDouble) - want_t).abs().max().item<double>();
+      return diff <= rel * want_t.abs().max().item<double>();
+    };
+    EXPECT_TRUE(within(grads[2], dy.sum(0), 1e-6));  // the bias's: fp32 sums of 15 rows
+    EXPECT_TRUE(within(grads[0].view({B * L, K}), dy.mm(wd), 1e-2));  // bf16 products' rounding
+    EXPECT_TRUE(within(grads[1], dy.t().mm(xd), 1e-2));
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(within(grads[i], ref[i].to(torch::kDouble), 2e-2)) << i;
+  }
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the stacking kernel's assertions need one";
+  const torch::Device gpu(torch::kCUDA, 0);
+  const auto on_gpu = torch::TensorOptions().device(gpu);
+  struct Shape {
+    int64_t B, L, heads, d;
+  };
+  for (const auto dtype : {torch::kBFloat16, torch::kFloat32})
+    for (const Shape sh : {Shape{64, 512, 12, 64}, Shape{3, 7, 2, 8}, Shape{0, 512, 12, 64}, Shape{5, 130, 4, 64},
+                           Shape{2, 9, 3, 5}})
+      for (const int layout : {0, 1, 2, 3}) {
+        SCOPED_TRACE(testing::Message() << "dtype " << dtype << " B " << sh.B << " L " << sh.L << " heads " << sh.heads
+                                        << " d " << sh.d << " layout " << layout);
+        torch::manual_seed(static_cast<uint64_t>(sh.B * 7 + sh.L + layout));
+        const auto o = on_gpu.dtype(dtype);
+        std::vector<torch::Tensor> parts;
+        if (layout == 0) {  // each contiguous [B, L, heads, d]
+          for (int i = 0; i < 3; ++i) parts.push_back(torch::randn({sh.B, sh.L, sh.heads, sh.d}, o));
+        } else if (layout == 1) {  // heads before positions, as [B, heads, L, d] memory
+          for (int i = 0; i < 3; ++i) parts.push_back(torch::randn({sh.B, sh.heads, sh.L, sh.d}, o).transpose(1, 2));
+        } else if (layout == 2) {  // thirds of one [B, L, 3, heads, d] tensor
+          parts = torch::randn({sh.B, sh.L, 3, sh.heads, sh.d}, o).unbind(2);
+        } else {  // misaligned by one element: one column per thread
+          const int64_t n = sh.B * sh.L * sh.heads * sh.d;
+          for (int i = 0; i < 3; ++i)
+            parts.push_back(torch::randn({n + 1}, o).narrow(0, 1, n).view({sh.B, sh.L, sh.heads, sh.d}));
+        }
+        const auto [stack, sums] = stack_column_sums(parts[0], parts[1], parts[2]);
+        const auto want = torch::stack(parts, 2).view({sh.B * sh.L, 3 * sh.heads * sh.d});
+        EXPECT_TRUE(torch::equal(stack, want));
+        EXPECT_EQ(sums.scalar_type(), torch::kFloat32);
+        EXPECT_TRUE(torch::equal(sums, column_sums(want)));  // the same bits as bias-sum's sums
+        if (sh.B > 0) {
+          const auto wd = want.cpu().to(torch::kDouble);
+          EXPECT_LE(((sums.cpu().to(torch::kDouble) - wd.sum(0)).abs() - wd.abs().sum(0) * 2e-6).max().item<double>(), 0.0);
+        } else {
+          EXPECT_EQ(sums.abs().sum().item<double>(), 0.0);
+        }
+      }
+  EXPECT_THROW(stack_column_sums(torch::randn({2, 3, 2, 8}, on_gpu), torch::randn({2, 3, 2, 8}, on_gpu),
+                                 torch::randn({2, 3, 2, 4}, on_gpu)),
+               std::invalid_argument);
+  {  // the node against the bias-sum path it replaces, under bf16 autocast: the same bits
+    torch::manual_seed(11);
+    const int64_t Bg = 4, Lg = 128, Kg = 768, Hg = 768, hg = 12;
+    auto x = torch::randn({Bg, Lg, Kg}, on_gpu).requires_grad_(), w = (torch::randn({3 * Hg, Kg}, on_gpu) * 0.05).requires_grad_(),
+         b = torch::randn({3 * Hg}, on_gpu).requires_grad_();
+    const auto g = torch::randn({3, Bg, Lg, hg, Hg / hg}, on_gpu);
+    Autocast autocast(true);
+    ASSERT_TRUE(qkv_linear_takes(x, w, b, hg));
+    const LinearBgradCounts before = linear_bgrad_counts();
+    auto run = [&](bool node) {
+      const auto qkv = node ? qkv_linear(x, w, b, hg)
+                            : linear_bgrad(x, w, b, BiasGrad::column_sum).view({Bg, Lg, 3, hg, Hg / hg}).unbind(2);
+      // The attention's gradients come transposed ([B, heads, L, d] memory).
+      const auto l = (qkv[0].transpose(1, 2).to(torch::kFloat32) * g[0].transpose(1, 2)).sum() +
+                     (qkv[1].to(torch::kFloat32) * g[1]).sum() + (qkv[2].to(torch::kFloat32) * g[2]).sum();
+      return torch::autograd::grad({l}, {x, w, b});
+    };
+    const auto with_node = run(true), without = run(false);
+    const LinearBgradCounts after = linear_bgrad_counts();
+    for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(with_node[i], without[i])) << i;
+    EXPECT_EQ(after.stacked - before.stacked, 1);
+    EXPECT_EQ(after.column_sums - before.column_sums, 1);  // the unbound path's
   }
 }
 

@@ -17,8 +17,7 @@ constexpr int kThreads = 256;
 /// value per warp. Fixed order: lanes by xor shuffles, then the warps in order.
 template <typename Op>
 __device__ __forceinline__ float block_reduce(float v, float* red, Op op) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  v = warp_reduce(v, op);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   __syncthreads();  // red may still be read from the last reduction
   if (lane == 0) red[warp] = v;
@@ -28,13 +27,6 @@ __device__ __forceinline__ float block_reduce(float v, float* red, Op op) {
   for (int w = 1; w < kThreads / 32; ++w) t = op(t, red[w]);
   return t;
 }
-
-struct Max {
-  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
-};
-struct Sum {
-  __device__ float operator()(float a, float b) const { return a + b; }
-};
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)

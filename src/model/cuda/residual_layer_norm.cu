@@ -26,12 +26,6 @@ namespace {
 
 constexpr int kWarps = 8;  // rows in flight per block
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 /// The backward kernels' last stage (register sums): each warp has put its sums of gamma's
 /// (which = 0) or beta's (1) gradient into red[warp][column]; the block's sum per column goes
 /// to partial[block][which][column] (the host sums the blocks).

@@ -1,7 +1,7 @@
 #pragma once
 // Element loads and stores shared by genemask's CUDA kernels: one element, or 8 at a time
 // (16-byte loads and stores; the pointer must be 16-byte aligned), fp32 or bf16 in memory,
-// fp32 in registers (bf16 stores round to nearest).
+// fp32 in registers (bf16 stores round to nearest); and the warp's reductions.
 #include <cuda_bf16.h>
 
 #include <cstdint>
@@ -71,5 +71,23 @@ __device__ __forceinline__ void store_n(T* p, const float* v) {
     for (int e = 0; e < V; ++e) store(p, e, v[e]);
   }
 }
+
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct Sum {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+
+/// The warp's reduction of v by op (Max or Sum), in every lane: xor shuffles at distances 16,
+/// 8, 4, 2, 1, so every lane combines the same values in the same grouping (the same bits in
+/// each lane, and for the same inputs).
+template <typename Op>
+__device__ __forceinline__ float warp_reduce(float v, Op op) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) { return warp_reduce(v, Sum{}); }
 
 }  // namespace genemask::model::cuda
