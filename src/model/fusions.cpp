@@ -89,10 +89,14 @@ void set_fusions(Fusions f) {
 
 int gelu_rows_in_flight() { return g_gelu_rows.load(std::memory_order_relaxed); }
 
-void set_gelu_rows_in_flight(int rows) {
+void check_gelu_rows_in_flight(int rows) {
   if (!cuda::bias_gelu_rows_in_flight_supported(rows))
     throw std::invalid_argument("the fused bias + GELU's rows in flight: " + std::to_string(rows) +
                                 "; the kernels take 1, 2 or 4");
+}
+
+void set_gelu_rows_in_flight(int rows) {
+  check_gelu_rows_in_flight(rows);
   g_gelu_rows.store(rows, std::memory_order_relaxed);
 }
 

@@ -91,8 +91,10 @@ std::string numeric_fusions(const Fusions& f);
 /// the same bits, so a checkpoint does not record it): the rows in flight, 1, 2 or 4
 /// (cuda/rows_in_flight.hpp), cuda::kBiasGeluRowsInFlight unless set_gelu_rows_in_flight set
 /// another (train_bench's --gelu-rows, to time a choice in the whole step). The setter throws
-/// std::invalid_argument for another count.
+/// std::invalid_argument for another count, as check_gelu_rows_in_flight does (which the fused
+/// node's own entry calls too).
 int gelu_rows_in_flight();
 void set_gelu_rows_in_flight(int rows);
+void check_gelu_rows_in_flight(int rows);
 
 }  // namespace genemask::model
