@@ -45,6 +45,11 @@
 //   --fused-ce       on a GPU, the MLM loss as one kernel each way over the decoder's logits
 //                    in their own dtype (src/model/fusions.hpp's ce; off by default);
 //                    --no-fused-ce asks for the default explicitly
+//   --no-weight-bf16 under bf16, the products cast the fp32 weights in every forward pass
+//                    (autocast) instead of reading bf16 copies that the optimizer step makes
+//                    again (src/model/fusions.hpp's weight-bf16, on by default: its ablation;
+//                    the same numbers either way); --weight-bf16 asks for the default; the
+//                    JSON's weight_bf16 says whether the copies were kept
 //   --gelu-rows N    the fused bias + GELU's kernels load N of a thread's rows at once (1, 2
 //                    or 4; the same bits for each: src/model/cuda/rows_in_flight.hpp; default
 //                    the kernels' own); the JSON's gelu_rows_in_flight says N where the fused
@@ -91,6 +96,7 @@
 #include "model/linear_cpu.hpp"
 #include "model/runtime.hpp"
 #include "model/step_profile.hpp"
+#include "model/weight_copies.hpp"
 
 using namespace genemask::model;
 using genemask::bench::integer;
@@ -169,7 +175,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> pos;
   bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = Fusions{}.ln_bf16, fused_gelu = Fusions{}.gelu,
        bgrad = Fusions{}.bgrad, cpu_bias = Fusions{}.cpu_bias, ln_smem = Fusions{}.ln_smem,
-       bias_sum = Fusions{}.bias_sum, fused_ce = Fusions{}.ce, packing = false;
+       bias_sum = Fusions{}.bias_sum, fused_ce = Fusions{}.ce, weight_bf16 = Fusions{}.weight_bf16, packing = false;
   std::string lengths = "full", sdpa;
   int profile = 0, check_graph = 0, gelu_rows = gelu_rows_in_flight();
   for (int i = 1; i < argc; ++i) {
@@ -191,6 +197,8 @@ int run(int argc, char** argv) {
     else if (a == "--no-bias-sum") bias_sum = false;
     else if (a == "--fused-ce") fused_ce = true;
     else if (a == "--no-fused-ce") fused_ce = false;
+    else if (a == "--weight-bf16") weight_bf16 = true;
+    else if (a == "--no-weight-bf16") weight_bf16 = false;
     else if (a == "--packing") packing = true;
     else if (a == "--lengths" && i + 1 < argc) lengths = argv[++i];
     else if (a == "--sdpa" && i + 1 < argc) sdpa = argv[++i];
@@ -212,7 +220,7 @@ int run(int argc, char** argv) {
   const torch::Device dev = pick_device(device_name, 0, "--device");
   use_device(dev, /*tf32=*/true);
   const bool bf16 = precision == "bf16";
-  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias, ln_smem, bias_sum, fused_ce});
+  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias, ln_smem, bias_sum, fused_ce, weight_bf16});
   set_gelu_rows_in_flight(gelu_rows);  // std::invalid_argument (exit 2) unless 1, 2 or 4
   // Whether the model's linear layers take cpu-bias here (linear_cpu.hpp: the fusion on, a bf16
   // step on a CPU whose bf16 products ATen sends to oneDNN), asked of a layer of the model's kind.
@@ -249,6 +257,7 @@ int run(int argc, char** argv) {
     std::unique_ptr<torch::optim::AdamW> opt;
     std::unique_ptr<FusedAdamW> fused;
     std::unique_ptr<GradBuckets> grads;
+    std::unique_ptr<WeightCopies> copies;  // under bf16 with weight-bf16, as pretrain keeps them
     std::vector<torch::Tensor> params;
     torch::Tensor loss_out, lr;
   };
@@ -266,6 +275,8 @@ int run(int argc, char** argv) {
     s.eps = 1e-6;
     b->opt = make_adamw(b->m->named_parameters(), s);
     b->fused = std::make_unique<FusedAdamW>(*b->opt);
+    if (bf16 && weight_bf16) b->copies = bert_weight_copies(*b->m);
+    b->fused->keep_weight_copies(b->copies.get());
     b->grads = std::make_unique<GradBuckets>(b->params, MPI_COMM_SELF, AllReduce::Local);
     b->loss_out = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
     b->lr = torch::full({}, 4e-4, torch::TensorOptions().dtype(torch::kFloat32).device(dev));
@@ -346,6 +357,7 @@ int run(int argc, char** argv) {
       torch::Tensor loss;
       {
         genemask::model::Autocast autocast(bf16);  // bf16 on the GPU or the CPU, as the trainer runs it
+        const UseWeightCopies use_copies(b.copies.get());
         // Without padding no mask, which lets a GPU use its flash kernel, as the trainer does.
         loss = (layout ? b.m->masked_lm_loss_sum(ids, *layout, rows, targets)
                        : b.m->masked_lm_loss_sum(ids, mask, rows, targets)) /
@@ -381,6 +393,7 @@ int run(int argc, char** argv) {
     StepGraph g(dev);
     g.capture([&] { body(*b, false, true); });
     before.restore();
+    if (b->copies) b->copies->refresh();  // the copies of the weights put back
     for (int i = 0; i < check_graph; ++i) {
       g.replay();
       graph_losses.push_back(b->loss_out.item<double>());
@@ -450,7 +463,7 @@ int run(int argc, char** argv) {
                           t_clip / steps, t_opt / steps);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
-      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
+      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"weight_bf16\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
       "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
@@ -463,6 +476,7 @@ int run(int argc, char** argv) {
           ? "true"
           : "false",
       bias_sum && !bgrad && dev.is_cuda() && bf16 ? "true" : "false", fused_ce && dev.is_cuda() ? "true" : "false",
+      weight_bf16 && bf16 ? "true" : "false",
       sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),
       flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,

@@ -40,7 +40,9 @@
 # default; GPU only), bench_CFG_bias_sum (the graph with the linear layers' bias gradients
 # summed by genemask's column-sum kernel, GENEMASK_FUSED's bias-sum, off by default; GPU
 # only), bench_CFG_ce (the graph with the MLM loss as one kernel each way, GENEMASK_FUSED's
-# ce, off by default; GPU only), bench_CFG_pytorch,
+# ce, off by default; GPU only), bench_CFG_no_weight_bf16 (the graph casting the weights in
+# every forward pass instead of reading their bf16 copies, GENEMASK_FUSED's weight-bf16, which
+# is on by default: its ablation; GPU only), bench_CFG_pytorch,
 # bench_CFG_sweep (every batch of the sweep, eager and graph, and PyTorch; GPU only),
 # bench_CFG_packing (samples of 7-512 positions, uniform as the shards' recipe draws them,
 # padded to the longest and packed: real tokens/s of each), bench_CFG_kernels (genemask's
@@ -58,7 +60,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"ln-smem"/"bias-sum"/"fused-ce"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"ln-smem"/"bias-sum"/"fused-ce"/"no-weight-bf16"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -370,6 +372,11 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_ce" train_bench "$tb" &&
       part "bench_${cfg}_ce" bash -c '"$@" >"$0"' "$work/bench-$cfg-ce.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --fused-ce --profile 3
+    # And casting the weights in every forward pass instead of reading their bf16 copies
+    # (fusions.hpp's weight-bf16, on by default): the graph row against it is the copies' gain.
+    ready "bench_${cfg}_no_weight_bf16" train_bench "$tb" &&
+      part "bench_${cfg}_no_weight_bf16" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_weight_bf16.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-weight-bf16
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
     skip "bench_${cfg}_no_ln_bf16" "the bf16 copy is the GPU kernel's"
@@ -378,6 +385,7 @@ for cfg in dnabert logo; do
     skip "bench_${cfg}_ln_smem" "the fused LayerNorm is a GPU kernel"
     skip "bench_${cfg}_bias_sum" "the column-sum kernel runs on a GPU"
     skip "bench_${cfg}_ce" "the fused cross-entropy is a GPU kernel"
+    skip "bench_${cfg}_no_weight_bf16" "its ablation runs in the CUDA graph"
   fi
   ready "bench_${cfg}_packing" train_bench "$tb" && part "bench_${cfg}_packing" packed "$cfg" "$b"
   part "bench_${cfg}_pytorch" bash -c '"$@" >"$0"' "$work/bench-$cfg-pytorch.json" \
@@ -410,7 +418,8 @@ def last_row(path):
     return json.loads(lines[-1])
 rows = []
 for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "ce", "pytorch"):
+    for impl in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "ce", "no_weight_bf16",
+                 "pytorch"):
         part = parts.get(f"bench_{cfg}_{impl}", {})
         if part.get("status") != "passed":
             continue
@@ -420,7 +429,8 @@ for cfg in ("dnabert", "logo"):
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
         r["variant"] = {"graph": "graph", "no_ln_bf16": "no-ln-bf16", "no_gelu": "no-gelu", "bgrad": "bgrad",
-                        "ln_smem": "ln-smem", "bias_sum": "bias-sum", "ce": "fused-ce"}.get(impl, "eager")
+                        "ln_smem": "ln-smem", "bias_sum": "bias-sum", "ce": "fused-ce",
+                        "no_weight_bf16": "no-weight-bf16"}.get(impl, "eager")
         gc = r.get("graph_check")
         if gc and not gc["max_rel_diff"] <= 2e-3:
             part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")

@@ -6,6 +6,7 @@
 #include "model/cross_entropy.hpp"
 #include "model/linear_bgrad.hpp"
 #include "model/qkv_linear.hpp"
+#include "model/weight_copies.hpp"
 #include "model/linear_cpu.hpp"
 #include "model/fusions.hpp"
 #include "model/grad_sync.hpp"
@@ -177,18 +178,26 @@ bool copies_for_products(const Fusions& f, const torch::Device& dev) {
 }
 }  // namespace
 
-torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     const torch::Tensor& weight_low, const torch::Tensor& bias_low) {
+  // The bf16 copies of weight and bias kept between steps (weight_copies.hpp), where in force:
+  // given, or found for parameters that have one; undefined otherwise (autocast casts).
+  const WeightCopies* copies = weight_copies_for(x.device());
+  const torch::Tensor wl = weight_low.defined() ? weight_low : copies ? copies->low(weight) : torch::Tensor();
+  const torch::Tensor bl = bias_low.defined() ? bias_low : copies ? copies->low(bias) : torch::Tensor();
   // On a GPU under bf16 with bgrad in force, the node whose backward sums the bias's gradient
   // in the weight-gradient product (linear_bgrad.hpp); with bias-sum (and not bgrad), the
   // same node summing it with the column-sum kernel; on the CPU under bf16, the bias in
-  // oneDNN's epilogue (linear_cpu.hpp, the same numbers); elsewhere ATen's linear.
+  // oneDNN's epilogue (linear_cpu.hpp, the same numbers); elsewhere ATen's linear. Each reads
+  // the copies where there are some.
   if (bias.defined() && x.is_cuda()) {
     const Fusions f = fusions();
     if ((f.bgrad || f.bias_sum) && linear_bgrad_takes(x, weight, bias))
-      return linear_bgrad(x, weight, bias, f.bgrad ? BiasGrad::epilogue : BiasGrad::column_sum);
+      return linear_bgrad(x, weight, bias, f.bgrad ? BiasGrad::epilogue : BiasGrad::column_sum, wl, bl);
   }
-  if (cpu_bias_linear_takes(x, weight, bias)) return cpu_bias_linear(x, weight, bias);
-  return at::linear(x, weight, bias);
+  const torch::Tensor w = low_operand(wl, weight), b = bias.defined() ? low_operand(bl, bias) : bias;
+  if (cpu_bias_linear_takes(x, w, b)) return cpu_bias_linear(x, w, b);
+  return at::linear(x, w, b);
 }
 torch::Tensor affine(const torch::nn::Linear& m, const torch::Tensor& x) { return affine(x, m->weight, m->bias); }
 
@@ -350,8 +359,14 @@ torch::Tensor BertSelfAttentionImpl::forward(const Hidden& hidden, const Attenti
   // the trained ones; the stack is a copy of 3 H^2 floats per call). Under autocast x is
   // cast to bf16 once instead of three times, and in the backward pass the gradient of x
   // comes out of one product instead of three that are then cast and summed.
-  auto w = torch::cat({query->weight, key->weight, value->weight}, 0);
-  auto b = torch::cat({query->bias, key->bias, value->bias}, 0);
+  const std::array<torch::Tensor, 3> ws{query->weight, key->weight, value->weight}, bs{query->bias, key->bias, value->bias};
+  auto w = torch::cat({ws[0], ws[1], ws[2]}, 0);
+  auto b = torch::cat({bs[0], bs[1], bs[2]}, 0);
+  // Under bf16 with the weights' copies in force (weight_copies.hpp), the product reads the
+  // stacked bf16 copies instead of autocast's cast of the concatenations (the same values).
+  const WeightCopies* copies = weight_copies_for(x.device());
+  const torch::Tensor wl = copies ? copies->low_stack(ws) : torch::Tensor();
+  const torch::Tensor bl = copies ? copies->low_stack(bs) : torch::Tensor();
   // With bias-sum (and not bgrad) on a GPU, the node whose backward stacks the three
   // gradients and sums the bias's in one pass (qkv_linear.hpp: the same numbers as the
   // product and unbind below with bias-sum). Otherwise unbind, not three selects: its
@@ -359,8 +374,8 @@ torch::Tensor BertSelfAttentionImpl::forward(const Hidden& hidden, const Attenti
   // a zero tensor of the whole product and add into it.
   const Fusions f = fusions();
   const auto parts = f.bias_sum && !f.bgrad && qkv_linear_takes(x, w, b, heads)
-                         ? qkv_linear(x, w, b, heads)
-                         : affine(x, w, b).view({B, L, 3, heads, head_dim}).unbind(2);
+                         ? qkv_linear(x, w, b, heads, wl, bl)
+                         : affine(x, w, b, wl, bl).view({B, L, 3, heads, head_dim}).unbind(2);
   auto part = [&](size_t i) { return parts[i].transpose(1, 2); };  // [B, heads, L, head_dim]
   auto ctx = attention(part(0), part(1), part(2), key_mask, is_training() ? dropout_p : 0.0);
   return ctx.transpose(1, 2).reshape({B, L, H});

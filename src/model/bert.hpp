@@ -100,7 +100,11 @@ torch::Tensor key_mask_of(const torch::Tensor& attention_mask);
 /// forward), which for inputs of more than 2 dimensions runs a matmul and then `+= bias`, an
 /// add that is no autocast op: under bf16 a separate mixed bf16 + fp32 kernel over the whole
 /// output (16% of the DNABERT step on an H100).
-torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+/// `weight_low` and `bias_low`: their bf16 copies, or undefined; where bf16 copies of the
+/// weights are in force (weight_copies.hpp) a parameter's own copy is found without them. The
+/// product then reads the copies instead of autocast's casts (the same values and gradients).
+torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                     const torch::Tensor& weight_low = {}, const torch::Tensor& bias_low = {});
 torch::Tensor affine(const torch::nn::Linear& m, const torch::Tensor& x);
 
 /// The hidden states between BERT's sublayers: `x`, what the next residual add reads (fp32

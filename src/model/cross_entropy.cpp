@@ -20,25 +20,25 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
     const int64_t rows = logits.size(0);
     const int V = static_cast<int>(logits.size(1));
     const auto f32 = logits.options().dtype(torch::kFloat32);
-    auto lse = torch::empty({rows}, f32), loss = torch::empty({rows}, f32);
+    auto stats = torch::empty({rows, 2}, f32), loss = torch::empty({rows}, f32);  // per row: max, log sum
     cuda::cross_entropy_forward(logits.scalar_type() == torch::kBFloat16, logits.data_ptr(),
-                                targets.data_ptr<int64_t>(), lse.data_ptr<float>(), loss.data_ptr<float>(), rows, V,
+                                targets.data_ptr<int64_t>(), stats.data_ptr<float>(), loss.data_ptr<float>(), rows, V,
                                 c10::cuda::getCurrentCUDAStream());
     cuda::check_launch("fused cross-entropy", "forward");
-    ctx->save_for_backward({logits, targets, lse});
+    ctx->save_for_backward({logits, targets, stats});
     return loss.sum();
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &logits = saved[0], &targets = saved[1], &lse = saved[2];
+    const auto &logits = saved[0], &targets = saved[1], &stats = saved[2];
     // The summed loss's gradient stays on the device: read by the kernel, never by the host.
     const auto g = grads[0].to(torch::kFloat32).contiguous();
     const int64_t rows = logits.size(0);
     const int V = static_cast<int>(logits.size(1));
     auto dlogits = torch::empty_like(logits);
     cuda::cross_entropy_backward(logits.scalar_type() == torch::kBFloat16, logits.data_ptr(),
-                                 targets.data_ptr<int64_t>(), lse.data_ptr<float>(), g.data_ptr<float>(),
+                                 targets.data_ptr<int64_t>(), stats.data_ptr<float>(), g.data_ptr<float>(),
                                  dlogits.data_ptr(), rows, V, c10::cuda::getCurrentCUDAStream());
     cuda::check_launch("fused cross-entropy", "backward");
     return {dlogits, torch::Tensor()};

@@ -22,7 +22,8 @@ namespace genemask::model {
 bool fused_cross_entropy_takes(const torch::Tensor& logits, const torch::Tensor& targets);
 
 /// The summed loss (a 0-dim fp32 tensor), differentiable in the logits. A target outside
-/// [0, V) other than -100 makes the loss NaN (LibTorch's path stops at a device assert).
+/// [0, V) other than -100 makes the loss NaN, and that row's gradient too (LibTorch's path stops
+/// at a device assert).
 torch::Tensor fused_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets);
 
 }  // namespace genemask::model

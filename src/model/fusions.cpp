@@ -29,7 +29,7 @@ constexpr FusionEntry kFusionTable[] = {
     {"ln-bf16", &Fusions::ln_bf16, false},  {"gelu", &Fusions::gelu, true},
     {"bgrad", &Fusions::bgrad, true},       {"cpu-bias", &Fusions::cpu_bias, false},
     {"ln-smem", &Fusions::ln_smem, true},   {"bias-sum", &Fusions::bias_sum, true},
-    {"ce", &Fusions::ce, true},
+    {"ce", &Fusions::ce, true},             {"weight-bf16", &Fusions::weight_bf16, false},
 };
 // Every switch of Fusions is in the table (a bool is one byte, and Fusions holds bools only).
 static_assert(sizeof(Fusions) == std::size(kFusionTable), "a Fusions switch is missing from kFusionTable");
@@ -71,6 +71,12 @@ std::string numeric_fusions(const Fusions& f) {
   for (const FusionEntry& e : kFusionTable)
     if (e.numeric && f.*e.on) out += (out.empty() ? "" : ",") + std::string(e.name);
   return out.empty() ? "none" : out;
+}
+
+Fusions with_numeric_of(Fusions base, const Fusions& numeric) {
+  for (const FusionEntry& e : kFusionTable)
+    if (e.numeric) base.*e.on = numeric.*e.on;
+  return base;
 }
 
 Fusions fusions() {

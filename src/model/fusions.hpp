@@ -51,11 +51,19 @@
 //            logo 256 x 512, whose vocabulary of 4101 is 16 times its hidden size). Off by
 //            default until a GPU has run its test and timed it (written in a session without
 //            one). It sums each row in another order (recorded, like gelu).
+//   weight-bf16  under bf16 autocast in `pretrain` (and train_bench), the bf16 copies of the
+//            weights and biases that the matrix products read kept between steps and made
+//            again once per optimizer step (weight_copies.hpp), instead of autocast's cast of
+//            every weight in every micro-batch's forward pass (and, for the Q/K/V product, of
+//            the concatenated weights). The copies are those casts' values and pass the
+//            gradients back as the casts do, so a step computes the same bits either way
+//            (checked on the CPU in CI), and a checkpoint does not record it.
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
-// "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem", "bias-sum" and "ce", or
-// "none" (to compare with the unfused step, or to rule a fused kernel out when a result looks
-// wrong). train_bench's --unfused-qkv, --unfused-ln, --no-ln-bf16, --no-fused-gelu, --bgrad,
-// --no-cpu-bias, --ln-smem, --bias-sum and --fused-ce set them instead (GENEMASK_FUSED aside).
+// "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem", "bias-sum", "ce" and
+// "weight-bf16", or "none" (to compare with the unfused step, or to rule a fused kernel out
+// when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln, --no-ln-bf16,
+// --no-fused-gelu, --bgrad, --no-cpu-bias, --ln-smem, --bias-sum, --fused-ce and
+// --no-weight-bf16 set them instead (GENEMASK_FUSED aside).
 #include <string>
 
 #include "model/cuda/rows_in_flight.hpp"
@@ -64,7 +72,7 @@ namespace genemask::model {
 
 struct Fusions {
   bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false, cpu_bias = true, ln_smem = false,
-       bias_sum = false, ce = false;
+       bias_sum = false, ce = false, weight_bf16 = true;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an
@@ -82,10 +90,14 @@ std::string fusion_names(bool numeric_only);
 /// bias added and its gradient summed in fp32), bgrad (on a GPU, the linear layers' weight and
 /// bias gradients in fp32), ln-smem (on a GPU, gamma's and beta's gradients summed in another
 /// grouping), bias-sum (on a GPU, the linear layers' bias gradients summed in fp32) and ce
-/// (on a GPU, each row's log-sum-exp in another order). ln-bf16 and cpu-bias are not among them: ln-bf16's copy is the cast autocast
-/// would make, and cpu-bias computes what ATen's addmm computes.
+/// (on a GPU, each row's log-sum-exp in another order). ln-bf16, cpu-bias and weight-bf16 are
+/// not among them: ln-bf16's copy is the cast autocast would make, cpu-bias computes what
+/// ATen's addmm computes, and weight-bf16's copies are the casts autocast would make.
 /// A checkpoint records it, so that --resume does not continue a run with other numbers.
 std::string numeric_fusions(const Fusions& f);
+/// `base` with the fusions that change the numbers taken from `numeric` (what --resume adopts
+/// from a checkpoint: the others, ln-bf16, cpu-bias and weight-bf16, stay `base`'s).
+Fusions with_numeric_of(Fusions base, const Fusions& numeric);
 
 /// How the fused bias + GELU's kernels run, which is not what they compute (every choice gives
 /// the same bits, so a checkpoint does not record it): the rows in flight, 1, 2 or 4

@@ -17,6 +17,7 @@
 #include "model/optim.hpp"
 #include "model/packing.hpp"
 #include "model/runtime.hpp"
+#include "model/weight_copies.hpp"
 #include "model/static_rows.hpp"
 
 namespace genemask::model {
@@ -165,6 +166,9 @@ struct GraphStep::Impl {
     graph = std::make_unique<StepGraph>(dev);
     graph->capture(body, 2, pool);
     before.restore();
+    // The weights are back where they were before the warm-up's updates; so are their bf16
+    // copies, which the replays read (made here, outside the graph).
+    if (WeightCopies* copies = fused.weight_copies()) copies->refresh();
     if (!pool) pool = graph.get();
   }
 };

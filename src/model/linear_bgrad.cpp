@@ -1,8 +1,10 @@
 // The fused bias gradient's autograd node on a CUDA LibTorch (linear_bgrad_none.cpp
 // elsewhere): the weight's gradient and the bias's in one cuBLASLt product (BGRADB epilogue).
 #include "model/linear_bgrad.hpp"
+#include "model/weight_copies.hpp"
 
 #include <ATen/autocast_mode.h>
+#include <optional>
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cublasLt.h>
@@ -105,10 +107,14 @@ bool wgrad_bgrad(const torch::Tensor& dy, const torch::Tensor& x, cudaDataType_t
 
 struct LinearBgrad : torch::autograd::Function<LinearBgrad> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& weight,
-                               const torch::Tensor& bias, int64_t how) {
-    // The operands autocast would make, and its product (the same kernel as at::linear's).
-    const auto xb = x.to(torch::kBFloat16).contiguous(), wb = weight.to(torch::kBFloat16);
-    auto y = at::linear(xb, wb, bias.to(torch::kBFloat16));
+                               const torch::Tensor& bias, int64_t how, const std::optional<torch::Tensor>& weight_low,
+                               const std::optional<torch::Tensor>& bias_low) {
+    // The operands autocast would make (or their copies kept between steps), and its product
+    // (the same kernel as at::linear's).
+    const auto xb = x.to(torch::kBFloat16).contiguous();
+    const auto wb = bf16_operand(weight, weight_low.value_or(torch::Tensor()));
+    const auto bb = bf16_operand(bias, bias_low.value_or(torch::Tensor()));
+    auto y = at::linear(xb, wb, bb);
     ctx->save_for_backward({xb, wb});
     ctx->saved_data["x_dtype"] = static_cast<int64_t>(x.scalar_type());
     ctx->saved_data["how"] = how;
@@ -133,7 +139,7 @@ struct LinearBgrad : torch::autograd::Function<LinearBgrad> {
         db = column_sums(dy);
         g_column_sums.fetch_add(1, std::memory_order_relaxed);
       }
-      return {dx, dw, db, torch::Tensor()};
+      return {dx, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor()};
     }
     if (ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
       const auto x2 = xb.view({M, K});
@@ -156,7 +162,7 @@ struct LinearBgrad : torch::autograd::Function<LinearBgrad> {
         }
       }
     }
-    return {dx, dw, db, torch::Tensor()};
+    return {dx, dw, db, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
@@ -181,10 +187,12 @@ bool linear_bgrad_takes(const torch::Tensor& x, const torch::Tensor& weight, con
 }
 
 torch::Tensor linear_bgrad(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                           BiasGrad how) {
+                           BiasGrad how, const torch::Tensor& weight_low, const torch::Tensor& bias_low) {
   if (!linear_bgrad_takes(x, weight, bias))
     throw std::invalid_argument("fused bias gradient: inputs it does not take (see linear_bgrad_takes)");
-  return LinearBgrad::apply(x, weight, bias, static_cast<int64_t>(how));
+  // The copies as optional arguments: not inputs of the node when undefined.
+  return LinearBgrad::apply(x, weight, bias, static_cast<int64_t>(how), std::optional<torch::Tensor>(weight_low),
+                            std::optional<torch::Tensor>(bias_low));
 }
 
 torch::Tensor column_sums(const torch::Tensor& g) {
@@ -214,6 +222,8 @@ std::pair<torch::Tensor, torch::Tensor> stack_column_sums(const torch::Tensor& q
   const int64_t B = q.size(0), L = q.size(1), heads = q.size(2), d = q.size(3), M = B * L, N = 3 * heads * d;
   if (N > std::numeric_limits<int>::max() || heads > std::numeric_limits<int>::max())
     throw std::invalid_argument("stacked column sums: rows wider than the kernel's int columns");
+  if (M > std::numeric_limits<int32_t>::max())
+    throw std::invalid_argument("stacked column sums: more than 2^31 - 1 rows (B x L)");
   auto out = torch::empty({M, N}, q.options());
   if (M == 0 || N == 0) return {out, torch::zeros({N}, q.options().dtype(torch::kFloat32))};
   // The kernel reads each part through its strides; only the last must be 1.
@@ -226,7 +236,7 @@ std::pair<torch::Tensor, torch::Tensor> stack_column_sums(const torch::Tensor& q
     p.row_stride[i] = part[i].stride(1);
     p.head_stride[i] = part[i].stride(2);
   }
-  p.L = L;
+  p.by_L = cuda::IntDivider(static_cast<uint32_t>(L > 0 ? L : 1));
   p.heads = static_cast<int>(heads);
   p.head_dim = static_cast<int>(d);
   auto partial = torch::empty({cuda::column_sum_row_blocks(M, static_cast<int>(N)), N}, q.options().dtype(torch::kFloat32));

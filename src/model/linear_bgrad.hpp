@@ -31,9 +31,12 @@ bool linear_bgrad_takes(const torch::Tensor& x, const torch::Tensor& weight, con
 /// product (bias-sum).
 enum class BiasGrad { epilogue, column_sum };
 
-/// x·weightᵀ + bias in bf16, differentiable in x, weight and bias.
+/// x·weightᵀ + bias in bf16, differentiable in x, weight and bias. `weight_low` and
+/// `bias_low`: bf16 copies of weight and bias (weight_copies.hpp) that the product reads
+/// instead of casting them, or undefined.
 torch::Tensor linear_bgrad(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                           BiasGrad how = BiasGrad::epilogue);
+                           BiasGrad how = BiasGrad::epilogue, const torch::Tensor& weight_low = {},
+                           const torch::Tensor& bias_low = {});
 
 /// The column sums of g ([rows, N], bf16 or fp32, on a GPU, rows > 0 or not) in fp32: a linear
 /// layer's bias gradient, by the column-sum kernel (its blocks' sums added by LibTorch). The

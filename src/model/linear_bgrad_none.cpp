@@ -10,7 +10,8 @@ bool linear_bgrad_runs_on(const torch::Device&) { return false; }
 
 bool linear_bgrad_takes(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) { return false; }
 
-torch::Tensor linear_bgrad(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, BiasGrad) {
+torch::Tensor linear_bgrad(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, BiasGrad,
+                           const torch::Tensor&, const torch::Tensor&) {
   throw std::invalid_argument("fused bias gradient: this build's LibTorch has no CUDA");
 }
 

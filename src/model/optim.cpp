@@ -4,6 +4,8 @@
 #include <ATen/ops/_foreach_add.h>
 #include <fmt/format.h>
 
+#include "model/weight_copies.hpp"
+
 namespace genemask::model {
 
 std::unique_ptr<torch::optim::AdamW> make_adamw(const torch::OrderedDict<std::string, torch::Tensor>& named,
@@ -84,6 +86,7 @@ void FusedAdamW::step(double lr) {
     if (params.empty()) continue;
     update(o, params, grads, m, v, steps, lr);
   }
+  if (copies_) copies_->refresh();
 }
 
 void FusedAdamW::step(const torch::Tensor& lr) {
@@ -100,6 +103,7 @@ void FusedAdamW::step(const torch::Tensor& lr) {
     }
     update(o, g.params, grads, g.exp_avgs, g.exp_avg_sqs, g.steps, lr);
   }
+  if (copies_) copies_->refresh();
 }
 
 void FusedAdamW::advance_host_steps() {

@@ -9,6 +9,8 @@
 
 namespace genemask::model {
 
+class WeightCopies;
+
 struct AdamWSettings {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.01;
 };
@@ -37,6 +39,10 @@ class FusedAdamW {
   /// The optimizer's device state (moments, step counts), prepared: what a caller saves and
   /// restores around a CUDA graph's warm-up.
   std::vector<torch::Tensor> state_tensors();
+  /// bf16 copies of the weights (weight_copies.hpp) that each step makes again after its
+  /// update (in a captured step too); nullptr: none. They must outlive this.
+  void keep_weight_copies(WeightCopies* copies) { copies_ = copies; }
+  WeightCopies* weight_copies() const { return copies_; }
 
  private:
   struct Group {
@@ -52,6 +58,7 @@ class FusedAdamW {
   torch::optim::AdamW& opt_;
   std::vector<Group> groups_;
   bool prepared_ = false;
+  WeightCopies* copies_ = nullptr;
 };
 
 }  // namespace genemask::model

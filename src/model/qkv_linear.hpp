@@ -32,8 +32,11 @@ bool qkv_linear_takes(const torch::Tensor& x, const torch::Tensor& weight, const
 /// bf16 product cast to fp32 (as the eager path makes them), bias's the stacked gradient's
 /// column sums in fp32 (stack_column_sums on a GPU; LibTorch's stack and an fp32 sum on the
 /// CPU). A Q, K or V gradient that autograd leaves undefined counts as zeros. Throws
-/// std::invalid_argument for shapes other than those above.
+/// std::invalid_argument for shapes other than those above. `weight_low` and `bias_low`: bf16
+/// copies of weight and bias (weight_copies.hpp's low_stack) that the product reads instead
+/// of casting them, or undefined.
 std::vector<torch::Tensor> qkv_linear(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                                      int64_t heads);
+                                      int64_t heads, const torch::Tensor& weight_low = {},
+                                      const torch::Tensor& bias_low = {});
 
 }  // namespace genemask::model

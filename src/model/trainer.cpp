@@ -43,6 +43,7 @@
 #include "model/optim.hpp"
 #include "model/packing.hpp"
 #include "model/runtime.hpp"
+#include "model/weight_copies.hpp"
 
 namespace fs = std::filesystem;
 
@@ -348,8 +349,7 @@ void adopt_run_fusions(Run& r) {
     return;  // compared (and refused) with the other settings
   }
   const Fusions now = fusions();
-  f.ln_bf16 = now.ln_bf16;  // the fusions that keep the numbers are this run's
-  f.cpu_bias = now.cpu_bias;
+  f = with_numeric_of(now, f);  // the fusions that keep the numbers are this run's
   if (numeric_fusions(f) == numeric_fusions(now) || numeric_fusions(f) != recorded) return;
   set_fusions(f);
   r.say(fmt::format("--resume: the fused paths that change the numbers are \"{}\", as the run recorded them (a new run "
@@ -889,9 +889,18 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   const auto& o = r.o;
   GradBuckets grads(r.params, r.comm, r.how);
   FusedAdamW fused(*r.optimizer);
+  // Under bf16, the products read bf16 copies of the weights that each optimizer step makes
+  // again (weight_copies.hpp: the same numbers as autocast's casts in every forward pass).
+  std::unique_ptr<WeightCopies> copies;
+  if (r.bf16 && fusions().weight_bf16) copies = bert_weight_copies(*r.model);
+  fused.keep_weight_copies(copies.get());
+  const UseWeightCopies use_copies(copies.get());
   r.say(fmt::format("device {}{}, all-reduce {} over {} gradient bucket(s) of up to {} MiB", r.device.str(),
-                    r.bf16 ? " (bf16 autocast)" : "", to_string(r.how), grads.bucket_count(),
-                    grads.bucket_floats_max() * 4 >> 20));
+                    !r.bf16  ? ""
+                    : copies ? fmt::format(" (bf16 autocast; the weights' bf16 copies, {} MiB, made once per step)",
+                                           copies->bytes() >> 20)
+                             : " (bf16 autocast)",
+                    to_string(r.how), grads.bucket_count(), grads.bucket_floats_max() * 4 >> 20));
   int64_t parameters = 0;
   for (auto& p : r.params) parameters += p.numel();
   r.say(fmt::format("model {} ({} parameters), masking {}, {} ranks x batch {} x accumulation {} = effective batch {}, "

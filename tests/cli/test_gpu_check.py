@@ -28,7 +28,8 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "ce", "packing",
+                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "ce",
+                                                           "no_weight_bf16", "packing",
                                                            "pytorch",
                                                            "sweep", "kernels")]
 # The GPU tests' count, from test_gpu.py itself: all of them must run (on the CPU here).
@@ -48,6 +49,8 @@ GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph
             "bench_logo_bias_sum": "the column-sum kernel runs on a GPU",
             "bench_dnabert_ce": "the fused cross-entropy is a GPU kernel",
             "bench_logo_ce": "the fused cross-entropy is a GPU kernel",
+            "bench_dnabert_no_weight_bf16": "its ablation runs in the CUDA graph",
+            "bench_logo_no_weight_bf16": "its ablation runs in the CUDA graph",
             "bench_dnabert_sweep": "the micro-batch sweep runs on a GPU",
             "bench_logo_sweep": "the micro-batch sweep runs on a GPU",
             "bench_dnabert_kernels": "genemask's CUDA kernels run on a GPU",
@@ -310,11 +313,11 @@ class TrainBenchFusions(unittest.TestCase):
                          {"fused": 0, "fused_bf16": 0, "fallback": 0, "column_sums": 0, "stacked": 0})
         self.assertIsNone(r["gelu_rows_in_flight"])  # the fused GELU runs on a GPU only
         return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad", "ln_smem", "bias_sum",
-                                  "fused_ce")}
+                                  "fused_ce", "weight_bf16")}
 
     def test_flags(self):
         default = {"fused_qkv": True, "fused_ln": False, "ln_bf16": True, "fused_gelu": False, "bgrad": False,
-                   "ln_smem": False, "bias_sum": False, "fused_ce": False}
+                   "ln_smem": False, "bias_sum": False, "fused_ce": False, "weight_bf16": True}
         self.assertEqual(self.run_bench(), default)
         self.assertEqual(self.run_bench("--no-ln-bf16"), dict(default, ln_bf16=False))
         self.assertEqual(self.run_bench("--ln-bf16"), default)
@@ -333,6 +336,9 @@ class TrainBenchFusions(unittest.TestCase):
         # And the fused cross-entropy.
         self.assertEqual(self.run_bench("--fused-ce"), default)
         self.assertEqual(self.run_bench("--no-fused-ce"), default)
+        # The weights' bf16 copies: kept under bf16 on any device.
+        self.assertEqual(self.run_bench("--no-weight-bf16"), dict(default, weight_bf16=False))
+        self.assertEqual(self.run_bench("--weight-bf16"), default)
         self.assertEqual(self.run_bench("--unfused-qkv", "--no-ln-bf16"), dict(default, fused_qkv=False, ln_bf16=False))
         p = subprocess.run([os.path.join(BUILD, "bench", "train_bench"), "logo", "1", "2", "32", "1", "--ln-bf17"],
                            capture_output=True, text=True)

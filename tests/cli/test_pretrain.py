@@ -254,6 +254,29 @@ class Pretrain(unittest.TestCase):
                 self.assertIn(w, p.stderr)
             self.assertFalse(os.path.exists(out))
 
+    def test_bf16_weight_copies_change_no_number(self):
+        # Under bf16 the products read bf16 copies of the weights made once per optimizer step
+        # (model/weight_copies.hpp) instead of autocast's casts in every micro-batch: the same
+        # losses, gradient norms and evaluations to the bit as with GENEMASK_FUSED leaving
+        # weight-bf16 out, eagerly and in the CUDA graphs' fixed-shape step (run here without
+        # capture), with dropout and 2 micro-batches per step; the log says which ran.
+        cast_only = "qkv,ln,ln-bf16,gelu,cpu-bias"  # the default list without weight-bf16
+        for mode, extra in [("eager", []), ("fixed", ["--static-step"])]:
+            got = {}
+            for name, env in [("kept", None), ("cast", {"GENEMASK_FUSED": cast_only})]:
+                out = os.path.join(self.tmp, f"copies-{mode}-{name}")
+                p = self.pretrain(out, ["--precision", "bf16"] + extra, steps=6, eval_every=3, checkpoint_every=0,
+                                  env=env)
+                said = [l for l in (p.stdout + p.stderr).splitlines() if "bf16 autocast" in l]
+                self.assertEqual(len(said), 1, p.stdout + p.stderr)
+                self.assertEqual("the weights' bf16 copies" in said[0], name == "kept", said[0])
+                with open(os.path.join(out, "metrics.jsonl")) as f:
+                    rows = [json.loads(l) for l in f if l.strip()]
+                got[name] = [(r["step"], r.get("loss"), r.get("grad_norm"), r.get("eval_loss")) for r in rows]
+            self.assertEqual(len([r for r in got["kept"] if r[1] is not None]), 6)
+            self.assertTrue(any(r[3] is not None for r in got["kept"]), got["kept"])
+            self.assertEqual(got["kept"], got["cast"], mode)
+
     def test_init_continues_from_a_transformers_model(self):
         # A BertForMaskedLM saved by transformers (save_pretrained), dropout set to 0 so that
         # the training-mode loss is the model's loss.

@@ -45,10 +45,13 @@ struct Stacked {
   StackParts p;
   struct Column {
     const T* at;
-    int64_t batch_stride, row_stride, L;
+    int64_t batch_stride, row_stride;
+    IntDivider by_L;
+    /// Row r < 2^31 (the launcher checks): (b, l) = (r / L, r % L) by a multiply-high, not a
+    /// 64-bit division per row.
     __device__ const T* row(int64_t r) const {
-      const int64_t b = r / L;
-      return at + b * batch_stride + (r - b * L) * row_stride;
+      const uint32_t b = by_L.div(static_cast<uint32_t>(r));
+      return at + b * batch_stride + (r - static_cast<int64_t>(b) * by_L.d) * row_stride;
     }
   };
   __device__ Column column(int col) const {
@@ -58,7 +61,7 @@ struct Stacked {
     const T* base = static_cast<const T*>(pick(p.base[0], p.base[1], p.base[2]));
     return {base + head * pick(p.head_stride[0], p.head_stride[1], p.head_stride[2]) + (within - head * p.head_dim),
             pick(p.batch_stride[0], p.batch_stride[1], p.batch_stride[2]),
-            pick(p.row_stride[0], p.row_stride[1], p.row_stride[2]), p.L};
+            pick(p.row_stride[0], p.row_stride[1], p.row_stride[2]), p.by_L};
   }
 };
 

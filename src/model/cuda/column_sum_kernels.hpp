@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "model/cuda/int_divider.hpp"
 #include "model/cuda/launch.hpp"
 
 namespace genemask::model::cuda {
@@ -26,11 +27,12 @@ void column_sum(bool x_bf16, const void* x, float* partial, int64_t rows, int N,
 
 /// The Q/K/V product's three output gradients as the attention's backward leaves them: each a
 /// [B, L, heads, head_dim] view (any strides in elements, the last one 1) of its own memory,
-/// all of one dtype. Row r of the stack is (b, l) = (r / L, r % L).
+/// all of one dtype. Row r of the stack is (b, l) = (r / L, r % L), r / L by `by_L`
+/// (IntDivider(L): rows and L below 2^31).
 struct StackParts {
   const void* base[3];
   int64_t batch_stride[3], row_stride[3], head_stride[3];
-  int64_t L;
+  IntDivider by_L;
   int heads, head_dim;
 };
 
@@ -38,7 +40,7 @@ struct StackParts {
 /// part's base and `out` 16-byte aligned, head_dim and every stride multiples of 8.
 bool stack_parts_vectorized(const StackParts& parts, const void* out);
 
-/// out [rows, 3 H] (H = heads x head_dim; rows = B x L) = the three parts side by side, each
+/// out [rows, 3 H] (H = heads x head_dim; rows = B x L < 2^31) = the three parts side by side, each
 /// row's Q, K, V in that order (what stacking them with LibTorch gives), and `partial` the
 /// column sums of out exactly as column_sum(x_bf16, out, partial, rows, 3 H) would make them
 /// (the same grid and order: the same bits), in one pass: the parts are read once and out

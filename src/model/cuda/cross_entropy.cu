@@ -30,14 +30,14 @@ __device__ __forceinline__ float block_reduce(float v, float* red, Op op) {
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    forward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, float* __restrict__ lse,
+    forward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, float* __restrict__ stats,
                    float* __restrict__ loss, int V) {
   __shared__ float red[kThreads / 32];
   const int64_t r = blockIdx.x;
   const T* row = x + r * V;
   const int64_t t = target[r];
   if (t == kIgnoreTarget) {  // adds nothing, and its row is not read (the whole block returns)
-    if (threadIdx.x == 0) lse[r] = 0.f, loss[r] = 0.f;
+    if (threadIdx.x == 0) stats[2 * r] = 0.f, stats[2 * r + 1] = 0.f, loss[r] = 0.f;
     return;
   }
   float m = -INFINITY;
@@ -47,15 +47,19 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = threadIdx.x; j < V; j += kThreads) s += expf(load(row, j) - m);
   s = block_reduce(s, red, Sum{});
   if (threadIdx.x == 0) {
-    const float l = m + logf(s);
-    lse[r] = l;
-    loss[r] = t >= 0 && t < V ? l - load(row, t) : NAN;
+    // -log_softmax[t] as LibTorch's log-softmax forms it: log(s) - (x_t - max), never through
+    // max + log(s), whose rounding at the scale of the max would leave the target's gradient
+    // g (p - 1) off by ulps of the max where p is near 1.
+    const float ls = logf(s);
+    stats[2 * r] = m;
+    stats[2 * r + 1] = ls;
+    loss[r] = t >= 0 && t < V ? ls - (load(row, t) - m) : NAN;
   }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, const float* __restrict__ lse,
+    backward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, const float* __restrict__ stats,
                     const float* __restrict__ g, T* __restrict__ dx, int V) {
   const int64_t r = blockIdx.x;
   const T* row = x + r * V;
@@ -65,32 +69,37 @@ __global__ void __launch_bounds__(kThreads)
     for (int j = threadIdx.x; j < V; j += kThreads) store(out, j, 0.f);
     return;
   }
-  const float l = lse[r], scale = *g;
+  if (t < 0 || t >= V) {  // its loss is NaN: so is its gradient, never a finite step from a bad target
+    for (int j = threadIdx.x; j < V; j += kThreads) store(out, j, NAN);
+    return;
+  }
+  const float m = stats[2 * r], ls = stats[2 * r + 1], scale = *g;
   for (int j = threadIdx.x; j < V; j += kThreads)
-    store(out, j, scale * (expf(load(row, j) - l) - (j == t ? 1.f : 0.f)));
+    store(out, j, scale * (expf((load(row, j) - m) - ls) - (j == t ? 1.f : 0.f)));
 }
 
 }  // namespace
 
-void cross_entropy_forward(bool x_bf16, const void* x, const int64_t* target, float* lse, float* loss, int64_t rows,
-                           int V, cudaStream_t stream) {
+void cross_entropy_forward(bool x_bf16, const void* x, const int64_t* target, float* stats, float* loss,
+                           int64_t rows, int V, cudaStream_t stream) {
   if (rows == 0) return;
   const dim3 grid(static_cast<unsigned>(rows)), block(kThreads);
   if (x_bf16)
-    forward_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), target, lse, loss, V);
+    forward_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), target, stats, loss,
+                                                               V);
   else
-    forward_kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(x), target, lse, loss, V);
+    forward_kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(x), target, stats, loss, V);
 }
 
-void cross_entropy_backward(bool x_bf16, const void* x, const int64_t* target, const float* lse, const float* g,
+void cross_entropy_backward(bool x_bf16, const void* x, const int64_t* target, const float* stats, const float* g,
                             void* dx, int64_t rows, int V, cudaStream_t stream) {
   if (rows == 0) return;
   const dim3 grid(static_cast<unsigned>(rows)), block(kThreads);
   if (x_bf16)
-    backward_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), target, lse, g,
+    backward_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), target, stats, g,
                                                                 static_cast<__nv_bfloat16*>(dx), V);
   else
-    backward_kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(x), target, lse, g,
+    backward_kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(x), target, stats, g,
                                                         static_cast<float*>(dx), V);
 }
 

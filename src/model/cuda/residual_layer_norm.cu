@@ -415,8 +415,10 @@ constexpr int kMaxBlocksPerSm = 32;       // CUDA's limit on resident blocks per
 
 int sm_count() {
   int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    (void)cudaGetLastError();  // answered by the fallback: not left for the launch's check to report
     return 1;
+  }
   return sms > 0 ? sms : 1;
 }
 
@@ -432,7 +434,11 @@ int blocks_per_sm(const void* kernel, int threads, size_t smem) {
   const auto key = std::make_tuple(kernel, dev, smem);
   if (auto it = known.find(key); it != known.end()) return it->second;
   int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess || n < 1) n = 1;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
+    (void)cudaGetLastError();  // answered by the fallback: not left for the launch's check to report
+    n = 1;
+  }
+  if (n < 1) n = 1;
   if (n > kMaxBlocksPerSm) n = kMaxBlocksPerSm;  // backward_partial_rows' bound
   return known[key] = n;
 }

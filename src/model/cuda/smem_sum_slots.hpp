@@ -2,11 +2,7 @@
 // Where the residual LayerNorm's backward kernel (cuda/residual_layer_norm.cu, with
 // fusions.hpp's ln-smem) keeps its sums of gamma's and beta's gradients in shared memory, on
 // 8-element chunks. Plain C++ as well as CUDA, so that the CPU tests check the layout.
-#if defined(__CUDACC__)
-#define GENEMASK_HOST_DEVICE __host__ __device__
-#else
-#define GENEMASK_HOST_DEVICE
-#endif
+#include "model/cuda/host_device.hpp"
 
 namespace genemask::model::cuda {
 
