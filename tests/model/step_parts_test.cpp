@@ -282,68 +282,76 @@ TEST(WeightCopies, StepsComputeTheSameBitsWithThemAndWithout) {
   // Training steps under bf16 autocast (dropout on, the optimizer moving the weights) from the
   // same seed: with the copies the products read (made again by each optimizer step), every
   // loss and, after the steps, every weight and gradient equal those of the steps that cast.
-  auto cfg = genemask::test::small_bert_config(32, 64);
-  struct Run {
-    BertForMaskedLM m{nullptr};
-    std::unique_ptr<torch::optim::AdamW> opt;
-    std::unique_ptr<FusedAdamW> fused;
-    std::unique_ptr<WeightCopies> copies;
-    std::vector<float> losses;
-  };
-  torch::manual_seed(4);
-  const auto ids = torch::randint(5, 4101, {3, 16});
-  const auto labels = torch::where(torch::rand({3, 16}) < 0.3, ids, torch::full_like(ids, -100));
-  const auto mask = torch::ones({3, 16}, torch::kLong).index_put_({2, torch::indexing::Slice(10)}, 0);
-  auto loss_of = [&](Run& r) {
-    Autocast autocast(true);
-    const UseWeightCopies use(r.copies.get());
-    return r.m->masked_lm_loss_sum(ids, mask, labels);
-  };
-  auto train = [&](bool with_copies) {
-    Run r;
-    torch::manual_seed(23);
-    r.m = BertForMaskedLM(cfg);
-    init_weights(*r.m, cfg);
-    r.m->train();
-    AdamWSettings s;
-    s.lr = 1e-2;
-    r.opt = make_adamw(r.m->named_parameters(), s);
-    r.fused = std::make_unique<FusedAdamW>(*r.opt);
-    if (with_copies) r.copies = bert_weight_copies(*r.m);
-    r.fused->keep_weight_copies(r.copies.get());
-    for (int step = 0; step < 4; ++step) {
-      r.m->zero_grad();
-      auto l = loss_of(r);
-      l.backward();
-      r.losses.push_back(l.item<float>());
-      r.fused->step(1e-2 * (step + 1));
+  // On the CPU, and on a GPU where there is one (its fused kernels and CUDA generator).
+  std::vector<torch::Device> devices = {torch::Device(torch::kCPU)};
+  if (torch::cuda::is_available()) devices.emplace_back(torch::kCUDA, 0);
+  for (const auto& dev : devices) {
+    SCOPED_TRACE(dev.str());
+    auto cfg = genemask::test::small_bert_config(32, 64);
+    struct Run {
+      BertForMaskedLM m{nullptr};
+      std::unique_ptr<torch::optim::AdamW> opt;
+      std::unique_ptr<FusedAdamW> fused;
+      std::unique_ptr<WeightCopies> copies;
+      std::vector<float> losses;
+    };
+    torch::manual_seed(4);
+    const auto ids_cpu = torch::randint(5, 4101, {3, 16});
+    const auto ids = ids_cpu.to(dev);
+    const auto labels = torch::where(torch::rand({3, 16}) < 0.3, ids_cpu, torch::full_like(ids_cpu, -100)).to(dev);
+    const auto mask = torch::ones({3, 16}, torch::kLong).index_put_({2, torch::indexing::Slice(10)}, 0).to(dev);
+    auto loss_of = [&](Run& r) {
+      Autocast autocast(true);
+      const UseWeightCopies use(r.copies.get());
+      return r.m->masked_lm_loss_sum(ids, mask, labels);
+    };
+    auto train = [&](bool with_copies) {
+      Run r;
+      torch::manual_seed(23);
+      r.m = BertForMaskedLM(cfg);
+      init_weights(*r.m, cfg);
+      r.m->to(dev);
+      r.m->train();
+      AdamWSettings s;
+      s.lr = 1e-2;
+      r.opt = make_adamw(r.m->named_parameters(), s);
+      r.fused = std::make_unique<FusedAdamW>(*r.opt);
+      if (with_copies) r.copies = bert_weight_copies(*r.m);
+      r.fused->keep_weight_copies(r.copies.get());
+      for (int step = 0; step < 4; ++step) {
+        r.m->zero_grad();
+        auto l = loss_of(r);
+        l.backward();
+        r.losses.push_back(l.item<float>());
+        r.fused->step(1e-2 * (step + 1));
+      }
+      return r;
+    };
+    Run cast = train(false), kept = train(true);
+    ASSERT_EQ(kept.losses.size(), 4U);
+    for (size_t i = 0; i < 4; ++i) EXPECT_EQ(kept.losses[i], cast.losses[i]) << "step " << i + 1;
+    EXPECT_NE(kept.losses[0], kept.losses[3]);  // the steps did move the weights
+    auto pc = cast.m->named_parameters(), pk = kept.m->named_parameters();
+    for (const auto& p : pc) {
+      EXPECT_TRUE(torch::equal(p.value(), pk[p.key()])) << p.key();
+      EXPECT_TRUE(torch::equal(p.value().grad(), pk[p.key()].grad())) << p.key();
     }
-    return r;
-  };
-  Run cast = train(false), kept = train(true);
-  ASSERT_EQ(kept.losses.size(), 4U);
-  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(kept.losses[i], cast.losses[i]) << "step " << i + 1;
-  EXPECT_NE(kept.losses[0], kept.losses[3]);  // the steps did move the weights
-  auto pc = cast.m->named_parameters(), pk = kept.m->named_parameters();
-  for (const auto& p : pc) {
-    EXPECT_TRUE(torch::equal(p.value(), pk[p.key()])) << p.key();
-    EXPECT_TRUE(torch::equal(p.value().grad(), pk[p.key()].grad())) << p.key();
+    EXPECT_EQ(kept.copies->stale_refreshes(), 0);  // the optimizer kept them fresh
+    // The products did read the copies: one spoiled in place (the weight untouched, so nothing
+    // says it is stale) changes the loss; made again, the loss is the casts' once more.
+    cast.m->eval();
+    kept.m->eval();
+    const float want = loss_of(cast).item<float>();
+    EXPECT_EQ(loss_of(kept).item<float>(), want);
+    const auto& dense = kept.m->bert->encoder->layer->ptr(0)->as<BertLayerImpl>()->output->dense->weight;
+    {
+      torch::NoGradGuard ng;
+      kept.copies->low(dense).zero_();
+    }
+    EXPECT_NE(loss_of(kept).item<float>(), want);
+    kept.copies->refresh();
+    EXPECT_EQ(loss_of(kept).item<float>(), want);
   }
-  EXPECT_EQ(kept.copies->stale_refreshes(), 0);  // the optimizer kept them fresh
-  // The products did read the copies: one spoiled in place (the weight untouched, so nothing
-  // says it is stale) changes the loss; made again, the loss is the casts' once more.
-  cast.m->eval();
-  kept.m->eval();
-  const float want = loss_of(cast).item<float>();
-  EXPECT_EQ(loss_of(kept).item<float>(), want);
-  const auto& dense = kept.m->bert->encoder->layer->ptr(0)->as<BertLayerImpl>()->output->dense->weight;
-  {
-    torch::NoGradGuard ng;
-    kept.copies->low(dense).zero_();
-  }
-  EXPECT_NE(loss_of(kept).item<float>(), want);
-  kept.copies->refresh();
-  EXPECT_EQ(loss_of(kept).item<float>(), want);
 }
 
 TEST(Bert, FusedQkvProductEqualsThreeProducts) {
@@ -1245,6 +1253,18 @@ TEST(FusedLinearBgrad, MatchesTheEagerComposition) {
       const auto again = torch::autograd::grad({y}, {x, w, b}, {dy});
       ++calls;
       for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(again[i], g[i])) << "gradient " << i;
+      if (sh.M > 1) {  // with the weights' bf16 copies given (weight_copies.hpp): the same bits
+        torch::Tensor yc;
+        {
+          Autocast autocast(true);
+          yc = linear_bgrad(x, w, b, BiasGrad::epilogue, w.detach().to(torch::kBFloat16),
+                            b.detach().to(torch::kBFloat16));
+        }
+        EXPECT_TRUE(torch::equal(yc, y));
+        const auto gc = torch::autograd::grad({yc}, {x, w, b}, {dy});
+        ++calls;
+        for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(gc[i], g[i])) << "with copies, gradient " << i;
+      }
     }
   const LinearBgradCounts after = linear_bgrad_counts();
   const int64_t fused = after.fused - before.fused, fused_bf16 = after.fused_bf16 - before.fused_bf16,
