@@ -26,9 +26,14 @@
 //                 bias's column sum; and, as the memory's floor, an add and a product that
 //                 move the same bytes without GELU's arithmetic
 //   ln_forward    the fused dropout (0.1) + residual add + LayerNorm with the bf16 copy over
-//                 [rows, hidden]; LibTorch: dropout, add, LayerNorm, cast
+//                 [rows, hidden], saving the pre-norm sum and a keep byte per element
+//                 (default) or only the keep mask's bits (ln-lean; same_bits: y, its copy,
+//                 the rows' statistics, and the bits against the default's bytes); LibTorch:
+//                 dropout, add, LayerNorm, cast
 //   ln_backward   its backward with gamma's and beta's sums in registers (default) and in
-//                 shared memory (ln-smem; above a hidden size of 256); LibTorch: the eager
+//                 shared memory (ln-smem; above a hidden size of 256), each also computing
+//                 the pre-norm sum again from h and the residual (ln-lean; same_bits: every
+//                 gradient against the same sums' without it); LibTorch: the eager
 //                 composition's backward kernels
 //   column_sum    the bias gradients of the Q/K/V product (3 x hidden) and of an output product
 //                 (hidden) by genemask's column-sum kernel (the step takes it with
@@ -230,10 +235,33 @@ int run(int argc, char** argv) {
       cuda::residual_layer_norm_forward(true, h.data_ptr(), residual.data_ptr<float>(), gamma.data_ptr<float>(),
                                         beta.data_ptr<float>(), y.data_ptr<float>(), y_low.data_ptr(), sum.data_ptr<float>(),
                                         keep.data_ptr<uint8_t>(), mean.data_ptr<float>(), rstd.data_ptr<float>(), rows,
-                                        static_cast<int>(H), p, eps, philox, stream);
+                                        static_cast<int>(H), p, eps, philox, /*lean=*/false, stream);
     }, repeats);
     check("LayerNorm forward");
     add("ln_forward", "(default)", "genemask", H, bytes, tf);
+    // ln-lean: no sum, the keep mask as bits (keep_bits.hpp), from the same draws.
+    auto y2 = torch::empty_like(y), y_low2 = torch::empty_like(y_low), mean2 = torch::empty_like(mean),
+         rstd2 = torch::empty_like(rstd);
+    auto keep_bits = torch::empty({rows, cuda::keep_bytes_per_row(static_cast<int>(H))}, f32.dtype(torch::kUInt8));
+    const double lean_bytes = (12 + 1.0 / 8) * elements;  // h 2, residual 4, y 4, y_low 2, keep 1/8
+    const double tfl = median_us([&] {
+      cuda::residual_layer_norm_forward(true, h.data_ptr(), residual.data_ptr<float>(), gamma.data_ptr<float>(),
+                                        beta.data_ptr<float>(), y2.data_ptr<float>(), y_low2.data_ptr(), nullptr,
+                                        keep_bits.data_ptr<uint8_t>(), mean2.data_ptr<float>(), rstd2.data_ptr<float>(),
+                                        rows, static_cast<int>(H), p, eps, philox, /*lean=*/true, stream);
+    }, repeats);
+    check("LayerNorm forward (lean)");
+    {
+      // The default's keep bytes packed as keep_bits.hpp lays them out: bit j % 8 of byte j / 8.
+      const auto kb = keep.to(torch::kInt32);
+      const int64_t pad = cuda::keep_bytes_per_row(static_cast<int>(H)) * 8 - H;
+      auto padded = torch::constant_pad_nd(kb, {0, pad}).view({rows, -1, 8});
+      auto weights = torch::pow(2, torch::arange(8, kb.options())).view({1, 1, 8});
+      const auto packed = (padded * weights).sum(-1).to(torch::kUInt8);
+      add("ln_forward", "keep bits, no sum (ln-lean)", "genemask", H, lean_bytes, tfl,
+          torch::equal(y2, y) && torch::equal(y_low2, y_low) && torch::equal(mean2, mean) && torch::equal(rstd2, rstd) &&
+              torch::equal(packed, keep_bits));
+    }
     add("ln_forward", "dropout, add, LayerNorm, cast", "libtorch", H, bytes, median_us([&] {
            auto s = at::native_dropout(h, p, true);
            auto x = std::get<0>(s) + residual;
@@ -247,6 +275,7 @@ int run(int argc, char** argv) {
     auto dh = torch::empty({rows, H}, bf16), d_res = torch::empty({rows, H}, f32);
     auto dh1 = torch::empty_like(dh), d_res1 = torch::empty_like(d_res);
     const double bbytes = 17 * elements;  // dy 4, dy_low 2, sum 4, keep 1, dh 2, d_residual 4
+    const double lean_bbytes = (18 + 1.0 / 8) * elements;  // dy 4, dy_low 2, h 2, residual 4, keep 1/8, dh 2, d_residual 4
     torch::Tensor sums1;
     for (const bool smem : {false, true}) {
       if (smem && !cuda::takes_smem_sums(static_cast<int>(H), true)) continue;
@@ -255,15 +284,19 @@ int run(int argc, char** argv) {
       auto& d = smem ? d_res : d_res1;
       int blocks = 0;
       torch::Tensor sums;
-      const double tb = median_us([&] {
-        blocks = cuda::residual_layer_norm_backward(true, dy.data_ptr<float>(), dy_low.data_ptr(), sum.data_ptr<float>(),
-                                                    keep.data_ptr<uint8_t>(), mean.data_ptr<float>(),
-                                                    rstd.data_ptr<float>(), gamma.data_ptr<float>(), g.data_ptr(),
-                                                    d.data_ptr<float>(), partial.data_ptr<float>(), rows,
-                                                    static_cast<int>(H), p, smem, stream);
+      // lean: the sum from h, the residual and the keep bits (ln-lean), else the saved sum.
+      auto backward = [&](bool lean, torch::Tensor& dh_out, torch::Tensor& d_res_out) {
+        blocks = cuda::residual_layer_norm_backward(
+            true, dy.data_ptr<float>(), dy_low.data_ptr(), lean ? nullptr : sum.data_ptr<float>(),
+            lean ? h.data_ptr() : nullptr, lean ? residual.data_ptr<float>() : nullptr,
+            lean ? keep_bits.data_ptr<uint8_t>() : keep.data_ptr<uint8_t>(), mean.data_ptr<float>(),
+            rstd.data_ptr<float>(), gamma.data_ptr<float>(), dh_out.data_ptr(), d_res_out.data_ptr<float>(),
+            partial.data_ptr<float>(), rows, static_cast<int>(H), p, smem, lean, stream);
         sums = partial.narrow(0, 0, blocks).sum(0);  // gamma's and beta's gradients, as the node returns them
-      }, repeats);
+      };
+      const double tb = median_us([&] { backward(false, g, d); }, repeats);
       check("LayerNorm backward");
+      const auto these_sums = sums;
       if (!smem) {
         sums1 = sums;
         add("ln_backward", "register sums (default)", "genemask", H, bbytes, tb);
@@ -273,6 +306,13 @@ int run(int argc, char** argv) {
         add("ln_backward", "shared-memory sums (ln-smem)", "genemask", H, bbytes, tb,
              torch::equal(dh, dh1) && torch::equal(d_res, d_res1), max_rel_diff(sums, sums1));
       }
+      // ln-lean: the same sums recomputed, so every gradient the same bits as just now.
+      auto dh_lean = torch::empty_like(dh), d_res_lean = torch::empty_like(d_res);
+      const double tl = median_us([&] { backward(true, dh_lean, d_res_lean); }, repeats);
+      check("LayerNorm backward (lean)");
+      add("ln_backward", smem ? "shared-memory sums, sum recomputed (ln-smem, ln-lean)" : "sum recomputed (ln-lean)",
+          "genemask", H, lean_bbytes, tl,
+          torch::equal(dh_lean, g) && torch::equal(d_res_lean, d) && torch::equal(sums, these_sums));
     }
     // LibTorch: the eager composition's backward kernels, as autograd runs them.
     auto keep_mask = keep.to(torch::kBool);

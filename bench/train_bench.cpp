@@ -42,6 +42,10 @@
 //                    gradients in shared memory (src/model/fusions.hpp's ln-smem; off by
 //                    default); --no-ln-smem asks for the default explicitly; the JSON's
 //                    ln_smem says whether the kernel takes it (above a hidden size of 256)
+//   --ln-lean        on a GPU, the fused LayerNorm's forward saves no pre-norm sum and its
+//                    dropout mask as bits, and the backward computes the sum again from h and
+//                    the residual (src/model/fusions.hpp's ln-lean; off by default; the same
+//                    numbers either way); --no-ln-lean asks for the default explicitly
 //   --fused-ce       on a GPU, the MLM loss as one kernel each way over the decoder's logits
 //                    in their own dtype (src/model/fusions.hpp's ce; off by default);
 //                    --no-fused-ce asks for the default explicitly
@@ -175,7 +179,8 @@ int run(int argc, char** argv) {
   std::vector<std::string> pos;
   bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = Fusions{}.ln_bf16, fused_gelu = Fusions{}.gelu,
        bgrad = Fusions{}.bgrad, cpu_bias = Fusions{}.cpu_bias, ln_smem = Fusions{}.ln_smem,
-       bias_sum = Fusions{}.bias_sum, fused_ce = Fusions{}.ce, weight_bf16 = Fusions{}.weight_bf16, packing = false;
+       bias_sum = Fusions{}.bias_sum, fused_ce = Fusions{}.ce, weight_bf16 = Fusions{}.weight_bf16,
+       ln_lean = Fusions{}.ln_lean, packing = false;
   std::string lengths = "full", sdpa;
   int profile = 0, check_graph = 0, gelu_rows = gelu_rows_in_flight();
   for (int i = 1; i < argc; ++i) {
@@ -192,6 +197,8 @@ int run(int argc, char** argv) {
     else if (a == "--no-cpu-bias") cpu_bias = false;
     else if (a == "--ln-smem") ln_smem = true;
     else if (a == "--no-ln-smem") ln_smem = false;
+    else if (a == "--ln-lean") ln_lean = true;
+    else if (a == "--no-ln-lean") ln_lean = false;
     else if (a == "--gelu-rows" && i + 1 < argc) gelu_rows = static_cast<int>(integer("--gelu-rows", argv[++i]));
     else if (a == "--bias-sum") bias_sum = true;
     else if (a == "--no-bias-sum") bias_sum = false;
@@ -220,7 +227,8 @@ int run(int argc, char** argv) {
   const torch::Device dev = pick_device(device_name, 0, "--device");
   use_device(dev, /*tf32=*/true);
   const bool bf16 = precision == "bf16";
-  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias, ln_smem, bias_sum, fused_ce, weight_bf16});
+  set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias, ln_smem, bias_sum, fused_ce, weight_bf16,
+               ln_lean});
   set_gelu_rows_in_flight(gelu_rows);  // std::invalid_argument (exit 2) unless 1, 2 or 4
   // Whether the model's linear layers take cpu-bias here (linear_cpu.hpp: the fusion on, a bf16
   // step on a CPU whose bf16 products ATen sends to oneDNN), asked of a layer of the model's kind.
@@ -463,7 +471,7 @@ int run(int argc, char** argv) {
                           t_clip / steps, t_opt / steps);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
-      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"weight_bf16\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
+      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"ln_lean\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"weight_bf16\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
       "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
@@ -475,7 +483,7 @@ int run(int argc, char** argv) {
       ln_smem && !unfused_ln && dev.is_cuda() && cuda::takes_smem_sums(static_cast<int>(cfg.hidden_size), true)
           ? "true"
           : "false",
-      bias_sum && !bgrad && dev.is_cuda() && bf16 ? "true" : "false", fused_ce && dev.is_cuda() ? "true" : "false",
+      ln_lean && !unfused_ln && dev.is_cuda() ? "true" : "false", bias_sum && !bgrad && dev.is_cuda() && bf16 ? "true" : "false", fused_ce && dev.is_cuda() ? "true" : "false",
       weight_bf16 && bf16 ? "true" : "false",
       sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),

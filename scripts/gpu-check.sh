@@ -37,7 +37,9 @@
 # with the bias gradients in the weight-gradient products, GENEMASK_FUSED's bgrad, off by
 # default; GPU only), bench_CFG_ln_smem (the graph with the fused LayerNorm's backward
 # summing gamma's and beta's gradients in shared memory, GENEMASK_FUSED's ln-smem, off by
-# default; GPU only), bench_CFG_bias_sum (the graph with the linear layers' bias gradients
+# default; GPU only), bench_CFG_ln_lean (the graph with the fused LayerNorm saving no
+# pre-norm sum and its dropout mask as bits, the backward computing the sum again,
+# GENEMASK_FUSED's ln-lean, off by default; GPU only), bench_CFG_bias_sum (the graph with the linear layers' bias gradients
 # summed by genemask's column-sum kernel, GENEMASK_FUSED's bias-sum, off by default; GPU
 # only), bench_CFG_ce (the graph with the MLM loss as one kernel each way, GENEMASK_FUSED's
 # ce, off by default; GPU only), bench_CFG_no_weight_bf16 (the graph casting the weights in
@@ -60,7 +62,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"ln-smem"/"bias-sum"/"fused-ce"/"no-weight-bf16"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"ln-smem"/"ln-lean"/"bias-sum"/"fused-ce"/"no-weight-bf16"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -143,7 +145,9 @@ counts --sweep-logo $sweep_logo
 # --only: every name one of the parts.
 all_parts="build model_tests gpu_tests"
 for cfg in dnabert logo; do
-  for p in genemask graph no_ln_bf16 no_gelu bgrad ln_smem bias_sum ce packing pytorch sweep kernels; do all_parts+=" bench_${cfg}_$p"; done
+  for p in genemask graph no_ln_bf16 no_gelu bgrad ln_smem ln_lean bias_sum ce no_weight_bf16 packing pytorch sweep kernels; do
+    all_parts+=" bench_${cfg}_$p"
+  done
 done
 if [ "$only_given" = 1 ]; then
   IFS=, read -r -a only_names <<<"$only"
@@ -292,10 +296,12 @@ bin="$build/src/cli/genemask"
 [ -x "$bin" ] && { "$bin" --version || true; }
 
 # The C++ checks of the step's parts (SDPA, fused AdamW with its capturable step, buckets, the
-# all-reduce choice, the FLOP definition, the profiler's classes, the fused Q/K/V product).
+# all-reduce choice, the FLOP definition, the profiler's classes, the fused Q/K/V product, the
+# fused kernels, the weights' bf16 copies): every model test with a GPU body is in the filter
+# (test_gpu_check.py checks it).
 ready model_tests model_tests "$build/tests/model_tests" &&
   part model_tests "$build/tests/model_tests" --gtest_brief=1 \
-    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedLinearBgrad.*:ColumnSums.*:QkvLinear.*:FusedCrossEntropy.*:Fusions.*:Packing.*:GraphStep.*'
+    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedLinearBgrad.*:ColumnSums.*:QkvLinear.*:FusedCrossEntropy.*:Fusions.*:Packing.*:GraphStep.*:WeightCopies.*'
 # The commands on the GPU against the CPU (on the CPU alone with --cpu): bf16 vs fp32 loss,
 # checkpoint and resume, embed, finetune, NCCL at world size 1 and MPI with 2 ranks.
 ready gpu_tests genemask "$bin" &&
@@ -363,6 +369,11 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_ln_smem" train_bench "$tb" &&
       part "bench_${cfg}_ln_smem" bash -c '"$@" >"$0"' "$work/bench-$cfg-ln_smem.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --ln-smem --profile 3
+    # And with the fused LayerNorm saving no pre-norm sum and its keep mask as bits
+    # (fusions.hpp's ln-lean, off by default; the same numbers), likewise.
+    ready "bench_${cfg}_ln_lean" train_bench "$tb" &&
+      part "bench_${cfg}_ln_lean" bash -c '"$@" >"$0"' "$work/bench-$cfg-ln_lean.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --ln-lean --profile 3
     # And with the bias gradients summed by the column-sum kernel (fusions.hpp's bias-sum, off
     # by default), likewise.
     ready "bench_${cfg}_bias_sum" train_bench "$tb" &&
@@ -383,6 +394,7 @@ for cfg in dnabert logo; do
     skip "bench_${cfg}_no_gelu" "the fused bias + GELU is a GPU kernel"
     skip "bench_${cfg}_bgrad" "the bias gradient in cuBLASLt's epilogue is a GPU product"
     skip "bench_${cfg}_ln_smem" "the fused LayerNorm is a GPU kernel"
+    skip "bench_${cfg}_ln_lean" "the fused LayerNorm is a GPU kernel"
     skip "bench_${cfg}_bias_sum" "the column-sum kernel runs on a GPU"
     skip "bench_${cfg}_ce" "the fused cross-entropy is a GPU kernel"
     skip "bench_${cfg}_no_weight_bf16" "its ablation runs in the CUDA graph"
@@ -418,7 +430,7 @@ def last_row(path):
     return json.loads(lines[-1])
 rows = []
 for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "ce", "no_weight_bf16",
+    for impl in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum", "ce", "no_weight_bf16",
                  "pytorch"):
         part = parts.get(f"bench_{cfg}_{impl}", {})
         if part.get("status") != "passed":
@@ -429,7 +441,7 @@ for cfg in ("dnabert", "logo"):
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
         r["variant"] = {"graph": "graph", "no_ln_bf16": "no-ln-bf16", "no_gelu": "no-gelu", "bgrad": "bgrad",
-                        "ln_smem": "ln-smem", "bias_sum": "bias-sum", "ce": "fused-ce",
+                        "ln_smem": "ln-smem", "ln_lean": "ln-lean", "bias_sum": "bias-sum", "ce": "fused-ce",
                         "no_weight_bf16": "no-weight-bf16"}.get(impl, "eager")
         gc = r.get("graph_check")
         if gc and not gc["max_rel_diff"] <= 2e-3:

@@ -1,6 +1,6 @@
 #pragma once
-// Which of genemask's fused paths run, process-wide. All but bgrad, ln-smem, bias-sum and ce
-// by default:
+// Which of genemask's fused paths run, process-wide. All but bgrad, ln-smem, bias-sum, ce and
+// ln-lean by default:
 //   qkv      Q, K and V as one product of the stacked weights (every device);
 //   ln       dropout + residual add + LayerNorm as one GPU kernel each way
 //            (residual_layer_norm.hpp; the CPU keeps LibTorch's kernels);
@@ -58,12 +58,20 @@
 //            the concatenated weights). The copies are those casts' values and pass the
 //            gradients back as the casts do, so a step computes the same bits either way
 //            (checked on the CPU in CI), and a checkpoint does not record it.
+//   ln-lean  with ln on a GPU, the fused LayerNorm's forward saves neither the pre-norm sum
+//            (4 bytes an element) nor a keep byte per element, only the dropout mask's bits
+//            (cuda/keep_bits.hpp), and its backward computes the sum again from h and the
+//            residual, which it keeps instead (6 bytes read): by the bytes 34 down to about 30
+//            an element over the two kernels, most of it off the forward. The sum is computed
+//            with the forward's very arithmetic (each rounding explicit), so a step computes
+//            the same bits either way and a checkpoint does not record it. Off by default
+//            until a GPU has run its test and timed it (written in a session without one).
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
-// "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem", "bias-sum", "ce" and
-// "weight-bf16", or "none" (to compare with the unfused step, or to rule a fused kernel out
-// when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln, --no-ln-bf16,
-// --no-fused-gelu, --bgrad, --no-cpu-bias, --ln-smem, --bias-sum, --fused-ce and
-// --no-weight-bf16 set them instead (GENEMASK_FUSED aside).
+// "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem", "bias-sum", "ce",
+// "weight-bf16" and "ln-lean", or "none" (to compare with the unfused step, or to rule a fused
+// kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln,
+// --no-ln-bf16, --no-fused-gelu, --bgrad, --no-cpu-bias, --ln-smem, --bias-sum, --fused-ce,
+// --no-weight-bf16 and --ln-lean set them instead (GENEMASK_FUSED aside).
 #include <string>
 
 #include "model/cuda/rows_in_flight.hpp"
@@ -72,7 +80,7 @@ namespace genemask::model {
 
 struct Fusions {
   bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false, cpu_bias = true, ln_smem = false,
-       bias_sum = false, ce = false, weight_bf16 = true;
+       bias_sum = false, ce = false, weight_bf16 = true, ln_lean = false;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an
@@ -91,12 +99,13 @@ std::string fusion_names(bool numeric_only);
 /// bias gradients in fp32), ln-smem (on a GPU, gamma's and beta's gradients summed in another
 /// grouping), bias-sum (on a GPU, the linear layers' bias gradients summed in fp32) and ce
 /// (on a GPU, each row's log-sum-exp in another order). ln-bf16, cpu-bias and weight-bf16 are
-/// not among them: ln-bf16's copy is the cast autocast would make, cpu-bias computes what
-/// ATen's addmm computes, and weight-bf16's copies are the casts autocast would make.
+/// not among them, nor is ln-lean: ln-bf16's copy is the cast autocast would make, cpu-bias
+/// computes what ATen's addmm computes, weight-bf16's copies are the casts autocast would
+/// make, and ln-lean's sum is the one the forward computed.
 /// A checkpoint records it, so that --resume does not continue a run with other numbers.
 std::string numeric_fusions(const Fusions& f);
 /// `base` with the fusions that change the numbers taken from `numeric` (what --resume adopts
-/// from a checkpoint: the others, ln-bf16, cpu-bias and weight-bf16, stay `base`'s).
+/// from a checkpoint: the others, ln-bf16, cpu-bias, weight-bf16 and ln-lean, stay `base`'s).
 Fusions with_numeric_of(Fusions base, const Fusions& numeric);
 
 /// How the fused bias + GELU's kernels run, which is not what they compute (every choice gives

@@ -26,13 +26,18 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
     const int H = static_cast<int>(h.size(-1));
     const int64_t rows = h.numel() / H;
     const auto f32 = residual.options().dtype(torch::kFloat32);
-    auto y = torch::empty_like(residual, f32), sum = torch::empty_like(residual, f32);
+    // ln-lean (fusions.hpp): no pre-norm sum saved, the keep mask as bits; the backward
+    // computes the sum again from h and the residual, which it then keeps instead.
+    const bool lean = fusions().ln_lean;
+    auto y = torch::empty_like(residual, f32);
+    const auto sum = lean ? torch::Tensor() : torch::empty_like(residual, f32);
     const auto y_low = copy ? torch::empty_like(residual, residual.options().dtype(torch::kBFloat16)) : torch::Tensor();
     auto mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
     torch::Tensor keep;
     at::PhiloxCudaState philox;
     if (p > 0) {
-      keep = torch::empty(residual.sizes(), residual.options().dtype(torch::kUInt8));
+      keep = lean ? torch::empty({rows, cuda::keep_bytes_per_row(H)}, residual.options().dtype(torch::kUInt8))
+                  : torch::empty(residual.sizes(), residual.options().dtype(torch::kUInt8));
       // The default generator of this GPU: torch::manual_seed and checkpoints govern it.
       auto gen = at::cuda::detail::getDefaultCUDAGenerator(h.device().index());
       std::lock_guard<std::mutex> lock(gen.mutex());
@@ -40,11 +45,16 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
     }
     cuda::residual_layer_norm_forward(h.scalar_type() == torch::kBFloat16, h.data_ptr(), residual.data_ptr<float>(),
                                       gamma.data_ptr<float>(), beta.data_ptr<float>(), y.data_ptr<float>(),
-                                      copy ? y_low.data_ptr() : nullptr, sum.data_ptr<float>(), p > 0 ? keep.data_ptr<uint8_t>() : nullptr,
-                                      mean.data_ptr<float>(), rstd.data_ptr<float>(), rows, H, static_cast<float>(p),
-                                      static_cast<float>(eps), philox, c10::cuda::getCurrentCUDAStream());
+                                      copy ? y_low.data_ptr() : nullptr, lean ? nullptr : sum.data_ptr<float>(),
+                                      p > 0 ? keep.data_ptr<uint8_t>() : nullptr, mean.data_ptr<float>(),
+                                      rstd.data_ptr<float>(), rows, H, static_cast<float>(p), static_cast<float>(eps),
+                                      philox, lean, c10::cuda::getCurrentCUDAStream());
     cuda::check_launch("fused residual LayerNorm", "forward");
-    ctx->save_for_backward({sum, keep, mean, rstd, gamma});
+    // Saved: the sum, or (lean) h and the residual; either way the keep mask, the rows' mean
+    // and 1 / std, and gamma.
+    if (lean) ctx->save_for_backward({h, residual, keep, mean, rstd, gamma});
+    else ctx->save_for_backward({sum, torch::Tensor(), keep, mean, rstd, gamma});
+    ctx->saved_data["lean"] = lean;
     ctx->saved_data["p"] = p;
     ctx->saved_data["h_dtype"] = static_cast<int64_t>(h.scalar_type());
     ctx->saved_data["smem_sums"] = fusions().ln_smem;  // the backward kernel's gamma/beta sums (fusions.hpp)
@@ -58,7 +68,10 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const auto saved = ctx->get_saved_variables();
-    const auto &sum = saved[0], &keep = saved[1], &mean = saved[2], &rstd = saved[3], &gamma = saved[4];
+    const bool lean = ctx->saved_data["lean"].toBool();
+    // lean: saved[0] is h and saved[1] the residual, else saved[0] is the sum.
+    const auto &keep = saved[2], &mean = saved[3], &rstd = saved[4], &gamma = saved[5];
+    const torch::Tensor& like = lean ? saved[1] : saved[0];  // fp32, the rows' shape
     const double p = ctx->saved_data["p"].toDouble();
     const auto h_dtype = static_cast<torch::ScalarType>(ctx->saved_data["h_dtype"].toInt());
     const bool has_dy = grads[0].defined(), has_low = grads.size() > 1 && grads[1].defined();
@@ -66,16 +79,18 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
                                      torch::Tensor(), torch::Tensor(), torch::Tensor()};
     const auto dy = has_dy ? grads[0].to(torch::kFloat32).contiguous() : torch::Tensor();
     const auto dy_low = has_low ? grads[1].to(torch::kBFloat16).contiguous() : torch::Tensor();
-    const int H = static_cast<int>(sum.size(-1));
-    const int64_t rows = sum.numel() / H;
-    auto d_residual = torch::empty_like(sum), dh = torch::empty(sum.sizes(), sum.options().dtype(h_dtype));
+    const int H = static_cast<int>(like.size(-1));
+    const int64_t rows = like.numel() / H;
+    auto d_residual = torch::empty_like(like), dh = torch::empty(like.sizes(), like.options().dtype(h_dtype));
     const bool smem_sums = cuda::takes_smem_sums(H, ctx->saved_data["smem_sums"].toBool());
-    auto partial = torch::empty({cuda::backward_partial_rows(rows, smem_sums), 2, H}, sum.options());
+    auto partial = torch::empty({cuda::backward_partial_rows(rows, smem_sums), 2, H}, like.options());
     const int blocks = cuda::residual_layer_norm_backward(
         h_dtype == torch::kBFloat16, has_dy ? dy.data_ptr<float>() : nullptr, has_low ? dy_low.data_ptr() : nullptr,
-        sum.data_ptr<float>(), p > 0 ? keep.data_ptr<uint8_t>() : nullptr, mean.data_ptr<float>(),
-        rstd.data_ptr<float>(), gamma.data_ptr<float>(), dh.data_ptr(), d_residual.data_ptr<float>(),
-        partial.data_ptr<float>(), rows, H, static_cast<float>(p), smem_sums, c10::cuda::getCurrentCUDAStream());
+        lean ? nullptr : saved[0].data_ptr<float>(), lean ? saved[0].data_ptr() : nullptr,
+        lean ? saved[1].data_ptr<float>() : nullptr, p > 0 ? keep.data_ptr<uint8_t>() : nullptr,
+        mean.data_ptr<float>(), rstd.data_ptr<float>(), gamma.data_ptr<float>(), dh.data_ptr(),
+        d_residual.data_ptr<float>(), partial.data_ptr<float>(), rows, H, static_cast<float>(p), smem_sums, lean,
+        c10::cuda::getCurrentCUDAStream());
     cuda::check_launch("fused residual LayerNorm", "backward");
     auto sums = partial.narrow(0, 0, blocks).sum(0);  // [2, H]
     return {dh, d_residual, sums[0], sums[1], torch::Tensor(), torch::Tensor(), torch::Tensor()};

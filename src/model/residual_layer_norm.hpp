@@ -12,6 +12,12 @@
 // probability 1 - p and scale 1 / (1 - p). Its random draws are its own (Philox from the
 // CUDA generator's seed and offset, so graph-safe, reproducible under torch::manual_seed
 // and restored with the generator state a checkpoint saves), not at::dropout's.
+//
+// What the node keeps for its backward: the pre-norm sum and a keep byte per element, or,
+// with fusions().ln_lean (fusions.hpp's ln-lean), h, the residual and the keep mask's bits,
+// from which the backward kernel computes the sum again with the forward's own roundings:
+// the same bits either way, fewer bytes moved (read at the forward, so a node made under
+// one setting keeps it for its backward).
 #include <torch/torch.h>
 
 #include <utility>

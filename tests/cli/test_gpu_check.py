@@ -28,7 +28,7 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "bias_sum", "ce",
+                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum", "ce",
                                                            "no_weight_bf16", "packing",
                                                            "pytorch",
                                                            "sweep", "kernels")]
@@ -45,6 +45,8 @@ GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph
             "bench_logo_bgrad": "the bias gradient in cuBLASLt's epilogue is a GPU product",
             "bench_dnabert_ln_smem": "the fused LayerNorm is a GPU kernel",
             "bench_logo_ln_smem": "the fused LayerNorm is a GPU kernel",
+            "bench_dnabert_ln_lean": "the fused LayerNorm is a GPU kernel",
+            "bench_logo_ln_lean": "the fused LayerNorm is a GPU kernel",
             "bench_dnabert_bias_sum": "the column-sum kernel runs on a GPU",
             "bench_logo_bias_sum": "the column-sum kernel runs on a GPU",
             "bench_dnabert_ce": "the fused cross-entropy is a GPU kernel",
@@ -247,6 +249,14 @@ class GpuCheckDryRun(unittest.TestCase):
                     self.assertEqual(parts[name]["note"], GPU_ONLY.get(name, "not asked for: --only"), name)
             self.assertEqual([(r["impl"], r["config"]) for r in res["runs"]], [("genemask", "logo")])
             self.assertTrue(res["passed"])
+            # Every part can be asked for by name (the GPU-only ones are skipped here, with
+            # their reason, not refused as unknown).
+            p = gpu_check(out, "--only", ",".join(GPU_ONLY))
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            with open(out) as f:
+                parts = json.load(f)["parts"]
+            for name in GPU_ONLY:
+                self.assertEqual((name, parts[name]["status"], parts[name]["note"]), (name, "skipped", GPU_ONLY[name]))
             # A name that is no part: one line naming it and the parts, before any part ran.
             for bad in ["bench_logo_gelu", "model_tests,,gpu_tests", ",", ""]:
                 p = gpu_check(os.path.join(tmp, "bad.json"), "--only", bad)
@@ -256,6 +266,28 @@ class GpuCheckDryRun(unittest.TestCase):
                                            r"model_tests, gpu_tests, bench_dnabert_genemask, .*\)| needs at least one part name)")
                 self.assertNotIn("==", p.stdout)
                 self.assertFalse(os.path.exists(os.path.join(tmp, "bad.json")))
+
+    def test_model_tests_filter_covers_every_gpu_body(self):
+        # Every C++ model test that does something on a GPU where one is visible is in the
+        # model_tests part's filter: a GPU session runs its assertions there, or nowhere.
+        import fnmatch
+        with open(SCRIPT) as f:
+            patterns = re.search(r"--gtest_filter='([^']*)'", f.read()).group(1).split(":")
+        gpu_tests = []
+        model_dir = os.path.join(ROOT, "tests", "model")
+        for name in sorted(os.listdir(model_dir)):
+            if not name.endswith(".cpp"):
+                continue
+            with open(os.path.join(model_dir, name)) as f:
+                src = f.read()
+            heads = list(re.finditer(r"^TEST(?:_F)?\((\w+),\s*(\w+)\)", src, re.M))
+            for i, m in enumerate(heads):
+                body = src[m.start():heads[i + 1].start() if i + 1 < len(heads) else len(src)]
+                if "cuda::is_available" in body or "kCUDA" in body:
+                    gpu_tests.append(f"{m.group(1)}.{m.group(2)}")
+        self.assertGreaterEqual(len(gpu_tests), 15)
+        missing = [t for t in gpu_tests if not any(fnmatch.fnmatchcase(t, p) for p in patterns)]
+        self.assertEqual(missing, [])
 
     def test_module_list_covers_the_imports(self):
         with open(SCRIPT) as f:
@@ -312,12 +344,12 @@ class TrainBenchFusions(unittest.TestCase):
         self.assertEqual(r["bgrad_products"],
                          {"fused": 0, "fused_bf16": 0, "fallback": 0, "column_sums": 0, "stacked": 0})
         self.assertIsNone(r["gelu_rows_in_flight"])  # the fused GELU runs on a GPU only
-        return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad", "ln_smem", "bias_sum",
+        return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum",
                                   "fused_ce", "weight_bf16")}
 
     def test_flags(self):
         default = {"fused_qkv": True, "fused_ln": False, "ln_bf16": True, "fused_gelu": False, "bgrad": False,
-                   "ln_smem": False, "bias_sum": False, "fused_ce": False, "weight_bf16": True}
+                   "ln_smem": False, "ln_lean": False, "bias_sum": False, "fused_ce": False, "weight_bf16": True}
         self.assertEqual(self.run_bench(), default)
         self.assertEqual(self.run_bench("--no-ln-bf16"), dict(default, ln_bf16=False))
         self.assertEqual(self.run_bench("--ln-bf16"), default)
@@ -330,6 +362,9 @@ class TrainBenchFusions(unittest.TestCase):
         # And the fused LayerNorm's shared-memory sums (its kernel runs on a GPU only).
         self.assertEqual(self.run_bench("--ln-smem"), default)
         self.assertEqual(self.run_bench("--no-ln-smem"), default)
+        # And the lean LayerNorm (its kernels run on a GPU only).
+        self.assertEqual(self.run_bench("--ln-lean"), default)
+        self.assertEqual(self.run_bench("--no-ln-lean"), default)
         # And the column-sum kernel for the bias gradients.
         self.assertEqual(self.run_bench("--bias-sum"), default)
         self.assertEqual(self.run_bench("--no-bias-sum"), default)

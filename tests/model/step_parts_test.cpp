@@ -20,6 +20,7 @@
 
 #include "model/bert.hpp"
 #include "model/cuda/int_divider.hpp"
+#include "model/cuda/keep_bits.hpp"
 #include "model/cuda/smem_sum_slots.hpp"
 #include "model/bias_gelu.hpp"
 #include "model/cross_entropy.hpp"
@@ -41,12 +42,14 @@ using namespace genemask::model;
 
 namespace {
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
-/// f() with fusions().ln_smem set to `on` (the other fusions as they are), then put back.
+/// f() with fusions().ln_smem set to `on` and ln_lean to `lean` (the other fusions as they
+/// are), then put back.
 template <typename F>
-auto with_ln_smem(bool on, F&& f) {
+auto with_ln_smem(bool on, F&& f, bool lean = false) {
   const Fusions saved = fusions();
   Fusions changed = saved;
   changed.ln_smem = on;
+  changed.ln_lean = lean;
   set_fusions(changed);
   struct Restore {
     Fusions f;
@@ -525,16 +528,26 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_TRUE(!f.qkv && !f.ln && !f.ce && f.weight_bf16);
   EXPECT_EQ(numeric_fusions(f), "none");
   EXPECT_THROW(parse_fusions("weight_bf16"), std::invalid_argument);
+  // ln-lean: off by default (written without a GPU), and not among the numeric ones (the
+  // backward's sum recomputed to the bit).
+  EXPECT_FALSE(Fusions{}.ln_lean);
+  EXPECT_FALSE(parse_fusions("qkv,ln,ln-bf16,gelu,bgrad,cpu-bias,ln-smem,bias-sum,ce,weight-bf16").ln_lean);
+  f = parse_fusions("ln,ln-lean");
+  EXPECT_TRUE(!f.qkv && f.ln && !f.ln_smem && !f.weight_bf16 && f.ln_lean);
+  EXPECT_EQ(numeric_fusions(f), "ln");
+  EXPECT_THROW(parse_fusions("ln_lean"), std::invalid_argument);
   // What --resume adopts from a checkpoint's list: its numeric fusions, this run's others.
   f = with_numeric_of(Fusions{}, parse_fusions("qkv,ln"));
   EXPECT_TRUE(f.qkv && f.ln && !f.gelu && !f.bgrad && !f.ln_smem && !f.bias_sum && !f.ce);
   EXPECT_TRUE(f.ln_bf16 && f.cpu_bias && f.weight_bf16);
   f = with_numeric_of(parse_fusions("qkv"), parse_fusions("gelu,ce,weight-bf16"));
   EXPECT_TRUE(!f.qkv && f.gelu && f.ce && !f.weight_bf16 && !f.ln_bf16);
+  EXPECT_TRUE(with_numeric_of(parse_fusions("ln-lean"), parse_fusions("ln")).ln_lean);  // this run's
+  EXPECT_FALSE(with_numeric_of(parse_fusions("ln"), parse_fusions("ln,ln-lean")).ln_lean);
   // The names in messages come from the same table as the parser's: every name listed parses
   // alone to exactly one switch, the numeric ones are those numeric_fusions records, and the
   // errors say what GENEMASK_FUSED takes.
-  EXPECT_EQ(fusion_names(false), "qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem, bias-sum, ce and weight-bf16");
+  EXPECT_EQ(fusion_names(false), "qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem, bias-sum, ce, weight-bf16 and ln-lean");
   EXPECT_EQ(fusion_names(true), "qkv, ln, gelu, bgrad, ln-smem, bias-sum and ce");
   // "a, b and c" as {a, b, c}
   auto split = [](std::string text) {
@@ -615,6 +628,57 @@ TEST(ResidualLayerNorm, SharedMemorySumSlotsAreABankConflictFreeLayout) {
             EXPECT_EQ(banks.size(), 32u);
           }
   }
+}
+
+// ln-lean's keep mask as bits (cuda/keep_bits.hpp), checked as the kernels write and read it:
+// for hidden sizes 1 to 300 and BERT's, in rows 0 and 5, the one-element kernel's ballots
+// (lanes 0, 8, 16 and 24 writing a byte of each 32 elements) write every byte of the row
+// once, the 8-element kernel's byte per chunk (H % 8 == 0) the very same bytes, and
+// kept_bit reads every element's flag back.
+TEST(ResidualLayerNorm, KeepBitsLayoutIsTheSameForBothKernels) {
+  namespace c = genemask::model::cuda;
+  std::mt19937 rng(3);
+  std::vector<int> sizes;
+  for (int H = 1; H <= 300; ++H) sizes.push_back(H);
+  for (int H : {768, 777, 1016, 1024}) sizes.push_back(H);
+  for (const int H : sizes)
+    for (const int64_t r : {int64_t{0}, int64_t{5}}) {
+      SCOPED_TRACE(testing::Message() << "H " << H << " row " << r);
+      const int B = c::keep_bytes_per_row(H);
+      ASSERT_EQ(B, (H + 7) / 8);
+      std::vector<bool> kept(static_cast<size_t>(H));
+      for (int j = 0; j < H; ++j) kept[static_cast<size_t>(j)] = rng() % 10 != 0;
+      // The one-element kernel: lane `lane` holds element 32 k + lane.
+      std::vector<int> writes(static_cast<size_t>(B), 0);
+      std::vector<uint8_t> bytes(static_cast<size_t>(B), 0);
+      for (int k = 0; 32 * k < H; ++k) {
+        uint32_t ballot = 0;
+        for (int lane = 0; lane < 32; ++lane)
+          if (lane + 32 * k < H && kept[static_cast<size_t>(lane + 32 * k)]) ballot |= 1u << lane;
+        for (int lane = 0; lane < 32; ++lane)
+          if (c::writes_ballot_byte(lane, k, H)) {
+            const int64_t at = c::keep_byte(r, H, lane + 32 * k) - r * B;
+            ASSERT_GE(at, 0);
+            ASSERT_LT(at, B);
+            bytes[static_cast<size_t>(at)] = c::ballot_byte(ballot, lane);
+            ++writes[static_cast<size_t>(at)];
+          }
+      }
+      EXPECT_EQ(std::count(writes.begin(), writes.end(), 1), B);  // each byte once
+      for (int j = 0; j < H; ++j)
+        ASSERT_EQ(c::kept_bit(bytes[static_cast<size_t>(c::keep_byte(r, H, j) - r * B)], j), kept[static_cast<size_t>(j)])
+            << j;
+      // The 8-element kernel: lane's chunk c is elements 8 c .. 8 c + 7, its byte keep_byte(r, H, 8 c).
+      if (H % 8 == 0) {
+        std::vector<uint8_t> chunk_bytes(static_cast<size_t>(B), 0);
+        for (int ch = 0; ch < H / 8; ++ch) {
+          unsigned bits = 0;
+          for (int e = 0; e < 8; ++e) bits |= static_cast<unsigned>(kept[static_cast<size_t>(8 * ch + e)]) << e;
+          chunk_bytes[static_cast<size_t>(c::keep_byte(r, H, 8 * ch) - r * B)] = static_cast<uint8_t>(bits);
+        }
+        EXPECT_EQ(chunk_bytes, bytes);
+      }
+    }
 }
 
 // What a capture's warm-up changes is put back: the tensors' values (in place: the same
@@ -738,6 +802,26 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
           EXPECT_LT(max_abs_diff(gs[3], g[3]), 1e-5 * std::max(1.0, g[3].abs().max().item<double>()));
           EXPECT_LT(max_abs_diff(gs[2], ge[2]), 1e-3 * std::max(1.0, ge[2].abs().max().item<double>()));
           EXPECT_LT(max_abs_diff(gs[3], ge[3]), 1e-3 * std::max(1.0, ge[3].abs().max().item<double>()));
+          // ln-lean (no sum saved, the keep mask as bits, the backward's sum computed again),
+          // with the register sums and the shared-memory sums: from the same draws, the same
+          // output and every gradient the same bits as the same sums' without it.
+          for (const bool smem : {false, true}) {
+            SCOPED_TRACE(smem ? "ln-lean with ln-smem" : "ln-lean");
+            {
+              std::lock_guard<std::mutex> lock(gen.mutex());
+              gen.set_state(before);
+            }
+            const auto [yl, gl] = with_ln_smem(
+                smem,
+                [&] {
+                  auto out = fused_residual_layer_norm(h, res, gamma, beta, p, eps);
+                  return std::make_pair(out, torch::autograd::grad({out}, {h, res, gamma, beta}, {dy}));
+                },
+                /*lean=*/true);
+            EXPECT_TRUE(torch::equal(yl, y));
+            const auto& want = smem ? gs : g;
+            for (int i = 0; i < 4; ++i) EXPECT_TRUE(torch::equal(gl[static_cast<size_t>(i)], want[static_cast<size_t>(i)])) << i;
+          }
         }
         // The same draws again after the generator state is restored (checkpoints, graphs).
         if (p > 0) {
@@ -773,20 +857,29 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
       std::lock_guard<std::mutex> lock(gen.mutex());
       before = gen.get_state();
     }
-    auto run = [&](bool smem) {  // the same draws each time
+    auto run = [&](bool smem, bool lean) {  // the same draws each time
       {
         std::lock_guard<std::mutex> lock(gen.mutex());
         gen.set_state(before);
       }
-      return with_ln_smem(smem, [&] {
-        auto y = fused_residual_layer_norm(h, res, gamma, beta, 0.1, 1e-12);
-        return torch::autograd::grad({y}, {h, res, gamma, beta}, {dy});
-      });
+      return with_ln_smem(
+          smem,
+          [&] {
+            auto y = fused_residual_layer_norm(h, res, gamma, beta, 0.1, 1e-12);
+            return torch::autograd::grad({y}, {h, res, gamma, beta}, {dy});
+          },
+          lean);
     };
-    const auto reg = run(false), sm = run(true), again = run(true);
+    const auto reg = run(false, false), sm = run(true, false), again = run(true, false);
     EXPECT_TRUE(torch::equal(sm[0], reg[0]));
     EXPECT_TRUE(torch::equal(sm[1], reg[1]));
     for (int i : {2, 3}) EXPECT_TRUE(torch::equal(sm[i], again[i])) << i;  // the same bits each time
+    // ln-lean: every gradient the same bits as without it, with either sums.
+    const auto reg_lean = run(false, true), sm_lean = run(true, true);
+    for (size_t i = 0; i < 4; ++i) {
+      EXPECT_TRUE(torch::equal(reg_lean[i], reg[i])) << "ln-lean " << i;
+      EXPECT_TRUE(torch::equal(sm_lean[i], sm[i])) << "ln-lean with ln-smem " << i;
+    }
     // gamma's and beta's gradients in fp64 from the kernel's own row gradients: the sums of
     // dy x-hat and of dy over the 32768 rows (x-hat from the sum that the residual gradient
     // path saw: (dh and dres) do not give it, so from the forward's inputs).
@@ -1672,4 +1765,31 @@ TEST(StaticRows, PaddedRowsGiveTheSameLossAndGradients) {
   EXPECT_THROW(pad_masked_rows(rows, targets, rows.numel() - 1), std::invalid_argument);
   EXPECT_EQ(masked_rows_capacity(4, 512, 0.15), 4 * 77);
   EXPECT_THROW(masked_rows_capacity(4, 512, 0), std::invalid_argument);
+}
+
+// ln-lean in the model: the MLM loss and every gradient under bf16 autocast, with dropout, the
+// same bits with it and without (on the CPU, where the fused LayerNorm is not taken, as a
+// check that the switch changes nothing there; on a GPU, through the fused kernels, with the
+// register sums and with ln-smem's).
+TEST(ResidualLayerNorm, LeanStepComputesTheSameBits) {
+  const Fusions saved = fusions();
+  Fusions lean;
+  lean.ln_lean = true;
+  expect_cpu_step_unchanged(Fusions{}, lean);
+  if (torch::cuda::is_available()) {
+    const torch::Device gpu(torch::kCUDA, 0);
+    for (const bool smem : {false, true}) {
+      SCOPED_TRACE(smem ? "ln-smem" : "register sums");
+      Fusions off, on;
+      off.ln_smem = on.ln_smem = smem;
+      on.ln_lean = true;
+      const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, off);
+      const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, on);
+      EXPECT_TRUE(std::isfinite(loss_on.item<double>()));
+      EXPECT_TRUE(torch::equal(loss_on.cpu(), loss_off.cpu()));
+      ASSERT_EQ(grads_on.size(), grads_off.size());
+      for (size_t i = 0; i < grads_on.size(); ++i) EXPECT_TRUE(torch::equal(grads_on[i], grads_off[i])) << i;
+    }
+  }
+  set_fusions(saved);
 }

@@ -8,6 +8,11 @@
 // the registers it frees let several blocks of 4 warps share an SM (at H = 768 the register
 // version needs 144 registers a thread, so one block of 8 warps per SM), and the grid is as
 // many blocks as fit the GPU at once.
+// kLean (fusions.hpp's ln-lean): the forward saves neither the pre-norm sum nor a keep byte
+// per element, only the keep mask's bits (keep_bits.hpp), and the backward computes the sum
+// again from h, the residual and those bits, with the forward's own arithmetic (dropped_sum),
+// so both give the same bits as the kernels that save the sum.
+#include "model/cuda/keep_bits.hpp"
 #include "model/cuda/residual_layer_norm_kernels.hpp"
 #include "model/cuda/vec.cuh"
 
@@ -25,6 +30,13 @@ namespace genemask::model::cuda {
 namespace {
 
 constexpr int kWarps = 8;  // rows in flight per block
+
+/// The pre-norm sum of one element: residual + dropout(h), dropout's product and the add each
+/// rounded (as LibTorch's dropout and add are), never contracted into one fused multiply-add,
+/// so that the lean backward's sum is the forward's to the bit. drop: p > 0.
+__device__ __forceinline__ float dropped_sum(float residual, float h, bool kept, float scale, bool drop) {
+  return drop ? __fadd_rn(residual, kept ? __fmul_rn(h, scale) : 0.f) : __fadd_rn(residual, h);
+}
 
 /// The backward kernels' last stage (register sums): each warp has put its sums of gamma's
 /// (which = 0) or beta's (1) gradient into red[warp][column]; the block's sum per column goes
@@ -80,7 +92,8 @@ __device__ __forceinline__ void zero_smem_sums(float* acc, int H) {
 }
 
 // PER: values per lane (H <= 32 * PER), a compile-time size so that they stay in registers.
-template <typename T, int kPerLane>
+// kLean: `sum` unused, `keep` holds bits (keep_bits.hpp), else a byte per element.
+template <typename T, int kPerLane, bool kLean>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_kernel(const T* __restrict__ h, const float* __restrict__ residual, const float* __restrict__ gamma,
                    const float* __restrict__ beta, float* __restrict__ y, __nv_bfloat16* __restrict__ y_low,
@@ -100,19 +113,27 @@ __global__ void __launch_bounds__(kWarps * 32)
 #pragma unroll
     for (int k = 0; k < kPerLane; ++k) {
       const int j = lane + 32 * k;
+      bool kept = false;
       if (j < H) {
         float hv = load(h, base + j);
         if (p > 0) {
           if ((k & 3) == 0) u = curand_uniform4(&st);
           const float x = (k & 3) == 0 ? u.x : (k & 3) == 1 ? u.y : (k & 3) == 2 ? u.z : u.w;
-          const bool kept = x < 1.f - p;  // u in (0, 1]: kept with probability 1 - p
-          keep[base + j] = kept;
-          hv = kept ? hv * scale : 0.f;
+          kept = x < 1.f - p;  // u in (0, 1]: kept with probability 1 - p
+          if constexpr (!kLean) keep[base + j] = kept;
+          hv = kept ? __fmul_rn(hv, scale) : 0.f;
         }
-        v[k] = residual[base + j] + hv;
+        v[k] = __fadd_rn(residual[base + j], hv);  // dropped_sum's arithmetic, as the lean backward's
         s += v[k];
       } else {
         v[k] = 0;
+      }
+      if constexpr (kLean) {
+        // The whole warp is here (r is the warp's): its 32 flags are 4 bytes of the row.
+        if (p > 0) {
+          const unsigned ballot = __ballot_sync(0xffffffffu, kept);
+          if (writes_ballot_byte(lane, k, H)) keep[keep_byte(r, H, j)] = ballot_byte(ballot, lane);
+        }
       }
     }
     const float mean = warp_sum(s) / H;
@@ -125,7 +146,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int k = 0; k < kPerLane; ++k) {
       const int j = lane + 32 * k;
       if (j < H) {
-        sum[base + j] = v[k];
+        if constexpr (!kLean) sum[base + j] = v[k];
         const float out = (v[k] - mean) * rstd * gamma[j] + beta[j];
         y[base + j] = out;
         if (y_low) y_low[base + j] = __float2bfloat16(out);
@@ -139,11 +160,13 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // kSmem: gamma's and beta's sums in shared memory (one slot per warp and column), else in
-// registers.
-template <typename T, int kPerLane, bool kSmem>
+// registers. kLean: the pre-norm sum from h, residual and the keep bits (`sum` unused), else
+// `sum` and a keep byte per element (h and residual unused).
+template <typename T, int kPerLane, bool kSmem, bool kLean>
 __global__ void __launch_bounds__(backward_warps<kSmem>() * 32, backward_min_blocks<kSmem>(2 * kPerLane))
     backward_kernel(const float* __restrict__ dy, const __nv_bfloat16* __restrict__ dy_low,
-                    const float* __restrict__ sum, const uint8_t* __restrict__ keep,
+                    const float* __restrict__ sum, const T* __restrict__ h, const float* __restrict__ residual,
+                    const uint8_t* __restrict__ keep,
                     const float* __restrict__ mean_in, const float* __restrict__ rstd_in, const float* __restrict__ gamma,
                     T* __restrict__ dh, float* __restrict__ d_residual, float* __restrict__ partial, int64_t rows, int H,
                     float p) {
@@ -170,7 +193,14 @@ __global__ void __launch_bounds__(backward_warps<kSmem>() * 32, backward_min_blo
       if (j < H) {
         // y's gradient: the fp32 output's plus its bf16 copy's (either may be absent).
         const float d = (dy ? dy[base + j] : 0.f) + (dy_low ? __bfloat162float(dy_low[base + j]) : 0.f);
-        xhat[k] = (sum[base + j] - mean) * rstd;
+        float sv;
+        if constexpr (kLean) {
+          const bool kept = p > 0 && kept_bit(keep[keep_byte(r, H, j)], j);
+          sv = dropped_sum(residual[base + j], load(h, base + j), kept, scale, p > 0);
+        } else {
+          sv = sum[base + j];
+        }
+        xhat[k] = (sv - mean) * rstd;
         g[k] = d * gamma[j];
         if constexpr (kSmem) {
           float* a = acc + warp * H + j;  // lanes on consecutive columns: no bank conflicts
@@ -193,7 +223,9 @@ __global__ void __launch_bounds__(backward_warps<kSmem>() * 32, backward_min_blo
       if (j < H) {
         const float ds = rstd * (g[k] - mg - xhat[k] * mgx);
         d_residual[base + j] = ds;
-        store(dh, base + j, p > 0 ? (keep[base + j] ? ds * scale : 0.f) : ds);
+        bool kept = true;
+        if (p > 0) kept = kLean ? kept_bit(keep[keep_byte(r, H, j)], j) : keep[base + j] != 0;
+        store(dh, base + j, p > 0 ? (kept ? ds * scale : 0.f) : ds);
       }
     }
   }
@@ -216,8 +248,8 @@ __global__ void __launch_bounds__(backward_warps<kSmem>() * 32, backward_min_blo
 // The same two kernels over 8-element chunks (16-byte loads and stores): for H % 8 == 0
 // and 16-byte aligned rows. KC: chunks per lane (H <= 8 * 32 * KC). A lane's chunk c covers
 // elements 8c .. 8c + 7 of the row; its random numbers come from its own Philox stream,
-// 8 per chunk.
-template <typename T, int KC>
+// 8 per chunk. With kLean, chunk c's keep bits are byte c of the row's.
+template <typename T, int KC, bool kLean>
 __global__ void __launch_bounds__(kWarps * 32)
     forward_kernel_vec(const T* __restrict__ h, const float* __restrict__ residual, const float* __restrict__ gamma,
                        const float* __restrict__ beta, float* __restrict__ y, __nv_bfloat16* __restrict__ y_low,
@@ -245,17 +277,20 @@ __global__ void __launch_bounds__(kWarps * 32)
           const float4 u0 = curand_uniform4(&st), u1 = curand_uniform4(&st);
           const float u[kVec] = {u0.x, u0.y, u0.z, u0.w, u1.x, u1.y, u1.z, u1.w};
           uint8_t kb[kVec];
+          unsigned bits = 0;
 #pragma unroll
           for (int e = 0; e < kVec; ++e) {
             const bool kept = u[e] < 1.f - p;  // u in (0, 1]: kept with probability 1 - p
-            kb[e] = kept;
-            hv[e] = kept ? hv[e] * scale : 0.f;
+            if constexpr (kLean) bits |= static_cast<unsigned>(kept) << e;
+            else kb[e] = kept;
+            hv[e] = kept ? __fmul_rn(hv[e], scale) : 0.f;
           }
-          *reinterpret_cast<uint2*>(keep + base + c * kVec) = *reinterpret_cast<const uint2*>(kb);
+          if constexpr (kLean) keep[keep_byte(r, H, c * kVec)] = static_cast<uint8_t>(bits);
+          else *reinterpret_cast<uint2*>(keep + base + c * kVec) = *reinterpret_cast<const uint2*>(kb);
         }
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
-          v[k][e] = rv[e] + hv[e];
+          v[k][e] = __fadd_rn(rv[e], hv[e]);  // dropped_sum's arithmetic, as the lean backward's
           s += v[k][e];
         }
       } else {
@@ -280,7 +315,7 @@ __global__ void __launch_bounds__(kWarps * 32)
         load8(beta + c * kVec, b);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) out[e] = (v[k][e] - mean) * rstd * g[e] + b[e];
-        store8(sum + base + c * kVec, v[k]);
+        if constexpr (!kLean) store8(sum + base + c * kVec, v[k]);
         store8(y + base + c * kVec, out);
         if (y_low) store8(y_low + base + c * kVec, out);
       }
@@ -293,10 +328,11 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 
 // With kSmem, a warp's sums of chunk c are four float4 slots (smem_sum_slot4).
-template <typename T, int KC, bool kSmem>
+template <typename T, int KC, bool kSmem, bool kLean>
 __global__ void __launch_bounds__(backward_warps<kSmem>() * 32, backward_min_blocks<kSmem>(2 * KC * kVec))
     backward_kernel_vec(const float* __restrict__ dy, const __nv_bfloat16* __restrict__ dy_low,
-                        const float* __restrict__ sum, const uint8_t* __restrict__ keep,
+                        const float* __restrict__ sum, const T* __restrict__ h, const float* __restrict__ residual,
+                        const uint8_t* __restrict__ keep,
                         const float* __restrict__ mean_in, const float* __restrict__ rstd_in,
                         const float* __restrict__ gamma, T* __restrict__ dh, float* __restrict__ d_residual,
                         float* __restrict__ partial, int64_t rows, int H, float p) {
@@ -336,7 +372,16 @@ __global__ void __launch_bounds__(backward_warps<kSmem>() * 32, backward_min_blo
 #pragma unroll
           for (int e = 0; e < kVec; ++e) d[e] += dl[e];
         }
-        load8(sum + base + c * kVec, sv);
+        if constexpr (kLean) {
+          float hv[kVec], rv[kVec];
+          load8(h + base + c * kVec, hv);
+          load8(residual + base + c * kVec, rv);
+          const unsigned kb = p > 0 ? keep[keep_byte(r, H, c * kVec)] : 0u;
+#pragma unroll
+          for (int e = 0; e < kVec; ++e) sv[e] = dropped_sum(rv[e], hv[e], ((kb >> e) & 1u) != 0, scale, p > 0);
+        } else {
+          load8(sum + base + c * kVec, sv);
+        }
         load8(gamma + c * kVec, gm);
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
@@ -372,12 +417,25 @@ __global__ void __launch_bounds__(backward_warps<kSmem>() * 32, backward_min_blo
       const int c = lane + 32 * k;
       if (c < C) {
         float ds[kVec], dhv[kVec];
-        uint8_t kb[kVec];
-        if (p > 0) *reinterpret_cast<uint2*>(kb) = *reinterpret_cast<const uint2*>(keep + base + c * kVec);
+        bool kept[kVec];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) kept[e] = true;
+        if (p > 0) {
+          if constexpr (kLean) {
+            const unsigned kb = keep[keep_byte(r, H, c * kVec)];
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) kept[e] = ((kb >> e) & 1u) != 0;
+          } else {
+            uint8_t kb[kVec];
+            *reinterpret_cast<uint2*>(kb) = *reinterpret_cast<const uint2*>(keep + base + c * kVec);
+#pragma unroll
+            for (int e = 0; e < kVec; ++e) kept[e] = kb[e] != 0;
+          }
+        }
 #pragma unroll
         for (int e = 0; e < kVec; ++e) {
           ds[e] = rstd * (g[k][e] - mg - xhat[k][e] * mgx);
-          dhv[e] = p > 0 ? (kb[e] ? ds[e] * scale : 0.f) : ds[e];
+          dhv[e] = p > 0 ? (kept[e] ? ds[e] * scale : 0.f) : ds[e];
         }
         store8(d_residual + base + c * kVec, ds);
         store8(dh + base + c * kVec, dhv);
@@ -471,41 +529,50 @@ void with_chunks_per_lane(int H, F&& f) {
   else f(std::integral_constant<int, 4>{});
 }
 
+/// Calls f with std::true_type where `on`, else std::false_type (a run-time choice made a
+/// kernel's template argument).
+template <typename F>
+void with_flag(bool on, F&& f) {
+  if (on) f(std::true_type{});
+  else f(std::false_type{});
+}
+
 void residual_layer_norm_forward(bool h_bf16, const void* h, const float* residual, const float* gamma,
                                  const float* beta, float* y, void* y_low_raw, float* sum, uint8_t* keep, float* mean,
                                  float* rstd, int64_t rows, int H, float p, float eps, at::PhiloxCudaState philox,
-                                 cudaStream_t stream) {
+                                 bool lean, cudaStream_t stream) {
   if (rows == 0) return;
   auto* y_low = static_cast<__nv_bfloat16*>(y_low_raw);
   const dim3 grid(forward_blocks(rows)), block(kWarps * 32);
-  if (vectorized(H, {h, residual, gamma, beta, y, y_low, sum})) {
-    with_chunks_per_lane(H, [&](auto kc) {
-      constexpr int KC = decltype(kc)::value;
-      if (h_bf16)
-        forward_kernel_vec<__nv_bfloat16, KC><<<grid, block, 0, stream>>>(
-            static_cast<const __nv_bfloat16*>(h), residual, gamma, beta, y, y_low, sum, keep, mean, rstd, rows, H, p, eps, philox);
-      else
-        forward_kernel_vec<float, KC><<<grid, block, 0, stream>>>(static_cast<const float*>(h), residual, gamma, beta, y,
-                                                                  y_low, sum, keep, mean, rstd, rows, H, p, eps, philox);
-    });
-    return;
-  }
-  with_per_lane(H, [&](auto per) {
-    constexpr int P = decltype(per)::value;
+  // The kernel for h's dtype.
+  auto launch = [&](auto bf16_kernel, auto fp32_kernel) {
     if (h_bf16)
-      forward_kernel<__nv_bfloat16, P><<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(h), residual, gamma,
-                                                                    beta, y, y_low, sum, keep, mean, rstd, rows, H, p, eps,
-                                                                    philox);
+      bf16_kernel<<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(h), residual, gamma, beta, y, y_low,
+                                              sum, keep, mean, rstd, rows, H, p, eps, philox);
     else
-      forward_kernel<float, P><<<grid, block, 0, stream>>>(static_cast<const float*>(h), residual, gamma, beta, y, y_low,
-                                                            sum, keep, mean, rstd, rows, H, p, eps, philox);
+      fp32_kernel<<<grid, block, 0, stream>>>(static_cast<const float*>(h), residual, gamma, beta, y, y_low, sum, keep,
+                                              mean, rstd, rows, H, p, eps, philox);
+  };
+  with_flag(lean, [&](auto lean_tag) {
+    constexpr bool L = decltype(lean_tag)::value;
+    if (vectorized(H, {h, residual, gamma, beta, y, y_low, sum})) {
+      with_chunks_per_lane(H, [&](auto kc) {
+        constexpr int KC = decltype(kc)::value;
+        launch(forward_kernel_vec<__nv_bfloat16, KC, L>, forward_kernel_vec<float, KC, L>);
+      });
+    } else {
+      with_per_lane(H, [&](auto per) {
+        constexpr int P = decltype(per)::value;
+        launch(forward_kernel<__nv_bfloat16, P, L>, forward_kernel<float, P, L>);
+      });
+    }
   });
 }
 
 int residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_low_raw, const float* sum,
-                                 const uint8_t* keep, const float* mean, const float* rstd, const float* gamma,
-                                 void* dh, float* d_residual, float* partial, int64_t rows, int H, float p,
-                                 bool smem_sums, cudaStream_t stream) {
+                                 const void* h, const float* residual, const uint8_t* keep, const float* mean,
+                                 const float* rstd, const float* gamma, void* dh, float* d_residual, float* partial,
+                                 int64_t rows, int H, float p, bool smem_sums, bool lean, cudaStream_t stream) {
   if (rows == 0) return 0;
   const auto* dy_low = static_cast<const __nv_bfloat16*>(dy_low_raw);
   int blocks = 0;
@@ -525,33 +592,29 @@ int residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_lo
   // The kernel for h's dtype (dh's type), with the sums where smem_sums says.
   auto run = [&](auto bf16_kernel, auto fp32_kernel, auto smem_tag) {
     if (h_bf16)
-      launch(bf16_kernel, smem_tag, dy, dy_low, sum, keep, mean, rstd, gamma, static_cast<__nv_bfloat16*>(dh),
-             d_residual, partial, rows, H, p);
+      launch(bf16_kernel, smem_tag, dy, dy_low, sum, static_cast<const __nv_bfloat16*>(h), residual, keep, mean, rstd,
+             gamma, static_cast<__nv_bfloat16*>(dh), d_residual, partial, rows, H, p);
     else
-      launch(fp32_kernel, smem_tag, dy, dy_low, sum, keep, mean, rstd, gamma, static_cast<float*>(dh), d_residual,
-             partial, rows, H, p);
+      launch(fp32_kernel, smem_tag, dy, dy_low, sum, static_cast<const float*>(h), residual, keep, mean, rstd, gamma,
+             static_cast<float*>(dh), d_residual, partial, rows, H, p);
   };
-  auto with_sums = [&](auto&& f) {
-    if (smem_sums) f(std::true_type{});
-    else f(std::false_type{});
-  };
-  if (vectorized(H, {dy, dy_low, sum, gamma, dh, d_residual})) {
-    with_chunks_per_lane(H, [&](auto kc) {
-      constexpr int KC = decltype(kc)::value;
-      with_sums([&](auto tag) {
-        constexpr bool S = decltype(tag)::value;
-        run(backward_kernel_vec<__nv_bfloat16, KC, S>, backward_kernel_vec<float, KC, S>, tag);
-      });
+  with_flag(lean, [&](auto lean_tag) {
+    constexpr bool L = decltype(lean_tag)::value;
+    with_flag(smem_sums, [&](auto tag) {
+      constexpr bool S = decltype(tag)::value;
+      if (vectorized(H, {dy, dy_low, sum, h, residual, gamma, dh, d_residual})) {
+        with_chunks_per_lane(H, [&](auto kc) {
+          constexpr int KC = decltype(kc)::value;
+          run(backward_kernel_vec<__nv_bfloat16, KC, S, L>, backward_kernel_vec<float, KC, S, L>, tag);
+        });
+      } else {
+        with_per_lane(H, [&](auto per) {
+          constexpr int P = decltype(per)::value;
+          run(backward_kernel<__nv_bfloat16, P, S, L>, backward_kernel<float, P, S, L>, tag);
+        });
+      }
     });
-  } else {
-    with_per_lane(H, [&](auto per) {
-      constexpr int P = decltype(per)::value;
-      with_sums([&](auto tag) {
-        constexpr bool S = decltype(tag)::value;
-        run(backward_kernel<__nv_bfloat16, P, S>, backward_kernel<float, P, S>, tag);
-      });
-    });
-  }
+  });
   return blocks;
 }
 

@@ -25,5 +25,3 @@ GENEMASK_HOST_DEVICE constexpr int smem_sum_float(int which, int warp, int j, in
 }
 
 }  // namespace genemask::model::cuda
-
-#undef GENEMASK_HOST_DEVICE
