@@ -4,10 +4,14 @@
 # tokens, once with GeneMask masking and once with random masking, each timed. Prints one
 # line per arm (minutes, real tokens/s, model TFLOP/s, MFU against the GPU's datasheet peak,
 # final loss) and writes them to OUTDIR/paper_scale.json. The goal: <= 12 minutes per arm on
-# one H100 or H200.
+# one H100 or H200. With PAPER_MODEL=dnabert the same on the DNABERT-size model (issue 30's
+# "pretraining on real shards reaches the synthetic benchmark's MFU": compare its model
+# TFLOP/s with train_bench's), written to OUTDIR/paper_scale-dnabert.json.
 #
 # Usage: bench/paper_scale.sh [OUTDIR]   (default: results/paper-scale)
 # Environment:
+#   PAPER_MODEL=logo       or dnabert (its arms beside logo's in the same OUTDIR, which
+#                          share the counts and shards)
 #   PAPER_GENOME=FASTA     the genome (default: the built-in one, human chr22)
 #   PAPER_STEPS=10000      optimizer steps per arm
 #   PAPER_BATCH=500 PAPER_ACCUM=2     sequences per micro-batch x micro-batches per step
@@ -20,7 +24,7 @@
 # an arm that was stopped resumes from its last checkpoint (its minutes are then the rest's).
 set -euo pipefail
 case ${1:-} in
-  -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "usage: bench/paper_scale.sh [OUTDIR]  (--help)" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,7 +35,9 @@ device=${PAPER_DEVICE:-cuda}
 precision=${PAPER_PRECISION:-bf16}
 ranks=${PAPER_RANKS:-2}
 maskings=${PAPER_MASKINGS:-genemask random}
-for v in steps batch accum ranks; do  # refused before anything is made
+model=${PAPER_MODEL:-logo}
+case $model in logo | dnabert) ;; *) echo "paper_scale: PAPER_MODEL must be logo or dnabert, got '$model'" >&2; exit 2 ;; esac
+for v in steps batch accum ranks; do  # refused before anything is made (PAPER_MODEL too, below)
   case ${!v} in '' | *[!0-9]* | 0) echo "paper_scale: PAPER_${v^^} must be a positive integer, got '${!v}'" >&2; exit 2 ;; esac
 done
 bin=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
@@ -53,13 +59,13 @@ genome=${PAPER_GENOME:-$("$root/scripts/default-genome.sh")}
 
 : >"$out/arms.jsonl.tmp"
 for m in $maskings; do
-  run="$out/logo-$m"
-  log="$out/logo-$m.log"
+  run="$out/$model-$m"
+  log="$out/$model-$m.log"
   if [ ! -s "$run.summary.json" ]; then
     t=$SECONDS
     resume=()
     [ -d "$run" ] && resume=(--resume)  # an arm stopped earlier continues
-    "$bin" pretrain --shards "$out/shards" --masking "$m" --npmi "$out/npmi.tsv" --model logo \
+    "$bin" pretrain --shards "$out/shards" --masking "$m" --npmi "$out/npmi.tsv" --model "$model" \
       --out "$run" "${resume[@]}" --steps "$steps" --batch-per-rank "$batch" --grad-accum "$accum" \
       --device "$device" --precision "$precision" --log-every 100 --eval-every 0 \
       --checkpoint-every "$steps" >"$run.summary.tmp" 2>"$log"
@@ -71,26 +77,30 @@ for m in $maskings; do
   fi
   cat "$run.summary.json" >>"$out/arms.jsonl.tmp"
 done
-python3 - "$out/arms.jsonl.tmp" "$out/paper_scale.json" "$steps" "$batch" "$accum" "$device" <<'PY'
+json_name=paper_scale.json
+[ "$model" = logo ] || json_name=paper_scale-$model.json
+python3 - "$out/arms.jsonl.tmp" "$out/$json_name" "$steps" "$batch" "$accum" "$device" "$model" <<'PY'
 import json, sys
 src, dst, steps, batch, accum = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
-# The goal speaks of the paper's budget on a GPU; other settings only report.
-paper = steps == 10000 and batch * accum == 1000 and sys.argv[6] == "cuda"
+model = sys.argv[7]
+# The goal speaks of the LOGO study at the paper's budget on a GPU; other settings only report.
+paper = model == "logo" and steps == 10000 and batch * accum == 1000 and sys.argv[6] == "cuda"
 arms = [json.loads(l) for l in open(src) if l.strip()]
 rows = []
 for s in arms:
     mfu = s.get("mfu_datasheet")
-    rows.append({"masking": s["masking"], "steps": s["steps_done"], "minutes": s["wall_s"] / 60,
+    rows.append({"model": s["model"], "masking": s["masking"], "steps": s["steps_done"], "minutes": s["wall_s"] / 60,
                  "tokens_per_s": s["tokens_per_s"], "model_tflops": s["model_tflops"], "mfu_datasheet": mfu,
                  "loss": s["loss"], "precision": s["precision"], "layout": s["layout"]})
-    print(f"{s['masking']:10s} {s['steps_done']} steps x {batch * accum} sequences: {s['wall_s'] / 60:6.1f} min, "
+    print(f"{s['masking']:10s} {model} {s['steps_done']} steps x {batch * accum} sequences: {s['wall_s'] / 60:6.1f} min, "
           f"{s['tokens_per_s']:,.0f} real tokens/s, {s['model_tflops']:.1f} model TFLOP/s, MFU (datasheet) "
           f"{'-' if mfu is None else f'{mfu:.1%}'}, final loss {s['loss']}"
           + (f", goal <= 12 min: {'met' if s['wall_s'] <= 720 else 'missed'}" if paper else ""))
 with open(dst + ".tmp", "w") as f:
-    json.dump({"steps": steps, "sequences_per_step": batch * accum, "paper_budget": paper, "arms": rows}, f, indent=2)
+    json.dump({"model": model, "steps": steps, "sequences_per_step": batch * accum, "paper_budget": paper, "arms": rows},
+              f, indent=2)
 import os
 os.replace(dst + ".tmp", dst)
 PY
 rm -f "$out/arms.jsonl.tmp"
-echo "paper_scale: wrote $out/paper_scale.json"
+echo "paper_scale: wrote $out/$json_name"

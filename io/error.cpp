@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -71,6 +72,52 @@ std::string printable(std::string_view text) {
 
 std::string utf8_escaped(std::string_view text) {
   return escaped(text, [](unsigned char c) { return c != 0; });
+}
+
+namespace {
+constexpr std::string_view kBacktraceMark = "\nException raised from ";
+}  // namespace
+
+std::string error_line(std::string_view program, std::string_view what) {
+  if (const size_t bt = what.find(kBacktraceMark); bt != std::string_view::npos) what = what.substr(0, bt);
+  return std::string(program) + ": error: " + printable(what) + "\n";
+}
+
+size_t error_line_into(char* buf, size_t cap, const char* program, const char* what) noexcept {
+  if (buf == nullptr || cap < 16) return 0;
+  const size_t room = cap - 4;  // "...\n" after a cut
+  size_t n = 0;
+  bool cut = false;
+  auto put = [&](const char* text, const char* end) {
+    for (const char* p = text; p != end && *p != '\0'; ++p) {
+      if (n == room) {
+        cut = true;
+        return;
+      }
+      const auto c = static_cast<unsigned char>(*p);
+      buf[n++] = c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+    }
+  };
+  put(program ? program : "genemask", nullptr);
+  put(": error: ", nullptr);
+  if (what) put(what, std::strstr(what, kBacktraceMark.data()));
+  if (cut) {
+    std::memcpy(buf + n, "...", 3);
+    n += 3;
+  }
+  buf[n++] = '\n';
+  return n;
+}
+
+void write_error_line(const char* program, const char* what) noexcept {
+  try {
+    const std::string line = error_line(program ? program : "genemask", what ? what : "");
+    if (::write(STDERR_FILENO, line.data(), line.size()) >= 0) return;
+  } catch (...) {  // no memory for the line: the same words from the stack below
+  }
+  char buf[4096];
+  const size_t n = error_line_into(buf, sizeof buf, program, what);
+  if (::write(STDERR_FILENO, buf, n) < 0) return;  // stderr closed: nowhere left to say it
 }
 
 std::string excerpt(std::string_view text, size_t max_bytes) {

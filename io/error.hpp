@@ -38,6 +38,20 @@ std::string utf8_escaped(std::string_view text);
 /// value quoted from a file in a message.
 std::string excerpt(std::string_view text, size_t max_bytes);
 
+/// The one line a failed command ends with: "<program>: error: <what>\n", `what` cut where
+/// LibTorch appends its C++ backtrace ("\nException raised from ...": not for users) and
+/// made printable().
+std::string error_line(std::string_view program, std::string_view what);
+/// The same line written into buf[0, cap) without allocating, for when error_line() cannot be
+/// built (no memory left, which is often the very error being reported): every byte that
+/// printable() would escape is '?', and a line longer than the buffer is cut and ends with
+/// "...\n". Returns its length (0 when cap < 16). Never throws.
+size_t error_line_into(char* buf, size_t cap, const char* program, const char* what) noexcept;
+/// Writes error_line(program, what) to stderr in one write(2) (so that the lines of several
+/// ranks on one terminal do not interleave), or, where building it throws, error_line_into()'s
+/// from a buffer on the stack. Never throws.
+void write_error_line(const char* program, const char* what) noexcept;
+
 /// The system's reason for a failed write: strerror(err), and what it usually means for a
 /// full disk or quota ("(the disk is full)") or a file size limit ("(... ulimit -f)").
 std::string write_error_reason(int err);

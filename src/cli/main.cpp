@@ -144,10 +144,7 @@ int main(int argc, char** argv) {
     verdict = e.what();
   }
   if (!verdict.empty()) {
-    if (ctx.rank == 0) {
-      const std::string line = "genemask: error: " + genemask::io::printable(verdict) + "\n";
-      if (::write(STDERR_FILENO, line.data(), line.size()) < 0) std::cerr << line;
-    }
+    if (ctx.rank == 0) genemask::io::write_error_line("genemask", verdict.c_str());
     return error_code ? error_code : 1;
   }
   if (help_code >= 0) return help_code;
@@ -160,15 +157,21 @@ int main(int argc, char** argv) {
   try {
     const genemask::io::InputsInUse protect(ctx.inputs);  // no output may replace or enter them
     if (ctx.run) ctx.run();
+  } catch (const std::bad_alloc&) {
+    // Out of memory with nothing to say where (a message could not even be built on the way
+    // here): words that need no memory.
+    std::cerr.flush();
+    genemask::io::write_error_line(program.c_str(),
+                                   "out of memory; use a smaller batch or fewer threads, or run where more memory is "
+                                   "available (a limit such as ulimit -v or Slurm's --mem may be what ran out)");
+    if (ctx.size > 1) genemask::hpc::abort_job(1);
+    return 1;
   } catch (const std::exception& e) {
     // One line, whatever bytes the input put into the message, in one write(2) so that the
-    // lines of several ranks on one terminal or pipe do not interleave. LibTorch appends a
-    // C++ backtrace to its messages: not for users.
-    std::string what = e.what();
-    if (const size_t bt = what.find("\nException raised from "); bt != std::string::npos) what.resize(bt);
-    const std::string line = program + ": error: " + genemask::io::printable(what) + "\n";
+    // lines of several ranks on one terminal or pipe do not interleave; it needs no memory
+    // when none is left (io::write_error_line), which is often the error being reported.
     std::cerr.flush();
-    if (::write(STDERR_FILENO, line.data(), line.size()) < 0) std::cerr << line;
+    genemask::io::write_error_line(program.c_str(), e.what());
     if (ctx.size > 1) genemask::hpc::abort_job(1);
     return 1;
   }

@@ -40,7 +40,8 @@ class WeightCopies {
   WeightCopies(const std::vector<torch::Tensor>& params, const std::vector<std::array<torch::Tensor, 3>>& stacks);
 
   /// Every copy made again from its parameter: after the optimizer changed the weights.
-  /// Capturable in a CUDA graph (one cast per parameter, no host synchronisation).
+  /// Capturable in a CUDA graph (one multi-tensor copy, ATen's _foreach_copy_, that casts
+  /// each parameter as copy_ does; no host synchronisation).
   void refresh();
   /// The copy of p (not differentiable), or an undefined tensor when p has none. A copy whose
   /// parameter changed since it was made (its version counter moved) is made again first.

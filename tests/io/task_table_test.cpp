@@ -1,5 +1,7 @@
 #include "io/task_table.hpp"
 
+#include <cstring>
+
 #include <gtest/gtest.h>
 
 #include "genemask/corpus/tokenizer.hpp"
@@ -90,6 +92,39 @@ TEST(Printable, EscapesControlBytesAndBrokenUtf8Only) {
   // InputError escapes what it is given, so what() holds all of it.
   const io::InputError e("f.tsv", 3, std::string("bad \0 byte", 10));
   EXPECT_EQ(std::string(e.what()), "f.tsv:3: bad \\x00 byte");
+}
+
+// The line a failed command ends with (src/cli/main.cpp), and the same line made without
+// memory: LibTorch's backtrace cut off, the bytes made printable (escaped, or '?' without
+// memory), a line too long for the buffer cut with "...", never past the buffer.
+TEST(ErrorLine, OneLineWithAndWithoutMemory) {
+  using namespace std::string_literals;
+  const std::string what =
+      "finetune: LibTorch: bad \x1b[2J\0value"s + "\nException raised from f at a.cpp:1 (most recent call first):\nframe #0";
+  EXPECT_EQ(io::error_line("genemask", what), "genemask: error: finetune: LibTorch: bad \\x1b[2J\\x00value\n");
+  EXPECT_EQ(io::error_line("genemask[rank 1]", "plain"), "genemask[rank 1]: error: plain\n");
+  char buf[256];
+  std::memset(buf, 'Z', sizeof buf);
+  // The C string ends at the NUL: the fixed-buffer line sees "...bad \x1b[2J".
+  size_t n = io::error_line_into(buf, sizeof buf, "genemask", what.c_str());
+  EXPECT_EQ(std::string(buf, n), "genemask: error: finetune: LibTorch: bad ?[2J\n");
+  n = io::error_line_into(buf, sizeof buf, "genemask", "out of memory\nException raised from x");
+  EXPECT_EQ(std::string(buf, n), "genemask: error: out of memory\n");
+  // Too long for the buffer: cut, "...", the newline, and nothing written past cap.
+  const std::string long_what(1000, 'x');
+  std::memset(buf, 'Z', sizeof buf);
+  n = io::error_line_into(buf, 64, "genemask", long_what.c_str());
+  EXPECT_EQ(n, 64u);
+  EXPECT_EQ(std::string(buf, n), "genemask: error: " + std::string(60 - 17, 'x') + "...\n");
+  EXPECT_EQ(buf[64], 'Z');
+  // Exactly filling the room is no cut.
+  n = io::error_line_into(buf, 64, "genemask", std::string(60 - 17, 'y').c_str());
+  EXPECT_EQ(std::string(buf, n), "genemask: error: " + std::string(43, 'y') + "\n");
+  // Nothing to write into, or null words: no crash.
+  EXPECT_EQ(io::error_line_into(buf, 8, "genemask", "x"), 0u);
+  EXPECT_EQ(io::error_line_into(nullptr, 64, "genemask", "x"), 0u);
+  n = io::error_line_into(buf, sizeof buf, nullptr, nullptr);
+  EXPECT_EQ(std::string(buf, n), "genemask: error: \n");
 }
 
 TEST(TaskTable, UnlabelledTablesForPredictAndEmbed) {

@@ -3,8 +3,10 @@
 # the CPU: a 300 kb genome, 3 steps of 2 x 2 sequences per arm, fp32. Checks that both arms
 # pretrained the logo model with their masking for the steps asked, that paper_scale.json
 # holds each arm's minutes, real tokens/s, model TFLOP/s and no datasheet MFU (a CPU), that a
-# second run keeps the finished arms instead of training again, and that a bad setting is
-# refused before anything runs.
+# second run keeps the finished arms instead of training again, that PAPER_MODEL=dnabert
+# pretrains the DNABERT-size model in the same directory from the same counts and shards into
+# its own JSON (one step of one sequence), and that a bad setting is refused before anything
+# runs.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 py=${PYTHON:-/usr/bin/python3}
@@ -44,6 +46,30 @@ grep -q "^random .* 3 steps x 4 sequences" "$tmp/run1.log" || { echo "no line fo
 before=$(stat -c %Y "$out/logo-genemask/metrics.jsonl")
 bash "$repo/bench/paper_scale.sh" "$out" >"$tmp/run2.log" 2>&1 || { cat "$tmp/run2.log"; fail=1; }
 [ "$(stat -c %Y "$out/logo-genemask/metrics.jsonl")" = "$before" ] || { echo "a second run trained a finished arm again" >&2; fail=1; }
+# The DNABERT-size model beside it: the counts and shards kept, logo's JSON untouched.
+shards_before=$(stat -c %Y "$out/shards/manifest.json")
+json_before=$(stat -c %Y "$out/paper_scale.json")
+PAPER_MODEL=dnabert PAPER_MASKINGS=random PAPER_STEPS=1 PAPER_BATCH=1 PAPER_ACCUM=1 \
+  bash "$repo/bench/paper_scale.sh" "$out" >"$tmp/run3.log" 2>&1 || { cat "$tmp/run3.log"; fail=1; }
+"$py" - "$out" <<'PY' || fail=1
+import json, sys
+out = sys.argv[1]
+r = json.load(open(f"{out}/paper_scale-dnabert.json"))
+assert r["model"] == "dnabert" and r["steps"] == 1 and r["sequences_per_step"] == 1 and r["paper_budget"] is False, r
+assert [a["masking"] for a in r["arms"]] == ["random"] and r["arms"][0]["steps"] == 1, r["arms"]
+assert r["arms"][0]["model_tflops"] > 0 and r["arms"][0]["model"] == "dnabert", r["arms"]
+logo = json.load(open(f"{out}/paper_scale.json"))
+assert logo["model"] == "logo" and {a["model"] for a in logo["arms"]} == {"logo"}, logo
+print("paper_scale: the dnabert arm as asked")
+PY
+grep -q "^random  *dnabert 1 steps x 1 sequences" "$tmp/run3.log" || { echo "no line for the dnabert arm" >&2; fail=1; }
+[ "$(stat -c %Y "$out/shards/manifest.json")" = "$shards_before" ] || { echo "the dnabert run cut the shards again" >&2; fail=1; }
+[ "$(stat -c %Y "$out/paper_scale.json")" = "$json_before" ] || { echo "the dnabert run wrote logo's JSON" >&2; fail=1; }
+if PAPER_MODEL=bert bash "$repo/bench/paper_scale.sh" "$tmp/bad" >"$tmp/bad.log" 2>&1; then
+  echo "PAPER_MODEL=bert was accepted" >&2; fail=1
+fi
+grep -q "PAPER_MODEL must be logo or dnabert, got 'bert'" "$tmp/bad.log" || { echo "no reason for PAPER_MODEL=bert" >&2; fail=1; }
+[ ! -e "$tmp/bad" ] || { echo "a refused run made its output directory" >&2; fail=1; }
 if PAPER_STEPS=0 bash "$repo/bench/paper_scale.sh" "$tmp/bad" >"$tmp/bad.log" 2>&1; then
   echo "PAPER_STEPS=0 was accepted" >&2; fail=1
 fi

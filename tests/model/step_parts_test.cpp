@@ -257,6 +257,21 @@ TEST(WeightCopies, AreAutocastsCastsAndPassTheGradientsAsTheyDo) {
   EXPECT_EQ(copies->stale_refreshes(), 1);
   EXPECT_TRUE(torch::equal(copies->low(ws[0]), ws[0].to(torch::kBFloat16)));
   EXPECT_EQ(copies->stale_refreshes(), 1);  // fresh now
+  // Every weight changed as an optimizer step changes them, then refresh() (the multi-tensor
+  // copy): every copy the cast again, none made again when read.
+  {
+    torch::NoGradGuard ng;
+    for (auto& p : m->parameters()) p.add_(torch::randn_like(p), 0.37);
+  }
+  copies->refresh();
+  for (const auto& np : m->named_parameters()) {
+    const auto low = copies->low(np.value());
+    if (low.defined()) {
+      EXPECT_TRUE(torch::equal(low, np.value().to(torch::kBFloat16))) << "after refresh: " << np.key();
+    }
+  }
+  EXPECT_TRUE(torch::equal(copies->low_stack(ws), torch::cat({ws[0], ws[1], ws[2]}, 0).to(torch::kBFloat16)));
+  EXPECT_EQ(copies->stale_refreshes(), 1);
   // In force only while put in force, and only under bf16 autocast on that device.
   const torch::Device cpu(torch::kCPU);
   EXPECT_EQ(weight_copies_for(cpu), nullptr);
