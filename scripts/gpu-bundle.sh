@@ -10,6 +10,9 @@
 #   --build BUILD    the build to pack (default $GENEMASK_BUILD_DIR, else ./build, as
 #                    scripts/build.sh makes it; CUDA-enabled for a GPU node)
 #   --python PY      the Python whose PyTorch the build linked (default .venv/bin/python3)
+#   --archive        write one file, DIR.tar.gz, instead of DIR (about 40% of its size: one
+#                    file to copy to the node); there, `tar -xzf DIR.tar.gz -C PARENT` (DIR's
+#                    parent folder) makes DIR as it would have been
 #
 # What DIR holds:
 #   build/src/cli/genemask, build/bench/train_bench, build/bench/kernel_bench,
@@ -31,14 +34,16 @@
 #                    refuses a Python whose PyTorch is another version (its libraries would
 #                    not match the programs') and puts that PyTorch's libraries on the
 #                    library path.
-# Written to DIR.tmp.PID first and renamed to DIR at the end: a failure leaves no DIR.
+# Written to DIR.tmp.PID first and renamed to DIR (or DIR.tar.gz) at the end: a failure
+# leaves neither.
 # Exit codes: 0 packed; 1 a program missing, a library from outside any package, or a
-# copy failed; 2 a bad option, or DIR exists.
+# copy failed; 2 a bad option, or DIR (with --archive: DIR.tar.gz) exists.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GENEMASK_BUILD_DIR:-"$root/build"}
 python=${GENEMASK_VENV:-"$root/.venv"}/bin/python3
 dir=""
+archive=0
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,6 +52,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --build) build=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
+    --archive) archive=1; shift ;;
     -h|--help) usage; exit 0 ;;
     -*) echo "gpu-bundle.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) [ -z "$dir" ] || { echo "gpu-bundle.sh: one DIR only (got '$dir' and '$1')" >&2; exit 2; }
@@ -57,7 +63,10 @@ done
 # Without trailing slashes: DIR.tmp.PID must be DIR's sibling, not a folder inside a new DIR.
 dir=${dir%"${dir##*[!/]}"}
 [ -n "$dir" ] || { echo "gpu-bundle.sh: / cannot be the bundle's directory; name a new one" >&2; exit 2; }
-if [ -e "$dir" ]; then
+if [ "$archive" = 1 ] && { [ -e "$dir.tar.gz" ] || [ -L "$dir.tar.gz" ]; }; then
+  echo "gpu-bundle.sh: $dir.tar.gz exists; name a new one (nothing is written over)" >&2
+  exit 2
+elif [ "$archive" = 0 ] && { [ -e "$dir" ] || [ -L "$dir" ]; }; then
   echo "gpu-bundle.sh: $dir exists; name a new directory (nothing is written over)" >&2
   exit 2
 fi
@@ -71,8 +80,10 @@ torch_lib=$("$python" -c 'import os, torch; print(os.path.join(os.path.dirname(t
 }
 torch_root=$(dirname "$(dirname "$torch_lib")")  # site-packages: torch's and the nvidia-* wheels' libraries
 
-tmp="$dir.tmp.$$"
-trap 'rm -rf "$tmp"' EXIT
+stage="$dir.tmp.$$"
+tmp=$stage  # the pack's root; with --archive a folder named as DIR inside the stage
+[ "$archive" = 0 ] || tmp="$stage/$(basename "$dir")"
+trap 'rm -rf "$stage"' EXIT
 trap 'exit 130' INT TERM  # the EXIT trap then removes the partial pack
 mkdir -p "$tmp/build" "$tmp/deps"
 
@@ -181,7 +192,22 @@ ver = lambda p: subprocess.run(["dpkg-query", "-W", "-f=${Version}", p], capture
 json.dump({"torch": torch.__version__, "cuda": torch.version.cuda, "glibc": platform.libc_ver()[1],
            "packages": {p: ver(p) for p in pkgs}}, open(out, "w"), indent=2)
 PY
-mv -T "$tmp" "$dir"  # -T: a DIR made meanwhile is not written into (a non-empty one fails)
-trap - EXIT
-echo "gpu-bundle.sh: $dir ($(du -sh "$dir" | cut -f1), ${#packages[@]} packages); on the GPU node, in this source tree:"
-echo "  scripts/gpu-check.sh --no-build --build $dir/build --prefix $dir/deps"
+if [ "$archive" = 1 ]; then
+  # Owners and order fixed, so that the same pack gives the same archive's listing.
+  tar -czf "$stage/pack.tar.gz" -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner "$(basename "$dir")"
+  # ln, not mv: an archive made meanwhile under the same name is not written over.
+  if ! ln "$stage/pack.tar.gz" "$dir.tar.gz" 2>/dev/null; then
+    echo "gpu-bundle.sh: $dir.tar.gz could not be made (it appeared meanwhile, or the folder is not writable)" >&2
+    exit 1
+  fi
+  rm -rf "$stage"
+  trap - EXIT
+  parent=$(dirname "$dir")
+  echo "gpu-bundle.sh: $dir.tar.gz ($(du -sh "$dir.tar.gz" | cut -f1), ${#packages[@]} packages); on the GPU node, in this source tree:"
+  echo "  tar -xzf $dir.tar.gz -C $parent && scripts/gpu-check.sh --no-build --build $dir/build --prefix $dir/deps"
+else
+  mv -T "$tmp" "$dir"  # -T: a DIR made meanwhile is not written into (a non-empty one fails)
+  trap - EXIT
+  echo "gpu-bundle.sh: $dir ($(du -sh "$dir" | cut -f1), ${#packages[@]} packages); on the GPU node, in this source tree:"
+  echo "  scripts/gpu-check.sh --no-build --build $dir/build --prefix $dir/deps"
+fi

@@ -22,7 +22,10 @@ libraries it links, and run from the pack by scripts/gpu-check.sh --no-build.
 - Refusals: an existing DIR (exit 2, left as it was), a build without the programs (exit 1,
   no DIR and no temporary left), a stray option, an option without its value (here and in
   gpu-check.sh: one line); DIR given with a trailing slash packs into DIR itself; and gpu-check.sh refuses a bundle built
-  with another PyTorch version before any part runs (exit 2, naming both versions)."""
+  with another PyTorch version before any part runs (exit 2, naming both versions).
+- --archive: one file DIR.tar.gz and nothing else (no DIR, no temporary); unpacked with the
+  command it prints, it is the directory pack's tree file for file (contents, modes, links);
+  an existing DIR.tar.gz is refused (exit 2, left as it was)."""
 import glob
 import json
 import os
@@ -48,6 +51,24 @@ TORCH_SITE = os.path.dirname(os.path.dirname(torch.__file__))
 def bundle(out, *args, env=None):
     return subprocess.run(["bash", BUNDLE, out, "--build", BUILD, "--python", sys.executable, *args],
                           capture_output=True, text=True, env=env)
+
+
+def tree(root):
+    """Every file, link and folder under root: its kind, mode and contents or link target."""
+    out = {}
+    for d, dirs, files in os.walk(root):
+        for n in dirs + files:
+            path = os.path.join(d, n)
+            rel = os.path.relpath(path, root)
+            st = os.lstat(path)
+            if os.path.islink(path):
+                out[rel] = ("link", os.readlink(path))
+            elif os.path.isdir(path):
+                out[rel] = ("dir", st.st_mode)
+            else:
+                with open(path, "rb") as f:
+                    out[rel] = ("file", st.st_mode, hash(f.read()))
+    return out
 
 
 def cuda_runtime():
@@ -228,6 +249,27 @@ class GpuBundle(unittest.TestCase):
                                                  "cuda-cudart-13-0 out", "libnccl2 out", "libcufft11 out",
                                                  "libnvrtc12 out", "libc6 out", "libopenmpi3 in", "libhdf5-103-1 in",
                                                  "libcurl4 in", "libcuda1 out"])
+
+    def test_archive(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            target = os.path.join(tmp, "gm")
+            p = bundle(target, "--archive")
+            self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+            self.assertEqual(os.listdir(tmp), ["gm.tar.gz"])  # no DIR, no temporary
+            unpack = f"tar -xzf {target}.tar.gz -C {tmp} && "
+            self.assertIn(unpack + f"scripts/gpu-check.sh --no-build --build {target}/build --prefix {target}/deps",
+                          p.stdout)
+            # The archive is much smaller than the pack it holds.
+            size = sum(os.lstat(os.path.join(d, f)).st_size for d, _, fs in os.walk(self.dir) for f in fs)
+            self.assertLess(os.path.getsize(target + ".tar.gz"), 0.6 * size)
+            before = os.stat(target + ".tar.gz")
+            again = bundle(target, "--archive")
+            self.assertEqual(again.returncode, 2, again.stderr)
+            self.assertIn(f"{target}.tar.gz exists", again.stderr)
+            self.assertEqual(os.stat(target + ".tar.gz"), before)
+            self.assertEqual(os.listdir(tmp), ["gm.tar.gz"])
+            subprocess.run(["bash", "-c", unpack.removesuffix(" && ")], check=True)
+            self.assertEqual(tree(target), tree(self.dir))
 
     def test_refusals(self):
         before = os.listdir(self.dir)
