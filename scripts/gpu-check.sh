@@ -31,6 +31,8 @@
 # (tests/cli/test_gpu.py), and per config (dnabert, logo): bench_CFG_genemask (the eager
 # step, profiled), bench_CFG_graph (the step as one CUDA graph, profiled, and checked
 # against the eager step: losses of 4 steps from the same state within 2e-3; GPU only),
+# bench_CFG_opt_in (the graph with every opt-in fusion on together: ln-smem, ln-lean,
+# bias-sum and ce, profiled: what making them the default would give; GPU only),
 # bench_CFG_no_ln_bf16 (the graph without the fused LayerNorm's bf16 copy, GENEMASK_FUSED's
 # ln-bf16, which is on by default: its ablation; GPU only), bench_CFG_no_gelu (the graph
 # without the fused bias + GELU, GENEMASK_FUSED's gelu, likewise), bench_CFG_bgrad (the graph
@@ -57,12 +59,17 @@
 # The JSON (--out), written even when parts fail:
 #   parts        {name: {"status": "passed"|"failed"|"skipped", "exit_code": N or null,
 #                 "seconds": S, "note": why it was skipped or failed, or ""}}
-#   passed       true when no part failed (build skipped by --no-build counts as fine)
+#   passed       true when no part failed (build skipped by --no-build counts as fine) and
+#                the run was not interrupted
+#   interrupted  null, or the signal and the part it stopped ("SIGTERM during part
+#                bench_logo_graph"): a TERM (timeout, a job's time limit) or INT (Ctrl-C)
+#                stops the running part, which is recorded as failed, and the JSON is
+#                written from the parts that finished (those after it are absent)
 #   gpu_tests    the gpu_tests part's status
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"ln-smem"/"ln-lean"/"bias-sum"/"fused-ce"/"no-weight-bf16"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"opt-in"/"no-ln-bf16"/"no-gelu"/"bgrad"/"ln-smem"/"ln-lean"/"bias-sum"/"fused-ce"/"no-weight-bf16"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -78,7 +85,8 @@
 #   kernels      per config: bench/kernel_bench's JSON (copy_gbs and one case per kernel
 #                and variant: median_us, gbs, of_copy, vs_default, same_bits)
 # Exit codes: 0 every part passed (or was skipped by --no-build); 1 a part failed (or was
-# skipped because its program did not build); 2 before any part ran: a bad option, a
+# skipped because its program did not build); 143 or 130: stopped by TERM or INT (the
+# JSON written as above); 2 before any part ran: a bad option, a
 # Python module missing (all missing ones are named), no GPU visible without --cpu, or a
 # bundle (gpu-bundle.sh) built with another PyTorch version than --python's.
 # docs/build.md ("A GPU node") explains the prefix and what each figure means.
@@ -145,7 +153,7 @@ counts --sweep-logo $sweep_logo
 # --only: every name one of the parts.
 all_parts="build model_tests gpu_tests"
 for cfg in dnabert logo; do
-  for p in genemask graph no_ln_bf16 no_gelu bgrad ln_smem ln_lean bias_sum ce no_weight_bf16 packing pytorch sweep kernels; do
+  for p in genemask graph opt_in no_ln_bf16 no_gelu bgrad ln_smem ln_lean bias_sum ce no_weight_bf16 packing pytorch sweep kernels; do
     all_parts+=" bench_${cfg}_$p"
   done
 done
@@ -243,17 +251,216 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 : >"$work/parts.tsv"
+# report [INTERRUPTED]: the JSON and the table from the parts recorded so far.
+report() {
+"$python" - "$work" "$out" "$device" "$peak" "${1:-}" <<'PY'
+import json, os, sys, time
+work, out, device, peak, interrupted = sys.argv[1:6]
+parts = {}
+for line in open(os.path.join(work, "parts.tsv")):
+    name, status, rc, ms, note = line.rstrip("\n").split("\t")
+    parts[name] = {"status": status, "exit_code": int(rc) if rc else None, "seconds": int(ms) / 1000, "note": note}
+# One JSON line per benchmark run that passed; a failed or skipped run has no row.
+def last_row(path):
+    lines = [l for l in open(path) if l.strip().startswith("{")]
+    return json.loads(lines[-1])
+rows = []
+for cfg in ("dnabert", "logo"):
+    for impl in ("genemask", "graph", "opt_in", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum", "ce", "no_weight_bf16",
+                 "pytorch"):
+        part = parts.get(f"bench_{cfg}_{impl}", {})
+        if part.get("status") != "passed":
+            continue
+        try:
+            r = last_row(os.path.join(work, f"bench-{cfg}-{impl}.json"))
+        except (OSError, IndexError, ValueError) as e:
+            part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
+            continue
+        r["variant"] = {"graph": "graph", "opt_in": "opt-in", "no_ln_bf16": "no-ln-bf16", "no_gelu": "no-gelu", "bgrad": "bgrad",
+                        "ln_smem": "ln-smem", "ln_lean": "ln-lean", "bias_sum": "bias-sum", "ce": "fused-ce",
+                        "no_weight_bf16": "no-weight-bf16"}.get(impl, "eager")
+        gc = r.get("graph_check")
+        if gc and not gc["max_rel_diff"] <= 2e-3:
+            part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")
+        rows.append(r)
+    path = os.path.join(work, f"bench-{cfg}-sweep.jsonl")
+    if os.path.exists(path):  # the rows of a sweep that partly failed still count
+        for l in open(path):
+            if l.strip().startswith("{"):
+                r = json.loads(l)
+                r["variant"] = "graph" if r.get("cuda_graph") else "eager"
+                rows.append(r)
+import torch
+try:
+    name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
+except Exception as e:
+    name = f"cuda (name unknown: {type(e).__name__})"
+peak_tflops, peak_how = 0.0, "none (CPU)"
+if peak:
+    peak_tflops, peak_how = float(peak), "given (--peak-tflops)"
+elif device == "cuda":
+    ms = [r["measured_peak_tflops"] for r in rows if r["impl"] == "genemask" and r.get("measured_peak_tflops")]
+    if ms:
+        peak_tflops, peak_how = max(ms), "measured by train_bench: bf16 matmul 8192^3, best of its runs"
+passed = all(p["status"] != "failed" for p in parts.values())
+res = {"device": name, "torch": torch.__version__, "passed": passed, "interrupted": interrupted or None,
+       "gpu_tests": parts.get("gpu_tests", {}).get("status", "skipped"), "parts": parts,
+       "peak_tflops": peak_tflops, "peak_how": peak_how, "runs": [], "best": {}}
+pt = {(r["config"], r["batch"]): r for r in rows if r["impl"] == "pytorch"}
+for r in rows:
+    if r["impl"] != "genemask":
+        continue
+    r["mfu"] = r["achieved_tflops"] / peak_tflops if peak_tflops else None
+    if device != "cuda":
+        r["mfu_datasheet"] = None
+    p = pt.get((r["config"], r["batch"]))
+    r["ratio_vs_pytorch"] = r["median_tokens_per_s"] / p["median_tokens_per_s"] if p else None
+for cfg in ("dnabert", "logo"):
+    g = [r for r in rows if r["config"] == cfg and r["impl"] == "genemask"]
+    p = [r for r in rows if r["config"] == cfg and r["impl"] == "pytorch"]
+    if g:
+        bg = max(g, key=lambda r: r["median_tokens_per_s"])
+        bp = max(p, key=lambda r: r["median_tokens_per_s"]) if p else None
+        res["best"][cfg] = {"batch": bg["batch"], "variant": bg["variant"], "tokens_per_s": bg["median_tokens_per_s"],
+                            "mfu": bg["mfu"], "mfu_datasheet": bg.get("mfu_datasheet"),
+                            "pytorch_best_batch": bp["batch"] if bp else None,
+                            "pytorch_best_tokens_per_s": bp["median_tokens_per_s"] if bp else None,
+                            "ratio_vs_pytorch_best": bg["median_tokens_per_s"] / bp["median_tokens_per_s"] if bp else None}
+res["packing"] = {}
+for cfg in ("dnabert", "logo"):  # padded and packed samples of uniform lengths
+    path = os.path.join(work, f"bench-{cfg}-packing.jsonl")
+    if not os.path.exists(path):
+        continue
+    runs = {("packed" if r.get("packing") else "padded"): r for r in map(json.loads, (l for l in open(path) if l.strip().startswith("{")))}
+    for r in runs.values():
+        r["variant"] = "packed" if r.get("packing") else "padded"
+        r["mfu"] = r["achieved_tflops"] / peak_tflops if peak_tflops else None
+        if device != "cuda":
+            r["mfu_datasheet"] = None
+    both = "packed" in runs and "padded" in runs
+    res["packing"][cfg] = dict(runs, packed_vs_padded=runs["packed"]["median_tokens_per_s"] / runs["padded"]["median_tokens_per_s"] if both else None)
+res["kernels"] = {}
+for cfg in ("dnabert", "logo"):  # bench/kernel_bench's JSON line
+    part = parts.get(f"bench_{cfg}_kernels", {})
+    path = os.path.join(work, f"bench-{cfg}-kernels.json")
+    if part.get("status") in ("passed", "failed") and os.path.exists(path):  # failed: a variant's bits differ
+        try:
+            res["kernels"][cfg] = last_row(path)
+        except (IndexError, ValueError) as e:
+            part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
+passed = all(p["status"] != "failed" for p in parts.values()) and not interrupted
+res["passed"] = passed
+rows.sort(key=lambda r: (("dnabert", "logo").index(r["config"]), r["batch"], r["impl"] != "genemask", r["variant"]))
+res["runs"] = rows
+with open(out, "w") as f:  # before the table: a row that cannot be printed loses nothing
+    json.dump(res, f, indent=2)
+pct = lambda x: f"{x:.1%}" if x is not None else "-"
+print(f"{'config':8s} {'impl':9s} {'variant':10s} {'batch':>5s} {'tokens/s':>10s} {'step ms':>8s} {'TFLOP/s':>8s} "
+      f"{'MFU':>6s} {'MFU ds':>6s} {'peak GiB':>8s} {'vs PyTorch':>10s}")
+for cfg in ("dnabert", "logo"):
+    for impl in ("genemask", "pytorch"):
+        if not any(r["config"] == cfg and r["impl"] == impl for r in rows):
+            print(f"{cfg:8s} {impl:9s} (no result: {parts.get(f'bench_{cfg}_{impl}', {}).get('status', 'not run')})")
+    for r in (r for r in rows if r["config"] == cfg):
+        g = r["impl"] == "genemask"
+        ratio = f"{r['ratio_vs_pytorch']:.2f}x" if g and r.get("ratio_vs_pytorch") else "-"
+        print(f"{cfg:8s} {r['impl']:9s} {r['variant']:10s} {r['batch']:5d} {r['median_tokens_per_s']:10.0f} "
+              f"{r['median_step_s'] * 1e3:8.2f} {(r['achieved_tflops'] if g else 0):8.1f} {pct(r.get('mfu')) if g else '-':>6s} "
+              f"{pct(r.get('mfu_datasheet')) if g else '-':>6s} {r['peak_memory_gib']:8.2f} {ratio:>10s}")
+    for r in rows:  # the profiled eager run at the default batch
+        if r["config"] == cfg and r["impl"] == "genemask" and r["variant"] == "eager" and r.get("profile") \
+                and r.get("ratio_vs_pytorch") is not None:
+            print(f"{cfg:8s} genemask / PyTorch: {r['ratio_vs_pytorch']:.2f}x tokens/s (batch {r['batch']}, eager)")
+    b = res["best"].get(cfg)
+    if b and b["ratio_vs_pytorch_best"]:
+        print(f"{cfg:8s} best: genemask {b['variant']} batch {b['batch']} {b['tokens_per_s']:.0f} tokens/s, "
+              f"{b['ratio_vs_pytorch_best']:.2f}x PyTorch's best (batch {b['pytorch_best_batch']})")
+for cfg, pk in res["packing"].items():
+    for v in ("padded", "packed"):
+        if v in pk:
+            r = pk[v]
+            print(f"{cfg:8s} uniform lengths, {v:6s} batch {r['batch']}: {r['median_tokens_per_s']:.0f} real tokens/s "
+                  f"({r['real_tokens']:.0f} real tokens in {r['positions']} positions), MFU {pct(r.get('mfu'))}")
+    if pk.get("packed_vs_padded"):
+        print(f"{cfg:8s} packed / padded: {pk['packed_vs_padded']:.2f}x real tokens/s")
+print()
+classes = ["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]
+prof = [r for r in rows if r.get("profile")]
+if prof:
+    print("where a step's time goes (ms per step, " + prof[0]["profile"]["source"] + ")")
+    print(f"{'config':8s} {'variant':7s} {'batch':>5s} " + " ".join(f"{c:>16s}" for c in classes) + f" {'step':>8s}")
+    for r in prof:
+        sp = r["profile"]["seconds_per_step"]
+        print(f"{r['config']:8s} {r['variant']:7s} {r['batch']:5d} " + " ".join(f"{sp[c] * 1e3:16.3f}" for c in classes)
+              + f" {r['profile']['step_s'] * 1e3:8.2f}")
+for cfg, kb in res["kernels"].items():
+    print(f"{cfg}: genemask's kernels alone ({kb['rows']} rows; copy bandwidth {kb['copy_gbs']:.0f} GB/s)")
+    for c in kb["cases"]:
+        bits = {True: " same bits", False: " BITS DIFFER", None: ""}[c["same_bits"]]
+        print(f"  {c['kernel']:14s} {c['impl']:9s} {c['width']:6d} {c['variant'][:44]:44s} {c['median_us']:9.1f} us "
+              f"{c['of_copy']:6.1%} of copy {c['vs_default']:6.2f}x{bits}")
+print(f"peak for MFU: {peak_tflops:.0f} TFLOP/s ({peak_how})")
+print(f"wrote {out}")
+print()
+print(f"{'part':24s} {'status':8s} {'exit':>5s} {'seconds':>8s}  note")
+for n, p in parts.items():
+    rc = "-" if p["exit_code"] is None else str(p["exit_code"])
+    print(f"{n:24s} {p['status']:8s} {rc:>5s} {p['seconds']:8.1f}  {p['note']}")
+failed = [n for n, p in parts.items() if p["status"] == "failed"]
+if interrupted:
+    print(f"gpu-check: interrupted by {interrupted}; the parts after it did not run")
+print("gpu-check: every part passed" if passed else f"gpu-check: {len(failed)} part(s) failed: {', '.join(failed)}")
+sys.exit(0 if passed else 1)
+PY
+}
+set -m  # each part a job with its own process group (part())
+# interrupted SIGNAL NUMBER: a TERM (timeout(1), a job's time limit: Slurm sends TERM first)
+# or an INT (Ctrl-C) stops the running part's whole process group (TERM, then KILL after
+# 10 s), records it as failed, writes the report of the parts that finished, and exits
+# 128 + NUMBER.
+# shellcheck disable=SC2317  # called through the traps below
+interrupted() {
+  trap '' TERM INT
+  local tries=100
+  if [ -n "$child" ]; then
+    kill -TERM -- -"$child" 2>/dev/null || true
+    # Up to 10 s for the part's leader to end (a zombie, or gone, has ended).
+    while [ "$tries" -gt 0 ] && [ "$(cut -d' ' -f3 "/proc/$child/stat" 2>/dev/null || echo Z)" != Z ]; do
+      sleep 0.1
+      tries=$((tries - 1))
+    done
+    kill -KILL -- -"$child" 2>/dev/null || true
+    wait "$child" 2>/dev/null || true
+  fi
+  echo "gpu-check.sh: interrupted by SIG$1${current:+ during part $current}; the report holds the parts that finished" >&2
+  [ -z "$current" ] ||
+    record "$current" failed "" $((($(date +%s%N) - part_t0) / 1000000)) "interrupted by SIG$1 (stopped)"
+  report "SIG$1${current:+ during part $current}" || true
+  exit $((128 + $2))
+}
+trap 'interrupted TERM 15' TERM
+trap 'interrupted INT 2' INT
 # record NAME STATUS EXIT_CODE MILLISECONDS NOTE: one line of parts.tsv per part.
 record() { printf '%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "${5//$'\t'/ }" >>"$work/parts.tsv"; }
 # part NAME COMMAND...: runs it; passed or failed by its exit code. Never stops the script.
+# The part runs as a job of its own (set -m: its own process group, which a signal to this
+# script then stops as a whole), its input /dev/null.
+current=""       # the part running now, its job's process id and start
+child=""
+part_t0=0
 part() {
-  local name=$1 rc=0 t0
+  local name=$1 rc=0
   shift
   if ! asked "$name"; then skip "$name" "not asked for: --only"; return 0; fi
   echo "== $name"
-  t0=$(date +%s%N)
-  "$@" || rc=$?
-  record "$name" "$([ "$rc" = 0 ] && echo passed || echo failed)" "$rc" $((($(date +%s%N) - t0) / 1000000)) ""
+  current=$name
+  part_t0=$(date +%s%N)
+  "$@" </dev/null &
+  child=$!
+  wait "$child" || rc=$?
+  child=""
+  current=""
+  record "$name" "$([ "$rc" = 0 ] && echo passed || echo failed)" "$rc" $((($(date +%s%N) - part_t0) / 1000000)) ""
   [ "$rc" = 0 ] || echo "gpu-check.sh: part $name failed (exit code $rc)" >&2
   return 0
 }
@@ -272,23 +479,26 @@ ready() {
 }
 
 # shellcheck disable=SC2317  # called through part(), which shellcheck does not follow
+# Runs as the part's job, a subshell: the targets that failed go to $work/failed-targets.
 build_all() {
   local gen=() require_cuda=ON rc=0 t
   command -v ninja >/dev/null && gen=(-G Ninja)
   [ "$device" = cpu ] && require_cuda=OFF
   if ! cmake -S "$root" -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGENEMASK_PYTHON="$python" \
       -DGENEMASK_REQUIRE_CUDA="$require_cuda" ${cmake_prefix:+-DCMAKE_PREFIX_PATH="$cmake_prefix"}; then
-    failed_targets=" genemask train_bench kernel_bench model_tests "
+    echo "genemask train_bench kernel_bench model_tests" >>"$work/failed-targets"
     return 3
   fi
   # One target at a time: a test that does not compile leaves the binary and the benchmark.
   for t in genemask train_bench kernel_bench model_tests; do
-    cmake --build "$build" -j "$(nproc)" --target "$t" || { rc=$?; failed_targets+="$t "; }
+    cmake --build "$build" -j "$(nproc)" --target "$t" || { rc=$?; echo "$t" >>"$work/failed-targets"; }
   done
   return "$rc"
 }
 if [ "$do_build" = 1 ]; then
   part build build_all
+  # build_all ran as the part's job (a subshell): the targets that failed come back in a file.
+  [ ! -f "$work/failed-targets" ] || failed_targets+="$(tr '\n' ' ' <"$work/failed-targets")"
 else
   skip build "--no-build"
 fi
@@ -350,6 +560,12 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_graph" train_bench "$tb" &&
       part "bench_${cfg}_graph" bash -c '"$@" >"$0"' "$work/bench-$cfg-graph.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --profile 3 --check-graph 4
+    # Every opt-in fusion on together (fusions.hpp: ln-smem, ln-lean, bias-sum, ce): what
+    # making them the default would give, against the graph row above.
+    ready "bench_${cfg}_opt_in" train_bench "$tb" &&
+      part "bench_${cfg}_opt_in" bash -c '"$@" >"$0"' "$work/bench-$cfg-opt_in.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --ln-smem --ln-lean --bias-sum \
+        --fused-ce --profile 3
     # The graph again without the fused LayerNorm's bf16 copy (fusions.hpp's ln-bf16, on by
     # default): the same step, so the row above against its tokens/s is the copy's gain.
     ready "bench_${cfg}_no_ln_bf16" train_bench "$tb" &&
@@ -390,6 +606,7 @@ for cfg in dnabert logo; do
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-weight-bf16
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
+    skip "bench_${cfg}_opt_in" "the opt-in fusions are GPU kernels"
     skip "bench_${cfg}_no_ln_bf16" "the bf16 copy is the GPU kernel's"
     skip "bench_${cfg}_no_gelu" "the fused bias + GELU is a GPU kernel"
     skip "bench_${cfg}_bgrad" "the bias gradient in cuBLASLt's epilogue is a GPU product"
@@ -416,164 +633,9 @@ for cfg in dnabert logo; do
   fi
 done
 
+trap '' TERM INT  # the parts are done: the report is written whole
 report_rc=0
-"$python" - "$work" "$out" "$device" "$peak" <<'PY' || report_rc=$?
-import json, os, sys, time
-work, out, device, peak = sys.argv[1:5]
-parts = {}
-for line in open(os.path.join(work, "parts.tsv")):
-    name, status, rc, ms, note = line.rstrip("\n").split("\t")
-    parts[name] = {"status": status, "exit_code": int(rc) if rc else None, "seconds": int(ms) / 1000, "note": note}
-# One JSON line per benchmark run that passed; a failed or skipped run has no row.
-def last_row(path):
-    lines = [l for l in open(path) if l.strip().startswith("{")]
-    return json.loads(lines[-1])
-rows = []
-for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum", "ce", "no_weight_bf16",
-                 "pytorch"):
-        part = parts.get(f"bench_{cfg}_{impl}", {})
-        if part.get("status") != "passed":
-            continue
-        try:
-            r = last_row(os.path.join(work, f"bench-{cfg}-{impl}.json"))
-        except (OSError, IndexError, ValueError) as e:
-            part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
-            continue
-        r["variant"] = {"graph": "graph", "no_ln_bf16": "no-ln-bf16", "no_gelu": "no-gelu", "bgrad": "bgrad",
-                        "ln_smem": "ln-smem", "ln_lean": "ln-lean", "bias_sum": "bias-sum", "ce": "fused-ce",
-                        "no_weight_bf16": "no-weight-bf16"}.get(impl, "eager")
-        gc = r.get("graph_check")
-        if gc and not gc["max_rel_diff"] <= 2e-3:
-            part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")
-        rows.append(r)
-    path = os.path.join(work, f"bench-{cfg}-sweep.jsonl")
-    if os.path.exists(path):  # the rows of a sweep that partly failed still count
-        for l in open(path):
-            if l.strip().startswith("{"):
-                r = json.loads(l)
-                r["variant"] = "graph" if r.get("cuda_graph") else "eager"
-                rows.append(r)
-import torch
-try:
-    name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu"
-except Exception as e:
-    name = f"cuda (name unknown: {type(e).__name__})"
-peak_tflops, peak_how = 0.0, "none (CPU)"
-if peak:
-    peak_tflops, peak_how = float(peak), "given (--peak-tflops)"
-elif device == "cuda":
-    ms = [r["measured_peak_tflops"] for r in rows if r["impl"] == "genemask" and r.get("measured_peak_tflops")]
-    if ms:
-        peak_tflops, peak_how = max(ms), "measured by train_bench: bf16 matmul 8192^3, best of its runs"
-passed = all(p["status"] != "failed" for p in parts.values())
-res = {"device": name, "torch": torch.__version__, "passed": passed,
-       "gpu_tests": parts.get("gpu_tests", {}).get("status", "skipped"), "parts": parts,
-       "peak_tflops": peak_tflops, "peak_how": peak_how, "runs": [], "best": {}}
-pt = {(r["config"], r["batch"]): r for r in rows if r["impl"] == "pytorch"}
-for r in rows:
-    if r["impl"] != "genemask":
-        continue
-    r["mfu"] = r["achieved_tflops"] / peak_tflops if peak_tflops else None
-    if device != "cuda":
-        r["mfu_datasheet"] = None
-    p = pt.get((r["config"], r["batch"]))
-    r["ratio_vs_pytorch"] = r["median_tokens_per_s"] / p["median_tokens_per_s"] if p else None
-for cfg in ("dnabert", "logo"):
-    g = [r for r in rows if r["config"] == cfg and r["impl"] == "genemask"]
-    p = [r for r in rows if r["config"] == cfg and r["impl"] == "pytorch"]
-    if g:
-        bg = max(g, key=lambda r: r["median_tokens_per_s"])
-        bp = max(p, key=lambda r: r["median_tokens_per_s"]) if p else None
-        res["best"][cfg] = {"batch": bg["batch"], "variant": bg["variant"], "tokens_per_s": bg["median_tokens_per_s"],
-                            "mfu": bg["mfu"], "mfu_datasheet": bg.get("mfu_datasheet"),
-                            "pytorch_best_batch": bp["batch"] if bp else None,
-                            "pytorch_best_tokens_per_s": bp["median_tokens_per_s"] if bp else None,
-                            "ratio_vs_pytorch_best": bg["median_tokens_per_s"] / bp["median_tokens_per_s"] if bp else None}
-res["packing"] = {}
-for cfg in ("dnabert", "logo"):  # padded and packed samples of uniform lengths
-    path = os.path.join(work, f"bench-{cfg}-packing.jsonl")
-    if not os.path.exists(path):
-        continue
-    runs = {("packed" if r.get("packing") else "padded"): r for r in map(json.loads, (l for l in open(path) if l.strip().startswith("{")))}
-    for r in runs.values():
-        r["variant"] = "packed" if r.get("packing") else "padded"
-        r["mfu"] = r["achieved_tflops"] / peak_tflops if peak_tflops else None
-        if device != "cuda":
-            r["mfu_datasheet"] = None
-    both = "packed" in runs and "padded" in runs
-    res["packing"][cfg] = dict(runs, packed_vs_padded=runs["packed"]["median_tokens_per_s"] / runs["padded"]["median_tokens_per_s"] if both else None)
-res["kernels"] = {}
-for cfg in ("dnabert", "logo"):  # bench/kernel_bench's JSON line
-    part = parts.get(f"bench_{cfg}_kernels", {})
-    path = os.path.join(work, f"bench-{cfg}-kernels.json")
-    if part.get("status") in ("passed", "failed") and os.path.exists(path):  # failed: a variant's bits differ
-        try:
-            res["kernels"][cfg] = last_row(path)
-        except (IndexError, ValueError) as e:
-            part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
-passed = all(p["status"] != "failed" for p in parts.values())
-res["passed"] = passed
-rows.sort(key=lambda r: (("dnabert", "logo").index(r["config"]), r["batch"], r["impl"] != "genemask", r["variant"]))
-res["runs"] = rows
-with open(out, "w") as f:  # before the table: a row that cannot be printed loses nothing
-    json.dump(res, f, indent=2)
-pct = lambda x: f"{x:.1%}" if x is not None else "-"
-print(f"{'config':8s} {'impl':9s} {'variant':10s} {'batch':>5s} {'tokens/s':>10s} {'step ms':>8s} {'TFLOP/s':>8s} "
-      f"{'MFU':>6s} {'MFU ds':>6s} {'peak GiB':>8s} {'vs PyTorch':>10s}")
-for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "pytorch"):
-        if not any(r["config"] == cfg and r["impl"] == impl for r in rows):
-            print(f"{cfg:8s} {impl:9s} (no result: {parts[f'bench_{cfg}_{impl}']['status']})")
-    for r in (r for r in rows if r["config"] == cfg):
-        g = r["impl"] == "genemask"
-        ratio = f"{r['ratio_vs_pytorch']:.2f}x" if g and r.get("ratio_vs_pytorch") else "-"
-        print(f"{cfg:8s} {r['impl']:9s} {r['variant']:10s} {r['batch']:5d} {r['median_tokens_per_s']:10.0f} "
-              f"{r['median_step_s'] * 1e3:8.2f} {(r['achieved_tflops'] if g else 0):8.1f} {pct(r.get('mfu')) if g else '-':>6s} "
-              f"{pct(r.get('mfu_datasheet')) if g else '-':>6s} {r['peak_memory_gib']:8.2f} {ratio:>10s}")
-    for r in rows:  # the profiled eager run at the default batch
-        if r["config"] == cfg and r["impl"] == "genemask" and r["variant"] == "eager" and r.get("profile") \
-                and r.get("ratio_vs_pytorch") is not None:
-            print(f"{cfg:8s} genemask / PyTorch: {r['ratio_vs_pytorch']:.2f}x tokens/s (batch {r['batch']}, eager)")
-    b = res["best"].get(cfg)
-    if b and b["ratio_vs_pytorch_best"]:
-        print(f"{cfg:8s} best: genemask {b['variant']} batch {b['batch']} {b['tokens_per_s']:.0f} tokens/s, "
-              f"{b['ratio_vs_pytorch_best']:.2f}x PyTorch's best (batch {b['pytorch_best_batch']})")
-for cfg, pk in res["packing"].items():
-    for v in ("padded", "packed"):
-        if v in pk:
-            r = pk[v]
-            print(f"{cfg:8s} uniform lengths, {v:6s} batch {r['batch']}: {r['median_tokens_per_s']:.0f} real tokens/s "
-                  f"({r['real_tokens']:.0f} real tokens in {r['positions']} positions), MFU {pct(r.get('mfu'))}")
-    if pk.get("packed_vs_padded"):
-        print(f"{cfg:8s} packed / padded: {pk['packed_vs_padded']:.2f}x real tokens/s")
-print()
-classes = ["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]
-prof = [r for r in rows if r.get("profile")]
-if prof:
-    print("where a step's time goes (ms per step, " + prof[0]["profile"]["source"] + ")")
-    print(f"{'config':8s} {'variant':7s} {'batch':>5s} " + " ".join(f"{c:>16s}" for c in classes) + f" {'step':>8s}")
-    for r in prof:
-        sp = r["profile"]["seconds_per_step"]
-        print(f"{r['config']:8s} {r['variant']:7s} {r['batch']:5d} " + " ".join(f"{sp[c] * 1e3:16.3f}" for c in classes)
-              + f" {r['profile']['step_s'] * 1e3:8.2f}")
-for cfg, kb in res["kernels"].items():
-    print(f"{cfg}: genemask's kernels alone ({kb['rows']} rows; copy bandwidth {kb['copy_gbs']:.0f} GB/s)")
-    for c in kb["cases"]:
-        bits = {True: " same bits", False: " BITS DIFFER", None: ""}[c["same_bits"]]
-        print(f"  {c['kernel']:14s} {c['impl']:9s} {c['width']:6d} {c['variant'][:44]:44s} {c['median_us']:9.1f} us "
-              f"{c['of_copy']:6.1%} of copy {c['vs_default']:6.2f}x{bits}")
-print(f"peak for MFU: {peak_tflops:.0f} TFLOP/s ({peak_how})")
-print(f"wrote {out}")
-print()
-print(f"{'part':24s} {'status':8s} {'exit':>5s} {'seconds':>8s}  note")
-for n, p in parts.items():
-    rc = "-" if p["exit_code"] is None else str(p["exit_code"])
-    print(f"{n:24s} {p['status']:8s} {rc:>5s} {p['seconds']:8.1f}  {p['note']}")
-failed = [n for n, p in parts.items() if p["status"] == "failed"]
-print("gpu-check: every part passed" if passed else f"gpu-check: {len(failed)} part(s) failed: {', '.join(failed)}")
-sys.exit(0 if passed else 1)
-PY
+report || report_rc=$?
 case $report_rc in
   0) exit 0 ;;
   1) exit 1 ;;

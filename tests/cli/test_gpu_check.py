@@ -10,6 +10,12 @@
 - with parts that fail (a fake build directory and a Python whose benchmarks fail): every
   part still runs and reports its status and exit code, the JSON is written with the
   rows that exist, and the exit code is 1;
+- a target that does not build (a stand-in cmake): the build part fails and the parts of
+  that program are skipped, naming it, while the others run;
+- a TERM or an INT while a part runs: the part's whole process group is stopped, the part
+  is recorded as failed ("interrupted"), the JSON is written from the parts before it
+  (interrupted names the signal and the part; passed is false), and the exit code is
+  128 + the signal's number;
 - a Python without numpy and h5py: one message naming both, exit 2, before any part;
 - statically: tests/cli/test_gpu.py has no "no GPU: exit 77" path left, and gpu-check.sh's
   module list covers every module the GPU tests and the benchmark import."""
@@ -28,7 +34,7 @@ SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum", "ce",
+                                                 for p in ("genemask", "graph", "opt_in", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum", "ce",
                                                            "no_weight_bf16", "packing",
                                                            "pytorch",
                                                            "sweep", "kernels")]
@@ -37,6 +43,8 @@ with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as _f:
     GPU_TESTS = sum(1 for n in ast.walk(ast.parse(_f.read()))
                     if isinstance(n, ast.FunctionDef) and n.name.startswith("test_"))
 GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph": "no CUDA graph on the CPU",
+            "bench_dnabert_opt_in": "the opt-in fusions are GPU kernels",
+            "bench_logo_opt_in": "the opt-in fusions are GPU kernels",
             "bench_dnabert_no_ln_bf16": "the bf16 copy is the GPU kernel's",
             "bench_logo_no_ln_bf16": "the bf16 copy is the GPU kernel's",
             "bench_dnabert_no_gelu": "the fused bias + GELU is a GPU kernel",
@@ -196,6 +204,88 @@ class GpuCheckDryRun(unittest.TestCase):
                       "bench_dnabert_packing, bench_dnabert_pytorch, bench_logo_genemask, bench_logo_packing", p.stdout)
         for name in PARTS:  # the status table
             self.assertRegex(p.stdout, rf"(?m)^{name} +{parts[name]['status']} ")
+
+    def test_a_target_that_does_not_build_skips_its_parts(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            bindir = os.path.join(tmp, "bin")
+            os.makedirs(bindir)
+            # A cmake that configures, builds every target but train_bench, and fails that one.
+            with open(os.path.join(bindir, "cmake"), "w") as f:
+                f.write('#!/bin/sh\nfor a in "$@"; do [ "$a" = train_bench ] && { echo "no train_bench" >&2; exit 2; }; done\n'
+                        'exit 0\n')
+            os.chmod(os.path.join(bindir, "cmake"), 0o755)
+            build = os.path.join(tmp, "build")
+            os.makedirs(os.path.join(build, "tests"))
+            with open(os.path.join(build, "tests", "model_tests"), "w") as f:
+                f.write("#!/bin/sh\nexit 0\n")
+            os.chmod(os.path.join(build, "tests", "model_tests"), 0o755)
+            out = os.path.join(tmp, "gpu-check.json")
+            e = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PMI_"))}
+            e.update(CUDA_VISIBLE_DEVICES="", PATH=bindir + os.pathsep + e["PATH"])
+            p = subprocess.run(["bash", SCRIPT, "--cpu", "--build", build, "--python", sys.executable, "--out", out,
+                                "--only", "model_tests,bench_dnabert_genemask,bench_logo_packing"],
+                               capture_output=True, text=True, env=e)
+            log = p.stdout + p.stderr
+            self.assertEqual(p.returncode, 1, log)
+            with open(out) as f:
+                parts = json.load(f)["parts"]
+        self.assertEqual((parts["build"]["status"], parts["build"]["exit_code"]), ("failed", 2), log)
+        self.assertEqual(parts["model_tests"]["status"], "passed", log)
+        for n in ("bench_dnabert_genemask", "bench_logo_packing"):
+            self.assertEqual((parts[n]["status"], parts[n]["note"]), ("skipped", "train_bench did not build"), log)
+        self.assertIn("no train_bench", log)
+
+    def test_a_signal_stops_the_running_part_and_keeps_the_report(self):
+        import signal
+        import time
+        for sig, only, first in ((signal.SIGTERM, "model_tests,bench_dnabert_genemask,bench_logo_genemask",
+                                  "model_tests"),
+                                 (signal.SIGINT, "bench_dnabert_genemask,bench_logo_genemask", None)):
+            with self.subTest(signal=sig.name), tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "gpu-check.json")
+                e = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PMI_"))}
+                e.update(CUDA_VISIBLE_DEVICES="")
+                # Enough steps that the first benchmark is still running when the signal comes.
+                # INT as a terminal delivers it: a shell started in the background of a
+                # non-interactive one (as CI's may be) inherits it ignored, and an ignored
+                # signal cannot be trapped.
+                p = subprocess.Popen(["bash", SCRIPT, "--cpu", "--no-build", "--build", BUILD, "--python",
+                                      sys.executable, "--out", out, "--steps", "1000", "--only", only],
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e,
+                                     preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+                running = only.split(",")[1 if first else 0]
+                log = []
+                for line in p.stdout:
+                    log.append(line)
+                    if line.strip() == f"== {running}":
+                        break
+                time.sleep(3)  # train_bench started and busy
+                bench = f"{BUILD}/bench/train_bench {running.split('_')[1]}"
+                self.assertEqual(subprocess.run(["pgrep", "-f", bench], capture_output=True).returncode, 0,
+                                 "".join(log))
+                p.send_signal(sig)
+                log.append(p.stdout.read())
+                p.stdout.close()
+                rc = p.wait(timeout=60)
+                log = "".join(log)
+                self.assertEqual(rc, 128 + sig, log)
+                time.sleep(0.5)
+                # The part's whole process group stopped: no train_bench left.
+                self.assertNotEqual(subprocess.run(["pgrep", "-f", bench], capture_output=True).returncode, 0, log)
+                with open(out) as f:
+                    res = json.load(f)
+                self.assertEqual(res["interrupted"], f"{sig.name} during part {running}", log)
+                self.assertFalse(res["passed"])
+                parts = res["parts"]
+                self.assertEqual((parts[running]["status"], parts[running]["note"]),
+                                 ("failed", f"interrupted by {sig.name} (stopped)"))
+                if first:
+                    self.assertEqual(parts[first]["status"], "passed", log)
+                later = only.split(",")[-1]
+                self.assertNotIn(later, parts)  # never started
+                self.assertIn(f"gpu-check: interrupted by {sig.name} during part {running}; the parts after it did not run",
+                              log)
+                self.assertEqual(res["runs"], [])
 
     def test_missing_python_modules_are_named_before_building(self):
         with tempfile.TemporaryDirectory() as tmp:
