@@ -7,7 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -116,15 +118,21 @@ void watch(int rank, int size) {
     // The main thread is blocked inside MPI: MPI_Abort from this thread is not allowed
     // (MPI_THREAD_FUNNELED); a process that ends without MPI_Finalize makes the launcher
     // end the others.
-    std::string what = g_wait_what.load();
-    what.resize(std::min(what.find('('), what.size()));  // the call's name, without its arguments
-    const std::string why = fmt::format(
-        "error: rank {} of {} on host {} waited {} s in {} without an answer from the other ranks: a node, its "
-        "network link or a rank has failed or hangs. Ending the job (exit status {}). The limit is "
-        "GENEMASK_MPI_TIMEOUT={} seconds (0: no limit)",
-        rank, size, io::host_name(), (now_ns() - since) / 1000000000, what, kExitMpiTimeout,
-        g_timeout_s);
-    io::remove_unfinished_outputs(why.c_str());
+    // The message in buffers on the stack: nothing on the way out allocates, so this thread
+    // ends the job also when the memory is used up (a throw here would end it with
+    // std::terminate, outputs left behind).
+    const char* what = g_wait_what.load();
+    char host[256] = {};
+    if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "localhost");
+    char why[1024];
+    std::snprintf(why, sizeof why,
+                  "error: rank %d of %d on host %s waited %lld s in %.*s without an answer from the other ranks: a "
+                  "node, its network link or a rank has failed or hangs. Ending the job (exit status %d). The limit "
+                  "is GENEMASK_MPI_TIMEOUT=%ld seconds (0: no limit)",
+                  rank, size, host, static_cast<long long>((now_ns() - since) / 1000000000),
+                  static_cast<int>(std::strcspn(what, "(")), what,  // the call's name, without its arguments
+                  kExitMpiTimeout, static_cast<long>(g_timeout_s));
+    io::remove_unfinished_outputs(why);
     std::_Exit(kExitMpiTimeout);
   }
 }
