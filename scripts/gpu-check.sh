@@ -343,6 +343,8 @@ res["kernels"] = {}
 for cfg in ("dnabert", "logo"):  # bench/kernel_bench's JSON line
     part = parts.get(f"bench_{cfg}_kernels", {})
     path = os.path.join(work, f"bench-{cfg}-kernels.json")
+    if part.get("note", "").startswith("interrupted"):  # stopped before its line: the note says so
+        continue
     if part.get("status") in ("passed", "failed") and os.path.exists(path):  # failed: a variant's bits differ
         try:
             res["kernels"][cfg] = last_row(path)
