@@ -15,7 +15,8 @@
 - a TERM or an INT while a part runs: the part's whole process group is stopped, the part
   is recorded as failed ("interrupted"), the JSON is written from the parts before it
   (interrupted names the signal and the part; passed is false), and the exit code is
-  128 + the signal's number;
+  128 + the signal's number; also in a GPU-only part (a stand-in Python that reports
+  CUDA): the kernels part keeps its "interrupted" note;
 - a Python without numpy and h5py: one message naming both, exit 2, before any part;
 - statically: tests/cli/test_gpu.py has no "no GPU: exit 77" path left, and gpu-check.sh's
   module list covers every module the GPU tests and the benchmark import."""
@@ -286,6 +287,48 @@ class GpuCheckDryRun(unittest.TestCase):
                 self.assertIn(f"gpu-check: interrupted by {sig.name} during part {running}; the parts after it did not run",
                               log)
                 self.assertEqual(res["runs"], [])
+
+    def test_a_signal_during_a_gpu_only_part_keeps_its_note(self):
+        # The kernels part runs only on a GPU: a Python that says CUDA is there, and a
+        # kernel_bench that starts and then waits. Stopped before its JSON line, the part
+        # keeps "interrupted" as its note (the report must not call it "no result line").
+        import signal
+        import time
+        with tempfile.TemporaryDirectory() as tmp:
+            build = os.path.join(tmp, "build")
+            os.makedirs(os.path.join(build, "bench"))
+            bench = os.path.join(build, "bench", "kernel_bench")
+            with open(bench, "w") as f:
+                f.write("#!/bin/sh\necho started\nexec sleep 300\n")
+            os.chmod(bench, 0o755)
+            py = os.path.join(tmp, "python")
+            with open(py, "w") as f:
+                f.write('#!/bin/bash\nif [ "$1" = -c ] && [[ "$2" == *cuda.is_available* ]]; then exit 0; fi\n'
+                        f'exec "{sys.executable}" "$@"\n')
+            os.chmod(py, 0o755)
+            out = os.path.join(tmp, "gpu-check.json")
+            e = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PMI_"))}
+            p = subprocess.Popen(["bash", SCRIPT, "--no-build", "--build", build, "--python", py, "--out", out,
+                                  "--only", "bench_dnabert_kernels,bench_logo_kernels"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=e)
+            log = []
+            for line in p.stdout:
+                log.append(line)
+                if line.strip() == "== bench_dnabert_kernels":
+                    break
+            time.sleep(1)
+            p.send_signal(signal.SIGTERM)
+            log.append(p.stdout.read())
+            p.stdout.close()
+            rc = p.wait(timeout=60)
+            log = "".join(log)
+            self.assertEqual(rc, 143, log)
+            with open(out) as f:
+                res = json.load(f)
+            self.assertEqual(res["parts"]["bench_dnabert_kernels"]["note"], "interrupted by SIGTERM (stopped)", log)
+            self.assertNotIn("bench_logo_kernels", res["parts"])
+            self.assertEqual(res["kernels"], {})
+            self.assertNotEqual(subprocess.run(["pgrep", "-f", bench], capture_output=True).returncode, 0, log)
 
     def test_missing_python_modules_are_named_before_building(self):
         with tempfile.TemporaryDirectory() as tmp:
