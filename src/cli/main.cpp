@@ -154,26 +154,25 @@ int main(int argc, char** argv) {
   const std::string program =
       ctx.size > 1 ? "genemask[rank " + std::to_string(ctx.rank) + "]" : std::string("genemask");
   genemask::io::install_signal_cleanup(program.c_str(), ctx.rank == 0);
+  // One line, whatever bytes the input put into the message, in one write(2) so that the
+  // lines of several ranks on one terminal or pipe do not interleave; it needs no memory when
+  // none is left (io::write_error_line), which is often the error being reported.
+  const auto fail = [&](const char* what) noexcept {
+    std::cerr.flush();
+    genemask::io::write_error_line(program.c_str(), what);
+    if (ctx.size > 1) genemask::hpc::abort_job(1);
+    return 1;
+  };
   try {
     const genemask::io::InputsInUse protect(ctx.inputs);  // no output may replace or enter them
     if (ctx.run) ctx.run();
   } catch (const std::bad_alloc&) {
     // Out of memory with nothing to say where (a message could not even be built on the way
     // here): words that need no memory.
-    std::cerr.flush();
-    genemask::io::write_error_line(program.c_str(),
-                                   "out of memory; use a smaller batch or fewer threads, or run where more memory is "
-                                   "available (a limit such as ulimit -v or Slurm's --mem may be what ran out)");
-    if (ctx.size > 1) genemask::hpc::abort_job(1);
-    return 1;
+    return fail("out of memory; use a smaller batch or fewer threads, or run where more memory is available (a "
+                "limit such as ulimit -v or Slurm's --mem may be what ran out)");
   } catch (const std::exception& e) {
-    // One line, whatever bytes the input put into the message, in one write(2) so that the
-    // lines of several ranks on one terminal or pipe do not interleave; it needs no memory
-    // when none is left (io::write_error_line), which is often the error being reported.
-    std::cerr.flush();
-    genemask::io::write_error_line(program.c_str(), e.what());
-    if (ctx.size > 1) genemask::hpc::abort_job(1);
-    return 1;
+    return fail(e.what());
   }
   return ctx.exit_code;
 }
