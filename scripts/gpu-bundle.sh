@@ -83,6 +83,12 @@ torch_root=$(dirname "$(dirname "$torch_lib")")  # site-packages: torch's and th
 stage="$dir.tmp.$$"
 tmp=$stage  # the pack's root; with --archive a folder named as DIR inside the stage
 [ "$archive" = 0 ] || tmp="$stage/$(basename "$dir")"
+# Made here, never found: what the EXIT trap removes must be this run's own.
+mkdir -p "$(dirname "$stage")"
+if ! mkdir "$stage" 2>/dev/null; then
+  echo "gpu-bundle.sh: cannot make the temporary $stage (it exists, or the folder is not writable); nothing was written" >&2
+  exit 1
+fi
 trap 'rm -rf "$stage"' EXIT
 trap 'exit 130' INT TERM  # the EXIT trap then removes the partial pack
 mkdir -p "$tmp/build" "$tmp/deps"

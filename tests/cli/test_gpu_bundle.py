@@ -20,7 +20,8 @@ libraries it links, and run from the pack by scripts/gpu-check.sh --no-build.
   The pack's deps/ goes in as a plain `dpkg -x` tree (without mpirun's and mpiexec's
   links, which gpu-check.sh then finds as mpiexec.openmpi).
 - Refusals: an existing DIR (exit 2, left as it was), a build without the programs (exit 1,
-  no DIR and no temporary left), a stray option, an option without its value (here and in
+  no DIR and no temporary left), a folder already named as its temporary (exit 1, the
+  folder and its file left as they were), a stray option, an option without its value (here and in
   gpu-check.sh: one line); DIR given with a trailing slash packs into DIR itself; and gpu-check.sh refuses a bundle built
   with another PyTorch version before any part runs (exit 2, naming both versions).
 - --archive: one file DIR.tar.gz and nothing else (no DIR, no temporary); unpacked with the
@@ -295,6 +296,18 @@ class GpuBundle(unittest.TestCase):
                                    capture_output=True, text=True)
                 self.assertEqual(p.returncode, 2, p.stderr)
                 self.assertEqual(p.stderr.strip(), f"{os.path.basename(script)}: {opt} needs a value (see --help)")
+            self.assertEqual(sorted(os.listdir(tmp)), ["empty-build"])
+            # A folder already named as the temporary (DIR.tmp.PID, the PID kept by exec):
+            # refused, and the user's folder and its file left as they were.
+            p = subprocess.run(["bash", "-c", 'd=$1.tmp.$$; mkdir "$d" && echo mine >"$d/keep" && echo "$d" && '
+                                'exec bash "$2" "$1" --build "$3" --python "$4"', "-", os.path.join(tmp, "c"), BUNDLE,
+                                BUILD, sys.executable], capture_output=True, text=True)
+            theirs = p.stdout.split("\n")[0]
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"cannot make the temporary {theirs} (it exists", p.stderr)
+            with open(os.path.join(theirs, "keep")) as f:
+                self.assertEqual(f.read(), "mine\n")
+            shutil.rmtree(theirs)
             self.assertEqual(sorted(os.listdir(tmp)), ["empty-build"])
             # DIR with a trailing slash: the pack is DIR itself, its temporary a sibling.
             p = subprocess.run(["bash", BUNDLE, target + "//", "--build", BUILD, "--python", sys.executable],
