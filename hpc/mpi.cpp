@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "io/atomic_file.hpp"
+#include "io/host_name.hpp"
 
 namespace genemask::hpc {
 
@@ -122,8 +123,8 @@ void watch(int rank, int size) {
     // ends the job also when the memory is used up (a throw here would end it with
     // std::terminate, outputs left behind).
     const char* what = g_wait_what.load();
-    char host[256] = {};
-    if (::gethostname(host, sizeof host - 1) != 0 || host[0] == '\0') std::snprintf(host, sizeof host, "localhost");
+    char host[256];
+    io::host_name_into(host, sizeof host);
     char why[1024];
     std::snprintf(why, sizeof why,
                   "error: rank %d of %d on host %s waited %lld s in %.*s without an answer from the other ranks: a "

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,13 +22,22 @@
 #include <stdexcept>
 
 #include "io/error.hpp"
+#include "io/host_name.hpp"
 #include "io/output_guard.hpp"
 
 namespace genemask::io {
 
+void host_name_into(char* buf, std::size_t size) noexcept {
+  if (size == 0) return;
+  // uname's node name is gethostname's on Linux; unlike gethostname it never fails for a short
+  // buffer, so a name longer than `size` is cut rather than replaced by "localhost".
+  struct utsname u;
+  std::snprintf(buf, size, "%s", ::uname(&u) == 0 && u.nodename[0] != '\0' ? u.nodename : "localhost");
+}
+
 std::string host_name() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0 || buf[0] == '\0') return "localhost";
+  char buf[256];
+  host_name_into(buf, sizeof buf);
   return buf;
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -20,6 +21,7 @@
 #include "io/error.hpp"
 #include "io/file_outputs.hpp"
 #include "io/h5.hpp"
+#include "io/host_name.hpp"
 #include "io/table_text.hpp"
 #include "test_util.hpp"
 
@@ -353,6 +355,29 @@ TEST(TempName, AnyLegalNameFits) {
   // Two long names that share their first 200 bytes get different temporaries.
   const std::string a = std::string(200, 'n') + std::string(50, 'a'), b = std::string(200, 'n') + std::string(50, 'b');
   EXPECT_NE(io::temp_name_for(a), io::temp_name_for(b));
+}
+
+// The host name without allocating (the MPI watch's form) against gethostname itself: whole
+// in a large buffer, cut (and terminated) in a short one, nothing written into none.
+TEST(HostName, IntoABufferIsGethostnamesNameCutToFit) {
+  char expect[256] = {};
+  ASSERT_EQ(::gethostname(expect, sizeof expect - 1), 0);
+  ASSERT_NE(expect[0], '\0');
+  EXPECT_EQ(io::host_name(), expect);
+  char buf[256];
+  std::memset(buf, 'x', sizeof buf);
+  io::host_name_into(buf, sizeof buf);
+  EXPECT_STREQ(buf, expect);
+  const std::string name = expect;
+  for (std::size_t n : {std::size_t{1}, std::size_t{2}, std::size_t{4}, name.size(), name.size() + 1}) {
+    std::memset(buf, 'x', sizeof buf);
+    io::host_name_into(buf, n);
+    EXPECT_EQ(std::string(buf), name.substr(0, n - 1)) << n;
+    EXPECT_EQ(buf[n], 'x') << "wrote past " << n;
+  }
+  buf[0] = 'x';
+  io::host_name_into(buf, 0);
+  EXPECT_EQ(buf[0], 'x');
 }
 
 // A killed writer's temporary: this host's is removed once its process is gone; another
