@@ -151,9 +151,13 @@ counts --sweep-dnabert $sweep_dnabert
 # shellcheck disable=SC2086
 counts --sweep-logo $sweep_logo
 # --only: every name one of the parts.
+# The benchmark parts of one train_bench run each, in the report's order (bench_CFG_VARIANT;
+# "genemask" is the eager step): the report reads their results by these names and labels
+# each row with the variant's name in dashes.
+one_run_variants="genemask graph opt_in no_ln_bf16 no_gelu bgrad ln_smem ln_lean bias_sum ce no_weight_bf16"
 all_parts="build model_tests gpu_tests"
 for cfg in dnabert logo; do
-  for p in genemask graph opt_in no_ln_bf16 no_gelu bgrad ln_smem ln_lean bias_sum ce no_weight_bf16 packing pytorch sweep kernels; do
+  for p in $one_run_variants packing pytorch sweep kernels; do
     all_parts+=" bench_${cfg}_$p"
   done
 done
@@ -253,9 +257,9 @@ trap 'rm -rf "$work"' EXIT
 : >"$work/parts.tsv"
 # report [INTERRUPTED]: the JSON and the table from the parts recorded so far.
 report() {
-"$python" - "$work" "$out" "$device" "$peak" "${1:-}" <<'PY'
+"$python" - "$work" "$out" "$device" "$peak" "${1:-}" "$one_run_variants" <<'PY'
 import json, os, sys, time
-work, out, device, peak, interrupted = sys.argv[1:6]
+work, out, device, peak, interrupted, one_run_variants = sys.argv[1:7]
 parts = {}
 for line in open(os.path.join(work, "parts.tsv")):
     name, status, rc, ms, note = line.rstrip("\n").split("\t")
@@ -266,8 +270,7 @@ def last_row(path):
     return json.loads(lines[-1])
 rows = []
 for cfg in ("dnabert", "logo"):
-    for impl in ("genemask", "graph", "opt_in", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum", "ce", "no_weight_bf16",
-                 "pytorch"):
+    for impl in one_run_variants.split() + ["pytorch"]:
         part = parts.get(f"bench_{cfg}_{impl}", {})
         if part.get("status") != "passed":
             continue
@@ -276,9 +279,7 @@ for cfg in ("dnabert", "logo"):
         except (OSError, IndexError, ValueError) as e:
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
-        r["variant"] = {"graph": "graph", "opt_in": "opt-in", "no_ln_bf16": "no-ln-bf16", "no_gelu": "no-gelu", "bgrad": "bgrad",
-                        "ln_smem": "ln-smem", "ln_lean": "ln-lean", "bias_sum": "bias-sum", "ce": "fused-ce",
-                        "no_weight_bf16": "no-weight-bf16"}.get(impl, "eager")
+        r["variant"] = {"genemask": "eager", "pytorch": "eager", "ce": "fused-ce"}.get(impl, impl.replace("_", "-"))
         gc = r.get("graph_check")
         if gc and not gc["max_rel_diff"] <= 2e-3:
             part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")
