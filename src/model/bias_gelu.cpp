@@ -2,6 +2,7 @@
 // the kernels are in cuda/bias_gelu.cu.
 #include "model/bias_gelu.hpp"
 
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <stdexcept>
@@ -18,6 +19,7 @@ using torch::autograd::variable_list;
 struct BiasGelu : torch::autograd::Function<BiasGelu> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& z_in, const torch::Tensor& bias_in,
                                int64_t rows_in_flight) {
+    const c10::cuda::CUDAGuard on_device(z_in.device());  // the launch on z's GPU and its stream
     const auto z = z_in.contiguous(), bias = bias_in.contiguous();
     const int H = static_cast<int>(z.size(-1));
     auto y = torch::empty_like(z);

@@ -2,6 +2,7 @@
 // the kernels are in cuda/cross_entropy.cu.
 #include "model/cross_entropy.hpp"
 
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
 #include <stdexcept>
@@ -16,6 +17,7 @@ using torch::autograd::variable_list;
 
 struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& logits_in, const torch::Tensor& targets_in) {
+    const c10::cuda::CUDAGuard on_device(logits_in.device());  // the launch on the logits' GPU and its stream
     const auto logits = logits_in.contiguous(), targets = targets_in.contiguous();
     const int64_t rows = logits.size(0);
     const int V = static_cast<int>(logits.size(1));
@@ -50,7 +52,9 @@ struct FusedCrossEntropy : torch::autograd::Function<FusedCrossEntropy> {
 bool fused_cross_entropy_takes(const torch::Tensor& logits, const torch::Tensor& targets) {
   return logits.defined() && targets.defined() && logits.is_cuda() && logits.dim() == 2 &&
          (logits.scalar_type() == torch::kBFloat16 || logits.scalar_type() == torch::kFloat32) &&
-         logits.size(1) > 0 && logits.size(1) <= (int64_t{1} << 30) && targets.device() == logits.device() &&
+         logits.size(1) > 0 && logits.size(1) <= (int64_t{1} << 30) &&
+         logits.size(0) < (int64_t{1} << 31) &&  // one block a row: a grid's x is below 2^31
+         targets.device() == logits.device() &&
          targets.scalar_type() == torch::kLong && targets.dim() == 1 && targets.size(0) == logits.size(0);
 }
 

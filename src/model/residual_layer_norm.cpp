@@ -3,9 +3,11 @@
 #include "model/residual_layer_norm.hpp"
 
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <mutex>
 #include <stdexcept>
 
@@ -21,8 +23,11 @@ using torch::autograd::variable_list;
 struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
   /// Outputs: {y} or, with `copy`, {y, y in bf16}.
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& h_in, const torch::Tensor& residual_in,
-                               const torch::Tensor& gamma, const torch::Tensor& beta, double p, double eps, bool copy) {
+                               const torch::Tensor& gamma_in, const torch::Tensor& beta_in, double p, double eps,
+                               bool copy) {
+    const c10::cuda::CUDAGuard on_device(h_in.device());  // the launch on the inputs' GPU and its stream
     const auto h = h_in.contiguous(), residual = residual_in.contiguous();
+    const auto gamma = gamma_in.contiguous(), beta = beta_in.contiguous();
     const int H = static_cast<int>(h.size(-1));
     const int64_t rows = h.numel() / H;
     const auto f32 = residual.options().dtype(torch::kFloat32);
@@ -52,7 +57,15 @@ struct ResidualLayerNorm : torch::autograd::Function<ResidualLayerNorm> {
     cuda::check_launch("fused residual LayerNorm", "forward");
     // Saved: the sum, or (lean) h and the residual; either way the keep mask, the rows' mean
     // and 1 / std, and gamma.
-    if (lean) ctx->save_for_backward({h, residual, keep, mean, rstd, gamma});
+    // With ln-lean, h and the residual as fresh copies where they are not 16-byte aligned (a
+    // view some elements in): its backward then takes the same kernel (8-element or
+    // one-element, which add in different orders) as the backward without it, which reads
+    // neither, and gives the same bits. (The forward above ran on them as they are, as it
+    // does without ln-lean.)
+    auto aligned = [](const torch::Tensor& t) {
+      return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0 ? t.clone() : t;
+    };
+    if (lean) ctx->save_for_backward({aligned(h), aligned(residual), keep, mean, rstd, gamma});
     else ctx->save_for_backward({sum, torch::Tensor(), keep, mean, rstd, gamma});
     ctx->saved_data["lean"] = lean;
     ctx->saved_data["p"] = p;
@@ -111,6 +124,10 @@ variable_list apply_checked(const torch::Tensor& h, const torch::Tensor& residua
                             const torch::Tensor& beta, double p, double eps, bool copy) {
   if (!fused_residual_layer_norm_takes(h, residual, gamma))
     throw std::invalid_argument("fused residual LayerNorm: inputs it does not take (see fused_residual_layer_norm_takes)");
+  if (beta.scalar_type() != torch::kFloat32 || beta.device() != h.device() || beta.numel() != h.size(-1))
+    throw std::invalid_argument(fmt::format("fused residual LayerNorm: beta must be {} fp32 values on {} (got {} {} on {})",
+                                            h.size(-1), h.device().str(), beta.numel(),
+                                            c10::toString(beta.scalar_type()), beta.device().str()));
   if (!(p >= 0 && p < 1)) throw std::invalid_argument(fmt::format("fused residual LayerNorm: dropout {} not in [0, 1)", p));
   return ResidualLayerNorm::apply(h, residual, gamma, beta, p, eps, copy);
 }

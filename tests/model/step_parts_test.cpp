@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <set>
@@ -909,6 +910,62 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
                                     std::pair{reg[3], dbeta}})
       EXPECT_LT((got.to(torch::kFloat64) - want).abs().max().item<double>(), 1e-4 * want.abs().max().item<double>() + 1e-3);
   }
+  // h and the residual as views one element into their storage (not 16-byte aligned): the
+  // forward takes the one-element kernel with ln-lean as without it; ln-lean's backward reads
+  // h and the residual, which it keeps as aligned copies, so it takes the same backward kernel
+  // as without it (which reads neither) and every gradient is the same bits, with either sums.
+  // gamma and beta as strided views give what their contiguous copies give.
+  for (const auto dtype : {torch::kFloat32, torch::kBFloat16})
+    for (const int64_t H : {768, 520}) {
+      SCOPED_TRACE(testing::Message() << "unaligned views, dtype " << dtype << " H " << H);
+      torch::manual_seed(6);
+      const int64_t n = 4 * 37 * H;
+      auto opts = torch::TensorOptions().device(gpu);
+      auto h = torch::randn({n + 1}, opts.dtype(dtype)).narrow(0, 1, n).view({4, 37, H}).requires_grad_();
+      auto res = torch::randn({n + 1}, opts).narrow(0, 1, n).view({4, 37, H}).requires_grad_();
+      ASSERT_NE(reinterpret_cast<uintptr_t>(h.data_ptr()) % 16, 0u);
+      auto gb = torch::randn({H, 2}, opts);
+      auto gamma = (1 + 0.1 * gb.select(1, 0)).detach().requires_grad_(), beta = (0.1 * gb.select(1, 1));
+      auto gamma_s = (1 + 0.1 * gb).select(1, 0), beta_s = (0.1 * gb).select(1, 1);  // strided views
+      ASSERT_FALSE(gamma_s.is_contiguous());
+      beta = beta.detach().requires_grad_();
+      auto dy = torch::randn({4, 37, H}, opts);
+      auto gen = at::globalContext().defaultGenerator(gpu);
+      torch::Tensor before;
+      {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        before = gen.get_state();
+      }
+      auto run = [&](bool smem, bool lean) {
+        {
+          std::lock_guard<std::mutex> lock(gen.mutex());
+          gen.set_state(before);
+        }
+        return with_ln_smem(
+            smem,
+            [&] {
+              auto y = fused_residual_layer_norm(h, res, gamma, beta, 0.1, 1e-12);
+              auto g = torch::autograd::grad({y}, {h, res, gamma, beta}, {dy});
+              g.insert(g.begin(), y.detach());
+              return g;
+            },
+            lean);
+      };
+      for (const bool smem : {false, true}) {
+        const auto plain = run(smem, false), lean = run(smem, true);
+        for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(torch::equal(lean[i], plain[i])) << (smem ? "ln-smem " : "") << i;
+      }
+      {
+        std::lock_guard<std::mutex> lock(gen.mutex());
+        gen.set_state(before);
+      }
+      auto ys = fused_residual_layer_norm(h.detach(), res.detach(), gamma_s, beta_s, 0.1, 1e-12);
+      EXPECT_TRUE(torch::equal(ys, run(false, false)[0]));
+      // A beta that is not H fp32 values on h's GPU is refused, not read.
+      for (const auto& bad : {torch::zeros({H - 1}, opts), torch::zeros({H}), torch::zeros({H}, opts.dtype(torch::kBFloat16))})
+        EXPECT_THROW(fused_residual_layer_norm(h.detach(), res.detach(), gamma.detach(), bad, 0.1, 1e-12),
+                     std::invalid_argument);
+    }
 }
 
 namespace {

@@ -21,9 +21,6 @@
 
 #include <cstdint>
 #include <initializer_list>
-#include <map>
-#include <mutex>
-#include <tuple>
 #include <type_traits>
 
 namespace genemask::model::cuda {
@@ -469,7 +466,8 @@ int forward_blocks(int64_t rows) {
 
 namespace {
 constexpr int kRegisterSumsBlocks = 528;  // enough to fill a GPU, few enough that the partials stay small
-constexpr int kMaxBlocksPerSm = 32;       // CUDA's limit on resident blocks per SM (compute 8.0-9.0)
+// The most blocks per SM a shared-memory-sums grid has: backward_min_blocks' largest answer.
+constexpr int kMaxSmemBlocksPerSm = backward_min_blocks<true>(0);
 
 int sm_count() {
   int dev = 0, sms = 0;
@@ -480,32 +478,12 @@ int sm_count() {
   return sms > 0 ? sms : 1;
 }
 
-/// Blocks per SM of `kernel` at `threads` threads and `smem` bytes of dynamic shared memory
-/// on the current device (the occupancy calculator's answer, asked once per kernel, device
-/// and size).
-int blocks_per_sm(const void* kernel, int threads, size_t smem) {
-  static std::mutex mutex;
-  static std::map<std::tuple<const void*, int, size_t>, int> known;
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) dev = -1;
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_tuple(kernel, dev, smem);
-  if (auto it = known.find(key); it != known.end()) return it->second;
-  int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) != cudaSuccess) {
-    (void)cudaGetLastError();  // answered by the fallback: not left for the launch's check to report
-    n = 1;
-  }
-  if (n < 1) n = 1;
-  if (n > kMaxBlocksPerSm) n = kMaxBlocksPerSm;  // backward_partial_rows' bound
-  return known[key] = n;
-}
 }  // namespace
 
 int backward_partial_rows(int64_t rows, bool smem_sums) {
   const int warps = smem_sums ? backward_warps<true>() : backward_warps<false>();
   const int64_t need = (rows + warps - 1) / warps;
-  const int64_t cap = smem_sums ? static_cast<int64_t>(kMaxBlocksPerSm) * sm_count() : kRegisterSumsBlocks;
+  const int64_t cap = smem_sums ? static_cast<int64_t>(kMaxSmemBlocksPerSm) * sm_count() : kRegisterSumsBlocks;
   return static_cast<int>(need < cap ? need : cap);
 }
 
@@ -577,26 +555,32 @@ int residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_lo
   const auto* dy_low = static_cast<const __nv_bfloat16*>(dy_low_raw);
   int blocks = 0;
   // One kernel's launch: register sums on at most 528 blocks of 8 warps; shared-memory sums on
-  // as many blocks of 4 warps as fit the GPU at once (rows are grid-strided either way).
-  auto launch = [&](auto kernel, auto smem_tag, auto&&... args) {
+  // the blocks per SM that the kernel's __launch_bounds__ guarantees (backward_min_blocks of
+  // its per-lane values) times the SMs: rows are grid-strided either way. The grid, and so
+  // which rows each warp sums into gamma's and beta's gradients, depends on the shape and the
+  // GPU's SM count only: not on the registers one instantiation happens to need, so ln-lean's
+  // kernels (other registers, the same values a lane) sum in the same grouping as the
+  // default's and give the same bits (the occupancy calculator's answer, used before, differed
+  // between them on sm_80 for the one-element kernels).
+  auto launch = [&](auto kernel, auto smem_tag, int values, auto&&... args) {
     constexpr bool S = decltype(smem_tag)::value;
     const int threads = backward_warps<S>() * 32;
     const size_t bytes = S ? smem_sums_bytes(H) : 0;
     const int64_t need = (rows + backward_warps<S>() - 1) / backward_warps<S>();
-    const int64_t cap = S ? static_cast<int64_t>(blocks_per_sm(reinterpret_cast<const void*>(kernel), threads, bytes)) *
-                                sm_count()
-                          : kRegisterSumsBlocks;
+    const int64_t cap =
+        S ? static_cast<int64_t>(backward_min_blocks<true>(values)) * sm_count() : kRegisterSumsBlocks;
     blocks = static_cast<int>(need < cap ? need : cap);
     kernel<<<blocks, threads, bytes, stream>>>(args...);
   };
-  // The kernel for h's dtype (dh's type), with the sums where smem_sums says.
-  auto run = [&](auto bf16_kernel, auto fp32_kernel, auto smem_tag) {
+  // The kernel for h's dtype (dh's type), with the sums where smem_sums says; `values`: its
+  // per-lane values, as its __launch_bounds__ counts them.
+  auto run = [&](auto bf16_kernel, auto fp32_kernel, auto smem_tag, int values) {
     if (h_bf16)
-      launch(bf16_kernel, smem_tag, dy, dy_low, sum, static_cast<const __nv_bfloat16*>(h), residual, keep, mean, rstd,
-             gamma, static_cast<__nv_bfloat16*>(dh), d_residual, partial, rows, H, p);
+      launch(bf16_kernel, smem_tag, values, dy, dy_low, sum, static_cast<const __nv_bfloat16*>(h), residual, keep,
+             mean, rstd, gamma, static_cast<__nv_bfloat16*>(dh), d_residual, partial, rows, H, p);
     else
-      launch(fp32_kernel, smem_tag, dy, dy_low, sum, static_cast<const float*>(h), residual, keep, mean, rstd, gamma,
-             static_cast<float*>(dh), d_residual, partial, rows, H, p);
+      launch(fp32_kernel, smem_tag, values, dy, dy_low, sum, static_cast<const float*>(h), residual, keep, mean, rstd,
+             gamma, static_cast<float*>(dh), d_residual, partial, rows, H, p);
   };
   with_flag(lean, [&](auto lean_tag) {
     constexpr bool L = decltype(lean_tag)::value;
@@ -605,12 +589,12 @@ int residual_layer_norm_backward(bool h_bf16, const float* dy, const void* dy_lo
       if (vectorized(H, {dy, dy_low, sum, h, residual, gamma, dh, d_residual})) {
         with_chunks_per_lane(H, [&](auto kc) {
           constexpr int KC = decltype(kc)::value;
-          run(backward_kernel_vec<__nv_bfloat16, KC, S, L>, backward_kernel_vec<float, KC, S, L>, tag);
+          run(backward_kernel_vec<__nv_bfloat16, KC, S, L>, backward_kernel_vec<float, KC, S, L>, tag, 2 * KC * kVec);
         });
       } else {
         with_per_lane(H, [&](auto per) {
           constexpr int P = decltype(per)::value;
-          run(backward_kernel<__nv_bfloat16, P, S, L>, backward_kernel<float, P, S, L>, tag);
+          run(backward_kernel<__nv_bfloat16, P, S, L>, backward_kernel<float, P, S, L>, tag, 2 * P);
         });
       }
     });
