@@ -2,11 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <new>
 #include <stdexcept>
+#include <string_view>
 
+#include "genemask/corpus/tokenizer.hpp"
 #include "io/error.hpp"
 #include "io/fasta.hpp"
 #include "io/task_table.hpp"
@@ -84,6 +87,21 @@ std::vector<int64_t> window_starts(int64_t n, int64_t width, int64_t stride) {
   std::vector<int64_t> starts{0};
   while (starts.back() + width < n) starts.push_back(std::min(starts.back() + stride, n - width));
   return starts;
+}
+
+void fill_window_rows(const std::vector<std::string>& seqs, const std::vector<size_t>& mine, const Window* w,
+                      int64_t rows, int64_t cols, int64_t* ids, int64_t* mask) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const Window& x = w[r];
+    if (x.len + 2 > cols) throw std::invalid_argument(fmt::format("a window of {} tokens in rows of {}", x.len, cols));
+    const auto t = tokenize(std::string_view(seqs[mine[x.seq]])
+                                .substr(static_cast<size_t>(x.start), static_cast<size_t>(x.len + kTokenK - 1)));
+    int64_t* id = ids + r * cols;
+    id[0] = kCls;
+    for (int64_t k = 0; k < x.len; ++k) id[k + 1] = t[static_cast<size_t>(k)];
+    id[x.len + 1] = kSep;
+    std::fill(mask + r * cols, mask + r * cols + x.len + 2, int64_t{1});
+  }
 }
 
 }  // namespace genemask::model

@@ -26,4 +26,18 @@ SequenceInputs read_sequences_unchecked(const std::string& path);
 /// last token. One window (start 0) when n <= width. stride in 1..width.
 std::vector<int64_t> window_starts(int64_t n, int64_t width, int64_t stride);
 
+/// One window of a sequence: `len` tokens from token `start` of sequence `seq` (an index
+/// into the caller's list of the sequences it runs, `mine` below).
+struct Window {
+  size_t seq;
+  int64_t start, len;
+};
+
+/// The model's input rows of `rows` windows from `w`: [CLS], the window's tokens, [SEP] into
+/// `ids`, and 1 over those positions into `mask`; both [rows, cols] row-major and zeroed by
+/// the caller, cols at least the longest window's len + 2. A window's bases are
+/// seqs[mine[w.seq]], tokenized here from its own bases (no sequence's tokens are kept).
+void fill_window_rows(const std::vector<std::string>& seqs, const std::vector<size_t>& mine, const Window* w,
+                      int64_t rows, int64_t cols, int64_t* ids, int64_t* mask);
+
 }  // namespace genemask::model

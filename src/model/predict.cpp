@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
-#include <string_view>
 
 #include "genemask/corpus/tokenizer.hpp"
 #include "hpc/mpi.hpp"
@@ -43,10 +42,6 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
   s.classes = static_cast<uint64_t>(C);
 
   const SequenceInputs in = read_sequences(o.input);  // every rank parses; each scores its share
-  struct Window {
-    size_t seq;      // index into `mine`
-    int64_t start, len;
-  };
   std::vector<size_t> mine;
   for (size_t i = static_cast<size_t>(rank); i < in.seqs.size(); i += static_cast<size_t>(world)) mine.push_back(i);
   // Token ids are made per window from the bases (no copy of a sequence's tokens).
@@ -67,17 +62,7 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
     const int64_t rows = static_cast<int64_t>(e - b), cols = windows[e - 1].len + 2;
     auto ids = torch::zeros({rows, cols}, torch::kLong);
     auto mask = torch::zeros({rows, cols}, torch::kLong);
-    auto ia = ids.accessor<int64_t, 2>();
-    auto ma = mask.accessor<int64_t, 2>();
-    for (int64_t r = 0; r < rows; ++r) {
-      const Window& w = windows[b + static_cast<size_t>(r)];
-      const auto t = tokenize(std::string_view(in.seqs[mine[w.seq]]).substr(static_cast<size_t>(w.start),
-                                                                             static_cast<size_t>(w.len + kTokenK - 1)));
-      ia[r][0] = kCls;
-      for (int64_t k = 0; k < w.len; ++k) ia[r][k + 1] = t[static_cast<size_t>(k)];
-      ia[r][w.len + 1] = kSep;
-      for (int64_t k = 0; k < w.len + 2; ++k) ma[r][k] = 1;
-    }
+    fill_window_rows(in.seqs, mine, &windows[b], rows, cols, ids.data_ptr<int64_t>(), mask.data_ptr<int64_t>());
     torch::Tensor p;
     {
       Autocast autocast(bf16);

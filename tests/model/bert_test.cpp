@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <set>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -13,6 +16,7 @@
 #include "io/error.hpp"
 #include "io/safetensors.hpp"
 #include "model/hf_io.hpp"
+#include "model/inputs.hpp"
 #include "model_test_util.hpp"
 #include "test_util.hpp"
 
@@ -302,4 +306,46 @@ TEST(Bert, MlmLossIgnoresUnlabelled) {
   auto labels = torch::tensor({-100, 2, -100}, torch::kLong).view({1, 3});
   const float loss = BertForMaskedLMImpl::mlm_loss(logits, labels).item<float>();
   EXPECT_NEAR(loss, -std::log(std::exp(10.0) / (std::exp(10.0) + 4)), 1e-5);
+}
+
+// The input rows of `embed` and `predict` (model/inputs.hpp): each window's row is [CLS], the
+// tokens of the whole sequence from the window's start, [SEP], then padding, with the mask
+// over the first len + 2 positions; the windows as window_starts cuts them. Checked against
+// the tokenizer run over each whole sequence (the function tokenizes each window's bases
+// alone).
+TEST(Inputs, WindowRowsAreTheSequencesTokensBetweenClsAndSep) {
+  using genemask::model::fill_window_rows;
+  using genemask::model::Window;
+  using genemask::model::window_starts;
+  const std::vector<std::string> seqs{"ACGTACGTTGCANNACGTAGGCT", "TTTTTGCGCA", "GATTACAGATTACA"};
+  const std::vector<size_t> mine{2, 0, 1};  // the caller's order of the sequences
+  const int64_t width = 5, stride = 3;
+  std::vector<Window> windows;
+  int64_t widest = 0;
+  for (size_t j = 0; j < mine.size(); ++j) {
+    const auto n = static_cast<int64_t>(seqs[mine[j]].size()) - (genemask::kTokenK - 1);
+    for (int64_t s : window_starts(n, width, stride)) {
+      windows.push_back({j, s, std::min(width, n - s)});
+      widest = std::max(widest, windows.back().len);
+    }
+  }
+  ASSERT_EQ(windows.size(), 10u);  // starts: 9 tokens 0 3 4; 18 tokens 0 3 6 9 12 13; 5 tokens 0
+  const auto rows = static_cast<int64_t>(windows.size()), cols = widest + 3;  // one column of padding
+  std::vector<int64_t> ids(static_cast<size_t>(rows * cols), 0), mask(ids.size(), 0);
+  fill_window_rows(seqs, mine, windows.data(), rows, cols, ids.data(), mask.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    const Window& w = windows[static_cast<size_t>(r)];
+    const auto whole = genemask::tokenize(seqs[mine[w.seq]]);
+    for (int64_t c = 0; c < cols; ++c) {
+      const int64_t want = c == 0 ? genemask::kCls
+                           : c <= w.len ? whole[static_cast<size_t>(w.start + c - 1)]
+                           : c == w.len + 1 ? genemask::kSep
+                                            : 0;
+      EXPECT_EQ(ids[static_cast<size_t>(r * cols + c)], want) << r << " " << c;
+      EXPECT_EQ(mask[static_cast<size_t>(r * cols + c)], c <= w.len + 1 ? 1 : 0) << r << " " << c;
+    }
+  }
+  // A row too narrow for its window is refused, not written past.
+  EXPECT_THROW(fill_window_rows(seqs, mine, windows.data(), 1, windows[0].len + 1, ids.data(), mask.data()),
+               std::invalid_argument);
 }
