@@ -91,7 +91,8 @@ for s in arms:
     mfu = s.get("mfu_datasheet")
     rows.append({"model": s["model"], "masking": s["masking"], "steps": s["steps_done"], "minutes": s["wall_s"] / 60,
                  "tokens_per_s": s["tokens_per_s"], "model_tflops": s["model_tflops"], "mfu_datasheet": mfu,
-                 "loss": s["loss"], "precision": s["precision"], "layout": s["layout"]})
+                 "loss": s["loss"], "precision": s["precision"], "packing": s.get("packing"),
+                 "cuda_graphs": s.get("cuda_graphs"), "layout": s["layout"]})
     print(f"{s['masking']:10s} {model} {s['steps_done']} steps x {batch * accum} sequences: {s['wall_s'] / 60:6.1f} min, "
           f"{s['tokens_per_s']:,.0f} real tokens/s, {s['model_tflops']:.1f} model TFLOP/s, MFU (datasheet) "
           f"{'-' if mfu is None else f'{mfu:.1%}'}, final loss {s['loss']}"

@@ -19,6 +19,11 @@
 #   --sweep-dnabert "N ...", --sweep-logo "N ..."   the micro-batch sweep on a GPU
 #                     (default "16 32 64" and "64 128 256")
 #   --peak-tflops X   the GPU's dense bf16 peak for MFU (default: measured with a matmul)
+#   --genome FASTA    a genome (.fa or .fa.gz) for the pretrain_CFG parts: `genemask
+#                     pretrain` on real shards of it (scripts/default-genome.sh makes the
+#                     default one, human chr22); without it they are skipped
+#   --pretrain-steps N   optimizer steps of each pretrain_CFG part (default 300; the rate
+#                     is the last 100 steps')
 #   --only PARTS      run these parts only (a comma-separated list of the names below; the
 #                     build still runs unless --no-build); the others are skipped
 #                     ("not asked for: --only")
@@ -52,7 +57,10 @@
 # padded to the longest and packed: real tokens/s of each), bench_CFG_kernels (genemask's
 # CUDA kernels timed alone at the config's shapes by bench/kernel_bench, against the copy
 # bandwidth and LibTorch's kernels, their variants checked for the same bits; GPU only;
-# docs/build.md "The kernels alone"). A failing part does not stop
+# docs/build.md "The kernels alone"), pretrain_CFG (`genemask pretrain` on real shards of
+# --genome, as bench/paper_scale.sh runs it: random masking, the config's batch, one
+# micro-batch a step, packing and CUDA graphs as pretrain's defaults; its real tokens/s and
+# model TFLOP/s against the synthetic step's; skipped without --genome). A failing part does not stop
 # the others; a part whose program did not build is skipped. The end prints a table of the
 # parts.
 #
@@ -84,6 +92,12 @@
 #                their real tokens/s
 #   kernels      per config: bench/kernel_bench's JSON (copy_gbs and one case per kernel
 #                and variant: median_us, gbs, of_copy, vs_default, same_bits)
+#   pretrain     per config: the pretrain_CFG part's run: batch, steps, real_tokens_per_s
+#                and model_tflops (its last logged window of up to 100 steps), mfu
+#                (against peak_tflops), mfu_datasheet, packing, cuda_graphs, loss, and synthetic: the
+#                benchmark row it is held against (the graph step at the same batch, else
+#                the eager one: variant, achieved_tflops, mfu) with vs_synthetic, the
+#                ratio of the model TFLOP/s
 # Exit codes: 0 every part passed (or was skipped by --no-build); 1 a part failed (or was
 # skipped because its program did not build); 143 or 130: stopped by TERM or INT (the
 # JSON written as above); 2 before any part ran: a bad option, a
@@ -101,6 +115,8 @@ batch_logo=64
 sweep_dnabert="16 32 64"
 sweep_logo="64 128 256"
 peak=""
+genome=""
+pretrain_steps=300
 only=""
 only_given=0
 do_build=1
@@ -111,7 +127,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --python | --prefix | --build | --out | --steps | --batch-dnabert | --batch-logo | --sweep-dnabert | --sweep-logo | \
-      --peak-tflops | --only)
+      --peak-tflops | --only | --genome | --pretrain-steps)
       [ $# -ge 2 ] || { echo "gpu-check.sh: $1 needs a value (see --help)" >&2; exit 2; } ;;
   esac
   case "$1" in
@@ -126,6 +142,8 @@ while [ $# -gt 0 ]; do
     --sweep-dnabert) sweep_dnabert=$2; shift 2 ;;
     --sweep-logo) sweep_logo=$2; shift 2 ;;
     --peak-tflops) peak=$2; shift 2 ;;
+    --genome) genome=$2; shift 2 ;;
+    --pretrain-steps) pretrain_steps=$2; shift 2 ;;
     --only) only=$2; only_given=1; shift 2 ;;
     --cpu) device=cpu; precision=fp32; shift ;;
     -h|--help) usage; exit 0 ;;
@@ -144,6 +162,7 @@ counts() {
   done
 }
 counts --steps "$steps"
+counts --pretrain-steps "$pretrain_steps"
 counts --batch-dnabert "$batch_dnabert"
 counts --batch-logo "$batch_logo"
 # shellcheck disable=SC2086  # a list of batch sizes
@@ -160,6 +179,7 @@ for cfg in dnabert logo; do
   for p in $one_run_variants packing pytorch sweep kernels; do
     all_parts+=" bench_${cfg}_$p"
   done
+  all_parts+=" pretrain_$cfg"
 done
 if [ "$only_given" = 1 ]; then
   IFS=, read -r -a only_names <<<"$only"
@@ -174,7 +194,10 @@ fi
 # asked NAME: whether NAME is to run (every part without --only; the build always).
 asked() { [ -z "$only" ] || [ "$1" = build ] || [[ ",$only," == *",$1,"* ]]; }
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
-case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+if [ -n "$genome" ]; then
+  [ -f "$genome" ] && [ -r "$genome" ] || { echo "gpu-check.sh: --genome: '$genome' is not a readable file" >&2; exit 2; }
+  case "$genome" in /*) ;; *) genome="$PWD/$genome" ;; esac
+fi
 
 # Every Python module this script, bench/train_bench.py and the GPU tests import
 # (tests/cli/test_gpu.py with test_cli.py and test_corpus.py), the standard library's aside;
@@ -351,6 +374,31 @@ for cfg in ("dnabert", "logo"):  # bench/kernel_bench's JSON line
             res["kernels"][cfg] = last_row(path)
         except (IndexError, ValueError) as e:
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
+res["pretrain"] = {}
+for cfg in ("dnabert", "logo"):  # pretrain on real shards against the synthetic step
+    part = parts.get(f"pretrain_{cfg}", {})
+    path = os.path.join(work, "paper", "paper_scale.json" if cfg == "logo" else f"paper_scale-{cfg}.json")
+    if part.get("status") != "passed":
+        continue
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+        arm = doc["arms"][0]
+    except (OSError, IndexError, KeyError, ValueError) as e:
+        part.update(status="failed", note=f"no summary in {path} ({type(e).__name__})")
+        continue
+    batch = doc["sequences_per_step"]
+    pr = {"batch": batch, "steps": arm["steps"], "real_tokens_per_s": arm["tokens_per_s"],
+          "model_tflops": arm["model_tflops"], "mfu": arm["model_tflops"] / peak_tflops if peak_tflops else None,
+          "mfu_datasheet": arm["mfu_datasheet"] if device == "cuda" else None, "packing": arm["packing"],
+          "cuda_graphs": arm["cuda_graphs"], "loss": arm["loss"], "synthetic": None, "vs_synthetic": None}
+    same = [r for r in rows if r["config"] == cfg and r["impl"] == "genemask" and r["batch"] == batch
+            and r["variant"] in ("graph", "eager")]
+    if same:
+        syn = min(same, key=lambda r: ("graph", "eager").index(r["variant"]))
+        pr["synthetic"] = {"variant": syn["variant"], "achieved_tflops": syn["achieved_tflops"], "mfu": syn.get("mfu")}
+        pr["vs_synthetic"] = arm["model_tflops"] / syn["achieved_tflops"] if syn["achieved_tflops"] else None
+    res["pretrain"][cfg] = pr
 passed = all(p["status"] != "failed" for p in parts.values()) and not interrupted
 res["passed"] = passed
 rows.sort(key=lambda r: (("dnabert", "logo").index(r["config"]), r["batch"], r["impl"] != "genemask", r["variant"]))
@@ -386,6 +434,14 @@ for cfg, pk in res["packing"].items():
                   f"({r['real_tokens']:.0f} real tokens in {r['positions']} positions), MFU {pct(r.get('mfu'))}")
     if pk.get("packed_vs_padded"):
         print(f"{cfg:8s} packed / padded: {pk['packed_vs_padded']:.2f}x real tokens/s")
+for cfg, pr in res["pretrain"].items():
+    syn = pr["synthetic"]
+    print(f"{cfg:8s} pretrain on real shards (random masking, batch {pr['batch']}, {pr['steps']} steps, "
+          f"packing {pr['packing']}, CUDA graphs {pr['cuda_graphs']}): "
+          f"{pr['real_tokens_per_s']:.0f} real tokens/s, {pr['model_tflops']:.1f} model TFLOP/s, "
+          f"MFU {pct(pr['mfu'])} (datasheet {pct(pr['mfu_datasheet'])})"
+          + (f"; the synthetic {syn['variant']} step: {syn['achieved_tflops']:.1f} TFLOP/s, "
+             f"pretrain / synthetic {pr['vs_synthetic']:.2f}x" if syn and pr["vs_synthetic"] else ""))
 print()
 classes = ["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]
 prof = [r for r in rows if r.get("profile")]
@@ -550,6 +606,19 @@ packed() {
     >>"$work/bench-$1-packing.jsonl" || rc=1
   return "$rc"
 }
+# pretrain CFG BATCH: `genemask pretrain` of CFG on real shards of --genome, as
+# bench/paper_scale.sh runs it (counts, ranking and shards made once in $work/paper for both
+# configs): random masking, BATCH samples in one micro-batch a step, --pretrain-steps steps;
+# its summary in $work/paper/paper_scale[-dnabert].json. On a failure, the run's log's end.
+# shellcheck disable=SC2317  # called through part()
+pretrain() {
+  local rc=0
+  PAPER_MODEL=$1 PAPER_MASKINGS=random PAPER_STEPS=$pretrain_steps PAPER_BATCH=$2 PAPER_ACCUM=1 \
+    PAPER_DEVICE=$device PAPER_PRECISION=$precision PAPER_GENOME=$genome GENEMASK_BIN=$bin \
+    bash "$root/bench/paper_scale.sh" "$work/paper" || rc=$?
+  if [ "$rc" != 0 ] && [ -f "$work/paper/$1-random.log" ]; then tail -n 20 "$work/paper/$1-random.log" >&2; fi
+  return "$rc"
+}
 # The inner shell expands "$@" and "$0" itself (the command, then its JSON file).
 # shellcheck disable=SC2016
 for cfg in dnabert logo; do
@@ -633,6 +702,11 @@ for cfg in dnabert logo; do
         "$build/bench/kernel_bench" "$cfg" "$b" 512
   else
     skip "bench_${cfg}_kernels" "genemask's CUDA kernels run on a GPU"
+  fi
+  if [ -z "$genome" ]; then
+    skip "pretrain_$cfg" "no genome: --genome FASTA (scripts/default-genome.sh makes human chr22)"
+  else
+    ready "pretrain_$cfg" genemask "$bin" && part "pretrain_$cfg" pretrain "$cfg" "$b"
   fi
 done
 

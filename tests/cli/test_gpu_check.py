@@ -17,6 +17,9 @@
   (interrupted names the signal and the part; passed is false), and the exit code is
   128 + the signal's number; also in a GPU-only part (a stand-in Python that reports
   CUDA): the kernels part keeps its "interrupted" note;
+- --genome: the pretrain part (`genemask pretrain` on real shards, as bench/paper_scale.sh
+  runs it) reports its real tokens/s and model TFLOP/s against the synthetic step's at the
+  same batch; without --genome it is skipped with the reason;
 - a Python without numpy and h5py: one message naming both, exit 2, before any part;
 - statically: tests/cli/test_gpu.py has no "no GPU: exit 77" path left, and gpu-check.sh's
   module list covers every module the GPU tests and the benchmark import."""
@@ -34,11 +37,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 SCRIPT = os.path.join(ROOT, "scripts", "gpu-check.sh")
 BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
-PARTS = ["build", "model_tests", "gpu_tests"] + [f"bench_{c}_{p}" for c in ("dnabert", "logo")
+PARTS = ["build", "model_tests", "gpu_tests"] + [f"pretrain_{c}" if p == "pretrain" else f"bench_{c}_{p}"
+                                                 for c in ("dnabert", "logo")
                                                  for p in ("genemask", "graph", "opt_in", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum", "ce",
                                                            "no_weight_bf16", "packing",
                                                            "pytorch",
-                                                           "sweep", "kernels")]
+                                                           "sweep", "kernels", "pretrain")]
 # The GPU tests' count, from test_gpu.py itself: all of them must run (on the CPU here).
 with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as _f:
     GPU_TESTS = sum(1 for n in ast.walk(ast.parse(_f.read()))
@@ -66,6 +70,10 @@ GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph
             "bench_logo_sweep": "the micro-batch sweep runs on a GPU",
             "bench_dnabert_kernels": "genemask's CUDA kernels run on a GPU",
             "bench_logo_kernels": "genemask's CUDA kernels run on a GPU"}
+# Without --genome the pretrain parts are skipped, with the reason.
+NO_GENOME = {f"pretrain_{c}": "no genome: --genome FASTA (scripts/default-genome.sh makes human chr22)"
+             for c in ("dnabert", "logo")}
+SKIPPED = {**GPU_ONLY, **NO_GENOME}
 # What `srun --gpus=1 --mpi=pmi2 scripts/gpu-check.sh` puts into the script's environment
 # that bears on an MPI world's size and rank. (srun also sets SLURM_NODELIST; together with
 # PMI_SIZE it makes an Open MPI built without Slurm support, as Debian's, refuse to start
@@ -96,9 +104,9 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertEqual(list(parts), PARTS)
         self.assertEqual(parts["build"], {"status": "skipped", "exit_code": None, "seconds": 0, "note": "--no-build"})
         for name in PARTS[1:]:
-            if name in GPU_ONLY:  # skipped on the CPU, with the reason
+            if name in SKIPPED:  # skipped on the CPU, or without a genome, with the reason
                 self.assertEqual(parts[name], {"status": "skipped", "exit_code": None, "seconds": 0,
-                                               "note": GPU_ONLY[name]}, log)
+                                               "note": SKIPPED[name]}, log)
                 continue
             self.assertEqual((name, parts[name]["status"], parts[name]["exit_code"]), (name, "passed", 0), log)
         self.assertTrue(res["passed"])
@@ -195,7 +203,7 @@ class GpuCheckDryRun(unittest.TestCase):
                                "bench_dnabert_genemask": ("failed", 127), "bench_dnabert_pytorch": ("failed", 5),
                                "bench_dnabert_packing": ("failed", 127), "bench_logo_packing": ("failed", 127),
                                "bench_logo_genemask": ("failed", 127), "bench_logo_pytorch": ("passed", 0),
-                               **{n: ("skipped", None) for n in GPU_ONLY}}, log)
+                               **{n: ("skipped", None) for n in SKIPPED}}, log)
         self.assertIn("train_bench is missing", parts["bench_logo_genemask"]["note"])
         self.assertFalse(res["passed"])
         self.assertEqual(res["gpu_tests"], "failed")
@@ -350,13 +358,60 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertIn("cannot import: numpy, h5py (needed: torch numpy h5py)", lines[0])
         self.assertNotIn("==", p.stdout)  # no part ran
 
+    def test_pretrain_on_real_shards(self):
+        # --genome: `genemask pretrain` of the logo model on real shards of a 300 kb genome (as
+        # bench/paper_scale.sh runs it), 2 steps of 2 samples, beside the synthetic eager step
+        # at the same batch: its real tokens/s and model TFLOP/s from the run's summary, and
+        # the ratio to the synthetic step's TFLOP/s; no MFU on a CPU.
+        import random
+        with tempfile.TemporaryDirectory() as tmp:
+            genome = os.path.join(tmp, "g.fa")
+            rng = random.Random(7)
+            with open(genome, "w") as f:
+                for r in range(3):
+                    s = "".join(rng.choice("ACGT") for _ in range(100000))
+                    f.write(f">chr{r + 1}\n" + "".join(s[i:i + 80] + "\n" for i in range(0, len(s), 80)))
+            out = os.path.join(tmp, "gpu-check.json")
+            p = gpu_check(out, "--steps", "1", "--genome", genome, "--pretrain-steps", "2",
+                          "--only", "bench_logo_genemask,pretrain_logo")
+            log = p.stdout + p.stderr
+            self.assertEqual(p.returncode, 0, log)
+            with open(out) as f:
+                res = json.load(f)
+            # The counts, shards and run were made in its own work folder, and removed with it.
+            self.assertEqual(sorted(os.listdir(tmp)), ["g.fa", "gpu-check.json"])
+        self.assertEqual(res["parts"]["pretrain_logo"]["status"], "passed", log)
+        self.assertEqual(res["parts"]["pretrain_dnabert"], {"status": "skipped", "exit_code": None, "seconds": 0,
+                                                            "note": "not asked for: --only"})
+        self.assertEqual(list(res["pretrain"]), ["logo"])
+        pr = res["pretrain"]["logo"]
+        self.assertEqual((pr["batch"], pr["steps"]), (2, 2))
+        self.assertGreater(pr["real_tokens_per_s"], 0)
+        self.assertGreater(pr["model_tflops"], 0)
+        self.assertIsNone(pr["mfu"])  # no peak on a CPU
+        self.assertIsNone(pr["mfu_datasheet"])
+        self.assertTrue(pr["loss"] > 0, pr)
+        syn = [r for r in res["runs"] if r["impl"] == "genemask" and r["config"] == "logo"]
+        self.assertEqual(len(syn), 1)
+        self.assertEqual(syn[0]["batch"], 2)
+        self.assertEqual(pr["synthetic"], {"variant": "eager", "achieved_tflops": syn[0]["achieved_tflops"], "mfu": None})
+        self.assertAlmostEqual(pr["vs_synthetic"], pr["model_tflops"] / syn[0]["achieved_tflops"], places=9)
+        self.assertEqual((pr["packing"], pr["cuda_graphs"]), ("on", "off (the device is a CPU)"))
+        self.assertRegex(p.stdout, r"(?m)^logo     pretrain on real shards \(random masking, batch 2, 2 steps, "
+                                   r"packing on, CUDA graphs off \(the device is a CPU\)\): \d+ real tokens/s, "
+                                   r"[0-9.]+ model TFLOP/s, MFU - \(datasheet -\); "
+                                   r"the synthetic eager step: [0-9.]+ TFLOP/s, pretrain / synthetic [0-9.]+x$")
+
     def test_bad_counts_are_refused_before_any_part(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "gpu-check.json")
             for args, want in [(["--sweep-logo", "64 x"], "--sweep-logo takes positive integers, got 'x'"),
                                (["--steps", "0"], "--steps takes positive integers, got '0'"),
                                (["--batch-dnabert", "3.5"], "--batch-dnabert takes positive integers, got '3.5'"),
-                               (["--sweep-dnabert", ""], "--sweep-dnabert needs at least one positive integer")]:
+                               (["--sweep-dnabert", ""], "--sweep-dnabert needs at least one positive integer"),
+                               (["--pretrain-steps", "-1"], "--pretrain-steps takes positive integers, got '-1'"),
+                               (["--genome", os.path.join(tmp, "none.fa")],
+                                f"--genome: '{os.path.join(tmp, 'none.fa')}' is not a readable file")]:
                 p = gpu_check(out, *args)
                 self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
                 self.assertEqual(p.stderr.strip(), "gpu-check.sh: " + want)
@@ -379,17 +434,17 @@ class GpuCheckDryRun(unittest.TestCase):
                     self.assertEqual(parts[name]["status"], "passed", log)
                 else:
                     self.assertEqual(parts[name]["status"], "skipped", name)
-                    self.assertEqual(parts[name]["note"], GPU_ONLY.get(name, "not asked for: --only"), name)
+                    self.assertEqual(parts[name]["note"], SKIPPED.get(name, "not asked for: --only"), name)
             self.assertEqual([(r["impl"], r["config"]) for r in res["runs"]], [("genemask", "logo")])
             self.assertTrue(res["passed"])
             # Every part can be asked for by name (the GPU-only ones are skipped here, with
             # their reason, not refused as unknown).
-            p = gpu_check(out, "--only", ",".join(GPU_ONLY))
+            p = gpu_check(out, "--only", ",".join(SKIPPED))
             self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
             with open(out) as f:
                 parts = json.load(f)["parts"]
-            for name in GPU_ONLY:
-                self.assertEqual((name, parts[name]["status"], parts[name]["note"]), (name, "skipped", GPU_ONLY[name]))
+            for name in SKIPPED:
+                self.assertEqual((name, parts[name]["status"], parts[name]["note"]), (name, "skipped", SKIPPED[name]))
             # A name that is no part: one line naming it and the parts, before any part ran.
             for bad in ["bench_logo_gelu", "model_tests,,gpu_tests", ",", ""]:
                 p = gpu_check(os.path.join(tmp, "bad.json"), "--only", bad)
