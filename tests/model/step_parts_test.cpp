@@ -58,6 +58,15 @@ auto with_ln_smem(bool on, F&& f, bool lean = false) {
   } restore{saved};
   return f();
 }
+/// A generator's state, read and set back under its lock: the same draws again.
+torch::Tensor generator_state(at::Generator& gen) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  return gen.get_state();
+}
+void set_generator_state(at::Generator& gen, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_state(state);
+}
 }  // namespace
 
 TEST(Flops, EqualsTheStepsMatrixProductsCountedOneByOne) {
@@ -772,11 +781,7 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
         auto beta = (0.1 * torch::randn({H}, torch::TensorOptions().device(gpu))).requires_grad_();
         const double eps = 1e-12;
         auto gen = at::globalContext().defaultGenerator(gpu);
-        torch::Tensor before;
-        {
-          std::lock_guard<std::mutex> lock(gen.mutex());
-          before = gen.get_state();
-        }
+        const torch::Tensor before = generator_state(gen);
         auto y = with_ln_smem(false, [&] { return fused_residual_layer_norm(h, res, gamma, beta, p, eps); });
         auto dy = torch::randn_like(y);
         auto g = torch::autograd::grad({y}, {h, res, gamma, beta}, {dy});
@@ -803,10 +808,7 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
         // per-row arithmetic), gamma's and beta's within fp32 rounding of another grouping.
         {
           SCOPED_TRACE("ln-smem");
-          {
-            std::lock_guard<std::mutex> lock(gen.mutex());
-            gen.set_state(before);
-          }
+          set_generator_state(gen, before);
           const auto [ys, gs] = with_ln_smem(true, [&] {
             auto out = fused_residual_layer_norm(h, res, gamma, beta, p, eps);
             return std::make_pair(out, torch::autograd::grad({out}, {h, res, gamma, beta}, {dy}));
@@ -823,10 +825,7 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
           // output and every gradient the same bits as the same sums' without it.
           for (const bool smem : {false, true}) {
             SCOPED_TRACE(smem ? "ln-lean with ln-smem" : "ln-lean");
-            {
-              std::lock_guard<std::mutex> lock(gen.mutex());
-              gen.set_state(before);
-            }
+            set_generator_state(gen, before);
             const auto [yl, gl] = with_ln_smem(
                 smem,
                 [&] {
@@ -841,16 +840,9 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
         }
         // The same draws again after the generator state is restored (checkpoints, graphs).
         if (p > 0) {
-          torch::Tensor state;
-          {
-            std::lock_guard<std::mutex> lock(gen.mutex());
-            state = gen.get_state();
-          }
+          const torch::Tensor state = generator_state(gen);
           auto a = fused_residual_layer_norm(h.detach(), res.detach(), gamma.detach(), beta.detach(), p, eps);
-          {
-            std::lock_guard<std::mutex> lock(gen.mutex());
-            gen.set_state(state);
-          }
+          set_generator_state(gen, state);
           auto b = fused_residual_layer_norm(h.detach(), res.detach(), gamma.detach(), beta.detach(), p, eps);
           auto c = fused_residual_layer_norm(h.detach(), res.detach(), gamma.detach(), beta.detach(), p, eps);
           EXPECT_TRUE(torch::equal(a, b));
@@ -868,16 +860,9 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
     auto beta = (0.1 * torch::randn({768}, torch::TensorOptions().device(gpu))).requires_grad_();
     auto dy = torch::randn({64, 512, 768}, torch::TensorOptions().device(gpu));
     auto gen = at::globalContext().defaultGenerator(gpu);
-    torch::Tensor before;
-    {
-      std::lock_guard<std::mutex> lock(gen.mutex());
-      before = gen.get_state();
-    }
+    const torch::Tensor before = generator_state(gen);
     auto run = [&](bool smem, bool lean) {  // the same draws each time
-      {
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        gen.set_state(before);
-      }
+      set_generator_state(gen, before);
       return with_ln_smem(
           smem,
           [&] {
@@ -931,16 +916,9 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
       beta = beta.detach().requires_grad_();
       auto dy = torch::randn({4, 37, H}, opts);
       auto gen = at::globalContext().defaultGenerator(gpu);
-      torch::Tensor before;
-      {
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        before = gen.get_state();
-      }
+      const torch::Tensor before = generator_state(gen);
       auto run = [&](bool smem, bool lean) {
-        {
-          std::lock_guard<std::mutex> lock(gen.mutex());
-          gen.set_state(before);
-        }
+        set_generator_state(gen, before);
         return with_ln_smem(
             smem,
             [&] {
@@ -955,10 +933,7 @@ TEST(ResidualLayerNorm, FusedKernelMatchesTheEagerComposition) {
         const auto plain = run(smem, false), lean = run(smem, true);
         for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(torch::equal(lean[i], plain[i])) << (smem ? "ln-smem " : "") << i;
       }
-      {
-        std::lock_guard<std::mutex> lock(gen.mutex());
-        gen.set_state(before);
-      }
+      set_generator_state(gen, before);
       auto ys = fused_residual_layer_norm(h.detach(), res.detach(), gamma_s, beta_s, 0.1, 1e-12);
       EXPECT_TRUE(torch::equal(ys, run(false, false)[0]));
       // A beta that is not H fp32 values on h's GPU is refused, not read.
@@ -1135,14 +1110,8 @@ TEST(ResidualLayerNorm, Bf16CopyIsTheCastAutocastWouldMake) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the fused copy's assertions need one";
   const torch::Device gpu(torch::kCUDA, 0);
   auto gen = at::globalContext().defaultGenerator(gpu);
-  auto state = [&] {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    return gen.get_state();
-  };
-  auto set_state = [&](const torch::Tensor& s) {
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_state(s);
-  };
+  auto state = [&] { return generator_state(gen); };
+  auto set_state = [&](const torch::Tensor& s) { set_generator_state(gen, s); };
   for (const int64_t H : {768, 256, 520, 100})
     for (const double p : {0.0, 0.1}) {
       SCOPED_TRACE(testing::Message() << "H " << H << " p " << p);
