@@ -76,8 +76,10 @@ WeightCopies::WeightCopies(const std::vector<torch::Tensor>& params,
     shape[0] = 3 * n;
     Stack st;
     st.buffer = torch::empty(shape, s[0].options().dtype(torch::kBFloat16).requires_grad(false));
-    for (size_t i = 0; i < 3; ++i)
+    for (size_t i = 0; i < 3; ++i) {
       st.parts[i] = add(s[i], st.buffer.narrow(0, static_cast<int64_t>(i) * n, n));
+      entries_[st.parts[i]].stack = static_cast<int64_t>(stacks_.size());
+    }
     stacks_.push_back(std::move(st));
   }
   for (const auto& p : params)
@@ -113,13 +115,24 @@ const WeightCopies::Entry* WeightCopies::find(const torch::Tensor& p) const {
   return it == index_.end() ? nullptr : &entries_[it->second];
 }
 
+void WeightCopies::make_if_stale(const Entry& e) const {
+  if (static_cast<int64_t>(e.param._version()) == e.version) return;
+  make(e);
+  ++stale_refreshes_;
+}
+
 torch::Tensor WeightCopies::low(const torch::Tensor& p) const {
   const Entry* e = find(p);
   if (!e) return {};
-  if (static_cast<int64_t>(e->param._version()) != e->version) {
-    make(*e);
-    ++stale_refreshes_;
-  }
+  // A third of a stacked buffer shares the buffer's version counter with the other two: all
+  // three are made fresh before any is handed out, so that no later read of another third
+  // writes into a buffer a product has already saved for its backward (autograd would refuse
+  // it as modified in place: the three products of the unfused Q/K/V path read the thirds one
+  // after another).
+  if (e->stack >= 0)
+    for (size_t i : stacks_[static_cast<size_t>(e->stack)].parts) make_if_stale(entries_[i]);
+  else
+    make_if_stale(*e);
   return e->copy;
 }
 
@@ -128,7 +141,7 @@ torch::Tensor WeightCopies::low_stack(const std::array<torch::Tensor, 3>& parts)
     bool same = true;
     for (size_t i = 0; i < 3 && same; ++i) same = entries_[st.parts[i]].param.unsafeGetTensorImpl() == parts[i].unsafeGetTensorImpl();
     if (!same) continue;
-    for (const auto& p : parts) low(p);  // each third fresh
+    low(parts[0]);  // all three thirds fresh
     return st.buffer;
   }
   return {};

@@ -10,10 +10,14 @@
 // and the optimizer's state stay fp32, as before.
 //
 // Who keeps them fresh: FusedAdamW makes them again after each update (optim.hpp: inside the
-// update's CUDA graph too). Any other change of a weight (a checkpoint loaded into it, an
-// in-place edit) moves its version counter; the copy is then made again when next read, so a
-// product never reads a stale copy in an eager step. A CUDA graph reads what its replay finds,
-// so GraphStep makes every copy again after restoring the weights around a capture.
+// update's CUDA graph too). Another change of a weight by an in-place ATen operation (a
+// checkpoint copied into it, an in-place edit) moves its version counter; the copy is then
+// made again when next read, so a product never reads a stale copy in an eager step. Changes
+// that move no version counter are not seen: a parameter's tensor replaced (set_data,
+// `.data =`, Module::to), or raw writes through its data pointer; after one of those, call
+// refresh(). (None happens once the copies exist: resume and the ranks' broadcast copy_ into
+// the weights before they are made.) A CUDA graph reads what its replay finds, so GraphStep
+// makes every copy again after restoring the weights around a capture.
 //
 // The products find them through a thread-local pointer (UseWeightCopies) while bf16 autocast
 // is on for the weights' device: BERT's `affine`, its Q/K/V product, and the linear_bgrad and
@@ -44,7 +48,8 @@ class WeightCopies {
   /// each parameter as copy_ does; no host synchronisation).
   void refresh();
   /// The copy of p (not differentiable), or an undefined tensor when p has none. A copy whose
-  /// parameter changed since it was made (its version counter moved) is made again first.
+  /// parameter changed since it was made (its version counter moved) is made again first; for
+  /// a third of a stack, the other two thirds are checked and made again with it.
   /// low_operand(low(p), p) is the product's operand.
   torch::Tensor low(const torch::Tensor& p) const;
   /// The bf16 concatenation of one triple of `stacks` (its parts in that order, each third
@@ -62,9 +67,11 @@ class WeightCopies {
   struct Entry {
     torch::Tensor param, copy;
     mutable int64_t version = 0;  // the parameter's version counter when the copy was made
+    int64_t stack = -1;           // its stack's index in stacks_, or -1
   };
   const Entry* find(const torch::Tensor& p) const;
   void make(const Entry& e) const;
+  void make_if_stale(const Entry& e) const;
 
   std::vector<Entry> entries_;
   std::unordered_map<const c10::TensorImpl*, size_t> index_;

@@ -382,6 +382,63 @@ TEST(WeightCopies, StepsComputeTheSameBitsWithThemAndWithout) {
   }
 }
 
+TEST(WeightCopies, AChangedThirdOfAStackIsMadeFreshWithTheOtherTwo) {
+  // The Q/K/V copies are thirds of one buffer, with one version counter. On the path of three
+  // products (fusions without qkv) each product saves its third for its backward; had key's
+  // weight changed outside the optimizer, key's third would be made again only when key's
+  // product read it, after query's product had saved the buffer, and the backward would stop
+  // ("modified by an inplace operation"). Reading any third makes all three fresh first: the
+  // loss and every gradient are those of the model that casts, and one copy was made again.
+  const Fusions saved = fusions();
+  Fusions f = saved;
+  f.qkv = false;
+  set_fusions(f);
+  struct Restore {
+    Fusions f;
+    ~Restore() { set_fusions(f); }
+  } restore{saved};
+  auto cfg = genemask::test::small_bert_config(32, 64);
+  torch::manual_seed(4);
+  const auto ids = torch::randint(5, 4101, {2, 12});
+  const auto labels = torch::where(torch::rand({2, 12}) < 0.4, ids, torch::full_like(ids, -100));
+  auto run = [&](bool with_copies) {
+    torch::manual_seed(23);
+    BertForMaskedLM m(cfg);
+    init_weights(*m, cfg);
+    m->eval();
+    std::unique_ptr<WeightCopies> copies;
+    if (with_copies) copies = bert_weight_copies(*m);
+    const auto& att = m->bert->encoder->layer->ptr(0)->as<BertLayerImpl>()->attention->self;
+    {
+      torch::NoGradGuard ng;
+      att->key->weight.mul_(1.5);  // changed outside the optimizer: the copy is stale
+    }
+    torch::Tensor loss;
+    {
+      Autocast autocast(true);
+      const UseWeightCopies use(copies.get());
+      loss = m->masked_lm_loss_sum(ids, torch::Tensor(), labels);
+    }
+    EXPECT_NO_THROW(loss.backward());
+    std::vector<torch::Tensor> grads;
+    for (const auto& p : m->parameters()) grads.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+    if (copies) {
+      EXPECT_EQ(copies->stale_refreshes(), 1);
+    }
+    return std::make_pair(loss.item<float>(), grads);
+  };
+  const auto [cast_loss, cast_grads] = run(false);
+  const auto [kept_loss, kept_grads] = run(true);
+  EXPECT_EQ(kept_loss, cast_loss);
+  ASSERT_EQ(kept_grads.size(), cast_grads.size());
+  for (size_t i = 0; i < cast_grads.size(); ++i) {
+    ASSERT_EQ(kept_grads[i].defined(), cast_grads[i].defined()) << i;
+    if (cast_grads[i].defined()) {
+      EXPECT_TRUE(torch::equal(kept_grads[i], cast_grads[i])) << i;
+    }
+  }
+}
+
 TEST(Bert, FusedQkvProductEqualsThreeProducts) {
   auto cfg = genemask::test::small_bert_config(32, 64);
   torch::manual_seed(8);
