@@ -43,19 +43,22 @@ using namespace genemask::model;
 
 namespace {
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+/// The fusions set to `f` for its life, then set back as they were.
+struct FusionsFor {
+  explicit FusionsFor(const Fusions& f) : saved(fusions()) { set_fusions(f); }
+  ~FusionsFor() { set_fusions(saved); }
+  FusionsFor(const FusionsFor&) = delete;
+  FusionsFor& operator=(const FusionsFor&) = delete;
+  const Fusions saved;
+};
 /// f() with fusions().ln_smem set to `on` and ln_lean to `lean` (the other fusions as they
 /// are), then put back.
 template <typename F>
 auto with_ln_smem(bool on, F&& f, bool lean = false) {
-  const Fusions saved = fusions();
-  Fusions changed = saved;
+  Fusions changed = fusions();
   changed.ln_smem = on;
   changed.ln_lean = lean;
-  set_fusions(changed);
-  struct Restore {
-    Fusions f;
-    ~Restore() { set_fusions(f); }
-  } restore{saved};
+  const FusionsFor scope(changed);
   return f();
 }
 /// A generator's state, read and set back under its lock: the same draws again.
@@ -389,14 +392,9 @@ TEST(WeightCopies, AChangedThirdOfAStackIsMadeFreshWithTheOtherTwo) {
   // product read it, after query's product had saved the buffer, and the backward would stop
   // ("modified by an inplace operation"). Reading any third makes all three fresh first: the
   // loss and every gradient are those of the model that casts, and one copy was made again.
-  const Fusions saved = fusions();
-  Fusions f = saved;
+  Fusions f = fusions();
   f.qkv = false;
-  set_fusions(f);
-  struct Restore {
-    Fusions f;
-    ~Restore() { set_fusions(f); }
-  } restore{saved};
+  const FusionsFor scope(f);
   auto cfg = genemask::test::small_bert_config(32, 64);
   torch::manual_seed(4);
   const auto ids = torch::randint(5, 4101, {2, 12});
