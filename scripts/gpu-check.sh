@@ -195,7 +195,10 @@ fi
 asked() { [ -z "$only" ] || [ "$1" = build ] || [[ ",$only," == *",$1,"* ]]; }
 case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
 if [ -n "$genome" ]; then
-  [ -f "$genome" ] && [ -r "$genome" ] || { echo "gpu-check.sh: --genome: '$genome' is not a readable file" >&2; exit 2; }
+  if [ ! -f "$genome" ] || [ ! -r "$genome" ]; then
+    echo "gpu-check.sh: --genome: '$genome' is not a readable file" >&2
+    exit 2
+  fi
   case "$genome" in /*) ;; *) genome="$PWD/$genome" ;; esac
 fi
 
