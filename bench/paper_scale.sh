@@ -12,7 +12,8 @@
 # Environment:
 #   PAPER_MODEL=logo       or dnabert (its arms beside logo's in the same OUTDIR, which
 #                          share the counts and shards)
-#   PAPER_GENOME=FASTA     the genome (default: the built-in one, human chr22)
+#   PAPER_GENOME=FASTA     the genome (default: the built-in one, human chr22); not one
+#                          of the files this script writes in OUTDIR
 #   PAPER_STEPS=10000      optimizer steps per arm
 #   PAPER_BATCH=500 PAPER_ACCUM=2     sequences per micro-batch x micro-batches per step
 #                          (1000 per step, the paper's effective batch; 500 x 2 measured
@@ -24,7 +25,7 @@
 # an arm that was stopped resumes from its last checkpoint (its minutes are then the rest's).
 set -euo pipefail
 case ${1:-} in
-  -h | --help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "usage: bench/paper_scale.sh [OUTDIR]  (--help)" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +49,18 @@ out=$(cd "$out" && pwd)
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun_opts=${GENEMASK_MPIRUN_OPTS:---oversubscribe}
 genome=${PAPER_GENOME:-$("$root/scripts/default-genome.sh")}
+json_name=paper_scale.json
+[ "$model" = logo ] || json_name=paper_scale-$model.json
+# The genome is never one of the files this script writes in OUTDIR (genemask's own commands
+# refuse an output that is an input; these are the script's own).
+written=(arms.jsonl.tmp "$json_name" "$json_name.tmp")
+for m in $maskings; do written+=("$model-$m.log" "$model-$m.summary.tmp" "$model-$m.summary.part" "$model-$m.summary.json"); done
+for f in "${written[@]}"; do
+  if [ "$out/$f" -ef "$genome" ]; then
+    echo "paper_scale: PAPER_GENOME '$genome' is $out/$f, which this script writes; move the genome out of the way" >&2
+    exit 2
+  fi
+done
 
 # shellcheck disable=SC2086  # mpirun_opts is a list of options
 [ -s "$out/counts.h5" ] || mpirun $mpirun_opts -n "$ranks" "$bin" count --genome "$genome" --out "$out/counts.h5" >/dev/null
@@ -77,8 +90,6 @@ for m in $maskings; do
   fi
   cat "$run.summary.json" >>"$out/arms.jsonl.tmp"
 done
-json_name=paper_scale.json
-[ "$model" = logo ] || json_name=paper_scale-$model.json
 python3 - "$out/arms.jsonl.tmp" "$out/$json_name" "$steps" "$batch" "$accum" "$device" "$model" <<'PY'
 import json, sys
 src, dst, steps, batch, accum = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])

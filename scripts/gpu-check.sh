@@ -13,7 +13,8 @@
 #   --build DIR       build directory (default build-gpu)
 #   --no-build        use the build directory as it is (also one packed by
 #                     scripts/gpu-bundle.sh for a node without compilers or libraries)
-#   --out FILE        the JSON results (default gpu-check.json)
+#   --out FILE        the JSON results (default gpu-check.json), in a folder that exists;
+#                     never the genome; written under its name only once whole
 #   --steps N         timed steps per benchmark (default 10)
 #   --batch-dnabert N, --batch-logo N   sequences per step (default 32, 64)
 #   --sweep-dnabert "N ...", --sweep-logo "N ..."   the micro-batch sweep on a GPU
@@ -200,6 +201,20 @@ if [ -n "$genome" ]; then
     exit 2
   fi
   case "$genome" in /*) ;; *) genome="$PWD/$genome" ;; esac
+  if [ "$out" -ef "$genome" ]; then
+    echo "gpu-check.sh: --out '$out' is the genome (--genome); name another file for the JSON" >&2
+    exit 2
+  fi
+fi
+# --out: a file in a folder that exists and can be written, checked before the parts run,
+# not when the report is written at the end.
+if [ -d "$out" ]; then
+  echo "gpu-check.sh: --out '$out' is a folder; name a file for the JSON, e.g. $out/gpu-check.json" >&2
+  exit 2
+fi
+if [ ! -d "$(dirname "$out")" ] || [ ! -w "$(dirname "$out")" ]; then
+  echo "gpu-check.sh: --out '$out': its folder does not exist or cannot be written; make it first" >&2
+  exit 2
 fi
 
 # Every Python module this script, bench/train_bench.py and the GPU tests import
@@ -406,8 +421,12 @@ passed = all(p["status"] != "failed" for p in parts.values()) and not interrupte
 res["passed"] = passed
 rows.sort(key=lambda r: (("dnabert", "logo").index(r["config"]), r["batch"], r["impl"] != "genemask", r["variant"]))
 res["runs"] = rows
-with open(out, "w") as f:  # before the table: a row that cannot be printed loses nothing
+# Before the table (a row that cannot be printed loses nothing), and under its final name only
+# once whole: a run stopped while writing leaves no half-written file.
+tmp = f"{out}.tmp.{os.getpid()}"
+with open(tmp, "w") as f:
     json.dump(res, f, indent=2)
+os.replace(tmp, out)
 pct = lambda x: f"{x:.1%}" if x is not None else "-"
 print(f"{'config':8s} {'impl':9s} {'variant':10s} {'batch':>5s} {'tokens/s':>10s} {'step ms':>8s} {'TFLOP/s':>8s} "
       f"{'MFU':>6s} {'MFU ds':>6s} {'peak GiB':>8s} {'vs PyTorch':>10s}")

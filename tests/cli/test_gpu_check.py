@@ -418,6 +418,34 @@ class GpuCheckDryRun(unittest.TestCase):
                 self.assertNotIn("==", p.stdout)  # no part ran
                 self.assertFalse(os.path.exists(out))
 
+    def test_out_that_is_an_input_or_cannot_be_written_is_refused_before_any_part(self):
+        # --out names the JSON the script writes at the end: the genome it reads (by any
+        # path to the same file), a folder, or a file in a missing folder is refused at the
+        # start, and the genome's bytes are left as they were.
+        import hashlib
+        with tempfile.TemporaryDirectory() as tmp:
+            genome = os.path.join(tmp, "g.fa")
+            with open(genome, "w") as f:
+                f.write(">chr1\n" + "ACGT" * 50 + "\n")
+            os.symlink(genome, os.path.join(tmp, "link.fa"))
+            digest = lambda: hashlib.sha256(open(genome, "rb").read()).hexdigest()
+            before = digest()
+            same = "gpu-check.sh: --out '{}' is the genome (--genome); name another file for the JSON"
+            for out, want in [(genome, same.format(genome)),
+                              (os.path.join(tmp, ".", "g.fa"), same.format(os.path.join(tmp, ".", "g.fa"))),
+                              (os.path.join(tmp, "link.fa"), same.format(os.path.join(tmp, "link.fa"))),
+                              (tmp, f"gpu-check.sh: --out '{tmp}' is a folder; name a file for the JSON, "
+                                    f"e.g. {tmp}/gpu-check.json"),
+                              (os.path.join(tmp, "no", "r.json"),
+                               f"gpu-check.sh: --out '{os.path.join(tmp, 'no', 'r.json')}': its folder does not "
+                               "exist or cannot be written; make it first")]:
+                p = gpu_check(out, "--genome", genome, "--only", "model_tests")
+                self.assertEqual(p.returncode, 2, p.stdout + p.stderr)
+                self.assertEqual(p.stderr.strip(), want)
+                self.assertNotIn("==", p.stdout)  # no part ran
+                self.assertEqual(digest(), before)
+            self.assertEqual(sorted(os.listdir(tmp)), ["g.fa", "link.fa"])
+
     def test_only_runs_the_parts_named(self):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "gpu-check.json")
@@ -437,6 +465,7 @@ class GpuCheckDryRun(unittest.TestCase):
                     self.assertEqual(parts[name]["note"], SKIPPED.get(name, "not asked for: --only"), name)
             self.assertEqual([(r["impl"], r["config"]) for r in res["runs"]], [("genemask", "logo")])
             self.assertTrue(res["passed"])
+            self.assertEqual(os.listdir(tmp), ["gpu-check.json"])  # written whole, no temporary left
             # Every part can be asked for by name (the GPU-only ones are skipped here, with
             # their reason, not refused as unknown).
             p = gpu_check(out, "--only", ",".join(SKIPPED))

@@ -5,8 +5,8 @@
 # holds each arm's minutes, real tokens/s, model TFLOP/s and no datasheet MFU (a CPU), that a
 # second run keeps the finished arms instead of training again, that PAPER_MODEL=dnabert
 # pretrains the DNABERT-size model in the same directory from the same counts and shards into
-# its own JSON (one step of one sequence), and that a bad setting is refused before anything
-# runs.
+# its own JSON (one step of one sequence), that a bad setting is refused before anything
+# runs, and that a genome which is one of the script's own outputs is refused and left whole.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 py=${PYTHON:-/usr/bin/python3}
@@ -75,5 +75,18 @@ if PAPER_STEPS=0 bash "$repo/bench/paper_scale.sh" "$tmp/bad" >"$tmp/bad.log" 2>
 fi
 grep -q "PAPER_STEPS must be a positive integer, got '0'" "$tmp/bad.log" || { echo "no reason for PAPER_STEPS=0" >&2; fail=1; }
 [ ! -e "$tmp/bad" ] || { echo "a refused run made its output directory" >&2; fail=1; }
+# A genome that is one of the files the script writes in OUTDIR is refused, and left whole.
+mkdir "$tmp/own"
+for name in paper_scale.json logo-random.log arms.jsonl.tmp; do
+  cp "$tmp/g.fa" "$tmp/own/$name"
+  if PAPER_GENOME=$tmp/own/$name bash "$repo/bench/paper_scale.sh" "$tmp/own" >"$tmp/bad.log" 2>&1; then
+    echo "PAPER_GENOME=OUTDIR/$name was accepted" >&2; fail=1
+  fi
+  grep -q "PAPER_GENOME '$tmp/own/$name' is $tmp/own/$name, which this script writes" "$tmp/bad.log" ||
+    { echo "no reason for PAPER_GENOME=OUTDIR/$name" >&2; cat "$tmp/bad.log" >&2; fail=1; }
+  cmp -s "$tmp/g.fa" "$tmp/own/$name" || { echo "PAPER_GENOME=OUTDIR/$name was written over" >&2; fail=1; }
+  rm "$tmp/own/$name"
+done
+[ -z "$(ls -A "$tmp/own")" ] || { echo "a refused run left files: $(ls "$tmp/own")" >&2; fail=1; }
 [ $fail = 0 ] && echo "paper_scale.sh: ok"
 exit $fail
