@@ -22,7 +22,11 @@
 #   PAPER_PRECISION=bf16   PAPER_MASKINGS="genemask random"   PAPER_RANKS=2 (count, shards)
 #   GENEMASK_BIN
 # Stages already done (counts, npmi, shards, a finished arm) are kept when it is run again;
-# an arm that was stopped resumes from its last checkpoint (its minutes are then the rest's).
+# an arm that was stopped resumes from its last checkpoint (its minutes are then the rest's:
+# the JSON says "resumed" and gives it no verdict). OUTDIR records the genome's sha256 and
+# each arm's settings: a rerun with another genome, or an arm asked for with other steps,
+# batch, device or precision, is refused, never served the old results. One run at a time in
+# an OUTDIR (a second is refused).
 set -euo pipefail
 case ${1:-} in
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -53,14 +57,38 @@ json_name=paper_scale.json
 [ "$model" = logo ] || json_name=paper_scale-$model.json
 # The genome is never one of the files this script writes in OUTDIR (genemask's own commands
 # refuse an output that is an input; these are the script's own).
-written=(arms.jsonl.tmp "$json_name" "$json_name.tmp")
-for m in $maskings; do written+=("$model-$m.log" "$model-$m.summary.tmp" "$model-$m.summary.part" "$model-$m.summary.json"); done
+written=(.paper_scale.lock genome.sha256 genome.sha256.tmp "$json_name" "$json_name.tmp")
+for m in $maskings; do
+  for f in log settings settings.tmp summary.tmp summary.part summary.json; do written+=("$model-$m.$f"); done
+done
 for f in "${written[@]}"; do
   if [ "$out/$f" -ef "$genome" ]; then
     echo "paper_scale: PAPER_GENOME '$genome' is $out/$f, which this script writes; move the genome out of the way" >&2
     exit 2
   fi
 done
+# One run at a time in OUTDIR: the counts, the shards and the arms are shared.
+exec 9>>"$out/.paper_scale.lock"
+if ! flock -n 9; then
+  echo "paper_scale: another paper_scale.sh is running in $out; wait for it, or name another OUTDIR" >&2
+  exit 2
+fi
+# What OUTDIR's stages were made from: the genome's bytes. A rerun with another genome is
+# refused, never served the old genome's counts and shards.
+sum=$(sha256sum <"$genome" | cut -d' ' -f1)
+if [ -s "$out/genome.sha256" ]; then
+  if [ "$(cat "$out/genome.sha256")" != "$sum" ]; then
+    echo "paper_scale: $out holds the counts and shards of another genome (sha256 $(cat "$out/genome.sha256"));" \
+      "PAPER_GENOME '$genome' is $sum: name another OUTDIR" >&2
+    exit 2
+  fi
+elif [ -e "$out/counts.h5" ] || [ -e "$out/npmi.tsv" ] || [ -e "$out/shards" ]; then
+  echo "paper_scale: $out holds counts or shards that do not say which genome they are of; name another OUTDIR" >&2
+  exit 2
+else
+  echo "$sum" >"$out/genome.sha256.tmp"
+  mv "$out/genome.sha256.tmp" "$out/genome.sha256"
+fi
 
 # shellcheck disable=SC2086  # mpirun_opts is a list of options
 [ -s "$out/counts.h5" ] || mpirun $mpirun_opts -n "$ranks" "$bin" count --genome "$genome" --out "$out/counts.h5" >/dev/null
@@ -70,10 +98,24 @@ done
 [ -s "$out/shards/manifest.json" ] ||
   mpirun $mpirun_opts -n "$ranks" "$bin" shards --genome "$genome" --out "$out/shards" --force >/dev/null
 
-: >"$out/arms.jsonl.tmp"
+arms=$(mktemp "$out/arms.XXXXXX")
+trap 'rm -f "$arms"' EXIT
 for m in $maskings; do
   run="$out/$model-$m"
   log="$out/$model-$m.log"
+  # An arm is kept (finished) or resumed (stopped) only if made with these settings: a
+  # finished arm of 2 steps is never reported as one of 10,000.
+  settings="model=$model masking=$m steps=$steps batch=$batch accum=$accum device=$device precision=$precision genome=$sum"
+  if [ -e "$run" ] || [ -e "$run.summary.json" ]; then
+    if [ "$(cat "$run.settings" 2>/dev/null)" != "$settings" ]; then
+      echo "paper_scale: $run was made with other settings ($(cat "$run.settings" 2>/dev/null || echo "not recorded"));" \
+        "these are $settings: name another OUTDIR" >&2
+      exit 2
+    fi
+  else
+    echo "$settings" >"$run.settings.tmp"
+    mv "$run.settings.tmp" "$run.settings"
+  fi
   if [ ! -s "$run.summary.json" ]; then
     t=$SECONDS
     resume=()
@@ -83,14 +125,15 @@ for m in $maskings; do
       --device "$device" --precision "$precision" --log-every 100 --eval-every 0 \
       --checkpoint-every "$steps" >"$run.summary.tmp" 2>"$log"
     # The arm's summary under its final name only once whole (a later run then skips the arm).
-    tail -n 1 "$run.summary.tmp" | python3 -c 'import json, sys; s = json.load(sys.stdin); s["wall_s"] = float(sys.argv[1]); print(json.dumps(s))' \
-      "$((SECONDS - t))" >"$run.summary.part"
+    # A resumed arm's minutes are its last part's only: it says so, and is given no verdict.
+    tail -n 1 "$run.summary.tmp" | python3 -c 'import json, sys; s = json.load(sys.stdin); s["wall_s"] = float(sys.argv[1]); s["resumed"] = sys.argv[2] == "1"; print(json.dumps(s))' \
+      "$((SECONDS - t))" "${#resume[@]}" >"$run.summary.part"
     mv "$run.summary.part" "$run.summary.json"
     rm -f "$run.summary.tmp"
   fi
-  cat "$run.summary.json" >>"$out/arms.jsonl.tmp"
+  cat "$run.summary.json" >>"$arms"
 done
-python3 - "$out/arms.jsonl.tmp" "$out/$json_name" "$steps" "$batch" "$accum" "$device" "$model" <<'PY'
+python3 - "$arms" "$out/$json_name" "$steps" "$batch" "$accum" "$device" "$model" <<'PY'
 import json, sys
 src, dst, steps, batch, accum = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
 model = sys.argv[7]
@@ -99,20 +142,34 @@ paper = model == "logo" and steps == 10000 and batch * accum == 1000 and sys.arg
 arms = [json.loads(l) for l in open(src) if l.strip()]
 rows = []
 for s in arms:
-    mfu = s.get("mfu_datasheet")
-    rows.append({"model": s["model"], "masking": s["masking"], "steps": s["steps_done"], "minutes": s["wall_s"] / 60,
-                 "tokens_per_s": s["tokens_per_s"], "model_tflops": s["model_tflops"], "mfu_datasheet": mfu,
+    # An arm's steps are its whole run's (a resumed one began at start_step); a run that
+    # stopped short of the steps asked is not published.
+    done, timed = s.get("start_step", 0) + s["steps_done"], s["steps_done"]
+    if done != steps:
+        sys.exit(f"paper_scale: the {s['masking']} arm stopped at step {done} of {steps}; run it again to resume it")
+    # The rates are the timed part's; a part with no step has none.
+    rate = lambda v: v if timed else None
+    mfu = rate(s.get("mfu_datasheet"))
+    resumed = s.get("resumed", False)
+    # The goal is judged on an arm timed whole; a resumed arm's minutes are its last part's.
+    goal = None if not paper or resumed else s["wall_s"] <= 720
+    rows.append({"model": s["model"], "masking": s["masking"], "steps": done, "steps_timed": timed,
+                 "minutes": s["wall_s"] / 60, "resumed": resumed, "goal_met": goal,
+                 "tokens_per_s": rate(s["tokens_per_s"]), "model_tflops": rate(s["model_tflops"]), "mfu_datasheet": mfu,
                  "loss": s["loss"], "precision": s["precision"], "packing": s.get("packing"),
                  "cuda_graphs": s.get("cuda_graphs"), "layout": s["layout"]})
-    print(f"{s['masking']:10s} {model} {s['steps_done']} steps x {batch * accum} sequences: {s['wall_s'] / 60:6.1f} min, "
-          f"{s['tokens_per_s']:,.0f} real tokens/s, {s['model_tflops']:.1f} model TFLOP/s, MFU (datasheet) "
-          f"{'-' if mfu is None else f'{mfu:.1%}'}, final loss {s['loss']}"
-          + (f", goal <= 12 min: {'met' if s['wall_s'] <= 720 else 'missed'}" if paper else ""))
+    verdict = ""
+    if paper:
+        verdict = (", resumed: its minutes are the last part's, no verdict" if resumed
+                   else f", goal <= 12 min: {'met' if goal else 'missed'}")
+    fig = lambda v, f: "-" if v is None else format(v, f)
+    print(f"{s['masking']:10s} {model} {done} steps x {batch * accum} sequences: {s['wall_s'] / 60:6.1f} min, "
+          f"{fig(rate(s['tokens_per_s']), ',.0f')} real tokens/s, {fig(rate(s['model_tflops']), '.1f')} model TFLOP/s, "
+          f"MFU (datasheet) {fig(mfu, '.1%')}, final loss {s['loss']}" + verdict)
 with open(dst + ".tmp", "w") as f:
     json.dump({"model": model, "steps": steps, "sequences_per_step": batch * accum, "paper_budget": paper, "arms": rows},
               f, indent=2)
 import os
 os.replace(dst + ".tmp", dst)
 PY
-rm -f "$out/arms.jsonl.tmp"
 echo "paper_scale: wrote $out/$json_name"

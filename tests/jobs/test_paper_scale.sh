@@ -75,9 +75,46 @@ if PAPER_STEPS=0 bash "$repo/bench/paper_scale.sh" "$tmp/bad" >"$tmp/bad.log" 2>
 fi
 grep -q "PAPER_STEPS must be a positive integer, got '0'" "$tmp/bad.log" || { echo "no reason for PAPER_STEPS=0" >&2; fail=1; }
 [ ! -e "$tmp/bad" ] || { echo "a refused run made its output directory" >&2; fail=1; }
+# Results made with other settings are never served: another PAPER_STEPS for a finished arm,
+# or another genome for the counts and shards, is refused and changes nothing.
+json_before=$(sha256sum <"$out/paper_scale.json")
+if PAPER_STEPS=4 bash "$repo/bench/paper_scale.sh" "$out" >"$tmp/bad.log" 2>&1; then
+  echo "a finished 3-step arm was served for PAPER_STEPS=4" >&2; fail=1
+fi
+grep -q "paper_scale: $out/logo-genemask was made with other settings (model=logo masking=genemask steps=3 batch=2 accum=2 .*); these are model=logo masking=genemask steps=4 " "$tmp/bad.log" ||
+  { echo "no reason for PAPER_STEPS=4" >&2; cat "$tmp/bad.log" >&2; fail=1; }
+sed 's/ACGT/TTTT/; s/^A/C/' "$tmp/g.fa" >"$tmp/other.fa"
+if PAPER_GENOME=$tmp/other.fa bash "$repo/bench/paper_scale.sh" "$out" >"$tmp/bad.log" 2>&1; then
+  echo "another genome was served the first one's counts and shards" >&2; fail=1
+fi
+grep -q "paper_scale: $out holds the counts and shards of another genome (sha256 [0-9a-f]*); PAPER_GENOME '$tmp/other.fa' is [0-9a-f]*: name another OUTDIR" "$tmp/bad.log" ||
+  { echo "no reason for another genome" >&2; cat "$tmp/bad.log" >&2; fail=1; }
+# A second run in the same OUTDIR while one runs (holding its lock) is refused.
+if flock -n "$out/.paper_scale.lock" bash "$repo/bench/paper_scale.sh" "$out" >"$tmp/bad.log" 2>&1; then
+  echo "a second run in the same OUTDIR was let in" >&2; fail=1
+fi
+grep -q "another paper_scale.sh is running in $out" "$tmp/bad.log" || { echo "no reason for the second run" >&2; cat "$tmp/bad.log" >&2; fail=1; }
+[ "$(sha256sum <"$out/paper_scale.json")" = "$json_before" ] || { echo "a refused run wrote paper_scale.json" >&2; fail=1; }
+for f in "$out"/arms.*; do
+  if [ -e "$f" ]; then echo "a temporary list of arms was left: $f" >&2; fail=1; fi
+done
+# An arm stopped after its checkpoint (its summary not yet written) is resumed, and says so.
+rm "$out/logo-random.summary.json"
+bash "$repo/bench/paper_scale.sh" "$out" >"$tmp/run4.log" 2>&1 || { cat "$tmp/run4.log"; fail=1; }
+"$py" - "$out" <<'PY' || fail=1
+import json, sys
+arms = {a["masking"]: a for a in json.load(open(f"{sys.argv[1]}/paper_scale.json"))["arms"]}
+assert arms["random"]["resumed"] is True and arms["genemask"]["resumed"] is False, arms
+# Its part timed no step (the checkpoint was the last): the arm's steps are 3, its rates none.
+assert arms["random"]["goal_met"] is None and arms["random"]["steps"] == 3, arms
+assert arms["random"]["steps_timed"] == 0 and arms["random"]["tokens_per_s"] is None, arms
+assert arms["genemask"]["steps_timed"] == 3 and arms["genemask"]["tokens_per_s"] > 0, arms
+print("paper_scale: a resumed arm says so")
+PY
+
 # A genome that is one of the files the script writes in OUTDIR is refused, and left whole.
 mkdir "$tmp/own"
-for name in paper_scale.json logo-random.log arms.jsonl.tmp; do
+for name in paper_scale.json logo-random.log logo-genemask.settings genome.sha256; do
   cp "$tmp/g.fa" "$tmp/own/$name"
   if PAPER_GENOME=$tmp/own/$name bash "$repo/bench/paper_scale.sh" "$tmp/own" >"$tmp/bad.log" 2>&1; then
     echo "PAPER_GENOME=OUTDIR/$name was accepted" >&2; fail=1
