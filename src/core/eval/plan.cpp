@@ -432,6 +432,21 @@ void check_expansion(const Checker& c, const Plan& p) {
     const size_t length = longest_model + safe_name(p.tasks[i].name).size() + fixed;
     if (length > kMaxRunDirName) too_long(Checker::sub(Checker::at("tasks", i), "name"), p.tasks[i].name, length);
   }
+  // Names that differ can still join into one run directory: model "a__b" with task "c" and
+  // model "a" with task "b__c" both make runs/a__b__c__SHOTS__SEED, where two jobs would
+  // write over each other's outputs.
+  std::map<std::string, std::pair<size_t, size_t>> dirs;
+  for (size_t i = 0; i < p.models.size(); ++i)
+    for (size_t k = 0; k < p.tasks.size(); ++k) {
+      const auto [it, fresh] =
+          dirs.emplace(safe_name(p.models[i].name) + "__" + safe_name(p.tasks[k].name), std::make_pair(i, k));
+      if (fresh) continue;
+      const auto& [i0, k0] = it->second;
+      c.fail(Checker::sub(Checker::at("models", i), "name"),
+             fmt::format("model \"{}\" with task \"{}\" and model \"{}\" with task \"{}\" give the same run "
+                         "directories (runs/{}__SHOTS__SEED); rename one so that the names hold no \"__\"",
+                         p.models[i0].name, p.tasks[k0].name, p.models[i].name, p.tasks[k].name, it->first));
+    }
 }
 
 template <class T>

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <set>
 
 #include "genemask/eval/plan.hpp"
 #include "io/dir_lock.hpp"
@@ -233,6 +234,22 @@ TEST_F(SweepPlan, ExpansionIsBounded) {
   for (const auto& job : sweep::expand_jobs(p, "/o"))
     EXPECT_LE(fs::path(job.out).filename().string().size(), sweep::kMaxRunDirName);
   EXPECT_NE(plan_error([&] { yaml_plan("models: [{name: " + edge + "z, path: random}]\n" + kTask); }), "no error");
+  // Distinct names that join into one run directory: two jobs would share (and write over)
+  // it. Each accepted plan's jobs have distinct directories (a brute-force check).
+  const std::string two_tasks = "tasks: [{name: c, train: train.csv, test: test.csv}, {name: b__c, train: train.csv, test: test.csv}]\n";
+  EXPECT_EQ(plan_error([&] { yaml_plan("models: [{name: a__b, path: random}, {name: a, path: random}]\n" + two_tasks); }),
+            f + ":1: models[1].name: model \"a__b\" with task \"c\" and model \"a\" with task \"b__c\" give the same "
+                "run directories (runs/a__b__c__SHOTS__SEED); rename one so that the names hold no \"__\"");
+  const std::string underscores = "tasks: [{name: _b, train: train.csv, test: test.csv}, {name: b, train: train.csv, test: test.csv}]\n";
+  EXPECT_NE(plan_error([&] { yaml_plan("models: [{name: a_, path: random}, {name: a, path: random}]\n" + underscores); })
+                .find("give the same run directories (runs/a___b__SHOTS__SEED)"),
+            std::string::npos);
+  for (const std::string& models : {"models: [{name: a_b, path: random}, {name: a, path: random}]\n",
+                                    "models: [{name: a.b, path: random}, {name: ab, path: random}]\n"}) {
+    const auto ok = yaml_plan(models + two_tasks);
+    std::set<std::string> outs;
+    for (const auto& job : sweep::expand_jobs(ok, "/o")) EXPECT_TRUE(outs.insert(job.out).second) << job.out;
+  }
   // The file itself is bounded before it is read into memory.
   test::write_file(d_ + "/big.json", std::string(sweep::kMaxPlanBytes + 1, ' '));
   EXPECT_EQ(plan_error([&] { sweep::load_plan(d_ + "/big.json"); }),
