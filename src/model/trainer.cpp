@@ -582,6 +582,13 @@ void resume_from_checkpoint(Run& r) {
   if (world != r.world)
     throw io::InputError(state, fmt::format("was written by {} ranks; resume with the same number (now {})", world,
                                             r.world));
+  // A run is never "continued" to an end it has passed: it would exit 0 having trained
+  // nothing, its schedule decaying to a step already behind it.
+  if (o.steps < r.step)
+    throw io::InputError(state, fmt::format("--resume: --steps {} is below the checkpoint's step {}; give --steps {} "
+                                            "or more (the run's own end: {})",
+                                            o.steps, r.step, r.step,
+                                            st.contains("steps") ? io::json_excerpt(st["steps"], 40) : "not recorded"));
   if (version >= 2) check_checkpoint_files(r, d, st);
   if (st.contains("genome_tokens")) r.resumed_genome_tokens = st["genome_tokens"];
   r.run_id = version >= 2 ? st["run_id"].get<std::string>() : new_run_id();

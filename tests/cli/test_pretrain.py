@@ -399,6 +399,13 @@ class Pretrain(unittest.TestCase):
         self.assertIn("state.json: --resume: --batch-per-rank is 3 now but 2 in the run", p.stderr)
         p = self.pretrain(out, ["--resume"], model="mutable.json", masking="genemask", check=False)
         self.assertIn('--resume: --masking is "genemask" now but "random" in the run', p.stderr)
+        # --steps may grow or shrink, but not below the checkpoint's step (it exited 0 having
+        # trained nothing, its schedule "decaying to 0" at a step behind it).
+        p = self.pretrain(out, ["--resume"], model="mutable.json", steps=3, check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("state.json: --resume: --steps 3 is below the checkpoint's step 4; give --steps 4 or more (the "
+                      "run's own end: 8)", p.stderr)
+        self.assertEqual(p.stdout, "")  # no summary
         # The fused paths that change the numbers (model/fusions.hpp) are a setting too; the
         # bf16 copy of the LayerNorm is not (the same numbers).
         p = self.pretrain(out, ["--resume"], model="mutable.json", check=False, env={"GENEMASK_FUSED": "qkv"})
