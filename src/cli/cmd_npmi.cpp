@@ -6,6 +6,7 @@
 #include "genemask/kmer/kmer.hpp"
 #include "genemask/kmer/pmi.hpp"
 #include "io/counts_file.hpp"
+#include "io/error.hpp"
 #include "io/rank_tables.hpp"
 
 namespace genemask::cli {
@@ -22,6 +23,14 @@ void run_npmi(const NpmiArgs& a, const Context& ctx) {
   if (ctx.rank != 0) return;  // cheap: rank 0 does it
   check_writable(a.out);
   io::CountsFile cf = io::read_counts_file(a.counts, a.k, false, a.genome);
+  // No k-mer of this length counted: every PMI is undefined, and a "ranking" would be the
+  // k-mers in code order.
+  uint64_t kmers = 0;
+  for (const uint64_t c : cf.counts.at(static_cast<size_t>(a.k))) kmers += c;
+  if (kmers == 0)
+    throw io::InputError(a.counts, fmt::format("holds no {}-mer{}: no stretch of {} A/C/G/T bases was counted, so there "
+                                               "is nothing to rank; count a longer genome, or rank a shorter --k",
+                                               a.k, a.genome.empty() ? "" : " of genome " + a.genome, a.k));
   PmiCalculator calc(cf.counts, a.k);
   auto ranking = npmi_ranking(calc, a.k, a.min_count);
   std::vector<io::NpmiRow> rows;

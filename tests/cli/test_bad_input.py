@@ -141,6 +141,8 @@ class BadInput(unittest.TestCase):
         fasta("dup-latin1.fa", b">chr\xff\xfe\n" + body.encode() + b">chr\xff\xfe\n" + body.encode())
         fasta("empty.fa", b"")
 
+        fasta("five-bases.fa", b">s\nACGTA\n")
+        run(["count", "--genome", t("five-bases.fa"), "--out", t("five-bases.h5"), "--kmax", "6", "--quiet"])
         shutil.copy(t("counts.h5"), t("no-k3.h5"))
         with h5py.File(t("no-k3.h5"), "r+") as h:
             del h["counts/k3"]
@@ -406,6 +408,10 @@ class BadInput(unittest.TestCase):
                 [t("no-k3.h5"), "/counts/k3"], t("n1.tsv")),
             Row("npmi: a count of 2^63", ["npmi", "--counts", t("huge-k1.h5"), "--out", t("n2.tsv")],
                 [t("huge-k1.h5"), "/counts/k1", damaged], t("n2.tsv")),
+            # Every PMI undefined: the "ranking" was the 6-mers in code order, all nan.
+            Row("npmi: a genome with no 6-mer", ["npmi", "--counts", t("five-bases.h5"), "--out", t("n3.tsv")],
+                [t("five-bases.h5") + ": holds no 6-mer: no stretch of 6 A/C/G/T bases was counted, so there is "
+                 "nothing to rank; count a longer genome, or rank a shorter --k"], t("n3.tsv")),
             Row("pmi-vocab: /counts/k3 deleted", ["pmi-vocab", "--counts", t("no-k3.h5"), "--out", t("v1.tsv")],
                 [t("no-k3.h5"), "/counts/k3"], t("v1.tsv")),
             Row("pmi-vocab: a count of 2^63", ["pmi-vocab", "--counts", t("huge-k1.h5"), "--out", t("v2.tsv")],
