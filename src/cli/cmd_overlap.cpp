@@ -134,6 +134,12 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
                                 (source == "max" && (a.train.empty() || a.counts.empty()))))
     throw std::invalid_argument(fmt::format("--drop-source {} needs {}", source,
                                             source == "max" ? "both --train and --counts" : source == "train" ? "--train" : "--counts"));
+  // A training table given twice (by any path) would count its rows twice in summary.json.
+  for (size_t i = 0; i < a.train.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (std::filesystem::equivalent(a.train[i], a.train[j]))
+        throw std::invalid_argument(fmt::format("--train {} is the same file as --train {}: give each training table once",
+                                                a.train[i], a.train[j]));
   io::OutputSet out(a.out, {"overlap", "--out", a.force, "summary.json"});  // published when complete
   const std::string dir = out.staging();
   if (!a.filtered.empty()) check_writable(a.filtered);

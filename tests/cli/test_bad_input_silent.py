@@ -105,6 +105,7 @@ class Silent(unittest.TestCase):
         shutil.copy(self.fa, t("other_genome.fa"))
         shutil.copytree(t("shards"), t("own-shards"))
         shutil.copytree(t("run"), t("own-run"))
+        os.symlink(t("train.csv"), t("train-link.csv"))
         ckpt = os.path.join(t("own-run"), "checkpoints", os.path.basename(self.checkpoint))
         with h5py.File(t("user.h5"), "w") as h:
             h["x"] = np.arange(4)
@@ -138,6 +139,10 @@ class Silent(unittest.TestCase):
                 ["--out " + t("user.tsv"), "`genemask predict`", "--force"], keep=[t("user.tsv")]),
             Row("npmi --out a text file", ["npmi", "--counts", t("counts.h5"), "--out", t("user.txt")],
                 ["--out " + t("user.txt"), "an npmi.tsv"], keep=[t("user.txt")]),
+            Row("overlap --train given twice, by a link", ["overlap", "--test", t("test.csv"), "--train", t("train.csv"),
+                                                           "--train", t("train-link.csv"), "--out", t("ov2")],
+                ["--train " + t("train-link.csv") + " is the same file as --train " + t("train.csv"),
+                 "give each training table once"], t("ov2")),
             Row("overlap --filtered an existing table", ["overlap", "--test", t("test.csv"), "--train", t("train.csv"),
                                                          "--out", t("ov1"), "--drop-above", "0.5", "--filtered",
                                                          t("user.tsv")],
