@@ -17,9 +17,12 @@
 #   STUDY_RANKS_SWEEP=3          sweep ranks (1 manager + workers)
 #   GENEMASK_BIN
 # Running it again continues where it stopped (pretraining resumes, the sweep skips its jobs).
+# OUTDIR must be new, empty or an earlier study's made with the same settings (its
+# study-settings.json says which): anything else is refused, and the study never writes over
+# a file it would write differently.
 set -euo pipefail
 case ${1:-} in
-  -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "usage: bench/masking_study.sh [OUTDIR]  (--help)" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,17 +37,73 @@ t0=$SECONDS
 seeds=${STUDY_SEEDS:-1 2 3}
 maskings=${STUDY_MASKINGS:-genemask random}
 model=${STUDY_MODEL:-small}
+# One run at a time in OUTDIR (two would write the same files): a lock on the directory.
+exec 9<"$out"
+flock -n 9 || { echo "masking_study: another study is running in $out" >&2; exit 1; }
+tmps=()
+trap 'rm -f "${tmps[@]}"' EXIT
+# settle TMP FILE: TMP (in FILE's folder) becomes FILE, whole; a FILE that is there must
+# already hold the same bytes (a rerun), else it is not ours: refused, left as it is.
+settle() {
+  if [ ! -e "$2" ]; then
+    chmod 644 "$1"
+    mv "$1" "$2"
+  elif cmp -s "$1" "$2"; then
+    rm "$1"
+  else
+    echo "masking_study: $2 differs from what the study writes there: not overwritten (remove it, or use another OUTDIR)" >&2
+    exit 1
+  fi
+}
+# newtmp FILE: a new temporary beside FILE, in $tmp (removed at exit unless renamed).
+newtmp() { tmp=$(mktemp "$1.tmp.XXXXXX"); tmps+=("$tmp"); }
+# put FILE: stdin, settled as FILE.
+put() { newtmp "$1"; cat >"$tmp"; settle "$tmp" "$1"; }
 
 genome=$("$root/scripts/default-genome.sh")
+model_sha=
+case $model in
+  small | logo | dnabert) ;;
+  *) # a config.json: absolute (the config's relative paths are taken from OUTDIR), and its digest
+    [ -f "$model" ] || { echo "masking_study: STUDY_MODEL=$model: not small, logo, dnabert or a file" >&2; exit 1; }
+    model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
+    model_sha=$(sha256sum <"$model" | cut -d' ' -f1) ;;
+esac
+# Everything the results depend on. An OUTDIR that has none is a new one (made here, or
+# empty); one with other settings is refused: the stages would resume or skip with results
+# of the old ones (other steps, seeds, sites) and mix them into the report.
+settings=$(/usr/bin/python3 -c 'import json, sys; a = sys.argv[1:]
+print(json.dumps({"script": "bench/masking_study.sh", "settings": dict(zip(a[::2], a[1::2]))}, indent=1))' \
+  genome "$genome" seeds "$seeds" maskings "$maskings" model "$model" model_sha256 "$model_sha" \
+  device "${STUDY_DEVICE:-cpu}" steps "${STUDY_STEPS:-800}" shots "${STUDY_SHOTS:-10 50}" \
+  finetune_seeds "${STUDY_FINETUNE_SEEDS:-5}" sites "${STUDY_SITES:-1500}" ranks_sweep "${STUDY_RANKS_SWEEP:-3}")
+marker=$out/study-settings.json
+if [ -e "$marker" ]; then
+  if ! cmp -s "$marker" <(printf '%s\n' "$settings"); then
+    echo "masking_study: $out was made with other settings (<: its $marker, >: this run's):" >&2
+    diff "$marker" <(printf '%s\n' "$settings") >&2 || true
+    echo "masking_study: remove $out for a fresh run, or use another OUTDIR" >&2
+    exit 1
+  fi
+elif [ -n "$(ls -A "$out")" ]; then
+  echo "masking_study: $out is not empty and not a study's OUTDIR (no study-settings.json): use a new or empty OUTDIR" >&2
+  exit 1
+else
+  put "$marker" <<<"$settings"
+fi
+
 # The task: real chr22 windows at random unmasked sites against DeePromoter-style copies of
-# them (the demo's task; scripts/demo-sites.py).
-[ -s "$out/sites.bed" ] || /usr/bin/python3 "$root/scripts/demo-sites.py" "$genome" "$out/sites.bed" "${STUDY_SITES:-1500}"
+# them (the demo's task; scripts/demo-sites.py). Made again on a rerun (under a second) to
+# check the one there.
+newtmp "$out/sites.bed"
+/usr/bin/python3 "$root/scripts/demo-sites.py" "$genome" "$tmp" "${STUDY_SITES:-1500}"
+settle "$tmp" "$out/sites.bed"
 if [ "$model" = small ]; then
-  cp "$root/scripts/demo-model.json" "$out/model.json"  # the demo's small BERT
+  put "$out/model.json" <"$root/scripts/demo-model.json"  # the demo's small BERT
   model=model.json
 fi
 
-cat >"$out/study.conf" <<CONF
+put "$out/study.conf" <<CONF
 # The masking study's pipeline config (written by bench/masking_study.sh; see jobs/pipeline.conf.example)
 # shellcheck disable=SC2034
 GENOME=$genome
@@ -83,8 +142,20 @@ echo "== What each strategy masks (mask-stats --by-kmer, 5000 sequences): $out/a
 for m in $maskings; do
   opts=(--npmi "$out/count/npmi.tsv")
   [ "$m" = pmi-vocab ] && opts+=(--pmi-vocab "$out/count/pmi_vocab.tsv")
-  "$GENEMASK_BIN" mask-stats --shards "$out/shards" --masking "$m" "${opts[@]}" --samples 5000 \
-    --by-kmer "$out/audit-$m.tsv" >"$out/audit-$m.json" 2>"$out/audit-$m.txt"
+  # Reports under temporaries, renamed once whole (a rerun replaces the earlier run's).
+  # --by-kmer's table is genemask's own output, written whole under its name.
+  newtmp "$out/audit-$m.json"
+  j=$tmp
+  newtmp "$out/audit-$m.txt"
+  e=$tmp
+  if ! "$GENEMASK_BIN" mask-stats --shards "$out/shards" --masking "$m" "${opts[@]}" --samples 5000 \
+    --by-kmer "$out/audit-$m.tsv" >"$j" 2>"$e"; then
+    cat "$e" >&2
+    exit 1
+  fi
+  chmod 644 "$j" "$e"
+  mv "$j" "$out/audit-$m.json"
+  mv "$e" "$out/audit-$m.txt"
   /usr/bin/python3 - "$m" "$out/audit-$m.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[2]))

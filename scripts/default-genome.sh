@@ -8,7 +8,12 @@ dir=${1:-"$here/../data/default"}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 fa="$dir/chr22.fa"
-if [ -s "$fa" ]; then echo "$fa"; exit 0; fi
+if [ -e "$fa" ]; then
+  # Written whole under its name (a temporary renamed), so an empty one is not this script's.
+  [ -s "$fa" ] || { echo "default-genome: $fa is empty and not made here: not written over" >&2; exit 1; }
+  echo "$fa"
+  exit 0
+fi
 maf_rel=usr/share/doc/maffilter/examples/Gorilla/Compara.epo_5_catarrhini_hsap-projected.chr22.subset.nogap.cleaned_aln.maf.gz
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -7,7 +7,9 @@
 #   -> report: Table 1 layout with paired t-tests, improvement table, plots
 # About 12 minutes on 2 cores. Running it again continues where it stopped (finished
 # stages are cheap to redo, pretraining resumes, the sweep skips finished jobs); for a fresh
-# run remove the output directory first.
+# run remove the output directory first. OUTDIR must be new, empty or an earlier demo's made
+# with the same settings (its demo-settings.json says which): anything else is refused, and
+# the demo never writes over a file it would write differently.
 #
 # Usage: scripts/demo.sh [OUTDIR]   (default: results/demo)
 # Environment: DEMO_STEPS (pretraining steps per masking, default 800), DEMO_SEEDS (default 5),
@@ -18,7 +20,7 @@
 #              GENEMASK_BIN.
 set -euo pipefail
 case ${1:-} in
-  -h | --help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "usage: scripts/demo.sh [OUTDIR]  (scripts/demo.sh --help)" >&2; exit 2 ;;
 esac
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -30,22 +32,70 @@ export GENEMASK_BIN=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export GENEMASK_MPIRUN_OPTS=${GENEMASK_MPIRUN_OPTS:---oversubscribe}
 t0=$SECONDS
+# One run at a time in OUTDIR (two would write the same files): a lock on the directory.
+exec 9<"$out"
+flock -n 9 || { echo "demo: another demo is running in $out" >&2; exit 1; }
+tmps=()
+trap 'rm -f "${tmps[@]}"' EXIT
+# settle TMP FILE: TMP (in FILE's folder) becomes FILE, whole; a FILE that is there must
+# already hold the same bytes (a rerun), else it is not ours: refused, left as it is.
+settle() {
+  if [ ! -e "$2" ]; then
+    chmod 644 "$1"
+    mv "$1" "$2"
+  elif cmp -s "$1" "$2"; then
+    rm "$1"
+  else
+    echo "demo: $2 differs from what the demo writes there: not overwritten (remove it, or use another OUTDIR)" >&2
+    exit 1
+  fi
+}
+# newtmp FILE: a new temporary beside FILE, in $tmp (removed at exit unless renamed).
+newtmp() { tmp=$(mktemp "$1.tmp.XXXXXX"); tmps+=("$tmp"); }
+# put FILE: stdin, settled as FILE.
+put() { newtmp "$1"; cat >"$tmp"; settle "$tmp" "$1"; }
 
 genome=$("$root/scripts/default-genome.sh")
+maskings=${DEMO_MASKINGS:-genemask random}
+ft_json=${DEMO_FINETUNE_JSON:-'{"precision": "fp32"}'}
+# Everything the results depend on. An OUTDIR that has none is a new one (made here, or
+# empty); one with other settings is refused: the stages would resume or skip with results
+# of the old ones (other steps, seeds, sites) and mix them into the report.
+settings=$(/usr/bin/python3 -c 'import json, sys; a = sys.argv[1:]
+print(json.dumps({"script": "scripts/demo.sh", "settings": dict(zip(a[::2], a[1::2]))}, indent=1))' \
+  genome "$genome" steps "${DEMO_STEPS:-800}" seeds "${DEMO_SEEDS:-5}" maskings "$maskings" \
+  baseline "${DEMO_BASELINE:-random}" precision "${DEMO_PRECISION:-fp32}" sites "${DEMO_SITES:-2000}" \
+  finetune_json "$ft_json")
+marker=$out/demo-settings.json
+if [ -e "$marker" ]; then
+  if ! cmp -s "$marker" <(printf '%s\n' "$settings"); then
+    echo "demo: $out was made with other settings (<: its $marker, >: this run's):" >&2
+    diff "$marker" <(printf '%s\n' "$settings") >&2 || true
+    echo "demo: remove $out for a fresh run, or use another OUTDIR" >&2
+    exit 1
+  fi
+elif [ -n "$(ls -A "$out")" ]; then
+  echo "demo: $out is not empty and not a demo's OUTDIR (no demo-settings.json): use a new or empty OUTDIR" >&2
+  exit 1
+else
+  put "$marker" <<<"$settings"
+fi
+
 # The task: chr22 has no promoter annotation here, so the positives are real chr22 windows at
 # random unmasked sites (scripts/demo-sites.py) and the negatives DeePromoter-style copies of
 # them (12 of 20 parts replaced by random bases). With EPDnew's TSS BED (TSS= in a config)
-# the same stages build the paper's promoter task.
-[ -s "$out/sites.bed" ] || /usr/bin/python3 "$root/scripts/demo-sites.py" "$genome" "$out/sites.bed" "${DEMO_SITES:-2000}"
+# the same stages build the paper's promoter task. Made again on a rerun (under a second) to
+# check the one there.
+newtmp "$out/sites.bed"
+/usr/bin/python3 "$root/scripts/demo-sites.py" "$genome" "$tmp" "${DEMO_SITES:-2000}"
+settle "$tmp" "$out/sites.bed"
 
 # A small BERT (2 layers, hidden 128) with the DNABERT 6-mer vocabulary: big enough to learn
 # something in a few minutes on 2 cores.
 # Fine-tuning in fp32 too unless told (the sweep's default is auto: bf16 on bf16 hardware).
-ft_json=${DEMO_FINETUNE_JSON:-'{"precision": "fp32"}'}
+put "$out/model.json" <"$root/scripts/demo-model.json"
 
-cp "$root/scripts/demo-model.json" "$out/model.json"
-
-cat >"$out/demo.conf" <<CONF
+put "$out/demo.conf" <<CONF
 # The demo's pipeline config (written by scripts/demo.sh; see jobs/pipeline.conf.example)
 # shellcheck disable=SC2034
 GENOME=$genome
@@ -53,7 +103,7 @@ TSS=sites.bed
 OUT=$out
 MODEL=model.json
 MODEL_LABEL=small
-MASKINGS="${DEMO_MASKINGS:-genemask random}"
+MASKINGS="$maskings"
 BASELINE_MASKING=${DEMO_BASELINE:-random}
 PRECISION=${DEMO_PRECISION:-fp32}
 STEPS=${DEMO_STEPS:-800}
@@ -82,8 +132,18 @@ echo "== What the two masking strategies mask (genemask mask-stats, 5000 sequenc
 for m in genemask random; do
   opts=()
   [ "$m" = genemask ] && opts=(--npmi "$out/count/npmi.tsv")
-  "$GENEMASK_BIN" mask-stats --shards "$out/shards" --masking "$m" "${opts[@]}" --samples 5000 \
-    >"$out/mask-stats-$m.json" 2>"$out/mask-stats-$m.txt"
+  # Reports under temporaries, renamed once whole (a rerun replaces the earlier run's).
+  newtmp "$out/mask-stats-$m.json"
+  j=$tmp
+  newtmp "$out/mask-stats-$m.txt"
+  e=$tmp
+  if ! "$GENEMASK_BIN" mask-stats --shards "$out/shards" --masking "$m" "${opts[@]}" --samples 5000 >"$j" 2>"$e"; then
+    cat "$e" >&2
+    exit 1
+  fi
+  chmod 644 "$j" "$e"
+  mv "$j" "$out/mask-stats-$m.json"
+  mv "$e" "$out/mask-stats-$m.txt"
   echo "$m: $(head -n 1 "$out/mask-stats-$m.txt")"
 done
 
@@ -92,8 +152,8 @@ echo "== Motif table (GRANK ranks of the paper's Table 5 motifs on chr22): $out/
 cat "$out/count/motifs.md"
 echo
 echo "== Pretraining: final validation perplexity"
-read -r -a maskings <<<"${DEMO_MASKINGS:-genemask random}"
-for m in "${maskings[@]}"; do
+read -r -a ms <<<"$maskings"
+for m in "${ms[@]}"; do
   ppl=$(grep "eval_perplexity" "$out/runs/$m/metrics.jsonl" | tail -n 1 | grep -o '"eval_perplexity":[0-9.e+-]*' | cut -d: -f2)
   echo "$m: ${ppl:-n/a}   (curve: $out/runs/$m/perplexity.svg)"
 done

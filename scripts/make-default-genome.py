@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
 """Lays the human (Hsap.22) rows of a MAF alignment at their chromosome coordinates.
 
-Reads the gzip MAF on stdin-less path argv[1], writes FASTA to argv[2] (60 bases a line):
+Reads the gzip MAF at path argv[1], writes FASTA to argv[2] (60 bases a line):
 one record 'chr22' of the source length, N between the aligned blocks, the blocks'
 bases as given (soft-masked lowercase kept), alignment gaps ('-') removed.
 """
 import gzip
+import os
 import sys
+import tempfile
 
 
 def main(maf_path: str, out_path: str, species: str = "Hsap.22", name: str = "chr22") -> None:
+    if os.path.exists(out_path) and os.path.samefile(maf_path, out_path):
+        raise SystemExit(f"{out_path} is the MAF input: not written over")
     blocks = []
     src_len = None
     with gzip.open(maf_path, "rt") as f:
@@ -30,8 +34,21 @@ def main(maf_path: str, out_path: str, species: str = "Hsap.22", name: str = "ch
     if not blocks:
         raise SystemExit(f"{maf_path}: no rows for {species}")
     blocks.sort()
-    tmp = out_path + ".tmp"
-    with open(tmp, "w") as out:
+    # A temporary of its own beside out_path, renamed once whole: two runs never share one.
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out_path) or ".", prefix=os.path.basename(out_path) + ".tmp.")
+    try:
+        write_fasta(os.fdopen(fd, "w"), blocks, src_len, name, maf_path)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, out_path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    real = sum(len(s) for _, s in blocks)
+    print(f"wrote {out_path}: {name}, {src_len} bases, {len(blocks)} blocks, {real} aligned bases", file=sys.stderr)
+
+
+def write_fasta(out, blocks, src_len: int, name: str, maf_path: str) -> None:
+    with out:
         out.write(f">{name} human chromosome 22 (hg19), aligned blocks from maffilter-examples; N elsewhere\n")
         line = []
         pending = 0  # bases in `line`
@@ -59,10 +76,6 @@ def main(maf_path: str, out_path: str, species: str = "Hsap.22", name: str = "ch
         emit("N" * (src_len - pos))
         if pending:
             out.write("".join(line) + "\n")
-    import os
-    os.replace(tmp, out_path)
-    real = sum(len(s) for _, s in blocks)
-    print(f"wrote {out_path}: {name}, {src_len} bases, {len(blocks)} blocks, {real} aligned bases", file=sys.stderr)
 
 
 if __name__ == "__main__":

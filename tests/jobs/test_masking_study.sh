@@ -3,13 +3,24 @@
 # seeds per strategy of 4 steps, 300 sites, 10 shots x 2 fine-tuning seeds. Checks that
 # every replicate was pretrained with its seed, that the report compares the arms over
 # their replicates (paired by seed, k = 2), and that the audit wrote its per-6-mer table
-# and summary for each strategy.
+# and summary for each strategy; that a folder not the study's, and a rerun with other
+# settings, are refused and left as they are.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/genemask-study-XXXXXX")
 if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$tmp"' EXIT; else echo "files kept in $tmp"; fi
 export STUDY_STEPS=4 STUDY_SEEDS="1 2" STUDY_FINETUNE_SEEDS=2 STUDY_SITES=300 STUDY_SHOTS=10
 out=$tmp/study
+# A folder of the user's (a model.json of theirs in it) is refused before anything.
+mine=$tmp/mine
+mkdir "$mine"
+echo '{"mine": 1}' >"$mine/model.json"
+if bash "$repo/bench/masking_study.sh" "$mine" >"$tmp/mine.log" 2>&1 || ! grep -q "not a study's OUTDIR" "$tmp/mine.log"; then
+  cat "$tmp/mine.log"; echo "FAILED: a user's folder was not refused" >&2; exit 1
+fi
+if [ "$(ls -A "$mine")" != model.json ] || ! grep -q mine "$mine/model.json"; then
+  echo "FAILED: the study wrote into the user's folder" >&2; exit 1
+fi
 bash "$repo/bench/masking_study.sh" "$out" >"$tmp/study.log" 2>&1 || { cat "$tmp/study.log"; echo "FAILED: masking_study.sh" >&2; exit 1; }
 fail=0
 for m in genemask random; do
@@ -38,5 +49,14 @@ PY
 grep -q "whose unit is the pretraining replicate" "$out/report/replicates.md" || { echo "replicates.md lacks its note" >&2; fail=1; }
 grep -q "^genemask: masked " "$tmp/study.log" || { echo "the study does not print the audit" >&2; fail=1; }
 grep -q "^Study done in" "$tmp/study.log" || { echo "the study does not end" >&2; fail=1; }
+leftover=$(find "$out" -maxdepth 1 -name '*.tmp.*')
+[ -z "$leftover" ] || { echo "temporaries left: $leftover" >&2; fail=1; }
+# A rerun with other settings would mix its results with these: refused, nothing changed.
+(cd "$out" && md5sum study-settings.json study.conf model.json sites.bed audit-*) >"$tmp/out.md5"
+if STUDY_SEEDS="1 2 3" bash "$repo/bench/masking_study.sh" "$out" >"$tmp/other.log" 2>&1 ||
+  ! grep -q "made with other settings" "$tmp/other.log"; then
+  cat "$tmp/other.log"; echo "a rerun with other seeds was not refused" >&2; fail=1
+fi
+(cd "$out" && md5sum -c --quiet "$tmp/out.md5") || { echo "a refused run changed the study's files" >&2; fail=1; }
 if [ "$fail" != 0 ]; then cat "$tmp/study.log"; echo "FAILED" >&2; exit 1; fi
 echo "masking study test passed"
