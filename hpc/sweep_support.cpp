@@ -34,6 +34,7 @@ results::Record result_record(const Job& job, const JobResult& r, int attempts, 
   rec.out = job.out;
   rec.checkpoint = job.model_path;
   rec.checkpoint_step = job.checkpoint_step;
+  rec.finetune = sweep::finetune_to_json(job.finetune);
   // What the worker read (its digests); before it could read them, what the plan recorded.
   rec.train_sha256 = r.train_sha256.empty() ? job.train_sha256 : r.train_sha256;
   rec.test_sha256 = r.test_sha256.empty() ? job.test_sha256 : r.test_sha256;

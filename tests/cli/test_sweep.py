@@ -53,7 +53,10 @@ def expected_record(model, task, shots, seed):
             "f1": 0.4 + 0.5 * unit((h + 2) & M64), "mcc": 2 * acc - 1, "n_train": 2 * shots, "n_test": 200,
             "classes": 2, "attempts": 1, "checkpoint": "random", "checkpoint_step": None,
             # What the job read (issue 31): both tables hold TABLE; a built-in random model has no file.
-            "train_sha256": TABLE_SHA256, "test_sha256": TABLE_SHA256, "model_sha256": None, "simulated": True}
+            "train_sha256": TABLE_SHA256, "test_sha256": TABLE_SHA256, "model_sha256": None, "simulated": True,
+            # The fine-tuning settings it ran with: the plan's defaults (docs/sweep.md).
+            "finetune": {"lr": 0.0, "epochs": 0, "batch": 0, "dropout": 0.1, "warmup_fraction": 0.1,
+                         "weight_decay": 0.01, "precision": "auto"}}
 
 
 def read_records(out, allow_torn=True):
@@ -171,6 +174,32 @@ class SweepSimulated(SweepBase):
         out = self.out("yaml")
         self.sweep(out, ranks=2, plan=plan)
         self.assertEqual(stable(read_records(out)), self.expected())
+
+    def test_report_never_mixes_two_sweeps_fine_tuning_settings(self):
+        # Two sweeps of other fine-tuning settings (and seeds), their results concatenated:
+        # one mean per cell over both recipes, with no word, until records carried them.
+        a, b = self.out("recipe-a"), self.out("recipe-b")
+        self.sweep(a, plan=self.write_plan("recipe-a.json", seeds=[1, 2], finetune={"epochs": 3}))
+        self.sweep(b, plan=self.write_plan("recipe-b.json", seeds=[3, 4], finetune={"epochs": 6, "lr": 0.001}))
+        for out, epochs in ((a, 3), (b, 6)):
+            self.assertEqual({r["finetune"]["epochs"] for r in read_records(out)}, {epochs})
+        mixed = self.out("mixed.jsonl")
+        with open(mixed, "w") as f:
+            for out in (a, b):
+                with open(os.path.join(out, "results.jsonl")) as g:
+                    f.write(g.read())
+        for plan in ([], ["--plan", os.path.join(a, "plan.json")]):
+            p = run(["report", "--results", mixed, *plan, "--out", self.out("mixed-report"), "--no-png"], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("was fine-tuned with other settings than", p.stderr)
+            self.assertIn("epochs 6 vs 3", p.stderr)
+            self.assertFalse(os.path.exists(self.out("mixed-report")))
+        # One sweep's records against another sweep's plan.json: refused too.
+        p = run(["report", "--results", os.path.join(a, "results.jsonl"), "--plan", os.path.join(b, "plan.json"),
+                 "--out", self.out("other-plan-report"), "--no-png"], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("than the plan " + os.path.join(b, "plan.json") + " gives (epochs 3 vs 6, lr 0.0 vs 0.001)", p.stderr)
+        run(["report", "--results", os.path.join(a, "results.jsonl"), "--out", self.out("own-report"), "--no-png"])
 
     def test_retry_then_ok_and_permanent_failure(self):
         out = self.out("retry")

@@ -84,6 +84,9 @@ struct Plan {
   std::string device = "cpu";
   int ranks_per_gpu = 1;
   PlanFinetune finetune;
+  // read_plan_order of a sweep's own plan.json: its "finetune" as written (finetune_to_json);
+  // null otherwise. The report holds the records' settings against it.
+  nlohmann::json recorded_finetune;
 };
 
 /// One fine-tuning run. Everything a worker needs travels in the job (workers never read
@@ -134,6 +137,8 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
 
 /// The normalised plan (what DIR/plan.json holds): models, tasks, shots, seeds in plan order.
 nlohmann::json plan_to_json(const Plan& plan);
+/// The fine-tuning settings as the plan's JSON and each result record hold them.
+nlohmann::json finetune_to_json(const PlanFinetune& f);
 
 /// All jobs in dispatch order: shots descending (long jobs first), then plan order
 /// (model, task, seed). `out_dir` is the sweep's DIR (job.out = DIR/runs/<safe name>).

@@ -65,6 +65,9 @@ struct Record {
   std::string arm;         // the model's arm (pretraining strategy) when it is a replicate, else ""
   int64_t replicate = -1;  // its replicate (pretraining seed), -1 when none
   int64_t checkpoint_step = -1;          // its pretraining step; -1: not a checkpoint (null in the file)
+  // The fine-tuning settings the job ran with (the plan's "finetune", as plan_to_json writes
+  // it); null in records of before. The report refuses to mix records of different settings.
+  nlohmann::json finetune;
   int rank = 0, attempts = 1;
   uint64_t line = 0;                     // 1-based line it was read from
   std::string text;                      // the line as read (kept as is when records are moved)

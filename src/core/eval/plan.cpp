@@ -585,6 +585,7 @@ Plan read_plan_order(const std::string& path) {
   ss << in.rdbuf();
   const nlohmann::json j = io::parse_json(ss.str(), path, "the sweep's plan.json is JSON");
   Plan p;
+  p.source = path;
   auto names = [&](const char* key, bool models) {
     if (!j.is_object() || !j.contains(key)) return;
     if (!j[key].is_array()) throw io::InputError(path, fmt::format("\"{}\" must be an array", key));
@@ -620,6 +621,8 @@ Plan read_plan_order(const std::string& path) {
   };
   names("models", true);
   names("tasks", false);
+  if (j.is_object() && j.value("format", "") == "genemask-sweep-plan" && j.contains("finetune") && j["finetune"].is_object())
+    p.recorded_finetune = j["finetune"];
   return p;
 }
 
@@ -697,12 +700,16 @@ nlohmann::json plan_to_json(const Plan& p) {
   j["threads_per_worker"] = p.threads_per_worker;
   j["device"] = p.device;
   j["ranks_per_gpu"] = p.ranks_per_gpu;
-  const auto& f = p.finetune;
-  j["finetune"] = {{"lr", f.lr},           {"epochs", f.epochs}, {"batch", f.batch}, {"dropout", f.dropout},
-                   {"warmup_fraction", f.warmup_fraction}, {"weight_decay", f.weight_decay}};
+  j["finetune"] = finetune_to_json(p.finetune);
+  return j;
+}
+
+nlohmann::json finetune_to_json(const PlanFinetune& f) {
+  nlohmann::json j = {{"lr", f.lr},           {"epochs", f.epochs}, {"batch", f.batch}, {"dropout", f.dropout},
+                      {"warmup_fraction", f.warmup_fraction}, {"weight_decay", f.weight_decay}};
   // Not for fp32, so that the plans of earlier sweeps (fp32, the default then) read the same;
   // auto, the default now, is written, and so differs from them (compare_plans).
-  if (f.precision != "fp32") j["finetune"]["precision"] = f.precision;
+  if (f.precision != "fp32") j["precision"] = f.precision;
   return j;
 }
 

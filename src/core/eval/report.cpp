@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -98,6 +99,47 @@ namespace {
 /// test table per task (every model and shot count is scored on it), one training table per
 /// task and shot count, one set of weights per model. A sweep continued after an input
 /// changed would otherwise average (and pair in t-tests) results of two test sets.
+/// The one difference (or the first few) between two fine-tuning settings, for a message.
+std::string finetune_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  std::vector<std::string> d;
+  for (const auto& [k, v] : a.items())
+    if (!b.contains(k) || b[k] != v) d.push_back(fmt::format("{} {} vs {}", k, v.dump(), b.contains(k) ? b[k].dump() : "unset"));
+  for (const auto& [k, v] : b.items())
+    if (!a.contains(k)) d.push_back(fmt::format("{} unset vs {}", k, v.dump()));
+  return fmt::format("{}", fmt::join(d, ", "));
+}
+
+/// Records shown in one table were fine-tuned with one recipe: the plan's when --plan is a
+/// sweep's plan.json. Records of before (no settings) beside others are named in a warning.
+void check_same_finetune(const std::string& path, const std::vector<const Record*>& used, const Plan& plan,
+                         std::vector<std::string>& warnings) {
+  const Record* first = nullptr;
+  uint64_t unrecorded = 0;
+  for (const Record* r : used) {
+    if (r->finetune.is_null()) {
+      ++unrecorded;
+      continue;
+    }
+    if (!plan.recorded_finetune.is_null() && r->finetune != plan.recorded_finetune)
+      throw io::InputError(path, r->line, fmt::format(
+          "job {} was fine-tuned with other settings than the plan {} gives ({}): the records are of another sweep; "
+          "report them with their own plan.json, or from separate results files",
+          r->job, plan.source, finetune_difference(r->finetune, plan.recorded_finetune)));
+    if (!first) {
+      first = r;
+    } else if (r->finetune != first->finetune) {
+      throw io::InputError(path, r->line, fmt::format(
+          "job {} was fine-tuned with other settings than job {} on line {} ({}): a table would mix two recipes; "
+          "report them from separate results files",
+          r->job, first->job, first->line, finetune_difference(r->finetune, first->finetune)));
+    }
+  }
+  if (unrecorded > 0 && unrecorded < used.size())
+    warnings.push_back(fmt::format("{} of the {} records shown carry no fine-tuning settings (written by an earlier "
+                                   "genemask): the report cannot check that they were fine-tuned as the others",
+                                   unrecorded, used.size()));
+}
+
 void check_same_inputs(const std::string& path, const std::vector<const Record*>& used,
                        std::vector<std::string>& warnings) {
   struct Seen {
@@ -327,6 +369,7 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
       used.push_back(&r);
     }
   check_same_inputs(results.path, used, t.warnings);
+  check_same_finetune(results.path, used, plan, t.warnings);
   t.shots.assign(shot_set.begin(), shot_set.end());
   t.precisions.assign(t.models.size(), {});
   for (const Record* r : used) ++t.precisions[model_idx[r->model]][r->metrics.precision];

@@ -32,6 +32,7 @@ json Record::to_json() const {
   j["out"] = out;
   j["checkpoint"] = checkpoint;
   j["checkpoint_step"] = checkpoint_step >= 0 ? json(checkpoint_step) : json();
+  if (!finetune.is_null()) j["finetune"] = finetune;
   const auto digest = [](const std::string& s) { return s.empty() ? json() : json(s); };
   j["train_sha256"] = digest(train_sha256);
   j["test_sha256"] = digest(test_sha256);
@@ -151,6 +152,12 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
   r.out = f.string("out", false);
   r.checkpoint = f.string("checkpoint", false);  // absent in records of before
   if (f.find("checkpoint_step")) r.checkpoint_step = f.integer("checkpoint_step");
+  if (const json* v = f.find("finetune")) {  // absent in records of before
+    if (!v->is_object() || v->empty())
+      f.fail(fmt::format("job {}: \"finetune\" is {}, expected the fine-tuning settings (an object)", r.job,
+                         io::json_excerpt(*v)));
+    r.finetune = *v;
+  }
   r.arm = f.string("arm", false);
   if (f.find("replicate")) r.replicate = f.integer("replicate");
   if (r.arm.empty() != (r.replicate < 0))

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <stdexcept>
 
+#include "genemask/eval/plan.hpp"
 #include "io/error.hpp"
 #include "test_util.hpp"
 
@@ -193,6 +194,45 @@ TEST(Report, PrecisionCountsOnlyTheShownRecords) {
   EXPECT_NE(t.warnings[0].find("model 'c' was fine-tuned in more than one precision: bf16 (1 record), fp32 (1 record)"),
             std::string::npos) << t.warnings[0];
   EXPECT_EQ(t.precision_sentence(), "fp32 for 'a', 'b'; mixed (bf16, fp32) for 'c'");
+}
+
+// Two sweeps' results concatenated, one fine-tuned 3 epochs and one 6 at another lr, were
+// averaged into one mean per cell. Records carry their fine-tuning settings; a table never
+// mixes two, nor takes records of other settings than its sweep's plan.json gives.
+TEST(Report, RecordsOfOtherFineTuningSettingsAreNeverMixed) {
+  test::TempDir dir;
+  sweep::PlanFinetune three, six;
+  three.epochs = 3;
+  six.epochs = 6;
+  six.lr = 0.001;
+  auto with = [](std::string l, const sweep::PlanFinetune& f) {
+    return l.insert(l.size() - 2, ",\"finetune\":" + sweep::finetune_to_json(f).dump());
+  };
+  const std::string same = with(line("m", "", "t", 10, 1, 0.5, 0.6), three) + with(line("m", "", "t", 10, 2, 0.6, 0.7), three);
+  EXPECT_TRUE(aggregate(parse(dir, same), Plan{}, Options{}).warnings.empty());
+  const std::string mixed = same + with(line("m", "", "t", 10, 3, 0.9, 0.9), six);
+  EXPECT_EQ(test::error_of([&] { aggregate(parse(dir, mixed), Plan{}, Options{}); }),
+            dir.file("results.jsonl") + ":3: job m|t|10|3 was fine-tuned with other settings than job m|t|10|1 on line "
+                                        "1 (epochs 6 vs 3, lr 0.001 vs 0.0): a table would mix two recipes; report them "
+                                        "from separate results files");
+  // Against a sweep's plan.json: records of another sweep's settings are refused.
+  sweep::Plan p;
+  p.finetune = six;
+  test::write_file(dir.file("plan.json"), sweep::plan_to_json(p).dump());
+  const Plan order = sweep::read_plan_order(dir.file("plan.json"));
+  EXPECT_EQ(order.recorded_finetune, sweep::finetune_to_json(six));
+  EXPECT_NE(test::error_of([&] { aggregate(parse(dir, same), order, Options{}); })
+                .find(":1: job m|t|10|1 was fine-tuned with other settings than the plan " + dir.file("plan.json") +
+                      " gives (epochs 3 vs 6, lr 0.0 vs 0.001): the records are of another sweep"),
+            std::string::npos);
+  // A plan that is not a sweep's own (a user's, partial settings) is not compared.
+  test::write_file(dir.file("user.json"), R"({"models": ["m"], "finetune": {"epochs": 6}})");
+  EXPECT_TRUE(sweep::read_plan_order(dir.file("user.json")).recorded_finetune.is_null());
+  // Records of before (no settings) beside others: said, not refused.
+  const Table t = aggregate(parse(dir, same + line("m", "", "t", 10, 4, 0.5, 0.6)), Plan{}, Options{});
+  ASSERT_EQ(t.warnings.size(), 1u);
+  EXPECT_NE(t.warnings[0].find("1 of the 3 records shown carry no fine-tuning settings"), std::string::npos)
+      << t.warnings[0];
 }
 
 // Issue 31: a sweep continued after its test table changed averaged results of two test sets.
