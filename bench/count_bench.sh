@@ -10,28 +10,33 @@ copies=${1:-8}
 runs=${2:-5}
 # shellcheck source=bench/common.sh
 source "$root/bench/common.sh"
-mkdir -p "$work/kmctmp"
-[ -s "$g.gz" ] || gzip -c "$g" > "$g.gz"
-[ -s "$g.bgz" ] || bgzip -c -@ "$(nproc)" "$g" > "$g.bgz"
+mkdir "$run/kmctmp"
+[ -s "$g.gz" ] || to_cache "$g.gz" gzip -c "$g"
+[ -s "$g.bgz" ] || to_cache "$g.bgz" bgzip -c -@ "$(nproc)" "$g"
 echo "== input: $g ($(du -h "$g" | cut -f1)), machine: $(nproc) cores, $(lscpu | sed -n 's/Model name: *//p')"
-hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$work/fast.json" \
-  -n "genemask k=1..10, 1 rank" "$bin count --genome $g --out $work/c1.h5 --quiet" \
-  -n "genemask k=1..10, 2 ranks" "mpiexec -n 2 --oversubscribe $bin count --genome $g --out $work/c2.h5 --quiet" \
-  -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m2 $g $work/kmc10 $work/kmctmp" \
-  -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m2 $g $work/kmc10 $work/kmctmp" \
-  -n "jellyfish k=10, 1 thread" "jellyfish count -m 10 -s 4M -t 1 -o $work/j10.jf $g" \
-  > "$work/fast.txt"
-hyperfine --style basic --runs "$(( runs < 3 ? runs : 3 ))" --export-json "$work/jf.json" \
-  -n "jellyfish k=1..10, 1 thread" "$root/bench/jellyfish-all-k.sh 1 $g $work/j.jf" \
-  -n "jellyfish k=1..10, 2 threads" "$root/bench/jellyfish-all-k.sh 2 $g $work/j.jf" > "$work/jf.txt"
+# hyperfine runs each command line with sh -c: the paths in them quoted (q)
+G=$(q "$g") B=$(q "$bin") R=$(q "$run")
+hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$run/fast.json" \
+  -n "genemask k=1..10, 1 rank" "$B count --genome $G --out $R/c1.h5 --quiet" \
+  -n "genemask k=1..10, 2 ranks" "mpiexec -n 2 --oversubscribe $B count --genome $G --out $R/c2.h5 --quiet" \
+  -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m2 $G $R/kmc10 $R/kmctmp" \
+  -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m2 $G $R/kmc10 $R/kmctmp" \
+  -n "jellyfish k=10, 1 thread" "jellyfish count -m 10 -s 4M -t 1 -o $R/j10.jf $G" \
+  > "$run/fast.txt"
+hyperfine --style basic --runs "$(( runs < 3 ? runs : 3 ))" --export-json "$run/jf.json" \
+  -n "jellyfish k=1..10, 1 thread" "$(q "$root/bench/jellyfish-all-k.sh") 1 $G $R/j.jf" \
+  -n "jellyfish k=1..10, 2 threads" "$(q "$root/bench/jellyfish-all-k.sh") 2 $G $R/j.jf" > "$run/jf.txt"
 
 echo "== time split on 1 rank (read = decompress only, parse = read + FASTA scan, count = everything)"
 for f in "$g" "$g.gz" "$g.bgz"; do
-  "$bin" count --genome "$f" --out "$work/p.h5" --quiet --profile
-done > "$work/split.jsonl"
-"$python" - "$work/split.jsonl" <<'PY2'
+  "$bin" count --genome "$f" --out "$run/p.h5" --quiet --profile
+done > "$run/split.jsonl"
+"$python" - "$run/split.jsonl" <<'PY2'
 import json, sys
-for line in open(sys.argv[1]):
+lines = open(sys.argv[1]).readlines()
+if len(lines) != 3:  # a figure only from a whole run
+    sys.exit(f"count_bench: {sys.argv[1]} has {len(lines)} rows, expected 3: no figures")
+for line in lines:
     d = json.loads(line)
     gbp = d["bases_read"] / 1e9
     print("{:5s} read {:.3f} s  parse {:.3f} s  count {:.3f} s = {:.3f} Gbp/s, peak {:.0f} MiB".format(
@@ -42,23 +47,26 @@ echo "== counting phase alone (count_s of the summary, slowest rank), median of 
 for f in "$g" "$g.bgz"; do
   for n in 1 2; do
     for _ in $(seq "$runs"); do
-      mpiexec -n "$n" --oversubscribe "$bin" count --genome "$f" --out "$work/r.h5" --quiet
-    done | "$python" -c '
+      mpiexec -n "$n" --oversubscribe "$bin" count --genome "$f" --out "$run/r.h5" --quiet
+    done > "$run/phase.jsonl"
+    "$python" -c '
 import json, statistics, sys
-rows = [json.loads(l) for l in sys.stdin]
+rows = [json.loads(l) for l in open(sys.argv[1])]
+if len(rows) != int(sys.argv[2]):  # a figure only from a whole run
+    sys.exit(f"count_bench: {sys.argv[1]} has {len(rows)} rows, expected {sys.argv[2]}: no figures")
 t = statistics.median(r["count_s"] for r in rows)
 d = rows[0]
 print("{:5s} {} rank(s): count_s {:.3f} s = {:.3f} Gbp/s per rank".format(
-    d["compression"], d["ranks"], t, d["bases_read"] / t / 1e9 / d["ranks"]))'
+    d["compression"], d["ranks"], t, d["bases_read"] / t / 1e9 / d["ranks"]))' "$run/phase.jsonl" "$runs"
   done
 done
 
 echo "== KMC's 10-mer counts equal ours?"
-kmc_tools transform "$work/kmc10" dump "$work/kmc10.txt" >/dev/null 2>&1
-"$python" "$root/bench/kmc-equal.py" "$work/c1.h5" "$work/kmc10.txt"
+kmc_tools transform "$run/kmc10" dump "$run/kmc10.txt" >/dev/null 2>&1
+"$python" "$root/bench/kmc-equal.py" "$run/c1.h5" "$run/kmc10.txt"
 
 echo "== medians and ratios"
-"$python" - "$work/fast.json" "$work/jf.json" "$g" <<'PY'
+"$python" - "$run/fast.json" "$run/jf.json" "$g" <<'PY'
 import json, os, statistics, sys
 res = {}
 for path in sys.argv[1:3]:

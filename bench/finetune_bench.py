@@ -6,7 +6,8 @@ encoder layers of train_bench.py, HF's pooler and classifier), dropout 0.1, Adam
 clipping 1.0, batches shuffled per epoch and padded per batch from token lists.
   finetune_bench.py make GENOME.fa OUT.csv N LENGTH   windows of a genome as a 2-class table
   finetune_bench.py run TABLE.csv CONFIG THREADS BATCH EPOCHS [PRECISION fp32|bf16]  -> one JSON line
-  finetune_bench.py summary RESULTS.jsonl   the table of bench/finetune_bench.sh, with MFU
+  finetune_bench.py summary RESULTS.jsonl [ROWS]   the table of bench/finetune_bench.sh, with MFU
+    (refused unless RESULTS.jsonl has ROWS rows, when given)
 bf16 is CPU autocast (bf16 matrix products, fp32 weights, optimizer and loss), as genemask
 finetune --precision bf16 runs it."""
 import collections
@@ -16,6 +17,7 @@ import os
 import random
 import statistics
 import sys
+import tempfile
 import time
 
 import torch
@@ -41,18 +43,30 @@ class Classifier(Encoder):
 
 
 def make(genome, out, n, length):
+    """Written to a temporary beside out and renamed once whole; an out that is the genome is refused."""
+    if os.path.exists(out) and os.path.samefile(genome, out):
+        sys.exit(f"finetune_bench.py make: {out} is the genome {genome}: refused")
     with open(genome) as f:
         seq = "".join(l.strip() for l in itertools.islice(f, 1, 200000) if not l.startswith(">")).upper()
     rng = random.Random(1)
-    with open(out, "w") as f:
-        f.write("sequence,label\n")
-        rows = 0
-        while rows < n:
-            i = rng.randrange(len(seq) - length)
-            w = seq[i:i + length]
-            if set(w) <= set("ACGT"):
-                f.write(f"{w},{rows % 2}\n")
-                rows += 1
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(out)), prefix=os.path.basename(out) + ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write("sequence,label\n")
+            rows = 0
+            while rows < n:
+                i = rng.randrange(len(seq) - length)
+                w = seq[i:i + length]
+                if set(w) <= set("ACGT"):
+                    f.write(f"{w},{rows % 2}\n")
+                    rows += 1
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600
+        os.replace(tmp, out)
+    except BaseException:
+        os.unlink(tmp)
+        raise
 
 
 def run(table, name, threads, batch, epochs, precision="fp32"):
@@ -108,9 +122,12 @@ def flops_per_example(bp, c=CONFIGS["logo"]):
     return 3 * (full + last + 2 * (H * H + 2 * H))
 
 
-def summary(path):
+def summary(path, expected=None):
+    lines = open(path).readlines()
+    if expected is not None and len(lines) != expected:  # a figure only from a whole run
+        sys.exit(f"finetune_bench.py summary: {path} has {len(lines)} rows, expected {expected}: no summary")
     v, peaks = collections.defaultdict(list), {}
-    for line in open(path):
+    for line in lines:
         r = json.loads(line)
         if "peak_fp32_gflops" in r:
             peaks[r["threads"]] = r
@@ -138,7 +155,7 @@ def summary(path):
 
 if __name__ == "__main__":
     if sys.argv[1] == "summary":
-        summary(sys.argv[2])
+        summary(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else None)
     elif sys.argv[1] == "make":
         make(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     else:

@@ -18,8 +18,8 @@ copies=1
 source "$root/bench/common.sh"
 py="$root/bench/finetune_bench.py"
 tb="$root/build/bench/train_bench"
-for len in 70 300; do
-  [ -s "$work/ft-$len.csv" ] || "$python" "$py" make "$g" "$work/ft-$len.csv" "$rows" "$len"
+for len in 70 300; do  # cached whole (make renames a finished table) under a name with ROWS
+  [ -s "$work/ft-$len-$rows.csv" ] || "$python" "$py" make "$g" "$work/ft-$len-$rows.csv" "$rows" "$len"
 done
 bench_precisions
 echo "== fine-tuning, logo config, $rows sequences x $epochs epochs, median of $runs runs ($precisions)"
@@ -30,15 +30,15 @@ echo "== fine-tuning, logo config, $rows sequences x $epochs epochs, median of $
       for t in 1 2; do
         for _ in $(seq "$runs"); do
           for p in $precisions; do
-            "$bin" finetune --model random --config logo --train "$work/ft-$len.csv" --test "$work/ft-$len.csv" \
-              --out "$work/ft-out" --force --epochs "$epochs" --batch "$batch" --threads "$t" --precision "$p" \
+            "$bin" finetune --model random --config logo --train "$work/ft-$len-$rows.csv" --test "$work/ft-$len-$rows.csv" \
+              --out "$run/ft-out" --force --epochs "$epochs" --batch "$batch" --threads "$t" --precision "$p" \
               2>/dev/null |
               LEN=$len BATCH=$batch T=$t P=$p "$python" -c 'import json, os, sys
 s = json.loads(sys.stdin.read().splitlines()[-1])
 print(json.dumps({"impl": "genemask", "len": int(os.environ["LEN"]), "batch": int(os.environ["BATCH"]),
                   "threads": int(os.environ["T"]), "precision": os.environ["P"],
                   "train_examples_per_s": s["train_examples_per_s"]}))'
-            "$python" "$py" run "$work/ft-$len.csv" logo "$t" "$batch" "$epochs" "$p" |
+            "$python" "$py" run "$work/ft-$len-$rows.csv" logo "$t" "$batch" "$epochs" "$p" |
               LEN=$len "$python" -c 'import json, os, sys
 r = json.loads(sys.stdin.read())
 r["len"] = int(os.environ["LEN"])
@@ -48,5 +48,7 @@ print(json.dumps(r))'
       done
     done
   done
-} > "$work/finetune.jsonl"
-"$python" "$py" summary "$work/finetune.jsonl"
+} > "$run/finetune.jsonl"
+# rows: 2 peaks, and 2 lengths x 2 batches x 2 thread counts x runs x precisions x 2 implementations
+read -ra ps <<<"$precisions"
+"$python" "$py" summary "$run/finetune.jsonl" $((2 + 2 * 2 * 2 * runs * ${#ps[@]} * 2))

@@ -13,56 +13,65 @@ runs=${2:-3}
 copies=1
 # shellcheck source=bench/common.sh
 source "$root/bench/common.sh"
-corpus=$work/genomes-$total
+corpus=$work/genomes-$total  # a cache: make-bench-genomes.py keeps what is already whole and equal
 "$python" "$root/bench/make-bench-genomes.py" "$corpus" 30 "$total" "$chr22"
 list=$corpus/genomes.tsv
 mapfile -t files < <(tail -n +2 "$list" | cut -f2)
-printf '%s\n' "${files[@]}" >"$corpus/files.txt"
-mkdir -p "$work/kmctmp"
+printf '%s\n' "${files[@]}" >"$run/files.txt"
+mkdir "$run/kmctmp"
 echo "== input: ${#files[@]} genomes, $(du -chL "${files[@]}" | tail -1 | cut -f1) of FASTA; machine: $(nproc) cores, $(lscpu | sed -n 's/Model name: *//p')"
-hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$work/genomes.json" \
-  -n "genemask count --genomes k=1..10, 1 rank" "$bin count --genomes $list --out $work/g1.h5 --quiet --force" \
-  -n "genemask count --genomes k=1..10, 2 ranks" "mpiexec -n 2 --oversubscribe $bin count --genomes $list --out $work/g2.h5 --quiet --force" \
-  -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m4 @$corpus/files.txt $work/kmcg $work/kmctmp" \
-  -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m4 @$corpus/files.txt $work/kmcg $work/kmctmp" \
-  >"$work/genomes.txt"
+# hyperfine runs each command line with sh -c: the paths in them quoted (q)
+L=$(q "$list") B=$(q "$bin") R=$(q "$run")
+F=$(for f in "${files[@]}"; do printf '%q ' "$f"; done)
+hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$run/genomes.json" \
+  -n "genemask count --genomes k=1..10, 1 rank" "$B count --genomes $L --out $R/g1.h5 --quiet --force" \
+  -n "genemask count --genomes k=1..10, 2 ranks" "mpiexec -n 2 --oversubscribe $B count --genomes $L --out $R/g2.h5 --quiet --force" \
+  -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m4 @$R/files.txt $R/kmcg $R/kmctmp" \
+  -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m4 @$R/files.txt $R/kmcg $R/kmctmp" \
+  >"$run/genomes.txt"
 # jellyfish takes minutes per run on this input: one run each (JF_RUNS to change).
-hyperfine --style basic --runs "${JF_RUNS:-1}" --export-json "$work/genomes-jf.json" \
-  -n "jellyfish k=10, 1 thread" "jellyfish count -m 10 -s 4M -t 1 -o $work/jg.jf ${files[*]}" \
-  -n "jellyfish k=10, 2 threads" "jellyfish count -m 10 -s 4M -t 2 -o $work/jg.jf ${files[*]}" \
-  >"$work/genomes-jf.txt"
+hyperfine --style basic --runs "${JF_RUNS:-1}" --export-json "$run/genomes-jf.json" \
+  -n "jellyfish k=10, 1 thread" "jellyfish count -m 10 -s 4M -t 1 -o $R/jg.jf $F" \
+  -n "jellyfish k=10, 2 threads" "jellyfish count -m 10 -s 4M -t 2 -o $R/jg.jf $F" \
+  >"$run/genomes-jf.txt"
 
 echo "== genemask count --genomes: memory and balance (one more run each)"
 for n in 1 2; do  # the same command line (which counts.h5 records) in two directories
-  mkdir -p "$work/count-r$n"
-  (cd "$work/count-r$n" && mpiexec -n "$n" --oversubscribe "$bin" count --genomes "$list" --out g.h5 --quiet --force)
-done | "$python" -c '
+  mkdir "$run/count-r$n"
+  (cd "$run/count-r$n" && mpiexec -n "$n" --oversubscribe "$bin" count --genomes "$list" --out g.h5 --quiet)
+done > "$run/memory.jsonl"
+"$python" -c '
 import json, sys
-for line in sys.stdin:
-    d = json.loads(line)
+rows = [json.loads(l) for l in open(sys.argv[1])]
+if [d["ranks"] for d in rows] != [1, 2]:  # a figure only from a whole run
+    sys.exit(f"genomes_bench: {sys.argv[1]} is not one run at 1 and at 2 ranks: no figures")
+for d in rows:
     bal = ", ".join("rank {}: {:.2f} GB in {:.1f} s".format(r["rank"], r["file_bytes"] / 1e9, r["count_s"]) for r in d["rank_balance"])
     print("{} rank(s): {:.1f} s, peak RSS {:.0f} MiB (largest rank), spool {:.0f} MiB; {}".format(
-        d["ranks"], d["seconds"], d["peak_rss_mib"], d["spool_mib"], bal))'
-if cmp "$work/count-r1/g.h5" "$work/count-r2/g.h5"; then echo "1 and 2 ranks: byte-identical counts.h5"; else echo "1 and 2 ranks: counts.h5 DIFFER"; fi
+        d["ranks"], d["seconds"], d["peak_rss_mib"], d["spool_mib"], bal))' "$run/memory.jsonl"
+if cmp "$run/count-r1/g.h5" "$run/count-r2/g.h5"; then echo "1 and 2 ranks: byte-identical counts.h5"; else echo "1 and 2 ranks: counts.h5 DIFFER"; fi
 
 echo "== genemask shards --genomes (once per rank count)"
 for n in 1 2; do
-  mpiexec -n "$n" --oversubscribe "$bin" shards --genomes "$list" --out "$work/gshards$n" --force
-done | "$python" -c '
+  mpiexec -n "$n" --oversubscribe "$bin" shards --genomes "$list" --out "$run/gshards$n"
+done > "$run/shards.jsonl"
+rm -rf "$run/gshards1" "$run/gshards2"  # this run's own (the space they take, before KMC's dump)
+"$python" -c '
 import json, sys
-for line in sys.stdin:
-    d = json.loads(line)
+rows = [json.loads(l) for l in open(sys.argv[1])]
+if [d["ranks"] for d in rows] != [1, 2]:  # a figure only from a whole run
+    sys.exit(f"genomes_bench: {sys.argv[1]} is not one run at 1 and at 2 ranks: no figures")
+for d in rows:
     t = d["tokens"]["train"] + d["tokens"]["valid"]
     print("{} rank(s): {:.1f} s, {:.2f} G tokens, {:.0f} MB/s of FASTA per rank, {} genomes".format(
-        d["ranks"], d["seconds"], t / 1e9, d["fasta_mb_per_s_per_rank"], len(d["genomes"])))'
-rm -rf "$work/gshards1" "$work/gshards2"
+        d["ranks"], d["seconds"], t / 1e9, d["fasta_mb_per_s_per_rank"], len(d["genomes"])))' "$run/shards.jsonl"
 
 echo "== KMC's 10-mer counts equal the pool's?"
-kmc_tools transform "$work/kmcg" dump "$work/kmcg.txt" >/dev/null 2>&1
-"$python" "$root/bench/kmc-equal.py" "$work/g1.h5" "$work/kmcg.txt"
+kmc_tools transform "$run/kmcg" dump "$run/kmcg.txt" >/dev/null 2>&1
+"$python" "$root/bench/kmc-equal.py" "$run/g1.h5" "$run/kmcg.txt"
 
 echo "== medians and ratios"
-"$python" - "$work/genomes.json" "$work/genomes-jf.json" <<'PY'
+"$python" - "$run/genomes.json" "$run/genomes-jf.json" <<'PY'
 import json, statistics, sys
 res = {r["command"]: statistics.median(r["times"]) for p in sys.argv[1:] for r in json.load(open(p))["results"]}
 for name, t in res.items():

@@ -14,26 +14,31 @@ batch=${4:-64}
 copies=1
 # shellcheck source=bench/common.sh
 source "$root/bench/common.sh"
-"$bin" shards --genome "$g" --out "$work/graphs-shards" --force >/dev/null
+"$bin" shards --genome "$g" --out "$run/graphs-shards" >/dev/null
 echo "== genemask pretrain on real shards, batch $batch, $steps steps, bf16 on cuda, --cuda-graphs off vs on"
 for _ in $(seq "$runs"); do
   for m in $models; do
     for cg in off on; do
-      rm -rf "$work/graphs-run"
-      "$bin" pretrain --shards "$work/graphs-shards" --masking random --model "$m" --out "$work/graphs-run" \
+      rm -rf "$run/graphs-run"  # this run's own, from the last iteration
+      "$bin" pretrain --shards "$run/graphs-shards" --masking random --model "$m" --out "$run/graphs-run" \
         --steps "$steps" --warmup 1 --batch-per-rank "$batch" --grad-accum 1 --log-every "$((steps / 2))" \
         --eval-every 0 --checkpoint-every 100000 --device cuda --precision bf16 --cuda-graphs "$cg" 2>/dev/null |
         "$python" -c "import json,sys; s=json.load(sys.stdin); print(json.dumps({'model': '$m', 'cuda_graphs': s['cuda_graphs'], 'tokens_per_s': s['tokens_per_s'], 'model_tflops': s['model_tflops'], 'mfu_datasheet': s['mfu_datasheet'], 'eager_micro_batches': s['eager_micro_batches']}))"
     done
   done
-done > "$work/graphs.jsonl"
-rm -rf "$work/graphs-run"
-"$python" - "$work/graphs.jsonl" <<'PY'
+done > "$run/graphs.jsonl"
+rm -rf "$run/graphs-run"
+read -ra ms <<<"$models"
+"$python" - "$run/graphs.jsonl" "$runs" "${ms[@]}" <<'PY'
 import collections, json, statistics, sys
 by = collections.defaultdict(list)
 for l in open(sys.argv[1]):
     r = json.loads(l)
     by[(r["model"], "on" if r["cuda_graphs"] == "on" else "off")].append(r)
+runs, models = int(sys.argv[2]), sys.argv[3:]
+if sorted(by) != sorted((m, k) for m in set(models) for k in ("off", "on")) or \
+        any(len(v) != runs * models.count(k[0]) for k, v in by.items()):  # a figure only from a whole run
+    sys.exit(f"graphs_bench: {sys.argv[1]} is not {runs} runs of each setting: no figures")
 for m in sorted({k[0] for k in by}):
     med = {k: statistics.median(r["tokens_per_s"] for r in by[(m, k)]) for k in ("off", "on")}
     tf = {k: statistics.median(r["model_tflops"] for r in by[(m, k)]) for k in ("off", "on")}

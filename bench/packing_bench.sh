@@ -14,29 +14,34 @@ copies=1
 # shellcheck source=bench/common.sh
 source "$root/bench/common.sh"
 bench_precisions
-"$bin" shards --genome "$g" --out "$work/packing-shards" --force >/dev/null
+"$bin" shards --genome "$g" --out "$run/packing-shards" >/dev/null
 threads=$(nproc)
 echo "== genemask pretrain on real shards, batch 8, $steps steps, $threads threads, packing off vs on"
 for _ in $(seq "$runs"); do
   for m in $models; do
     for p in $precisions; do
       for pk in off on; do
-        rm -rf "$work/packing-run"
-        "$bin" pretrain --shards "$work/packing-shards" --masking random --model "$m" --out "$work/packing-run" \
+        rm -rf "$run/packing-run"  # this run's own, from the last iteration
+        "$bin" pretrain --shards "$run/packing-shards" --masking random --model "$m" --out "$run/packing-run" \
           --steps "$steps" --warmup 1 --batch-per-rank 8 --grad-accum 1 --log-every "$steps" --eval-every 0 \
           --checkpoint-every 100000 --threads "$threads" --precision "$p" --packing "$pk" 2>/dev/null |
           "$python" -c "import json,sys; s=json.load(sys.stdin); print(json.dumps({'model': '$m', 'precision': s['precision'], 'packing': s['packing'], 'tokens_per_s': s['tokens_per_s']}))"
       done
     done
   done
-done > "$work/packing.jsonl"
-rm -rf "$work/packing-run"
-"$python" - "$work/packing.jsonl" <<'PY'
+done > "$run/packing.jsonl"
+rm -rf "$run/packing-run"
+read -ra ms <<<"$models"
+"$python" - "$run/packing.jsonl" "$runs" "$precisions" "${ms[@]}" <<'PY'
 import collections, json, statistics, sys
 by = collections.defaultdict(list)
 for l in open(sys.argv[1]):
     r = json.loads(l)
     by[(r["model"], r["precision"], r["packing"])].append(r["tokens_per_s"])
+runs, precisions, models = int(sys.argv[2]), sys.argv[3].split(), sys.argv[4:]
+if sorted(by) != sorted((m, p, k) for m in set(models) for p in precisions for k in ("off", "on")) or \
+        any(len(v) != runs * models.count(k[0]) for k, v in by.items()):  # a figure only from a whole run
+    sys.exit(f"packing_bench: {sys.argv[1]} is not {runs} runs of each setting: no figures")
 for (m, p) in sorted({k[:2] for k in by}):
     off, on = statistics.median(by[(m, p, "off")]), statistics.median(by[(m, p, "on")])
     print(f"{m:8s} {p}: packing off {off:8.0f}, on {on:8.0f} real tokens/s (medians of {len(by[(m, p, 'on')])}); "

@@ -10,12 +10,16 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
-work=${BENCH_DIR:-/tmp/genemask-bench}/sweep
 per1000=${1:-1}
 seeds=${2:-50}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-rm -rf "$work"
-mkdir -p "$work"
+# This run's own folder under BENCH_DIR, removed on exit (the user's files and concurrent
+# runs there are left alone).
+mkdir -p "${BENCH_DIR:-/tmp/genemask-bench}"
+work=$(mktemp -d "${BENCH_DIR:-/tmp/genemask-bench}/sweep.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 printf 'sequence,label\nACGTACGTAC,0\nTTGACCATGA,1\n' > "$work/t.csv"
 # plan NAME MODELS TASKS SEEDS
 plan() {
@@ -29,23 +33,30 @@ PY
 }
 plan trivial.json 4 4 "$seeds"
 plan mix.json 1 4 10
-sweep() {  # PLAN OUT SECONDS
-  mpirun -np 5 --oversubscribe "$bin" sweep --plan "$work/$1" --out "$work/$2" --simulate "$3" --progress-every 0
+sweep() {  # PLAN OUT SECONDS: the summary line to OUT.log (read once the sweep has succeeded)
+  mpirun -np 5 --oversubscribe "$bin" sweep --plan "$work/$1" --out "$work/$2" --simulate "$3" --progress-every 0 >"$work/$2.log"
 }
 
-echo "== trivial jobs (0 s), 4 workers: $(nproc) cores, results in $work (fsync per line)"
-sweep trivial.json trivial 0 | python3 -c '
+echo "== trivial jobs (0 s), 4 workers: $(nproc) cores, results in $work (fsync per line; removed at exit)"
+sweep trivial.json trivial 0
+python3 - "$work/trivial.log" "$((4 * 4 * 5 * seeds))" <<'PY'
 import json, sys
-s = json.loads(sys.stdin.read().strip().splitlines()[-1])
+s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+if s["ok"] != int(sys.argv[2]):  # a figure only from a whole sweep
+    sys.exit(f"sweep_bench: {s['ok']} jobs done of {sys.argv[2]}: no figures")
 print("jobs: {}  wall: {:.2f} s  jobs/s: {:.0f}".format(s["ok"], s["seconds"], s["ok"] / s["seconds"]))
 print("driver cost per job: {:.3f} ms dispatch (result in -> next job out) + {:.3f} ms append+fsync".format(
-    s["overhead_ms_per_job"], s["write_ms_per_job"]))'
+    s["overhead_ms_per_job"], s["write_ms_per_job"]))
+PY
 
 echo "== realistic mix: shots 10..1000 x 10 seeds x 4 tasks, $per1000 s per 1000-shot job, 4 workers"
-sweep mix.json mix "$per1000" | python3 -c '
+sweep mix.json mix "$per1000"
+python3 - "$work/mix.log" "$per1000" <<'PY'
 import json, sys
-per1000, workers = float(sys.argv[1]), 4
-s = json.loads(sys.stdin.read().strip().splitlines()[-1])
+per1000, workers = float(sys.argv[2]), 4
+s = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
+if s["ok"] != 4 * 10 * 5:  # a figure only from a whole sweep
+    sys.exit(f"sweep_bench: {s['ok']} jobs done of {4 * 10 * 5}: no figures")
 work = 4 * 10 * sum([10, 50, 100, 500, 1000]) / 1000 * per1000
 bound = max(work / workers, per1000)
 print("jobs: {}  wall: {:.2f} s  lower bound: {:.2f} s  (makespan / bound {:.3f})".format(
@@ -53,4 +64,5 @@ print("jobs: {}  wall: {:.2f} s  lower bound: {:.2f} s  (makespan / bound {:.3f}
 print("worker utilisation: mean {:.3f}, per worker {}".format(
     s["utilisation"]["mean"], " ".join("{:.3f}".format(u) for u in s["utilisation"]["per_worker"])))
 print("driver cost per job: {:.3f} ms dispatch + {:.3f} ms append+fsync".format(
-    s["overhead_ms_per_job"], s["write_ms_per_job"]))' "$per1000"
+    s["overhead_ms_per_job"], s["write_ms_per_job"]))
+PY

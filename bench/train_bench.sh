@@ -22,9 +22,12 @@ for _ in $(seq "$runs"); do
       "$python" "$root/bench/train_bench.py" logo "$t" 10 512 "$steps" cpu "$p"
     done
   done
-done > "$work/train.jsonl"
-"$python" - "$work/train.jsonl" <<'PY'
+done > "$run/train.jsonl"
+read -ra ps <<<"$precisions"
+"$python" - "$run/train.jsonl" "$((runs * ${#ps[@]} * 2 * 2))" <<'PY'
 import collections, json, statistics, sys
+if sum(1 for _ in open(sys.argv[1])) != int(sys.argv[2]):  # a figure only from a whole run
+    sys.exit(f"train_bench: {sys.argv[1]} is not the {sys.argv[2]} rows of a whole run: no figures")
 by = collections.defaultdict(list)
 mfu = collections.defaultdict(list)
 peaks = {}
@@ -52,16 +55,19 @@ if any(k[1] == "bf16" for k in med):
               f"{med[('genemask', 'bf16', t)] / med[('genemask', 'fp32', t)]:.2f}x")
 PY
 echo "== genemask pretrain, logo, weak scaling: batch 5 per rank, 1 thread per rank, 1 vs 2 ranks"
-"$bin" shards --genome "$g" --out "$work/train-shards" --force >/dev/null
+"$bin" shards --genome "$g" --out "$run/train-shards" >/dev/null
 for n in 1 2; do
-  rm -rf "$work/train-run-$n"
-  mpiexec -n "$n" --oversubscribe "$bin" pretrain --shards "$work/train-shards" --masking random --model logo \
-    --out "$work/train-run-$n" --steps 6 --warmup 1 --batch-per-rank 5 --grad-accum 1 --log-every 6 \
+  mpiexec -n "$n" --oversubscribe "$bin" pretrain --shards "$run/train-shards" --masking random --model logo \
+    --out "$run/train-run-$n" --steps 6 --warmup 1 --batch-per-rank 5 --grad-accum 1 --log-every 6 \
     --eval-every 0 --checkpoint-every 1000 --threads 1 2>/dev/null
-done | "$python" -c '
+done > "$run/scaling.jsonl"
+"$python" - "$run/scaling.jsonl" <<'PY'
 import json, sys
-rows = [json.loads(l) for l in sys.stdin]
+rows = [json.loads(l) for l in open(sys.argv[1])]
+if [r["ranks"] for r in rows] != [1, 2]:  # a figure only from a whole run
+    sys.exit(f"train_bench: {sys.argv[1]} is not one run at 1 and at 2 ranks: no figures")
 for r in rows:
     print("{} rank(s): {:.0f} tokens/s (effective batch {})".format(r["ranks"], r["tokens_per_s"], r["effective_batch"]))
 print("2-rank data-parallel efficiency (tokens/s of 2 ranks / twice that of 1): {:.2f}".format(
-    rows[1]["tokens_per_s"] / (2 * rows[0]["tokens_per_s"])))'
+    rows[1]["tokens_per_s"] / (2 * rows[0]["tokens_per_s"])))
+PY
