@@ -25,16 +25,19 @@ void run_motifs(const MotifArgs& a, const Context& ctx) {
   for (const auto& r : rows) rank_of.emplace(r.kmer, r.rank);
   const int k = static_cast<int>(rows.front().kmer.size());
   const bool md = a.format == "markdown";
-  std::cout << (md ? fmt::format("| Motif | Core | NPMI rank (out of {}) |\n|---|---|---|\n", rows.size())
-                   : "motif\tcore\tranks\tkmers\n");
-  nlohmann::json out = nlohmann::json::array();
+  // Every motif matched before the table starts: a bad one leaves no partial table.
+  std::vector<MotifResult> results;
   for (const auto& m : a.motifs) {
-    MotifResult r;
     try {
-      r = match_motif(m, rank_of, k, a.top);
+      results.push_back(match_motif(m, rank_of, k, a.top));
     } catch (const std::invalid_argument& e) {
       throw std::runtime_error(e.what());
     }
+  }
+  std::cout << (md ? fmt::format("| Motif | Core | NPMI rank (out of {}) |\n|---|---|---|\n", rows.size())
+                   : "motif\tcore\tranks\tkmers\n");
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& r : results) {
     std::string ranks, kmers;
     for (size_t i = 0; i < r.hits.size(); ++i) {
       const auto& h = r.hits[i];
@@ -63,13 +66,23 @@ void register_motifs(CLI::App& app, Context& ctx) {
   auto a = std::make_shared<MotifArgs>();
   auto* sub = app.add_subcommand("motifs", "GRANK ranks of the k-mers matching IUPAC consensus motifs (paper Table 5)");
   sub->add_option("--npmi", a->npmi, "npmi.tsv from `genemask npmi`")->required()->check(existing_file());
-  sub->add_option("motifs", a->motifs, "motifs, e.g. nTATAAAr 'nCyy[CCTCC]n' ([brackets] or upper case mark the core)")->required();
+  // The motifs are the arguments that are not options, each taken as typed: a positional
+  // option would go through CLI11's container syntax, which reads "[A,B]" as two motifs and
+  // "[AC[GT]]" as "AC[GT]", so a typo ran other motifs than the ones asked for.
+  sub->allow_extras();
   sub->add_option("--top", a->top, "ranks listed per motif (0 = all)")->capture_default_str();
   sub->add_option("--format", a->format, "table format")->check(CLI::IsMember({"tsv", "markdown"}))->capture_default_str();
-  sub->footer("The core of a motif is the part in [brackets] (the paper's bold: nCyy[CCTCC]n), else the span from "
+  sub->footer("Arguments: MOTIF... one or more IUPAC motifs, e.g. nTATAAAr 'nCyy[CCTCC]n', each as typed.\n"
+              "The core of a motif is the part in [brackets] (the paper's bold: nCyy[CCTCC]n), else the span from "
               "its first to its last upper-case letter. A core shorter than k "
               "matches every k-mer containing it; a longer core is split into its k-long windows.");
-  sub->callback([a, &ctx] { ctx.run = [a, &ctx] { run_motifs(*a, ctx); }; });
+  sub->callback([a, sub, &ctx] {
+    a->motifs = sub->remaining();
+    for (const auto& m : a->motifs)
+      if (m.size() > 1 && m[0] == '-') throw CLI::ExtrasError({m});  // an unknown option, not a motif
+    if (a->motifs.empty()) throw CLI::RequiredError("MOTIF (one or more)");
+    ctx.run = [a, &ctx] { run_motifs(*a, ctx); };
+  });
 }
 
 }  // namespace genemask::cli

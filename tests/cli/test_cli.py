@@ -259,6 +259,22 @@ class Genemask(unittest.TestCase):
         bad = run(["motifs", "--npmi", npmi, "TAJAAA"], check=False)
         self.assertNotEqual(bad.returncode, 0)
         self.assertIn("'J' is not an IUPAC nucleotide code", bad.stderr)
+        # Each motif as typed: CLI11's list syntax ran "[TATA,AAA]" as two motifs and
+        # "[AC[GT]]" as "AC[GT]"; a bad motif anywhere leaves no partial table.
+        for motif, want in [("[TATA,AAA]", "motif '[TATA,AAA]': ',' is not an IUPAC nucleotide code"),
+                            ("[AC[GT]]", "motif '[AC[GT]]': use one pair of brackets to mark the core"),
+                            ("[]", "motif '[]' has no bases")]:
+            bad = run(["motifs", "--npmi", npmi, "nTATAAAr", motif], check=False)
+            self.assertEqual(bad.returncode, 1, bad.stderr)
+            self.assertIn(want, bad.stderr)
+            self.assertEqual(bad.stdout, "")
+        self.assertEqual(run(["motifs", "--npmi", npmi, "[TATA]"]).stdout.splitlines()[1].split("\t")[:2], ["[TATA]", "TATA"])
+        # CLI11's exit codes, as for every subcommand's option errors: 109 extras, 106 required.
+        for args, want, code in [(["--tpo", "3", "TATA"], "The following argument was not expected: --tpo", 109),
+                                 ([], "MOTIF (one or more) is required", 106)]:
+            bad = run(["motifs", "--npmi", npmi, *args], check=False)
+            self.assertEqual(bad.returncode, code, bad.stderr)
+            self.assertIn(want, bad.stderr)
 
     def test_bad_input_fails_cleanly_without_output(self):
         d = tempfile.mkdtemp(dir=self.tmp)
