@@ -143,6 +143,20 @@ void verify_checkpoint(ResolvedModel& r) {
 
 }  // namespace
 
+std::string unfinished_run_reason(const ResolvedModel& m, const std::string& given, const std::string& other) {
+  if (m.run.empty() || m.dir == given) return "";  // a model or checkpoint directory named explicitly
+  const std::string holder = lock_holder(given);
+  if (!holder.empty())
+    return fmt::format("the run \"{}\" is still being trained (a live genemask pretrain holds its lock: {}); its newest "
+                       "checkpoint (step {}) is not its final model: wait for the run to end, or {}",
+                       given, holder, m.step, other);
+  if (m.run_steps > 0 && m.step < m.run_steps)
+    return fmt::format("the run \"{}\" has not finished: its newest checkpoint is step {} of the {} steps it was started "
+                       "for; finish it with `genemask pretrain ... --resume`, or {}",
+                       given, m.step, m.run_steps, other);
+  return "";
+}
+
 ResolvedModel resolve_model(const std::string& path) {
   check_output_complete(path);  // an export whose publication was cut short
   ResolvedModel r;

@@ -62,6 +62,13 @@ struct ResolvedModel {
 /// checkpoint, or changed, is an InputError. Throws InputError when it is neither.
 ResolvedModel resolve_model(const std::string& run_or_dir);
 
+/// Why `m`, resolved from the run directory `given`, is not the run's final model: the run is
+/// still being trained (a live pretrain holds its lock) or stopped before the steps it was
+/// started for. "" when it is the final model, or when `given` names a model or checkpoint
+/// directory itself (a step chosen deliberately). `other` ends the message: the caller's
+/// way to take a step deliberately (e.g. "name a checkpoint directory ... to export that step").
+std::string unfinished_run_reason(const ResolvedModel& m, const std::string& given, const std::string& other);
+
 /// SHA-256 of the model's weights file: the checked one of a checkpoint, else computed.
 std::string model_weights_sha256(const ResolvedModel& m);
 

@@ -1,5 +1,8 @@
 // genemask export-hf: a pretrain run's newest checkpoint in the Hugging Face layout.
+#include <fmt/format.h>
+
 #include "common.hpp"
+#include "io/run_dir.hpp"
 #include "model_plugin.hpp"
 
 namespace genemask::cli {
@@ -19,12 +22,22 @@ void register_export_hf(CLI::App& app, Context& ctx) {
   add_force_flag(ex, *force);
   ex->footer("The model appears in --out complete or not at all: it is written into --out/.genemask-staging and "
              "moved into place; --out/.genemask.json marks it as genemask's. An existing directory that is not an "
-             "earlier export is never touched.");
+             "earlier export is never touched. A run directory must hold a finished run (its newest checkpoint at the "
+             "steps it was started for, no pretrain still training it); name a checkpoint directory to export another "
+             "step deliberately.");
   ex->callback([run, out, force, &ctx] {
     ctx.inputs = {{"--run", *run}};
     ctx.outputs = {{"--out", *out, io::OutputKind::directory}};
     ctx.run = [run, out, force, &ctx] {
       if (ctx.rank != 0) return;
+      // A run's newest checkpoint is its model only once the run has finished: an export of a
+      // run stopped half-way (or still training) would pass for the final model downstream.
+      {
+        const io::ResolvedModel m = io::resolve_model(*run);
+        const std::string why = io::unfinished_run_reason(
+            m, *run, fmt::format("name a checkpoint directory (\"{}\") to export that step", m.dir));
+        if (!why.empty()) throw std::runtime_error(why);
+      }
       io::OutputSet set(*out, {"export-hf", "--out", *force, "config.json", /*digests=*/true});
       std::string src;
       const std::string staging = set.staging();

@@ -537,6 +537,21 @@ void check_checkpoint_files(const Run& r, const std::string& d, const nlohmann::
 void resume_from_checkpoint(Run& r) {
   const auto& o = r.o;
   const int64_t last = latest_checkpoint(o.out);
+  // A checkpoint directory newer than the newest complete one is no half-written checkpoint
+  // (they are written as step-N.tmp and renamed once whole): its state.json was removed. The
+  // run would replace it, files and all, when it reaches its step: refused, not passed over.
+  {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(fs::path(o.out) / "checkpoints", ec)) {
+      const auto step = io::checkpoint_step_of(e.path().filename().string());
+      if (step && *step > last && e.is_directory(ec) && !fs::exists(e.path() / "state.json", ec))
+        throw io::InputError(e.path().string(),
+                             fmt::format("--resume: has no state.json, so it is not a complete checkpoint, and it is "
+                                         "newer than the newest one ({}); the run would replace it at step {}: put "
+                                         "its state.json back, or move the directory away, to resume",
+                                         last < 0 ? "none" : fmt::format("step {}", last), *step));
+    }
+  }
   if (last < 0) throw io::InputError(o.out, "--resume: no complete checkpoint in checkpoints/");
   const std::string d = io::checkpoint_dir(o.out, last);
   const std::string state = d + "/state.json";

@@ -388,6 +388,23 @@ class Pretrain(unittest.TestCase):
         with open(os.path.join(out, "checkpoints", "step-00000008", "state.json")) as f:
             self.assertEqual(json.load(f)["fused"], "qkv,ln,gelu")
 
+    def test_resume_refuses_a_newer_checkpoint_without_its_state(self):
+        # step-8 lost its state.json (and holds a file of the user's): --resume took step 4 with
+        # no word, and replaced step-8, the user's file with it, when it got there.
+        out = os.path.join(self.tmp, "no-state")
+        self.pretrain(out)  # checkpoints at 4 and 8
+        newest = os.path.join(out, "checkpoints", "step-00000008")
+        os.remove(os.path.join(newest, "state.json"))
+        with open(os.path.join(newest, "notes.txt"), "w") as f:
+            f.write("mine\n")
+        before = sorted(os.listdir(newest))
+        p = self.pretrain(out, ["--resume"], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f"{newest}: --resume: has no state.json, so it is not a complete checkpoint, and it is newer than "
+                      "the newest one (step 4); the run would replace it at step 8: put its state.json back, or move "
+                      "the directory away, to resume", p.stderr)
+        self.assertEqual(sorted(os.listdir(newest)), before)
+
     def test_resume_refuses_changed_settings(self):
         out = os.path.join(self.tmp, "changed")
         cfg = os.path.join(self.tmp, "mutable.json")
@@ -493,6 +510,16 @@ class Pretrain(unittest.TestCase):
         self.assertTrue(s["interrupted"])
         self.assertTrue(os.path.isdir(s["checkpoint"]), s)
         hf = os.path.join(self.tmp, "hf")
+        # The run stopped before its steps: its newest checkpoint is not its model, and an
+        # export would pass for it downstream (a sweep refuses the run, not the export).
+        p = run(["export-hf", "--run", out, "--out", hf], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        step = int(os.path.basename(s["checkpoint"]).split("-")[1])
+        self.assertIn(f'the run "{out}" has not finished: its newest checkpoint is step {step} of the ', p.stderr)
+        self.assertIn(f'or name a checkpoint directory ("{s["checkpoint"]}") to export that step', p.stderr)
+        self.assertFalse(os.path.exists(hf))
+        # That step, named deliberately, is exported.
+        out = s["checkpoint"]
         e = summary(run(["export-hf", "--run", out, "--out", hf]))
         self.assertEqual(e["checkpoint"], s["checkpoint"])
         for f in ["config.json", "vocab.txt", "model.safetensors"]:

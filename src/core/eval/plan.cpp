@@ -238,17 +238,10 @@ void resolve_checkpoint(const Checker& c, PlanModel& m, const std::string& path,
   }
   m.checkpoint = r.dir;
   m.checkpoint_step = r.step;
-  if (!pinned.empty() || r.run.empty() || r.dir == m.path) return;  // a model or checkpoint directory named explicitly
-  const std::string name_it = fmt::format("name a checkpoint directory (\"{}\") to evaluate that step", r.dir);
-  const std::string holder = io::lock_holder(m.path);
-  if (!holder.empty())
-    c.fail(path, fmt::format("the run \"{}\" is still being trained (a live genemask pretrain holds its lock: {}); its "
-                             "newest checkpoint (step {}) is not its final model: wait for the run to end, or {}",
-                             m.path, holder, r.step, name_it));
-  if (r.run_steps > 0 && r.step < r.run_steps)
-    c.fail(path, fmt::format("the run \"{}\" has not finished: its newest checkpoint is step {} of the {} steps it "
-                             "was started for; finish it with `genemask pretrain ... --resume`, or {}",
-                             m.path, r.step, r.run_steps, name_it));
+  if (!pinned.empty()) return;
+  const std::string why =
+      io::unfinished_run_reason(r, m.path, fmt::format("name a checkpoint directory (\"{}\") to evaluate that step", r.dir));
+  if (!why.empty()) c.fail(path, why);
 }
 
 /// A value a normalised plan (DIR/plan.json) records about an input, read back: it must be
