@@ -192,6 +192,13 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
     }
     if (f.size() < need)
       throw InputError(path, first_line, fmt::format("expected at least {} fields, found {}", need, f.size()));
+    // A row wider than the header is a field that is not where the header says (an unquoted
+    // delimiter inside a field, or a ragged row): refused, as pandas does, not read by position.
+    if (f.size() > header.size())
+      throw InputError(path, first_line,
+                       fmt::format("has {} fields but the header has {}: a delimiter inside an unquoted field, or a "
+                                   "ragged row; quote the field, or make the row as wide as the header",
+                                   f.size(), header.size()));
     TaskRow r;
     r.line = first_line;
     if (label_col >= 0) r.label = f[static_cast<size_t>(label_col)];

@@ -67,6 +67,14 @@ TEST(TaskTable, BadRowsNameFileLineAndValue) {
   EXPECT_EQ(ml[0].label, "a,b\ttab\nnext");
   EXPECT_EQ(ml[0].line, 2u);
   EXPECT_EQ(ml[1].line, 4u);
+  // A row wider than its header: a label with an unquoted comma ("1,5") was read as "1".
+  test::write_file(tmp.file("w.csv"), "sequence,label\nACGT,0\nGGCC,1,5\n");
+  EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("w.csv")); }),
+            tmp.file("w.csv") + ":3: has 3 fields but the header has 2: a delimiter inside an unquoted field, or a "
+                                "ragged row; quote the field, or make the row as wide as the header");
+  // Extra columns the header names are fine, a quoted delimiter too.
+  test::write_file(tmp.file("wq.csv"), "sequence,label,name\nACGT,0,x\nGGCC,1,\"a,b\"\n");
+  EXPECT_EQ(io::read_task_table(tmp.file("wq.csv")).at(1).label, "1");
   test::write_file(tmp.file("l.csv"), "sequence,label\nACGT,\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("l.csv")); }), tmp.file("l.csv") + ":2: empty label");
   // Regression: a NUL in a sequence ended the message there; binary bytes and escapes
