@@ -64,7 +64,8 @@ std::vector<TssSite> read_tss_bed(const std::string& path, uint64_t tss_offset) 
     s.strand = parse_strand(path, ln, f[5], false);
     s.line = ln;
     bool thick = false;
-    if (f.size() >= 8) {
+    // Columns 7-8 present but both empty (a table's blank cells) are as absent, as the docs say.
+    if (f.size() >= 8 && !(f[6].empty() && f[7].empty())) {
       const uint64_t ts = parse_u64(path, ln, f[6], "column 7 (thickStart)");
       const uint64_t te = parse_u64(path, ln, f[7], "column 8 (thickEnd)");
       if (te > ts) {

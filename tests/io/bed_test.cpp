@@ -35,6 +35,16 @@ TEST(Bed, EpdnewBedRowsGiveTheTss) {
   auto u = io::read_tss_bed(d.file("epd6.bed"));  // the 5' ends
   EXPECT_EQ(u[0].pos, 166839300u);
   EXPECT_EQ(u[1].pos, 166167036u);
+  // Thick columns present but empty (blank cells) are as absent: the 5' ends again. One of
+  // them empty is refused.
+  test::write_file(d.file("blank.bed"), "chr1\t166839300\t166839360\tPOGK_2\t900\t+\t\t\n"
+                                        "chr1\t166166977\t166167037\tFAM78B_1\t900\t-\t\t\n");
+  auto b = io::read_tss_bed(d.file("blank.bed"));
+  ASSERT_EQ(b.size(), 2u);
+  EXPECT_EQ(b[0].pos, 166839300u);
+  EXPECT_EQ(b[1].pos, 166167036u);
+  test::write_file(d.file("half.bed"), "chr1\t166839300\t166839360\tPOGK_2\t900\t+\t166839349\t\n");
+  EXPECT_THROW(io::read_tss_bed(d.file("half.bed")), io::InputError);
 }
 
 TEST(Bed, SgaIsOneBased) {
