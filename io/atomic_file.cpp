@@ -332,6 +332,24 @@ void rename_or_throw(const std::string& from, const std::string& to) {
     throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", from, to, std::strerror(errno)));
 }
 
+/// rename(2) that never replaces an existing `to` (renameat2's RENAME_NOREPLACE; on a file
+/// system without it, a check just before a plain rename).
+void rename_no_replace_or_throw(const std::string& from, const std::string& to) {
+  const auto appeared = [&] {
+    return std::runtime_error(fmt::format("{} appeared while this command ran: another command wrote it, and genemask "
+                                          "never writes over another writer's output; this command's result was not "
+                                          "kept: run it again once the other has finished, or choose another name",
+                                          to));
+  };
+  if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return;
+  if (errno == EEXIST) throw appeared();
+  if (errno != EINVAL && errno != ENOSYS)
+    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", from, to, std::strerror(errno)));
+  struct stat st {};
+  if (::lstat(to.c_str(), &st) == 0) throw appeared();
+  rename_or_throw(from, to);
+}
+
 TempOutput::TempOutput(std::string path) : path_(std::move(path)), tmp_(temp_name_for(path_)) {
   check_writable_target(path_);  // never over an input, a device or a FIFO
   remove_stale_temporaries(path_);
@@ -353,7 +371,14 @@ void TempOutput::commit() {
     ::sleep(static_cast<unsigned>(std::atoi(hold)));
   }
   check_writable_target(path_);  // it may have become one while the output was written
-  rename_or_throw(tmp_, path_);
+  // Another command may have written the output since this one checked it at its start (two
+  // writers of one name): refused, not replaced. A target that was absent then is renamed to
+  // without replacing anything, so one that appears in the last instant is refused too.
+  if (output_at_start(path_) == OutputAtStart::absent)
+    rename_no_replace_or_throw(tmp_, path_);
+  else
+    rename_or_throw(tmp_, path_);
+  output_written(path_);
   committed_ = true;
   unregister_temp(slot_);
   slot_ = -1;

@@ -23,7 +23,8 @@ class TempOutput {
   TempOutput& operator=(const TempOutput&) = delete;
   const std::string& path() const { return tmp_; }  // the temporary name
   const std::string& final_path() const { return path_; }
-  /// Renames the temporary onto the final path.
+  /// Renames the temporary onto the final path: refused when another command wrote that
+  /// path since this one checked it at its start (output_guard.hpp's output_at_start).
   void commit();
 
  private:
@@ -117,6 +118,8 @@ std::string temp_name_for(const std::string& path, const std::string& suffix = "
 int remove_stale_temporaries(const std::string& path);
 /// rename(2) with an error that names both paths.
 void rename_or_throw(const std::string& from, const std::string& to);
+/// The same, never replacing an existing `to`: "TO appeared while this command ran" then.
+void rename_no_replace_or_throw(const std::string& from, const std::string& to);
 
 /// Removes `path` and everything below it (symlinks removed, never followed) with system calls
 /// and stack buffers only: it allocates nothing, so it works when memory ran out (the

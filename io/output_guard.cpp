@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <stdexcept>
@@ -90,6 +91,11 @@ struct Registered {
 
 std::mutex g_mutex;
 std::vector<std::optional<Registered>> g_inputs;  // slots; InputsInUse owns a range
+// The file outputs as check_outputs found them when the command started, by absolute path:
+// absent (nullopt) or the file there. TempOutput::commit holds its target to that state.
+std::map<std::string, std::optional<Identity>> g_outputs_at_start;
+
+std::string output_key(const std::string& path) { return fs::absolute(path).lexically_normal().string(); }
 
 std::string quoted(const NamedPath& p) { return p.option.empty() ? p.path : p.option + " " + p.path; }
 
@@ -201,7 +207,42 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Named
                                              quoted(NamedPath{other->option, other->path}), quoted(named),
                                              p.self ? (o.kind == OutputKind::file ? "file" : "directory") : "path"));
     seen.emplace_back(&o, key);
+    if (o.kind == OutputKind::file) {
+      std::lock_guard<std::mutex> g(g_mutex);
+      g_outputs_at_start[output_key(o.path)] = p.self;
+    }
   }
+}
+
+OutputAtStart output_at_start(const std::string& path) {
+  std::optional<Identity> then;
+  {
+    std::lock_guard<std::mutex> g(g_mutex);
+    const auto it = g_outputs_at_start.find(output_key(path));
+    if (it == g_outputs_at_start.end()) return OutputAtStart::unknown;
+    then = it->second;
+  }
+  const auto st = stat_of(path);
+  const std::optional<Identity> now = st ? std::optional<Identity>(identity(*st)) : std::nullopt;
+  if (!then && now)
+    throw std::runtime_error(fmt::format("{} appeared while this command ran: another command wrote it, and genemask "
+                                         "never writes over another writer's output; this command's result was not "
+                                         "kept: run it again once the other has finished, or choose another name",
+                                         path));
+  if (then && !(now && *now == *then))
+    throw std::runtime_error(fmt::format("{} was {} while this command ran: another command wrote it, and genemask "
+                                         "never writes over another writer's output; this command's result was not "
+                                         "kept: run it again once the other has finished, or choose another name",
+                                         path, now ? "replaced" : "removed"));
+  return then ? OutputAtStart::present : OutputAtStart::absent;
+}
+
+void output_written(const std::string& path) {
+  std::lock_guard<std::mutex> g(g_mutex);
+  const auto it = g_outputs_at_start.find(output_key(path));
+  if (it == g_outputs_at_start.end()) return;
+  const auto st = stat_of(path);
+  it->second = st ? std::optional<Identity>(identity(*st)) : std::nullopt;
 }
 
 InputsInUse::InputsInUse(const std::vector<NamedPath>& inputs) {

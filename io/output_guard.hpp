@@ -66,6 +66,19 @@ struct NamedOutput {
 /// Inputs that do not exist are skipped (their own checks report them).
 void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedOutput>& outputs);
 
+/// A file output of this command (check_outputs) as it was when the command started.
+enum class OutputAtStart { unknown, absent, present };
+
+/// Before a finished file output is renamed into place: how `path` was when the command
+/// started (unknown: not one of its checked outputs). Throws when it has changed since (it
+/// was absent and now exists, or it is another file or gone): another command wrote it
+/// meanwhile, and a rename would silently replace that writer's output. A rename over an
+/// `absent` target must not replace a file either (TempOutput::commit uses RENAME_NOREPLACE).
+OutputAtStart output_at_start(const std::string& path);
+
+/// After this command renamed its output to `path`: the file there is its own from now on.
+void output_written(const std::string& path);
+
 /// The inputs of the running command, for the lifetime of this object: every TempOutput,
 /// AtomicFile, HDF5 file and OutputSet refuses to write over one of them or into one of
 /// them. A backstop for outputs whose names a command makes itself (DIR/plan.json).

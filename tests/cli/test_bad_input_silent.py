@@ -100,6 +100,26 @@ class Silent(unittest.TestCase):
 
     # ---- 1. data loss: single-file outputs ---------------------------------------------
 
+    def test_two_writers_of_one_file_never_replace_each_other(self):
+        # count held its finished output while npmi wrote the same name: count's rename replaced
+        # npmi's table, and both exited 0. Now the later rename is refused and the file is npmi's.
+        t = self.t
+        out = t("race.out")
+        env = dict(ENV, GENEMASK_TEST_HOLD_TEMP="3", GENEMASK_TEST_HOLD_TEMP_MATCH="race.out")
+        count = subprocess.Popen([BIN, "count", "--genome", self.fa, "--out", out, "--kmax", "6", "--quiet"], env=env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 60
+        while not [n for n in os.listdir(self.tmp) if n.startswith("race.out.tmp.")] and time.time() < deadline:
+            time.sleep(0.05)
+        run(["npmi", "--counts", t("counts.h5"), "--out", out])
+        stdout, stderr = count.communicate(timeout=60)
+        self.assertEqual(count.returncode, 1, stderr)
+        self.assertIn(f"{out} appeared while this command ran: another command wrote it", stderr)
+        self.assertEqual(stdout, "")  # no summary: nothing was published
+        with open(out) as f:
+            self.assertTrue(f.readline().startswith("rank\tkmer\t"))  # npmi's table, whole
+        self.assertEqual([n for n in os.listdir(self.tmp) if n.startswith("race.out.")], [])
+
     def test_file_outputs_replace_only_their_own_earlier_output(self):
         t = self.t
         shutil.copy(self.fa, t("other_genome.fa"))
@@ -639,7 +659,9 @@ class Silent(unittest.TestCase):
         self.assertEqual(len([n for n in os.listdir(t("rot", "checkpoints")) if n.startswith("step-")]), 3)
         run(args + ["--steps", "4", "--resume"])  # no reader: the next checkpoint removes them
         self.assertEqual([n for n in os.listdir(t("rot", "checkpoints")) if n.startswith("step-")], ["step-00000004"])
-        # export-hf while a run rotates at every step: every export succeeds.
+        # A reader of the run while it rotates at every step (embed, which reads a run's newest
+        # checkpoint): every read succeeds. export-hf refuses the live run: its newest
+        # checkpoint is not its model.
         pre = subprocess.Popen([os.path.abspath(BIN)] + args + ["--steps", "400", "--resume", "--log-every", "50"],
                                env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
@@ -647,10 +669,15 @@ class Silent(unittest.TestCase):
             for i in range(12):
                 if pre.poll() is not None:
                     break
-                r = run(["export-hf", "--run", t("rot"), "--out", t("rot-hf"), "--force"], check=False)
+                r = run(["embed", "--model", t("rot"), "--input", t("test.csv"), "--out", t("rot-emb.h5"), *FAST],
+                        check=False)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 done += 1
             self.assertGreaterEqual(done, 3)
+            if pre.poll() is None:
+                r = run(["export-hf", "--run", t("rot"), "--out", t("rot-hf")], check=False)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn(f'the run "{t("rot")}" is still being trained', r.stderr)
         finally:
             pre.send_signal(signal.SIGTERM)
             pre.communicate(timeout=120)

@@ -81,6 +81,55 @@ TEST(CheckOutputs, SeesThroughSpellingsSymlinksAndHardLinks) {
             "");
 }
 
+// Two commands writing one name: `count --out x` ran long, `npmi --out x` wrote x meanwhile,
+// and count's rename replaced npmi's finished table, both exiting 0. A file output is held to
+// what it was when the command started.
+TEST(CheckOutputs, AFileOutputWrittenByAnotherCommandMeanwhileIsNeverReplaced) {
+  TempDir tmp;
+  const auto write_out = [](const std::string& path, const std::string& text) {
+    io::AtomicFile f(path);
+    f.stream() << text;
+    f.commit();
+  };
+  // Absent at the start, written by another meanwhile: refused, the other's file kept.
+  const std::string a = tmp.file("a.tsv");
+  io::check_outputs({}, {{"--out", a, io::OutputKind::file}});
+  EXPECT_EQ(io::output_at_start(a), io::OutputAtStart::absent);
+  test::write_file(a, "the other command's table\n");
+  EXPECT_NE(error_of([&] { write_out(a, "mine\n"); }).find(a + " appeared while this command ran: another command "
+                                                           "wrote it"),
+            std::string::npos);
+  EXPECT_EQ(test::read_file(a), "the other command's table\n");
+  // Present at the start (an earlier output of its own), replaced by another file meanwhile:
+  // refused; left as it is: written over.
+  const std::string b = tmp.file("b.tsv");
+  test::write_file(b, "earlier\n");
+  io::check_outputs({}, {{"--out", b, io::OutputKind::file}});
+  EXPECT_EQ(io::output_at_start(b), io::OutputAtStart::present);
+  test::write_file(tmp.file("other.tsv"), "the other command's table\n");
+  fs::rename(tmp.file("other.tsv"), b);
+  EXPECT_NE(error_of([&] { write_out(b, "mine\n"); }).find(b + " was replaced while this command ran"), std::string::npos);
+  EXPECT_EQ(test::read_file(b), "the other command's table\n");
+  fs::remove(b);
+  EXPECT_NE(error_of([&] { write_out(b, "mine\n"); }).find(b + " was removed while this command ran"), std::string::npos);
+  // Undisturbed: written, and again (the file there is now its own); no temporary left.
+  const std::string c = tmp.file("c.tsv");
+  io::check_outputs({}, {{"--out", c, io::OutputKind::file}});
+  write_out(c, "one\n");
+  write_out(c, "two\n");
+  EXPECT_EQ(test::read_file(c), "two\n");
+  EXPECT_EQ(io::output_at_start(tmp.file("not-an-output.tsv")), io::OutputAtStart::unknown);
+  size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path())) ++entries;
+  EXPECT_EQ(entries, 2u);  // a.tsv, c.tsv
+  // The rename itself never replaces a file that appears in the last instant.
+  test::write_file(tmp.file("t"), "x");
+  test::write_file(tmp.file("u"), "y");
+  EXPECT_NE(error_of([&] { io::rename_no_replace_or_throw(tmp.file("t"), tmp.file("u")); }).find("appeared"),
+            std::string::npos);
+  EXPECT_EQ(test::read_file(tmp.file("u")), "y");
+}
+
 TEST(CheckOutputs, RefusesDevicesFifosAndWrongKinds) {
   TempDir tmp;
   ASSERT_EQ(::mkfifo(tmp.file("fifo").c_str(), 0644), 0);
