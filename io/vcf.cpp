@@ -28,6 +28,7 @@ bool all_of_chars(const std::string& s, const char* allowed) {
 std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats) {
   std::vector<Variant> out;
   VcfStats st;
+  std::map<std::string, uint64_t> seen;  // chrom:pos:ref>alt -> its line
   for_each_line(path, [&](const std::string& line, uint64_t lineno) {
     if (line.rfind("##", 0) == 0) return;
     if (line.rfind("#", 0) == 0) return;  // #CHROM header (optional: bare data lines are accepted)
@@ -62,7 +63,15 @@ std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats) {
         }
         throw InputError(path, lineno, fmt::format("ALT allele '{}' is not a sequence of bases (A, C, G, T, N)", a));
       }
+      if (alt == v.ref)
+        throw InputError(path, lineno, fmt::format("ALT allele '{}' is the REF: not a variant; remove the allele", a));
       v.alt = alt;
+      // The same variant twice would be scored and ranked twice (and counted twice in a
+      // comparison's top N).
+      const std::string key = fmt::format("{}:{}:{}>{}", v.chrom, v.pos, v.ref, v.alt);
+      if (const auto [it, fresh] = seen.emplace(key, lineno); !fresh)
+        throw InputError(path, lineno, fmt::format("variant {} is also on line {}: list each variant once", key,
+                                                   it->second));
       out.push_back(v);
     }
   });

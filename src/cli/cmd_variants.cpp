@@ -111,6 +111,19 @@ Ranking read_ranking(const std::string& path) {
     rows.push_back(std::move(r));
   }
   if (rows.empty()) throw io::InputError(path, "no rows after the header");
+  // One row per variant: a repeated one would count twice in a top N. By site where the
+  // rows have one (an id is shared by the alleles of a multi-allelic record), else by id.
+  for (const bool by_site : {true, false}) {
+    if (by_site ? !sites_complete : (sites_complete || !col.count("id"))) continue;
+    std::map<std::string, uint64_t> first;
+    for (const auto& r : rows) {
+      const std::string& key = by_site ? r.site : r.id;
+      if (!by_site && key == ".") continue;  // a VCF's missing id: matched by site instead
+      if (const auto [it, fresh] = first.emplace(key, r.line); !fresh)
+        throw io::InputError(path, r.line, fmt::format("{} '{}' is also on line {}: a ranking lists each variant once",
+                                                       by_site ? "variant" : "id", key, it->second));
+    }
+  }
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.order < b.order; });
   Ranking out;
   for (const auto& r : rows) {
@@ -226,6 +239,16 @@ void run_variants(VariantsArgs a, const Context& ctx) {
     const std::set<std::string> all_mine(mine.begin(), mine.end());
     uint64_t common = 0;
     for (const auto& k : std::set<std::string>(theirs.begin(), theirs.end())) common += all_mine.count(k);
+    // No variant in common: every overlap would be 0 whatever the two rankings say.
+    if (common == 0)
+      throw io::InputError(a.compare, fmt::format("has no variant in common with {} (matched by {}): is it a ranking of "
+                                                  "these variants?",
+                                                  a.variants, by_site ? "chrom, pos, ref and alt" : "id"));
+    for (uint64_t N : tops)
+      if (N > mine.size() || N > theirs.size())
+        std::cerr << fmt::format("genemask: variants: --top {}: left out, more than the {} variants of {}\n", N,
+                                 std::min(mine.size(), theirs.size()),
+                                 N > mine.size() ? a.variants : a.compare);
     cmp = {{"file", a.compare}, {"matched_by", by_site ? "chrom:pos:ref:alt" : "id"}, {"n_other", theirs.size()},
            {"in_both", common}, {"top", top}};
   }

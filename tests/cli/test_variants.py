@@ -186,6 +186,7 @@ class Variants(unittest.TestCase):
             f.writelines(f"{k}\t{v}\n" for k, v in other_delta.items())
         p = run(["variants", "--model", self.t("clf"), "--variants", self.t("pairs.tsv"), "--out", self.t("out4"),
                  "--compare", self.t("other.tsv"), "--top", "5,10,20,1000"])
+        self.assertIn(f"--top 1000: left out, more than the {len(refs)} variants of", p.stderr)
         mine = [r["id"] for r in read_tsv(self.t("out4/variants.tsv"))]
         theirs = sorted(other_delta, key=lambda k: -abs(other_delta[k]))
         cmp = read_tsv(self.t("out4/compare.tsv"))
@@ -196,6 +197,20 @@ class Variants(unittest.TestCase):
             self.assertEqual(int(r["shared"]), shared)
             self.assertAlmostEqual(float(r["overlap"]), shared / n, places=12)
         self.assertEqual(summary(p)["top_overlap"][0]["n"], 5)
+        # A ranking that names an id twice (it counted twice in a top N), or shares no variant
+        # (every overlap 0, exit 0): refused, naming the file.
+        with open(self.t("dup.tsv"), "w") as f:
+            f.write("id\tdelta\np0\t0.5\np1\t0.4\np0\t0.3\n")
+        with open(self.t("none.tsv"), "w") as f:
+            f.write("id\tdelta\nzz1\t0.5\nzz2\t0.4\n")
+        for other, want in [("dup.tsv", "dup.tsv:4: id 'p0' is also on line 2: a ranking lists each variant once"),
+                            ("none.tsv", "none.tsv: has no variant in common with " + self.t("pairs.tsv") +
+                             " (matched by id): is it a ranking of these variants?")]:
+            p = run(["variants", "--model", self.t("clf"), "--variants", self.t("pairs.tsv"), "--out",
+                     self.t("out-" + other), "--compare", self.t(other)], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(want, p.stderr)
+            self.assertFalse(os.path.exists(self.t("out-" + other)))
 
     def test_compare_by_site_with_itself_is_full(self):
         run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
@@ -223,6 +238,22 @@ class Variants(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn(f"bad.vcf:3: REF '{wrong}' does not match the genome '{g[99]}' at chr1:100", p.stderr)
         self.assertFalse(os.path.exists(self.t("e1/variants.tsv")))
+        # The same variant twice (scored and ranked twice), and an ALT that is the REF.
+        other = "C" if g[49] != "C" else "G"
+        at60 = "A" if g[59] != "A" else "C"
+        for name, body, want in [
+                ("dup.vcf", f"chr1\t50\t.\t{g[49]}\t{other}\nchr1\t60\t.\t{g[59]}\t{at60}\n"
+                            f"chr1\t50\tx\t{g[49].lower()}\t{other}\n",
+                 f"dup.vcf:4: variant chr1:50:{g[49]}>{other} is also on line 2: list each variant once"),
+                ("same.vcf", f"chr1\t50\t.\t{g[49]}\t{g[49]}\n",
+                 f"same.vcf:2: ALT allele '{g[49]}' is the REF: not a variant")]:
+            with open(self.t(name), "w") as f:
+                f.write("#CHROM\tPOS\tID\tREF\tALT\n" + body)
+            p = run(["variants", "--model", self.t("clf"), "--variants", self.t(name), "--genome", self.t("g.fa"),
+                     "--flank", "10", "--out", self.t("e-" + name)], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(want, p.stderr)
+            self.assertFalse(os.path.exists(self.t("e-" + name)))
         p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--out", self.t("e2"),
                  "--flank", "10"], check=False)
         self.assertIn("--genome", p.stderr)
