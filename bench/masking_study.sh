@@ -37,28 +37,9 @@ t0=$SECONDS
 seeds=${STUDY_SEEDS:-1 2 3}
 maskings=${STUDY_MASKINGS:-genemask random}
 model=${STUDY_MODEL:-small}
-# One run at a time in OUTDIR (two would write the same files): a lock on the directory.
-exec 9<"$out"
-flock -n 9 || { echo "masking_study: another study is running in $out" >&2; exit 1; }
-tmps=()
-trap 'rm -f "${tmps[@]}"' EXIT
-# settle TMP FILE: TMP (in FILE's folder) becomes FILE, whole; a FILE that is there must
-# already hold the same bytes (a rerun), else it is not ours: refused, left as it is.
-settle() {
-  if [ ! -e "$2" ]; then
-    chmod 644 "$1"
-    mv "$1" "$2"
-  elif cmp -s "$1" "$2"; then
-    rm "$1"
-  else
-    echo "masking_study: $2 differs from what the study writes there: not overwritten (remove it, or use another OUTDIR)" >&2
-    exit 1
-  fi
-}
-# newtmp FILE: a new temporary beside FILE, in $tmp (removed at exit unless renamed).
-newtmp() { tmp=$(mktemp "$1.tmp.XXXXXX"); tmps+=("$tmp"); }
-# put FILE: stdin, settled as FILE.
-put() { newtmp "$1"; cat >"$tmp"; settle "$tmp" "$1"; }
+who=masking_study what=study
+# shellcheck source=scripts/outdir.sh
+source "$root/scripts/outdir.sh"
 
 genome=$("$root/scripts/default-genome.sh")
 model_sha=
@@ -77,20 +58,7 @@ print(json.dumps({"script": "bench/masking_study.sh", "settings": dict(zip(a[::2
   genome "$genome" seeds "$seeds" maskings "$maskings" model "$model" model_sha256 "$model_sha" \
   device "${STUDY_DEVICE:-cpu}" steps "${STUDY_STEPS:-800}" shots "${STUDY_SHOTS:-10 50}" \
   finetune_seeds "${STUDY_FINETUNE_SEEDS:-5}" sites "${STUDY_SITES:-1500}" ranks_sweep "${STUDY_RANKS_SWEEP:-3}")
-marker=$out/study-settings.json
-if [ -e "$marker" ]; then
-  if ! cmp -s "$marker" <(printf '%s\n' "$settings"); then
-    echo "masking_study: $out was made with other settings (<: its $marker, >: this run's):" >&2
-    diff "$marker" <(printf '%s\n' "$settings") >&2 || true
-    echo "masking_study: remove $out for a fresh run, or use another OUTDIR" >&2
-    exit 1
-  fi
-elif [ -n "$(ls -A "$out")" ]; then
-  echo "masking_study: $out is not empty and not a study's OUTDIR (no study-settings.json): use a new or empty OUTDIR" >&2
-  exit 1
-else
-  put "$marker" <<<"$settings"
-fi
+claim_outdir "$out" study-settings.json "$settings"
 
 # The task: real chr22 windows at random unmasked sites against DeePromoter-style copies of
 # them (the demo's task; scripts/demo-sites.py). Made again on a rerun (under a second) to

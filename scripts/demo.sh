@@ -32,28 +32,9 @@ export GENEMASK_BIN=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export GENEMASK_MPIRUN_OPTS=${GENEMASK_MPIRUN_OPTS:---oversubscribe}
 t0=$SECONDS
-# One run at a time in OUTDIR (two would write the same files): a lock on the directory.
-exec 9<"$out"
-flock -n 9 || { echo "demo: another demo is running in $out" >&2; exit 1; }
-tmps=()
-trap 'rm -f "${tmps[@]}"' EXIT
-# settle TMP FILE: TMP (in FILE's folder) becomes FILE, whole; a FILE that is there must
-# already hold the same bytes (a rerun), else it is not ours: refused, left as it is.
-settle() {
-  if [ ! -e "$2" ]; then
-    chmod 644 "$1"
-    mv "$1" "$2"
-  elif cmp -s "$1" "$2"; then
-    rm "$1"
-  else
-    echo "demo: $2 differs from what the demo writes there: not overwritten (remove it, or use another OUTDIR)" >&2
-    exit 1
-  fi
-}
-# newtmp FILE: a new temporary beside FILE, in $tmp (removed at exit unless renamed).
-newtmp() { tmp=$(mktemp "$1.tmp.XXXXXX"); tmps+=("$tmp"); }
-# put FILE: stdin, settled as FILE.
-put() { newtmp "$1"; cat >"$tmp"; settle "$tmp" "$1"; }
+who=demo what=demo
+# shellcheck source=scripts/outdir.sh
+source "$root/scripts/outdir.sh"
 
 genome=$("$root/scripts/default-genome.sh")
 maskings=${DEMO_MASKINGS:-genemask random}
@@ -66,20 +47,7 @@ print(json.dumps({"script": "scripts/demo.sh", "settings": dict(zip(a[::2], a[1:
   genome "$genome" steps "${DEMO_STEPS:-800}" seeds "${DEMO_SEEDS:-5}" maskings "$maskings" \
   baseline "${DEMO_BASELINE:-random}" precision "${DEMO_PRECISION:-fp32}" sites "${DEMO_SITES:-2000}" \
   finetune_json "$ft_json")
-marker=$out/demo-settings.json
-if [ -e "$marker" ]; then
-  if ! cmp -s "$marker" <(printf '%s\n' "$settings"); then
-    echo "demo: $out was made with other settings (<: its $marker, >: this run's):" >&2
-    diff "$marker" <(printf '%s\n' "$settings") >&2 || true
-    echo "demo: remove $out for a fresh run, or use another OUTDIR" >&2
-    exit 1
-  fi
-elif [ -n "$(ls -A "$out")" ]; then
-  echo "demo: $out is not empty and not a demo's OUTDIR (no demo-settings.json): use a new or empty OUTDIR" >&2
-  exit 1
-else
-  put "$marker" <<<"$settings"
-fi
+claim_outdir "$out" demo-settings.json "$settings"
 
 # The task: chr22 has no promoter annotation here, so the positives are real chr22 windows at
 # random unmasked sites (scripts/demo-sites.py) and the negatives DeePromoter-style copies of
