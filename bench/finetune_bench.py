@@ -17,7 +17,6 @@ import os
 import random
 import statistics
 import sys
-import tempfile
 import time
 
 import torch
@@ -25,7 +24,9 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
 from train_bench import CONFIGS, Encoder  # noqa: E402
+from whole_file import refuse_input, whole_file  # noqa: E402
 
 VOCAB = {"".join(p): 5 + i for i, p in enumerate(itertools.product("ATCG", repeat=6))}
 
@@ -44,29 +45,19 @@ class Classifier(Encoder):
 
 def make(genome, out, n, length):
     """Written to a temporary beside out and renamed once whole; an out that is the genome is refused."""
-    if os.path.exists(out) and os.path.samefile(genome, out):
-        sys.exit(f"finetune_bench.py make: {out} is the genome {genome}: refused")
+    refuse_input(out, genome, "finetune_bench.py make")
     with open(genome) as f:
         seq = "".join(l.strip() for l in itertools.islice(f, 1, 200000) if not l.startswith(">")).upper()
     rng = random.Random(1)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(out)), prefix=os.path.basename(out) + ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write("sequence,label\n")
-            rows = 0
-            while rows < n:
-                i = rng.randrange(len(seq) - length)
-                w = seq[i:i + length]
-                if set(w) <= set("ACGT"):
-                    f.write(f"{w},{rows % 2}\n")
-                    rows += 1
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600
-        os.replace(tmp, out)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with whole_file(out, src=genome, who="finetune_bench.py make") as f:
+        f.write("sequence,label\n")
+        rows = 0
+        while rows < n:
+            i = rng.randrange(len(seq) - length)
+            w = seq[i:i + length]
+            if set(w) <= set("ACGT"):
+                f.write(f"{w},{rows % 2}\n")
+                rows += 1
 
 
 def run(table, name, threads, batch, epochs, precision="fp32"):

@@ -8,31 +8,22 @@ Each file is written to a temporary beside it and renamed once whole.
 Usage: make-bench-genomes.py OUTDIR N TOTAL_MBP [REAL.fa]"""
 import os
 import sys
-import tempfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from whole_file import whole_file  # noqa: E402
 
 out, n, total_mbp = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 real = sys.argv[4] if len(sys.argv) > 4 else None
 os.makedirs(out, exist_ok=True)
-umask = os.umask(0)
-os.umask(umask)
 
 
 def publish(path, chunks):
     """The byte strings of chunks to path, through a temporary beside it renamed once whole."""
-    if real and os.path.exists(path) and os.path.samefile(real, path):
-        sys.exit(f"make-bench-genomes: {path} is the input {real}: refused")
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=os.path.basename(path) + ".")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            for c in chunks:
-                f.write(c)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with whole_file(path, "wb", src=real, who="make-bench-genomes") as f:
+        for c in chunks:
+            f.write(c)
 
 
 def same(path, chunks):

@@ -10,10 +10,10 @@ and reproducibly, whose +-60 bp lie in unmasked (upper-case) A/C/G/T sequence, e
 random strand, and writes them as 1-bp BED6 intervals (0-based; the 5' end is the "TSS").
 For a real promoter task use EPDnew's TSS BED instead (docs/datasets.md).
 """
-import os
 import random
 import sys
-import tempfile
+
+from whole_file import refuse_input, whole_file
 
 FLANK = 60
 OK = frozenset(b"ACGT")
@@ -37,8 +37,7 @@ def main(argv):
     if len(argv) not in (3, 4, 5):
         sys.exit(__doc__.split("\n\n")[1])
     genome, out = argv[1], argv[2]
-    if os.path.exists(out) and os.path.samefile(genome, out):
-        sys.exit(f"demo-sites: {out} is the genome: not written over")
+    refuse_input(out, genome, "demo-sites")
     n = int(argv[3]) if len(argv) > 3 else 2000
     rng = random.Random(int(argv[4]) if len(argv) > 4 else 7)
     records = [(name, seq) for name, seq in read_fasta(genome) if len(seq) > 2 * FLANK + 1]
@@ -59,16 +58,9 @@ def main(argv):
             continue
         sites.add((i, x, rng.choice("+-")))
     # A temporary of its own beside OUT, renamed once whole: two runs never share one.
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out) or ".", prefix=os.path.basename(out) + ".tmp.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            for k, (i, x, strand) in enumerate(sorted(sites)):
-                f.write(f"{records[i][0]}\t{x}\t{x + 1}\tsite{k + 1}\t0\t{strand}\n")
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with whole_file(out, src=genome, who="demo-sites") as f:
+        for k, (i, x, strand) in enumerate(sorted(sites)):
+            f.write(f"{records[i][0]}\t{x}\t{x + 1}\tsite{k + 1}\t0\t{strand}\n")
     print(f"demo-sites: {len(sites)} sites in {out}", file=sys.stderr)
 
 

@@ -6,14 +6,13 @@ one record 'chr22' of the source length, N between the aligned blocks, the block
 bases as given (soft-masked lowercase kept), alignment gaps ('-') removed.
 """
 import gzip
-import os
 import sys
-import tempfile
+
+from whole_file import refuse_input, whole_file
 
 
 def main(maf_path: str, out_path: str, species: str = "Hsap.22", name: str = "chr22") -> None:
-    if os.path.exists(out_path) and os.path.samefile(maf_path, out_path):
-        raise SystemExit(f"{out_path} is the MAF input: not written over")
+    refuse_input(out_path, maf_path, "make-default-genome")
     blocks = []
     src_len = None
     with gzip.open(maf_path, "rt") as f:
@@ -35,14 +34,8 @@ def main(maf_path: str, out_path: str, species: str = "Hsap.22", name: str = "ch
         raise SystemExit(f"{maf_path}: no rows for {species}")
     blocks.sort()
     # A temporary of its own beside out_path, renamed once whole: two runs never share one.
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(out_path) or ".", prefix=os.path.basename(out_path) + ".tmp.")
-    try:
-        write_fasta(os.fdopen(fd, "w"), blocks, src_len, name, maf_path)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out_path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with whole_file(out_path, src=maf_path, who="make-default-genome") as f:
+        write_fasta(f, blocks, src_len, name, maf_path)
     real = sum(len(s) for _, s in blocks)
     print(f"wrote {out_path}: {name}, {src_len} bases, {len(blocks)} blocks, {real} aligned bases", file=sys.stderr)
 
