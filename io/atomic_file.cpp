@@ -335,18 +335,12 @@ void rename_or_throw(const std::string& from, const std::string& to) {
 /// rename(2) that never replaces an existing `to` (renameat2's RENAME_NOREPLACE; on a file
 /// system without it, a check just before a plain rename).
 void rename_no_replace_or_throw(const std::string& from, const std::string& to) {
-  const auto appeared = [&] {
-    return std::runtime_error(fmt::format("{} appeared while this command ran: another command wrote it, and genemask "
-                                          "never writes over another writer's output; this command's result was not "
-                                          "kept: run it again once the other has finished, or choose another name",
-                                          to));
-  };
   if (::renameat2(AT_FDCWD, from.c_str(), AT_FDCWD, to.c_str(), RENAME_NOREPLACE) == 0) return;
-  if (errno == EEXIST) throw appeared();
+  if (errno == EEXIST) throw another_writers_output(to, "appeared");
   if (errno != EINVAL && errno != ENOSYS)
     throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", from, to, std::strerror(errno)));
   struct stat st {};
-  if (::lstat(to.c_str(), &st) == 0) throw appeared();
+  if (::lstat(to.c_str(), &st) == 0) throw another_writers_output(to, "appeared");
   rename_or_throw(from, to);
 }
 

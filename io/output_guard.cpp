@@ -224,17 +224,16 @@ OutputAtStart output_at_start(const std::string& path) {
   }
   const auto st = stat_of(path);
   const std::optional<Identity> now = st ? std::optional<Identity>(identity(*st)) : std::nullopt;
-  if (!then && now)
-    throw std::runtime_error(fmt::format("{} appeared while this command ran: another command wrote it, and genemask "
-                                         "never writes over another writer's output; this command's result was not "
-                                         "kept: run it again once the other has finished, or choose another name",
-                                         path));
-  if (then && !(now && *now == *then))
-    throw std::runtime_error(fmt::format("{} was {} while this command ran: another command wrote it, and genemask "
-                                         "never writes over another writer's output; this command's result was not "
-                                         "kept: run it again once the other has finished, or choose another name",
-                                         path, now ? "replaced" : "removed"));
+  if (!then && now) throw another_writers_output(path, "appeared");
+  if (then && !(now && *now == *then)) throw another_writers_output(path, now ? "was replaced" : "was removed");
   return then ? OutputAtStart::present : OutputAtStart::absent;
+}
+
+std::runtime_error another_writers_output(const std::string& path, const char* how) {
+  return std::runtime_error(fmt::format("{} {} while this command ran: another command wrote it, and genemask never "
+                                        "writes over another writer's output; this command's result was not kept: "
+                                        "run it again once the other has finished, or choose another name",
+                                        path, how));
 }
 
 void output_written(const std::string& path) {

@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,10 @@ enum class OutputAtStart { unknown, absent, present };
 /// meanwhile, and a rename would silently replace that writer's output. A rename over an
 /// `absent` target must not replace a file either (TempOutput::commit uses RENAME_NOREPLACE).
 OutputAtStart output_at_start(const std::string& path);
+
+/// The error for an output that another command wrote (`how`: "appeared", "was replaced",
+/// "was removed") while this one ran.
+std::runtime_error another_writers_output(const std::string& path, const char* how);
 
 /// After this command renamed its output to `path`: the file there is its own from now on.
 void output_written(const std::string& path);

@@ -224,9 +224,21 @@ void run_variants(VariantsArgs a, const Context& ctx) {
     std::vector<std::string> mine;
     for (size_t i : order) mine.push_back(by_site ? chrom_key(v[i].chrom, std::to_string(v[i].pos), v[i].ref, v[i].alt) : v[i].id);
     const auto& theirs = by_site ? other.by_site : other.by_id;
+    const std::set<std::string> all_mine(mine.begin(), mine.end());
+    uint64_t common = 0;
+    for (const auto& k : std::set<std::string>(theirs.begin(), theirs.end())) common += all_mine.count(k);
+    // No variant in common: every overlap would be 0 whatever the two rankings say.
+    if (common == 0)
+      throw io::InputError(a.compare, fmt::format("has no variant in common with {} (matched by {}): is it a ranking of "
+                                                  "these variants?",
+                                                  a.variants, by_site ? "chrom, pos, ref and alt" : "id"));
     nlohmann::ordered_json top = nlohmann::ordered_json::array();
     for (uint64_t N : tops) {
-      if (N > mine.size() || N > theirs.size()) continue;  // undefined: fewer than N variants
+      if (N > mine.size() || N > theirs.size()) {  // undefined: fewer than N variants
+        std::cerr << fmt::format("genemask: variants: --top {}: left out, more than the {} variants of {}\n", N,
+                                 std::min(mine.size(), theirs.size()), N > mine.size() ? a.variants : a.compare);
+        continue;
+      }
       std::set<std::string> a_top(mine.begin(), mine.begin() + static_cast<std::ptrdiff_t>(N));
       uint64_t shared = 0;
       std::set<std::string> seen;
@@ -236,19 +248,6 @@ void run_variants(VariantsArgs a, const Context& ctx) {
       top.push_back({{"n", N}, {"shared", shared}, {"overlap", ov}});
       cmp_rows.push_back({static_cast<double>(N), static_cast<double>(shared), ov});
     }
-    const std::set<std::string> all_mine(mine.begin(), mine.end());
-    uint64_t common = 0;
-    for (const auto& k : std::set<std::string>(theirs.begin(), theirs.end())) common += all_mine.count(k);
-    // No variant in common: every overlap would be 0 whatever the two rankings say.
-    if (common == 0)
-      throw io::InputError(a.compare, fmt::format("has no variant in common with {} (matched by {}): is it a ranking of "
-                                                  "these variants?",
-                                                  a.variants, by_site ? "chrom, pos, ref and alt" : "id"));
-    for (uint64_t N : tops)
-      if (N > mine.size() || N > theirs.size())
-        std::cerr << fmt::format("genemask: variants: --top {}: left out, more than the {} variants of {}\n", N,
-                                 std::min(mine.size(), theirs.size()),
-                                 N > mine.size() ? a.variants : a.compare);
     cmp = {{"file", a.compare}, {"matched_by", by_site ? "chrom:pos:ref:alt" : "id"}, {"n_other", theirs.size()},
            {"in_both", common}, {"top", top}};
   }

@@ -95,10 +95,6 @@ std::string metric_title(const std::string& metric) {
 
 namespace {
 
-/// The records a table shows must come from the same inputs where they are compared: one
-/// test table per task (every model and shot count is scored on it), one training table per
-/// task and shot count, one set of weights per model. A sweep continued after an input
-/// changed would otherwise average (and pair in t-tests) results of two test sets.
 /// The one difference (or the first few) between two fine-tuning settings, for a message.
 std::string finetune_difference(const nlohmann::json& a, const nlohmann::json& b) {
   std::vector<std::string> d;
@@ -140,6 +136,10 @@ void check_same_finetune(const std::string& path, const std::vector<const Record
                                    unrecorded, used.size()));
 }
 
+/// The records a table shows must come from the same inputs where they are compared: one
+/// test table per task (every model and shot count is scored on it), one training table per
+/// task and shot count, one set of weights per model. A sweep continued after an input
+/// changed would otherwise average (and pair in t-tests) results of two test sets.
 void check_same_inputs(const std::string& path, const std::vector<const Record*>& used,
                        std::vector<std::string>& warnings) {
   struct Seen {
