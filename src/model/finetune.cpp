@@ -185,6 +185,25 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                       in_train, test.tokens.size(), o.test, first_line,
                       in_train == test.tokens.size() ? ", all of them: is --test the training table?" : ""));
   }
+  // A test sequence given twice is scored twice and counts twice in every metric; under
+  // another label it is a contradiction no classifier can score right. Counted, written and
+  // said, like the above: duplicates in a released test table are the user's to judge.
+  {
+    std::map<std::vector<uint16_t>, int> label_of;
+    uint64_t first_line = 0, repeats = 0, other_label = 0;
+    for (size_t i = 0; i < test.tokens.size(); ++i) {
+      const auto [it, first] = label_of.emplace(test.tokens[i], test.labels[i]);
+      if (first) continue;
+      if (!repeats++) first_line = test_rows[i].line;
+      other_label += it->second != test.labels[i];
+    }
+    s.metrics.test_duplicates = static_cast<int64_t>(repeats);
+    if (repeats)
+      say(fmt::format("warning: {} of the {} test sequences ({}:{} the first) repeat an earlier test sequence{}: each "
+                      "is scored again, as one more test sequence in the metrics (test_duplicates in metrics.json)",
+                      repeats, test.tokens.size(), o.test, first_line,
+                      other_label ? fmt::format(", {} of them under another label", other_label) : ""));
+  }
   model->to(dev);
   auto opt = make_adamw(model, s.lr, o.weight_decay);
   const int64_t n = static_cast<int64_t>(s.metrics.n_train);

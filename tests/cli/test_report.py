@@ -446,6 +446,24 @@ class ReportTestInTrain(unittest.TestCase):
         self.assertIn("model 'a' on task 't2': 2 record(s) scored test sequences that are also training sequences "
                       "(up to 7 per job", p.stderr)
 
+    def test_test_tables_that_repeat_sequences_are_named_per_task(self):
+        tmp = tempfile.mkdtemp(prefix="genemask-report-dup-")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        recs = []
+        for model in ("a", "b"):
+            for task in ("t1", "t2"):
+                for seed in range(3):
+                    r = record(model, "", task, 10, seed, acc=0.6 + 0.01 * seed, auc=0.7)
+                    r["test_duplicates"] = 5 if task == "t1" and model == "b" and seed > 0 else 0
+                    recs.append(r)
+        path = os.path.join(tmp, "r.jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in recs))
+        p = run(["report", "--results", path, "--out", os.path.join(tmp, "out"), "--no-png"])
+        self.assertEqual(summary(p)["warnings"], 1, p.stderr)
+        self.assertIn("task 't1': 2 record(s) scored a test table that repeats sequences (up to 5 repeats", p.stderr)
+        self.assertNotIn("task 't2'", p.stderr)
+
 
 class ReportReplicates(unittest.TestCase):
     """Issue 33: arms of pretraining replicates. Made-up records (3 replicates of GeneMask,

@@ -507,7 +507,7 @@ class SweepFinetune(unittest.TestCase):
             with open(os.path.join(one, "metrics.json")) as f:
                 m = json.load(f)
             r = next(r for r in results[2] if r["job"] == f"tiny|{task}|10|2")
-            for k in ["accuracy", "auc", "f1", "mcc", "n_test", "test_in_train"]:
+            for k in ["accuracy", "auc", "f1", "mcc", "n_test", "test_in_train", "test_duplicates"]:
                 self.assertEqual(m[k], r[k], k)
 
 

@@ -25,10 +25,13 @@ struct RunMetrics {
   // Test sequences that are also training sequences; -1: not measured (records of before, a
   // simulated sweep's pseudo-metrics), and then not written.
   int64_t test_in_train = -1;
+  // Test sequences that repeat an earlier test sequence (the same tokens, under any label):
+  // each repeat is scored again, as one more test sequence. -1: not measured (as above).
+  int64_t test_duplicates = -1;
 
   /// The metrics as fields of a JSON object (nlohmann::json or ordered_json): the
-  /// kMetricFields by name, then n_train, n_test, classes and (when known) precision and
-  /// test_in_train.
+  /// kMetricFields by name, then n_train, n_test, classes and (when known) precision,
+  /// test_in_train and test_duplicates.
   template <class Json>
   void to_json(Json& j) const {
     for (const auto& f : metrics::kMetricFields) j[f.name] = test.*f.member;
@@ -37,11 +40,12 @@ struct RunMetrics {
     j["classes"] = test.classes;
     if (!precision.empty()) j["precision"] = precision;
     if (test_in_train >= 0) j["test_in_train"] = test_in_train;
+    if (test_duplicates >= 0) j["test_duplicates"] = test_duplicates;
   }
   template <class A>
   void serialize(A& ar, const unsigned int) {
     for (const auto& f : metrics::kMetricFields) ar&(test.*f.member);
-    ar& test.n& test.classes& n_train& precision& test_in_train;
+    ar& test.n& test.classes& n_train& precision& test_in_train& test_duplicates;
   }
 };
 

@@ -374,21 +374,29 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   t.precisions.assign(t.models.size(), {});
   for (const Record* r : used) ++t.precisions[model_idx[r->model]][r->metrics.precision];
   precision_warnings(t);
-  // Scores of test sequences that were also training sequences measure memory: named.
-  {
-    std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> seen;  // (model, task) -> records, rows
+  // Records that scored test sequences also trained on (test_in_train: their metrics measure
+  // memory), named per model and task; and records of a test table that repeats sequences
+  // (test_duplicates: each repeat weighs once more), named per task.
+  const auto flagged = [&](int64_t results::RunMetrics::*count, bool by_model) {
+    std::map<std::pair<std::string, std::string>, std::pair<uint64_t, uint64_t>> n;  // key -> records, most in one
     for (const Record* r : used)
-      if (r->metrics.test_in_train > 0) {
-        auto& [records, rows] = seen[{r->model, r->task}];
+      if (r->metrics.*count > 0) {
+        auto& [records, most] = n[{by_model ? r->model : "", r->task}];
         ++records;
-        rows = std::max(rows, static_cast<uint64_t>(r->metrics.test_in_train));
+        most = std::max(most, static_cast<uint64_t>(r->metrics.*count));
       }
-    for (const auto& [key, n] : seen)
-      t.warnings.push_back(fmt::format("model '{}' on task '{}': {} record(s) scored test sequences that are also "
-                                       "training sequences (up to {} per job, test_in_train): those metrics count "
-                                       "learnt sequences as unseen; use a test table apart from the training table",
-                                       key.first, key.second, n.first, n.second));
-  }
+    return n;
+  };
+  for (const auto& [key, n] : flagged(&results::RunMetrics::test_in_train, true))
+    t.warnings.push_back(fmt::format("model '{}' on task '{}': {} record(s) scored test sequences that are also "
+                                     "training sequences (up to {} per job, test_in_train): those metrics count "
+                                     "learnt sequences as unseen; use a test table apart from the training table",
+                                     key.first, key.second, n.first, n.second));
+  for (const auto& [key, n] : flagged(&results::RunMetrics::test_duplicates, false))
+    t.warnings.push_back(fmt::format("task '{}': {} record(s) scored a test table that repeats sequences (up to {} "
+                                     "repeats, test_duplicates): each repeat counts once more in the metrics; "
+                                     "remove the repeated rows for metrics over distinct sequences",
+                                     key.second, n.first, n.second));
   std::map<int64_t, size_t> shot_idx;
   for (size_t i = 0; i < t.shots.size(); ++i) shot_idx[t.shots[i]] = i;
   const size_t nm = t.metrics.size();

@@ -138,11 +138,12 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
     r.metrics.test.n = static_cast<uint64_t>(std::max<int64_t>(0, f.integer("n_test", false)));
     r.metrics.test.classes = static_cast<int>(f.integer("classes", false));
     r.metrics.precision = f.string("precision", false);  // absent in records of before
-    if (f.find("test_in_train")) {
-      r.metrics.test_in_train = f.integer("test_in_train");
-      if (r.metrics.test_in_train < 0)
-        f.fail(fmt::format("job {}: \"test_in_train\" is {}, expected a count >= 0", r.job, r.metrics.test_in_train));
-    }
+    for (auto [name, count] : {std::pair{"test_in_train", &r.metrics.test_in_train},
+                               std::pair{"test_duplicates", &r.metrics.test_duplicates}})
+      if (f.find(name)) {
+        *count = f.integer(name);
+        if (*count < 0) f.fail(fmt::format("job {}: \"{}\" is {}, expected a count >= 0", r.job, name, *count));
+      }
   } else {
     r.error = f.string("error", false);
   }

@@ -66,6 +66,12 @@ TEST(Results, RecordsRoundTripWithEveryMetric) {
   seen.metrics.test_in_train = 3;
   test::write_file(tmp.file("s.jsonl"), seen.to_json().dump() + "\n");
   EXPECT_EQ(results::read_results(tmp.file("s.jsonl"), false, false).records.at(0).metrics.test_in_train, 3);
+  // test_duplicates: the same.
+  EXPECT_EQ(a.metrics.test_duplicates, -1);
+  EXPECT_FALSE(ok.to_json().contains("test_duplicates"));
+  seen.metrics.test_duplicates = 2;
+  test::write_file(tmp.file("d.jsonl"), seen.to_json().dump() + "\n");
+  EXPECT_EQ(results::read_results(tmp.file("d.jsonl"), false, false).records.at(0).metrics.test_duplicates, 2);
   EXPECT_EQ(rf.records[1].error, "out of memory");
   EXPECT_TRUE(rf.records[1].values.empty());
   EXPECT_TRUE(rf.warnings.empty());
@@ -123,6 +129,8 @@ TEST(Results, BadLinesNameFileLineAndField) {
   EXPECT_EQ(error(R"({"task":"t","shots":10,"seed":1,"status":"ok"})" "\n"), p + ":1: the record has no \"model\"");
   EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","test_in_train":-2})" "\n"),
             p + ":1: job a|t|10|1: \"test_in_train\" is -2, expected a count >= 0");
+  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","test_duplicates":-1})" "\n"),
+            p + ":1: job a|t|10|1: \"test_duplicates\" is -1, expected a count >= 0");
 }
 
 // Issue 21: the report bolded an accuracy of 7.5 or -1 as the best result.
