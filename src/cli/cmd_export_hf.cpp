@@ -1,8 +1,6 @@
 // genemask export-hf: a pretrain run's newest checkpoint in the Hugging Face layout.
-#include <fmt/format.h>
 
 #include "common.hpp"
-#include "io/run_dir.hpp"
 #include "model_plugin.hpp"
 
 namespace genemask::cli {
@@ -30,14 +28,7 @@ void register_export_hf(CLI::App& app, Context& ctx) {
     ctx.outputs = {{"--out", *out, io::OutputKind::directory}};
     ctx.run = [run, out, force, &ctx] {
       if (ctx.rank != 0) return;
-      // A run's newest checkpoint is its model only once the run has finished: an export of a
-      // run stopped half-way (or still training) would pass for the final model downstream.
-      {
-        const io::ResolvedModel m = io::resolve_model(*run);
-        const std::string why = io::unfinished_run_reason(
-            m, *run, fmt::format("name a checkpoint directory (\"{}\") to export that step", m.dir));
-        if (!why.empty()) throw std::runtime_error(why);
-      }
+      // The model plugin resolves the run, refuses an unfinished one, and exports it.
       io::OutputSet set(*out, {"export-hf", "--out", *force, "config.json", /*digests=*/true});
       std::string src;
       const std::string staging = set.staging();

@@ -200,7 +200,16 @@ void release_model_holds() {
 }
 
 std::string export_run(const std::string& run, const std::string& out_dir) {
-  const std::string src = resolve_model_dir(run);
+  // Resolved once, so the checkpoint's files are hashed once: the finished-run check and the
+  // export see the same checkpoint, held against rotation until its files are read. A run's
+  // newest checkpoint is its model only once the run has finished: an export of a run stopped
+  // half-way (or still training) would pass for the final model downstream.
+  const io::ResolvedModel resolved = io::resolve_model(run);
+  if (const std::string why = io::unfinished_run_reason(
+          resolved, run, fmt::format("name a checkpoint directory (\"{}\") to export that step", resolved.dir));
+      !why.empty())
+    throw std::runtime_error(why);
+  const std::string& src = resolved.dir;
   auto m = import_hf(src);
   {
     // A diverged run's weights: transformers would load them and give NaN everywhere.
