@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fmt/format.h>
 #include <iostream>
+#include <set>
 #include <string>
 
 #include "common.hpp"
@@ -37,6 +38,31 @@ void check_finite_numbers(const CLI::App& app) {
     }
     const auto subs = sub->get_subcommands();
     sub = subs.empty() ? nullptr : subs.front();
+  }
+}
+
+/// CLI11 reads a value "[a,b]" of a list option (--train, --genomes, ...) as the list a, b,
+/// its container syntax: a path or name that begins with '[' and ends with ']' would be split
+/// (or lose its brackets) without a word. Every argument of that shape must reach the command
+/// as it was typed, held whole by an option or as a subcommand's own argument (motifs takes
+/// "[AC][GT]" patterns); one that did not is refused.
+void check_bracketed_values(const CLI::App& app, int argc, char** argv) {
+  std::set<std::string> whole;
+  for (const CLI::App* sub = &app; sub;) {
+    for (const CLI::Option* opt : sub->get_options())
+      for (const std::string& text : opt->results()) whole.insert(text);
+    for (const std::string& text : sub->remaining()) whole.insert(text);
+    const auto subs = sub->get_subcommands();
+    sub = subs.empty() ? nullptr : subs.front();
+  }
+  for (int i = 1; i < argc; ++i) {
+    std::string text = argv[i];
+    if (text.rfind("--", 0) == 0 && text.find('=') != std::string::npos) text = text.substr(text.find('=') + 1);
+    if (text.size() < 2 || text.front() != '[' || text.back() != ']' || whole.count(text)) continue;
+    throw CLI::ValidationError(
+        fmt::format("'{}': a value in brackets is read as a list of its comma-separated parts; give the values "
+                    "without brackets, each after its option, or a path as ./{}",
+                    text, text));
   }
 }
 
@@ -98,6 +124,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     check_finite_numbers(app);
+    check_bracketed_values(app, argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version print as CLI11 formats them; a bad option is one error line.
     const bool help = dynamic_cast<const CLI::CallForHelp*>(&e) || dynamic_cast<const CLI::CallForAllHelp*>(&e) ||

@@ -276,6 +276,28 @@ class Genemask(unittest.TestCase):
             self.assertEqual(bad.returncode, code, bad.stderr)
             self.assertIn(want, bad.stderr)
 
+    def test_values_in_brackets_reach_the_command_whole_or_are_refused(self):
+        # CLI11 reads "[a,b]" given to a list option as the list a, b: overlap ran two training
+        # tables for one argument. Such a value is refused, in both spellings; a scalar option
+        # (--out) holds it whole, and a path written ./[a,b] is a path.
+        d = tempfile.mkdtemp(dir=self.tmp)
+        for name in ["a", "b", "[a,b]", "t.csv"]:
+            with open(os.path.join(d, name), "w") as f:
+                f.write("sequence,label\nACGTACGTAC,1\n")
+        for args in (["--train", "[a,b]"], ["--train=[a,b]"], ["--train", "a", "[a,b]"]):
+            p = run(["overlap", "--test", "t.csv", *args, "--out", "o"], cwd=d, check=False)
+            self.assertEqual(p.returncode, 105, p.stderr)
+            self.assertIn("'[a,b]': a value in brackets is read as a list of its comma-separated parts; give the values "
+                          "without brackets, each after its option, or a path as ./[a,b] (see genemask overlap --help)",
+                          p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "o")))
+        p = run(["overlap", "--test", "t.csv", "--train", "./[a,b]", "--out", "o"], cwd=d, check=False)
+        self.assertNotIn("in brackets", p.stderr)
+        counts, _ = self.count(self.fa, 2)
+        for out in (["--out", "[n]"], ["--out=[m]"]):
+            run(["npmi", "--counts", counts, *out], cwd=d)
+        self.assertTrue(os.path.isfile(os.path.join(d, "[n]")) and os.path.isfile(os.path.join(d, "[m]")))
+
     def test_bad_input_fails_cleanly_without_output(self):
         d = tempfile.mkdtemp(dir=self.tmp)
         bad = os.path.join(d, "bad.fa")
