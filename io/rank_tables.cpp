@@ -115,9 +115,49 @@ std::vector<NpmiRow> read_npmi_tsv(const std::string& path) {
     if (f[5] != "0" && f[5] != "1")
       throw InputError(path, t.lineno, fmt::format("column below_min_count: expected 0 or 1, found '{}'", f[5]));
     r.below_min_count = f[5] == "1";
+    if (std::isinf(r.pmi) || std::isinf(r.npmi))
+      throw InputError(path, t.lineno, fmt::format("pmi/npmi is infinite for k-mer {}: a k-mer seen has a finite "
+                                                   "PMI, one never seen has nan",
+                                                   r.kmer));
+    // The rank order the ranking promises (docs/formats.md), as `genemask npmi` sorts:
+    // k-mers at or above --min-count first, then NPMI descending, nan (never seen) last, ties
+    // by k-mer code (the k-mers' alphabetical order: A < C < G < T). A table sorted
+    // otherwise, or edited, would give GeneMask and `motifs` ranks that are not GRANK's.
+    if (!rows.empty()) {
+      const NpmiRow& p = rows.back();
+      const bool pn = std::isnan(p.npmi), rn = std::isnan(r.npmi);
+      const bool in_order = p.below_min_count != r.below_min_count ? !p.below_min_count
+                            : pn != rn                              ? !pn
+                            : !pn && p.npmi != r.npmi               ? p.npmi > r.npmi
+                                                                    : p.kmer < r.kmer;
+      if (!in_order)
+        throw InputError(path, t.lineno,
+                         fmt::format("k-mer {} (npmi {}, below_min_count {}) is ranked after {} (npmi {}, "
+                                     "below_min_count {}): the rows are not in rank order (k-mers below the minimum "
+                                     "count last, then NPMI descending, nan last, ties by k-mer); use the table "
+                                     "`genemask npmi` wrote",
+                                     r.kmer, fmt_double(r.npmi), f[5], p.kmer, fmt_double(p.npmi),
+                                     p.below_min_count ? 1 : 0));
+    }
     rows.push_back(std::move(r));
   }
   if (rows.empty()) throw InputError(path, "no rows: expected one row per k-mer");
+  // below_min_count splits the counts at one threshold (--min-count).
+  {
+    const NpmiRow *low_above = nullptr, *high_below = nullptr;
+    for (const auto& r : rows) {
+      if (r.below_min_count) {
+        if (!high_below || r.count > high_below->count) high_below = &r;
+      } else if (!low_above || r.count < low_above->count) {
+        low_above = &r;
+      }
+    }
+    if (low_above && high_below && high_below->count >= low_above->count)
+      throw InputError(path, fmt::format("k-mer {} (count {}) is marked below_min_count, but {} (count {}) is not: the "
+                                         "flag must split the counts at one minimum; use the table `genemask npmi` "
+                                         "wrote",
+                                         high_below->kmer, high_below->count, low_above->kmer, low_above->count));
+  }
   if (rows.size() != (uint64_t{1} << (2 * len)))
     throw InputError(path, fmt::format("has {} rows; a ranking of {}-mers needs {}", rows.size(), len,
                                        uint64_t{1} << (2 * len)));
@@ -136,6 +176,7 @@ void write_pmi_vocab_tsv(const std::string& path, const std::vector<PmiVocabRow>
 std::vector<PmiVocabRow> read_pmi_vocab_tsv(const std::string& path) {
   TableReader t(path, kPmiVocabHeader);
   std::vector<PmiVocabRow> rows;
+  std::unordered_map<std::string, uint64_t> first_line;  // k-mer -> its line
   std::string line;
   while (t.next(line)) {
     if (line.empty()) continue;
@@ -151,6 +192,29 @@ std::vector<PmiVocabRow> read_pmi_vocab_tsv(const std::string& path) {
       throw InputError(path, t.lineno, fmt::format("column k is {} but the k-mer has length {}", f[2], r.kmer.size()));
     r.count = t.u64(f[3], "count");
     r.pmi = t.f64(f[4], "pmi");
+    // What `genemask pmi-vocab` writes (docs/formats.md): k-mers of 2 to 10 bases, each once,
+    // seen (count > 0, so a finite PMI), best PMI first, ties by k then k-mer.
+    if (r.kmer.size() < 2 || r.kmer.size() > 10)
+      throw InputError(path, t.lineno, fmt::format("k-mer {} has {} bases: the vocabulary holds 2- to 10-mers",
+                                                   r.kmer, r.kmer.size()));
+    if (r.count == 0 || !std::isfinite(r.pmi))
+      throw InputError(path, t.lineno, fmt::format("k-mer {} has count {} and pmi {}: a vocabulary k-mer is seen and "
+                                                   "has a finite PMI",
+                                                   r.kmer, r.count, fmt_double(r.pmi)));
+    if (const auto [at, fresh] = first_line.emplace(r.kmer, t.lineno); !fresh)
+      throw InputError(path, t.lineno, fmt::format("k-mer {} is listed twice (first at line {})", r.kmer, at->second));
+    if (!rows.empty()) {
+      const PmiVocabRow& p = rows.back();
+      const bool in_order = p.pmi != r.pmi               ? p.pmi > r.pmi
+                            : p.kmer.size() != r.kmer.size() ? p.kmer.size() < r.kmer.size()
+                                                             : p.kmer < r.kmer;
+      if (!in_order)
+        throw InputError(path, t.lineno,
+                         fmt::format("k-mer {} (pmi {}) is ranked after {} (pmi {}): the rows are not in rank order "
+                                     "(PMI descending, ties by k, then k-mer); use the table `genemask pmi-vocab` "
+                                     "wrote",
+                                     r.kmer, fmt_double(r.pmi), p.kmer, fmt_double(p.pmi)));
+    }
     rows.push_back(std::move(r));
   }
   return rows;
