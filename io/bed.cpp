@@ -1,9 +1,13 @@
 #include "io/bed.hpp"
 
+#include <cctype>
 #include <charconv>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <functional>
+#include <map>
 #include <string_view>
+#include <utility>
 
 #include "io/error.hpp"
 #include "io/text_source.hpp"
@@ -121,23 +125,40 @@ std::vector<IntervalRow> read_interval_csv(const std::string& path) {
   std::vector<IntervalRow> out;
   int ci = -1, cr = -1, cs = -1, ce = -1, cst = -1;
   size_t ncols = 0;
-  for_each_line(path, [&](const std::string& line, uint64_t ln) {
+  for_each_line(path, [&](const std::string& text, uint64_t ln) {
+    // A UTF-8 byte-order mark (a spreadsheet's "CSV UTF-8") is not part of the first name.
+    const std::string line = ln == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? text.substr(3) : text;
     if (line.empty()) return;
     auto f = split(line, ',');
     if (ln == 1) {
+      // Columns by name, whatever their case, spaces or quotes ("Strand", " strand"): a
+      // column missed here would be read as absent (every interval on '+', say).
       for (size_t i = 0; i < f.size(); ++i) {
-        const int ii = static_cast<int>(i);
-        if (f[i] == "id") ci = ii;
-        if (f[i] == "region" || f[i] == "chr" || f[i] == "chrom") cr = ii;  // some genomic-benchmarks sets say chr
-        if (f[i] == "start") cs = ii;
-        if (f[i] == "end") ce = ii;
-        if (f[i] == "strand") cst = ii;
+        std::string name = f[i];
+        const size_t a = name.find_first_not_of(" \t\""), b = name.find_last_not_of(" \t\"");
+        name = a == std::string::npos ? "" : name.substr(a, b - a + 1);
+        for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        int* col = name == "id"                                            ? &ci
+                   : name == "region" || name == "chr" || name == "chrom" ? &cr  // some sets say chr
+                   : name == "start"                                       ? &cs
+                   : name == "end"                                         ? &ce
+                   : name == "strand"                                      ? &cst
+                                                                           : nullptr;
+        if (!col) continue;
+        if (*col >= 0)
+          throw InputError(path, ln, fmt::format("header '{}' names the column {} twice (fields {} and {})", line,
+                                                 name, *col + 1, i + 1));
+        *col = static_cast<int>(i);
       }
-      if (cr < 0 || cs < 0 || ce < 0)
+      std::vector<std::string> missing;
+      for (const auto& [col, name] : {std::pair{cr, "region"}, std::pair{cs, "start"}, std::pair{ce, "end"},
+                                      std::pair{cst, "strand"}})
+        if (col < 0) missing.emplace_back(name);
+      if (!missing.empty())
         throw InputError(path, ln,
-                         fmt::format("header '{}' lacks the columns region, start and end (expected "
-                                     "'id,region,start,end,strand')",
-                                     line));
+                         fmt::format("header '{}' lacks the column{} {} (expected 'id,region,start,end,strand'; "
+                                     "strand '+', '-' or '.')",
+                                     line, missing.size() > 1 ? "s" : "", fmt::join(missing, ", ")));
       ncols = f.size();
       return;
     }
@@ -149,7 +170,7 @@ std::vector<IntervalRow> read_interval_csv(const std::string& path) {
     r.start = parse_u64(path, ln, f[static_cast<size_t>(cs)], "start");
     r.end = parse_u64(path, ln, f[static_cast<size_t>(ce)], "end");
     if (r.end <= r.start) throw InputError(path, ln, fmt::format("end {} is not after start {}", r.end, r.start));
-    r.strand = cst >= 0 ? parse_strand(path, ln, f[static_cast<size_t>(cst)], true) : '+';
+    r.strand = parse_strand(path, ln, f[static_cast<size_t>(cst)], true);
     r.line = ln;
     out.push_back(std::move(r));
   });
@@ -159,11 +180,20 @@ std::vector<IntervalRow> read_interval_csv(const std::string& path) {
 
 std::vector<std::pair<std::string, std::string>> read_chrom_map(const std::string& path) {
   std::vector<std::pair<std::string, std::string>> out;
+  std::map<std::string, std::pair<std::string, uint64_t>> seen;  // input name -> genome name, line
   for_each_line(path, [&](const std::string& line, uint64_t ln) {
     if (line.empty() || line[0] == '#') return;
     auto f = split(line, '\t');
     if (f.size() < 2 || f[0].empty() || f[1].empty())
       throw InputError(path, ln, fmt::format("expected 'input-name<TAB>genome-name', found '{}'", line));
+    // One name mapped to two records: which one the coordinates are on cannot be known.
+    const auto [it, first] = seen.emplace(f[0], std::pair{f[1], ln});
+    if (!first) {
+      if (it->second.first != f[1])
+        throw InputError(path, ln, fmt::format("maps '{}' to '{}', but line {} maps it to '{}': one name, one record",
+                                               f[0], f[1], it->second.second, it->second.first));
+      return;  // the same alias again
+    }
     out.emplace_back(f[0], f[1]);
   });
   return out;

@@ -70,38 +70,64 @@ size_t SeqidResolver::resolve(const std::string& name, const std::string& file, 
       if (i >= 0) return static_cast<size_t>(i);
       break;
     }
-  int idx = match_seqid(name, names_);  // exact first, then chr-prefix
+  // The documented order: the exact name, then the user's --chrom-map alias (which must name a
+  // record: an alias is what the user says the name means), then the chr prefix added or
+  // removed, then a RefSeq accession's chromosome.
+  auto records = [&] {
+    std::string some;
+    for (size_t i = 0; i < names_.size() && i < 8; ++i) some += (i ? ", " : "") + names_[i];
+    if (names_.size() > 8) some += fmt::format(", ... ({} in all)", names_.size());
+    return some;
+  };
+  int idx = -1;
   if (auto exact = std::find(names_.begin(), names_.end(), name); exact != names_.end())
     idx = static_cast<int>(exact - names_.begin());
   if (idx < 0)
     for (const auto& [from, to] : aliases_)
       if (from == name) {
         auto it = std::find(names_.begin(), names_.end(), to);
-        if (it != names_.end()) idx = static_cast<int>(it - names_.begin());
+        if (it == names_.end())
+          throw InputError(file, line,
+                           fmt::format("sequence '{}' is mapped by --chrom-map to '{}', which is not a record of the "
+                                       "genome {} (its records: {}); correct the map",
+                                       name, to, genome, records()));
+        idx = static_cast<int>(it - names_.begin());
         break;
       }
+  if (idx < 0) idx = match_seqid(name, names_);  // exact (none here), then the chr prefix
   if (idx < 0)
     if (const std::string ucsc = refseq_to_ucsc(name); !ucsc.empty()) idx = match_seqid(ucsc, names_);
   if (cache_.size() < 4096) cache_.emplace_back(name, idx);
   if (idx >= 0) return static_cast<size_t>(idx);
-  std::string some;
-  for (size_t i = 0; i < names_.size() && i < 8; ++i) some += (i ? ", " : "") + names_[i];
-  if (names_.size() > 8) some += fmt::format(", ... ({} in all)", names_.size());
+  const std::string some = records();
   throw InputError(file, line,
                    fmt::format("sequence '{}' is not in the genome {} (its records: {}); use the genome the "
                                "coordinates refer to, or map names with --chrom-map",
                                name, genome, some));
 }
 
-void for_each_wanted_record(const std::string& fasta, const std::vector<std::string>& names,
+void for_each_wanted_record(const std::string& fasta, const std::vector<FastaRecordSummary>& records,
                             const std::vector<bool>& wanted,
                             const std::function<void(size_t record, const std::string& seq)>& fn) {
   std::unordered_map<std::string, size_t> index;
-  for (size_t r = 0; r < names.size(); ++r)
-    if (r < wanted.size() && wanted[r]) index.emplace(names[r], r);
+  for (size_t r = 0; r < records.size(); ++r)
+    if (r < wanted.size() && wanted[r]) index.emplace(records[r].name, r);
+  const std::string stale = fmt::format("; is {}.fai the index of another FASTA? Remove it (or index again with "
+                                        "samtools faidx) and run again",
+                                        fasta);
   for_each_chromosome(
       fasta, [&](const std::string& n) { return index.count(n) > 0; },
-      [&](const std::string& name, const std::string& seq) { fn(index.at(name), seq); });
+      [&](const std::string& name, const std::string& seq) {
+        const size_t r = index.at(name);
+        if (seq.size() != records[r].length)
+          throw InputError(fasta, fmt::format("record '{}' has {} bases, but the genome's index says {}{}", name,
+                                              seq.size(), records[r].length, stale));
+        index.erase(name);
+        fn(r, seq);
+      });
+  if (!index.empty())
+    throw InputError(fasta, fmt::format("has no record '{}', which the genome's index lists{}", index.begin()->first,
+                                        stale));
 }
 
 }  // namespace genemask::io

@@ -37,8 +37,12 @@ class SeqidResolver {
 };
 
 /// For builders that group their work by record: calls fn(r, upper-cased sequence) for each
-/// record r (an index into `names`, the genome's records in file order) with wanted[r].
-void for_each_wanted_record(const std::string& fasta, const std::vector<std::string>& names,
+/// record r (an index into `records`, genome_records' list in file order) with wanted[r].
+/// A wanted record whose sequence is not the length `records` says, or that the FASTA does
+/// not hold (a .fai index left from a FASTA since replaced), is an InputError: the builders'
+/// checks of coordinates against the lengths would otherwise have been against another
+/// genome's.
+void for_each_wanted_record(const std::string& fasta, const std::vector<FastaRecordSummary>& records,
                             const std::vector<bool>& wanted,
                             const std::function<void(size_t record, const std::string& seq)>& fn);
 

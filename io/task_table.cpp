@@ -79,7 +79,8 @@ bool is_plain_integer(const std::string& s) {
   return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(b), s.end(), is_digit);
 }
 
-/// Why `label` cannot be a class name as written, or "" when it can.
+}  // namespace
+
 std::string label_problem(const std::string& label) {
   const char* kSpace = " \t\r\n\v\f";
   const size_t b = label.find_first_not_of(kSpace);
@@ -96,6 +97,8 @@ std::string label_problem(const std::string& label) {
                        label);
   return "";
 }
+
+namespace {
 
 /// The column index of `names` (lower case) in `header`, -1 when absent; two columns of
 /// those names are an error (which one would the rows mean?).

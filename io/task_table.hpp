@@ -24,6 +24,11 @@ struct TaskRow {
 /// model to run on); its rows then have empty labels.
 std::vector<TaskRow> read_task_table(const std::string& path, bool label_required = true);
 
+/// Why `label` cannot be a class name as written ("" when it can): a leading or trailing
+/// space, or a number not written as a plain integer ("1.0", "01", "+1"), each of which would
+/// make a class apart from the same label written plainly.
+std::string label_problem(const std::string& label);
+
 /// Splits one line of a table on `delim`, honouring double quotes ("" inside quotes is a
 /// quote); bad_quote is set when a quote is left open at the end of the line.
 std::vector<std::string> split_quoted_fields(const std::string& line, char delim, bool& bad_quote);

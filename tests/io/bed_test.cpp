@@ -123,6 +123,52 @@ TEST(Genome, ResolverOrderAndError) {
   EXPECT_NE(m.find("t.bed:7:"), std::string::npos) << m;
   EXPECT_NE(m.find("'chrQ'"), std::string::npos) << m;
   EXPECT_NE(m.find("chr1, chr2, 1, scaffold_9"), std::string::npos) << m;
+  // The user's alias comes before the chr prefix (the documented order): chr1 mapped to
+  // record 2 was read from record 1. An alias to a name the genome lacks is an error.
+  io::SeqidResolver mapped({"1", "2"}, {{"chr1", "2"}, {"chrZ", "9"}});
+  EXPECT_EQ(mapped.resolve("chr1", "f", 1, "g"), 1u);
+  EXPECT_EQ(mapped.resolve("chr2", "f", 1, "g"), 1u);  // no alias: the chr prefix removed
+  EXPECT_EQ(test::error_of([&] { mapped.resolve("chrZ", "t.bed", 3, "g.fa"); }),
+            "t.bed:3: sequence 'chrZ' is mapped by --chrom-map to '9', which is not a record of the genome g.fa (its "
+            "records: 1, 2); correct the map");
+}
+
+TEST(Genome, ChromMapNamesOneRecordPerName) {
+  test::TempDir d;
+  test::write_file(d.file("m.tsv"), "# aliases\nX\tA\nY\tB\nX\tA\n");
+  EXPECT_EQ(io::read_chrom_map(d.file("m.tsv")),
+            (std::vector<std::pair<std::string, std::string>>{{"X", "A"}, {"Y", "B"}}));
+  test::write_file(d.file("two.tsv"), "X\tA\nY\tB\nX\tB\n");
+  EXPECT_EQ(test::error_of([&] { io::read_chrom_map(d.file("two.tsv")); }),
+            d.file("two.tsv") + ":3: maps 'X' to 'B', but line 1 maps it to 'A': one name, one record");
+}
+
+// An index left from a FASTA since replaced (an older download's .fai, newer than the new
+// FASTA because curl -R keeps the server's time) gave its lengths to the builders, whose
+// "beyond the end" checks then passed silently: the record's real length is compared.
+TEST(Genome, AStaleIndexIsNamedWhenTheRecordIsRead) {
+  test::TempDir d;
+  test::write_file(d.file("g.fa"), ">a\nACGTACGTAC\n>b\nTTTT\n");
+  test::write_file(d.file("g.fa.fai"), "a\t5000\t3\t10\t11\nb\t4\t17\t4\t5\n");
+  const auto recs = io::genome_records(d.file("g.fa"));
+  ASSERT_EQ(recs[0].length, 5000u);  // the index is trusted for the lengths
+  const std::string stale = "; is " + d.file("g.fa") + ".fai the index of another FASTA? Remove it (or index again "
+                                                        "with samtools faidx) and run again";
+  EXPECT_EQ(test::error_of([&] { io::for_each_wanted_record(d.file("g.fa"), recs, {true, false}, [](size_t, const std::string&) {}); }),
+            d.file("g.fa") + ": record 'a' has 10 bases, but the genome's index says 5000" + stale);
+  size_t seen = 0;
+  io::for_each_wanted_record(d.file("g.fa"), recs, {false, true}, [&](size_t r, const std::string& s) {
+    EXPECT_EQ(r, 1u);
+    EXPECT_EQ(s, "TTTT");
+    ++seen;
+  });
+  EXPECT_EQ(seen, 1u);
+  test::write_file(d.file("g.fa.fai"), "a\t10\t3\t10\t11\nb\t4\t17\t4\t5\nc\t7\t30\t7\t8\n");
+  EXPECT_EQ(test::error_of([&] {
+              io::for_each_wanted_record(d.file("g.fa"), io::genome_records(d.file("g.fa")), {false, false, true},
+                                         [](size_t, const std::string&) {});
+            }),
+            d.file("g.fa") + ": has no record 'c', which the genome's index lists" + stale);
 }
 
 TEST(Genome, RecordsAndChromosomesInEveryForm) {

@@ -1,6 +1,8 @@
 #include "genemask/tasks/enhancer.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cstring>
 #include <filesystem>
 #include <fmt/format.h>
 #include <set>
@@ -8,6 +10,7 @@
 #include "io/bed.hpp"
 #include "io/error.hpp"
 #include "io/genome.hpp"
+#include "io/task_table.hpp"
 
 namespace genemask::dataset {
 
@@ -26,12 +29,24 @@ std::vector<IntervalFile> find_interval_files(const std::string& dir) {
     for (const auto& e : fs::directory_iterator(d)) {
       const std::string name = e.path().filename().string();
       std::string stem;
-      if (name.size() > 7 && name.compare(name.size() - 7, 7, ".csv.gz") == 0)
+      if (name.size() > 7 && name.compare(name.size() - 7, 7, ".csv.gz") == 0) {
         stem = name.substr(0, name.size() - 7);
-      else if (name.size() > 4 && name.compare(name.size() - 4, 4, ".csv") == 0)
+      } else if (name.size() > 4 && name.compare(name.size() - 4, 4, ".csv") == 0) {
         stem = name.substr(0, name.size() - 4);
-      else
+      } else {
+        // A class table under another spelling (x.CSV, x.tsv) would be a class left out
+        // without a word: named instead. Other files (README, .DS_Store) are not tables.
+        std::string lower = name;
+        for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        for (const char* ext : {".csv", ".csv.gz", ".tsv", ".tsv.gz", ".bed", ".bed.gz"})
+          if (lower.size() > std::strlen(ext) && lower.compare(lower.size() - std::strlen(ext), std::string::npos, ext) == 0)
+            throw io::InputError(e.path().string(),
+                                 fmt::format("looks like a class table, but class files are named <class>.csv or "
+                                             "<class>.csv.gz (lower case, comma-separated): rename it, or move it out "
+                                             "of {}",
+                                             d.string()));
         continue;
+      }
       // An empty stray file would be one more class, and change every label (the classes
       // would no longer be exactly negative/positive).
       std::error_code ec;
@@ -74,6 +89,15 @@ std::vector<Example> build_enhancer(const EnhancerOptions& o, DatasetStats& stat
   const auto files = find_interval_files(o.intervals);
   std::vector<std::string> classes;
   for (const auto& f : files) classes.push_back(f.cls);
+  // The labels are the files' names: each must be a label finetune reads as written, and a
+  // task needs two classes.
+  for (const auto& f : files)
+    if (const std::string why = io::label_problem(class_label(f.cls, classes)); !why.empty())
+      throw io::InputError(f.path, fmt::format("its class (the file's name) cannot be a label: {}", why));
+  if (std::set<std::string>(classes.begin(), classes.end()).size() < 2)
+    throw io::InputError(o.intervals, fmt::format("has one class ('{}') in train/ and test/: a classifier needs two or "
+                                                  "more (one <class>.csv[.gz] file per class)",
+                                                  classes.front()));
 
   const auto records = io::genome_records(o.genome);
   std::vector<std::string> names;
@@ -104,7 +128,7 @@ std::vector<Example> build_enhancer(const EnhancerOptions& o, DatasetStats& stat
   std::vector<char> keep(items.size(), 0);
   std::vector<bool> wanted(records.size());
   for (size_t r = 0; r < records.size(); ++r) wanted[r] = !by_record[r].empty();
-  io::for_each_wanted_record(o.genome, names, wanted, [&](size_t r, const std::string& seq) {
+  io::for_each_wanted_record(o.genome, records, wanted, [&](size_t r, const std::string& seq) {
     for (size_t i : by_record[r]) {
       const auto& row = items[i].row;
       if (row.end > seq.size()) {

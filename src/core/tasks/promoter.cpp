@@ -1,10 +1,8 @@
 #include "genemask/tasks/promoter.hpp"
 
-#include <cerrno>
 #include <algorithm>
 #include <charconv>
 #include <fmt/format.h>
-#include <fstream>
 #include <stdexcept>
 #include <unordered_set>
 
@@ -12,6 +10,7 @@
 #include "io/bed.hpp"
 #include "io/error.hpp"
 #include "io/genome.hpp"
+#include "io/text_source.hpp"
 
 namespace genemask::dataset {
 
@@ -114,15 +113,38 @@ std::vector<Example> build_promoter(const PromoterOptions& o, DatasetStats& stat
   io::SeqidResolver resolver(names, o.chrom_map.empty() ? std::vector<std::pair<std::string, std::string>>{}
                                                         : io::read_chrom_map(o.chrom_map));
 
+  // --tata-list: one promoter name per line (plain or gzip; '#' comments, blank lines, a
+  // byte-order mark and spaces around a name are skipped). A list none of whose names is a
+  // promoter's would silently put every promoter on one side of the filter.
   std::unordered_set<std::string> tata_names;
   if (!o.tata_list.empty()) {
     io::check_input_type(o.tata_list);
-    std::ifstream in(o.tata_list);
-    if (!in) throw io::InputError(o.tata_list, "cannot open the --tata-list file: " + io::open_error_reason(errno));
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (!line.empty() && line[0] != '#') tata_names.insert(line);
+    io::for_each_line(o.tata_list, [&](const std::string& text, uint64_t ln) {
+      std::string line = ln == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? text.substr(3) : text;
+      const size_t a = line.find_first_not_of(" \t"), b = line.find_last_not_of(" \t");
+      if (a == std::string::npos || line[a] == '#') return;
+      line = line.substr(a, b - a + 1);
+      if (line.find_first_of(" \t") != std::string::npos)
+        throw io::InputError(o.tata_list, ln,
+                             fmt::format("'{}' is not one promoter name: --tata-list takes one name per line (the "
+                                         "names of --tss's BED name or SGA annotation field), not a BED or table",
+                                         line));
+      tata_names.insert(line);
+    });
+    if (tata_names.empty()) throw io::InputError(o.tata_list, "holds no promoter names");
+    uint64_t listed = 0;
+    std::string example;
+    for (const auto& s : sites) {
+      listed += tata_names.count(s.name);
+      if (example.empty() && !s.name.empty()) example = s.name;
     }
+    if (listed == 0)
+      throw io::InputError(o.tata_list,
+                           fmt::format("none of its {} names is the name of a promoter of {} ({}): the TATA filter "
+                                       "would keep every promoter or none; give the list of the same promoter set",
+                                       tata_names.size(), o.tss,
+                                       example.empty() ? "its promoters have no names"
+                                                       : fmt::format("which names them like '{}'", example)));
   }
 
   // Check every site before reading any sequence: input errors come first and fast.
@@ -141,7 +163,7 @@ std::vector<Example> build_promoter(const PromoterOptions& o, DatasetStats& stat
   std::vector<std::vector<Example>> per_site(sites.size());
   std::vector<bool> wanted(records.size());
   for (size_t r = 0; r < records.size(); ++r) wanted[r] = !by_record[r].empty();
-  io::for_each_wanted_record(o.genome, names, wanted, [&](size_t r, const std::string& seq) {
+  io::for_each_wanted_record(o.genome, records, wanted, [&](size_t r, const std::string& seq) {
     for (size_t i : by_record[r]) {
       const auto& s = sites[i];
       if (o.tata != PromoterOptions::Tata::all) {

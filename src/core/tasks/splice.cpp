@@ -249,7 +249,7 @@ SpliceBuild build_splice_dataset(const std::string& genome, const std::string& a
   for (size_t i = 0; i < names.size(); ++i) wanted[i] = !per_record[i].empty();
   r.chromosomes = static_cast<uint64_t>(std::count(wanted.begin(), wanted.end(), true));
 
-  io::for_each_wanted_record(genome, names, wanted, [&](size_t ri, const std::string& seq) {
+  io::for_each_wanted_record(genome, records, wanted, [&](size_t ri, const std::string& seq) {
     const SpliceCounts c = splice_windows(names[ri], seq, per_record[ri], o, r.examples, r.stats);
     r.counts.donor_sites += c.donor_sites;
     r.counts.acceptor_sites += c.acceptor_sites;

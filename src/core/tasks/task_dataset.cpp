@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
+#include <map>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -122,6 +123,7 @@ DatasetStats write_task_dataset(std::vector<Example> examples, const OutputOptio
   // Exact duplicates: the first occurrence wins. A repeat under another label is counted
   // apart because it means the input itself is contradictory.
   std::unordered_map<std::string, const std::string*> first_label;
+  std::map<std::string, uint64_t> repeats_dropped;  // per class: examples dropped as repeats
   std::vector<const Example*> train, test;
   stats.per_class.clear();
   stats.train_per_class.clear();
@@ -135,6 +137,7 @@ DatasetStats write_task_dataset(std::vector<Example> examples, const OutputOptio
     auto [it, inserted] = first_label.emplace(e.sequence, &e.label);
     if (!inserted) {
       ++stats.dropped[*it->second == e.label ? "duplicate" : "duplicate_other_label"];
+      ++repeats_dropped[e.label];
       continue;
     }
     bool is_train;
@@ -155,6 +158,26 @@ DatasetStats write_task_dataset(std::vector<Example> examples, const OutputOptio
     throw std::runtime_error(fmt::format("the dataset would have {} training and {} test examples: both must be non-empty "
                                          "(give more input or change --train-fraction)",
                                          train.size(), test.size()));
+  if (stats.per_class.size() < 2) {
+    const uint64_t other = stats.dropped.count("duplicate_other_label") ? stats.dropped.at("duplicate_other_label") : 0;
+    throw std::runtime_error(fmt::format(
+        "the dataset would have one class ('{}'){}: a classifier needs two or more", stats.per_class.begin()->first,
+        other ? fmt::format(" once {} examples that repeat a sequence of another class are dropped", other) : ""));
+  }
+  // Every class in both splits: a class never trained on cannot be predicted, and a test set
+  // without a class has no ROC AUC (two classes) or scores a task it was not built for.
+  for (const auto& [label, n] : stats.per_class)
+    for (const auto& [part, per_class] : {std::pair{"training", &stats.train_per_class},
+                                          std::pair{"test", &stats.test_per_class}})
+      if (!per_class->count(label)) {
+        const uint64_t repeats = repeats_dropped.count(label) ? repeats_dropped.at(label) : 0;
+        throw std::runtime_error(fmt::format(
+            "class '{}' would have no {} examples: none of its {} distinct example(s) fell in that split{}; {}", label,
+            part, n,
+            repeats ? fmt::format(" ({} more were dropped as repeats of an earlier sequence)", repeats) : "",
+            stats.given_split ? "give the class distinct sequences in both train/ and test/"
+                              : "give more input or change --train-fraction"));
+      }
 
   // Few-shot subsets first: a class that is too small fails before anything is written.
   std::vector<std::string> labels;

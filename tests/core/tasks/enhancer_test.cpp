@@ -81,6 +81,8 @@ TEST(Enhancer, InputErrors) {
   test::write_file(d.file("gb/test/positive.csv"), kHeader + "0,chr1,0,10,+\n");
   m = test::error_of([&] { dataset::build_enhancer(o, st, split); });
   EXPECT_NE(m.find("train: no <class>.csv"), std::string::npos) << m;
+  test::write_file(d.file("gb/train/negative.csv"), kHeader + "0,chr1,30,40,+\n");
+  test::write_file(d.file("gb/test/negative.csv"), kHeader + "0,chr1,40,50,+\n");
   test::write_file(d.file("gb/train/positive.csv"), kHeader + "0,chr1,0,10,+\n1,chrUn,0,10,+\n");
   m = test::error_of([&] { dataset::build_enhancer(o, st, split); });
   EXPECT_NE(m.find("positive.csv:3:"), std::string::npos) << m;
@@ -131,4 +133,71 @@ TEST(Enhancer, BothSplitsNeedTheSameNonEmptyClasses) {
   test::write_file(d.file("gb/test/negative.csv"), kHeader);
   EXPECT_EQ(test::error_of([&] { dataset::build_enhancer(o, st, split); }),
             d.file("gb/test/negative.csv") + ": no intervals after the header: the class would have no examples");
+}
+
+// A hostile-input campaign's cases, each once exit 0 with a wrong task: a strand column
+// spelled otherwise read every interval as '+'; a byte-order mark replaced the ids; a class
+// table as x.CSV or x.tsv was left out; one class made a one-class task; a file name that is
+// not a label made a task finetune refuses.
+TEST(Enhancer, HeadersFileNamesAndClassesAreReadAsWrittenOrRefused) {
+  test::TempDir d;
+  test::write_file(d.file("g.fa"), ">chr1\n" + kChr1 + "\n");
+  dataset::EnhancerOptions o;
+  o.genome = d.file("g.fa");
+  o.intervals = d.file("gb");
+  dataset::DatasetStats st;
+  std::vector<char> split;
+  std::filesystem::create_directories(d.file("gb/train"));
+  std::filesystem::create_directories(d.file("gb/test"));
+  test::write_file(d.file("gb/train/negative.csv"), kHeader + "0,chr1,0,10,+\n");
+  test::write_file(d.file("gb/test/negative.csv"), kHeader + "0,chr1,10,20,+\n");
+  // The strand column by name whatever its case, spaces or quotes; a BOM before the header.
+  for (const std::string header : {"id,region,start,end,Strand", "id,region,start,end, STRAND", "id,region,start,end,\"strand\"",
+                                   "\xEF\xBB\xBFid,region,start,end,strand"}) {
+    test::write_file(d.file("gb/train/positive.csv"), header + "\nP7,chr1,20,30,-\n");
+    test::write_file(d.file("gb/test/positive.csv"), header + "\nP8,chr1,30,40,-\n");
+    const auto ex = dataset::build_enhancer(o, st, split);
+    ASSERT_EQ(ex.size(), 4u) << header;
+    EXPECT_EQ(ex[1].sequence, "TGCATGCATG") << header;  // CATGCATGCA reversed and complemented
+    EXPECT_EQ(ex[1].id, "chr1:20-30(-)|positive/P7") << header;
+  }
+  test::write_file(d.file("gb/train/positive.csv"), "id,region,start,end\nP7,chr1,20,30\n");
+  EXPECT_EQ(test::error_of([&] { dataset::build_enhancer(o, st, split); }),
+            d.file("gb/train/positive.csv") + ":1: header 'id,region,start,end' lacks the column strand (expected "
+                                              "'id,region,start,end,strand'; strand '+', '-' or '.')");
+  test::write_file(d.file("gb/train/positive.csv"), "id,start,end,strand,start\nP7,20,30,+,20\n");
+  EXPECT_EQ(test::error_of([&] { dataset::build_enhancer(o, st, split); }),
+            d.file("gb/train/positive.csv") + ":1: header 'id,start,end,strand,start' names the column start twice "
+                                              "(fields 2 and 5)");
+  test::write_file(d.file("gb/train/positive.csv"), kHeader + "0,chr1,20,30,+\n");
+  // Class tables under another spelling are named, not left out.
+  for (const char* name : {"positive.CSV", "positive.tsv", "extra.csv.GZ"}) {
+    std::filesystem::rename(d.file("gb/test/positive.csv"), d.file(std::string("gb/test/") + name));
+    EXPECT_EQ(test::error_of([&] { dataset::build_enhancer(o, st, split); }),
+              d.file(std::string("gb/test/") + name) + ": looks like a class table, but class files are named "
+                                                        "<class>.csv or <class>.csv.gz (lower case, comma-separated): "
+                                                        "rename it, or move it out of " + d.file("gb/test"));
+    std::filesystem::rename(d.file(std::string("gb/test/") + name), d.file("gb/test/positive.csv"));
+  }
+  test::write_file(d.file("gb/test/README"), "notes\n");  // not a table: ignored
+  EXPECT_EQ(dataset::build_enhancer(o, st, split).size(), 4u);
+  // One class.
+  std::filesystem::remove(d.file("gb/train/negative.csv"));
+  std::filesystem::remove(d.file("gb/test/negative.csv"));
+  EXPECT_EQ(test::error_of([&] { dataset::build_enhancer(o, st, split); }),
+            d.file("gb") + ": has one class ('positive') in train/ and test/: a classifier needs two or more (one "
+                           "<class>.csv[.gz] file per class)");
+  // A class name that is no label as written.
+  for (const std::string cls : {" human", "01"}) {
+    test::write_file(d.file("gb/train/" + cls + ".csv"), kHeader + "0,chr1,0,10,+\n");
+    test::write_file(d.file("gb/test/" + cls + ".csv"), kHeader + "0,chr1,10,20,+\n");
+    const std::string m = test::error_of([&] { dataset::build_enhancer(o, st, split); });
+    EXPECT_EQ(m.rfind(d.file("gb/train/" + cls + ".csv") + ": its class (the file's name) cannot be a label: label '" + cls +
+                          "'",
+                      0),
+              0u)
+        << m;
+    std::filesystem::remove(d.file("gb/train/" + cls + ".csv"));
+    std::filesystem::remove(d.file("gb/test/" + cls + ".csv"));
+  }
 }

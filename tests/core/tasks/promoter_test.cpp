@@ -237,4 +237,25 @@ TEST(Promoter, TataBoxRuleAndFilters) {
   auto c = positives(dataset::build_promoter(o, st3));
   EXPECT_EQ(c.size(), 1u);
   EXPECT_TRUE(c.count("NT"));
+  // A list as people save it (gzip, a byte-order mark, CRLF, spaces around a name) is the
+  // same list: each once turned the filter off or lost its first name without a word.
+  test::write_gzip(d.file("list.txt.gz"), "\xEF\xBB\xBFTP  \r\n\n  NT\r\n");
+  o.tata_list = d.file("list.txt.gz");
+  o.tata = dataset::PromoterOptions::Tata::non_tata_only;
+  dataset::DatasetStats st4;
+  auto e = positives(dataset::build_promoter(o, st4));
+  EXPECT_EQ(e.size(), 1u);
+  EXPECT_TRUE(e.count("TM"));
+  EXPECT_EQ(st4.dropped["tata"], 2u);
+  // A list that names none of the promoters, or that is a BED, is refused.
+  test::write_file(d.file("other.txt"), "EP1_1\nEP2_1\n");
+  o.tata_list = d.file("other.txt");
+  EXPECT_EQ(test::error_of([&] { dataset::build_promoter(o, st4); }),
+            d.file("other.txt") + ": none of its 2 names is the name of a promoter of " + d.file("t.bed") +
+                " (which names them like 'TP'): the TATA filter would keep every promoter or none; give the list of "
+                "the same promoter set");
+  o.tata_list = d.file("t.bed");
+  EXPECT_EQ(test::error_of([&] { dataset::build_promoter(o, st4); }),
+            d.file("t.bed") + ":1: 'p\\x0950\\x0951\\x09TP\\x09900\\x09+' is not one promoter name: --tata-list takes one name per line "
+                              "(the names of --tss's BED name or SGA annotation field), not a BED or table");
 }

@@ -4,12 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 #include <set>
 
+#include "genemask/rng.hpp"
 #include "io/task_table.hpp"
 #include "test_util.hpp"
 
@@ -49,15 +53,18 @@ TEST(TaskDataset, HelpersByHand) {
 
 TEST(TaskDataset, ExactReleasedFormat) {
   test::TempDir d;
-  std::vector<Example> ex = {{"ACGTACGT", "1", "a"}, {"TTTTGGGG", "0", "b"}};
+  std::vector<Example> ex = {
+      {"ACGTACGT", "1", "a"}, {"TTTTGGGG", "0", "b"}, {"CCCCAAAA", "0", "c"}, {"GGGGTTTT", "1", "d"}};
   dataset::OutputOptions o;
   o.out = d.file("out");
   // A given split, so the expected files do not depend on the hash.
-  dataset::write_task_dataset(ex, o, {}, {'t', 'e'});
-  EXPECT_EQ(test::read_file(d.file("out/fewshot/train.tsv")), "\"sequence\"\t\"label\"\n\"ACGTAC CGTACG GTACGT\"\t1\n");
-  EXPECT_EQ(test::read_file(d.file("out/fewshot/test.tsv")), "\"sequence\"\t\"label\"\n\"TTTTGG TTTGGG TTGGGG\"\t0\n");
-  EXPECT_EQ(test::read_file(d.file("out/train.tsv")), "sequence\tlabel\tid\nACGTACGT\t1\ta\n");
-  EXPECT_EQ(test::read_file(d.file("out/test.tsv")), "sequence\tlabel\tid\nTTTTGGGG\t0\tb\n");
+  dataset::write_task_dataset(ex, o, {}, {'t', 'e', 't', 'e'});
+  EXPECT_EQ(test::read_file(d.file("out/fewshot/train.tsv")),
+            "\"sequence\"\t\"label\"\n\"ACGTAC CGTACG GTACGT\"\t1\n\"CCCCAA CCCAAA CCAAAA\"\t0\n");
+  EXPECT_EQ(test::read_file(d.file("out/fewshot/test.tsv")),
+            "\"sequence\"\t\"label\"\n\"TTTTGG TTTGGG TTGGGG\"\t0\n\"GGGGTT GGGTTT GGTTTT\"\t1\n");
+  EXPECT_EQ(test::read_file(d.file("out/train.tsv")), "sequence\tlabel\tid\nACGTACGT\t1\ta\nCCCCAAAA\t0\tc\n");
+  EXPECT_EQ(test::read_file(d.file("out/test.tsv")), "sequence\tlabel\tid\nTTTTGGGG\t0\tb\nGGGGTTTT\t1\td\n");
 }
 
 TEST(TaskDataset, DuplicatesDroppedAndCounted) {
@@ -208,4 +215,49 @@ TEST(TaskDataset, TooFewForShotsNamesClassAndCount) {
     EXPECT_NE(m.find("only"), std::string::npos) << m;
   }
   EXPECT_FALSE(std::filesystem::exists(d.file("out/train.tsv")));
+}
+
+// A class with no example in one split (its test rows all repeats of training sequences, or
+// too few rows for the hashed split) was written without a word: a test set without a class
+// has no ROC AUC, a class never trained on cannot be predicted. Refused, nothing written.
+TEST(TaskDataset, EveryClassInBothSplitsOrRefused) {
+  test::TempDir d;
+  auto what_of = [](const std::function<void()>& f) -> std::string {
+    try {
+      f();
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  auto ex = random_examples(40, 6);
+  std::vector<char> split(ex.size(), 't');
+  for (size_t i = 0; i < ex.size(); ++i)
+    if (ex[i].label == "0" && i >= 30) split[i] = 'e';
+  // Class 1's only test rows repeat training rows of class 1.
+  for (size_t i = 0; i < 3; ++i) {
+    ex.push_back({ex[3 * i].sequence, "1", "again" + std::to_string(i)});
+    split.push_back('e');
+  }
+  ASSERT_EQ(ex[0].label, "1");
+  dataset::OutputOptions o;
+  o.out = d.file("out");
+  uint64_t ones = 0;
+  for (size_t i = 0; i < 40; ++i) ones += ex[i].label == "1";
+  EXPECT_EQ(what_of([&] { dataset::write_task_dataset(ex, o, {}, split); }),
+            fmt::format("class '1' would have no test examples: none of its {} distinct example(s) fell in that split "
+                        "(3 more were dropped as repeats of an earlier sequence); give the class distinct sequences in "
+                        "both train/ and test/",
+                        ones));
+  EXPECT_FALSE(std::filesystem::exists(d.file("out")));
+  // A hashed split of a class of one example.
+  auto few = random_examples(60, 7);
+  for (auto& e : few) e.label = "0";
+  few[0].label = "rare";
+  const bool in_train = hash_uniform(o.seed, Stream::split, fnv1a(few[0].sequence)) < o.train_fraction;
+  EXPECT_EQ(what_of([&] { dataset::write_task_dataset(few, o, {}); }),
+            fmt::format("class 'rare' would have no {} examples: none of its 1 distinct example(s) fell in that split; "
+                        "give more input or change --train-fraction",
+                        in_train ? "test" : "training"));
+  EXPECT_FALSE(std::filesystem::exists(d.file("out")));
 }
