@@ -253,18 +253,34 @@ ShardManifest read_manifest(const std::string& dir, bool verify_checksums) {
     if (verify_checksums) verify_shard_checksum(dir, sh);
     m.shards.push_back(std::move(sh));
   }
-  if (j.contains("totals")) {
-    const json& t = j["totals"];
-    for (int k = 0; k < 2; ++k) {
-      const std::string split = k == 0 ? "train" : "valid";
-      const json& one = f.at(t, split, "totals." + split);
-      const uint64_t s_total = f.u64(one, "samples", "totals." + split + ".samples");
-      const uint64_t t_total = f.u64(one, "tokens", "totals." + split + ".tokens");
-      if (s_total != samples[k] || t_total != tokens[k])
-        f.fail("totals." + split, fmt::format("{} samples and {} tokens, but the shards listed hold {} and {}", s_total,
-                                              t_total, samples[k], tokens[k]));
+  // The shards listed must be all the set's samples: the totals, the cut's own count and the
+  // genomes' counts are three records of them (a shard left out of the list, with the totals
+  // removed or adjusted, once read as a smaller corpus without a word).
+  const json& t = f.at(j, "totals", "totals");
+  for (int k = 0; k < 2; ++k) {
+    const std::string split = k == 0 ? "train" : "valid";
+    const json& one = f.at(t, split, "totals." + split);
+    const uint64_t s_total = f.u64(one, "samples", "totals." + split + ".samples");
+    const uint64_t t_total = f.u64(one, "tokens", "totals." + split + ".tokens");
+    if (s_total != samples[k] || t_total != tokens[k])
+      f.fail("totals." + split, fmt::format("{} samples and {} tokens, but the shards listed hold {} and {}", s_total,
+                                            t_total, samples[k], tokens[k]));
+    if (!m.genomes.empty()) {
+      uint64_t gs = 0, gt = 0;
+      for (const auto& g : m.genomes) {
+        gs += k == 0 ? g.samples_train : g.samples_valid;
+        gt += k == 0 ? g.tokens_train : g.tokens_valid;
+      }
+      if (gs != samples[k] || gt != tokens[k])
+        f.fail("genomes", fmt::format("their {} samples and tokens add up to {} and {}, but the shards listed hold {} "
+                                      "and {}",
+                                      split, gs, gt, samples[k], tokens[k]));
     }
   }
+  if (j.contains("candidates") && j.contains("dropped_non_acgt") &&
+      (m.dropped_non_acgt > m.candidates || m.candidates - m.dropped_non_acgt != samples[0] + samples[1]))
+    f.fail("candidates", fmt::format("{} segments cut, {} dropped, but the shards listed hold {} samples", m.candidates,
+                                     m.dropped_non_acgt, samples[0] + samples[1]));
   return m;
 }
 

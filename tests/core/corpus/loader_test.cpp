@@ -1,6 +1,8 @@
 #include "genemask/corpus/loader.hpp"
 
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
 #include <unistd.h>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -33,6 +35,7 @@ std::vector<std::vector<uint16_t>> make_shards(const std::string& dir, size_t n)
   m.source_genome = "test";
   m.vocab_sha256 = vocab_sha256();
   m.chromosomes = {{"chr1", 1000000}};
+  m.candidates = n;  // every segment cut kept: the shards hold all n
   for (int f = 0; f < 3; ++f) {
     io::ShardData d;
     for (size_t i = static_cast<size_t>(f); i < n; i += 3) {  // interleaved, like gzip ranks
@@ -281,9 +284,33 @@ TEST(ShardSet, AShardListedTwiceOrCopiedIsRefused) {
     j["shards"].push_back(c);
     j["totals"]["train"]["samples"] = j["totals"]["train"]["samples"].get<uint64_t>() + c["samples"].get<uint64_t>();
     j["totals"]["train"]["tokens"] = j["totals"]["train"]["tokens"].get<uint64_t>() + c["tokens"].get<uint64_t>();
+    j["candidates"] = j["candidates"].get<uint64_t>() + c["samples"].get<uint64_t>();
   });
   const std::string e = test::error_of([&] { ShardSet(tmp.path(), "train"); });
   EXPECT_NE(e.find("is in both"), std::string::npos) << e;
+  test::write_file(path, original);
+  // A shard left out of the list (its file still there), with the totals removed or made to
+  // agree, was read as a smaller corpus: the totals are required, and the cut's own count of
+  // samples must agree with them.
+  rewrite([](nlohmann::json& j) {
+    j["shards"].erase(j["shards"].size() - 1);
+    j.erase("totals");
+  });
+  EXPECT_EQ(test::error_of([&] { io::read_manifest(tmp.path()); }),
+            path + ": totals: missing; the manifest is damaged or was edited: build the shards again");
+  test::write_file(path, original);
+  uint64_t left_out = 0;
+  rewrite([&](nlohmann::json& j) {
+    const auto last = j["shards"][j["shards"].size() - 1];
+    left_out = last["samples"].get<uint64_t>();
+    j["shards"].erase(j["shards"].size() - 1);
+    j["totals"]["train"]["samples"] = j["totals"]["train"]["samples"].get<uint64_t>() - left_out;
+    j["totals"]["train"]["tokens"] = j["totals"]["train"]["tokens"].get<uint64_t>() - last["tokens"].get<uint64_t>();
+  });
+  EXPECT_EQ(test::error_of([&] { io::read_manifest(tmp.path()); }),
+            path + fmt::format(": candidates: 30 segments cut, 0 dropped, but the shards listed hold {} samples; the "
+                               "manifest is damaged or was edited: build the shards again",
+                               30 - left_out));
   test::write_file(path, original);
   ASSERT_EQ(::link((tmp.path() + "/" + m.shards[1].file).c_str(), (tmp.path() + "/link.h5").c_str()), 0);
   rewrite([&](nlohmann::json& j) {
