@@ -8,6 +8,7 @@
 # new, empty or this script's with the same STEPS (bf16-quality.json says which): a rerun
 # continues the demos.
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 steps=${1:-800}
 out=${2:-$root/results/bf16-quality}

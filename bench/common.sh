@@ -6,11 +6,14 @@
 # whole or not at all; everything a run makes goes in run, its own folder there, removed on
 # exit: concurrent runs, and the user's own files under BENCH_DIR, are left alone.
 # shellcheck disable=SC2034,SC2154  # set here for, and from, the scripts that source this
+# Relative paths are taken from here, once: the scripts run commands from other folders.
 bin=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
+case $bin in /*) ;; */*) bin=$PWD/$bin ;; esac  # a bare name is looked up on PATH
 # The project environment's Python (PyTorch 2.11, numpy, h5py: scripts/install-deps.sh).
 python=${GENEMASK_PYTHON:-"$root/.venv/bin/python3"}
 [ -x "$python" ] || python=python3
 work=${BENCH_DIR:-/tmp/genemask-bench}
+case $work in /*) ;; *) work=$PWD/$work ;; esac
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mkdir -p "$work"
 run=$(mktemp -d "$work/$(basename "$0" .sh).XXXXXX")

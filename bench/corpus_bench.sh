@@ -3,6 +3,7 @@
 # batching (sequences/s on one core) against the same collator logic in NumPy, same run.
 # Usage: bench/corpus_bench.sh [COPIES (default 8)] [RUNS (default 3)]
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 mask_bench=${GENEMASK_MASK_BENCH:-"$root/build/bench/mask_bench"}
 copies=${1:-8}

@@ -5,6 +5,7 @@
 # Usage: bench/count_bench.sh [COPIES (default 8)] [RUNS (default 5)]
 # Input: the default chr22 with long N runs shortened, repeated COPIES times (~22.5 Mbp each).
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 copies=${1:-8}
 runs=${2:-5}

@@ -9,6 +9,7 @@
 # same run (build/bench/train_bench peaks). Median of RUNS runs per setting; prints the ratios.
 # Usage: bench/finetune_bench.sh [RUNS (default 3)] [ROWS (default 100)] [EPOCHS (default 2)]
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 runs=${1:-3}
 rows=${2:-100}

@@ -7,6 +7,7 @@
 # the pool's.
 # Usage: bench/genomes_bench.sh [TOTAL_MBP (default 3000)] [RUNS (default 3)]
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 total=${1:-3000}
 runs=${2:-3}

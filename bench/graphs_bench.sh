@@ -6,6 +6,7 @@
 # Usage: bench/graphs_bench.sh [STEPS (default 40)] [RUNS (default 3)] [MODELS (default "logo dnabert")]
 #                              [BATCH (default 64)]
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 steps=${1:-40}
 runs=${2:-3}

@@ -21,6 +21,7 @@
 # study-settings.json says which): anything else is refused, and the study never writes over
 # a file it would write differently.
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 case ${1:-} in
   -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "usage: bench/masking_study.sh [OUTDIR]  (--help)" >&2; exit 2 ;;
@@ -47,7 +48,7 @@ case $model in
   small | logo | dnabert) ;;
   *) # a config.json: absolute (the config's relative paths are taken from OUTDIR), and its digest
     [ -f "$model" ] || { echo "masking_study: STUDY_MODEL=$model: not small, logo, dnabert or a file" >&2; exit 1; }
-    model=$(cd "$(dirname "$model")" && pwd)/$(basename "$model")
+    model=$(cd "$(dirname -- "$model")" && pwd)/$(basename -- "$model")
     model_sha=$(sha256sum <"$model" | cut -d' ' -f1) ;;
 esac
 # Everything the results depend on. An OUTDIR that has none is a new one (made here, or
@@ -74,17 +75,17 @@ fi
 put "$out/study.conf" <<CONF
 # The masking study's pipeline config (written by bench/masking_study.sh; see jobs/pipeline.conf.example)
 # shellcheck disable=SC2034
-GENOME=$genome
+GENOME=$(conf_word "$genome")
 TSS=sites.bed
-OUT=$out
-MODEL=$model
+OUT=$(conf_word "$out")
+MODEL=$(conf_word "$model")
 MODEL_LABEL=study
-MASKINGS="$maskings"
-PRETRAIN_SEEDS="$seeds"
+MASKINGS=$(conf_word "$maskings")
+PRETRAIN_SEEDS=$(conf_word "$seeds")
 BASELINE_MASKING=random
 PRECISION=fp32
-DEVICE=${STUDY_DEVICE:-cpu}
-STEPS=${STUDY_STEPS:-800}
+DEVICE=$(conf_word "${STUDY_DEVICE:-cpu}")
+STEPS=$(conf_word "${STUDY_STEPS:-800}")
 WARMUP=30
 BATCH_PER_RANK=16
 GRAD_ACCUM=2
@@ -93,10 +94,10 @@ EVAL_EVERY=100
 RANKS_COUNT=2
 RANKS_SHARDS=2
 RANKS_PRETRAIN=1
-RANKS_SWEEP=${STUDY_RANKS_SWEEP:-3}
+RANKS_SWEEP=$(conf_word "${STUDY_RANKS_SWEEP:-3}")
 THREADS_PER_WORKER=1
-SHOTS="${STUDY_SHOTS:-10 50}"
-SEEDS=${STUDY_FINETUNE_SEEDS:-5}
+SHOTS=$(conf_word "${STUDY_SHOTS:-10 50}")
+SEEDS=$(conf_word "${STUDY_FINETUNE_SEEDS:-5}")
 SHARDS_OPTS="--max-tokens 128 --min-tokens 64"
 FINETUNE_JSON='{"precision": "fp32"}'
 PRETRAIN_OPTS="--log-every 50 --eval-batches 10"

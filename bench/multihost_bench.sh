@@ -11,6 +11,7 @@
 # instead of shared memory), not what more nodes gain.
 # Usage: bench/multihost_bench.sh [STEPS (default 40)]
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GENEMASK_BUILD_DIR:-$root/build}
 bin=${GENEMASK_BIN:-$build/src/cli/genemask}

@@ -6,6 +6,7 @@
 # and precision (bf16 too where the CPU multiplies bf16 in hardware: AMX-BF16, AVX512-BF16).
 # Usage: bench/packing_bench.sh [STEPS (default 6)] [RUNS (default 3)] [MODELS (default "logo dnabert")]
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 steps=${1:-6}
 runs=${2:-3}

@@ -28,6 +28,7 @@
 # batch, device or precision, is refused, never served the old results. One run at a time in
 # an OUTDIR (a second is refused).
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 case ${1:-} in
   -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "usage: bench/paper_scale.sh [OUTDIR]  (--help)" >&2; exit 2 ;;

@@ -8,6 +8,7 @@
 #     and the makespan against its lower bound max(total work / workers, longest job).
 # Usage: bench/sweep_bench.sh [SECONDS_PER_1000_SHOTS (default 1)] [TRIVIAL_JOBS_SEEDS (default 50)]
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${GENEMASK_BIN:-"$root/build/src/cli/genemask"}
 per1000=${1:-1}

@@ -6,6 +6,7 @@
 # pretrain` weak scaling: 1 vs 2 ranks, batch 5 and 1 thread per rank.
 # Usage: bench/train_bench.sh [STEPS (default 3)] [RUNS (default 3)]
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 steps=${1:-3}
 runs=${2:-3}

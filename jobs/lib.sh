@@ -36,6 +36,7 @@
 #   gm_load_config FILE    source a pipeline config (jobs/pipeline.conf.example) and fill in
 #                          the defaults of everything it leaves out
 
+unset CDPATH  # `cd DIR && pwd` must give DIR, not a folder of the same name elsewhere
 gm_repo=$(cd "${GENEMASK_JOBS_DIR:-$(dirname "${BASH_SOURCE[0]}")}/.." && pwd)
 
 gm_bin() {
@@ -175,7 +176,7 @@ gm_load_config() {
   GENOME_WEIGHTS=${GENOME_WEIGHTS:-}
   TSS=${TSS:-}
   MODEL=${MODEL:-logo}
-  MODEL_LABEL=${MODEL_LABEL:-$(basename "${MODEL%.json}")}
+  MODEL_LABEL=${MODEL_LABEL:-$(basename -- "${MODEL%.json}")}
   MASKINGS=${MASKINGS:-genemask random}
   PRETRAIN_SEEDS=${PRETRAIN_SEEDS:-}
   BASELINE_MASKING=${BASELINE_MASKING:-random}
@@ -225,15 +226,22 @@ gm_load_config() {
   [ -z "$SPLICE_ANNOTATION" ] || SPLICE_ANNOTATION=$(gm_abspath "$base" "$SPLICE_ANNOTATION")
   [ -z "$ENHANCER_INTERVALS" ] || ENHANCER_INTERVALS=$(gm_abspath "$base" "$ENHANCER_INTERVALS")
   case $MODEL in logo | dnabert) ;; *) MODEL=$(gm_abspath "$base" "$MODEL") ;; esac
-  # PRETRAIN_SEEDS: the pretraining replicates of every strategy (distinct non-negative integers).
+  # PRETRAIN_SEEDS: the pretraining replicates of every strategy (distinct non-negative
+  # integers); SHOTS and SEEDS: positive integers. Written plainly: "01" would be a second
+  # replicate of seed 1 under another name, and is not a number in the sweep's plan.json.
   local -a seeds=()
-  local seed
-  read -r -a seeds <<<"$PRETRAIN_SEEDS"
-  for seed in "${seeds[@]}"; do
-    case $seed in
-      *[!0-9]*) echo "config: PRETRAIN_SEEDS: '$seed' is not a seed (a non-negative integer)" >&2; return 2 ;;
-    esac
+  local seed var
+  for var in PRETRAIN_SEEDS SHOTS SEEDS; do
+    read -r -a seeds <<<"${!var}"
+    for seed in "${seeds[@]}"; do
+      case $seed in
+        '' | *[!0-9]* | 0?*) echo "config: $var: '$seed' is not an integer written plainly (digits, no leading 0)" >&2
+          return 2 ;;
+        0) [ "$var" = PRETRAIN_SEEDS ] || { echo "config: $var: 0 is not a positive integer" >&2; return 2; } ;;
+      esac
+    done
   done
+  read -r -a seeds <<<"$PRETRAIN_SEEDS"
   [ -z "$(printf '%s\n' "${seeds[@]}" | sort | uniq -d)" ] ||
     { echo "config: PRETRAIN_SEEDS lists a seed twice: $PRETRAIN_SEEDS" >&2; return 2; }
 }

@@ -16,6 +16,7 @@
 #                                      npmi, shards, pretrain, dataset, sweep or report
 # The binary: $GENEMASK_BIN, else build/src/cli/genemask of this checkout.
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 usage() { echo "usage: jobs/pipeline.sh [--local|--dry-run] [--from STAGE] CONFIG" >&2; exit 2; }
 mode=slurm
 from=count
@@ -40,7 +41,8 @@ GENEMASK_JOBS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export GENEMASK_JOBS_DIR
 # shellcheck source=jobs/lib.sh
 source "$GENEMASK_JOBS_DIR/lib.sh"
-cfg=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+[ -f "$1" ] || { echo "jobs/pipeline.sh: no config file $1" >&2; exit 2; }
+cfg=$(cd "$(dirname -- "$1")" && pwd)/$(basename -- "$1")
 gm_load_config "$cfg"
 gm_check_tasks
 GENEMASK_BIN=$(gm_bin)
@@ -85,6 +87,13 @@ if [ "$mode" = local ]; then
 fi
 
 read -r -a site <<<"$SBATCH_OPTS"
+# sbatch --output reads % as a pattern (%j, %u, ...) and a backslash as "no patterns": OUT's
+# own % are doubled, and a backslash in OUT is refused (every stage would share one log).
+case $OUT in *\\*)
+  echo "jobs/pipeline.sh: OUT=$OUT holds a backslash, which sbatch --output cannot take in a path; use another OUT" >&2
+  exit 2 ;;
+esac
+log_pattern=${OUT//%/%%}/logs
 # submit NAME DEPENDENCIES SBATCH-OPTIONS... -- SCRIPT ARGS...: prints the job id, or nothing
 # for a stage before --from. DEPENDENCIES: job ids joined by ':' (empty ones are dropped).
 submit() {
@@ -97,13 +106,14 @@ submit() {
   var=SBATCH_OPTS_${var^^}
   local -a stage_opts=()
   read -r -a stage_opts <<<"${!var:-}"
-  local -a cmd=(sbatch --parsable --job-name="genemask-$name" --output="$OUT/logs/$name-%j.out" "${site[@]}")
+  local -a cmd=(sbatch --parsable --job-name="genemask-$name" --output="$log_pattern/$name-%j.out" "${site[@]}")
   [ -z "$deps" ] || cmd+=(--dependency="afterok:$deps" --kill-on-invalid-dep=yes)
   while [ "$1" != -- ]; do cmd+=("$1"); shift; done
   shift
   cmd+=("${stage_opts[@]}" "$@")
   if [ "$mode" = dry ]; then
-    echo "${cmd[*]}" >&2
+    printf '%q ' "${cmd[@]}" >&2  # as a shell reads it back: paths with spaces stay whole
+    echo >&2
     echo "<$name>"
   else
     "${cmd[@]}" | cut -d';' -f1

@@ -5,6 +5,7 @@
 # against another PyTorch, on a cluster, without root.
 # Usage: scripts/build.sh [extra cmake -D options]
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GENEMASK_BUILD_DIR:-"$root/build"}
 jobs=${GENEMASK_JOBS:-$(nproc)}

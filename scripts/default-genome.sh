@@ -3,6 +3,7 @@
 # package maffilter-examples (downloaded, not installed). Prints the FASTA path.
 # Usage: scripts/default-genome.sh [DIR]   (default DIR: data/default)
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:-"$here/../data/default"}
 mkdir -p "$dir"

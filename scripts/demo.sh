@@ -19,6 +19,7 @@
 #              DEMO_FINETUNE_JSON (fine-tuning overrides; default '{"precision": "fp32"}'),
 #              GENEMASK_BIN.
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 case ${1:-} in
   -h | --help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   -*) echo "usage: scripts/demo.sh [OUTDIR]  (scripts/demo.sh --help)" >&2; exit 2 ;;
@@ -66,15 +67,15 @@ put "$out/model.json" <"$root/scripts/demo-model.json"
 put "$out/demo.conf" <<CONF
 # The demo's pipeline config (written by scripts/demo.sh; see jobs/pipeline.conf.example)
 # shellcheck disable=SC2034
-GENOME=$genome
+GENOME=$(conf_word "$genome")
 TSS=sites.bed
-OUT=$out
+OUT=$(conf_word "$out")
 MODEL=model.json
 MODEL_LABEL=small
-MASKINGS="$maskings"
-BASELINE_MASKING=${DEMO_BASELINE:-random}
-PRECISION=${DEMO_PRECISION:-fp32}
-STEPS=${DEMO_STEPS:-800}
+MASKINGS=$(conf_word "$maskings")
+BASELINE_MASKING=$(conf_word "${DEMO_BASELINE:-random}")
+PRECISION=$(conf_word "${DEMO_PRECISION:-fp32}")
+STEPS=$(conf_word "${DEMO_STEPS:-800}")
 WARMUP=50
 BATCH_PER_RANK=16
 GRAD_ACCUM=2
@@ -86,9 +87,9 @@ RANKS_PRETRAIN=1
 RANKS_SWEEP=3
 THREADS_PER_WORKER=1
 SHOTS="10 50"
-SEEDS=${DEMO_SEEDS:-5}
+SEEDS=$(conf_word "${DEMO_SEEDS:-5}")
 SHARDS_OPTS="--max-tokens 128 --min-tokens 64"
-FINETUNE_JSON='$ft_json'
+FINETUNE_JSON=$(conf_word "$ft_json")
 PRETRAIN_OPTS="--log-every 50 --eval-batches 10"
 PMI_VOCAB_OPTS="--min-count 1000"
 CONF

@@ -39,6 +39,7 @@
 # Exit codes: 0 packed; 1 a program missing, a library from outside any package, or a
 # copy failed; 2 a bad option, or DIR (with --archive: DIR.tar.gz) exists.
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${GENEMASK_BUILD_DIR:-"$root/build"}
 python=${GENEMASK_VENV:-"$root/.venv"}/bin/python3
@@ -200,7 +201,7 @@ json.dump({"torch": torch.__version__, "cuda": torch.version.cuda, "glibc": plat
 PY
 if [ "$archive" = 1 ]; then
   # Owners and order fixed, so that the same pack gives the same archive's listing.
-  tar -czf "$stage/pack.tar.gz" -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner "$(basename "$dir")"
+  tar -czf "$stage/pack.tar.gz" -C "$stage" --sort=name --owner=0 --group=0 --numeric-owner -- "$(basename -- "$dir")"
   # ln, not mv: an archive made meanwhile under the same name is not written over.
   if ! ln "$stage/pack.tar.gz" "$dir.tar.gz" 2>/dev/null; then
     echo "gpu-bundle.sh: $dir.tar.gz could not be made (it appeared meanwhile, or the folder is not writable)" >&2
@@ -208,9 +209,10 @@ if [ "$archive" = 1 ]; then
   fi
   rm -rf "$stage"
   trap - EXIT
-  parent=$(dirname "$dir")
+  parent=$(dirname -- "$dir")
   echo "gpu-bundle.sh: $dir.tar.gz ($(du -sh "$dir.tar.gz" | cut -f1), ${#packages[@]} packages); on the GPU node, in this source tree:"
-  echo "  tar -xzf $dir.tar.gz -C $parent && scripts/gpu-check.sh --no-build --build $dir/build --prefix $dir/deps"
+  printf '  tar -xzf %q -C %q && scripts/gpu-check.sh --no-build --build %q --prefix %q\n' "$dir.tar.gz" "$parent" \
+    "$dir/build" "$dir/deps"
 else
   mv -T "$tmp" "$dir"  # -T: a DIR made meanwhile is not written into (a non-empty one fails)
   trap - EXIT

@@ -106,6 +106,7 @@
 # bundle (gpu-bundle.sh) built with another PyTorch version than --python's.
 # docs/build.md ("A GPU node") explains the prefix and what each figure means.
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 python=${GENEMASK_PYTHON:-python3}
 build="$root/build-gpu"

@@ -6,6 +6,7 @@
 #    the project-local virtual environment ./.venv (GENEMASK_VENV overrides the path).
 # pip's download cache (~/.cache/pip) is reused, so a second install downloads nothing.
 set -euo pipefail
+unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 SUDO=""

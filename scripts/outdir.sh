@@ -23,6 +23,18 @@ settle() {
 newtmp() { tmp=$(mktemp "$1.tmp.XXXXXX"); tmps+=("$tmp"); }
 # put FILE: stdin, settled as FILE.
 put() { newtmp "$1"; cat >"$tmp"; settle "$tmp" "$1"; }
+# conf_word VALUE: VALUE as one shell word for a pipeline config line (which the pipeline
+# sources): bare when it has only plain characters, "quoted" when it also has spaces, else
+# 'quoted' with its single quotes escaped. A path with a space, a quote or a $ stays whole.
+conf_word() {
+  if [[ $1 =~ ^[A-Za-z0-9_./:+@%=,-]+$ ]]; then
+    printf '%s' "$1"
+  elif [[ $1 =~ ^[A-Za-z0-9_./:+@%=,\ -]*$ ]]; then
+    printf '"%s"' "$1"
+  else
+    printf "'%s'" "${1//\'/\'\\\'\'}"
+  fi
+}
 # claim_outdir OUT MARKER SETTINGS: one run at a time in OUT (a lock on the directory, held
 # until the script exits), and OUT new, empty, or made by this script with SETTINGS, which
 # OUT/MARKER records. One made with other settings is refused with the difference: its

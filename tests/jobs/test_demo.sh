@@ -2,13 +2,15 @@
 # The README's main job (scripts/demo.sh) on the real default chr22, made small: 4
 # pretraining steps per masking strategy, 300 sites, 1 seed, 2 fine-tuning epochs. Checks
 # every stage's outputs, the task's classes, the 4 sweep records and the final report, and
-# that a second run continues instead of starting over, and that the demo refuses (and leaves
-# as they are) a folder that is not its own, a rerun with other settings, a file of its own
-# that was changed and a second run at once. Needs the default genome
-# (scripts/default-genome.sh: apt-get download maffilter-examples, cached in data/default).
+# that a second run continues instead of starting over (all in a folder whose name has a
+# space), and that the demo refuses (and leaves as they are) a folder that is not its own, a
+# rerun with other settings, a file of its own that was changed and a second run at once.
+# Needs the default genome (scripts/default-genome.sh: apt-get download maffilter-examples,
+# cached in data/default).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/genemask-demo-XXXXXX")
+# A folder name with a space: the demo's config and the pipeline keep paths whole.
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/genemask demo-XXXXXX")
 if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$tmp"' EXIT; else echo "files kept in $tmp"; fi
 export DEMO_STEPS=4 DEMO_SEEDS=1 DEMO_SITES=300 DEMO_FINETUNE_JSON='{"epochs": 2}'
 out=$tmp/demo

@@ -7,7 +7,7 @@
 # settings, are refused and left as they are.
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/genemask-study-XXXXXX")
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/genemask study-XXXXXX")  # a space in the name: paths kept whole
 if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$tmp"' EXIT; else echo "files kept in $tmp"; fi
 export STUDY_STEPS=4 STUDY_SEEDS="1 2" STUDY_FINETUNE_SEEDS=2 STUDY_SITES=300 STUDY_SHOTS=10
 out=$tmp/study

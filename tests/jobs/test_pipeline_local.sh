@@ -7,7 +7,9 @@
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 py=${PYTHON:-/usr/bin/python3}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/genemask-pipeline-XXXXXX")
+# A folder name with characters the scripts must take as written: a glob's brackets (a
+# resume once looked for checkpoints by pattern), and sbatch's % (a pattern in --output).
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/genemask-pipeline [1] %u-XXXXXX")
 if [ "${KEEP:-0}" != 1 ]; then trap 'rm -rf "$tmp"' EXIT; else echo "files kept in $tmp"; fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export GENEMASK_MPIRUN_OPTS=${GENEMASK_MPIRUN_OPTS:---oversubscribe}
@@ -35,7 +37,7 @@ grep -q 'TATAAA' "$out/count/motifs.md" || { echo "motifs.md lacks the TATAAA mo
 check "$out/shards/manifest.json"
 for m in genemask random; do
   check "$out/runs/$m/metrics.jsonl"
-  compgen -G "$out/runs/$m/checkpoints/step-*" >/dev/null || { echo "MISSING: checkpoints of $m" >&2; fail=1; }
+  [ -n "$(find "$out/runs/$m/checkpoints" -maxdepth 1 -name 'step-*')" ] || { echo "MISSING: checkpoints of $m" >&2; fail=1; }
   check "$out/models/$m/config.json"
   check "$out/models/$m/model.safetensors"
 done
@@ -72,7 +74,7 @@ grep -q "task cohn-enh needs ENHANCER_INTERVALS" "$tmp/bad2.err" || { echo "bad2
 mkdir -p "$tmp/bin"
 cat >"$tmp/bin/sbatch" <<'STUB'
 #!/usr/bin/env bash
-n=$(($(wc -l <"$SBATCH_CALLS" 2>/dev/null || echo 0) + 101))
+n=$(($(cat "$SBATCH_CALLS" 2>/dev/null | wc -l) + 101))
 echo "$n $*" >>"$SBATCH_CALLS"
 echo "$n;cluster"
 STUB
@@ -88,6 +90,8 @@ sweep 107
 report 108"
 if [ "$ids" != "$want" ]; then echo "pipeline.sh printed: $ids" >&2; fail=1; fi
 grep -q '^102 .*--dependency=afterok:101 .*npmi.sbatch' "$tmp/sbatch.calls" || { echo "npmi dependency" >&2; fail=1; }
+# OUT's own % reach sbatch --output doubled (%% is a literal %), the job's %j as it is.
+grep -qF -- "--output=${out//%/%%}/logs/count-%j.out" "$tmp/sbatch.calls" || { echo "--output of OUT with a %" >&2; fail=1; }
 grep -q '^104 .*--dependency=afterok:102:103 .*pretrain.sbatch .* genemask$' "$tmp/sbatch.calls" || { echo "pretrain dependency" >&2; fail=1; }
 grep -q '^107 .*--dependency=afterok:104:105:106 .*sweep.sbatch' "$tmp/sbatch.calls" || { echo "sweep dependency" >&2; fail=1; }
 grep -q '^108 .*--dependency=afterok:107 .*report.sbatch' "$tmp/sbatch.calls" || { echo "report dependency" >&2; fail=1; }
@@ -113,7 +117,7 @@ if grep -q '== count' "$tmp/third.log"; then echo "--from report ran the count s
 rep=$tmp/rep
 mkdir -p "$rep"
 cp -r "$out/count" "$out/shards" "$out/dataset" "$rep/"
-sed -e "s|^OUT=.*|OUT=$rep|" -e 's/^TASKS=.*/TASKS=promoter/' "$tmp/pipeline.conf" >"$tmp/rep.conf"
+sed -e "s|^OUT=.*|OUT=rep|" -e 's/^TASKS=.*/TASKS=promoter/' "$tmp/pipeline.conf" >"$tmp/rep.conf"
 echo 'PRETRAIN_SEEDS="3 5"' >>"$tmp/rep.conf"
 "$repo/jobs/pipeline.sh" --local --from pretrain "$tmp/rep.conf" >"$tmp/rep.log" 2>&1 || { cat "$tmp/rep.log"; fail=1; }
 for m in genemask random; do
@@ -143,7 +147,19 @@ PYEOF
 # A seed that is not a non-negative integer is refused before anything runs.
 sed 's/^PRETRAIN_SEEDS=.*/PRETRAIN_SEEDS="1 x"/' "$tmp/rep.conf" >"$tmp/bad3.conf"
 if "$repo/jobs/pipeline.sh" --dry-run "$tmp/bad3.conf" >/dev/null 2>"$tmp/bad3.err"; then echo "bad3.conf was accepted" >&2; fail=1; fi
-grep -q "PRETRAIN_SEEDS: 'x' is not a seed" "$tmp/bad3.err" || { echo "bad3: $(cat "$tmp/bad3.err")" >&2; fail=1; }
+grep -q "PRETRAIN_SEEDS: 'x' is not an integer written plainly" "$tmp/bad3.err" || { echo "bad3: $(cat "$tmp/bad3.err")" >&2; fail=1; }
+# "01" beside "1" pretrained the same replicate twice and broke the sweep's plan.json; shots
+# and seeds likewise.
+for bad in 'PRETRAIN_SEEDS="1 01"' 'SHOTS="05 10"' 'SEEDS=0'; do
+  { grep -v '^PRETRAIN_SEEDS=' "$tmp/rep.conf"; echo "$bad"; } >"$tmp/bad4.conf"
+  if "$repo/jobs/pipeline.sh" --dry-run "$tmp/bad4.conf" >/dev/null 2>"$tmp/bad4.err"; then echo "$bad was accepted" >&2; fail=1; fi
+  grep -q "^config: ${bad%%=*}: " "$tmp/bad4.err" || { echo "$bad: $(cat "$tmp/bad4.err")" >&2; fail=1; }
+done
+# A config in a folder that is not there is named, never taken from another folder.
+if "$repo/jobs/pipeline.sh" --dry-run "$tmp/no-such-dir/p.conf" >/dev/null 2>"$tmp/bad5.err"; then
+  echo "a missing config was accepted" >&2; fail=1
+fi
+grep -qF "no config file $tmp/no-such-dir/p.conf" "$tmp/bad5.err" || { echo "bad5: $(cat "$tmp/bad5.err")" >&2; fail=1; }
 # Many genomes (GENOMES, issue 32): the genome split in two files, listed with a genes file
 # for one of them; count, shards and pretrain (GENOME_WEIGHTS) take the list.
 many=$tmp/many
@@ -158,7 +174,7 @@ open(f"{tmp}/genes-first.gtf", "w").write("".join(
     f'chr1\ttest\tgene\t{a}\t{a + 3000}\t.\t+\t.\tgene_id "G{a}";\n' for a in range(5000, 150000, 20000)))
 open(f"{tmp}/genomes.tsv", "w").write("name\tpath\tweight\tgenes\nfirst\tpart1.fa\t1\tgenes-first.gtf\nsecond\tpart2.fa\t3\n")
 PYEOF
-sed -e "s|^OUT=.*|OUT=$many|" -e 's/^MASKINGS=.*/MASKINGS=random/' "$tmp/pipeline.conf" >"$tmp/many.conf"
+sed -e "s|^OUT=.*|OUT=many|" -e 's/^MASKINGS=.*/MASKINGS=random/' "$tmp/pipeline.conf" >"$tmp/many.conf"
 printf 'GENOMES=genomes.tsv\nGENOME_WEIGHTS=list\n' >>"$tmp/many.conf"
 (
   # shellcheck source=jobs/lib.sh
