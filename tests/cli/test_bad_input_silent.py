@@ -266,8 +266,9 @@ class Silent(unittest.TestCase):
             first = next(s for s in m["shards"] if s["split"] == "train")
             shutil.copy(os.path.join(d, first["file"]), os.path.join(d, "copy.h5"))
             m["shards"].append(dict(first, file="copy.h5"))
-            m["totals"]["train"]["samples"] += first["samples"]
-            m["totals"]["train"]["tokens"] += first["tokens"]
+            m["totals"]["train"]["samples"] += first["samples"]  # every count made to agree: the
+            m["totals"]["train"]["tokens"] += first["tokens"]  # shards' own sample indices tell
+            m["candidates"] += first["samples"]
 
         def linked(d, m):
             first = next(s for s in m["shards"] if s["split"] == "train")
@@ -379,6 +380,35 @@ class Silent(unittest.TestCase):
                  t("apart-ft"), "--epochs", "1", *FAST])
         self.assertEqual(summary(p)["test_in_train"], 0)
         self.assertNotIn("also training sequences", p.stderr)
+
+    def test_repeated_test_sequences_are_counted_and_said(self):
+        """A test table that holds one sequence twice scores it twice; under two labels it is a
+        contradiction. finetune counts repeats by their tokens (so across the raw and the 6-mer
+        layouts in one table), writes test_duplicates and says so; a table of distinct
+        sequences writes 0 and says nothing."""
+        t = self.t
+        with open(t("test.csv")) as f:
+            rows = [line.strip().split(",") for line in f.readlines()[1:]]
+        six = lambda s: " ".join(s[i:i + 6] for i in range(len(s) - 5))
+        flip = {"0": "1", "1": "0"}
+        extra = [(six(rows[0][0]), rows[0][1]), (rows[1][0], rows[1][1]), (rows[1][0], flip[rows[1][1]])]
+        with open(t("dup-test.tsv"), "w") as f:
+            f.write("sequence\tlabel\n")
+            for s, label in [(s, label) for s, label in rows] + extra:
+                f.write(f"{s}\t{label}\n")
+        n = len(rows) + 3
+        p = run(["finetune", "--model", t("hf"), "--train", t("train.csv"), "--test", t("dup-test.tsv"), "--out",
+                 t("dup-ft"), "--epochs", "1", *FAST])
+        self.assertEqual(summary(p)["test_duplicates"], 3)
+        self.assertEqual(summary(p)["n_test"], n)
+        self.assertIn(f"3 of the {n} test sequences ({t('dup-test.tsv')}:{len(rows) + 2} the first) repeat an earlier "
+                      "test sequence, 1 of them under another label", p.stderr)
+        with open(t("dup-ft", "metrics.json")) as f:
+            self.assertEqual(json.load(f)["test_duplicates"], 3)
+        p = run(["finetune", "--model", t("hf"), "--train", t("train.csv"), "--test", t("test.csv"), "--out",
+                 t("nodup-ft"), "--epochs", "1", *FAST])
+        self.assertEqual(summary(p)["test_duplicates"], 0)
+        self.assertNotIn("repeat an earlier", p.stderr)
 
     # ---- 6. peak memory -----------------------------------------------------------------
 
@@ -662,7 +692,7 @@ class Silent(unittest.TestCase):
         # A reader of the run while it rotates at every step (embed, which reads a run's newest
         # checkpoint): every read succeeds. export-hf refuses the live run: its newest
         # checkpoint is not its model.
-        pre = subprocess.Popen([os.path.abspath(BIN)] + args + ["--steps", "400", "--resume", "--log-every", "50"],
+        pre = subprocess.Popen([os.path.abspath(BIN)] + args + ["--steps", "100000", "--resume", "--log-every", "50"],
                                env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
             done = 0
