@@ -32,6 +32,11 @@
 #                          At most GENEMASK_MAX_REQUEUES (default 5) such requeues per job; a
 #                          failure without progress (a bad input, a deterministic error) ends
 #                          the job FAILED as before.
+#   gm_put FILE            stdin written whole as FILE (a file under OUT the scripts write
+#                          themselves): through a private temporary, renamed when complete;
+#                          a FILE already there is replaced only if these scripts wrote it
+#                          (its SHA-256 is the last one OUT/.genemask-jobs.sha256 records) or
+#                          it holds the same bytes, else it is the user's: refused, kept
 #   gm_check_tasks         check the config's TASKS and their inputs
 #   gm_load_config FILE    source a pipeline config (jobs/pipeline.conf.example) and fill in
 #                          the defaults of everything it leaves out
@@ -52,6 +57,26 @@ gm_bin() {
 }
 
 gm_log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+
+gm_put() {
+  local file=$1 record=$OUT/.genemask-jobs.sha256 staged sum name old
+  name=${file#"$OUT"/}
+  staged=$(mktemp "$file.XXXXXX") || return 1
+  if ! cat >"$staged"; then rm -f "$staged"; return 1; fi
+  sum=$(sha256sum <"$staged" | cut -d' ' -f1)
+  if [ -e "$file" ] && ! cmp -s "$staged" "$file"; then
+    old=$(sha256sum <"$file" | cut -d' ' -f1)
+    if [ "$(awk -F'\t' -v n="$name" '$2 == n { s = $1 } END { print s }' "$record" 2>/dev/null)" != "$old" ]; then
+      rm -f "$staged"
+      echo "genemask jobs: $file is not a file these scripts wrote (or was changed since): not replaced; move it" \
+        "away (or remove it, if it is an earlier pipeline's) and run again" >&2
+      return 1
+    fi
+  fi
+  chmod "$(printf '%o' $((0666 & ~$(umask))))" "$staged"  # mktemp makes 0600
+  mv -f "$staged" "$file"
+  printf '%s\t%s\n' "$sum" "$name" >>"$record"
+}
 
 # gm_launch_cmd N CMD...: the launch command line of gm_launch, into the array GM_CMD.
 gm_launch_cmd() {

@@ -62,6 +62,16 @@ check "$out/report/improvement.md"
 grep -q -- "--resume" "$out/logs/pretrain-genemask.log" || { echo "second run did not pass --resume" >&2; fail=1; }
 n_ok2=$(grep -c '"status": *"ok"' "$out/sweep/results.jsonl" || true)
 if [ "$n_ok2" != 24 ]; then echo "second run: $n_ok2 ok records, want 24 (finished jobs skipped)" >&2; fail=1; fi
+# The files the scripts write themselves under OUT replace only their own: a user's
+# sweep-plan.json is refused and kept (the rerun above rewrote the scripts' own in place).
+cp "$out/sweep-plan.json" "$tmp/plan.keep"
+echo '{"mine": 1}' >"$out/sweep-plan.json"
+if "$repo/jobs/pipeline.sh" --local --from sweep "$tmp/pipeline.conf" >"$tmp/mine.log" 2>&1; then
+  echo "a user's sweep-plan.json was replaced" >&2; fail=1
+fi
+grep -q "sweep-plan.json is not a file these scripts wrote" "$tmp/mine.log" || { cat "$tmp/mine.log"; echo "no message for a user's plan" >&2; fail=1; }
+grep -q mine "$out/sweep-plan.json" || { echo "the user's sweep-plan.json was written over" >&2; fail=1; }
+cp "$tmp/plan.keep" "$out/sweep-plan.json"
 # A task without its input, or an unknown task, is refused before anything runs.
 sed 's/^TASKS=.*/TASKS="promoter nonsense"/' "$tmp/pipeline.conf" >"$tmp/bad1.conf"
 sed -e 's/^TASKS=.*/TASKS="cohn-enh"/' -e 's/^ENHANCER_INTERVALS=.*/ENHANCER_INTERVALS=/' "$tmp/pipeline.conf" >"$tmp/bad2.conf"
