@@ -423,43 +423,36 @@ class ReportPrecision(unittest.TestCase):
 
 class ReportTestInTrain(unittest.TestCase):
     """Records that scored test sequences also in their training set (test_in_train) are
-    named per model and task; records without the field (from before) and zeros are not."""
+    named per model and task, records of a test table that repeats sequences
+    (test_duplicates) per task; records without the fields (from before) and zeros are not."""
 
-    def test_named_per_model_and_task(self):
-        tmp = tempfile.mkdtemp(prefix="genemask-report-seen-")
+    def report_of(self, count):
+        """The report of 2 models x 2 tasks x 3 seeds, each record's field from count(model,
+        task, seed) (None: left out)."""
+        tmp = tempfile.mkdtemp(prefix="genemask-report-flagged-")
         self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         recs = []
         for model in ("a", "b"):
             for task in ("t1", "t2"):
                 for seed in range(3):
                     r = record(model, "", task, 10, seed, acc=0.6 + 0.01 * seed, auc=0.7)
-                    if model == "a" and task == "t2":
-                        r["test_in_train"] = [0, 4, 7][seed]
-                    elif model == "b":
-                        r["test_in_train"] = 0
+                    r.update(count(model, task, seed))
                     recs.append(r)
         path = os.path.join(tmp, "r.jsonl")
         with open(path, "w") as f:
             f.write("".join(json.dumps(r) + "\n" for r in recs))
-        p = run(["report", "--results", path, "--out", os.path.join(tmp, "out"), "--no-png"])
+        return run(["report", "--results", path, "--out", os.path.join(tmp, "out"), "--no-png"])
+
+    def test_named_per_model_and_task(self):
+        p = self.report_of(lambda model, task, seed: {"test_in_train": [0, 4, 7][seed]} if (model, task) == ("a", "t2")
+                           else {"test_in_train": 0} if model == "b" else {})
         self.assertEqual(summary(p)["warnings"], 1, p.stderr)
         self.assertIn("model 'a' on task 't2': 2 record(s) scored test sequences that are also training sequences "
                       "(up to 7 per job", p.stderr)
 
     def test_test_tables_that_repeat_sequences_are_named_per_task(self):
-        tmp = tempfile.mkdtemp(prefix="genemask-report-dup-")
-        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-        recs = []
-        for model in ("a", "b"):
-            for task in ("t1", "t2"):
-                for seed in range(3):
-                    r = record(model, "", task, 10, seed, acc=0.6 + 0.01 * seed, auc=0.7)
-                    r["test_duplicates"] = 5 if task == "t1" and model == "b" and seed > 0 else 0
-                    recs.append(r)
-        path = os.path.join(tmp, "r.jsonl")
-        with open(path, "w") as f:
-            f.write("".join(json.dumps(r) + "\n" for r in recs))
-        p = run(["report", "--results", path, "--out", os.path.join(tmp, "out"), "--no-png"])
+        p = self.report_of(lambda model, task, seed: {
+            "test_duplicates": 5 if task == "t1" and model == "b" and seed > 0 else 0})
         self.assertEqual(summary(p)["warnings"], 1, p.stderr)
         self.assertIn("task 't1': 2 record(s) scored a test table that repeats sequences (up to 5 repeats", p.stderr)
         self.assertNotIn("task 't2'", p.stderr)

@@ -15,6 +15,17 @@ namespace {
 // 0-based:  0         10        20        30        40        50
 const std::string kChr1 = "ACGTTGCAAC" "GGATCCTTAG" "CATGCATGCA" "TTTAAACCCG" "GGGTTTAAAC" "CCAGTGACTG";
 const std::string kHeader = "id,region,start,end,strand\n";
+
+/// The genome `fasta` as d/g.fa and empty d/gb/train and d/gb/test: the options of a build.
+dataset::EnhancerOptions layout(const test::TempDir& d, const std::string& fasta) {
+  test::write_file(d.file("g.fa"), fasta);
+  std::filesystem::create_directories(d.file("gb/train"));
+  std::filesystem::create_directories(d.file("gb/test"));
+  dataset::EnhancerOptions o;
+  o.genome = d.file("g.fa");
+  o.intervals = d.file("gb");
+  return o;
+}
 }  // namespace
 
 TEST(Enhancer, WindowsLabelsAndGivenSplit) {
@@ -98,14 +109,9 @@ TEST(Enhancer, InputErrors) {
 // empty stray file was one more class (so positive/negative were no longer labelled 1/0).
 TEST(Enhancer, BothSplitsNeedTheSameNonEmptyClasses) {
   test::TempDir d;
-  test::write_file(d.file("g.fa"), ">chr1\n" + kChr1 + "\n>chr2\nNNNNNNNNNNNNNNNNNNNN\n");
-  dataset::EnhancerOptions o;
-  o.genome = d.file("g.fa");
-  o.intervals = d.file("gb");
+  const auto o = layout(d, ">chr1\n" + kChr1 + "\n>chr2\nNNNNNNNNNNNNNNNNNNNN\n");
   dataset::DatasetStats st;
   std::vector<char> split;
-  std::filesystem::create_directories(d.file("gb/train"));
-  std::filesystem::create_directories(d.file("gb/test"));
   test::write_file(d.file("gb/train/positive.csv"), kHeader + "0,chr1,20,30,+\n");
   test::write_file(d.file("gb/train/negative.csv"), kHeader + "0,chr1,0,10,+\n");
   test::write_file(d.file("gb/test/positive.csv"), kHeader + "0,chr1,40,50,+\n");
@@ -141,14 +147,9 @@ TEST(Enhancer, BothSplitsNeedTheSameNonEmptyClasses) {
 // not a label made a task finetune refuses.
 TEST(Enhancer, HeadersFileNamesAndClassesAreReadAsWrittenOrRefused) {
   test::TempDir d;
-  test::write_file(d.file("g.fa"), ">chr1\n" + kChr1 + "\n");
-  dataset::EnhancerOptions o;
-  o.genome = d.file("g.fa");
-  o.intervals = d.file("gb");
+  const auto o = layout(d, ">chr1\n" + kChr1 + "\n");
   dataset::DatasetStats st;
   std::vector<char> split;
-  std::filesystem::create_directories(d.file("gb/train"));
-  std::filesystem::create_directories(d.file("gb/test"));
   test::write_file(d.file("gb/train/negative.csv"), kHeader + "0,chr1,0,10,+\n");
   test::write_file(d.file("gb/test/negative.csv"), kHeader + "0,chr1,10,20,+\n");
   // The strand column by name whatever its case, spaces or quotes; a BOM before the header.
