@@ -125,9 +125,7 @@ std::vector<IntervalRow> read_interval_csv(const std::string& path) {
   std::vector<IntervalRow> out;
   int ci = -1, cr = -1, cs = -1, ce = -1, cst = -1;
   size_t ncols = 0;
-  for_each_line(path, [&](const std::string& text, uint64_t ln) {
-    // A UTF-8 byte-order mark (a spreadsheet's "CSV UTF-8") is not part of the first name.
-    const std::string line = ln == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? text.substr(3) : text;
+  for_each_line(path, [&](const std::string& line, uint64_t ln) {
     if (line.empty()) return;
     auto f = split(line, ',');
     if (ln == 1) {

@@ -11,6 +11,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/text_source.hpp"
 
 namespace genemask::io {
 namespace {
@@ -39,7 +40,7 @@ struct TableReader {
   }
   bool next(std::string& line) {
     if (!std::getline(in, line)) return false;
-    ++lineno;
+    if (++lineno == 1) strip_utf8_bom(line);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     return true;
   }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "io/error.hpp"
+#include "io/text_source.hpp"
 
 namespace genemask::io {
 
@@ -163,8 +164,7 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
     return true;
   };
   if (!next()) throw InputError(path, 1, "empty file: expected a header with 'sequence' and 'label' columns");
-  // A UTF-8 byte order mark (Excel's "CSV UTF-8") is not part of the first column's name.
-  if (line.compare(0, 3, "\xEF\xBB\xBF") == 0) line.erase(0, 3);
+  strip_utf8_bom(line);
   const char delim = line.find('\t') != std::string::npos ? '\t' : ',';
   bool bad = false;
   auto header = split_quoted_fields(line, delim, bad);

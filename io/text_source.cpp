@@ -352,6 +352,12 @@ Ownership partition(const FileInfo& info, int rank, int nranks, uint64_t gzip_ch
   return own;
 }
 
+bool strip_utf8_bom(std::string& first_line) {
+  if (first_line.compare(0, 3, "\xEF\xBB\xBF") != 0) return false;
+  first_line.erase(0, 3);
+  return true;
+}
+
 void for_each_line(const std::string& path, const std::function<void(const std::string&, uint64_t)>& fn,
                    const std::string& stop_prefix) {
   auto reader = open_text(probe_file(path), 0);
@@ -360,6 +366,7 @@ void for_each_line(const std::string& path, const std::function<void(const std::
   // False once the stop line is reached.
   auto process = [&]() {
     ++lineno;
+    if (lineno == 1) strip_utf8_bom(line);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (!stop_prefix.empty() && line.rfind(stop_prefix, 0) == 0) return false;
     fn(line, lineno);

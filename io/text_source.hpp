@@ -82,8 +82,14 @@ struct Ownership {
 /// plain gzip (every rank decompresses the whole stream: recompress with bgzip to scale).
 Ownership partition(const FileInfo& info, int rank, int nranks, uint64_t gzip_chunk_bytes = 8u << 20);
 
+/// Removes a UTF-8 byte-order mark (what a spreadsheet's "CSV UTF-8" puts first) from the
+/// start of a file's first line; true when there was one. Every reader of text tables calls
+/// it on line 1, so the mark never becomes part of a first name, column or path.
+bool strip_utf8_bom(std::string& first_line);
+
 /// Calls fn(line, lineno) for every line of a plain or compressed text file, in order: lineno
-/// is 1-based and a '\r' at the end of a line is removed. With stop_prefix, reading ends
+/// is 1-based, a UTF-8 byte-order mark before line 1 is skipped (strip_utf8_bom) and a '\r'
+/// at the end of a line is removed. With stop_prefix, reading ends
 /// before the first line that starts with it (GFF3's "##FASTA" section).
 void for_each_line(const std::string& path, const std::function<void(const std::string& line, uint64_t lineno)>& fn,
                    const std::string& stop_prefix = {});

@@ -19,6 +19,7 @@
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
 #include "io/vcf.hpp"
+#include "io/text_source.hpp"
 #include "model/variants.hpp"
 #include "model_plugin.hpp"
 #include "io/json.hpp"
@@ -67,6 +68,7 @@ Ranking read_ranking(const std::string& path) {
   if (!in) throw io::InputError(path, "cannot be read: " + io::open_error_reason(errno));
   std::string line;
   if (!std::getline(in, line)) throw io::InputError(path, 1, "empty file: expected a header");
+  io::strip_utf8_bom(line);
   if (!line.empty() && line.back() == '\r') line.pop_back();
   bool bad_quote = false;
   const auto h = io::split_quoted_fields(line, '\t', bad_quote);

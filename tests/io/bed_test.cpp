@@ -143,6 +143,32 @@ TEST(Genome, ChromMapNamesOneRecordPerName) {
             d.file("two.tsv") + ":3: maps 'X' to 'B', but line 1 maps it to 'A': one name, one record");
 }
 
+// A UTF-8 byte-order mark (a spreadsheet's or Notepad's "UTF-8 with BOM") before the first
+// line is skipped by the one line reader every text input goes through: a --chrom-map saved
+// so kept the mark on its first name, which then never matched and fell through to the chr
+// prefix without a word (chr1 read from record 1 instead of the alias's 2).
+TEST(Genome, AByteOrderMarkIsNotPartOfTheFirstLine) {
+  test::TempDir d;
+  const std::string bom = "\xEF\xBB\xBF";
+  test::write_file(d.file("m.tsv"), bom + "chr1\t2\n");
+  test::write_gzip(d.file("m.tsv.gz"), bom + "chr1\t2\n");
+  for (const char* f : {"m.tsv", "m.tsv.gz"}) {
+    const auto map = io::read_chrom_map(d.file(f));
+    EXPECT_EQ(map, (std::vector<std::pair<std::string, std::string>>{{"chr1", "2"}})) << f;
+    io::SeqidResolver mapped({"1", "2"}, map);
+    EXPECT_EQ(mapped.resolve("chr1", "t.bed", 1, "g.fa"), 1u) << f;
+  }
+  test::write_file(d.file("t.bed"), bom + "chr1\t100\t160\tP_1\t900\t+\n");
+  const auto bed = io::read_tss_bed(d.file("t.bed"));
+  ASSERT_EQ(bed.size(), 1u);
+  EXPECT_EQ(bed[0].chrom, "chr1");
+  test::write_file(d.file("t.sga"), bom + "chr1\tTSS\t101\t+\t1\tP_1\n");
+  EXPECT_EQ(io::read_tss_sga(d.file("t.sga")).at(0).chrom, "chr1");
+  // Only before line 1: the same bytes later are the line's own.
+  test::write_file(d.file("two.tsv"), "chr2\t1\n" + bom + "chr1\t2\n");
+  EXPECT_EQ(io::read_chrom_map(d.file("two.tsv"))[1].first, bom + "chr1");
+}
+
 // An index left from a FASTA since replaced (an older download's .fai, newer than the new
 // FASTA because curl -R keeps the server's time) gave its lengths to the builders, whose
 // "beyond the end" checks then passed silently: the record's real length is compared.

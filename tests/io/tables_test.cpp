@@ -38,6 +38,21 @@ TEST(NpmiTsv, RoundTripIsExact) {
   }
 }
 
+// A table re-saved by a spreadsheet with a byte-order mark reads as written.
+TEST(NpmiTsv, AByteOrderMarkBeforeTheHeaderIsSkipped) {
+  TempDir tmp;
+  std::vector<io::NpmiRow> rows;
+  for (uint64_t i = 0; i < 16; ++i)
+    rows.push_back(io::NpmiRow{i + 1, {"ACGT"[i / 4], "ACGT"[i % 4]}, 100 - i, 0.1, 1.0 - 0.05 * static_cast<double>(i), false});
+  io::write_npmi_tsv(tmp.file("n.tsv"), rows);
+  test::write_file(tmp.file("b.tsv"), "\xEF\xBB\xBF" + test::read_file(tmp.file("n.tsv")));
+  const auto back = io::read_npmi_tsv(tmp.file("b.tsv"));
+  ASSERT_EQ(back.size(), 16u);
+  EXPECT_EQ(back[0].kmer, "AA");
+  test::write_file(tmp.file("v.tsv"), "\xEF\xBB\xBFrank\tkmer\tk\tcount\tpmi\n1\tAC\t2\t9\t1.5\n");
+  EXPECT_EQ(io::read_pmi_vocab_tsv(tmp.file("v.tsv")).size(), 1u);
+}
+
 TEST(NpmiTsv, BadFilesGiveLineAndValue) {
   TempDir tmp;
   test::write_file(tmp.file("h.tsv"), "rank\tkmer\n");

@@ -119,8 +119,7 @@ std::vector<Example> build_promoter(const PromoterOptions& o, DatasetStats& stat
   std::unordered_set<std::string> tata_names;
   if (!o.tata_list.empty()) {
     io::check_input_type(o.tata_list);
-    io::for_each_line(o.tata_list, [&](const std::string& text, uint64_t ln) {
-      std::string line = ln == 1 && text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? text.substr(3) : text;
+    io::for_each_line(o.tata_list, [&](std::string line, uint64_t ln) {
       const size_t a = line.find_first_not_of(" \t"), b = line.find_last_not_of(" \t");
       if (a == std::string::npos || line[a] == '#') return;
       line = line.substr(a, b - a + 1);
