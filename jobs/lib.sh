@@ -5,9 +5,11 @@
 # through GENEMASK_JOBS_DIR (jobs/pipeline.sh exports it), else next to the script, else
 # $SLURM_SUBMIT_DIR/jobs.
 #
-#   gm_bin                 the genemask binary: $GENEMASK_BIN, else build/src/cli/genemask of
-#                          this checkout, else PREFIX/bin/genemask when these scripts are
-#                          installed (PREFIX/share/genemask/jobs), else `genemask` on PATH
+#   gm_bin                 the genemask binary's absolute path: $GENEMASK_BIN (a path, or a
+#                          bare name looked up on PATH), else build/src/cli/genemask of this
+#                          checkout, else PREFIX/bin/genemask when these scripts are installed
+#                          (PREFIX/share/genemask/jobs), else `genemask` on PATH; an error
+#                          when that is not an executable file
 #   gm_launch N CMD...     run CMD on N ranks: `srun` inside a Slurm allocation; without srun
 #                          `mpirun -np $SLURM_NTASKS` (N outside Slurm); the plain command when
 #                          N is 1 and there is no allocation. Extra mpirun options:
@@ -45,15 +47,33 @@ unset CDPATH  # `cd DIR && pwd` must give DIR, not a folder of the same name els
 gm_repo=$(cd "${GENEMASK_JOBS_DIR:-$(dirname "${BASH_SOURCE[0]}")}/.." && pwd)
 
 gm_bin() {
+  local b p
   if [ -n "${GENEMASK_BIN:-}" ]; then
-    printf '%s\n' "$GENEMASK_BIN"
+    b=$GENEMASK_BIN
   elif [ -x "$gm_repo/build/src/cli/genemask" ]; then
-    printf '%s\n' "$gm_repo/build/src/cli/genemask"
+    b=$gm_repo/build/src/cli/genemask
   elif [ -x "$gm_repo/../../bin/genemask" ]; then
-    (cd "$gm_repo/../../bin" && printf '%s\n' "$PWD/genemask")
+    b=$gm_repo/../../bin/genemask
   else
-    printf '%s\n' genemask
+    b=genemask
   fi
+  # One absolute path for every stage: a bare name is looked up on PATH (mpirun would also
+  # look in the working folder, the shell would not), a relative path from here.
+  case $b in
+    */*) ;;
+    *)
+      p=$(type -P -- "$b") || {
+        echo "genemask jobs: '$b' is not a command on PATH: set GENEMASK_BIN to the genemask binary's path" \
+          "(or build this checkout with scripts/build.sh)" >&2
+        return 1
+      }
+      b=$p ;;
+  esac
+  if [ ! -f "$b" ] || [ ! -x "$b" ]; then
+    echo "genemask jobs: GENEMASK_BIN=$b is not an executable file" >&2
+    return 1
+  fi
+  printf '%s/%s\n' "$(cd "$(dirname -- "$b")" && pwd)" "$(basename -- "$b")"
 }
 
 gm_log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }

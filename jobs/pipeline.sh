@@ -70,7 +70,11 @@ if [ "$mode" = local ]; then
     shift 2
     wanted "${name%%-*}" || return 0
     gm_log "== $name"
-    GENEMASK_NTASKS=$n bash "$@" 2>&1 | tee "$OUT/logs/$name.log"
+    # Appended, each run under its own header: a rerun (--from) keeps the earlier run's log,
+    # and a file of that name that is not the pipeline's loses nothing.
+    printf '== genemask jobs/pipeline.sh --local: stage %s, %s\n' "$name" "$(date -u +%Y-%m-%dT%H:%M:%SZ)" \
+      >>"$OUT/logs/$name.log"
+    GENEMASK_NTASKS=$n bash "$@" 2>&1 | tee -a "$OUT/logs/$name.log"
   }
   t0=$SECONDS
   stage count "$RANKS_COUNT" "$J/count.sbatch" "${count_input[@]}" "$OUT/count" "${count_opts[@]}"

@@ -60,6 +60,9 @@ check "$out/report/improvement.md"
 # A second run resumes: pretraining continues from the checkpoints, the sweep skips its jobs.
 "$repo/jobs/pipeline.sh" --local "$tmp/pipeline.conf" >"$tmp/second.log" 2>&1 || { cat "$tmp/second.log"; fail=1; }
 grep -q -- "--resume" "$out/logs/pretrain-genemask.log" || { echo "second run did not pass --resume" >&2; fail=1; }
+# The local logs are appended to: the first run's log is still there, under its own header.
+n_runs=$(grep -c '^== genemask jobs/pipeline.sh --local: stage pretrain-genemask, ' "$out/logs/pretrain-genemask.log" || true)
+[ "$n_runs" = 2 ] || { echo "pretrain-genemask.log: $n_runs run headers, want 2 (the first run's log kept)" >&2; fail=1; }
 n_ok2=$(grep -c '"status": *"ok"' "$out/sweep/results.jsonl" || true)
 if [ "$n_ok2" != 24 ]; then echo "second run: $n_ok2 ok records, want 24 (finished jobs skipped)" >&2; fail=1; fi
 # The files the scripts write themselves under OUT replace only their own: a user's
@@ -170,6 +173,26 @@ if "$repo/jobs/pipeline.sh" --dry-run "$tmp/no-such-dir/p.conf" >/dev/null 2>"$t
   echo "a missing config was accepted" >&2; fail=1
 fi
 grep -qF "no config file $tmp/no-such-dir/p.conf" "$tmp/bad5.err" || { echo "bad5: $(cat "$tmp/bad5.err")" >&2; fail=1; }
+# The binary is one absolute path for every stage: a bare name from PATH (mpirun alone would
+# also have looked in the working folder), a relative path from here; neither an error.
+mkdir -p "$tmp/binpath"
+ln -sf "${GENEMASK_BIN:-$repo/build/src/cli/genemask}" "$tmp/binpath/gm-test"
+# shellcheck source=jobs/lib.sh
+got=$(source "$repo/jobs/lib.sh" && PATH=$tmp/binpath:$PATH GENEMASK_BIN=gm-test gm_bin)
+[ "$got" = "$tmp/binpath/gm-test" ] || { echo "gm_bin, bare name: '$got'" >&2; fail=1; }
+# shellcheck source=jobs/lib.sh
+got=$(cd "$tmp" && source "$repo/jobs/lib.sh" && GENEMASK_BIN=binpath/gm-test gm_bin)
+[ "$got" = "$tmp/binpath/gm-test" ] || { echo "gm_bin, relative path: '$got'" >&2; fail=1; }
+for wrong in gm-not-on-path "$tmp/binpath/none" "$tmp/binpath"; do
+  # shellcheck source=jobs/lib.sh
+  if (source "$repo/jobs/lib.sh" && GENEMASK_BIN=$wrong gm_bin) >/dev/null 2>"$tmp/bin.err"; then
+    echo "gm_bin accepted GENEMASK_BIN=$wrong" >&2; fail=1
+  fi
+  grep -q "genemask jobs: .*$(basename "$wrong")" "$tmp/bin.err" || { echo "gm_bin $wrong: $(cat "$tmp/bin.err")" >&2; fail=1; }
+done
+if GENEMASK_BIN=gm-not-on-path "$repo/jobs/pipeline.sh" --dry-run "$tmp/pipeline.conf" >/dev/null 2>"$tmp/bin.err"; then
+  echo "pipeline.sh ran with a binary that is not there" >&2; fail=1
+fi
 # Many genomes (GENOMES, issue 32): the genome split in two files, listed with a genes file
 # for one of them; count, shards and pretrain (GENOME_WEIGHTS) take the list.
 many=$tmp/many
