@@ -65,7 +65,7 @@ void register_finetune(CLI::App& app, Context& ctx) {
                   "\"random\", a model directory (config.json + model.safetensors or pytorch_model.bin) or a "
                   "`genemask pretrain` run (newest checkpoint)")
       ->required();
-  sub->add_option("--config", o->config, "architecture of --model random: logo, dnabert or a config.json")
+  auto* config_opt = sub->add_option("--config", o->config, "architecture of --model random: logo, dnabert or a config.json")
       ->capture_default_str();
   sub->add_option("--train", o->train, "training table: released 6-mer TSV or sequence,label CSV/TSV")
       ->required()
@@ -103,7 +103,12 @@ void register_finetune(CLI::App& app, Context& ctx) {
       "Single-process: under mpirun with several ranks it refuses; use `genemask sweep` for many runs.");
   auto force = std::make_shared<bool>(false);
   add_force_flag(sub, *force, "--out and --save-model");
-  sub->callback([o, force, &ctx] {
+  sub->callback([o, force, config_opt, &ctx] {
+    // A pretrained model brings its own config.json: a --config beside it would be ignored.
+    if (o->model != "random" && config_opt->count() > 0)
+      throw CLI::ValidationError("--config", fmt::format("applies to --model random only; the model {} has its own "
+                                                         "config.json",
+                                                         o->model));
     // --model and --config name a directory or file, or "random", "logo", "dnabert".
     ctx.inputs = {{"--model", o->model}, {"--config", o->config}, {"--train", o->train}, {"--test", o->test}};
     ctx.outputs = {{"--out", o->out, io::OutputKind::directory},

@@ -21,7 +21,7 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
   print_summary(ctx, {{"command", "pretrain"},
                       {"out", o.out},
                       {"masking", to_string(o.masking)},
-                      {"model", o.model},
+                      {"model", model::model_name(o)},
                       {"init", o.init},
                       {"ranks", s.ranks},
                       {"effective_batch", s.effective_batch},

@@ -202,7 +202,11 @@ void run_variants(VariantsArgs a, const Context& ctx) {
                                        x.ref_seq.size(), x.alt_seq.size(), tsv ? "" : "; widen --flank/--window"));
   if (v.empty()) throw io::InputError(a.variants, "no variant to score (all skipped: see --flank/--window)");
   std::vector<std::string> ref, alt;
-  for (const auto& x : v) ref.push_back(x.ref_seq), alt.push_back(x.alt_seq);
+  a.score.origins.clear();
+  for (const auto& x : v) {
+    ref.push_back(x.ref_seq), alt.push_back(x.alt_seq);
+    a.score.origins.push_back(fmt::format("{}:{} ({})", a.variants, x.line, x.id));
+  }
 
   const model::LogFn log = [](const std::string& l) { std::cerr << "[variants] " << l << std::endl; };
   model::VariantScores s;

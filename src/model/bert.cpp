@@ -14,6 +14,7 @@
 
 #include <ATen/autocast_mode.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -99,6 +100,57 @@ void check_config_object(const nlohmann::json& j, const std::string& path) {
                                            j.type_name(), io::excerpt(j.dump(), 40)));
 }
 
+namespace {
+/// Edits (insertions, deletions, substitutions) between a and b.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+/// A config.json's settings that genemask's BERT does not implement, and keys that look like
+/// a misspelt BERT key ("max_position_embedding", "hidden_dropout"): each would otherwise be
+/// dropped without a word and the default used. Keys of transformers' other settings
+/// (architectures, id2label, torch_dtype, ...) are left alone.
+void check_unsupported_keys(const nlohmann::json& j, const std::string& path) {
+  if (j.contains("position_embedding_type") && !j["position_embedding_type"].is_null() &&
+      j["position_embedding_type"] != nlohmann::json("absolute"))
+    throw io::InputError(path, fmt::format("position_embedding_type is {}: genemask's BERT has absolute position "
+                                           "embeddings only",
+                                           io::json_excerpt(j["position_embedding_type"])));
+  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"] == nlohmann::json(false))
+    throw io::InputError(path, "tie_word_embeddings is false: genemask's BERT ties the MLM decoder to the word "
+                               "embeddings (as transformers does by default); a model with its own decoder cannot "
+                               "be trained or exported as it is");
+  static const char* const kKeys[] = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+                                      "intermediate_size", "max_position_embeddings", "type_vocab_size", "pad_token_id",
+                                      "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps",
+                                      "initializer_range", "hidden_act", "position_embedding_type",
+                                      "tie_word_embeddings", "model_type"};
+  for (const auto& [key, value] : j.items()) {
+    (void)value;
+    if (std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; })) continue;
+    for (const char* k : kKeys) {
+      const std::string known = k;
+      const bool prefix = key.size() >= 6 && (known.rfind(key, 0) == 0 || key.rfind(known, 0) == 0);
+      if (prefix || edit_distance(key, known) <= 2)
+        throw io::InputError(path, fmt::format("has a key '{}', which is no BERT setting: is it a misspelt '{}'? "
+                                               "(it would be ignored and {}'s default used)",
+                                               io::excerpt(key, 60), known, known));
+    }
+  }
+}
+}  // namespace
+
 BertConfig BertConfig::from_json_file(const std::string& path) {
   nlohmann::json j = io::read_json_file(path);
   check_config_object(j, path);
@@ -106,6 +158,7 @@ BertConfig BertConfig::from_json_file(const std::string& path) {
   try {
     if (j.contains("model_type") && j["model_type"] != "bert")
       throw io::InputError(path, fmt::format("model_type is {}, only \"bert\" is supported", j["model_type"].dump()));
+    check_unsupported_keys(j, path);
     // Integers (1e9 written as a float is accepted; 1e30 or 2.5 are not): a float out of
     // int64's range would be undefined behaviour to convert.
     auto integer = [&](const char* key, std::optional<int64_t> fallback) -> int64_t {

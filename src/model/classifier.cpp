@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 
 #include "genemask/corpus/tokenizer.hpp"
@@ -221,6 +222,35 @@ BertForSequenceClassification load_classifier_hf(const std::string& dir, std::ve
   } else {
     throw io::InputError(cfg_path, "has neither id2label nor num_labels, and the weights no classifier.weight: not a "
                                    "sequence classifier");
+  }
+  // What the probabilities mean: a softmax over classes that exclude each other. A multi-label
+  // head (a sigmoid per label) or a regression head read as that would publish numbers
+  // transformers does not give for the same model.
+  if (j.contains("problem_type") && !j["problem_type"].is_null() &&
+      j["problem_type"] != nlohmann::json("single_label_classification"))
+    throw io::InputError(cfg_path, fmt::format("problem_type is {}: genemask scores single-label classifiers (a softmax "
+                                               "over classes), as `genemask finetune --save-model` writes them",
+                                               io::json_excerpt(j["problem_type"])));
+  if (names.size() < 2)
+    throw io::InputError(cfg_path, fmt::format("has {} label(s): a classifier has at least 2 classes (one label is a "
+                                               "regression head)",
+                                               names.size()));
+  {
+    std::map<std::string, size_t> id_of;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (auto [it, fresh] = id_of.emplace(names[i], i); !fresh)
+        throw io::InputError(cfg_path, fmt::format("id2label names class '{}' for ids {} and {}: each class has one "
+                                                   "name, or predictions cannot say which was meant",
+                                                   names[i], it->second, i));
+    // label2id, when given, must say the same thing the other way round.
+    if (j.contains("label2id") && j["label2id"].is_object() && j.contains("id2label"))
+      for (const auto& [name, id] : j["label2id"].items()) {
+        auto it = id_of.find(name);
+        if (!id.is_number_integer() || it == id_of.end() || static_cast<int64_t>(it->second) != id.get<int64_t>())
+          throw io::InputError(cfg_path, fmt::format("label2id maps '{}' to {}, but id2label does not name it so: the "
+                                                     "two must be inverses",
+                                                     name, io::json_excerpt(id)));
+      }
   }
   BertConfig c = BertConfig::from_json_file(cfg_path);
   c.hidden_dropout_prob = c.attention_probs_dropout_prob = 0.0;

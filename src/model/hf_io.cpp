@@ -70,9 +70,26 @@ void load_state(BertForMaskedLM& model, const std::string& source,
   torch::NoGradGuard ng;
   auto params = model->named_parameters();
   std::set<std::string> loaded;
+  const auto tensor = [&](const std::string& name) -> const torch::Tensor* {
+    for (const auto& [n, t] : tensors)
+      if (n == name) return &t;
+    return nullptr;
+  };
   for (const auto& [name, t] : tensors) {
-    // Tied copies that HF checkpoints may carry.
-    if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") continue;
+    // Tied copies that HF checkpoints may carry: the same values as the word embeddings and
+    // the prediction bias, which genemask's decoder reads. A decoder of its own (a model
+    // saved untied) would be dropped here and its numbers lost.
+    if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") {
+      const torch::Tensor* tied = tensor(name == "cls.predictions.decoder.weight"
+                                             ? "bert.embeddings.word_embeddings.weight"
+                                             : "cls.predictions.bias");
+      if (tied && (tied->sizes() != t.sizes() || !torch::equal(tied->to(torch::kFloat), t.to(torch::kFloat))))
+        throw io::InputError(source, fmt::format("tensor '{}' differs from the tensor it is tied to in BERT's MLM head: "
+                                                 "this model's decoder is not tied (tie_word_embeddings false), which "
+                                                 "genemask's BERT cannot hold",
+                                                 name));
+      continue;
+    }
     if (name.find("position_ids") != std::string::npos) continue;
     if (name == "bert.pooler.dense.weight" || name == "bert.pooler.dense.bias") {  // carried as is
       auto& dst = name == "bert.pooler.dense.weight" ? model->pooler_weight : model->pooler_bias;
@@ -187,6 +204,12 @@ std::map<std::string, std::shared_ptr<void>> g_holds;  // run -> its readers loc
 
 std::string resolve_model_dir(const std::string& run) {
   io::ResolvedModel r = io::resolve_model(run);
+  // A run's newest checkpoint is its model only once the run has finished (as for export-hf
+  // and the sweep): a run stopped half-way, or still training, would pass for the final model.
+  if (const std::string why = io::unfinished_run_reason(
+          r, run, fmt::format("name a checkpoint directory (\"{}\") to use that step", r.dir));
+      !why.empty())
+    throw std::runtime_error(why);
   if (r.hold) {
     std::lock_guard<std::mutex> g(g_holds_mutex);
     g_holds[r.run] = r.hold;  // one per run, however many jobs of a sweep read it

@@ -59,11 +59,25 @@ SequenceInputs read_sequences_unchecked(const std::string& path) {
   const bool compressed = io::probe_file(path).compression != io::Compression::none;
   check_read_memory(path, compressed);
   if (c == '>' || compressed) {
+    // The task tables' rules: bases (IUPAC codes included), and some A, C, G or T. A genome's
+    // FASTA may hold alignment gaps ('-') and stops ('*'); a sequence to score may not: each
+    // would become an [UNK] 6-mer and be scored as if it were sequence.
+    bool any_base = false;
     for (auto& [name, seq] : io::read_fasta_all(path)) {
+      const size_t bad = seq.find_first_not_of("ACGTNRYSWKMBDHVacgtnryswkmbdhv");
+      if (bad != std::string::npos)
+        throw io::InputError(path, fmt::format("record '{}': '{}' at position {} is not a base (alignment gaps and "
+                                               "stops are not sequence): remove them",
+                                               name, seq[bad], bad + 1));
+      any_base = any_base || seq.find_first_of("ACGTacgt") != std::string::npos;
       out.ids.push_back(name);
       out.seqs.push_back(std::move(seq));
       out.lines.push_back(0);
     }
+    if (!out.seqs.empty() && !any_base)
+      throw io::InputError(path, fmt::format("none of its {} records has an A, C, G or T (all N or other IUPAC codes): "
+                                             "nothing to score; is this the file you meant?",
+                                             out.seqs.size()));
   } else {
     for (auto& r : io::read_task_table(path, /*label_required=*/false)) {
       out.ids.push_back(fmt::format("line{}", r.line));

@@ -363,6 +363,9 @@ void build_model(Run& r) {
   const auto& o = r.o;
   adopt_run_fusions(r);
   r.init_dir = o.init.empty() ? "" : resolve_model_dir(o.init);
+  // Token ids are genemask's: a model whose vocab.txt orders them otherwise would be trained
+  // on other tokens than it learnt (finetune and embed refuse it the same way).
+  if (!r.init_dir.empty()) check_vocab(r.init_dir);
   r.cfg = !r.init_dir.empty() ? BertConfig::from_json_file(r.init_dir + "/config.json")
           : o.model.find(".json") != std::string::npos ? BertConfig::from_json_file(o.model)
                                                          : BertConfig::named(o.model);
@@ -416,7 +419,7 @@ nlohmann::json run_settings(const Run& r) {
   const auto digest = [](const std::string& s) { return s.empty() ? nlohmann::json() : nlohmann::json(s); };
   return {{"seed", r.o.seed},
           {"masking", to_string(r.o.masking)},
-          {"model", r.o.model},
+          {"model", model_name(r.o)},
           {"batch_per_rank", r.o.batch_per_rank},
           {"grad_accum", r.o.grad_accum},
           {"shards", fs::weakly_canonical(r.o.shards).string()},
@@ -927,7 +930,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   for (auto& p : r.params) parameters += p.numel();
   r.say(fmt::format("model {} ({} parameters), masking {}, {} ranks x batch {} x accumulation {} = effective batch {}, "
                     "packing {}, {} threads per rank, {} training samples",
-                    o.model, parameters, to_string(o.masking), r.world, o.batch_per_rank, o.grad_accum,
+                    model_name(o), parameters, to_string(o.masking), r.world, o.batch_per_rank, o.grad_accum,
                     sum.effective_batch, r.packing ? "on" : "off", r.threads, data.dataset_size()));
   if (!data.genome_probabilities().empty()) {
     std::string shares;
@@ -1177,7 +1180,7 @@ void plot_perplexity(const Run& r) {
     if (j.contains("eval_perplexity") && j["eval_perplexity"].is_number())
       s[1].points.emplace_back(j["step"].get<double>(), j["eval_perplexity"].get<double>());
   }
-  write_line_plot(r.o.out + "/perplexity.svg", "MLM perplexity (" + to_string(r.o.masking) + ", " + r.o.model + ")",
+  write_line_plot(r.o.out + "/perplexity.svg", "MLM perplexity (" + to_string(r.o.masking) + ", " + model_name(r.o) + ")",
                   "step", "perplexity", s, true);
 }
 
@@ -1202,6 +1205,10 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
   open_metrics(r);
   PretrainSummary sum;
   sum.start_step = r.step;
+  // A resume of a run that has reached --steps runs no step: it reports where the run is
+  // (its step and newest checkpoint), not 0 and no checkpoint.
+  sum.steps_done = r.step;
+  if (o.resume && r.step > 0) sum.last_checkpoint = io::checkpoint_dir(o.out, r.step);
   sum.ranks = r.world;
   sum.effective_batch = o.batch_per_rank * r.world * o.grad_accum;
   sum.allreduce = to_string(r.how);

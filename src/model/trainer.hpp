@@ -50,6 +50,10 @@ struct PretrainOptions {
   std::string command_line;
 };
 
+/// What the run trains, for its logs, summary and state.json: --model, or --init's path when
+/// the model comes from there (--model's default is then unused).
+inline std::string model_name(const PretrainOptions& o) { return o.init.empty() ? o.model : o.init; }
+
 struct PretrainSummary {
   int64_t start_step = 0, steps_done = 0, effective_batch = 0;
   // The loss of the last logged step, and the last validation loss: nullopt when none was

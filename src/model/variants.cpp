@@ -69,6 +69,17 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
     }
     tokens[i] = frame(t);
   }
+  // A window longer than the model reads is cut to its first 6-mers; a variant beyond them
+  // would leave ref and alt reading the same tokens, and its delta 0 would be no measurement.
+  for (size_t i = 0; i < n; ++i)
+    if (tokens[i] == tokens[i + n] && ref[i] != alt[i])
+      throw std::invalid_argument(fmt::format(
+          "{}: the variant lies beyond the first {} 6-mers of its {}-base window, all the model reads ({} bases): ref "
+          "and alt would be scored on the same tokens; use a window of at most {} bases (--flank {} for a SNV), or "
+          "centre the sequences on the variant",
+          i < o.origins.size() ? o.origins[i] : fmt::format("pair {}", i + 1), max_tokens,
+          std::max(ref[i].size(), alt[i].size()), max_tokens + kTokenK - 1, max_tokens + kTokenK - 1,
+          (max_tokens + kTokenK - 2) / 2));
   std::vector<size_t> order(2 * n);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tokens[a].size() < tokens[b].size(); });

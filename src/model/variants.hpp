@@ -17,6 +17,8 @@ struct VariantScoreOptions {
   std::string device = "cpu";
   int device_index = 0;
   std::string precision = "auto";  // fp32, bf16 (autocast) or auto (bf16 where the device has bf16 hardware)
+  // Where pair i came from ("v.vcf:12 (rs7)"), for messages; empty: "pair i".
+  std::vector<std::string> origins;
 };
 
 struct VariantScores {

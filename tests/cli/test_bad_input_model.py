@@ -472,5 +472,107 @@ class BadModelInput(unittest.TestCase):
         self.assertIn('model "m" changed', p.stderr)
 
 
+    # ---- a fifth campaign: model inputs that were used without a word -----------------
+
+    def test_models_and_inputs_genemask_cannot_read_as_given_are_refused(self):
+        """Each of these once ran with exit 0 and published numbers of another model or input:
+        a vocabulary of other ids under pretrain --init, a run stopped half-way taken for its
+        final model, a multi-label or regression head read as a softmax, two classes of one
+        name, a BERT setting genemask does not implement (or misspelt) dropped, an untied
+        decoder replaced by the tied one, alignment gaps scored as sequence, a --config that
+        nothing read, and a variant beyond the 6-mers the model reads scored as delta 0."""
+        from safetensors.numpy import load_file, save_file
+        t = self.t
+        vocab = self.copy("hf", "hf-vocab")
+        lines = open(os.path.join(vocab, "vocab.txt")).read().split("\n")
+        lines[5], lines[6] = lines[6], lines[5]
+        open(os.path.join(vocab, "vocab.txt"), "w").write("\n".join(lines))
+        half = self.copy("run", "run-half")
+        state = os.path.join(half, "checkpoints", "step-00000004", "state.json")
+        st = json.load(open(state))
+        st["steps"] = 100
+        json.dump(st, open(state, "w"))
+
+        def edited(src, name, **changes):
+            d = self.copy(src, name)
+            c = json.load(open(os.path.join(d, "config.json")))
+            c.update(changes)
+            json.dump(c, open(os.path.join(d, "config.json"), "w"))
+            return d
+
+        edited("clf", "clf-multi", problem_type="multi_label_classification")
+        edited("clf", "clf-dup", id2label={"0": "promoter", "1": "promoter"})
+        edited("clf", "clf-l2i", label2id={"0": 1, "1": 0})
+        edited("hf", "hf-untied", tie_word_embeddings=False)
+        untied = self.copy("hf", "hf-decoder")
+        w = load_file(os.path.join(untied, "model.safetensors"))
+        w["cls.predictions.decoder.weight"] = w["bert.embeddings.word_embeddings.weight"] * 2
+        save_file(w, os.path.join(untied, "model.safetensors"), metadata={"format": "pt"})
+        for name, extra in [("tiny-typo.json", {"max_position_embedding": 64}),
+                            ("tiny-relative.json", {"position_embedding_type": "relative_key"})]:
+            json.dump(dict(tb.TINY, **extra), open(t(name), "w"))
+        open(t("gaps.fa"), "w").write(">a\nACGTACGTAC--GTACGTACGT\n")
+        open(t("alln.fa"), "w").write(">a\nNNNNNNNNNNNNNNNNNNNN\n>b\nNNNNNNNNNN\n")
+        genome = "".join(l.strip() for l in open(t("g.fa")).read().split(">chr2")[0].splitlines()[1:])
+        pos = next(p for p in range(2000, 3000) if genome[p - 1] in "ACGT")
+        alt = {"A": "C", "C": "G", "G": "T", "T": "A"}[genome[pos - 1]]
+        with open(t("far.vcf"), "w") as f:
+            f.write("##fileformat=VCFv4.2\n#CHROM\tPOS\tID\tREF\tALT\tQUAL\tFILTER\tINFO\n"
+                    f"chr1\t{pos}\trs9\t{genome[pos - 1]}\t{alt}\t.\t.\t.\n")
+        pre = lambda out, *x: ["pretrain", "--shards", t("shards"), "--out", t(out), "--masking", "random", "--steps",
+                               "1", "--batch-per-rank", "2", "--grad-accum", "1", *FAST, *x]
+        ft = lambda model, out, *x: ["finetune", "--model", t(model), "--train", t("train.csv"), "--test",
+                                     t("test.csv"), "--out", t(out), "--epochs", "1", *FAST, *x]
+        predict = lambda model, inp, out: ["predict", "--model", t(model), "--input", t(inp), "--out", t(out), *FAST]
+        unfinished = ["has not finished", "step 4 of the 100", "name a checkpoint directory"]
+        self.check_table([
+            Row("pretrain --init with a vocab.txt of other ids", pre("i1", "--init", vocab),
+                [os.path.join(vocab, "vocab.txt") + ":6: token"], t("i1")),
+            Row("finetune of a run stopped half-way", ft("run-half", "f1"), unfinished, t("f1")),
+            Row("embed of a run stopped half-way",
+                ["embed", "--model", half, "--input", t("test.csv"), "--out", t("e1.h5"), *FAST], unfinished, t("e1.h5")),
+            Row("pretrain --init of a run stopped half-way", pre("i2", "--init", half), unfinished, t("i2")),
+            Row("a multi-label head", predict("clf-multi", "test.csv", "p1.tsv"),
+                [t("clf-multi", "config.json"), "problem_type is \"multi_label_classification\""], t("p1.tsv")),
+            Row("two classes of one name", predict("clf-dup", "test.csv", "p2.tsv"),
+                [t("clf-dup", "config.json"), "class 'promoter' for ids 0 and 1"], t("p2.tsv")),
+            Row("label2id that is not id2label's inverse", predict("clf-l2i", "test.csv", "p3.tsv"),
+                [t("clf-l2i", "config.json"), "label2id maps '0' to 1"], t("p3.tsv")),
+            Row("tie_word_embeddings false", pre("i3", "--init", t("hf-untied")),
+                [t("hf-untied", "config.json"), "tie_word_embeddings is false"], t("i3")),
+            Row("a decoder of its own", pre("i4", "--init", untied),
+                [os.path.join(untied, "model.safetensors"), "'cls.predictions.decoder.weight' differs"], t("i4")),
+            Row("a misspelt BERT key", pre("i5", "--model", t("tiny-typo.json")),
+                [t("tiny-typo.json"), "'max_position_embedding'", "misspelt 'max_position_embeddings'"], t("i5")),
+            Row("relative position embeddings", pre("i6", "--model", t("tiny-relative.json")),
+                [t("tiny-relative.json"), "position_embedding_type is \"relative_key\""], t("i6")),
+            Row("predict: alignment gaps in a FASTA", predict("clf", "gaps.fa", "p4.tsv"),
+                [t("gaps.fa"), "record 'a': '-' at position 11 is not a base"], t("p4.tsv")),
+            Row("predict: a FASTA of N only", predict("clf", "alln.fa", "p5.tsv"),
+                [t("alln.fa"), "none of its 2 records has an A, C, G or T"], t("p5.tsv")),
+            Row("finetune --config beside a pretrained model", ft("hf", "f2", "--config", "dnabert"),
+                ["--config", "applies to --model random only"], t("f2"), usage=True),
+            Row("variants: the variant beyond the 510 6-mers read",
+                ["variants", "--model", t("clf"), "--variants", t("far.vcf"), "--genome", t("g.fa"), "--flank", "600",
+                 "--out", t("v1"), *FAST],
+                [t("far.vcf") + ":3 (rs9): the variant lies beyond the first 510 6-mers of its 1201-base window",
+                 "--flank 257"], t("v1")),
+        ])
+        # What still works: a checkpoint of the half run named explicitly, a window the model
+        # reads whole, and a run from --init names the model it trained.
+        run(ft(os.path.join("run-half", "checkpoints", "step-00000004"), "f3"))
+        s = summary(run(["variants", "--model", t("clf"), "--variants", t("far.vcf"), "--genome", t("g.fa"),
+                         "--flank", "257", "--out", t("v2"), *FAST]))
+        self.assertEqual(s["truncated"], 0, s)
+        s = summary(run(pre("i7", "--init", t("hf"))))
+        self.assertEqual(s["model"], t("hf"), s)
+        self.assertEqual(json.load(open(t("i7", "checkpoints", "step-00000001", "state.json")))["model"],
+                         t("hf"))
+        # A resume of a finished run runs no step and says where the run is.
+        again = self.copy("run", "run-again")
+        s = summary(run(self.pretrain(again, "--resume")))
+        self.assertEqual((s["steps_done"], os.path.basename(s["checkpoint"])), (4, "step-00000004"), s)
+
+
 if __name__ == "__main__":
     unittest.main()
