@@ -113,3 +113,52 @@ def test_trainer_learns_with_genemask_masking_and_repeats(work, tmp_path):
     b = c(examples(256, seed=2, lo=400, hi=500))
     frac = float((b["labels"] != -100).sum() / (b["attention_mask"].sum() - 2 * 256))
     assert 0.10 < frac < 0.20, frac
+
+
+def test_collator_refuses_an_attention_mask_that_is_not_ones_then_zeros():
+    c = DataCollatorForGeneMask(strategy="random", seed=0)
+    ids = examples(2, lo=30, hi=40)
+    n = len(ids[0]["input_ids"])
+    for att, match in [([1] * (n - 1) + [2], "example 0: attention_mask must hold only 0 and 1; it holds 2"),
+                       ([1] * (n - 1) + [-1], "example 0: attention_mask must hold only 0 and 1; it holds -1"),
+                       ([1, 0] + [1] * (n - 2), "example 0: attention_mask is not 1s then 0s: pad on the right")]:
+        with pytest.raises(ValueError, match=match):
+            c([dict(ids[0], attention_mask=att), ids[1]])
+    # 1s then 0s: the 0s drop the padding
+    padded = dict(input_ids=ids[0]["input_ids"] + [genemask.PAD] * 3, attention_mask=[1] * n + [0] * 3)
+    assert torch.equal(c([padded, ids[1]])["attention_mask"], DataCollatorForGeneMask(strategy="random", seed=0)(
+        [ids[0], ids[1]])["attention_mask"])
+
+
+def test_collator_refuses_a_tokenizer_of_other_ids(tmp_path):
+    from transformers import AutoTokenizer, BertTokenizer
+    genemask.Tokenizer().save_pretrained(tmp_path / "ok")
+    DataCollatorForGeneMask(AutoTokenizer.from_pretrained(str(tmp_path / "ok")), strategy="random")  # the same ids
+    vocab = genemask.Tokenizer().vocab()
+    for name, tokens, match in [
+            ("swapped", vocab[:5] + [vocab[6], vocab[5]] + vocab[7:],
+             "it gives 'AAAAAA' the id 6, DNABERT-6 gives it 5"),
+            ("lower", vocab[:5] + [t.lower() for t in vocab[5:]], "it has no token 'AAAAAA' \\(DNABERT-6's id 5\\)")]:
+        (tmp_path / f"{name}.txt").write_text("\n".join(tokens) + "\n")
+        tok = BertTokenizer(str(tmp_path / f"{name}.txt"), do_lower_case=False)
+        assert (tok.pad_token_id, tok.mask_token_id, len(tok)) == (genemask.PAD, genemask.MASK, genemask.VOCAB_SIZE)
+        with pytest.raises(ValueError, match=f"the tokenizer's vocabulary is not DNABERT-6's: {match}"):
+            DataCollatorForGeneMask(tok, strategy="random")
+    lowering = BertTokenizer.from_pretrained(str(tmp_path / "ok"), do_lower_case=True)
+    with pytest.raises(ValueError, match="the tokenizer lower-cases its input \\(do_lower_case=True\\)"):
+        DataCollatorForGeneMask(lowering, strategy="random")
+
+
+def test_collator_refuses_a_batch_that_mixes_keyed_and_plain_examples():
+    c = DataCollatorForGeneMask(strategy="random", seed=3)
+    ex = examples(4)
+    keyed = [dict(e, sample_index=10 + i, epoch=0) for i, e in enumerate(ex)]
+    with pytest.raises(ValueError, match="examples 0, 1 carry sample_index and epoch, examples 2, 3 do not"):
+        c(keyed[:2] + ex[2:])
+    with pytest.raises(ValueError, match="example 1 carries sample_index but not epoch"):
+        c([keyed[0], {"input_ids": ex[1]["input_ids"], "sample_index": 5}])
+    with pytest.raises(ValueError, match="examples 0 carry sample_index and epoch, examples 1 do not"):
+        c([keyed[0], "ACGTACGTACGTTT"])
+    c(keyed)  # all keyed, or none
+    c(ex)
+    DataCollatorForGeneMask(strategy="random")(keyed[:2] + ex[2:])  # seed=None: the keys are not used

@@ -113,3 +113,216 @@ def test_the_genomes_example_trains_with_a_trainer(genomes, tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert (out / "config.json").exists() and (out / "model.safetensors").exists()
+
+
+def edited(src, dst, manifest=None, shard=None, split="train"):
+    """A copy of the shard set src at dst with manifest(m) applied to its manifest and shard(h)
+    to its first shard of the split (opened for writing); returns dst."""
+    import shutil
+    shutil.copytree(src, dst)
+    with open(dst / "manifest.json") as f:
+        m = json.load(f)
+    if manifest:
+        manifest(m)
+        with open(dst / "manifest.json", "w") as f:
+            json.dump(m, f)
+    if shard:
+        import h5py
+        name = next(s["file"] for s in m["shards"] if s["split"] == split)
+        with h5py.File(dst / name, "r+") as h:
+            shard(h)
+    return dst
+
+
+def shards_of(m, split):
+    return [s for s in m["shards"] if s["split"] == split]
+
+
+def drop_valid(m):
+    m["shards"] = shards_of(m, "train")
+
+
+def drop_valid_and_totals(m):
+    drop_valid(m)
+    m["totals"]["valid"] = {"samples": 0, "tokens": 0}
+
+
+def valid_as_train(m):
+    for s in m["shards"]:
+        s["split"] = "train"
+    t = m["totals"]
+    t["train"] = {k: t["train"][k] + t["valid"][k] for k in ("samples", "tokens")}
+    t["valid"] = {"samples": 0, "tokens": 0}
+
+
+def set_field(*path_and_value):
+    *path, value = path_and_value
+
+    def edit(m):
+        for key in path[:-1]:
+            m = m[key]
+        m[path[-1]] = value
+    return edit
+
+
+def first_train(key, value):
+    def edit(m):
+        shards_of(m, "train")[0][key] = value
+    return edit
+
+
+MANIFEST_EDITS = [
+    ("shard-removed", drop_valid, "totals.valid: \\d+ samples and \\d+ tokens, but the shards listed hold 0 and 0"),
+    ("shard-removed-totals-too", drop_valid_and_totals,
+     "candidates: \\d+ segments cut, \\d+ dropped, but the shards listed hold"),
+    ("split-changed", valid_as_train, "is a 'valid' shard, but the manifest lists it as 'train'"),
+    ("no-totals", lambda m: m.pop("totals"), "manifest.json: totals: missing; the manifest is damaged or was edited"),
+    ("format-version", set_field("format_version", 2), "format_version 2 is not supported \\(expected 1\\)"),
+    ("file-with-slash", first_train("file", "../shards/x.h5"),
+     "shards\\[0\\].file: '../shards/x.h5' is not a file name"),
+    ("file-dotdot", first_train("file", ".."), "shards\\[0\\].file: '..' is not a file name in the shard directory"),
+    ("listed-twice", lambda m: m["shards"].append(dict(m["shards"][0])), "both list the shard"),
+    ("samples-text", first_train("samples", "12"), "shards\\[0\\].samples: \"12\" is not a non-negative integer"),
+    ("first-sample", first_train("first_sample", 1), "holds samples 0\\.\\.\\d+, the manifest says 1\\.\\."),
+    ("vocab", set_field("vocab_sha256", "0" * 64), "vocab_sha256 is '0{64}', but genemask's DNABERT-6 vocabulary"),
+]
+
+
+@pytest.mark.parametrize("name,edit,match", MANIFEST_EDITS, ids=[e[0] for e in MANIFEST_EDITS])
+def test_an_edited_manifest_is_refused(work, genomes, tmp_path, name, edit, match):
+    """The manifest is checked as `pretrain` checks it (io/shard_manifest.cpp): a shard left
+    out, a split changed, a path for a file name: each once read as a smaller or other
+    corpus without a word."""
+    d = edited(work["shards"], tmp_path / "s", manifest=edit)
+    with pytest.raises(genemask.InputError, match=match):
+        genemask.ShardDataset(d)
+    genemask.ShardDataset(work["shards"])  # the original is read
+
+
+@pytest.mark.parametrize("split", ["train", "valid"])
+def test_a_foreign_shard_is_refused(work, genomes, tmp_path, split):
+    """A shard of another shard set (the genome list's) listed in the manifest: as a valid
+    shard (not read for train) it was ignored; as a train shard, with the totals adjusted,
+    its samples were read as this set's."""
+    import shutil
+    other = json.loads((genomes / "shards" / "manifest.json").read_text())
+    foreign = shards_of(other, "train")[0]
+
+    def edit(m):
+        m["shards"].append(dict(foreign, file="foreign.h5", split=split))
+        if split == "train":
+            for k in ("samples", "tokens"):
+                m["totals"]["train"][k] += foreign[k]
+            m["candidates"] += foreign["samples"]
+    d = edited(work["shards"], tmp_path / "s", manifest=edit)
+    shutil.copy(genomes / "shards" / foreign["file"], d / "foreign.h5")
+    match = "totals.valid: .* but the shards listed hold" if split == "valid" else \
+        "foreign.h5: (is a 'train' shard|was cut with seed 7|damaged shard: sample \\d+ has chrom)"
+    with pytest.raises(genemask.InputError, match=match):
+        genemask.ShardDataset(d, split="train")
+
+
+def test_an_incomplete_shard_set_is_refused(work, tmp_path):
+    d = edited(work["shards"], tmp_path / "s")
+    marker = json.loads((d / ".genemask.json").read_text())
+    (d / ".genemask.json").write_text(json.dumps(dict(marker, complete=False)))
+    with pytest.raises(genemask.InputError, match="is an incomplete output of `genemask shards` .* run that command "
+                                                  "again with --force"):
+        genemask.ShardDataset(d)
+    (d / ".genemask.json").write_text("{}")
+    with pytest.raises(genemask.InputError, match="is not a genemask output marker"):
+        genemask.ShardDataset(d)
+
+
+def test_the_genomes_counts_must_be_the_shards(genomes, tmp_path):
+    def edit(m):
+        m["genomes"][0]["samples"]["train"] += 1
+    d = edited(genomes / "shards", tmp_path / "s", manifest=edit)
+    with pytest.raises(genemask.InputError, match="genomes: their train samples and tokens add up to"):
+        genemask.ShardDataset(d)
+
+
+def set_attr(name, value):
+    def edit(h):
+        h.attrs[name] = value
+    return edit
+
+
+def set_at(dataset, i, value):
+    def edit(h):
+        h[dataset][i] = value
+    return edit
+
+
+SHARD_EDITS = [
+    ("format", set_attr("format", "genemask-shardz"), "not a genemask shard \\(expected attribute format="),
+    ("format-version", set_attr("format_version", np.uint64(2)), "shard format version 2 is not supported"),
+    ("split", set_attr("split", "valid"), "is a 'valid' shard, but the manifest lists it as 'train'"),
+    ("vocab", set_attr("vocab_sha256", "f" * 64), "vocab_sha256 is 'f{64}', but genemask's DNABERT-6 vocabulary"),
+    ("seed", set_attr("seed", np.uint64(43)), "was cut with seed 43, the manifest's shards with seed"),
+    ("offsets-start", set_at("offsets", 0, 1), "damaged shard: offsets\\[0\\] is 1, expected 0"),
+    ("offsets-order", set_at("offsets", 2, 1), "damaged shard: sample 1 spans offsets \\d+\\.\\.1, expected 1 to 510 "
+                                               "tokens in increasing order"),
+    ("offsets-empty-sample", set_at("offsets", 1, 0), "damaged shard: sample 0 spans offsets 0\\.\\.0"),
+    ("offsets-end", set_at("offsets", -1, 5), "damaged shard: sample \\d+ spans|the offsets end at token"),
+    ("sample-order", set_at("sample_index", 1, 0), "damaged shard: sample 1 has sample_index 0 after 0"),
+    ("chrom", set_at("chrom", 3, 2), "damaged shard: sample 3 has chrom 2, but the manifest lists 2 chromosomes"),
+]
+
+
+@pytest.mark.parametrize("name,edit,match", SHARD_EDITS, ids=[e[0] for e in SHARD_EDITS])
+def test_a_damaged_shard_is_refused(work, tmp_path, name, edit, match):
+    """A shard is checked as `pretrain` checks it (io/shard_file.cpp, loader.cpp): attributes,
+    offsets, sample indices, chromosomes (its SHA-256 is not checked here: verify=False)."""
+    d = edited(work["shards"], tmp_path / "s", shard=edit)
+    with pytest.raises(genemask.InputError, match=match):
+        genemask.ShardDataset(d, verify=False)
+
+
+def test_a_long_sample_is_refused(work, tmp_path):
+    def edit(h):  # sample 0 takes 511 tokens of the next samples
+        h["offsets"][1] = 511
+    d = edited(work["shards"], tmp_path / "s", shard=edit)
+    with pytest.raises(genemask.InputError, match="sample 0 spans offsets 0\\.\\.511, expected 1 to 510 tokens"):
+        genemask.ShardDataset(d, verify=False)
+
+
+def test_a_samples_genome_must_be_its_chromosomes(genomes, tmp_path):
+    def edit(h):
+        h["genome"][0] = (h["genome"][0] + 1) % 3
+    d = edited(genomes / "shards", tmp_path / "s", shard=edit)
+    with pytest.raises(genemask.InputError, match="damaged shard: sample 0 has genome \\d, but its chromosome \\d+ is "
+                                                  "of genome \\d"):
+        genemask.ShardDataset(d, verify=False)
+
+
+def test_rank_and_world_size_go_together_and_epochs_is_positive(work):
+    with pytest.raises(ValueError, match="rank=1 and world_size=None: give both"):
+        genemask.ShardDataset(work["shards"], rank=1)
+    with pytest.raises(ValueError, match="rank=None and world_size=2: give both"):
+        genemask.ShardDataset(work["shards"], world_size=2)
+    for epochs in (0, -1):
+        with pytest.raises(ValueError, match=f"epochs must be None \\(without end\\) or at least 1, got {epochs}"):
+            genemask.ShardDataset(work["shards"], epochs=epochs)
+    assert genemask.ShardDataset(work["shards"], rank=1, world_size=2).rank == 1
+
+
+def test_items_carry_the_seed_and_the_collator_refuses_another(work):
+    ds = genemask.ShardDataset(work["shards"], seed=42, batch_size=4)
+    items = [x for _, x in zip(range(4), iter(ds))]
+    assert all(x["seed"] == 42 for x in items)
+    with pytest.raises(ValueError, match="example 0 comes with seed 42 \\(its dataset's\\), but the collator masks "
+                                         "with seed=7"):
+        DataCollatorForGeneMask(strategy="random", seed=7)(items)
+    same = DataCollatorForGeneMask(strategy="random", seed=42)(items)
+    np.testing.assert_array_equal(same["input_ids"].numpy(), DataCollatorForGeneMask(strategy="random", seed=42)(
+        [{k: v for k, v in x.items() if k != "seed"} for x in items])["input_ids"].numpy())
+    DataCollatorForGeneMask(strategy="random")(items)  # seed=None: torch's draws, no seed to match
+
+
+def test_the_vocabulary_digest_is_the_clis(work, tmp_path):
+    from genemask.data import vocab_sha256
+    summary = cli("vocab", "--out", tmp_path / "vocab.txt")
+    assert summary["sha256"] == vocab_sha256()
+    with open(os.path.join(work["shards"], "manifest.json")) as f:
+        assert json.load(f)["vocab_sha256"] == vocab_sha256()

@@ -24,8 +24,12 @@ except ImportError as e:  # pragma: no cover - depends on the environment
 __all__ = ["DataCollatorForGeneMask"]
 
 
+_USE = "use genemask.Tokenizer() or the tokenizer of a model exported by `genemask export-hf`"
+
+
 def _check_tokenizer(tokenizer) -> None:
-    """A Hugging Face tokenizer must use the DNABERT-6 vocabulary the masker works in."""
+    """A Hugging Face tokenizer must use the DNABERT-6 vocabulary the masker works in: the
+    same special ids and the same id for every token (get_vocab())."""
     if tokenizer is None or isinstance(tokenizer, Tokenizer):
         return
     pad = getattr(tokenizer, "pad_token_id", None)
@@ -34,8 +38,33 @@ def _check_tokenizer(tokenizer) -> None:
     if (pad, mask, size) != (PAD, MASK, VOCAB_SIZE):
         raise ValueError(
             f"the tokenizer has pad={pad}, mask={mask} and {size} tokens; GeneMask masks DNABERT-6 ids "
-            f"(pad={PAD}, mask={MASK}, {VOCAB_SIZE} tokens): use genemask.Tokenizer() or the tokenizer of a "
-            "model exported by `genemask export-hf`")
+            f"(pad={PAD}, mask={MASK}, {VOCAB_SIZE} tokens): {_USE}")
+    if getattr(tokenizer, "do_lower_case", False):
+        raise ValueError("the tokenizer lower-cases its input (do_lower_case=True), so it gives every DNABERT-6 "
+                         f"6-mer (upper-case) the id of [UNK]: {_USE}")
+    if not callable(getattr(tokenizer, "get_vocab", None)):
+        raise ValueError(f"the tokenizer ({type(tokenizer).__name__}) has no get_vocab(), so its ids cannot be "
+                         f"checked against DNABERT-6's: {_USE}")
+    theirs = dict(tokenizer.get_vocab())
+    ours = Tokenizer().get_vocab()
+    if theirs == ours:
+        return
+    for token, i in ours.items():  # in id order: the first difference
+        if token not in theirs:
+            what = f"has no token {token!r} (DNABERT-6's id {i})"
+            break
+        if theirs[token] != i:
+            what = f"gives {token!r} the id {theirs[token]}, DNABERT-6 gives it {i}"
+            break
+    else:
+        extra = sorted(set(theirs) - set(ours), key=lambda t: (theirs[t], t))[0]
+        what = f"has the token {extra!r} (id {theirs[extra]}), which DNABERT-6 lacks"
+    raise ValueError(f"the tokenizer's vocabulary is not DNABERT-6's: it {what} (another order, or lower-case "
+                     f"6-mers?); GeneMask masks DNABERT-6 ids: {_USE}")
+
+
+def _few(indices: List[int]) -> str:
+    return ", ".join(map(str, indices[:5])) + (", ..." if len(indices) > 5 else "")
 
 
 class DataCollatorForGeneMask:
@@ -43,7 +72,8 @@ class DataCollatorForGeneMask:
 
     Examples may be dicts with ``input_ids`` (lists, numpy arrays or tensors of DNABERT-6
     ids, as ``genemask.Tokenizer`` or an exported Hugging Face tokenizer makes them, with
-    [CLS]/[SEP]), optionally ``attention_mask``; or DNA strings, which are tokenized here.
+    [CLS]/[SEP]), optionally ``attention_mask`` (0s and 1s, 1s first); or DNA strings, which
+    are tokenized here. A ``tokenizer`` given must have DNABERT-6's id for every token.
     Returns ``{"input_ids", "attention_mask", "labels"}`` as int64 torch tensors; labels are
     -100 where not masked (Hugging Face's convention).
 
@@ -54,9 +84,11 @@ class DataCollatorForGeneMask:
     With an integer ``seed`` the masks depend only on (seed, DataLoader worker, the samples
     that worker collated before), not on torch: fixed masks for evaluation. Examples that
     carry ``sample_index`` and ``epoch`` (``genemask.ShardDataset``'s) are masked by
-    (seed, epoch, sample_index) instead: the masks ``genemask pretrain --seed`` gives them. DataLoader
-    workers that are not persistent start each epoch afresh, so with an integer seed each
-    epoch repeats the previous epoch's draws (on the epoch's own, reshuffled samples).
+    (seed, epoch, sample_index) instead: the masks ``genemask pretrain --seed`` gives them; a
+    batch that mixes such examples with others, or an example whose own ``seed`` is not the
+    collator's, is an error. DataLoader workers that are not persistent start each epoch
+    afresh, so with an integer seed each epoch repeats the previous epoch's draws (on the
+    epoch's own, reshuffled samples).
 
     ``strategy``: ``"genemask"`` (needs ``npmi``), ``"random"`` or ``"pmi-vocab"`` (needs
     ``pmi_vocab``); ``rate``: the centre probability (None: the paper's). ``max_length``
@@ -98,6 +130,11 @@ class DataCollatorForGeneMask:
                     att = _int_array(ex["attention_mask"], f"example {i} attention_mask", 1)
                     if att.shape != ids.shape:
                         raise ValueError(f"example {i}: attention_mask has {att.shape[0]} entries, input_ids {ids.shape[0]}")
+                    if att.size and (att.min() < 0 or att.max() > 1):
+                        bad = int(att[(att < 0) | (att > 1)][0])
+                        raise ValueError(f"example {i}: attention_mask must hold only 0 and 1; it holds {bad}")
+                    if np.any(att[1:] > att[:-1]):
+                        raise ValueError(f"example {i}: attention_mask is not 1s then 0s: pad on the right")
                     ids = ids[att.astype(bool)]
             else:
                 raise TypeError(f"example {i} must be a dict with 'input_ids' or a DNA string, got {type(ex).__name__}")
@@ -122,6 +159,32 @@ class DataCollatorForGeneMask:
         return ids, att
 
     # -- seeding ----------------------------------------------------------------------
+    def _keyed(self, examples: Sequence[Any]) -> bool:
+        """Whether the batch is masked by (seed, epoch, sample_index): with an integer seed, when
+        every example carries both keys (none: the batch is numbered on; some: an error). An
+        example's own ``seed`` (genemask.ShardDataset's) must be the collator's."""
+        if self.seed is None:
+            return False
+        keys = []
+        for i, ex in enumerate(examples):
+            index = isinstance(ex, Mapping) and "sample_index" in ex
+            epoch = isinstance(ex, Mapping) and "epoch" in ex
+            if index != epoch:
+                raise ValueError(f"example {i} carries {'sample_index' if index else 'epoch'} but not "
+                                 f"{'epoch' if index else 'sample_index'}: the masks of `pretrain --seed` need both")
+            if isinstance(ex, Mapping) and ex.get("seed") is not None and int(ex["seed"]) != self.seed:
+                raise ValueError(f"example {i} comes with seed {int(ex['seed'])} (its dataset's), but the collator "
+                                 f"masks with seed={self.seed}: give both the same seed (ShardDataset(seed=...) and "
+                                 "DataCollatorForGeneMask(seed=...)), or the masks match neither's `pretrain --seed`")
+            keys.append(index)
+        if any(keys) and not all(keys):
+            with_keys = [i for i, k in enumerate(keys) if k]
+            without = [i for i, k in enumerate(keys) if not k]
+            raise ValueError(f"examples {_few(with_keys)} carry sample_index and epoch, examples {_few(without)} do "
+                             "not: a batch is masked by (seed, epoch, sample_index) or numbered on, not both; do not "
+                             "mix examples of a genemask.ShardDataset with others in one batch")
+        return all(keys)
+
     def _batch_seed(self):
         """(seed, epoch, first sample index) of the next batch."""
         if self.seed is None:
@@ -134,8 +197,7 @@ class DataCollatorForGeneMask:
         if len(examples) == 0:
             raise ValueError("an empty batch")
         ids, att = self._pad(self._rows(examples))
-        keyed = self.seed is not None and all(isinstance(ex, Mapping) and "sample_index" in ex and "epoch" in ex
-                                              for ex in examples)
+        keyed = self._keyed(examples)
         if keyed:  # genemask.ShardDataset's items: the masks of `pretrain --seed` for these samples
             index = np.array([int(ex["sample_index"]) for ex in examples], dtype=np.int64)
             epochs = np.array([int(ex["epoch"]) for ex in examples], dtype=np.int64)

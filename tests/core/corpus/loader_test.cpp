@@ -337,3 +337,18 @@ TEST(ShardSet, AShardListedTwiceOrCopiedIsRefused) {
   test::write_file(path, original);
   EXPECT_NO_THROW(ShardSet(tmp.path(), "train"));
 }
+
+// A shard set written with another vocabulary's ids (its manifest says so) was read as
+// genemask's: pretrain and mask-stats would have trained on and masked other tokens.
+TEST(ShardSet, ShardsOfAnotherVocabularyAreRefused) {
+  TempDir tmp;
+  make_shards(tmp.path(), 20);
+  const std::string path = tmp.path() + "/manifest.json";
+  nlohmann::json j = nlohmann::json::parse(test::read_file(path));
+  j["vocab_sha256"] = std::string(64, '0');
+  test::write_file(path, j.dump(2));
+  EXPECT_EQ(test::error_of([&] { ShardSet(tmp.path(), "train"); }),
+            path + ": vocab_sha256 is '" + std::string(64, '0') +
+                "', but genemask's DNABERT-6 vocabulary (`genemask vocab`) has SHA-256 " + vocab_sha256() +
+                ": the shards hold the ids of another vocabulary; build the shards again with this genemask");
+}
