@@ -287,14 +287,14 @@ Setup prepare(const SweepOptions& o) {
     errno = 0;
     std::ifstream in(plan_path, std::ios::binary);
     if (!in)
-      throw io::InputError(plan_path, fmt::format("cannot read the previous plan ({}); remove it to start over",
+      throw io::InputError(plan_path, fmt::format("cannot read the previous plan ({}); to start over, remove it and move results.jsonl aside (its records would be kept and checked against the new plan's inputs)",
                                                   io::open_error_reason(errno)));
     std::stringstream text;
     text << in.rdbuf();
     io::JsonParse parsed = io::try_parse_json(text.str());
     if (!parsed.ok())
       throw io::InputError(plan_path, parsed.line,
-                           fmt::format("cannot read the previous plan ({}); remove it to start over", parsed.error));
+                           fmt::format("cannot read the previous plan ({}); to start over, remove it and move results.jsonl aside (its records would be kept and checked against the new plan's inputs)", parsed.error));
     const nlohmann::json old_plan = std::move(parsed.value);
     diff = sweep::compare_plans(old_plan, new_plan);
     if (!diff.changes.empty() && !o.force) {
@@ -327,6 +327,11 @@ Setup prepare(const SweepOptions& o) {
       if (!was->empty() && !now->empty() && *was != *now)
         return fmt::format("{}:{}: job {} was run on another {} (SHA-256 {}...) than the plan's now ({}...)", results_path,
                            r.line, r.job, what, was->substr(0, 12), now->substr(0, 12));
+    // The settings too: a plan.json removed (or lost) leaves nothing else to hold them against.
+    if (r.ok && !r.finetune.is_null() && r.finetune != sweep::finetune_to_json(j.finetune))
+      return fmt::format("{}:{}: job {} was run with other fine-tuning settings ({}) than the plan's now ({})",
+                         results_path, r.line, r.job, io::json_excerpt(r.finetune, 120),
+                         io::json_excerpt(sweep::finetune_to_json(j.finetune), 120));
     return "";
   };
   size_t mismatched = 0;

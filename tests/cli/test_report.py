@@ -95,8 +95,13 @@ def expected(truth, order):
     """Independent computation of every cell: stats, t-test vs baseline, ranks."""
     group_of = {m: g for g, ms in GROUPS.items() for m in ms}
     cells = {}
+    # The seeds a cell should have (no sweep plan.json here): every seed any model has at its
+    # task and shots; a cell over fewer is marked n=k/m and not ranked.
+    seen = {}
     for (model, task, shots), seeds in truth.items():
-        row = {"n": len(seeds)}
+        seen.setdefault((task, shots), set()).update(seeds)
+    for (model, task, shots), seeds in truth.items():
+        row = {"n": len(seeds), "n_expected": len(seen[(task, shots)])}
         base = BASELINES[group_of[model]]
         shared = sorted(set(seeds) & set(truth[(base, task, shots)])) if model != base else []
         row["pairs"] = len(shared)
@@ -117,7 +122,8 @@ def expected(truth, order):
         for task in TASKS:
             for shots in SHOTS:
                 for m in METRICS:
-                    vals = {mo: shown(cells[(mo, task, shots)][m + "_mean"]) for mo in models}
+                    vals = {mo: shown(cells[(mo, task, shots)][m + "_mean"]) for mo in models
+                            if cells[(mo, task, shots)]["n"] == cells[(mo, task, shots)]["n_expected"]}
                     distinct = sorted(set(vals.values()), reverse=True)
                     for mo, v in vals.items():
                         if v == distinct[0]:
@@ -185,6 +191,7 @@ class Report(unittest.TestCase):
         for r in rows:
             want = self.cells[(r["model"], r["task"], int(r["shots"]))]
             self.assertEqual(int(r["n"]), want["n"])
+            self.assertEqual(int(r["n_expected"]), want["n_expected"])
             self.assertEqual(int(r["pairs"]), want["pairs"])
             for m in METRICS:
                 for f in ("mean", "std", "t", "p"):
@@ -227,6 +234,8 @@ class Report(unittest.TestCase):
             for i, (t, m) in enumerate((t, m) for t in TASKS for m in METRICS):
                 want = self.cells[(what[1], t, shots)]
                 text = f"{want[m + '_mean']:.3f} \u00b1 {want[m + '_std']:.3f}"
+                if want["n"] < want["n_expected"]:
+                    text += f" (n={want['n']}/{want['n_expected']})"
                 text = {1: f"**{text}**", 2: f"_{text}_", 0: text}[want[m + "_rank"]]
                 text += want[m + "_marker"].replace("*", "\\*")
                 self.assertEqual(cells[2 + i], text, (what, t, m))
@@ -248,6 +257,8 @@ class Report(unittest.TestCase):
                     for j, (t, m) in enumerate((t, m) for t in TASKS for m in METRICS):
                         want = self.cells[(mo, t, s)]
                         text = f"{want[m + '_mean']:.3f} $\\pm$ {want[m + '_std']:.3f}"
+                        if want["n"] < want["n_expected"]:
+                            text += f" ($n={want['n']}/{want['n_expected']}$)"
                         text = {1: f"\\textbf{{{text}}}", 2: f"\\cellcolor{{yellow}} {text}", 0: text}[want[m + "_rank"]]
                         text += want[m + "_marker"].replace("\u2020", "$\\dagger$")
                         self.assertEqual(cells[2 + j], text)

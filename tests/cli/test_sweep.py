@@ -43,6 +43,12 @@ def unit(x):
     return (x >> 11) / 9007199254740992.0
 
 
+def builtin_sha256(config):
+    """The plan's digest of a built-in architecture: its name, so "logo" records are never
+    taken for "dnabert" ones."""
+    return hashlib.sha256(f"genemask built-in config: {config}".encode()).hexdigest()
+
+
 def expected_record(model, task, shots, seed):
     """What a simulated job must produce: an independent re-implementation of the hash."""
     key = f"{model['name']}|{task}|{shots}|{seed}"
@@ -52,8 +58,10 @@ def expected_record(model, task, shots, seed):
             "seed": seed, "status": "ok", "accuracy": acc, "auc": 0.5 + 0.45 * unit((h + 1) & M64),
             "f1": 0.4 + 0.5 * unit((h + 2) & M64), "mcc": 2 * acc - 1, "n_train": 2 * shots, "n_test": 200,
             "classes": 2, "attempts": 1, "checkpoint": "random", "checkpoint_step": None,
-            # What the job read (issue 31): both tables hold TABLE; a built-in random model has no file.
-            "train_sha256": TABLE_SHA256, "test_sha256": TABLE_SHA256, "model_sha256": None, "simulated": True,
+            # What the job read (issue 31): both tables hold TABLE; a built-in random model has no
+            # file, and its identity is its architecture's name (docs/formats.md).
+            "train_sha256": TABLE_SHA256, "test_sha256": TABLE_SHA256,
+            "model_sha256": builtin_sha256(model.get("config", "logo")), "simulated": True,
             # The fine-tuning settings it ran with: the plan's defaults (docs/sweep.md).
             "finetune": {"lr": 0.0, "epochs": 0, "batch": 0, "dropout": 0.1, "warmup_fraction": 0.1,
                          "weight_decay": 0.01, "precision": "auto"}}
@@ -362,6 +370,32 @@ class SweepSimulated(SweepBase):
         recs = read_records(out, allow_torn=False)
         self.assertEqual(len(recs), 36)
         self.assertEqual(stable(recs), self.expected())
+
+    def test_records_are_held_against_their_jobs_when_plan_json_is_gone(self):
+        """A sweep directory whose plan.json was removed (or lost) kept its records and
+        skipped their jobs: records of a random "logo" model were reused (and averaged) for a
+        random "dnabert" one of the same name, and records of other fine-tuning settings too.
+        Each record is held against its job: the architecture by its digest, the settings."""
+        out = self.out("no-plan")
+        logo = self.write_plan("np-logo.json", models=[{"name": "R", "path": "random", "config": "logo"}])
+        self.sweep(out, plan=logo)
+        os.remove(os.path.join(out, "plan.json"))
+        dnabert = self.write_plan("np-dnabert.json", models=[{"name": "R", "path": "random", "config": "dnabert"}])
+        p = self.sweep(out, plan=dnabert, check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("were run on other inputs than the plan's now", p.stderr)
+        self.assertIn("job R|t1|1000|1 was run on another model (SHA-256 "
+                      f"{builtin_sha256('logo')[:12]}...) than the plan's now ({builtin_sha256('dnabert')[:12]}...)",
+                      p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(out, "plan.json")))  # a refused sweep writes none
+        settings = self.write_plan("np-epochs.json", models=[{"name": "R", "path": "random", "config": "logo"}],
+                                   finetune={"epochs": 3})
+        p = self.sweep(out, plan=settings, check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("was run with other fine-tuning settings", p.stderr)
+        # --force moves the stale records aside and reruns their jobs.
+        s = summary(self.sweep(out, plan=dnabert, extra=["--force"]))
+        self.assertEqual((s["stale_records"], s["jobs_skipped"]), (len(TASKS) * len(SHOTS) * len(SEEDS), 0), s)
 
     def test_plan_changes(self):
         out = self.out("change")

@@ -43,7 +43,7 @@ struct PlanModel {
   std::string config;          // architecture for "random": logo, dnabert or an absolute config.json
   // The identity of what the jobs read, taken when the plan is read: SHA-256 of the weights
   // file (checked against a checkpoint's state.json), or of the config.json of a "random"
-  // model given as a file; "" for a built-in architecture.
+  // model given as a file, or of "genemask built-in config: NAME" for a built-in one.
   std::string weights_sha256, config_sha256;
   std::string group;           // optional grouping for the report ("" when absent)
   bool group_given = false;    // the plan names the group: the report takes it over the records'
@@ -87,6 +87,10 @@ struct Plan {
   // read_plan_order of a sweep's own plan.json: its "finetune" as written (finetune_to_json);
   // null otherwise. The report holds the records' settings against it.
   nlohmann::json recorded_finetune;
+  // read_plan_order of a sweep's own plan.json: its shots and seeds are the grid the sweep
+  // ran (the report counts each cell's seeds against them); false otherwise, and shots and
+  // seeds are then only defaults.
+  bool grid_given = false;
 };
 
 /// One fine-tuning run. Everything a worker needs travels in the job (workers never read

@@ -59,6 +59,11 @@ struct Options {
 /// One metric of one (model, task, shots) cell over its seeds.
 struct MetricStat {
   uint64_t n = 0;
+  // Seeds the cell should have: the plan's (a sweep's plan.json), else every seed any model
+  // has at the cell's task and shots. n below it: a mean over fewer seeds than the others,
+  // marked "n=k/m" and not ranked.
+  uint64_t expected = 0;
+  bool incomplete() const { return n > 0 && n < expected; }
   double mean = 0, std = 0;  // std with ddof = 1; NaN when n < 2
   bool compared = false;     // there is a baseline to compare with (and this is not it)
   uint64_t pairs = 0;        // seeds present for both this model and the baseline
@@ -87,6 +92,9 @@ struct Table {
   std::string baseline_arm;   // --baseline named an arm: each replicate is compared with the
                               // baseline arm's replicate of the same id (over fine-tuning seeds)
   std::vector<std::string> failed_jobs;  // from Results, noted under the tables
+  // Jobs of the plan's grid (shown models and tasks) with no record at all (a sweep stopped
+  // before them), noted under the tables like the failed ones.
+  std::vector<std::string> missing_jobs;
   std::vector<std::string> warnings;     // e.g. a plan group that disagrees with the records
   std::vector<std::vector<MetricStat>> cells;  // [(m * tasks + t) * shots + s][metric]
   /// Per model (in `models` order): the fine-tuning precision of its shown records -> how many

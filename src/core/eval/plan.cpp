@@ -275,6 +275,9 @@ PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::stri
                      : c.existing(j["config"], Checker::sub(path, "config"), "expected logo, dnabert or a config.json");
       if (m.config != "logo" && m.config != "dnabert") m.config_sha256 = c.digest(m.config, Checker::sub(path, "config"));
     }
+    // A built-in architecture's identity is its name: records of a random "logo" model are
+    // then never taken for (or averaged with) those of a random "dnabert" one of that name.
+    if (m.config == "logo" || m.config == "dnabert") m.config_sha256 = io::sha256_hex("genemask built-in config: " + m.config);
     for (const char* key : {"checkpoint", "checkpoint_step", "weights_sha256"})
       if (j.contains(key) && !j[key].is_null())
         c.fail(Checker::sub(path, key), "only a model read from a directory has one (this one is \"random\")");
@@ -614,8 +617,20 @@ Plan read_plan_order(const std::string& path) {
   };
   names("models", true);
   names("tasks", false);
-  if (j.is_object() && j.value("format", "") == "genemask-sweep-plan" && j.contains("finetune") && j["finetune"].is_object())
-    p.recorded_finetune = j["finetune"];
+  const bool sweeps_own = j.is_object() && j.value("format", "") == "genemask-sweep-plan";
+  if (sweeps_own && j.contains("finetune") && j["finetune"].is_object()) p.recorded_finetune = j["finetune"];
+  // The grid the sweep ran: every seed of every shot count, for every model and task.
+  const auto integers = [&](const char* key) {
+    if (!sweeps_own || !j.contains(key) || !j[key].is_array() || j[key].empty()) return false;
+    return std::all_of(j[key].begin(), j[key].end(), [](const nlohmann::json& v) { return v.is_number_unsigned(); });
+  };
+  if (integers("shots") && integers("seeds")) {
+    p.shots.clear();
+    p.seeds.clear();
+    for (const auto& v : j["shots"]) p.shots.push_back(v.get<int64_t>());
+    for (const auto& v : j["seeds"]) p.seeds.push_back(v.get<uint64_t>());
+    p.grid_given = true;
+  }
   return p;
 }
 
@@ -807,6 +822,12 @@ PlanDiff compare_plans(const nlohmann::json& old_plan, const nlohmann::json& new
       for (auto* x : {&a, &b})
         x->erase("group"), x->erase("arm"), x->erase("replicate"), x->erase("shot_train"), x->erase("shot_train_sha256");
       if (!a.contains("checkpoint")) b.erase("checkpoint"), b.erase("checkpoint_step");  // a plan.json of before
+      // A built-in architecture's digest is of its name, which is compared itself (and a
+      // plan.json of before recorded none).
+      const auto builtin = [](const nlohmann::json& x) {
+        return x.value("config", "") == "logo" || x.value("config", "") == "dnabert";
+      };
+      if (builtin(b) && (builtin(a) || !a.contains("config_sha256"))) a.erase("config_sha256"), b.erase("config_sha256");
       std::vector<std::string> what_changed;
       std::set<std::string> keys;
       for (const auto& [k, v] : a.items()) keys.insert(k);

@@ -302,6 +302,18 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   }
   for (const auto& pm : plan.models)
     if (!pm.arm.empty() && group_of.count(pm.name)) arm_of.emplace(pm.name, std::make_pair(pm.arm, pm.replicate));
+  // One model per replicate of an arm: two would be pooled as one replicate (results of two
+  // sweeps that both number their replicates from 0, or a model moved to another arm).
+  {
+    std::map<std::pair<std::string, int64_t>, std::string> model_of;
+    for (const auto& [model, ar] : arm_of)
+      if (auto [it, fresh] = model_of.emplace(ar, model); !fresh)
+        throw io::InputError(results.path, fmt::format("models '{}' and '{}' are both replicate {} of arm '{}': their "
+                                                       "results would be pooled as one pretraining run; give each "
+                                                       "replicate of an arm its own id (the plan's \"replicate\"), or "
+                                                       "report the sweeps separately",
+                                                       it->second, model, ar.second, ar.first));
+  }
   std::set<std::string> arms_present;
   for (auto& m : t.models) {
     if (auto it = arm_of.find(m.name); it != arm_of.end()) {
@@ -432,14 +444,67 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
         }
       }
 
-  // Ranks per (group, shots) block and (task, metric) column, on the shown (rounded) means.
+  // Seeds each cell should have, and the plan's jobs that left no record (a sweep stopped
+  // before them): a mean over fewer seeds than the others is marked, not ranked, and said.
+  {
+    std::vector<std::set<uint64_t>> seen(t.tasks.size() * t.shots.size());
+    for (const Record* r : used) seen[task_idx[r->task] * t.shots.size() + shot_idx[r->shots]].insert(r->seed);
+    const auto planned = [](const auto& names, const std::string& n) {
+      return std::any_of(names.begin(), names.end(), [&](const auto& x) { return x.name == n; });
+    };
+    std::set<std::string> done(results.failed_jobs.begin(), results.failed_jobs.end());
+    for (const Record* r : used) done.insert(r->job);
+    uint64_t short_cells = 0;
+    std::string example;
+    for (size_t m = 0; m < t.models.size(); ++m)
+      for (size_t k = 0; k < t.tasks.size(); ++k)
+        for (size_t s = 0; s < t.shots.size(); ++s) {
+          const bool in_grid = plan.grid_given && planned(plan.models, t.models[m].name) &&
+                               planned(plan.tasks, t.tasks[k]) &&
+                               std::count(plan.shots.begin(), plan.shots.end(), t.shots[s]) > 0;
+          const uint64_t expected = in_grid ? plan.seeds.size() : seen[k * t.shots.size() + s].size();
+          for (auto& st : t.cells[at(m, k, s)]) st.expected = expected;
+          const MetricStat& st = t.cells[at(m, k, s)][0];
+          if (st.incomplete() && short_cells++ == 0)
+            example = fmt::format("model '{}', task '{}', {} shots: {} of {}", t.models[m].name, t.tasks[k],
+                                  t.shots[s], st.n, st.expected);
+          if (in_grid)
+            for (uint64_t seed : plan.seeds) {
+              const std::string key = fmt::format("{}|{}|{}|{}", t.models[m].name, t.tasks[k], t.shots[s], seed);
+              if (!done.count(key)) t.missing_jobs.push_back(key);
+            }
+        }
+    if (short_cells > 0)
+      t.warnings.push_back(fmt::format("{} cell(s) of Table 1 are means over fewer seeds than {} (e.g. {}): marked "
+                                       "n=k/m and not ranked; finish the sweep (genemask sweep continues where it "
+                                       "stopped) or report the complete part with --models/--tasks",
+                                       short_cells, plan.grid_given ? "planned" : "other models have there", example));
+    if (!t.missing_jobs.empty())
+      t.warnings.push_back(fmt::format("{} job(s) of the plan have no record (e.g. {}): the sweep stopped before "
+                                       "them; they are listed under Table 1",
+                                       t.missing_jobs.size(), t.missing_jobs.front()));
+    // A model or task of the plan with no ok record at all is not in the tables: said.
+    if (opt.models.empty())
+      for (const auto& pm : plan.models)
+        if (!group_of.count(pm.name))
+          t.warnings.push_back(fmt::format("model '{}' of the plan has no ok record: it is not in the tables",
+                                           pm.name));
+    if (opt.tasks.empty())
+      for (const auto& pt : plan.tasks)
+        if (!task_set.count(pt.name))
+          t.warnings.push_back(fmt::format("task '{}' of the plan has no ok record: it is not in the tables",
+                                           pt.name));
+  }
+
+  // Ranks per (group, shots) block and (task, metric) column, on the shown (rounded) means,
+  // among the complete cells.
   for (const auto& g : t.groups)
     for (size_t k = 0; k < t.tasks.size(); ++k)
       for (size_t s = 0; s < t.shots.size(); ++s)
         for (size_t q = 0; q < nm; ++q) {
           std::vector<std::pair<size_t, double>> cand;
           for (size_t m = 0; m < t.models.size(); ++m)
-            if (t.models[m].group == g && t.cells[at(m, k, s)][q].n > 0)
+            if (t.models[m].group == g && t.cells[at(m, k, s)][q].n > 0 && !t.cells[at(m, k, s)][q].incomplete())
               cand.emplace_back(m, shown(t.cells[at(m, k, s)][q].mean, opt.decimals));
           std::vector<double> distinct;
           for (const auto& c : cand) distinct.push_back(c.second);
@@ -477,7 +542,9 @@ std::vector<Improvement> improvements(const Table& t) {
       } else {
         imp.model_mean = stats::mean(ours);
         imp.baseline_mean = stats::mean(theirs);
-        imp.percent = 100 * (imp.model_mean - imp.baseline_mean) / imp.baseline_mean;
+        // A percentage of a baseline mean at or below 0 (MCC can be) has no meaning: its sign
+        // flips, or it is infinite. NaN, shown as n/a, with both means in the CSV.
+        imp.percent = imp.baseline_mean > 0 ? 100 * (imp.model_mean - imp.baseline_mean) / imp.baseline_mean : kNaN;
       }
       out.push_back(imp);
     }

@@ -1,5 +1,6 @@
 // The report's text outputs: Table 1 and the improvement tables as Markdown, LaTeX and CSV,
 // and write_report, which puts everything under the output directory (report.hpp).
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
@@ -41,9 +42,18 @@ std::string tex_escape(const std::string& s) { return io::tex_text(s); }
 
 std::string csv_field(const std::string& s) { return io::csv_field(s); }
 
+/// How many seeds a cell's mean is over, when that is worth saying: one, or fewer than planned.
+std::string seeds_note(const MetricStat& st, bool latex) {
+  std::string n;
+  if (st.incomplete()) n = fmt::format("n={}/{}", st.n, st.expected);
+  else if (st.n == 1) n = "n=1";
+  if (n.empty()) return "";
+  return latex ? " ($" + n + "$)" : " (" + n + ")";
+}
+
 std::string md_cell(const MetricStat& st, int d) {
   if (st.n == 0) return "\u2013";
-  std::string v = st.n >= 2 ? num(st.mean, d) + " \u00b1 " + num(st.std, d) : num(st.mean, d) + " (n=1)";
+  std::string v = (st.n >= 2 ? num(st.mean, d) + " \u00b1 " + num(st.std, d) : num(st.mean, d)) + seeds_note(st, false);
   if (st.rank == 1) v = "**" + v + "**";
   if (st.rank == 2) v = "_" + v + "_";
   return v + md_marker(st.marker(false));
@@ -51,10 +61,19 @@ std::string md_cell(const MetricStat& st, int d) {
 
 std::string tex_cell(const MetricStat& st, int d) {
   if (st.n == 0) return "--";
-  std::string v = st.n >= 2 ? num(st.mean, d) + " $\\pm$ " + num(st.std, d) : num(st.mean, d) + " ($n=1$)";
+  std::string v = (st.n >= 2 ? num(st.mean, d) + " $\\pm$ " + num(st.std, d) : num(st.mean, d)) + seeds_note(st, true);
   if (st.rank == 1) v = "\\textbf{" + v + "}";
   if (st.rank == 2) v = "\\cellcolor{yellow} " + v;
   return v + st.marker(true);
+}
+
+/// One improvement cell: the percentage; "(k/n tasks)" when over fewer tasks than the table
+/// has; n/a when the baseline's mean is at or below 0; a dash when nothing was compared.
+std::string improvement_text(const Improvement& i, size_t table_tasks, bool latex) {
+  if (i.tasks == 0) return latex ? "--" : "\u2013";
+  std::string v = std::isnan(i.percent) ? "n/a" : latex ? fmt::format("${:.2f}\\%$", i.percent) : fmt::format("{:.2f}%", i.percent);
+  if (i.tasks < table_tasks) v += fmt::format(" ({}/{} tasks)", i.tasks, table_tasks);
+  return v;
 }
 
 std::string baseline_sentence(const Table& t, bool latex) {
@@ -113,9 +132,19 @@ std::string table1_markdown(const Table& t, int d) {
        "bold); italic: second best (only in blocks of 3 or more models). " +
        baseline_sentence(t, false) + "\n";
   if (const std::string p = t.precision_sentence(); !p.empty()) o += "\nFine-tuning precision: " + p + ".\n";
+  if (std::any_of(t.cells.begin(), t.cells.end(),
+                  [](const std::vector<MetricStat>& c) { return !c.empty() && c[0].incomplete(); }))
+    o += "\nn=k/m: the mean of k seeds where " +
+         std::string(t.missing_jobs.empty() ? "other models have m" : "the plan has m") +
+         " (an unfinished sweep); such cells are not ranked.\n";
   if (!t.failed_jobs.empty()) {
     o += fmt::format("\nFailed jobs without a result ({}):", t.failed_jobs.size());
     for (const auto& j : t.failed_jobs) o += " `" + j + "`";
+    o += "\n";
+  }
+  if (!t.missing_jobs.empty()) {
+    o += fmt::format("\nJobs of the plan not run ({}):", t.missing_jobs.size());
+    for (const auto& j : t.missing_jobs) o += " `" + j + "`";
     o += "\n";
   }
   return o;
@@ -155,6 +184,7 @@ std::string table1_latex(const Table& t, int d) {
     }
   }
   for (const auto& j : t.failed_jobs) o += "% failed job without a result: " + j + "\n";
+  for (const auto& j : t.missing_jobs) o += "% job of the plan not run: " + j + "\n";
   if (const std::string p = t.precision_sentence(); !p.empty()) o += "% fine-tuning precision: " + p + "\n";
   o += "\\end{tabular}\n\\caption{Mean $\\pm$ std over seeds, rounded to " + std::to_string(d) +
        " decimals. The best value is in \\textbf{bold}, the second best highlighted in yellow (within each "
@@ -166,7 +196,7 @@ std::string table1_csv(const Table& t) {
   std::string o = "group,model,task,shots,baseline,n,pairs";
   for (const auto& m : t.metrics)
     for (const char* f : {"mean", "std", "t", "p", "marker", "rank"}) o += "," + m + "_" + f;
-  o += "\n";
+  o += ",n_expected\n";
   for (size_t m = 0; m < t.models.size(); ++m)
     for (size_t s = 0; s < t.shots.size(); ++s)
       for (size_t k = 0; k < t.tasks.size(); ++k) {
@@ -179,7 +209,7 @@ std::string table1_csv(const Table& t) {
           o += fmt::format(",{},{},{},{},{},{}", exact(st.mean), exact(st.std), tested ? exact(st.test.t) : "",
                            tested ? exact(st.test.p) : "", st.marker(false), st.rank);
         }
-        o += "\n";
+        o += fmt::format(",{}\n", c[0].expected);
       }
   return o;
 }
@@ -194,11 +224,13 @@ std::string improvement_markdown(const Table& t, const std::vector<Improvement>&
   for (size_t i = 0; i < imp.size(); i += t.shots.size()) {
     o += "| " + md_escape(imp[i].model) + " | " + md_escape(imp[i].group) + " | " + md_escape(imp[i].baseline) + " |";
     for (size_t s = 0; s < t.shots.size(); ++s)
-      o += imp[i + s].tasks ? fmt::format(" {:.2f}% |", imp[i + s].percent) : std::string(" \u2013 |");
+      o += " " + improvement_text(imp[i + s], t.tasks.size(), false) + " |";
     o += "\n";
   }
   o += fmt::format("\n100 (A_model - A_baseline) / A_baseline, where A is the mean over the tasks with results for both "
-                   "of the per-task mean {} over seeds.\n", t.metrics[0]);
+                   "of the per-task mean {} over seeds; (k/n tasks): over k of the table's n tasks only; n/a: the "
+                   "baseline's A is at or below 0, where a percentage has no meaning (improvement.csv has both A).\n",
+                   t.metrics[0]);
   return o;
 }
 
@@ -211,7 +243,7 @@ std::string improvement_latex(const Table& t, const std::vector<Improvement>& im
   for (size_t i = 0; i < imp.size(); i += t.shots.size()) {
     o += tex_escape(imp[i].model) + " & " + tex_escape(imp[i].group) + " & " + tex_escape(imp[i].baseline);
     for (size_t s = 0; s < t.shots.size(); ++s)
-      o += imp[i + s].tasks ? fmt::format(" & ${:.2f}\\%$", imp[i + s].percent) : std::string(" & --");
+      o += " & " + improvement_text(imp[i + s], t.tasks.size(), true);
     o += " \\\\\n";
   }
   o += "\\hline\n\\end{tabular}\n\\caption{Percentage improvement in average " + metric_title(t.metrics[0]) +
@@ -355,6 +387,12 @@ Summary write_report(const Options& opt) {
   write_text(out, "table1.csv", table1_csv(t), sum.files);
   if (!t.baselines.empty()) {
     const auto imp = improvements(t);
+    for (const auto& i : imp)
+      if (i.tasks > 0 && std::isnan(i.percent))
+        sum.warnings.push_back(fmt::format("improvement of '{}' over '{}' at {} shots: the baseline's mean {} is {:.4g}, "
+                                           "at or below 0, where a percentage has no meaning (its sign flips): shown "
+                                           "as n/a; improvement.csv has both means",
+                                           i.model, i.baseline, i.shots, t.metrics[0], i.baseline_mean));
     write_text(out, "improvement.md", improvement_markdown(t, imp), sum.files);
     write_text(out, "improvement.tex", improvement_latex(t, imp), sum.files);
     write_text(out, "improvement.csv", improvement_csv(imp), sum.files);

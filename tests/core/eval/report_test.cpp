@@ -142,7 +142,8 @@ TEST(Report, PlanOrdersModelsAndTasksGroupsStayTogether) {
   EXPECT_EQ(names, (std::vector<std::string>{"b", "c", "a"}));  // plan order, then by name; groups contiguous
   EXPECT_EQ(t.groups, (std::vector<std::string>{"G2", "G1"}));
   EXPECT_EQ(t.tasks, (std::vector<std::string>{"t2", "t1"}));
-  EXPECT_TRUE(t.warnings.empty());
+  // The plan's model without a record is said, not silently left out.
+  EXPECT_EQ(t.warnings, (std::vector<std::string>{"model 'zz' of the plan has no ok record: it is not in the tables"}));
   // A plan group overrides the records' one, with a warning when they disagree.
   test::write_file(dir.file("plan2.json"), R"({"models": [{"name": "a", "group": "G2"}, {"name": "c", "group": ""}]})");
   const Table t2 = aggregate(parse(dir, text), sweep::read_plan_order(dir.file("plan2.json")), Options{});
@@ -190,9 +191,12 @@ TEST(Report, PrecisionCountsOnlyTheShownRecords) {
   EXPECT_EQ(t.precision_sentence(), "fp32");
   o.models = {"a", "b", "c"};
   t = aggregate(r, Plan{}, o);
-  ASSERT_EQ(t.warnings.size(), 1u);
+  ASSERT_EQ(t.warnings.size(), 2u);  // and a and b have 1 of the 2 seeds c has
   EXPECT_NE(t.warnings[0].find("model 'c' was fine-tuned in more than one precision: bf16 (1 record), fp32 (1 record)"),
             std::string::npos) << t.warnings[0];
+  EXPECT_NE(t.warnings[1].find("2 cell(s) of Table 1 are means over fewer seeds than other models have there (e.g. "
+                               "model 'a', task 't', 10 shots: 1 of 2)"),
+            std::string::npos) << t.warnings[1];
   EXPECT_EQ(t.precision_sentence(), "fp32 for 'a', 'b'; mixed (bf16, fp32) for 'c'");
 }
 
@@ -248,7 +252,8 @@ TEST(Report, RecordsOfOtherInputsAreNeverMixed) {
                            with(line("m", "", "t", 10, 1, 0.6, 0.7), a, b, c) +
                            with(line("n", "", "t", 10, 0, 0.5, 0.6), a, b, std::string(64, 'd'));
   Table t = aggregate(parse(dir, same), Plan{}, Options{});
-  EXPECT_TRUE(t.warnings.empty());
+  ASSERT_EQ(t.warnings.size(), 1u);  // n has 1 of m's 2 seeds
+  EXPECT_NE(t.warnings[0].find("model 'n', task 't', 10 shots: 1 of 2"), std::string::npos) << t.warnings[0];
   const std::string other_test = same + with(line("m", "", "t", 50, 0, 0.5, 0.6), a, std::string(64, 'e'), c);
   const std::string e = test::error_of([&] { aggregate(parse(dir, other_test), Plan{}, Options{}); });
   EXPECT_EQ(e, dir.file("results.jsonl") + ":4: the test table of task 't' of job m|t|50|0 is not the one of job m|t|10|0 "
@@ -270,6 +275,96 @@ TEST(Report, RecordsOfOtherInputsAreNeverMixed) {
   EXPECT_NO_THROW(aggregate(parse(dir, other_model), Plan{}, only_n));
   // Records of an earlier genemask beside digested ones: said, not refused.
   t = aggregate(parse(dir, same + line("m", "", "t", 10, 3, 0.5, 0.6)), Plan{}, Options{});
-  ASSERT_EQ(t.warnings.size(), 1u);
+  ASSERT_EQ(t.warnings.size(), 2u);
   EXPECT_NE(t.warnings[0].find("1 of the 4 records shown carry no SHA-256"), std::string::npos) << t.warnings[0];
+}
+
+// A sweep stopped part-way: a mean over 4 of 5 seeds was bolded as the best beside means over
+// 5, and a planned model with no record was simply absent. Cells are counted against the
+// plan's seeds (its plan.json beside the results), marked n=k/m, not ranked; the jobs not run
+// are listed, and a planned model without any record is said.
+TEST(Report, CellsOverFewerSeedsThanPlannedAreMarkedNotRankedAndTheMissingJobsListed) {
+  test::TempDir dir;
+  std::string text;
+  for (int seed = 1; seed <= 5; ++seed) {
+    text += line("a", "", "t", 10, seed, 0.50, 0.5) + line("b", "", "t", 10, seed, 0.60, 0.5);
+    if (seed <= 4) text += line("c", "", "t", 10, seed, 0.90, 0.5);  // the best mean, one seed short
+  }
+  test::write_file(dir.file("plan.json"), R"({"format": "genemask-sweep-plan", "models": ["a", "b", "c", "d"],
+      "tasks": [{"name": "t"}], "shots": [10], "seeds": [1, 2, 3, 4, 5]})");
+  const Plan plan = sweep::read_plan_order(dir.file("plan.json"));
+  ASSERT_TRUE(plan.grid_given);
+  Options o;
+  o.metrics = {"accuracy"};
+  const Table t = aggregate(parse(dir, text), plan, o);
+  ASSERT_EQ(t.models.size(), 3u);
+  EXPECT_EQ(t.cell(2, 0, 0)[0].n, 4u);
+  EXPECT_EQ(t.cell(2, 0, 0)[0].expected, 5u);
+  EXPECT_EQ(t.cell(2, 0, 0)[0].rank, 0);  // not ranked: 0.9 over 4 seeds is not comparable
+  EXPECT_EQ(t.cell(1, 0, 0)[0].rank, 1);  // b is the best of the complete cells
+  EXPECT_EQ(t.missing_jobs, (std::vector<std::string>{"c|t|10|5"}));
+  const std::string md = table1_markdown(t, 3);
+  EXPECT_NE(md.find("| 0.900 \u00b1 0.000 (n=4/5) |"), std::string::npos) << md;
+  EXPECT_NE(md.find("Jobs of the plan not run (1): `c|t|10|5`"), std::string::npos) << md;
+  EXPECT_NE(table1_latex(t, 3).find("0.900 $\\pm$ 0.000 ($n=4/5$)"), std::string::npos);
+  EXPECT_NE(table1_csv(t).find(",n_expected\n"), std::string::npos);
+  ASSERT_EQ(t.warnings.size(), 3u);
+  EXPECT_EQ(t.warnings[0], "1 cell(s) of Table 1 are means over fewer seeds than planned (e.g. model 'c', task 't', 10 "
+                           "shots: 4 of 5): marked n=k/m and not ranked; finish the sweep (genemask sweep continues "
+                           "where it stopped) or report the complete part with --models/--tasks");
+  EXPECT_NE(t.warnings[1].find("1 job(s) of the plan have no record (e.g. c|t|10|5)"), std::string::npos);
+  EXPECT_EQ(t.warnings[2], "model 'd' of the plan has no ok record: it is not in the tables");
+  // Without a plan, the seeds any model has at the cell count: the same marks.
+  const Table u = aggregate(parse(dir, text), Plan{}, o);
+  EXPECT_EQ(u.cell(2, 0, 0)[0].expected, 5u);
+  EXPECT_EQ(u.cell(2, 0, 0)[0].rank, 0);
+  EXPECT_TRUE(u.missing_jobs.empty());
+}
+
+// Two models that claim one replicate of an arm (two sweeps concatenated, both numbering
+// from 0) were pooled as one pretraining run.
+TEST(Report, TwoModelsOfOneReplicateAreRefused) {
+  test::TempDir dir;
+  auto rep = [](std::string l, const std::string& arm, int r) {
+    return l.insert(l.size() - 2, fmt::format(R"(,"arm":"{}","replicate":{})", arm, r));
+  };
+  const std::string text = rep(line("M1", "", "t", 10, 1, 0.5, 0.5), "A", 0) + rep(line("M2", "", "t", 10, 1, 0.6, 0.5), "A", 1) +
+                           rep(line("M3", "", "t", 10, 1, 0.7, 0.5), "A", 1);
+  EXPECT_EQ(test::error_of([&] { aggregate(parse(dir, text), Plan{}, Options{}); }),
+            dir.file("results.jsonl") + ": models 'M2' and 'M3' are both replicate 1 of arm 'A': their results would "
+                                        "be pooled as one pretraining run; give each replicate of an arm its own id "
+                                        "(the plan's \"replicate\"), or report the sweeps separately");
+}
+
+// An improvement over a baseline whose mean is at or below 0 (MCC) flipped sign (-500% for
+// a clear gain): no percentage then. One over fewer tasks than the table's says so.
+TEST(Report, ImprovementOverABaselineAtOrBelowZeroIsNotAPercentage) {
+  test::TempDir dir;
+  auto mcc = [](const std::string& m, const std::string& task, int shots, int seed, double v) {
+    std::string l = line(m, "", task, shots, seed, 0.5, 0.5);
+    return l.insert(l.size() - 2, fmt::format(R"(,"mcc":{})", v));
+  };
+  std::string text;
+  for (int seed = 1; seed <= 3; ++seed)
+    text += mcc("base", "t1", 10, seed, -0.05 + 0.01 * seed) + mcc("m", "t1", 10, seed, 0.1) +
+            mcc("base", "t2", 10, seed, 0.5) + mcc("m", "t2", 10, seed, 0.6) + mcc("base", "t1", 50, seed, 0.5) +
+            mcc("m", "t1", 50, seed, 0.6);
+  Options o;
+  o.metrics = {"mcc"};
+  o.baselines = {"base"};
+  const Table t = aggregate(parse(dir, text), Plan{}, o);
+  const auto imp = improvements(t);
+  ASSERT_EQ(imp.size(), 2u);
+  EXPECT_NEAR(imp[0].baseline_mean, (-0.03 + 0.5) / 2, 1e-12);
+  EXPECT_NEAR(imp[0].percent, 100 * (0.35 - 0.235) / 0.235, 1e-9);
+  EXPECT_EQ(imp[1].tasks, 1u);
+  const std::string md = improvement_markdown(t, imp);
+  EXPECT_NE(md.find(" 48.94% | 20.00% (1/2 tasks) |"), std::string::npos) << md;
+  std::string neg;
+  for (int seed = 1; seed <= 3; ++seed) neg += mcc("base", "t1", 10, seed, -0.05 + 0.01 * seed) + mcc("m", "t1", 10, seed, 0.1);
+  const Table n = aggregate(parse(dir, neg), Plan{}, o);
+  const auto nimp = improvements(n);
+  ASSERT_EQ(nimp.size(), 1u);
+  EXPECT_TRUE(std::isnan(nimp[0].percent));
+  EXPECT_NE(improvement_markdown(n, nimp).find("| m |  | base | n/a |"), std::string::npos) << improvement_markdown(n, nimp);
 }
