@@ -3,7 +3,9 @@
 #include <cerrno>
 #include <fmt/format.h>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <vector>
 
 #include "io/error.hpp"
 
@@ -42,8 +44,38 @@ JsonParse try_parse_json(std::string_view text, int max_depth) {
                           max_depth, at + 1);
     return r;
   }
+  // A key given twice in one object: nlohmann keeps the last and drops the first without a
+  // word, so a file edited by appending ("seeds": 2 ... "seeds": 5) would be read as one of
+  // them silently. Refused, naming the key.
+  struct DuplicateKey {
+    std::string key;
+  };
+  std::vector<std::set<std::string>> keys;
+  const auto check_keys = [&](int /*depth*/, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    if (event == E::object_start) keys.emplace_back();
+    else if (event == E::object_end && !keys.empty()) keys.pop_back();
+    else if (event == E::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second)
+      throw DuplicateKey{parsed.get<std::string>()};
+    return true;
+  };
   try {
-    r.value = nlohmann::json::parse(text);
+    r.value = nlohmann::json::parse(text, check_keys);
+  } catch (const DuplicateKey& d) {
+    // The line of the key's second appearance (where a "key": is seen twice).
+    const std::string quoted = nlohmann::json(d.key).dump();
+    size_t at = std::string_view::npos;
+    for (size_t from = 0, seen = 0; (from = text.find(quoted, from)) != std::string_view::npos; from += quoted.size()) {
+      const size_t colon = text.find_first_not_of(" \t\r\n", from + quoted.size());
+      if (colon != std::string_view::npos && text[colon] == ':' && ++seen == 2) {
+        at = from;
+        break;
+      }
+    }
+    r.value = nullptr;
+    r.line = line_of_offset(text, at == std::string_view::npos ? 0 : at);
+    r.error = fmt::format("the key {} appears twice in one object: which value is meant cannot be known; give it once",
+                          excerpt(quoted, 80));
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is 1-based and may point one past the end (an unexpected end of input).
     r.line = line_of_offset(text, e.byte > 0 ? e.byte - 1 : 0);

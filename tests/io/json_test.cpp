@@ -59,6 +59,20 @@ TEST(Json, ParseErrorsNameTheLineAndTheHint) {
   EXPECT_EQ(error_of([] { io::parse_json("nope", "r.jsonl", "", 7); }).rfind("r.jsonl:7: not valid JSON", 0), 0u);
 }
 
+// A key given twice in one object was read as its last value, the first dropped without a
+// word (a plan edited by appending "seeds": 5 after "seeds": 2, two "models" lists).
+TEST(Json, AKeyGivenTwiceInOneObjectIsRefused) {
+  EXPECT_EQ(error_of([] { io::parse_json("{\"seeds\": 2,\n \"shots\": [1],\n \"seeds\": 5}", "p.json"); }),
+            "p.json:3: the key \"seeds\" appears twice in one object: which value is meant cannot be known; give it "
+            "once");
+  EXPECT_EQ(error_of([] { io::parse_json(R"({"a": {"x": 1, "x": 2}})", "q.json"); }),
+            "q.json:1: the key \"x\" appears twice in one object: which value is meant cannot be known; give it once");
+  // The same key in different objects, or as a value, is no duplicate.
+  const auto j = io::parse_json(R"({"a": {"x": 1}, "b": {"x": 2}, "x": "x", "l": [{"x": 1}, {"x": 2}]})", "ok.json");
+  EXPECT_EQ(j["b"]["x"], 2);
+  EXPECT_EQ(j["l"][1]["x"], 2);
+}
+
 TEST(Json, ExcerptCutsAndNeverThrows) {
   nlohmann::json j = std::string(500, 'x');
   const std::string ex = io::json_excerpt(j, 20);

@@ -117,6 +117,12 @@ nlohmann::json yaml_to_json(const YAML::Node& n, const std::string& path, std::m
       auto o = nlohmann::json::object();
       for (const auto& kv : n) {
         const std::string key = kv.first.as<std::string>();
+        // A key given twice: which value is meant cannot be known (yaml-cpp keeps both and a
+        // map would keep the last, dropping the first without a word).
+        if (o.contains(key))
+          throw PlanError(fmt::format("{}:{}: the key '{}' appears twice in one mapping{}; give it once",
+                                      budget.source, kv.first.Mark().line + 1, io::excerpt(key, 80),
+                                      path.empty() ? "" : " (under " + path + ")"));
         o[key] = yaml_to_json(kv.second, path.empty() ? key : path + "." + key, lines, budget, depth + 1);
       }
       return o;

@@ -142,6 +142,23 @@ TEST_F(SweepPlan, FinetunePrecisionDefaultsToAutoAndFp32IsWrittenAsBefore) {
   EXPECT_EQ(sweep::plan_to_json(bf16)["finetune"]["precision"], "bf16");
 }
 
+// A key given twice (two "seeds", two "models" lists) kept the last one without a word.
+TEST_F(SweepPlan, AKeyGivenTwiceIsRefusedInJsonAndYaml) {
+  const std::string e = plan_error([&] {
+    yaml_plan("models:\n  - {name: m, path: random}\ntasks:\n  - {name: t, train: train.csv, test: test.csv}\n"
+              "seeds: 2\nseeds: 5\n");
+  });
+  EXPECT_EQ(e, d_ + "/p.yaml:6: the key 'seeds' appears twice in one mapping; give it once");
+  EXPECT_NE(plan_error([&] {
+              yaml_plan("models:\n  - {name: m, path: random, path: random}\ntasks: []\n");
+            }).find("the key 'path' appears twice in one mapping (under models[0])"),
+            std::string::npos);
+  EXPECT_NE(plan_error([&] {
+              json_plan(R"({"models": [{"name": "m", "path": "random"}], "models": [], "tasks": []})");
+            }).find("the key \"models\" appears twice in one object"),
+            std::string::npos);
+}
+
 TEST_F(SweepPlan, DefaultsAreThePapersShotsAndTenSeeds) {
   const auto p = json_plan(R"({"models": [{"name": "m", "path": "random"}],
                                "tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}]})");
