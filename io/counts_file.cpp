@@ -1,4 +1,5 @@
 #include "io/counts_file.hpp"
+#include "io/count_checks.hpp"
 
 #include <algorithm>
 #include <utility>
@@ -65,34 +66,6 @@ void write_pool(hid_t f, int kmax, const std::vector<std::vector<uint64_t>>& cou
   h5::set_attr(f, "command_line", meta.command_line);
   h5::set_attr(f, "genemask_version", meta.genemask_version);
   if (!meta.genome_names.empty()) h5::set_attr(f, "genomes", joined(meta.genome_names));
-}
-
-/// The k-mer of `code` (2 bits a base, A C G T, first base most significant).
-std::string bases_of(uint64_t code, int k) {
-  std::string s(static_cast<size_t>(k), 'A');
-  for (int i = k - 1; i >= 0; --i, code >>= 2) s[static_cast<size_t>(i)] = "ACGT"[code & 3];
-  return s;
-}
-
-/// Every occurrence of a k-mer is an occurrence of its first k-1 bases and of its last k-1:
-/// the k-mers that begin (or end) with a (k-1)-mer x can be no more than x's count. Counts
-/// edited or mixed from two files that keep each table's total pass the total's check, not
-/// this one.
-void check_against_shorter(const std::string& path, const std::string& ds, int k, const std::vector<uint64_t>& c,
-                           const std::vector<uint64_t>& shorter) {
-  std::vector<uint64_t> begin(shorter.size()), end(shorter.size());
-  const uint64_t low = shorter.size() - 1;
-  for (uint64_t y = 0; y < c.size(); ++y) {
-    begin[y >> 2] += c[y];  // no overflow: the table's sum was checked
-    end[y & low] += c[y];
-  }
-  for (uint64_t x = 0; x < shorter.size(); ++x)
-    for (const auto& [sum, how] : {std::pair{begin[x], "begin"}, std::pair{end[x], "end"}})
-      if (sum > shorter[x])
-        throw InputError(path, fmt::format("{}: the {}-mers that {} with {} number {}, more than the {} times {} "
-                                           "occurs (its {}-mer count): the counts are not of one genome; the file is "
-                                           "damaged or was edited",
-                                           ds, k, how, bases_of(x, k - 1), sum, shorter[x], bases_of(x, k - 1), k - 1));
 }
 
 }  // namespace

@@ -65,6 +65,8 @@ class CountsWriter {
 /// Bytes of the k-mer tables of one counts table set, k = 1..kmax.
 uint64_t counts_table_bytes(int kmax);
 
+
+
 struct CountsFile {
   int kmax = 0;
   std::vector<std::vector<uint64_t>> counts;  // counts[k], k = 1..kmax loaded (others empty)

@@ -28,6 +28,7 @@
 #include "genemask/kmer/kmer_count.hpp"
 #include "genemask/kmer/pmi.hpp"
 #include "genemask/version.hpp"
+#include "io/count_checks.hpp"
 #include "io/error.hpp"
 #include "io/rank_tables.hpp"
 #include "io/text_source.hpp"
@@ -217,6 +218,8 @@ std::vector<std::vector<uint64_t>> checked_counts(const std::vector<In1D<uint64_
                                               a.shape(0)));
     c[static_cast<size_t>(k)].assign(a.data(), a.data() + a.shape(0));
   }
+  // The CLI's checks of counts.h5: tables of one genome, summing within 64 bits.
+  io::check_count_tables("counts", c);
   return c;
 }
 
@@ -312,7 +315,16 @@ class PyMasker {
             throw std::invalid_argument(fmt::format("attention_mask row {} is not 1s then 0s: pad on the right", r));
           len = ones;
         } else {
+          // Padding is on the right: after the first [PAD], only [PAD]. A left-padded row, or
+          // one with a [PAD] inside, would otherwise be cut at its first [PAD] and go unmasked.
           len = static_cast<size_t>(std::find(row16.begin(), row16.end(), kPad) - row16.begin());
+          const auto after = std::find_if(row16.begin() + static_cast<std::ptrdiff_t>(len), row16.end(),
+                                          [](uint16_t t) { return t != kPad; });
+          if (after != row16.end())
+            throw std::invalid_argument(fmt::format(
+                "input_ids[{}, {}] is {} after the [PAD] at column {}: without attention_mask, rows are padded on the "
+                "right (give attention_mask, or pad on the right)",
+                r, after - row16.begin(), token_text(*after), len));
         }
         if (sample_index.data()[r] < 0)
           throw std::invalid_argument(fmt::format("row {}: sample index {} is negative", r, sample_index.data()[r]));

@@ -162,3 +162,50 @@ def test_truncated_bgzf_pipes_and_directories(tmp_path, work):
         genemask.NpmiTable.load(str(tmp_path / "g.fifo"))
     with pytest.raises(ValueError, match="max_length=1099511627776 pads 1 sequence\\(s\\) to 1099511627776 tokens"):
         genemask.Tokenizer().batch(["ACGTACGTACGT"], max_length=2 ** 40)
+
+
+def test_counts_of_two_genomes_or_overflowing_are_refused(tmp_path):
+    """npmi() and pmi_vocab() ranked tables mixed from two genomes, or whose totals wrap
+    around 2^64, without a word; genemask npmi refuses the same tables in a counts.h5."""
+    rng = np.random.default_rng(5)
+    a = genemask.count_kmers(write(tmp_path / "a.fa", ">a\n" + "".join(rng.choice(list("ACGT"), 3000)) + "\n"), 4)
+    b = genemask.count_kmers(write(tmp_path / "b.fa", ">b\n" + "".join(rng.choice(list("ACGT"), 900)) + "\n"), 4)
+    genemask.npmi(a, k=4, min_count=2)  # one genome's tables: fine
+    mixed = {1: a[1], 2: a[2], 3: b[3], 4: b[4]}  # fewer 3-mers than a's 2-mers allow: fine
+    genemask.npmi(mixed, k=4, min_count=2)
+    mixed = {1: b[1], 2: b[2], 3: a[3], 4: a[4]}  # more 3-mers than b's 2-mers occur
+    with pytest.raises(genemask.InputError, match="the 3-mers that (begin|end) with [ACGT]{2} number [0-9]+, more than"):
+        genemask.npmi(mixed, k=4, min_count=2)
+    with pytest.raises(genemask.InputError, match="the 3-mers that"):
+        genemask.pmi_vocab(mixed, kmin=2, kmax=4, min_count=2, size=10)
+    huge = {k: v.copy() for k, v in a.items()}
+    huge[4][:2] = 2**63
+    with pytest.raises(genemask.InputError, match="the 4-mer counts overflow 64 bits at entry 1"):
+        genemask.npmi(huge, k=4, min_count=2)
+
+
+def test_rows_without_attention_mask_are_padded_on_the_right(masker):
+    """Without attention_mask a row is cut at its first [PAD]: a left-padded row went
+    unmasked (no label, no loss) without a word."""
+    tok = genemask.Tokenizer()
+    ids = tok.encode("ACGTACGTACGTAGGCTAGCTAGGATCCA")
+    b = np.zeros((2, len(ids) + 4), np.int64)
+    b[0, :len(ids)] = ids  # padded on the right: fine
+    masker.mask(b[:1])
+    b[1, 4:] = ids  # padded on the left
+    with pytest.raises(ValueError, match="input_ids\\[1, 4\\] is \\[CLS\\] after the \\[PAD\\] at column 0"):
+        masker.mask(b)
+
+
+def test_decode_keeps_positions_and_refuses_ids_of_no_sequence():
+    """decode skipped [MASK] (every later base moved one place) and chained 6-mers that do
+    not overlap as if they did."""
+    tok = genemask.Tokenizer()
+    seq = "ACGTACGTACGTAC"
+    ids = tok.encode(seq)
+    ids[3] = genemask.MASK
+    assert tok.decode(ids) == seq[:7] + "N" + seq[8:]
+    assert len(tok.decode(ids)) == len(seq)
+    a, c = tok.encode("AAAAAA", False)[0], tok.encode("CCCCCC", False)[0]
+    with pytest.raises(ValueError, match="ids\\[1\\] \\(CCCCCC\\) does not overlap ids\\[0\\] \\(AAAAAA\\) by 5 bases"):
+        tok.decode(np.array([a, c]))

@@ -45,7 +45,8 @@ std::vector<uint16_t> frame(const std::vector<uint16_t>& ids);
 /// std::invalid_argument naming the token when a token is not 6 letters or two tokens
 /// do not overlap by 5 bases.
 std::vector<uint16_t> tokenize_kmer_text(std::string_view text);
-/// Bases back from overlapping 6-mer ids (specials skipped; [UNK] decodes as N).
+/// Bases back from overlapping 6-mer ids ([CLS], [SEP], [PAD] skipped; [UNK] and [MASK] decode
+/// as N); consecutive known 6-mers must overlap by 5 bases (std::invalid_argument otherwise).
 std::string decode(const std::vector<uint16_t>& ids);
 /// Text of one token ("[CLS]", "ACGTAC", ...).
 std::string token_text(uint16_t id);

@@ -113,7 +113,9 @@ class Tokenizer:
     __call__ = batch
 
     def decode(self, ids) -> str:
-        """Bases back from overlapping 6-mer ids (specials skipped; [UNK] decodes as N)."""
+        """Bases back from overlapping 6-mer ids ([CLS], [SEP], [PAD] skipped; [UNK] and [MASK]
+        decode as N, keeping later bases in place). Consecutive known 6-mers must overlap by 5
+        bases: ids that do not are no sequence's, and a ValueError."""
         return _core.decode(_int_array(ids, "ids", 1))
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:

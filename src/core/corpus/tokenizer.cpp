@@ -156,15 +156,29 @@ std::vector<uint16_t> tokenize_kmer_text(std::string_view text) {
 std::string decode(const std::vector<uint16_t>& ids) {
   std::string out;
   bool first = true;
-  for (uint16_t id : ids) {
-    if (is_special(id) && id != kUnk) continue;
-    std::string t = id == kUnk ? std::string("NNNNNN") : token_text(id);
+  std::string prev;  // the previous 6-mer's bases ("" after [UNK] or [MASK]: unknown)
+  size_t prev_at = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const uint16_t id = ids[i];
+    // [CLS], [SEP] and [PAD] frame a row; [UNK] and [MASK] stand for a 6-mer whose bases are
+    // not known: N, so that every later base keeps its position.
+    if (is_special(id) && id != kUnk && id != kMask) continue;
+    const bool unknown = id == kUnk || id == kMask;
+    const std::string t = unknown ? std::string("NNNNNN") : token_text(id);
+    // Overlapping 6-mers of one sequence share 5 bases: ids that do not were not made by
+    // tokenising a sequence, and chaining them would invent one.
+    if (!unknown && !prev.empty() && prev.compare(1, 5, t, 0, 5) != 0)
+      throw std::invalid_argument(fmt::format("ids[{}] ({}) does not overlap ids[{}] ({}) by 5 bases: the ids are not "
+                                              "the overlapping 6-mers of one sequence",
+                                              i, t, prev_at, prev));
     if (first) {
       out = t;
       first = false;
     } else {
       out.push_back(t.back());
     }
+    prev = unknown ? std::string() : t;
+    prev_at = i;
   }
   return out;
 }
