@@ -36,6 +36,39 @@ uint64_t line_of_offset(std::string_view text, size_t offset) {
   return line;
 }
 
+namespace {
+/// The offset of the first key that repeats one of its own object's keys, in valid JSON (0
+/// when there is none): objects tracked by nesting, each key decoded as JSON decodes it
+/// (escapes included). Only for the message; the parse found the duplicate.
+size_t duplicate_key_offset(std::string_view text) {
+  std::vector<char> open;                    // '{' or '[' per level
+  std::vector<std::set<std::string>> keys;   // per open object
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '{') {
+      open.push_back('{');
+      keys.emplace_back();
+    } else if (c == '[') {
+      open.push_back('[');
+    } else if ((c == '}' || c == ']') && !open.empty()) {
+      if (open.back() == '{') keys.pop_back();
+      open.pop_back();
+    } else if (c == '"') {
+      size_t j = i + 1;
+      while (j < text.size() && text[j] != '"') j += text[j] == '\\' ? 2 : 1;
+      if (j >= text.size()) return 0;
+      const size_t after = text.find_first_not_of(" \t\r\n", j + 1);
+      if (!open.empty() && open.back() == '{' && after != std::string_view::npos && text[after] == ':') {
+        const auto key = nlohmann::json::parse(text.substr(i, j - i + 1), nullptr, /*allow_exceptions=*/false);
+        if (key.is_string() && !keys.back().insert(key.get<std::string>()).second) return i;
+      }
+      i = j;
+    }
+  }
+  return 0;
+}
+}  // namespace
+
 JsonParse try_parse_json(std::string_view text, int max_depth) {
   JsonParse r;
   if (const size_t at = json_too_deep_at(text, max_depth); at != std::string::npos) {
@@ -62,20 +95,10 @@ JsonParse try_parse_json(std::string_view text, int max_depth) {
   try {
     r.value = nlohmann::json::parse(text, check_keys);
   } catch (const DuplicateKey& d) {
-    // The line of the key's second appearance (where a "key": is seen twice).
-    const std::string quoted = nlohmann::json(d.key).dump();
-    size_t at = std::string_view::npos;
-    for (size_t from = 0, seen = 0; (from = text.find(quoted, from)) != std::string_view::npos; from += quoted.size()) {
-      const size_t colon = text.find_first_not_of(" \t\r\n", from + quoted.size());
-      if (colon != std::string_view::npos && text[colon] == ':' && ++seen == 2) {
-        at = from;
-        break;
-      }
-    }
     r.value = nullptr;
-    r.line = line_of_offset(text, at == std::string_view::npos ? 0 : at);
+    r.line = line_of_offset(text, duplicate_key_offset(text));
     r.error = fmt::format("the key {} appears twice in one object: which value is meant cannot be known; give it once",
-                          excerpt(quoted, 80));
+                          excerpt(nlohmann::json(d.key).dump(), 80));
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is 1-based and may point one past the end (an unexpected end of input).
     r.line = line_of_offset(text, e.byte > 0 ? e.byte - 1 : 0);

@@ -292,6 +292,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
                               {"class_index", s.class_index},
                               {"class_names", s.class_names},
                               {"truncated", s.truncated},
+                              {"same_tokens", s.same_tokens},
                               {"threads", s.threads},
                               {"batch", a.score.batch},
                               {"compare", cmp},
@@ -305,7 +306,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
   }
   out.publish();
   nlohmann::json line = {{"command", "variants"}, {"n", n}, {"class", cls}, {"off_chromosome", off},
-                         {"skipped_symbolic", vs.skipped_symbolic}, {"truncated", s.truncated}, {"out", a.out},
+                         {"skipped_symbolic", vs.skipped_symbolic}, {"truncated", s.truncated}, {"same_tokens", s.same_tokens}, {"out", a.out},
                          {"max_abs_delta", std::fabs(delta[order[0]])}, {"seconds", seconds},
                          {"sequences_per_s", s.sequences_per_s}, {"precision", s.precision}};
   if (!cmp.is_null()) line["top_overlap"] = cmp["top"];

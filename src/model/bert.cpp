@@ -118,19 +118,17 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 /// A config.json's settings that genemask's BERT does not implement, and keys that look like
-/// a misspelt BERT key ("max_position_embedding", "hidden_dropout"): each would otherwise be
-/// dropped without a word and the default used. Keys of transformers' other settings
-/// (architectures, id2label, torch_dtype, ...) are left alone.
+/// a misspelt BERT key ("max_position_embedding", "hidden_dropout") when that key itself is
+/// absent: each would otherwise be dropped without a word and the default used. Keys of
+/// transformers' other settings (architectures, id2label, torch_dtype, ...) are left alone.
+/// (tie_word_embeddings false is judged by the weights: an untied decoder matters only to
+/// what trains or exports the MLM head, hf_io.hpp require_tied_decoder.)
 void check_unsupported_keys(const nlohmann::json& j, const std::string& path) {
   if (j.contains("position_embedding_type") && !j["position_embedding_type"].is_null() &&
       j["position_embedding_type"] != nlohmann::json("absolute"))
     throw io::InputError(path, fmt::format("position_embedding_type is {}: genemask's BERT has absolute position "
                                            "embeddings only",
                                            io::json_excerpt(j["position_embedding_type"])));
-  if (j.contains("tie_word_embeddings") && j["tie_word_embeddings"] == nlohmann::json(false))
-    throw io::InputError(path, "tie_word_embeddings is false: genemask's BERT ties the MLM decoder to the word "
-                               "embeddings (as transformers does by default); a model with its own decoder cannot "
-                               "be trained or exported as it is");
   static const char* const kKeys[] = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                                       "intermediate_size", "max_position_embeddings", "type_vocab_size", "pad_token_id",
                                       "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps",
@@ -141,6 +139,7 @@ void check_unsupported_keys(const nlohmann::json& j, const std::string& path) {
     if (std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; })) continue;
     for (const char* k : kKeys) {
       const std::string known = k;
+      if (j.contains(known)) continue;  // the key it resembles is there itself: nothing is ignored
       const bool prefix = key.size() >= 6 && (known.rfind(key, 0) == 0 || key.rfind(known, 0) == 0);
       if (prefix || edit_distance(key, known) <= 2)
         throw io::InputError(path, fmt::format("has a key '{}', which is no BERT setting: is it a misspelt '{}'? "

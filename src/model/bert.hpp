@@ -257,6 +257,11 @@ struct BertForMaskedLMImpl : torch::nn::Module {
   /// is what transformers' own BertForMaskedLM saves.
   torch::Tensor pooler_weight, pooler_bias;
   bool has_pooler = false;
+  /// The weights loaded had an MLM decoder of their own (transformers' tie_word_embeddings
+  /// false): this model's decoder (tied to the word embeddings) is not theirs. The encoder is
+  /// theirs whole, so embeddings and classifiers built on it are; what trains or exports the
+  /// MLM head refuses it (require_tied_decoder).
+  std::string untied_decoder;  // the weights file, or "" when tied
   BertConfig config;
   BertModel bert{nullptr};
   BertOnlyMLMHead cls{nullptr};

@@ -242,14 +242,17 @@ BertForSequenceClassification load_classifier_hf(const std::string& dir, std::ve
         throw io::InputError(cfg_path, fmt::format("id2label names class '{}' for ids {} and {}: each class has one "
                                                    "name, or predictions cannot say which was meant",
                                                    names[i], it->second, i));
-    // label2id, when given, must say the same thing the other way round.
+    // label2id, when given, must not contradict id2label: a class it names must have
+    // id2label's id. (Names id2label lacks, such as transformers' default LABEL_0 left beside
+    // an edited id2label, are not read: predictions take id2label's names, as transformers does.)
     if (j.contains("label2id") && j["label2id"].is_object() && j.contains("id2label"))
       for (const auto& [name, id] : j["label2id"].items()) {
         auto it = id_of.find(name);
-        if (!id.is_number_integer() || it == id_of.end() || static_cast<int64_t>(it->second) != id.get<int64_t>())
-          throw io::InputError(cfg_path, fmt::format("label2id maps '{}' to {}, but id2label does not name it so: the "
-                                                     "two must be inverses",
-                                                     name, io::json_excerpt(id)));
+        if (it == id_of.end()) continue;
+        if (!id.is_number_integer() || static_cast<int64_t>(it->second) != id.get<int64_t>())
+          throw io::InputError(cfg_path, fmt::format("label2id maps '{}' to {}, but id2label gives it id {}: the two "
+                                                     "contradict each other; correct one of them",
+                                                     name, io::json_excerpt(id), it->second));
       }
   }
   BertConfig c = BertConfig::from_json_file(cfg_path);

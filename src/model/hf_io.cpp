@@ -65,6 +65,16 @@ void export_hf(BertForMaskedLM& model, const std::string& dir) {
   write_vocab_and_weights(*model, model->config, dir, /*with_buffers=*/model->has_pooler);
 }
 
+void require_tied_decoder(const BertForMaskedLM& model, const std::string& what) {
+  if (model->untied_decoder.empty()) return;
+  throw io::InputError(model->untied_decoder,
+                       fmt::format("tensor 'cls.predictions.decoder.weight' differs from the word embeddings: this "
+                                   "model's MLM decoder is its own (transformers' tie_word_embeddings false), and "
+                                   "genemask's BERT ties it, so {} would not be of this model's decoder (embed, "
+                                   "finetune, predict and the sweep read the encoder only, and take it)",
+                                   what));
+}
+
 void load_state(BertForMaskedLM& model, const std::string& source,
                 const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
   torch::NoGradGuard ng;
@@ -84,10 +94,7 @@ void load_state(BertForMaskedLM& model, const std::string& source,
                                              ? "bert.embeddings.word_embeddings.weight"
                                              : "cls.predictions.bias");
       if (tied && (tied->sizes() != t.sizes() || !torch::equal(tied->to(torch::kFloat), t.to(torch::kFloat))))
-        throw io::InputError(source, fmt::format("tensor '{}' differs from the tensor it is tied to in BERT's MLM head: "
-                                                 "this model's decoder is not tied (tie_word_embeddings false), which "
-                                                 "genemask's BERT cannot hold",
-                                                 name));
+        model->untied_decoder = source;
       continue;
     }
     if (name.find("position_ids") != std::string::npos) continue;
@@ -234,6 +241,7 @@ std::string export_run(const std::string& run, const std::string& out_dir) {
     throw std::runtime_error(why);
   const std::string& src = resolved.dir;
   auto m = import_hf(src);
+  require_tied_decoder(m, "an export");
   {
     // A diverged run's weights: transformers would load them and give NaN everywhere.
     const bool bin = !std::filesystem::exists(src + "/model.safetensors");

@@ -44,6 +44,10 @@ void release_model_holds();
 
 /// Copies named tensors into the model's parameters by HF name (and the pooler, when the
 /// tensors have one); missing or unexpected tensors are errors that name them.
+/// Throws io::InputError when the weights model was loaded from had an MLM decoder of their
+/// own (BertForMaskedLMImpl::untied_decoder); `what` names the use ("an export").
+void require_tied_decoder(const BertForMaskedLM& model, const std::string& what);
+
 void load_state(BertForMaskedLM& model, const std::string& source, const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
 }  // namespace genemask::model

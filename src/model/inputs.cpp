@@ -55,6 +55,14 @@ SequenceInputs read_sequences_unchecked(const std::string& path) {
   char c = 0;
   while (in.get(c) && (c == '\n' || c == '\r' || c == ' ')) {
   }
+  // A byte-order mark before '>' (an editor's "UTF-8 with BOM"): the file is a FASTA whose
+  // first record the FASTA reader would not find; said, rather than read as a table.
+  if (c == '\xEF') {
+    char bom[3] = {0, 0, 0};
+    if (in.get(bom[0]) && in.get(bom[1]) && bom[0] == '\xBB' && bom[1] == '\xBF' && in.get(bom[2]) && bom[2] == '>')
+      throw io::InputError(path, "starts with a UTF-8 byte-order mark before '>': a FASTA file has none; remove it "
+                                 "(e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' FILE) and run again");
+  }
   SequenceInputs out;
   const bool compressed = io::probe_file(path).compression != io::Compression::none;
   check_read_memory(path, compressed);

@@ -375,6 +375,7 @@ void build_model(Run& r) {
   if (!r.init_dir.empty() && !o.resume) {
     const bool bin = !fs::exists(r.init_dir + "/model.safetensors");
     load_state(r.model, r.init_dir + (bin ? "/pytorch_model.bin" : "/model.safetensors"), read_hf_tensors(r.init_dir));
+    require_tied_decoder(r.model, "pretraining from --init");
     r.say(fmt::format("initialised from {}", r.init_dir));
   }
   release_model_holds();  // --init's run may rotate its checkpoints again: its weights are read

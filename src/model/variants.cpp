@@ -71,8 +71,14 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
   }
   // A window longer than the model reads is cut to its first 6-mers; a variant beyond them
   // would leave ref and alt reading the same tokens, and its delta 0 would be no measurement.
-  for (size_t i = 0; i < n; ++i)
-    if (tokens[i] == tokens[i + n] && ref[i] != alt[i])
+  // (Where the first difference lies decides: ref and alt may also read the same tokens
+  // because every 6-mer over the variant holds an N, which is no matter of the window.)
+  const size_t kept_bases = static_cast<size_t>(max_tokens + kTokenK - 1);
+  for (size_t i = 0; i < n; ++i) {
+    if (ref[i] == alt[i]) continue;
+    if (tokens[i] == tokens[i + n]) ++s.same_tokens;
+    if (const auto diff = std::mismatch(ref[i].begin(), ref[i].end(), alt[i].begin(), alt[i].end());
+        static_cast<size_t>(diff.first - ref[i].begin()) >= kept_bases)
       throw std::invalid_argument(fmt::format(
           "{}: the variant lies beyond the first {} 6-mers of its {}-base window, all the model reads ({} bases): ref "
           "and alt would be scored on the same tokens; use a window of at most {} bases (--flank {} for a SNV), or "
@@ -80,6 +86,11 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
           i < o.origins.size() ? o.origins[i] : fmt::format("pair {}", i + 1), max_tokens,
           std::max(ref[i].size(), alt[i].size()), max_tokens + kTokenK - 1, max_tokens + kTokenK - 1,
           (max_tokens + kTokenK - 2) / 2));
+  }
+  if (s.same_tokens > 0 && log)
+    log(fmt::format("{} variant(s) read the same tokens as their reference: every 6-mer over them holds an N or "
+                    "another IUPAC code ([UNK]), so their delta is 0 by construction (summary: same_tokens)",
+                    s.same_tokens));
   std::vector<size_t> order(2 * n);
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return tokens[a].size() < tokens[b].size(); });

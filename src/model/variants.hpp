@@ -26,6 +26,7 @@ struct VariantScores {
   std::vector<std::string> class_names;
   int class_index = 1;
   uint64_t truncated = 0;             // sequences cut to 510 6-mers
+  uint64_t same_tokens = 0;           // pairs whose ref and alt differ but read the same tokens ([UNK] over the variant)
   double seconds = 0, sequences_per_s = 0;
   int threads = 0;
   std::string precision;  // the one used: fp32 or bf16

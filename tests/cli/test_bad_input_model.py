@@ -503,15 +503,17 @@ class BadModelInput(unittest.TestCase):
         edited("clf", "clf-multi", problem_type="multi_label_classification")
         edited("clf", "clf-dup", id2label={"0": "promoter", "1": "promoter"})
         edited("clf", "clf-l2i", label2id={"0": 1, "1": 0})
-        edited("hf", "hf-untied", tie_word_embeddings=False)
+        edited("hf", "hf-near", hidden_size_per_head=16)  # near hidden_size, which is there: not a misspelling
         untied = self.copy("hf", "hf-decoder")
         w = load_file(os.path.join(untied, "model.safetensors"))
         w["cls.predictions.decoder.weight"] = w["bert.embeddings.word_embeddings.weight"] * 2
         save_file(w, os.path.join(untied, "model.safetensors"), metadata={"format": "pt"})
-        for name, extra in [("tiny-typo.json", {"max_position_embedding": 64}),
-                            ("tiny-relative.json", {"position_embedding_type": "relative_key"})]:
-            json.dump(dict(tb.TINY, **extra), open(t(name), "w"))
+        typo = {k: v for k, v in tb.TINY.items() if k != "max_position_embeddings"}
+        for name, cfg in [("tiny-typo.json", dict(typo, max_position_embedding=64)),  # 512 would be used
+                          ("tiny-relative.json", dict(tb.TINY, position_embedding_type="relative_key"))]:
+            json.dump(cfg, open(t(name), "w"))
         open(t("gaps.fa"), "w").write(">a\nACGTACGTAC--GTACGTACGT\n")
+        open(t("bom.fa"), "wb").write(b"\xef\xbb\xbf>a\nACGTACGTACGTACGTACGT\n")
         open(t("alln.fa"), "w").write(">a\nNNNNNNNNNNNNNNNNNNNN\n>b\nNNNNNNNNNN\n")
         genome = "".join(l.strip() for l in open(t("g.fa")).read().split(">chr2")[0].splitlines()[1:])
         pos = next(p for p in range(2000, 3000) if genome[p - 1] in "ACGT")
@@ -536,12 +538,13 @@ class BadModelInput(unittest.TestCase):
                 [t("clf-multi", "config.json"), "problem_type is \"multi_label_classification\""], t("p1.tsv")),
             Row("two classes of one name", predict("clf-dup", "test.csv", "p2.tsv"),
                 [t("clf-dup", "config.json"), "class 'promoter' for ids 0 and 1"], t("p2.tsv")),
-            Row("label2id that is not id2label's inverse", predict("clf-l2i", "test.csv", "p3.tsv"),
-                [t("clf-l2i", "config.json"), "label2id maps '0' to 1"], t("p3.tsv")),
-            Row("tie_word_embeddings false", pre("i3", "--init", t("hf-untied")),
-                [t("hf-untied", "config.json"), "tie_word_embeddings is false"], t("i3")),
-            Row("a decoder of its own", pre("i4", "--init", untied),
-                [os.path.join(untied, "model.safetensors"), "'cls.predictions.decoder.weight' differs"], t("i4")),
+            Row("label2id that contradicts id2label", predict("clf-l2i", "test.csv", "p3.tsv"),
+                [t("clf-l2i", "config.json"), "label2id maps '0' to 1, but id2label gives it id 0"], t("p3.tsv")),
+            Row("pretrain --init of a decoder of its own", pre("i4", "--init", untied),
+                [os.path.join(untied, "model.safetensors"), "'cls.predictions.decoder.weight' differs from the word "
+                 "embeddings", "pretraining from --init would not be of this model's decoder"], t("i4")),
+            Row("predict: a FASTA with a byte-order mark", predict("clf", "bom.fa", "p6.tsv"),
+                [t("bom.fa"), "starts with a UTF-8 byte-order mark before '>'"], t("p6.tsv")),
             Row("a misspelt BERT key", pre("i5", "--model", t("tiny-typo.json")),
                 [t("tiny-typo.json"), "'max_position_embedding'", "misspelt 'max_position_embeddings'"], t("i5")),
             Row("relative position embeddings", pre("i6", "--model", t("tiny-relative.json")),
@@ -559,8 +562,21 @@ class BadModelInput(unittest.TestCase):
                  "--flank 257"], t("v1")),
         ])
         # What still works: a checkpoint of the half run named explicitly, a window the model
-        # reads whole, and a run from --init names the model it trained.
+        # reads whole, and a run from --init names the model it trained; the encoder of a model
+        # with its own decoder (embed reads no decoder); a key near a BERT key that is there; a
+        # label2id beside an edited id2label that names none of its classes (transformers'
+        # default LABEL_k); a variant whose 6-mers all hold an N (the same tokens, said).
         run(ft(os.path.join("run-half", "checkpoints", "step-00000004"), "f3"))
+        run(["embed", "--model", untied, "--input", t("test.csv"), "--out", t("e2.h5"), *FAST])
+        run(["embed", "--model", t("hf-near"), "--input", t("test.csv"), "--out", t("e3.h5"), *FAST])
+        edited("clf", "clf-default-l2i", label2id={"LABEL_0": 0, "LABEL_1": 1})
+        run(predict("clf-default-l2i", "test.csv", "p7.tsv"))
+        left, right = "ACGTTGCA" * 8 + "N", "N" + "TTGCAACG" * 8
+        with open(t("n.tsv"), "w") as f:
+            f.write(f"id\tref_sequence\talt_sequence\nsnv_between_N\t{left}A{right}\t{left}C{right}\n"
+                    f"plain\t{left[:-1]}GA{right[1:]}\t{left[:-1]}GC{right[1:]}\n")
+        s = summary(run(["variants", "--model", t("clf"), "--variants", t("n.tsv"), "--out", t("v3"), *FAST]))
+        self.assertEqual(s["same_tokens"], 1, s)
         s = summary(run(["variants", "--model", t("clf"), "--variants", t("far.vcf"), "--genome", t("g.fa"),
                          "--flank", "257", "--out", t("v2"), *FAST]))
         self.assertEqual(s["truncated"], 0, s)

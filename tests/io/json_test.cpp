@@ -67,6 +67,12 @@ TEST(Json, AKeyGivenTwiceInOneObjectIsRefused) {
             "once");
   EXPECT_EQ(error_of([] { io::parse_json(R"({"a": {"x": 1, "x": 2}})", "q.json"); }),
             "q.json:1: the key \"x\" appears twice in one object: which value is meant cannot be known; give it once");
+  // The line of the repeat within its own object, past the same key in an inner object and
+  // however the key is escaped.
+  EXPECT_EQ(error_of([] { io::parse_json("{\"o\": {\n\"h\": 1},\n\"h\": 2,\n\"x\": 0,\n\"h\": 3}", "r.json"); }),
+            "r.json:5: the key \"h\" appears twice in one object: which value is meant cannot be known; give it once");
+  EXPECT_EQ(error_of([] { io::parse_json("{\"ab\": 1,\n\"a\\u0062\": 2}", "u.json"); }),
+            "u.json:2: the key \"ab\" appears twice in one object: which value is meant cannot be known; give it once");
   // The same key in different objects, or as a value, is no duplicate.
   const auto j = io::parse_json(R"({"a": {"x": 1}, "b": {"x": 2}, "x": "x", "l": [{"x": 1}, {"x": 2}]})", "ok.json");
   EXPECT_EQ(j["b"]["x"], 2);
