@@ -143,9 +143,10 @@ paper = model == "logo" and steps == 10000 and batch * accum == 1000 and sys.arg
 arms = [json.loads(l) for l in open(src) if l.strip()]
 rows = []
 for s in arms:
-    # An arm's steps are its whole run's (a resumed one began at start_step); a run that
-    # stopped short of the steps asked is not published.
-    done, timed = s.get("start_step", 0) + s["steps_done"], s["steps_done"]
+    # An arm's steps are its whole run's: steps_done is the step the run reached, and a
+    # resumed one began at start_step (timed: the steps of this part); a run that stopped
+    # short of the steps asked is not published.
+    done, timed = s["steps_done"], s["steps_done"] - s.get("start_step", 0)
     if done != steps:
         sys.exit(f"paper_scale: the {s['masking']} arm stopped at step {done} of {steps}; run it again to resume it")
     # The rates are the timed part's; a part with no step has none.
