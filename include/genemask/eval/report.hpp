@@ -95,6 +95,14 @@ struct Table {
   // Jobs of the plan's grid (shown models and tasks) with no record at all (a sweep stopped
   // before them), noted under the tables like the failed ones.
   std::vector<std::string> missing_jobs;
+  // Cells marked n=k/m, by where their m came from: the plan's seeds (a cell of the plan's
+  // grid), or the seeds other models have at that task and shots (no plan grid, or a model or
+  // task outside it). The warning and the footnote under Table 1 word m from these.
+  uint64_t short_of_plan = 0, short_of_others = 0;
+  /// Where the m of n=k/m came from, for the warning ("planned", "other models have there")
+  /// or the footnote ("the plan has m", "other models have m"); both when both kinds of cell
+  /// are shown.
+  std::string expected_source(bool footnote) const;
   std::vector<std::string> warnings;     // e.g. a plan group that disagrees with the records
   std::vector<std::vector<MetricStat>> cells;  // [(m * tasks + t) * shots + s][metric]
   /// Per model (in `models` order): the fine-tuning precision of its shown records -> how many

@@ -78,6 +78,14 @@ std::string Table::precision_sentence() const {
   return s;
 }
 
+std::string Table::expected_source(bool footnote) const {
+  const char* plan = footnote ? "the plan has m" : "planned";
+  const char* others = footnote ? "other models have m" : "other models have there";
+  if (short_of_plan > 0 && short_of_others > 0)
+    return fmt::format("{} (outside the plan's models, tasks and shots: {})", plan, others);
+  return short_of_plan > 0 ? plan : others;
+}
+
 const std::vector<std::string>& known_metrics() {
   static const std::vector<std::string> m = [] {
     std::vector<std::string> names;
@@ -454,7 +462,6 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
     };
     std::set<std::string> done(results.failed_jobs.begin(), results.failed_jobs.end());
     for (const Record* r : used) done.insert(r->job);
-    uint64_t short_cells = 0;
     std::string example;
     for (size_t m = 0; m < t.models.size(); ++m)
       for (size_t k = 0; k < t.tasks.size(); ++k)
@@ -465,20 +472,23 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
           const uint64_t expected = in_grid ? plan.seeds.size() : seen[k * t.shots.size() + s].size();
           for (auto& st : t.cells[at(m, k, s)]) st.expected = expected;
           const MetricStat& st = t.cells[at(m, k, s)][0];
-          if (st.incomplete() && short_cells++ == 0)
-            example = fmt::format("model '{}', task '{}', {} shots: {} of {}", t.models[m].name, t.tasks[k],
-                                  t.shots[s], st.n, st.expected);
+          if (st.incomplete()) {
+            if (t.short_of_plan + t.short_of_others == 0)
+              example = fmt::format("model '{}', task '{}', {} shots: {} of {}", t.models[m].name, t.tasks[k],
+                                    t.shots[s], st.n, st.expected);
+            ++(in_grid ? t.short_of_plan : t.short_of_others);
+          }
           if (in_grid)
             for (uint64_t seed : plan.seeds) {
-              const std::string key = fmt::format("{}|{}|{}|{}", t.models[m].name, t.tasks[k], t.shots[s], seed);
+              const std::string key = results::job_key(t.models[m].name, t.tasks[k], t.shots[s], seed);
               if (!done.count(key)) t.missing_jobs.push_back(key);
             }
         }
-    if (short_cells > 0)
+    if (const uint64_t short_cells = t.short_of_plan + t.short_of_others; short_cells > 0)
       t.warnings.push_back(fmt::format("{} cell(s) of Table 1 are means over fewer seeds than {} (e.g. {}): marked "
                                        "n=k/m and not ranked; finish the sweep (genemask sweep continues where it "
                                        "stopped) or report the complete part with --models/--tasks",
-                                       short_cells, plan.grid_given ? "planned" : "other models have there", example));
+                                       short_cells, t.expected_source(false), example));
     if (!t.missing_jobs.empty())
       t.warnings.push_back(fmt::format("{} job(s) of the plan have no record (e.g. {}): the sweep stopped before "
                                        "them; they are listed under Table 1",

@@ -134,8 +134,7 @@ std::string table1_markdown(const Table& t, int d) {
   if (const std::string p = t.precision_sentence(); !p.empty()) o += "\nFine-tuning precision: " + p + ".\n";
   if (std::any_of(t.cells.begin(), t.cells.end(),
                   [](const std::vector<MetricStat>& c) { return !c.empty() && c[0].incomplete(); }))
-    o += "\nn=k/m: the mean of k seeds where " +
-         std::string(t.missing_jobs.empty() ? "other models have m" : "the plan has m") +
+    o += "\nn=k/m: the mean of k seeds where " + t.expected_source(true) +
          " (an unfinished sweep); such cells are not ranked.\n";
   if (!t.failed_jobs.empty()) {
     o += fmt::format("\nFailed jobs without a result ({}):", t.failed_jobs.size());

@@ -321,6 +321,43 @@ TEST(Report, CellsOverFewerSeedsThanPlannedAreMarkedNotRankedAndTheMissingJobsLi
   EXPECT_TRUE(u.missing_jobs.empty());
 }
 
+// The footnote's m is the plan's seed count wherever the cell is in the plan's grid, also
+// when nothing is missing because the short cell's job failed (it was worded from the list
+// of jobs not run, and said "other models have m"); a model outside the plan is counted
+// against the others and both are said.
+TEST(Report, TheFootnoteSaysWhereEachShortCellsSeedCountCameFrom) {
+  test::TempDir dir;
+  std::string text;
+  for (int seed = 1; seed <= 3; ++seed) {
+    text += line("a", "", "t", 10, seed, 0.50, 0.5);
+    text += seed == 3 ? line("b", "", "t", 10, seed, 0, 0, "failed") : line("b", "", "t", 10, seed, 0.60, 0.5);
+  }
+  test::write_file(dir.file("plan.json"), R"({"format": "genemask-sweep-plan", "models": ["a", "b"],
+      "tasks": [{"name": "t"}], "shots": [10], "seeds": [1, 2, 3]})");
+  const Plan plan = sweep::read_plan_order(dir.file("plan.json"));
+  Options o;
+  o.metrics = {"accuracy"};
+  const Table t = aggregate(parse(dir, text), plan, o);
+  EXPECT_TRUE(t.missing_jobs.empty());
+  EXPECT_EQ(t.short_of_plan, 1u);
+  EXPECT_EQ(t.short_of_others, 0u);
+  std::string md = table1_markdown(t, 3);
+  EXPECT_NE(md.find("n=k/m: the mean of k seeds where the plan has m (an unfinished sweep)"), std::string::npos) << md;
+  EXPECT_NE(t.warnings.at(0).find("fewer seeds than planned (e.g. model 'b', task 't', 10 shots: 2 of 3)"),
+            std::string::npos) << t.warnings[0];
+  // A model the plan does not name, one seed short of the others at that cell.
+  const Table u = aggregate(parse(dir, text + line("x", "", "t", 10, 1, 0.7, 0.5)), plan, o);
+  EXPECT_EQ(u.short_of_plan, 1u);
+  EXPECT_EQ(u.short_of_others, 1u);
+  md = table1_markdown(u, 3);
+  EXPECT_NE(md.find("where the plan has m (outside the plan's models, tasks and shots: other models have m)"),
+            std::string::npos) << md;
+  // Without a plan: the others' count only.
+  const Table v = aggregate(parse(dir, text), Plan{}, o);
+  EXPECT_EQ(v.short_of_others, 1u);
+  EXPECT_NE(table1_markdown(v, 3).find("where other models have m (an unfinished sweep)"), std::string::npos);
+}
+
 // Two models that claim one replicate of an arm (two sweeps concatenated, both numbering
 // from 0) were pooled as one pretraining run.
 TEST(Report, TwoModelsOfOneReplicateAreRefused) {
