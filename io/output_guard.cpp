@@ -316,11 +316,13 @@ std::optional<nlohmann::json> read_output_marker(const std::string& dir) {
   if (!in) return std::nullopt;
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (text.size() > (1u << 20)) throw InputError(path, "is larger than 1 MiB: not a genemask output marker");
-  auto j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // The strict parser (a key given twice is no marker genemask wrote).
+  const JsonParse parsed = try_parse_json(text);
+  const nlohmann::json& j = parsed.value;
   const auto is_string_array = [](const nlohmann::json& a) {
     return a.is_array() && std::all_of(a.begin(), a.end(), [](const nlohmann::json& e) { return e.is_string(); });
   };
-  if (j.is_discarded() || !j.is_object() || j.value("format", "") != kMarkerFormat || !j.contains("command") ||
+  if (!parsed.ok() || !j.is_object() || j.value("format", "") != kMarkerFormat || !j.contains("command") ||
       !j["command"].is_string() || !j.contains("complete") || !j["complete"].is_boolean() || !j.contains("entries") ||
       !is_string_array(j["entries"]))
     throw InputError(path, "is not a genemask output marker (format genemask-output with command, complete and "

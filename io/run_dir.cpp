@@ -71,9 +71,9 @@ namespace {
 
 /// The run's --steps as a checkpoint's state.json records it (written since format 2), or -1.
 int64_t recorded_run_steps(const fs::path& checkpoint) {
-  std::ifstream in(checkpoint / "state.json");
-  const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  if (j.is_object() && j.contains("steps") && j["steps"].is_number_integer()) return j["steps"].get<int64_t>();
+  const JsonParse parsed = try_read_json_file((checkpoint / "state.json").string());
+  const nlohmann::json& j = parsed.value;
+  if (parsed.ok() && j.is_object() && j.contains("steps") && j["steps"].is_number_integer()) return j["steps"].get<int64_t>();
   return -1;
 }
 

@@ -234,6 +234,23 @@ def test_an_incomplete_shard_set_is_refused(work, tmp_path):
         genemask.ShardDataset(d)
 
 
+def test_a_key_given_twice_is_refused(work, tmp_path):
+    """A manifest or marker with a key given twice (an edit that added "seed" again) was read
+    with the last value, as json.loads does; the CLI refuses it (io/json.cpp), and so does
+    the package."""
+    d = edited(work["shards"], tmp_path / "s")
+    text = (d / "manifest.json").read_text()
+    (d / "manifest.json").write_text(text.replace("{", '{"seed": 1, ', 1))
+    with pytest.raises(genemask.InputError, match="manifest.json: not JSON \\(the key \"seed\" appears twice in one object"):
+        genemask.ShardDataset(d)
+    (d / "manifest.json").write_text(text)
+    genemask.ShardDataset(d)  # as written, read
+    marker = (d / ".genemask.json").read_text()
+    (d / ".genemask.json").write_text(marker.replace("{", '{"complete": true, ', 1))
+    with pytest.raises(genemask.InputError, match="is not a genemask output marker"):
+        genemask.ShardDataset(d)
+
+
 def test_the_genomes_counts_must_be_the_shards(genomes, tmp_path):
     def edit(m):
         m["genomes"][0]["samples"]["train"] += 1

@@ -17,6 +17,7 @@
 #include "genemask/corpus/tokenizer.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/json.hpp"
 #include "io/output_guard.hpp"
 #include "io/run_dir.hpp"
 #include "io/safetensors.hpp"
@@ -261,13 +262,10 @@ std::string export_run(const std::string& run, const std::string& out_dir) {
   export_hf(m, out_dir);  // the caller's staging directory (io::OutputSet): published when complete
   // A run on a genome list: what it was trained on, per genome, goes with the model
   // (genemask_pretraining.json; `report` shows it).
-  if (std::ifstream in(src + "/state.json"); in) {
-    nlohmann::json st;
-    try {
-      st = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception&) {
-      st = nlohmann::json();  // a checkpoint of before, or none: nothing to carry
-    }
+  // (A checkpoint of before has no totals: nothing to carry. One whose state.json is not
+  // JSON, or gives a key twice, is said: the totals would be guessed.)
+  if (std::ifstream(src + "/state.json")) {
+    const nlohmann::json st = io::read_json_file(src + "/state.json");
     if (st.is_object() && st.contains("genome_tokens")) {
       const nlohmann::json p = {{"step", st.value("step", nlohmann::json())},
                                 {"shards", st.value("shards", nlohmann::json())},

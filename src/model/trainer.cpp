@@ -509,9 +509,9 @@ void check_checkpoint_files(const Run& r, const std::string& d, const nlohmann::
   for (int64_t step : io::checkpoint_steps(r.o.out)) {
     const std::string other = io::checkpoint_dir(r.o.out, step) + "/state.json";
     if (other == state) continue;
-    std::ifstream in(other);
-    const auto j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    if (!j.is_object() || !j.contains("run_id") || !j["run_id"].is_string() || j["run_id"] == id) continue;
+    const io::JsonParse parsed = io::try_read_json_file(other);
+    const nlohmann::json& j = parsed.value;
+    if (!parsed.ok() || !j.is_object() || !j.contains("run_id") || !j["run_id"].is_string() || j["run_id"] == id) continue;
     throw io::InputError(state, fmt::format("is of run {}, but {} is of run {}: the checkpoint was copied in from "
                                             "another run; remove it to resume from this run's own checkpoints",
                                             id, other, j["run_id"].get<std::string>()));

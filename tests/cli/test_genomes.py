@@ -332,6 +332,19 @@ class Genomes(unittest.TestCase):
                          [(m, g, seen[g]) for m in ("tiny-a", "tiny-b") for g in "abc"])
         for r in rows:
             self.assertAlmostEqual(float(r["share"]), seen[r["genome"]] / total, places=12)
+        # A key given twice (an edit that pasted the totals again) is not read as its last
+        # value: the report leaves the model out and says why.
+        pj_path = os.path.join(d, "model-a", "genemask_pretraining.json")
+        with open(pj_path) as f:
+            pj_text = f.read()
+        with open(pj_path, "w") as f:
+            f.write(pj_text.replace("{", '{"genome_tokens": {"a": 1}, ', 1))
+        p = run(["report", "--results", os.path.join(d, "results.jsonl"), "--plan", os.path.join(d, "plan.json"),
+                 "--out", os.path.join(d, "report2"), "--no-png"])
+        self.assertIn('genemask_pretraining.json:2: the key "genome_tokens" appears twice in one object', p.stderr)
+        self.assertIn("genomes.md leaves model 'tiny-a' out", p.stderr)
+        with open(os.path.join(d, "report2", "genomes.csv")) as f:
+            self.assertEqual({r["model"] for r in csv.DictReader(f)}, {"tiny-b"})
         # A changed weighting is a changed run.
         p = pretrain("b", ["--resume"], weights="list", check=False)
         self.assertIn('--genome-weights is "list" now but "uniform" in the run', p.stderr)

@@ -299,6 +299,11 @@ TEST(OutputSet, ACutShortPublicationIsIncompleteForReaders) {
   EXPECT_NO_THROW(io::check_output_complete(d));
   test::write_file(d + "/.genemask.json", R"({"entries": ["../../etc"]})");
   EXPECT_NE(error_of([&] { io::check_output_complete(d); }).find("is not a genemask output marker"), std::string::npos);
+  // "complete" given twice (an edit that added the key again): not read as its last value.
+  test::write_file(d + "/.genemask.json",
+                   R"({"format": "genemask-output", "format_version": 1, "command": "export-hf", "complete": false,
+                       "complete": true, "entries": ["config.json"]})");
+  EXPECT_NE(error_of([&] { io::check_output_complete(d); }).find("is not a genemask output marker"), std::string::npos);
 }
 
 TEST(OutputSet, NeverRemovesAnEntryThatHoldsAnInput) {

@@ -81,6 +81,23 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
+def _no_repeated_key(pairs: list) -> dict:
+    """An object whose key is given twice is refused (the CLI's JSON reader, io/json.cpp, does
+    the same): json.loads would keep the last value without a word."""
+    out: dict = {}
+    for k, v in pairs:
+        if k in out:
+            raise ValueError(f"the key {_excerpt(json.dumps(k), 80)} appears twice in one object: which value is "
+                             "meant cannot be known; give it once")
+        out[k] = v
+    return out
+
+
+def _loads(text: Any) -> Any:
+    """genemask's JSON reading: no NaN/Infinity constants, no repeated keys."""
+    return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_repeated_key)
+
+
 def _is_uint(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
@@ -99,7 +116,7 @@ def _check_complete(d: str) -> None:
     if len(text) > 1 << 20:
         raise InputError(f"{path}: is larger than 1 MiB: not a genemask output marker")
     try:
-        j = json.loads(text, parse_constant=_no_constant)
+        j = _loads(text)
     except ValueError:
         j = None
     if not (isinstance(j, dict) and j.get("format") == "genemask-output" and isinstance(j.get("command"), str)
@@ -168,7 +185,7 @@ def read_manifest(d: str) -> Dict[str, Any]:
         raise InputError(f"{path}: is a directory, not a file")
     try:
         with open(path, "rb") as f:
-            j = json.loads(f.read(), parse_constant=_no_constant)
+            j = _loads(f.read())
     except OSError as e:
         raise InputError(f"{path}: cannot open ({e.strerror}): is this a shard directory made by "
                          "`genemask shards`?") from None

@@ -305,15 +305,19 @@ std::vector<GenomeTokens> genome_tokens(const Table& t, const Plan& plan, std::v
           body = text(f);
           if (!body || body->find("\"genome_tokens\"") == std::string::npos) continue;
         }
-        const auto j = nlohmann::json::parse(*body, nullptr, /*allow_exceptions=*/false);
+        const io::JsonParse parsed = io::try_parse_json(*body);
+        const nlohmann::json& j = parsed.value;
         GenomeTokens g{m.name, {}};
-        bool ok = j.is_object() && j.contains("genome_tokens") && j["genome_tokens"].is_object();
+        bool ok = parsed.ok() && j.is_object() && j.contains("genome_tokens") && j["genome_tokens"].is_object();
         if (ok)
           for (const auto& [name, v] : j["genome_tokens"].items()) {
             if (!v.is_number_unsigned()) ok = false;
             else g.tokens.emplace_back(name, v.get<uint64_t>());
           }
-        if (!ok) {
+        if (!parsed.ok()) {
+          warnings.push_back(fmt::format("{}:{}: {}; genomes.md leaves model '{}' out", f, parsed.line, parsed.error,
+                                         m.name));
+        } else if (!ok) {
           warnings.push_back(fmt::format("{}: genome_tokens is not an object of genome -> tokens (the file is "
                                          "damaged?); genomes.md leaves model '{}' out",
                                          f, m.name));
