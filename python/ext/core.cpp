@@ -31,6 +31,7 @@
 #include "io/count_checks.hpp"
 #include "io/error.hpp"
 #include "io/rank_tables.hpp"
+#include "io/shard_manifest.hpp"
 #include "io/text_source.hpp"
 
 namespace nb = nanobind;
@@ -186,6 +187,78 @@ Array<T> column(const std::vector<Row>& rows, Get get) {
 }
 
 // ---------------------------------------------------------------- k-mers
+
+/// DIR/manifest.json read and checked as `pretrain` reads it (io::read_manifest: the output
+/// marker, every field, each shard once, the totals; and the vocabulary), as a dict shaped
+/// like the file (a null "genes", a genome's null "weight" where the file has none).
+nb::dict read_manifest(const std::string& dir) {
+  const io::ShardManifest m = io::read_manifest(dir);
+  check_vocab_sha256(dir + "/manifest.json", m.vocab_sha256);
+  const auto text_or_none = [](const std::string& s) -> nb::object {
+    return s.empty() ? nb::object(nb::none()) : nb::object(nb::str(s.c_str()));
+  };
+  const auto split_pair = [](uint64_t train, uint64_t valid) {
+    nb::dict d;
+    d["train"] = train;
+    d["valid"] = valid;
+    return d;
+  };
+  nb::dict d, recipe;
+  d["format"] = io::kManifestFormat;
+  d["format_version"] = io::kManifestVersion;
+  d["source_genome"] = m.source_genome;
+  d["genome_bytes"] = m.genome_bytes;
+  d["genes"] = text_or_none(m.genes);
+  d["seed"] = m.seed;
+  d["valid_fraction"] = m.valid_fraction;
+  recipe["max_offset"] = m.max_offset;
+  recipe["full_prob"] = m.full_prob;
+  recipe["min_tokens"] = m.min_tokens;
+  recipe["max_tokens"] = m.max_tokens;
+  d["recipe"] = recipe;
+  d["vocab_sha256"] = m.vocab_sha256;
+  d["command_line"] = m.command_line;
+  d["genemask_version"] = m.genemask_version;
+  d["candidates"] = m.candidates;
+  d["dropped_non_acgt"] = m.dropped_non_acgt;
+  nb::list chroms, genomes, shards;
+  for (const auto& c : m.chromosomes) {
+    nb::dict e;
+    e["name"] = c.name;
+    e["length"] = c.length;
+    e["genome"] = c.genome;
+    chroms.append(e);
+  }
+  for (const auto& g : m.genomes) {
+    nb::dict e;
+    e["name"] = g.name;
+    e["path"] = g.path;
+    e["genes"] = text_or_none(g.genes);
+    e["file_bytes"] = g.file_bytes;
+    e["mtime_ns"] = g.mtime_ns;
+    e["weight"] = g.weight > 0 ? nb::object(nb::float_(g.weight)) : nb::none();
+    e["records"] = g.records;
+    e["bases"] = g.bases;
+    e["samples"] = split_pair(g.samples_train, g.samples_valid);
+    e["tokens"] = split_pair(g.tokens_train, g.tokens_valid);
+    genomes.append(e);
+  }
+  for (const auto& s : m.shards) {
+    nb::dict e;
+    e["file"] = s.file;
+    e["split"] = s.split;
+    e["sha256"] = s.sha256;
+    e["samples"] = s.samples;
+    e["tokens"] = s.tokens;
+    e["first_sample"] = s.first_sample;
+    e["last_sample"] = s.last_sample;
+    shards.append(e);
+  }
+  d["chromosomes"] = chroms;
+  if (!m.genomes.empty()) d["genomes"] = genomes;
+  d["shards"] = shards;
+  return d;
+}
 
 std::vector<Array<uint64_t>> count_kmers(const std::string& path, int kmax) {
   if (kmax < 1 || kmax > kMaxDenseK)
@@ -481,6 +554,9 @@ NB_MODULE(_core, m) {
       },
       "sample_genome"_a, "probabilities"_a, "seed"_a, "epoch"_a,
       "The order of an epoch with genome weights (samples in sample_index order), as `pretrain`.");
+  m.def("read_manifest", &read_manifest, "dir"_a,
+        "DIR/manifest.json of a shard set, checked as `genemask pretrain` checks it; InputError naming the file, "
+        "the field and the value.");
   m.def("count_kmers", &count_kmers, "path"_a, "kmax"_a, "Counts of k = 1..kmax (list index k-1), as `genemask count`.");
   m.def("npmi", &npmi, "counts"_a, "k"_a, "min_count"_a, "The NPMI ranking of k-mers, as `genemask npmi`.");
   m.def("pmi_vocab", &pmi_vocab, "counts"_a, "kmin"_a, "kmax"_a, "min_count"_a, "size"_a,

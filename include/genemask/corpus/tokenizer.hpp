@@ -35,6 +35,9 @@ void write_vocab(const std::string& path);
 void write_hf_tokenizer(const std::string& dir, int model_max_length);
 /// SHA-256 of the vocab.txt text (recorded in shard manifests).
 std::string vocab_sha256();
+/// Throws io::InputError naming `path` unless `digest` (a shard set's recorded vocab_sha256)
+/// is vocab_sha256(): its token ids would be trained on, and masked, as genemask's.
+void check_vocab_sha256(const std::string& path, const std::string& digest);
 
 /// Overlapping 6-mer ids of a sequence (L bases give L-5 ids; fewer than 6 bases give
 /// none). Lowercase is upper-cased; a 6-mer with a non-ACGT base is [UNK].

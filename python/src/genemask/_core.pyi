@@ -133,6 +133,11 @@ def weighted_epoch_order(sample_genome: Annotated[NDArray[numpy.uint32], dict(sh
     The order of an epoch with genome weights (samples in sample_index order), as `pretrain`.
     """
 
+def read_manifest(dir: str) -> dict:
+    """
+    DIR/manifest.json of a shard set, checked as `genemask pretrain` checks it; InputError naming the file, the field and the value.
+    """
+
 def count_kmers(path: str, kmax: int) -> list[NDArray[numpy.uint64]]:
     """Counts of k = 1..kmax (list index k-1), as `genemask count`."""
 

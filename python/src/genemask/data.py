@@ -29,9 +29,7 @@ the file and the field.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import stat
 from typing import Any, Dict, Iterator, List, Optional
 
 import numpy as np
@@ -43,9 +41,7 @@ from ._core import InputError
 CLS, SEP = _core.CLS, _core.SEP
 
 
-MANIFEST_FORMAT, MANIFEST_VERSION = "genemask-shards", 1
 SHARD_FORMAT, SHARD_VERSION = "genemask-shard", 1
-MARKER = ".genemask.json"  # the output marker of a directory genemask wrote (io/output_guard)
 U64_MAX = 2**64 - 1
 _vocab_digest: Optional[str] = None
 
@@ -73,259 +69,14 @@ def _excerpt(text: str, limit: int) -> str:
     return cut + "..." if len(text) > limit else cut
 
 
-def _json_excerpt(value: Any, limit: int) -> str:
-    return _excerpt(json.dumps(value), limit)
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
-
-
-def _no_repeated_key(pairs: list) -> dict:
-    """An object whose key is given twice is refused (the CLI's JSON reader, io/json.cpp, does
-    the same): json.loads would keep the last value without a word."""
-    out: dict = {}
-    for k, v in pairs:
-        if k in out:
-            raise ValueError(f"the key {_excerpt(json.dumps(k), 80)} appears twice in one object: which value is "
-                             "meant cannot be known; give it once")
-        out[k] = v
-    return out
-
-
-def _loads(text: Any) -> Any:
-    """genemask's JSON reading: no NaN/Infinity constants, no repeated keys."""
-    return json.loads(text, parse_constant=_no_constant, object_pairs_hook=_no_repeated_key)
-
-
-def _is_uint(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _check_complete(d: str) -> None:
-    """A directory whose publication was cut short (its marker says "complete": false) is
-    refused, as the CLI's readers do (io/output_guard check_output_complete)."""
-    path = os.path.join(d, MARKER)
-    try:
-        with open(path, "rb") as f:
-            text = f.read((1 << 20) + 1)
-    except FileNotFoundError:
-        return
-    except OSError as e:
-        raise InputError(f"{path}: cannot read ({e.strerror}): the output marker of a genemask directory") from None
-    if len(text) > 1 << 20:
-        raise InputError(f"{path}: is larger than 1 MiB: not a genemask output marker")
-    try:
-        j = _loads(text)
-    except ValueError:
-        j = None
-    if not (isinstance(j, dict) and j.get("format") == "genemask-output" and isinstance(j.get("command"), str)
-            and isinstance(j.get("complete"), bool) and isinstance(j.get("entries"), list)
-            and all(isinstance(e, str) for e in j["entries"])):
-        raise InputError(f"{path}: is not a genemask output marker (format genemask-output with command, complete "
-                         "and entries); it was changed by hand: remove the directory's content yourself, or choose "
-                         "another directory")
-    for n in j["entries"]:
-        if n in ("", ".", "..") or "/" in n:
-            raise InputError(f"{path}: lists the entry '{_excerpt(n, 80)}', which is not a plain name in the directory")
-    if not j["complete"]:
-        raise InputError(f"{d}: is an incomplete output of `genemask {j['command']}` (it stopped while moving its "
-                         "files into place): run that command again with --force")
-
-
-class _Fields:
-    """Fields of the manifest with errors that name the field and what was there, as the
-    CLI's manifest reader (io/shard_manifest.cpp) words them."""
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-
-    def fail(self, field: str, what: str):
-        raise InputError(f"{self.path}: {field}: {what}; the manifest is damaged or was edited: build the shards again")
-
-    def at(self, j: Any, key: str, field: str) -> Any:
-        if not isinstance(j, dict) or key not in j:
-            self.fail(field, "missing")
-        return j[key]
-
-    def string(self, j: Any, key: str, field: str) -> str:
-        v = self.at(j, key, field)
-        if not isinstance(v, str):
-            self.fail(field, f"{_json_excerpt(v, 80)} is not a string")
-        return v
-
-    def u64(self, j: Any, key: str, field: str, lo: int = 0, hi: int = U64_MAX) -> int:
-        v = self.at(j, key, field)
-        if not _is_uint(v) or v > U64_MAX:
-            self.fail(field, f"{_json_excerpt(v, 80)} is not a non-negative integer")
-        if not lo <= v <= hi:
-            self.fail(field, f"{v} is outside {lo}..{hi}")
-        return v
-
-    def fraction(self, j: Any, key: str, field: str) -> float:
-        v = self.at(j, key, field)
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-            self.fail(field, f"{_json_excerpt(v, 80)} is not a number in [0, 1]")
-        return float(v)
-
-
-def _is_sha256_hex(s: str) -> bool:
-    return len(s) == 64 and all(c in "0123456789abcdef" for c in s)
-
-
 def read_manifest(d: str) -> Dict[str, Any]:
-    """DIR/manifest.json, checked as ``genemask pretrain`` checks it (io/shard_manifest.cpp
-    read_manifest): the directory's marker says complete, format and version, every field,
+    """DIR/manifest.json, checked by the CLI's own reader (io/shard_manifest.cpp read_manifest,
+    in the extension): the directory's marker says complete, format and version, every field,
     each shard listed once under a plain file name that exists, and the totals (and the
     genomes' counts, and candidates - dropped_non_acgt) equal to the sums over the shards
-    listed; and the vocabulary is genemask's. Errors name the file, the field and the value."""
-    _check_complete(d)
-    path = os.path.join(d, "manifest.json")
-    if os.path.isdir(path):
-        raise InputError(f"{path}: is a directory, not a file")
-    try:
-        with open(path, "rb") as f:
-            j = _loads(f.read())
-    except OSError as e:
-        raise InputError(f"{path}: cannot open ({e.strerror}): is this a shard directory made by "
-                         "`genemask shards`?") from None
-    except ValueError as e:
-        raise InputError(f"{path}: not JSON ({e}): the manifest is damaged: build the shards again") from None
-    f = _Fields(path)
-    fmt = j.get("format", "") if isinstance(j, dict) else ""
-    if fmt != MANIFEST_FORMAT:
-        raise InputError(f"{path}: format is '{_excerpt(str(fmt), 80)}', expected '{MANIFEST_FORMAT}'")
-    version = f.u64(j, "format_version", "format_version")
-    if version != MANIFEST_VERSION:
-        raise InputError(f"{path}: format_version {version} is not supported (expected {MANIFEST_VERSION})")
-    f.string(j, "source_genome", "source_genome")
-    f.u64(j, "genome_bytes", "genome_bytes")
-    if f.at(j, "genes", "genes") is not None:
-        f.string(j, "genes", "genes")
-    f.u64(j, "seed", "seed")
-    f.fraction(j, "valid_fraction", "valid_fraction")
-    recipe = f.at(j, "recipe", "recipe")
-    f.u64(recipe, "max_offset", "recipe.max_offset", 0, 2**32 - 1)
-    f.fraction(recipe, "full_prob", "recipe.full_prob")
-    min_tokens = f.u64(recipe, "min_tokens", "recipe.min_tokens", 1, _core.MAX_TOKENS)
-    f.u64(recipe, "max_tokens", "recipe.max_tokens", min_tokens, _core.MAX_TOKENS)
-    vocab = f.string(j, "vocab_sha256", "vocab_sha256")
-    if vocab != vocab_sha256():
-        raise InputError(f"{path}: vocab_sha256 is '{_excerpt(vocab, 80)}', but genemask's DNABERT-6 vocabulary "
-                         f"(`genemask vocab`) has SHA-256 {vocab_sha256()}: the shards hold the ids of another "
-                         "vocabulary; build the shards again with this genemask")
-    for key in ("candidates", "dropped_non_acgt"):
-        if key in j:
-            f.u64(j, key, key)
-    genomes = []
-    if "genomes" in j:
-        gs = j["genomes"]
-        if not isinstance(gs, list) or not gs:
-            f.fail("genomes", "not a non-empty list")
-        names = set()
-        for i, g in enumerate(gs):
-            at = f"genomes[{i}]"
-            name = f.string(g, "name", at + ".name")
-            if name in names:
-                f.fail(at + ".name", f"'{_excerpt(name, 80)}' is listed twice")
-            names.add(name)
-            f.string(g, "path", at + ".path")
-            if f.at(g, "genes", at + ".genes") is not None:
-                f.string(g, "genes", at + ".genes")
-            f.u64(g, "file_bytes", at + ".file_bytes")
-            w = f.at(g, "weight", at + ".weight")
-            if w is not None and (isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < float("inf")):
-                f.fail(at + ".weight", f"{_json_excerpt(w, 40)} is not a positive finite number")
-            f.u64(g, "records", at + ".records")
-            f.u64(g, "bases", at + ".bases")
-            for what in ("samples", "tokens"):
-                one = f.at(g, what, f"{at}.{what}")
-                for split in ("train", "valid"):
-                    f.u64(one, split, f"{at}.{what}.{split}")
-            genomes.append(g)
-    chroms = f.at(j, "chromosomes", "chromosomes")
-    if not isinstance(chroms, list):
-        f.fail("chromosomes", "not a list")
-    chrom_names = set()  # a name is unique within its genome
-    for i, c in enumerate(chroms):
-        at = f"chromosomes[{i}]"
-        name = f.string(c, "name", at + ".name")
-        f.u64(c, "length", at + ".length")
-        genome = f.u64(c, "genome", at + ".genome", 0, len(genomes) - 1) if genomes else 0
-        if (genome, name) in chrom_names:
-            f.fail(at + ".name", f"'{_excerpt(name, 80)}' is listed twice")
-        chrom_names.add((genome, name))
-    shards = f.at(j, "shards", "shards")
-    if not isinstance(shards, list):
-        f.fail("shards", "not a list")
-    # Each shard once, by name and by the file behind the name (a hard link); the totals are
-    # the sums (a shard left out or listed twice, or a split changed, is a changed corpus).
-    by_name: Dict[str, str] = {}
-    by_identity: Dict[Any, str] = {}
-    samples = {"train": 0, "valid": 0}
-    tokens = {"train": 0, "valid": 0}
-    for i, sh in enumerate(shards):
-        at = f"shards[{i}]"
-        name = f.string(sh, "file", at + ".file")
-        split = f.string(sh, "split", at + ".split")
-        digest = f.string(sh, "sha256", at + ".sha256")
-        n = f.u64(sh, "samples", at + ".samples")
-        t = f.u64(sh, "tokens", at + ".tokens")
-        first = f.u64(sh, "first_sample", at + ".first_sample")
-        last = f.u64(sh, "last_sample", at + ".last_sample")
-        if name in ("", ".", "..") or "/" in name:
-            f.fail(at + ".file", f"'{_excerpt(name, 80)}' is not a file name in the shard directory")
-        if split not in ("train", "valid"):
-            f.fail(at + ".split", f"'{_excerpt(split, 40)}' is not train or valid")
-        if not _is_sha256_hex(digest):
-            f.fail(at + ".sha256", f"'{_excerpt(digest, 80)}' is not a SHA-256 (64 lower-case hex digits)")
-        if n > 0 and (first > last or last - first + 1 < n):
-            f.fail(at, f"{n} samples cannot have sample indices {first}..{last}")
-        if n > t:
-            f.fail(at, f"{n} samples in {t} tokens")
-        file = os.path.join(d, name)
-        try:
-            st = os.stat(file)
-        except FileNotFoundError:
-            raise InputError(f"{path}: lists {name} but the file is missing: the shard set is incomplete") from None
-        except OSError as e:
-            raise InputError(f"{file}: cannot be read: {e.strerror}") from None
-        if not stat.S_ISREG(st.st_mode):
-            raise InputError(f"{file}: is {'a directory' if stat.S_ISDIR(st.st_mode) else 'not a regular file'}, "
-                             "not a shard file")
-        if name in by_name:
-            raise InputError(f"{path}: {by_name[name]} and {at} both list the shard {name}: each shard is listed "
-                             "once (its samples would be counted twice); build the shards again")
-        by_name[name] = at
-        identity = (st.st_dev, st.st_ino)
-        if identity in by_identity:
-            raise InputError(f"{path}: lists {by_identity[identity]} and {name}, which are the same file (a link): "
-                             "each shard is listed once; build the shards again")
-        by_identity[identity] = name
-        samples[split] += n
-        tokens[split] += t
-    # The shards listed must be all the set's samples: the totals, the cut's own count and the
-    # genomes' counts are three records of them.
-    totals = f.at(j, "totals", "totals")
-    for split in ("train", "valid"):
-        one = f.at(totals, split, "totals." + split)
-        s_total = f.u64(one, "samples", f"totals.{split}.samples")
-        t_total = f.u64(one, "tokens", f"totals.{split}.tokens")
-        if (s_total, t_total) != (samples[split], tokens[split]):
-            f.fail("totals." + split, f"{s_total} samples and {t_total} tokens, but the shards listed hold "
-                                      f"{samples[split]} and {tokens[split]}")
-        if genomes:
-            gs_ = sum(g["samples"][split] for g in genomes)
-            gt_ = sum(g["tokens"][split] for g in genomes)
-            if (gs_, gt_) != (samples[split], tokens[split]):
-                f.fail("genomes", f"their {split} samples and tokens add up to {gs_} and {gt_}, but the shards listed "
-                                  f"hold {samples[split]} and {tokens[split]}")
-    if "candidates" in j and "dropped_non_acgt" in j:
-        cut, dropped = j["candidates"], j["dropped_non_acgt"]
-        if dropped > cut or cut - dropped != samples["train"] + samples["valid"]:
-            f.fail("candidates", f"{cut} segments cut, {dropped} dropped, but the shards listed hold "
-                                 f"{samples['train'] + samples['valid']} samples")
-    return j
+    listed; and the vocabulary is genemask's. A dict shaped like the file; errors name the
+    file, the field and the value."""
+    return _core.read_manifest(os.fspath(d))
 
 
 def _attr(h, name: str) -> Any:

@@ -25,12 +25,7 @@ ShardSet::ShardSet(const std::string& dir, const std::string& split, const Shard
   const auto m = io::read_manifest(dir);
   // The token ids are those of the vocabulary the shards were written with: another's would
   // be trained on (and masked) as genemask's without a word.
-  if (m.vocab_sha256 != vocab_sha256())
-    throw io::InputError(dir + "/manifest.json",
-                         fmt::format("vocab_sha256 is '{}', but genemask's DNABERT-6 vocabulary (`genemask vocab`) has "
-                                     "SHA-256 {}: the shards hold the ids of another vocabulary; build the shards again "
-                                     "with this genemask",
-                                     io::excerpt(m.vocab_sha256, 80), vocab_sha256()));
+  check_vocab_sha256(dir + "/manifest.json", m.vocab_sha256);
   genomes_ = m.genomes;
   for (size_t k = 0; k < m.shards.size(); ++k) {
     const auto& sh = m.shards[k];

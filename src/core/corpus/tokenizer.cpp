@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "io/atomic_file.hpp"
+#include "io/error.hpp"
 #include "io/sha256.hpp"
 #include "io/task_table.hpp"
 
@@ -113,6 +114,14 @@ void write_hf_tokenizer(const std::string& dir, int model_max_length) {
 std::string vocab_sha256() {
   static const std::string h = io::sha256_hex(vocab_text());
   return h;
+}
+
+void check_vocab_sha256(const std::string& path, const std::string& digest) {
+  if (digest != vocab_sha256())
+    throw io::InputError(path, fmt::format("vocab_sha256 is '{}', but genemask's DNABERT-6 vocabulary (`genemask "
+                                           "vocab`) has SHA-256 {}: the shards hold the ids of another vocabulary; "
+                                           "build the shards again with this genemask",
+                                           io::excerpt(digest, 80), vocab_sha256()));
 }
 
 std::vector<uint16_t> tokenize(std::string_view bases) {
