@@ -508,6 +508,18 @@ OutputDir::~OutputDir() {
   }
 }
 
+void remove_empty_dirs(const std::string& dir, const std::string& top) {
+  namespace fs = std::filesystem;
+  const fs::path t = fs::absolute(top).lexically_normal();
+  for (fs::path p = fs::absolute(dir).lexically_normal(); p.string().size() >= t.string().size(); p = p.parent_path())
+    if (::rmdir(p.c_str()) != 0 || p == t || p == p.parent_path()) break;
+}
+
+void OutputDir::keep_unless_empty() {
+  if (!created_.empty() && !kept_) remove_empty_dirs(dir_, created_);
+  keep();
+}
+
 void remove_unfinished_outputs(const char* why) {
   Line line;
   line.add(g_program);

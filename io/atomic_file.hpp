@@ -95,6 +95,10 @@ class OutputDir {
   /// The outputs are worth keeping from now on, whatever happens later (a first checkpoint),
   /// or the directory is not this command's to remove (its lock is held by another run).
   void keep();
+  /// keep(), after removing the directory (and the parents made for it) if it is still
+  /// empty: its lock could not be taken for a reason other than another run holding it (a
+  /// lock file that could not be written), which leaves nothing of this command's inside.
+  void keep_unless_empty();
   bool created() const { return !created_.empty(); }
 
  private:
@@ -104,6 +108,10 @@ class OutputDir {
   bool kept_ = false;
   std::vector<int> cleanup_slots_;  // the directories it made, for a signal that stops the process
 };
+
+/// rmdir(2) of `dir`, then of its parents up to and including `top` (a directory made for
+/// it), each only while it is empty: never a directory another command has put anything in.
+void remove_empty_dirs(const std::string& dir, const std::string& top);
 
 /// This machine's host name (gethostname), "localhost" when it has none: the HOST of
 /// temporary names and lock holders, and how ranks tell nodes apart.

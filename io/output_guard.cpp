@@ -372,6 +372,17 @@ void check_output_complete(const std::string& dir) {
                                       (*m)["command"].get<std::string>()));
 }
 
+void check_file_in_complete_output(const std::string& file) {
+  std::string dir = std::filesystem::path(file).parent_path().string();
+  if (dir.empty()) dir = ".";
+  const auto m = read_output_marker(dir);
+  if (m && !(*m)["complete"].get<bool>())
+    throw InputError(file, fmt::format("is in {}, an incomplete output of `genemask {}` (it stopped while moving its "
+                                       "files into place, so its files may be of two runs): run that command again "
+                                       "with --force",
+                                       dir, (*m)["command"].get<std::string>()));
+}
+
 OutputSet::OutputSet(std::string dir, Options options)
     : dir_(std::move(dir)), o_(std::move(options)), exceptions_(std::uncaught_exceptions()) {
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
@@ -448,6 +459,7 @@ OutputSet::OutputSet(std::string dir, Options options)
   } catch (...) {
     for (int slot : cleanup_slots_) unregister_cleanup(slot);
     if (lock_) remove_created();  // never a directory another writer holds
+    else if (!created_.empty()) remove_empty_dirs(dir_, created_);  // the lock file not written: nobody's
     lock_.reset();
     throw;
   }

@@ -120,6 +120,10 @@ std::map<std::string, std::string> verify_output_files(const std::string& dir,
 /// Readers of a genemask directory call this first: an output whose publication was cut
 /// short (marker "complete": false) is an InputError that says to run the command again.
 void check_output_complete(const std::string& dir);
+/// The same for a file read on its own (a task table of `genemask dataset`): a file in a
+/// directory whose marker says incomplete may be of another run than its neighbours (the
+/// publication replaces them one by one) and is an InputError naming the file.
+void check_file_in_complete_output(const std::string& file);
 
 /// A command's output directory whose files are published as one unit.
 ///

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "io/error.hpp"
+#include "io/output_guard.hpp"
 #include "io/text_source.hpp"
 
 namespace genemask::io {
@@ -153,6 +154,7 @@ std::string kmer_text_to_bases(const std::string& text) {
 
 std::vector<TaskRow> read_task_table(const std::string& path, bool label_required) {
   check_input_type(path);
+  check_file_in_complete_output(path);  // a table of a `dataset` run stopped while publishing
   std::ifstream in(path);
   if (!in) throw InputError(path, "cannot open: " + open_error_reason(errno));
   std::string line;

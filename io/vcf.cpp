@@ -125,6 +125,7 @@ std::vector<Variant> cut_variant_windows(std::vector<Variant> variants, const st
   std::vector<std::string> names;
   for (const auto& r : genome_records(genome)) names.push_back(r.name);
   std::map<std::string, std::vector<size_t>> by_record;  // genome record -> variants
+  std::map<std::string, size_t> seen;                    // record:pos:ref>alt -> variant
   for (size_t i = 0; i < variants.size(); ++i) {
     const int r = match_seqid(variants[i].chrom, names);
     if (r < 0) {
@@ -136,7 +137,17 @@ std::vector<Variant> cut_variant_windows(std::vector<Variant> variants, const st
                                    "was called on",
                                    variants[i].chrom, genome, present));
     }
-    by_record[names[static_cast<size_t>(r)]].push_back(i);
+    // read_vcf refused a variant listed twice as written; "1" and "chr1" name one record,
+    // so the same variant is checked again by the record it resolves to.
+    const Variant& v = variants[i];
+    const std::string& record = names[static_cast<size_t>(r)];
+    if (const auto [it, fresh] = seen.emplace(fmt::format("{}:{}:{}>{}", record, v.pos, v.ref, v.alt), i); !fresh)
+      throw InputError(vcf_path, v.line,
+                       fmt::format("variant {}:{}:{}>{} is also on line {} (as {}:{}): '{}' and '{}' are both the "
+                                   "genome's record '{}'; list each variant once",
+                                   v.chrom, v.pos, v.ref, v.alt, variants[it->second].line, variants[it->second].chrom,
+                                   v.pos, variants[it->second].chrom, v.chrom, record));
+    by_record[record].push_back(i);
   }
   std::vector<char> keep(variants.size(), 0);
   uint64_t off = 0;

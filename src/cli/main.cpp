@@ -4,7 +4,9 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fmt/format.h>
 #include <iostream>
@@ -34,6 +36,30 @@ void check_finite_numbers(const CLI::App& app) {
         double v = 0;
         if (CLI::detail::lexical_cast(text, v) && !std::isfinite(v))
           throw CLI::ValidationError(opt->get_name(), fmt::format("{} is not a finite number", text));
+      }
+    }
+    const auto subs = sub->get_subcommands();
+    sub = subs.empty() ? nullptr : subs.front();
+  }
+}
+
+/// Every value of an unsigned option (a seed, a count, a size) is a number that fits: CLI11
+/// 2.1 converts with strtoull, which reads "-1" as 2^64 - 1 (and "-5" as 2^64 - 5), and
+/// clamps a number past 2^64 - 1 to it, so that `--seed -1` ran with seed 18446744073709551615
+/// and said so only in the summary. Decimal digits only, at most 2^64 - 1; one check for every
+/// unsigned option of the chosen subcommands, the ones added later too.
+void check_unsigned_numbers(const CLI::App& app) {
+  for (const CLI::App* sub = &app; sub;) {
+    for (const CLI::Option* opt : sub->get_options()) {
+      if (opt->get_type_name().rfind("UINT", 0) != 0) continue;
+      for (const std::string& text : opt->results()) {
+        uint64_t v = 0;
+        const char* end = text.data() + text.size();
+        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+        if (text.empty() || ec != std::errc() || ptr != end)
+          throw CLI::ValidationError(
+              opt->get_name(),
+              fmt::format("'{}' is not a whole number from 0 to 18446744073709551615 (2^64 - 1)", text));
       }
     }
     const auto subs = sub->get_subcommands();
@@ -124,6 +150,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     check_finite_numbers(app);
+    check_unsigned_numbers(app);
     check_bracketed_values(app, argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version print as CLI11 formats them; a bad option is one error line.

@@ -216,6 +216,23 @@ std::string rng_file(const std::string& dir, const char* what, int rank) {
   return fmt::format("{}/{}rank{:05d}.pt", dir, what, rank);
 }
 
+/// torch::save of `value` to `path`, written through io::AtomicFile: a write that fails (a
+/// full disk, a file size limit) is an error naming the file and the system's reason.
+/// LibTorch's own file writer finds such a failure in its destructor, where the exception
+/// ends the process (std::terminate: an abort and a backtrace, the temporaries left).
+template <class T>
+void save_torch_file(const T& value, const std::string& path) {
+  using torch::operator<<;  // a tensor's (torch/serialize/tensor.h), as torch::save finds it
+  torch::serialize::OutputArchive archive(std::make_shared<torch::jit::CompilationUnit>());
+  archive << value;
+  io::AtomicFile f(path);
+  archive.save_to([&f](const void* data, size_t n) -> size_t {
+    f.stream().write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+    return n;  // a failed write is kept by the stream and said by commit()
+  });
+  f.commit();
+}
+
 }  // namespace
 
 double scheduled_lr(double peak, int64_t step, int64_t warmup, int64_t steps) {
@@ -402,7 +419,9 @@ void open_run_directory(Run& r) {
     try {
       r.lock.emplace(r.o.out, "genemask run");  // before anything in --out is read or written
     } catch (...) {
-      r.out_dir->keep();  // another run's directory, maybe made a moment ago: never removed here
+      // Another run's directory, maybe made a moment ago, is never removed here; one left
+      // empty (the lock file could not be written) is nobody's.
+      r.out_dir->keep_unless_empty();
       throw;
     }
     // A new or empty directory, or a run's (never a directory of other files).
@@ -790,7 +809,7 @@ std::string save_checkpoint(Run& r, int64_t at) {
     fs::remove_all(tmp);
     try {
       export_hf(r.model, tmp);
-      torch::save(*r.optimizer, tmp + "/optimizer.pt");
+      save_torch_file(*r.optimizer, tmp + "/optimizer.pt");
     } catch (...) {  // a full disk, say: no half-written step-N.tmp left behind
       std::error_code ec;
       fs::remove_all(tmp, ec);
@@ -798,8 +817,14 @@ std::string save_checkpoint(Run& r, int64_t at) {
     }
   }
   hpc::barrier(r.comm);  // the directory exists before others write into it
-  torch::save(rng_state(torch::kCPU), rng_file(tmp, "rng-", r.rank));
-  if (r.device.is_cuda()) torch::save(rng_state(r.device), rng_file(tmp, "cuda-rng-", r.rank));
+  try {
+    save_torch_file(rng_state(torch::kCPU), rng_file(tmp, "rng-", r.rank));
+    if (r.device.is_cuda()) save_torch_file(rng_state(r.device), rng_file(tmp, "cuda-rng-", r.rank));
+  } catch (...) {  // rank 0 removes the step's directory; another rank's error ends the job (the next run removes it)
+    std::error_code ec;
+    if (r.rank == 0) fs::remove_all(tmp, ec);
+    throw;
+  }
   hpc::barrier(r.comm);
   if (r.rank == 0) {
     nlohmann::json st = {{"format", kCheckpointFormat},

@@ -489,9 +489,8 @@ class Silent(unittest.TestCase):
 
     # ---- 8. NaN and infinity in every floating-point option ------------------------------
 
-    def test_no_option_takes_nan_or_infinity(self):
-        """Every FLOAT option of every subcommand (read from --help, so options added later are
-        covered), given nan, inf or -inf with otherwise valid arguments: a usage error naming it."""
+    def every_command(self):
+        """Each subcommand with otherwise valid arguments (the option under test is added)."""
         t = self.t
         base = {
             "count": ["--genome", self.fa, "--out", t("nan.h5")],
@@ -509,8 +508,14 @@ class Silent(unittest.TestCase):
         }
         for f in ("none.jsonl", "none.yaml"):
             open(t(f), "w").close()
+        return base
+
+    def test_no_option_takes_nan_or_infinity(self):
+        """Every FLOAT option of every subcommand (read from --help, so options added later are
+        covered), given nan, inf or -inf with otherwise valid arguments: a usage error naming it."""
+        t = self.t
         tried = 0
-        for cmd, argv in base.items():
+        for cmd, argv in self.every_command().items():
             help_text = run([cmd, "--help"]).stdout
             floats = re.findall(r"^\s+(--[a-z0-9-]+)\s+FLOAT", help_text, re.M)
             for opt in floats:
@@ -529,6 +534,25 @@ class Silent(unittest.TestCase):
                                                         t("nan-f.tsv")],
                            ["--drop-above 'nan'", "fraction"], t("nan-o")))
         self.assertFalse(os.path.exists(t("nan-f.tsv")))
+
+    def test_no_unsigned_option_wraps_a_negative_or_clamps_a_large_number(self):
+        """Every UINT option of every subcommand (from --help), given -1, -5 or 2^64: a usage
+        error naming it. CLI11's conversion read -1 as 2^64 - 1 and clamped 2^64 to it, so that
+        `--seed -1` ran with seed 18446744073709551615 and `npmi --min-count -1` flagged every
+        k-mer rare, each with exit status 0."""
+        tried = 0
+        for cmd, argv in self.every_command().items():
+            help_text = run([cmd, "--help"]).stdout
+            for opt in re.findall(r"^\s+(--[a-z0-9-]+)\s+UINT", help_text, re.M):
+                for bad in ("-1", "-5", "18446744073709551616"):
+                    with self.subTest(cmd=cmd, opt=opt, value=bad):
+                        # The option's own range check may say it first: refused either way.
+                        self.check_row(Row(f"{cmd} {opt} {bad}", [cmd, *argv, f"{opt}={bad}"],
+                                           [opt, re.compile(rf"'{re.escape(bad)}' is not a whole number from 0 to "
+                                                            rf"18446744073709551615|Value {re.escape(bad)} not in "
+                                                            rf"range|{re.escape(bad)}")], usage=True))
+                        tried += 1
+        self.assertGreaterEqual(tried, 3 * 10)  # --seed of several commands, --min-count, --top, --shots...
 
     # ---- 9. numbers that were not measured -----------------------------------------------
 

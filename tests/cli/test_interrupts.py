@@ -99,6 +99,9 @@ class Interrupts(unittest.TestCase):
             (["shards", "--genome", self.fa, "--out", f"{d}/shards"], 64 << 10),
             (["export-hf", "--run", runs, "--out", f"{d}/hf"], 64 << 10),
             (pretrain + ["--out", f"{d}/run"], 64 << 10),
+            # model.safetensors (~0.6 MiB) fits, optimizer.pt (~1.3 MiB) does not: LibTorch's
+            # writer found the failure in its destructor (an abort, step-N.tmp left).
+            (pretrain + ["--out", f"{d}/run-optimizer"], 1 << 20),
             (["sweep", "--plan", plan, "--out", f"{d}/sweep", "--simulate", "0", "--progress-every", "0"], 4 << 10),
         ]
         for argv, limit in cases:
@@ -115,8 +118,30 @@ class Interrupts(unittest.TestCase):
                 self.assertIn("File too large", line)
                 self.assertIn(d, line)  # the file that could not be written
                 left = [os.path.relpath(os.path.join(r, n), d) for r, ds, fs in os.walk(d) for n in ds + fs
-                        if ".tmp." in n or n in (".genemask-staging", ".genemask.lock")]
+                        if ".tmp." in n or n.endswith(".tmp") or n in (".genemask-staging", ".genemask.lock")]
                 self.assertEqual(left, [])
+
+    def test_a_lock_file_that_cannot_be_written_leaves_no_directory(self):
+        # `ulimit -f 0`: the lock file of a new --out cannot be written. The command says so,
+        # and the directory it made for --out (with its parents) goes again: it was left
+        # empty by every command.
+        d = os.path.join(self.tmp, "nolock")
+        os.makedirs(d)
+        shards = os.path.join(self.tmp, "nolock-shards")
+        run(["shards", "--genome", self.fa, "--out", shards, "--max-tokens", "60", "--min-tokens", "20"])
+
+        def limit():
+            resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0))
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+        for argv in (["shards", "--genome", self.fa, "--out", f"{d}/a/shards"],
+                     ["pretrain", "--shards", shards, "--model", "dnabert", "--steps", "1", "--out", f"{d}/b/run"]):
+            with self.subTest(argv[0]):
+                p = subprocess.run([os.path.abspath(BIN)] + argv, env=ENV, capture_output=True, text=True,
+                                   preexec_fn=limit, timeout=120)
+                self.assertEqual(p.returncode, 1, p.stderr)
+                self.assertIn("cannot write the lock file: File too large", p.stderr)
+                self.assertEqual(self.leftovers(d), [])
 
     def test_a_signal_to_one_sweep_worker_stops_the_sweep(self):
         # SIGTERM to one worker rank (not to mpirun): the manager hands out no new job, the

@@ -245,6 +245,10 @@ class Variants(unittest.TestCase):
                 ("dup.vcf", f"chr1\t50\t.\t{g[49]}\t{other}\nchr1\t60\t.\t{g[59]}\t{at60}\n"
                             f"chr1\t50\tx\t{g[49].lower()}\t{other}\n",
                  f"dup.vcf:4: variant chr1:50:{g[49]}>{other} is also on line 2: list each variant once"),
+                # "1" resolves to the record chr1: the same variant (it was scored and ranked twice).
+                ("alias.vcf", f"1\t50\t.\t{g[49]}\t{other}\nchr1\t50\tx\t{g[49]}\t{other}\n",
+                 f"alias.vcf:3: variant chr1:50:{g[49]}>{other} is also on line 2 (as 1:50): '1' and 'chr1' are both "
+                 "the genome's record 'chr1'; list each variant once"),
                 ("same.vcf", f"chr1\t50\t.\t{g[49]}\t{g[49]}\n",
                  f"same.vcf:2: ALT allele '{g[49]}' is the REF: not a variant")]:
             with open(self.t(name), "w") as f:

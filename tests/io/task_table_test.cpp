@@ -213,3 +213,24 @@ TEST(TaskTable, AUtf8ByteOrderMarkIsStripped) {
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("bom2.csv")); }),
             tmp.file("bom2.csv") + ":1: header 'seqs,label' lacks a 'sequence' and a 'label' column");
 }
+
+// A `dataset` run stopped while publishing (its marker says incomplete) left train.tsv of
+// one run beside test.tsv of another; finetune, sweep and overlap read them without a word.
+TEST(TaskTable, ATableInAnIncompleteOutputIsRefused) {
+  TempDir dir;
+  test::write_file(dir.file("train.tsv"), "sequence\tlabel\nACGTACGTAC\t0\nTTTTACGTAC\t1\n");
+  EXPECT_EQ(io::read_task_table(dir.file("train.tsv")).size(), 2u);  // no marker: a user's folder
+  test::write_file(dir.file(".genemask.json"),
+                   R"({"format": "genemask-output", "format_version": 1, "command": "dataset promoter",
+                       "complete": true, "entries": ["train.tsv"]})");
+  EXPECT_EQ(io::read_task_table(dir.file("train.tsv")).size(), 2u);
+  test::write_file(dir.file(".genemask.json"),
+                   R"({"format": "genemask-output", "format_version": 1, "command": "dataset promoter",
+                       "complete": false, "entries": ["train.tsv"]})");
+  const std::string e = error_of([&] { io::read_task_table(dir.file("train.tsv")); });
+  EXPECT_NE(e.find("train.tsv: is in "), std::string::npos) << e;
+  EXPECT_NE(e.find("an incomplete output of `genemask dataset promoter` (it stopped while moving its files into "
+                   "place, so its files may be of two runs): run that command again with --force"),
+            std::string::npos)
+      << e;
+}

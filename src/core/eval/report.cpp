@@ -461,7 +461,7 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
       return std::any_of(names.begin(), names.end(), [&](const auto& x) { return x.name == n; });
     };
     std::set<std::string> done(results.failed_jobs.begin(), results.failed_jobs.end());
-    for (const Record* r : used) done.insert(r->job);
+    for (const Record& r : results.ok) done.insert(r.job);
     std::string example;
     for (size_t m = 0; m < t.models.size(); ++m)
       for (size_t k = 0; k < t.tasks.size(); ++k)
@@ -478,12 +478,26 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
                                     t.shots[s], st.n, st.expected);
             ++(in_grid ? t.short_of_plan : t.short_of_others);
           }
-          if (in_grid)
+        }
+    // The plan's jobs with no record, over its whole grid (the models and tasks asked for):
+    // a planned shot count, model or task without any record is as unfinished as a short cell
+    // (a sweep stopped after its largest shot counts, which it runs first).
+    if (plan.grid_given) {
+      const auto asked = [](const std::vector<std::string>& only, const std::string& n) {
+        return only.empty() || std::find(only.begin(), only.end(), n) != only.end();
+      };
+      for (const auto& pm : plan.models)
+        for (const auto& pt : plan.tasks)
+          for (int64_t shots : plan.shots)
             for (uint64_t seed : plan.seeds) {
-              const std::string key = results::job_key(t.models[m].name, t.tasks[k], t.shots[s], seed);
+              if (!asked(opt.models, pm.name) || !asked(opt.tasks, pt.name)) continue;
+              const std::string key = results::job_key(pm.name, pt.name, shots, seed);
               if (!done.count(key)) t.missing_jobs.push_back(key);
             }
-        }
+      for (int64_t shots : plan.shots)
+        if (std::find(t.shots.begin(), t.shots.end(), shots) == t.shots.end())
+          t.warnings.push_back(fmt::format("{} shots of the plan have no ok record: not in the tables", shots));
+    }
     if (const uint64_t short_cells = t.short_of_plan + t.short_of_others; short_cells > 0)
       t.warnings.push_back(fmt::format("{} cell(s) of Table 1 are means over fewer seeds than {} (e.g. {}): marked "
                                        "n=k/m and not ranked; finish the sweep (genemask sweep continues where it "

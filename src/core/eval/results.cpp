@@ -108,6 +108,14 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
   r.model = f.string("model");
   r.task = f.string("task");
   if (r.model.empty() || r.task.empty()) f.fail("empty \"model\" or \"task\" name");
+  // '|' separates the parts of a job key: model "a|b" of task "c" and model "a" of task
+  // "b|c" would be one job, the later record replacing the other without a word. A plan
+  // refuses such names; a results file merged or written by hand may hold them.
+  for (const auto* name : {&r.model, &r.task})
+    if (name->find('|') != std::string::npos)
+      f.fail(fmt::format("{} name \"{}\" holds '|', which separates the parts of a job key (model|task|shots|seed); "
+                         "rename it",
+                         name == &r.model ? "model" : "task", io::excerpt(*name, 80)));
   r.shots = f.integer("shots");
   const int64_t seed = f.integer("seed");
   if (seed < 0) f.fail(fmt::format("\"seed\" is {}, expected an integer >= 0", seed));

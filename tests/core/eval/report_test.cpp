@@ -302,17 +302,19 @@ TEST(Report, CellsOverFewerSeedsThanPlannedAreMarkedNotRankedAndTheMissingJobsLi
   EXPECT_EQ(t.cell(2, 0, 0)[0].expected, 5u);
   EXPECT_EQ(t.cell(2, 0, 0)[0].rank, 0);  // not ranked: 0.9 over 4 seeds is not comparable
   EXPECT_EQ(t.cell(1, 0, 0)[0].rank, 1);  // b is the best of the complete cells
-  EXPECT_EQ(t.missing_jobs, (std::vector<std::string>{"c|t|10|5"}));
+  // c's last seed, and every job of d, which the plan names and has no record.
+  EXPECT_EQ(t.missing_jobs, (std::vector<std::string>{"c|t|10|5", "d|t|10|1", "d|t|10|2", "d|t|10|3", "d|t|10|4",
+                                                      "d|t|10|5"}));
   const std::string md = table1_markdown(t, 3);
   EXPECT_NE(md.find("| 0.900 \u00b1 0.000 (n=4/5) |"), std::string::npos) << md;
-  EXPECT_NE(md.find("Jobs of the plan not run (1): `c|t|10|5`"), std::string::npos) << md;
+  EXPECT_NE(md.find("Jobs of the plan not run (6): `c|t|10|5` `d|t|10|1`"), std::string::npos) << md;
   EXPECT_NE(table1_latex(t, 3).find("0.900 $\\pm$ 0.000 ($n=4/5$)"), std::string::npos);
   EXPECT_NE(table1_csv(t).find(",n_expected\n"), std::string::npos);
   ASSERT_EQ(t.warnings.size(), 3u);
   EXPECT_EQ(t.warnings[0], "1 cell(s) of Table 1 are means over fewer seeds than planned (e.g. model 'c', task 't', 10 "
                            "shots: 4 of 5): marked n=k/m and not ranked; finish the sweep (genemask sweep continues "
                            "where it stopped) or report the complete part with --models/--tasks");
-  EXPECT_NE(t.warnings[1].find("1 job(s) of the plan have no record (e.g. c|t|10|5)"), std::string::npos);
+  EXPECT_NE(t.warnings[1].find("6 job(s) of the plan have no record (e.g. c|t|10|5)"), std::string::npos);
   EXPECT_EQ(t.warnings[2], "model 'd' of the plan has no ok record: it is not in the tables");
   // Without a plan, the seeds any model has at the cell count: the same marks.
   const Table u = aggregate(parse(dir, text), Plan{}, o);
@@ -356,6 +358,46 @@ TEST(Report, TheFootnoteSaysWhereEachShortCellsSeedCountCameFrom) {
   const Table v = aggregate(parse(dir, text), Plan{}, o);
   EXPECT_EQ(v.short_of_others, 1u);
   EXPECT_NE(table1_markdown(v, 3).find("where other models have m (an unfinished sweep)"), std::string::npos);
+}
+
+// A sweep stopped after its 8-shot jobs (it runs the largest shot counts first): the 4-shot
+// rows were simply absent, and the jobs not run were counted over the shown shots only.
+TEST(Report, APlannedShotCountWithoutRecordsIsSaidAndItsJobsListed) {
+  test::TempDir dir;
+  std::string text;
+  for (int seed = 1; seed <= 3; ++seed) text += line("m", "", "t", 8, seed, 0.5, 0.5);
+  test::write_file(dir.file("plan.json"), R"({"format": "genemask-sweep-plan", "models": ["m"],
+      "tasks": [{"name": "t"}], "shots": [4, 8], "seeds": [1, 2, 3]})");
+  const Plan plan = sweep::read_plan_order(dir.file("plan.json"));
+  Options o;
+  o.metrics = {"accuracy"};
+  const Table t = aggregate(parse(dir, text), plan, o);
+  EXPECT_EQ(t.shots, (std::vector<int64_t>{8}));
+  EXPECT_EQ(t.missing_jobs, (std::vector<std::string>{"m|t|4|1", "m|t|4|2", "m|t|4|3"}));
+  ASSERT_EQ(t.warnings.size(), 2u);
+  EXPECT_EQ(t.warnings[0], "4 shots of the plan have no ok record: not in the tables");
+  EXPECT_NE(t.warnings[1].find("3 job(s) of the plan have no record (e.g. m|t|4|1)"), std::string::npos)
+      << t.warnings[1];
+  // A planned model with no record: its jobs count too (3 of them, beside the 4-shot ones).
+  test::write_file(dir.file("plan.json"), R"({"format": "genemask-sweep-plan", "models": ["m", "n"],
+      "tasks": [{"name": "t"}], "shots": [8], "seeds": [1, 2, 3]})");
+  const Table u = aggregate(parse(dir, text), sweep::read_plan_order(dir.file("plan.json")), o);
+  EXPECT_EQ(u.missing_jobs, (std::vector<std::string>{"n|t|8|1", "n|t|8|2", "n|t|8|3"}));
+}
+
+// Model "a|b" of task "c" and model "a" of task "b|c" make one job key: the later record
+// replaced the other, and model "a|b" was gone from the tables without a word.
+TEST(Report, ANameWithTheJobKeySeparatorIsRefused) {
+  test::TempDir dir;
+  try {
+    parse(dir, line("a", "", "t", 10, 0, 0.5, 0.5) + line("a|b", "", "c", 10, 0, 0.9, 0.9));
+    FAIL();
+  } catch (const io::InputError& e) {
+    EXPECT_EQ(e.line(), 2u);
+    EXPECT_NE(std::string(e.what()).find("model name \"a|b\" holds '|', which separates the parts of a job key"),
+              std::string::npos) << e.what();
+  }
+  EXPECT_THROW(parse(dir, line("a", "", "b|c", 10, 0, 0.5, 0.5)), io::InputError);
 }
 
 // Two models that claim one replicate of an arm (two sweeps concatenated, both numbering
