@@ -1,4 +1,5 @@
 // genemask pmi-vocab: the Gene-PMI-VOC masking vocabulary (k-mers of several lengths by PMI).
+#include <algorithm>
 #include <fmt/format.h>
 #include <iostream>
 
@@ -38,8 +39,9 @@ void run_pmi_vocab(const VocabArgs& a, const Context& ctx) {
     h[std::to_string(k)] = hist[k];
   }
   if (rows.size() < a.size)
-    std::cerr << fmt::format("note: only {} k-mers have count >= {}; the vocabulary is smaller than --size {}\n",
-                             rows.size(), a.min_count, a.size);
+    std::cerr << fmt::format("note: only {} k-mers have count >= {}{}; the vocabulary is smaller than --size {}\n",
+                             rows.size(), std::max<uint64_t>(a.min_count, 1),
+                             a.min_count < 1 ? " (k-mers never seen are not ranked)" : "", a.size);
   nlohmann::json j = {{"command", "pmi-vocab"}, {"counts", a.counts}, {"out", a.out}, {"min_count", a.min_count},
                       {"size", rows.size()}, {"length_histogram", h}};
   if (!a.genome.empty()) j["genome"] = a.genome;

@@ -55,6 +55,7 @@ hpc::JobRunner finetune_runner(const Context& ctx, bool verbose) {
     f.test = job.test;
     f.out = job.out;
     f.shots = job.sample_shots;
+    f.file_shots = job.sample_shots == 0 ? job.shots : 0;  // a fixed shot file is recorded as job.shots-shot
     f.seed = job.seed;
     f.lr = job.finetune.lr;
     f.epochs = job.finetune.epochs;

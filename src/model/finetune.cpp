@@ -141,6 +141,15 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
     std::vector<int64_t> counts(names.size());
     for (int c : class_of_row) ++counts[static_cast<size_t>(c)];
     per_class = *std::min_element(counts.begin(), counts.end());
+    // A sweep records the N-shot file of the released layout as N-shot: a file of another
+    // size per class would be published in the N-shot rows of Table 1.
+    for (size_t c = 0; c < counts.size() && o.file_shots > 0; ++c)
+      if (counts[c] != o.file_shots)
+        throw io::InputError(o.train, fmt::format("holds {} examples of class '{}', but as the {}-shot training file "
+                                                  "of the few-shot layout (DIR/{}/train.tsv) it must hold {} of each "
+                                                  "class; use the right file, or give the task as train: (sampled "
+                                                  "shots) instead of dir:",
+                                                  counts[c], names[c], o.file_shots, o.file_shots, o.file_shots));
   }
 
   FinetuneSummary s;
@@ -203,6 +212,20 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                       "is scored again, as one more test sequence in the metrics (test_duplicates in metrics.json)",
                       repeats, test.tokens.size(), o.test, first_line,
                       other_label ? fmt::format(", {} of them under another label", other_label) : ""));
+  }
+  // A training sequence given under two labels is learnt both ways (one of them wrong):
+  // said, with the first line, as the tables' other contradictions are.
+  {
+    std::map<std::vector<uint16_t>, int> label_of;
+    uint64_t first_line = 0, contradictions = 0;
+    for (size_t k = 0; k < train.tokens.size(); ++k) {
+      const auto [it, first] = label_of.emplace(train.tokens[k], train.labels[k]);
+      if (!first && it->second != train.labels[k] && !contradictions++) first_line = train_rows[chosen[k]].line;
+    }
+    if (contradictions)
+      say(fmt::format("warning: {} training sequence(s) ({}:{} the first) repeat an earlier training sequence under "
+                      "another label: both labels are learnt; correct the table",
+                      contradictions, o.train, first_line));
   }
   model->to(dev);
   auto opt = make_adamw(model, s.lr, o.weight_decay);

@@ -17,6 +17,8 @@ struct FinetuneOptions {
   std::string train, test;       // task tables (released 6-mer TSV or plain sequence,label CSV/TSV)
   std::string out;               // DIR: metrics.json, predictions.tsv; empty = write nothing
   int64_t shots = 0;             // n per class sampled from train with seed; 0 = train as given
+  int64_t file_shots = 0;        // train is the N-shot file of the released layout (a sweep's task
+                                 // "dir"): it must hold N per class; 0 = not checked
   uint64_t seed = 42;            // sampling, classifier initialisation, dropout, batch order
   // 0 = the paper's regime for n per class: n < 500: lr 4e-4, 20 epochs, batch 5;
   // n >= 500: lr 5e-5, 5 epochs, batch 15.

@@ -409,6 +409,16 @@ class Silent(unittest.TestCase):
                  t("nodup-ft"), "--epochs", "1", *FAST])
         self.assertEqual(summary(p)["test_duplicates"], 0)
         self.assertNotIn("repeat an earlier", p.stderr)
+        # A training sequence under two labels (learnt both ways) is said too.
+        with open(t("train.csv")) as f:
+            lines = f.read().splitlines()
+        seq, label = lines[1].split(",")
+        with open(t("conflict-train.csv"), "w") as f:
+            f.write("\n".join(lines + [f"{seq},{flip[label]}"]) + "\n")
+        p = run(["finetune", "--model", t("hf"), "--train", t("conflict-train.csv"), "--test", t("test.csv"), "--out",
+                 t("conflict-ft"), "--epochs", "1", *FAST])
+        self.assertIn(f"1 training sequence(s) ({t('conflict-train.csv')}:{len(lines) + 1} the first) repeat an earlier "
+                      "training sequence under another label", p.stderr)
 
     # ---- 6. peak memory -----------------------------------------------------------------
 

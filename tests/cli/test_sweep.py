@@ -532,6 +532,25 @@ class SweepFinetune(unittest.TestCase):
                 json.dump(pj, f)
             run(["sweep", "--plan", pp, "--out", out, "--progress-every", "0", "--strict"], ranks=2)
             self.assertEqual([r["precision"] for r in read_records(out, allow_torn=False)], [prec])
+        # A shot file of the layout that does not hold N per class (3 of each in 5/train.tsv) was
+        # recorded as 5-shot, and published in Table 1's 5-shot rows: its job fails, saying why.
+        os.makedirs(os.path.join(tmp, "lay-bad", "5"))
+        with open(os.path.join(tmp, "lay", "5", "train.tsv")) as f:
+            rows = f.read().splitlines()
+        with open(os.path.join(tmp, "lay-bad", "5", "train.tsv"), "w") as f:
+            f.write("\n".join(rows[:7]) + "\n")
+        shutil.copy(os.path.join(tmp, "lay", "dev.tsv"), os.path.join(tmp, "lay-bad", "dev.tsv"))
+        with open(plan) as f:
+            pj = json.load(f)
+        pj.update(tasks=[{"name": "short", "dir": "lay-bad"}], shots=[5], seeds=1)
+        with open(os.path.join(tmp, "plan-bad.json"), "w") as f:
+            json.dump(pj, f)
+        s = summary(run(["sweep", "--plan", os.path.join(tmp, "plan-bad.json"), "--out", os.path.join(tmp, "bad"),
+                         "--progress-every", "0"], check=False))
+        self.assertEqual((s["ok"], s["failed"]), (0, 1), s)
+        (r,) = read_records(os.path.join(tmp, "bad"), allow_torn=False)
+        self.assertIn("lay-bad/5/train.tsv: holds 3 examples of class '0', but as the 5-shot training file of the "
+                      "few-shot layout (DIR/5/train.tsv) it must hold 5 of each class", r["error"])
         # The sweep passes the plan's settings through: one job run by `genemask finetune`.
         for task, data in [("tata", ["--train", "train.csv", "--test", "test.csv", "--shots", "10"]),
                            ("tata-fixed", ["--train", "lay/10/train.tsv", "--test", "lay/dev.tsv"])]:
