@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <map>
 
 #include "io/error.hpp"
 #include "io/text_source.hpp"
@@ -129,6 +130,24 @@ GenomeList read_genome_list(const std::string& list_path) {
   if (list.genomes.empty())
     throw InputError(list_path, "lists no genome: each row is name<TAB>path[<TAB>weight[<TAB>genes]]");
   return list;
+}
+
+std::vector<std::string> same_genome_warnings(const GenomeList& list,
+                                              const std::vector<std::vector<std::pair<std::string, uint64_t>>>& records) {
+  std::vector<std::string> out;
+  std::map<std::vector<std::pair<std::string, uint64_t>>, size_t> first;
+  for (size_t i = 0; i < records.size() && i < list.genomes.size(); ++i) {
+    if (records[i].empty()) continue;
+    const auto [it, fresh] = first.emplace(records[i], i);
+    if (fresh) continue;
+    const GenomeEntry &g = list.genomes[i], &o = list.genomes[it->second];
+    out.push_back(fmt::format("{}:{}: genome '{}' ({}) has the records of genome '{}' on line {} ({}): {} records of "
+                              "the same names and lengths; the same genome listed twice is pooled twice: remove one "
+                              "of the lines, or weight genomes with --genome-weights when pretraining",
+                              list.path, g.line, g.name, printable(g.path), o.name, o.line, printable(o.path),
+                              records[i].size()));
+  }
+  return out;
 }
 
 }  // namespace genemask::io

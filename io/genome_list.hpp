@@ -13,6 +13,7 @@
 // `--genome-weights list`. genes (optional): the genes file of the gene-boundary shards.
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace genemask::io {
@@ -39,6 +40,13 @@ struct GenomeList {
 /// is not a positive finite number, a row with too few or too many columns, and a list with
 /// no genome.
 GenomeList read_genome_list(const std::string& list_path);
+
+/// One line per genome whose FASTA records are those of an earlier genome of the list (the
+/// same names and lengths, in order): one genome listed twice under two files (a copy, or
+/// .fa beside .fa.gz: read_genome_list finds the same file only), whose counts or samples
+/// are then pooled twice. records[i]: genome i's (name, length) pairs, in file order.
+std::vector<std::string> same_genome_warnings(const GenomeList& list,
+                                              const std::vector<std::vector<std::pair<std::string, uint64_t>>>& records);
 
 /// Why `name` cannot name a genome, or "" when it can.
 std::string genome_name_problem(const std::string& name);

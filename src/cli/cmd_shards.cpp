@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fmt/format.h>
+#include <iostream>
 #include <new>
 #include <optional>
 
@@ -10,6 +11,7 @@
 #include "hpc/shards.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/genome_list.hpp"
 
 namespace genemask::cli {
 namespace {
@@ -87,6 +89,11 @@ void run_shards(ShardsArgs a, const Context& ctx) {
                     {"samples", {{"train", g.samples_train}, {"valid", g.samples_valid}}},
                     {"tokens", {{"train", g.tokens_train}, {"valid", g.tokens_valid}}}});
     j["genomes"] = gs;
+    std::vector<std::vector<std::pair<std::string, uint64_t>>> records(a.req.list.genomes.size());
+    for (const auto& c : r.manifest.chromosomes)
+      if (c.genome < records.size()) records[c.genome].emplace_back(c.name, c.length);
+    if (ctx.rank == 0)
+      for (const auto& w : io::same_genome_warnings(a.req.list, records)) std::cerr << "warning: " << w << std::endl;
   }
   print_summary(ctx, j);
 }

@@ -24,23 +24,37 @@
 
 namespace {
 
+/// The app and each subcommand chosen on the command line, outermost first.
+template <class F>
+void for_each_chosen(const CLI::App& app, F&& f) {
+  for (const CLI::App* sub = &app; sub;) {
+    f(*sub);
+    const auto subs = sub->get_subcommands();
+    sub = subs.empty() ? nullptr : subs.front();
+  }
+}
+
+/// Each value given to an option whose type name begins with `type` ("FLOAT", "UINT": the
+/// option's C++ type, as CLI11 names it), in the chosen subcommands: f(option, text).
+template <class F>
+void for_each_value_of_type(const CLI::App& app, const char* type, F&& f) {
+  for_each_chosen(app, [&](const CLI::App& sub) {
+    for (const CLI::Option* opt : sub.get_options())
+      if (opt->get_type_name().rfind(type, 0) == 0)
+        for (const std::string& text : opt->results()) f(*opt, text);
+  });
+}
+
 /// Every number an option takes is finite: CLI11 reads "nan" and "inf" as doubles, and a NaN
 /// passes every range check (all comparisons with it are false), so that `--valid-fraction
 /// nan` would write `null` into a manifest and `--drop-above nan` would drop nothing. One
 /// check for every floating-point option of the chosen subcommands, the ones added later too.
 void check_finite_numbers(const CLI::App& app) {
-  for (const CLI::App* sub = &app; sub;) {
-    for (const CLI::Option* opt : sub->get_options()) {
-      if (opt->get_type_name().rfind("FLOAT", 0) != 0) continue;
-      for (const std::string& text : opt->results()) {
-        double v = 0;
-        if (CLI::detail::lexical_cast(text, v) && !std::isfinite(v))
-          throw CLI::ValidationError(opt->get_name(), fmt::format("{} is not a finite number", text));
-      }
-    }
-    const auto subs = sub->get_subcommands();
-    sub = subs.empty() ? nullptr : subs.front();
-  }
+  for_each_value_of_type(app, "FLOAT", [](const CLI::Option& opt, const std::string& text) {
+    double v = 0;
+    if (CLI::detail::lexical_cast(text, v) && !std::isfinite(v))
+      throw CLI::ValidationError(opt.get_name(), fmt::format("{} is not a finite number", text));
+  });
 }
 
 /// Every value of an unsigned option (a seed, a count, a size) is a number that fits: CLI11
@@ -49,22 +63,14 @@ void check_finite_numbers(const CLI::App& app) {
 /// and said so only in the summary. Decimal digits only, at most 2^64 - 1; one check for every
 /// unsigned option of the chosen subcommands, the ones added later too.
 void check_unsigned_numbers(const CLI::App& app) {
-  for (const CLI::App* sub = &app; sub;) {
-    for (const CLI::Option* opt : sub->get_options()) {
-      if (opt->get_type_name().rfind("UINT", 0) != 0) continue;
-      for (const std::string& text : opt->results()) {
-        uint64_t v = 0;
-        const char* end = text.data() + text.size();
-        const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-        if (text.empty() || ec != std::errc() || ptr != end)
-          throw CLI::ValidationError(
-              opt->get_name(),
-              fmt::format("'{}' is not a whole number from 0 to 18446744073709551615 (2^64 - 1)", text));
-      }
-    }
-    const auto subs = sub->get_subcommands();
-    sub = subs.empty() ? nullptr : subs.front();
-  }
+  for_each_value_of_type(app, "UINT", [](const CLI::Option& opt, const std::string& text) {
+    uint64_t v = 0;
+    const char* end = text.data() + text.size();
+    const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+    if (text.empty() || ec != std::errc() || ptr != end)
+      throw CLI::ValidationError(opt.get_name(),
+                                 fmt::format("'{}' is not a whole number from 0 to 18446744073709551615 (2^64 - 1)", text));
+  });
 }
 
 /// CLI11 reads a value "[a,b]" of a list option (--train, --genomes, ...) as the list a, b,
@@ -74,13 +80,11 @@ void check_unsigned_numbers(const CLI::App& app) {
 /// "[AC][GT]" patterns); one that did not is refused.
 void check_bracketed_values(const CLI::App& app, int argc, char** argv) {
   std::set<std::string> whole;
-  for (const CLI::App* sub = &app; sub;) {
-    for (const CLI::Option* opt : sub->get_options())
+  for_each_chosen(app, [&](const CLI::App& sub) {
+    for (const CLI::Option* opt : sub.get_options())
       for (const std::string& text : opt->results()) whole.insert(text);
-    for (const std::string& text : sub->remaining()) whole.insert(text);
-    const auto subs = sub->get_subcommands();
-    sub = subs.empty() ? nullptr : subs.front();
-  }
+    for (const std::string& text : sub.remaining()) whole.insert(text);
+  });
   for (int i = 1; i < argc; ++i) {
     std::string text = argv[i];
     if (text.rfind("--", 0) == 0 && text.find('=') != std::string::npos) text = text.substr(text.find('=') + 1);

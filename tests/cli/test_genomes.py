@@ -176,6 +176,22 @@ class Genomes(unittest.TestCase):
                 self.assertIn(message, p.stderr, text)
                 self.assertEqual(p.stderr.count("error:"), 1, p.stderr)  # one line, not one per rank
                 self.assertFalse(os.path.exists(os.path.join(d, "out.h5")))
+        # The same genome under two files (a compressed copy): pooled twice. Said once, by
+        # count and by shards, at 1 and 2 ranks; a genome of other records is not.
+        with open(human, "rb") as f, gzip.open(os.path.join(d, "human-copy.fa.gz"), "wb") as g:
+            g.write(f.read())
+        lst = os.path.join(d, "twice.tsv")
+        with open(lst, "w") as f:
+            f.write(f"a\t{human}\nb\thuman-copy.fa.gz\nc\t{self.concat}\n")
+        for ranks in (None, 2):
+            for argv in (["count", "--genomes", lst, "--out", f"twice-{ranks}.h5", "--kmax", "4", "--quiet"],
+                         ["shards", "--genomes", lst, "--out", f"twice-{ranks}", "--max-tokens", "60",
+                          "--min-tokens", "20"]):
+                p = run(argv, cwd=d, ranks=ranks)
+                self.assertEqual(p.stderr.count("has the records of genome"), 1, p.stderr)
+                self.assertIn(f"warning: {lst}:2: genome 'b' ({os.path.join(d, 'human-copy.fa.gz')}) has the records "
+                              f"of genome 'a' on line 1 ({human})", p.stderr)
+                self.assertIn("the same genome listed twice is pooled twice", p.stderr)
         # A genome of only N is refused by name once counted.
         lst = os.path.join(d, "nn.tsv")
         with open(lst, "w") as f:
