@@ -364,23 +364,30 @@ std::map<std::string, std::string> verify_output_files(const std::string& dir,
   return out;
 }
 
-void check_output_complete(const std::string& dir) {
+namespace {
+/// The command of DIR's marker when the marker says its publication was cut short.
+std::optional<std::string> incomplete_output_command(const std::string& dir) {
   const auto m = read_output_marker(dir);
-  if (m && !(*m)["complete"].get<bool>())
+  if (m && !(*m)["complete"].get<bool>()) return (*m)["command"].get<std::string>();
+  return std::nullopt;
+}
+}  // namespace
+
+void check_output_complete(const std::string& dir) {
+  if (const auto cmd = incomplete_output_command(dir))
     throw InputError(dir, fmt::format("is an incomplete output of `genemask {}` (it stopped while moving its files "
                                       "into place): run that command again with --force",
-                                      (*m)["command"].get<std::string>()));
+                                      *cmd));
 }
 
 void check_file_in_complete_output(const std::string& file) {
   std::string dir = std::filesystem::path(file).parent_path().string();
   if (dir.empty()) dir = ".";
-  const auto m = read_output_marker(dir);
-  if (m && !(*m)["complete"].get<bool>())
+  if (const auto cmd = incomplete_output_command(dir))
     throw InputError(file, fmt::format("is in {}, an incomplete output of `genemask {}` (it stopped while moving its "
                                        "files into place, so its files may be of two runs): run that command again "
                                        "with --force",
-                                       dir, (*m)["command"].get<std::string>()));
+                                       dir, *cmd));
 }
 
 OutputSet::OutputSet(std::string dir, Options options)

@@ -28,7 +28,6 @@ bool all_of_chars(const std::string& s, const char* allowed) {
 std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats) {
   std::vector<Variant> out;
   VcfStats st;
-  std::map<std::string, uint64_t> seen;  // chrom:pos:ref>alt -> its line
   for_each_line(path, [&](const std::string& line, uint64_t lineno) {
     if (line.rfind("##", 0) == 0) return;
     if (line.rfind("#", 0) == 0) return;  // #CHROM header (optional: bare data lines are accepted)
@@ -66,12 +65,6 @@ std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats) {
       if (alt == v.ref)
         throw InputError(path, lineno, fmt::format("ALT allele '{}' is the REF: not a variant; remove the allele", a));
       v.alt = alt;
-      // The same variant twice would be scored and ranked twice (and counted twice in a
-      // comparison's top N).
-      const std::string key = fmt::format("{}:{}:{}>{}", v.chrom, v.pos, v.ref, v.alt);
-      if (const auto [it, fresh] = seen.emplace(key, lineno); !fresh)
-        throw InputError(path, lineno, fmt::format("variant {} is also on line {}: list each variant once", key,
-                                                   it->second));
       out.push_back(v);
     }
   });
@@ -137,16 +130,20 @@ std::vector<Variant> cut_variant_windows(std::vector<Variant> variants, const st
                                    "was called on",
                                    variants[i].chrom, genome, present));
     }
-    // read_vcf refused a variant listed twice as written; "1" and "chr1" name one record,
-    // so the same variant is checked again by the record it resolves to.
+    // The same variant twice would be scored and ranked twice (and counted twice in a
+    // comparison's top N). It is found by the record it resolves to: "1" and "chr1" name one.
     const Variant& v = variants[i];
     const std::string& record = names[static_cast<size_t>(r)];
-    if (const auto [it, fresh] = seen.emplace(fmt::format("{}:{}:{}>{}", record, v.pos, v.ref, v.alt), i); !fresh)
+    if (const auto [it, fresh] = seen.emplace(fmt::format("{}:{}:{}>{}", record, v.pos, v.ref, v.alt), i); !fresh) {
+      const Variant& w = variants[it->second];
+      const std::string also = fmt::format("variant {}:{}:{}>{} is also on line {}", v.chrom, v.pos, v.ref, v.alt,
+                                           w.line);
+      if (w.chrom == v.chrom) throw InputError(vcf_path, v.line, also + ": list each variant once");
       throw InputError(vcf_path, v.line,
-                       fmt::format("variant {}:{}:{}>{} is also on line {} (as {}:{}): '{}' and '{}' are both the "
-                                   "genome's record '{}'; list each variant once",
-                                   v.chrom, v.pos, v.ref, v.alt, variants[it->second].line, variants[it->second].chrom,
-                                   v.pos, variants[it->second].chrom, v.chrom, record));
+                       fmt::format("{} (as {}:{}): '{}' and '{}' are both the genome's record '{}'; list each "
+                                   "variant once",
+                                   also, w.chrom, v.pos, w.chrom, v.chrom, record));
+    }
     by_record[record].push_back(i);
   }
   std::vector<char> keep(variants.size(), 0);

@@ -36,7 +36,8 @@ std::vector<std::string> split_fields(const std::string& line, char delim);
 /// Cuts ref_seq/alt_seq from the genome (any FASTA form; chromosome names matched with or
 /// without "chr"): `before` bases before POS, REF (resp. ALT), `after` bases after REF's
 /// last base. REF must equal the genome there (else InputError vcf_path:line with both).
-/// Windows running off the chromosome are dropped and counted in *off_chromosome.
+/// Windows running off the chromosome are dropped and counted in *off_chromosome. A variant
+/// listed twice (by the record its chromosome resolves to) is an InputError naming both lines.
 /// Returns the variants kept, in input order.
 std::vector<Variant> cut_variant_windows(std::vector<Variant> variants, const std::string& vcf_path,
                                          const std::string& genome, uint64_t before, uint64_t after,

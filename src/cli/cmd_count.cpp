@@ -141,17 +141,13 @@ void count_list_and_write(const CountArgs& a, const Context& ctx) {
   std::unique_ptr<io::CountsWriter> writer;
   if (ctx.rank == 0) writer = std::make_unique<io::CountsWriter>(a.out, a.kmax, list.genomes.size(), a.presence15);
   io::CountsMeta meta;
-  std::vector<std::vector<std::pair<std::string, uint64_t>>> records(list.genomes.size());  // for same_genome_warnings
   nlohmann::json genomes = nlohmann::json::array();
   double write_s = 0;
   auto on_genome = [&](hpc::GenomeCounted&& gc) {
     const auto& g = list.genomes[gc.index];
     std::vector<std::string> names;
     std::vector<uint64_t> lengths;
-    for (const auto& r : gc.records) {
-      names.push_back(r.name), lengths.push_back(r.length);
-      records[gc.index].emplace_back(r.name, r.length);
-    }
+    for (const auto& r : gc.records) names.push_back(r.name), lengths.push_back(r.length);
     io::check_against_fai(g.path, names, lengths);
     auto tw = clock::now();
     writer->add_genome({g.name, g.path, gc.index, gc.file_bytes, gc.acgt_bases, gc.other_bases, gc.records.size()},
@@ -198,8 +194,12 @@ void count_list_and_write(const CountArgs& a, const Context& ctx) {
   j["genomes"] = genomes;
   j["rank_balance"] = balance;
   j["spool_mib"] = static_cast<double>(gs.spool_bytes) / (1 << 20);
-  if (ctx.rank == 0)
+  if (ctx.rank == 0) {
+    std::vector<std::vector<std::pair<std::string, uint64_t>>> records(list.genomes.size());
+    for (size_t i = 0; i < meta.record_names.size(); ++i)
+      records[meta.record_genomes[i]].emplace_back(meta.record_names[i], meta.record_lengths[i]);
     for (const auto& w : io::same_genome_warnings(list, records)) std::cerr << "warning: " << w << std::endl;
+  }
   print_summary(ctx, j);
 }
 

@@ -92,8 +92,9 @@ struct Table {
   std::string baseline_arm;   // --baseline named an arm: each replicate is compared with the
                               // baseline arm's replicate of the same id (over fine-tuning seeds)
   std::vector<std::string> failed_jobs;  // from Results, noted under the tables
-  // Jobs of the plan's grid (shown models and tasks) with no record at all (a sweep stopped
-  // before them), noted under the tables like the failed ones.
+  // Jobs of the plan's whole grid (within --models/--tasks, over all its shot counts and
+  // seeds) with no record at all (a sweep stopped before them), noted under the tables like
+  // the failed ones.
   std::vector<std::string> missing_jobs;
   // Cells marked n=k/m, by where their m came from: the plan's seeds (a cell of the plan's
   // grid), or the seeds other models have at that task and shots (no plan grid, or a model or

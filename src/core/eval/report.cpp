@@ -486,14 +486,16 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
       const auto asked = [](const std::vector<std::string>& only, const std::string& n) {
         return only.empty() || std::find(only.begin(), only.end(), n) != only.end();
       };
-      for (const auto& pm : plan.models)
-        for (const auto& pt : plan.tasks)
+      for (const auto& pm : plan.models) {
+        if (!asked(opt.models, pm.name)) continue;
+        for (const auto& pt : plan.tasks) {
+          if (!asked(opt.tasks, pt.name)) continue;
           for (int64_t shots : plan.shots)
-            for (uint64_t seed : plan.seeds) {
-              if (!asked(opt.models, pm.name) || !asked(opt.tasks, pt.name)) continue;
-              const std::string key = results::job_key(pm.name, pt.name, shots, seed);
-              if (!done.count(key)) t.missing_jobs.push_back(key);
-            }
+            for (uint64_t seed : plan.seeds)
+              if (const std::string key = results::job_key(pm.name, pt.name, shots, seed); !done.count(key))
+                t.missing_jobs.push_back(key);
+        }
+      }
       for (int64_t shots : plan.shots)
         if (std::find(t.shots.begin(), t.shots.end(), shots) == t.shots.end())
           t.warnings.push_back(fmt::format("{} shots of the plan have no ok record: not in the tables", shots));
