@@ -32,6 +32,7 @@
 #include "io/error.hpp"
 #include "io/rank_tables.hpp"
 #include "io/shard_manifest.hpp"
+#include "io/task_table.hpp"
 #include "io/text_source.hpp"
 
 namespace nb = nanobind;
@@ -70,11 +71,36 @@ Array<T> to_numpy(std::vector<T>&& v) {
 
 // ---------------------------------------------------------------- tokenizer
 
+/// The tokens of a sequence given as text, by the CLI's rule for a table's sequence: bases
+/// (A, C, G, T, N and IUPAC codes, any case), or DNABERT's 6-mer text ("ACGTAC CGTACG ...")
+/// when it has a space. Any other character (a line end, a digit, U) would make [UNK] 6-mers
+/// without a word: a ValueError naming the sequence and the position.
+std::vector<uint16_t> tokens_of_text(const std::string& text, std::optional<size_t> index) {
+  const std::string which = index ? fmt::format("sequence {}: ", *index) : std::string();
+  if (text.find(' ') != std::string::npos) {
+    try {
+      return tokenize(io::kmer_text_to_bases(text));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format("{}6-mer text (it has a space): {}", which, e.what()));
+    }
+  }
+  const size_t bad = text.find_first_not_of("ACGTNRYSWKMBDHVacgtnryswkmbdhv");
+  if (bad != std::string::npos) {
+    const unsigned char c = static_cast<unsigned char>(text[bad]);
+    throw std::invalid_argument(fmt::format(
+        "{}{} at position {} is not a base (A, C, G, T, N or another IUPAC code, any case){}", which,
+        io::describe_byte(c), bad + 1,
+        c == '\n' || c == '\r' || c == '\t' ? ": pass the bases alone (strip line ends; join a FASTA record's lines)"
+                                           : ""));
+  }
+  return tokenize(text);
+}
+
 Array<int64_t> tokenize_one(const std::string& bases, bool add_special_tokens) {
   std::vector<uint16_t> ids;
   {
     nb::gil_scoped_release unlocked;
-    ids = tokenize(bases);
+    ids = tokens_of_text(bases, std::nullopt);
     if (add_special_tokens) ids = frame(ids);
   }
   return to_numpy(std::vector<int64_t>(ids.begin(), ids.end()));
@@ -91,7 +117,7 @@ std::pair<Array<int64_t>, Array<int64_t>> tokenize_batch(const std::vector<std::
     nb::gil_scoped_release unlocked;
     const size_t extra = add_special_tokens ? 2 : 0;
     for (size_t i = 0; i < seqs.size(); ++i) {
-      rows[i] = tokenize(seqs[i]);
+      rows[i] = tokens_of_text(seqs[i], i);
       if (length && rows[i].size() + extra > *length) {
         if (!truncate)
           throw std::invalid_argument(fmt::format("sequence {} has {} tokens, more than max_length={} allows; pass "

@@ -143,3 +143,43 @@ def test_masking_releases_the_gil():
     # largest gap leaves room for two stalls of a busy machine's scheduler.
     third = sorted(gaps)[-3]
     assert third < 0.5 * call, (sorted(gaps)[-3:], call)
+
+
+def test_unk_tokens_in_a_span_stay_unlabelled():
+    """An [UNK] 6-mer (a sequence with N) in a span is left as it is and unlabelled, as
+    transformers' collator leaves special tokens; the spans themselves do not depend on the
+    tokens for random masking, so every other position is chosen as in the same row without N."""
+    tok = genemask.Tokenizer()
+    base = ["".join(RNG.choice(list("ACGT"), size=400)) for _ in range(40)]
+    with_n = [s[:100] + "N" + s[101:250] + "NN" + s[252:] for s in base]
+    ids_n, att_n = tok.batch(with_n)
+    ids, att = tok.batch(base)
+    unk = ids_n == genemask.UNK
+    assert unk.sum() == 40 * (6 + 7)
+    masker = genemask.Masker("random", seed=9, rate=0.2)
+    rows = np.arange(40)  # the same sample indices for both calls (a call goes on from the last by default)
+    masked_n, labels_n = masker.mask(ids_n, att_n, sample_index=rows)
+    _, labels = masker.mask(ids, att, sample_index=rows)
+    assert (masked_n[unk] == genemask.UNK).all() and (labels_n[unk] == -100).all()
+    assert ((labels != -100) & unk).sum() > 100  # the spans did cover [UNK] positions
+    np.testing.assert_array_equal(labels_n != -100, (labels != -100) & ~unk)
+    sel = labels_n != -100
+    np.testing.assert_array_equal(labels_n[sel], ids_n[sel])
+
+
+def test_tokenizer_reads_what_the_cli_reads_and_refuses_the_rest():
+    """Bases (IUPAC codes, any case) or 6-mer text, as the CLI reads a table's sequences; a
+    line end, a digit or U made [UNK] 6-mers without a word."""
+    tok = genemask.Tokenizer()
+    bases = "ACGTACGTTGCANRacgt"
+    kmers = " ".join(bases[i:i + 6] for i in range(len(bases) - 5))
+    np.testing.assert_array_equal(tok.encode(kmers), tok.encode(bases.upper()))
+    np.testing.assert_array_equal(tok.batch([kmers, bases])[0][0], tok.batch([kmers, bases])[0][1])
+    with pytest.raises(ValueError, match="byte 0x0a at position 9 is not a base .*strip line ends"):
+        tok.encode("ACGTACGT\n")
+    with pytest.raises(ValueError, match="'U' at position 4 is not a base"):
+        tok.encode("ACGUACGUAC")
+    with pytest.raises(ValueError, match="sequence 1: '7' at position 3 is not a base"):
+        tok.batch(["ACGTACGT", "AC7GTACGT"])
+    with pytest.raises(ValueError, match="6-mer text .*tokens 1 'ACGTAC' and 2 'GTACGT' do not overlap by 5 bases"):
+        tok.encode("ACGTAC GTACGT")

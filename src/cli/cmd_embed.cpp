@@ -7,7 +7,9 @@ namespace genemask::cli {
 void register_embed(CLI::App& app, Context& ctx) {
   auto eo = std::make_shared<model::EmbedOptions>();
   auto* em = app.add_subcommand("embed", "Sequence (and per-token) embeddings from a model, to HDF5 (MPI)");
-  em->add_option("--model", eo->model, "model directory (config.json + model.safetensors) or a pretrain run")
+  em->add_option("--model", eo->model,
+                  "model directory (config.json + model.safetensors or pytorch_model.bin; its encoder is read: a "
+                  "pretrained model, a classifier or a bare BertModel) or a pretrain run")
       ->required()
       ->check(existing_directory());
   em->add_option("--input", eo->input, "FASTA, or a sequence/label table (raw bases or 6-mer text)")
@@ -42,7 +44,7 @@ void register_embed(CLI::App& app, Context& ctx) {
       GENEMASK_MODEL_ENTRY(genemask_model_embed)(eo.get(), MPI_COMM_WORLD, &s);
       print_summary(ctx, {{"command", "embed"}, {"model", s.model_dir}, {"input", eo->input}, {"out", eo->out},
                           {"sequences", s.sequences}, {"hidden", s.hidden}, {"layer", s.layer},
-                          {"windows", s.windows}, {"long_sequences", s.long_sequences}, {"tokens", s.tokens},
+                          {"windows", s.windows}, {"long_sequences", s.long_sequences}, {"unknown_only_sequences", s.unknown_only}, {"tokens", s.tokens},
                           {"window_tokens", s.window_tokens}, {"stride", s.stride}, {"ranks", s.ranks},
                           {"precision", s.precision}, {"seconds", s.seconds}, {"sequences_per_s", s.seq_per_s}});
     };

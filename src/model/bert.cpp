@@ -117,23 +117,47 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
-/// A config.json's settings that genemask's BERT does not implement, and keys that look like
-/// a misspelt BERT key ("max_position_embedding", "hidden_dropout") when that key itself is
-/// absent: each would otherwise be dropped without a word and the default used. Keys of
-/// transformers' other settings (architectures, id2label, torch_dtype, ...) are left alone.
-/// (tie_word_embeddings false is judged by the weights: an untied decoder matters only to
-/// what trains or exports the MLM head, hf_io.hpp require_tied_decoder.)
+/// A config.json's settings that genemask's BERT does not implement (other position
+/// embeddings, a decoder's causal attention, cross-attention, pruned heads), and keys that
+/// look like a misspelt BERT key ("max_position_embedding", "hidden_dropout") when that key
+/// itself is absent: each would otherwise be dropped without a word, and another model run
+/// than the config describes. Keys of transformers' other settings (architectures, id2label,
+/// torch_dtype, ...) are left alone. (tie_word_embeddings false is judged by the weights: an
+/// untied decoder matters only to what trains or exports the MLM head, hf_io.hpp
+/// require_tied_decoder; `pretrain --model CONFIG.json`, with no weights, refuses it.)
 void check_unsupported_keys(const nlohmann::json& j, const std::string& path) {
   if (j.contains("position_embedding_type") && !j["position_embedding_type"].is_null() &&
       j["position_embedding_type"] != nlohmann::json("absolute"))
     throw io::InputError(path, fmt::format("position_embedding_type is {}: genemask's BERT has absolute position "
                                            "embeddings only",
                                            io::json_excerpt(j["position_embedding_type"])));
+  // transformers' settings that make another model of the same weights: a decoder (causal
+  // attention), cross-attention layers, pruned heads.
+  const auto flag = [&](const char* key) {
+    if (!j.contains(key) || j[key].is_null()) return false;
+    if (!j[key].is_boolean())
+      throw io::InputError(path, fmt::format("{} is {}, not true or false", key, io::json_excerpt(j[key])));
+    return j[key].get<bool>();
+  };
+  if (flag("is_decoder"))
+    throw io::InputError(path, fmt::format("is_decoder is {}: transformers runs this BERT as a decoder (each position "
+                                           "attends to those before it only); genemask's BERT is an encoder (every "
+                                           "position attends to all), so its outputs would be another model's",
+                                           io::json_excerpt(j["is_decoder"])));
+  if (flag("add_cross_attention"))
+    throw io::InputError(path, fmt::format("add_cross_attention is {}: genemask's BERT has no cross-attention layers",
+                                           io::json_excerpt(j["add_cross_attention"])));
+  if (j.contains("pruned_heads") && !j["pruned_heads"].is_null() &&
+      !(j["pruned_heads"].is_object() && j["pruned_heads"].empty()))
+    throw io::InputError(path, fmt::format("pruned_heads is {}: transformers prunes those attention heads; genemask's "
+                                           "BERT has every head of every layer",
+                                           io::json_excerpt(j["pruned_heads"])));
   static const char* const kKeys[] = {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
                                       "intermediate_size", "max_position_embeddings", "type_vocab_size", "pad_token_id",
                                       "hidden_dropout_prob", "attention_probs_dropout_prob", "layer_norm_eps",
                                       "initializer_range", "hidden_act", "position_embedding_type",
-                                      "tie_word_embeddings", "model_type"};
+                                      "tie_word_embeddings", "model_type", "is_decoder", "add_cross_attention",
+                                      "pruned_heads"};
   for (const auto& [key, value] : j.items()) {
     (void)value;
     if (std::any_of(std::begin(kKeys), std::end(kKeys), [&](const char* k) { return key == k; })) continue;

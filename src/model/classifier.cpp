@@ -44,22 +44,19 @@ bool load_encoder(BertForSequenceClassification& m, const std::string& dir) {
   const bool bin = !std::filesystem::exists(dir + "/model.safetensors");
   const std::string file = dir + (bin ? "/pytorch_model.bin" : "/model.safetensors");
   auto tensors = read_hf_tensors(dir);
-  // A bare BertModel checkpoint stores its names without the "bert." prefix.
-  bool prefixed = false;
-  for (const auto& t : tensors) prefixed = prefixed || starts_with(t.first, "bert.");
+  add_bert_prefix(tensors);  // a bare BertModel checkpoint stores its names without "bert."
   torch::NoGradGuard ng;
   auto params = m->named_parameters();
   std::set<std::string> loaded;
   bool pooler = false;
-  for (auto& [raw, t] : tensors) {
-    const std::string name = prefixed ? raw : "bert." + raw;
-    if (starts_with(raw, "cls.") || starts_with(raw, "classifier.") || name.find("position_ids") != std::string::npos)
+  for (auto& [name, t] : tensors) {
+    if (starts_with(name, "cls.") || starts_with(name, "classifier.") || name.find("position_ids") != std::string::npos)
       continue;  // pretraining heads, an earlier fine-tuned head, HF's buffer
     auto* p = params.find(name);
     if (!p || !starts_with(name, "bert."))
-      throw io::InputError(file, fmt::format("unexpected tensor '{}' (not a BERT encoder or pooler parameter)", raw));
+      throw io::InputError(file, fmt::format("unexpected tensor '{}' (not a BERT encoder or pooler parameter)", name));
     if (p->sizes() != t.sizes())
-      throw io::InputError(file, fmt::format("tensor '{}' has shape {}, the model expects {}", raw,
+      throw io::InputError(file, fmt::format("tensor '{}' has shape {}, the model expects {}", name,
                                              fmt::join(t.sizes().vec(), "x"), fmt::join(p->sizes().vec(), "x")));
     p->copy_(t.to(p->dtype()));
     loaded.insert(name);

@@ -38,7 +38,7 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   EmbedSummary s;
   s.precision = precision_name(bf16);
   s.model_dir = resolve_model_dir(o.model);
-  auto m = import_hf(s.model_dir);
+  auto m = import_hf_encoder(s.model_dir);  // any BERT's encoder: a classifier's, a bare BertModel's
   m->to(dev);
   m->eval();
   const int64_t H = m->config.hidden_size, L = m->config.num_hidden_layers;
@@ -55,6 +55,8 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   s.window_tokens = width;
   s.stride = stride;
   const SequenceInputs in = read_sequences(o.input);  // every rank parses; each embeds its share
+  s.unknown_only = in.unknown_only.size();
+  if (rank == 0) warn_unknown_only(in, o.input, "embeddings");
 
   // This rank's sequences by length; their windows in that order, so that a sequence's
   // windows are consecutive and its sums can be finished as soon as its last one is done.

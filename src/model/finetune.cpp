@@ -169,14 +169,26 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
 
   Examples train, test;
   const int64_t max_tokens = model->config.max_tokens();
+  std::string first_cut;  // file:line of the first sequence cut
+  const auto encode_row = [&](const io::TaskRow& r, const std::string& path) {
+    const uint64_t before = s.truncated;
+    auto t = encode(r, path, max_tokens, &s.truncated);
+    if (s.truncated > before && first_cut.empty()) first_cut = fmt::format("{}:{}", path, r.line);
+    return t;
+  };
   for (size_t i : chosen) {
-    train.tokens.push_back(encode(train_rows[i], o.train, max_tokens, &s.truncated));
+    train.tokens.push_back(encode_row(train_rows[i], o.train));
     train.labels.push_back(class_of_row[i]);
   }
   for (const auto& r : test_rows) {
-    test.tokens.push_back(encode(r, o.test, max_tokens, &s.truncated));
+    test.tokens.push_back(encode_row(r, o.test));
     test.labels.push_back(index.at(r.label));
   }
+  if (s.truncated)
+    say(fmt::format("note: {} sequence(s) ({} the first) have more than the model's {} 6-mers: fine-tuning and the test "
+                    "read their first {} (truncated in metrics.json); `genemask predict` scores a long sequence over "
+                    "windows that cover it",
+                    s.truncated, first_cut, max_tokens, max_tokens));
   s.metrics.n_train = train.tokens.size();
   s.metrics.test.n = test.tokens.size();
   // A test sequence that is also a training sequence (the same tokens, whatever the tables'

@@ -77,7 +77,8 @@ void require_tied_decoder(const BertForMaskedLM& model, const std::string& what)
 }
 
 void load_state(BertForMaskedLM& model, const std::string& source,
-                const std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+                const std::vector<std::pair<std::string, torch::Tensor>>& tensors, bool encoder_only) {
+  const auto head = [](const std::string& name) { return name.rfind("cls.", 0) == 0 || name.rfind("classifier.", 0) == 0; };
   torch::NoGradGuard ng;
   auto params = model->named_parameters();
   std::set<std::string> loaded;
@@ -87,6 +88,7 @@ void load_state(BertForMaskedLM& model, const std::string& source,
     return nullptr;
   };
   for (const auto& [name, t] : tensors) {
+    if (encoder_only && head(name)) continue;
     // Tied copies that HF checkpoints may carry: the same values as the word embeddings and
     // the prediction bias, which genemask's decoder reads. A decoder of its own (a model
     // saved untied) would be dropped here and its numbers lost.
@@ -117,7 +119,8 @@ void load_state(BertForMaskedLM& model, const std::string& source,
     loaded.insert(name);
   }
   for (const auto& p : params)
-    if (!loaded.count(p.key())) throw io::InputError(source, fmt::format("tensor '{}' is missing", p.key()));
+    if (!loaded.count(p.key()) && !(encoder_only && head(p.key())))
+      throw io::InputError(source, fmt::format("tensor '{}' is missing", p.key()));
   model->has_pooler = loaded.count("bert.pooler.dense.weight") > 0;
   if (!model->has_pooler) {  // none in the file: HF's initialisation, not exported
     model->pooler_weight.normal_(0.0, model->config.initializer_range);
@@ -190,13 +193,27 @@ void check_vocab(const std::string& dir) {
     throw io::InputError(path, fmt::format("has {} tokens; DNABERT-6's vocabulary (genemask's ids) has {}", n, want.size()));
 }
 
-BertForMaskedLM import_hf(const std::string& dir) {
+namespace {
+BertForMaskedLM import_dir(const std::string& dir, bool encoder_only) {
   check_vocab(dir);
   const BertConfig c = BertConfig::from_json_file(dir + "/config.json");
   BertForMaskedLM model(c);
   const bool bin = !std::filesystem::exists(dir + "/model.safetensors") && std::filesystem::exists(dir + "/pytorch_model.bin");
-  load_state(model, dir + (bin ? "/pytorch_model.bin" : "/model.safetensors"), read_hf_tensors(dir));
+  auto tensors = read_hf_tensors(dir);
+  if (encoder_only) add_bert_prefix(tensors);
+  load_state(model, dir + (bin ? "/pytorch_model.bin" : "/model.safetensors"), tensors, encoder_only);
   return model;
+}
+}  // namespace
+
+BertForMaskedLM import_hf(const std::string& dir) { return import_dir(dir, false); }
+BertForMaskedLM import_hf_encoder(const std::string& dir) { return import_dir(dir, true); }
+
+void add_bert_prefix(std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
+  for (const auto& t : tensors)
+    if (t.first.rfind("bert.", 0) == 0) return;
+  for (auto& t : tensors)
+    if (t.first.rfind("cls.", 0) != 0 && t.first.rfind("classifier.", 0) != 0) t.first = "bert." + t.first;
 }
 
 }  // namespace genemask::model

@@ -29,6 +29,15 @@ int64_t non_finite_count(const torch::Tensor& t);
 /// into a new model. Missing or unexpected
 /// tensors and shape mismatches are errors that name the tensor.
 BertForMaskedLM import_hf(const std::string& dir);
+/// The encoder of DIR, for what reads no MLM head (`embed`): any BERT checkpoint's, a
+/// BertForMaskedLM's, a BertForSequenceClassification's (from `finetune --save-model` or
+/// transformers; its classifier is not read) or a bare BertModel's. The MLM head is left as
+/// initialised.
+BertForMaskedLM import_hf_encoder(const std::string& dir);
+/// A bare BertModel's tensor names ("embeddings.*", "encoder.*", "pooler.*") under "bert.",
+/// as BertFor* models name them; tensors of a checkpoint that has any "bert." name are kept
+/// as they are.
+void add_bert_prefix(std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
 /// The named tensors of DIR/model.safetensors, or of DIR/pytorch_model.bin when there is no
 /// safetensors file, as stored (any BERT head: the fine-tuning code picks what it needs).
@@ -48,6 +57,9 @@ void release_model_holds();
 /// own (BertForMaskedLMImpl::untied_decoder); `what` names the use ("an export").
 void require_tied_decoder(const BertForMaskedLM& model, const std::string& what);
 
-void load_state(BertForMaskedLM& model, const std::string& source, const std::vector<std::pair<std::string, torch::Tensor>>& tensors);
+/// encoder_only: the heads' tensors ("cls.*", "classifier.*") are not read, and the MLM
+/// head's parameters need not be there.
+void load_state(BertForMaskedLM& model, const std::string& source,
+                const std::vector<std::pair<std::string, torch::Tensor>>& tensors, bool encoder_only = false);
 
 }  // namespace genemask::model

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <new>
 #include <stdexcept>
 #include <string_view>
@@ -34,6 +35,31 @@ void check_read_memory(const std::string& path, bool compressed) {
 }
 
 }  // namespace
+
+bool has_acgt_kmer(std::string_view seq) {
+  size_t run = 0;
+  for (char c : seq) {
+    switch (c) {
+      case 'A': case 'C': case 'G': case 'T': case 'a': case 'c': case 'g': case 't':
+        if (++run == static_cast<size_t>(kTokenK)) return true;
+        break;
+      default: run = 0;
+    }
+  }
+  return false;
+}
+
+void warn_unknown_only(const SequenceInputs& in, const std::string& path, const std::string& what) {
+  if (in.unknown_only.empty()) return;
+  const size_t i = in.unknown_only.front();
+  const std::string first =
+      in.lines[i] ? fmt::format("{}:{}", path, in.lines[i]) : fmt::format("record '{}' of {}", in.ids[i], path);
+  std::cerr << fmt::format("warning: {} of the {} sequences ({} the first) have no 6-mer of A, C, G and T alone: their "
+                           "tokens are all [UNK], so their {} say nothing of their bases (unknown_only_sequences in "
+                           "the summary)",
+                           in.unknown_only.size(), in.seqs.size(), first, what)
+            << std::endl;
+}
 
 SequenceInputs read_sequences(const std::string& path) {
   try {
@@ -73,10 +99,13 @@ SequenceInputs read_sequences_unchecked(const std::string& path) {
     bool any_base = false;
     for (auto& [name, seq] : io::read_fasta_all(path)) {
       const size_t bad = seq.find_first_not_of("ACGTNRYSWKMBDHVacgtnryswkmbdhv");
-      if (bad != std::string::npos)
-        throw io::InputError(path, fmt::format("record '{}': '{}' at position {} is not a base (alignment gaps and "
-                                               "stops are not sequence): remove them",
-                                               name, seq[bad], bad + 1));
+      if (bad != std::string::npos) {
+        const bool gap = seq[bad] == '-' || seq[bad] == '*';
+        throw io::InputError(path, fmt::format("record '{}': {} at position {} is not a base (A, C, G, T, N or another "
+                                               "IUPAC code){}",
+                                               name, io::describe_byte(static_cast<unsigned char>(seq[bad])), bad + 1,
+                                               gap ? ": alignment gaps and stops are not sequence; remove them" : ""));
+      }
       any_base = any_base || seq.find_first_of("ACGTacgt") != std::string::npos;
       out.ids.push_back(name);
       out.seqs.push_back(std::move(seq));
@@ -94,6 +123,7 @@ SequenceInputs read_sequences_unchecked(const std::string& path) {
     }
   }
   for (size_t i = 0; i < out.seqs.size(); ++i) {
+    if (!has_acgt_kmer(out.seqs[i])) out.unknown_only.push_back(i);
     if (out.seqs[i].size() >= 6) continue;
     const std::string msg =
         fmt::format("sequence '{}' has {} bases; at least 6 (one 6-mer) are needed", out.ids[i], out.seqs[i].size());

@@ -3,6 +3,7 @@
 // that fit the model. Torch-free.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace genemask::model {
@@ -10,7 +11,17 @@ namespace genemask::model {
 struct SequenceInputs {
   std::vector<std::string> ids, seqs;
   std::vector<uint64_t> lines;  // table rows: 1-based line in the file (0 for FASTA records)
+  /// The sequences (indices) with no 6-mer of A, C, G and T alone: their tokens are all
+  /// [UNK], so a model's output for them says nothing of their bases.
+  std::vector<size_t> unknown_only;
 };
+
+/// Says on stderr how many of `in`'s sequences are unknown_only, naming the first (its
+/// file:line, or its record), and that their `what` ("scores") say nothing of their bases.
+void warn_unknown_only(const SequenceInputs& in, const std::string& path, const std::string& what);
+
+/// Whether `seq` has 6 consecutive bases of A, C, G, T (any case): a 6-mer token that is not [UNK].
+bool has_acgt_kmer(std::string_view seq);
 
 /// FASTA (plain or compressed; ids are the record names) or a task table (raw bases or
 /// 6-mer text, labelled or not; ids are `line<N>`). A sequence shorter than one 6-mer is

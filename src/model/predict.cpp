@@ -42,6 +42,8 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
   s.classes = static_cast<uint64_t>(C);
 
   const SequenceInputs in = read_sequences(o.input);  // every rank parses; each scores its share
+  s.unknown_only = in.unknown_only.size();
+  if (rank == 0) warn_unknown_only(in, o.input, "probabilities");
   std::vector<size_t> mine;
   for (size_t i = static_cast<size_t>(rank); i < in.seqs.size(); i += static_cast<size_t>(world)) mine.push_back(i);
   // Token ids are made per window from the bases (no copy of a sequence's tokens).

@@ -383,9 +383,15 @@ void build_model(Run& r) {
   // Token ids are genemask's: a model whose vocab.txt orders them otherwise would be trained
   // on other tokens than it learnt (finetune and embed refuse it the same way).
   if (!r.init_dir.empty()) check_vocab(r.init_dir);
+  const bool config_file = r.init_dir.empty() && o.model.find(".json") != std::string::npos;
   r.cfg = !r.init_dir.empty() ? BertConfig::from_json_file(r.init_dir + "/config.json")
-          : o.model.find(".json") != std::string::npos ? BertConfig::from_json_file(o.model)
-                                                         : BertConfig::named(o.model);
+          : config_file       ? BertConfig::from_json_file(o.model)
+                              : BertConfig::named(o.model);
+  // A new model from a config: an untied MLM decoder asked for would be trained tied.
+  if (config_file)
+    if (const auto j = io::read_json_file(o.model); j.contains("tie_word_embeddings") && j["tie_word_embeddings"] == false)
+      throw io::InputError(o.model, "tie_word_embeddings is false: genemask's BERT ties its MLM decoder to the word "
+                                    "embeddings (as BERT and DNABERT do); remove the key or set it true");
   torch::manual_seed(o.seed);
   r.model = BertForMaskedLM(r.cfg);
   init_weights(*r.model, r.cfg);

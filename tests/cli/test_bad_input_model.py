@@ -478,9 +478,11 @@ class BadModelInput(unittest.TestCase):
         """Each of these once ran with exit 0 and published numbers of another model or input:
         a vocabulary of other ids under pretrain --init, a run stopped half-way taken for its
         final model, a multi-label or regression head read as a softmax, two classes of one
-        name, a BERT setting genemask does not implement (or misspelt) dropped, an untied
-        decoder replaced by the tied one, alignment gaps scored as sequence, a --config that
-        nothing read, and a variant beyond the 6-mers the model reads scored as delta 0."""
+        name, a BERT setting genemask does not implement (or misspelt) dropped (a decoder's
+        causal attention run as an encoder's, pruned heads, an untied decoder asked of a new
+        model), an untied decoder replaced by the tied one, alignment gaps or U scored as
+        sequence, a --config that nothing read, and a variant beyond the 6-mers the model
+        reads scored as delta 0."""
         from safetensors.numpy import load_file, save_file
         t = self.t
         vocab = self.copy("hf", "hf-vocab")
@@ -504,15 +506,22 @@ class BadModelInput(unittest.TestCase):
         edited("clf", "clf-dup", id2label={"0": "promoter", "1": "promoter"})
         edited("clf", "clf-l2i", label2id={"0": 1, "1": 0})
         edited("hf", "hf-near", hidden_size_per_head=16)  # near hidden_size, which is there: not a misspelling
+        edited("hf", "hf-decoder-config", is_decoder=True)  # transformers: causal attention
+        edited("hf", "hf-not-decoder", is_decoder=False, add_cross_attention=False, pruned_heads={})
         untied = self.copy("hf", "hf-decoder")
         w = load_file(os.path.join(untied, "model.safetensors"))
         w["cls.predictions.decoder.weight"] = w["bert.embeddings.word_embeddings.weight"] * 2
         save_file(w, os.path.join(untied, "model.safetensors"), metadata={"format": "pt"})
         typo = {k: v for k, v in tb.TINY.items() if k != "max_position_embeddings"}
         for name, cfg in [("tiny-typo.json", dict(typo, max_position_embedding=64)),  # 512 would be used
-                          ("tiny-relative.json", dict(tb.TINY, position_embedding_type="relative_key"))]:
+                          ("tiny-relative.json", dict(tb.TINY, position_embedding_type="relative_key")),
+                          ("tiny-pruned.json", dict(tb.TINY, pruned_heads={"0": [1]})),
+                          ("tiny-cross.json", dict(tb.TINY, is_decoder=True, add_cross_attention=True)),
+                          ("tiny-flag.json", dict(tb.TINY, add_cross_attention="no")),
+                          ("tiny-untied.json", dict(tb.TINY, tie_word_embeddings=False))]:
             json.dump(cfg, open(t(name), "w"))
         open(t("gaps.fa"), "w").write(">a\nACGTACGTAC--GTACGTACGT\n")
+        open(t("rna.fa"), "w").write(">a\nACGUACGUACGUACGUACGU\n")
         open(t("bom.fa"), "wb").write(b"\xef\xbb\xbf>a\nACGTACGTACGTACGTACGT\n")
         open(t("alln.fa"), "w").write(">a\nNNNNNNNNNNNNNNNNNNNN\n>b\nNNNNNNNNNN\n")
         genome = "".join(l.strip() for l in open(t("g.fa")).read().split(">chr2")[0].splitlines()[1:])
@@ -549,8 +558,24 @@ class BadModelInput(unittest.TestCase):
                 [t("tiny-typo.json"), "'max_position_embedding'", "misspelt 'max_position_embeddings'"], t("i5")),
             Row("relative position embeddings", pre("i6", "--model", t("tiny-relative.json")),
                 [t("tiny-relative.json"), "position_embedding_type is \"relative_key\""], t("i6")),
+            Row("a decoder's config (causal attention)",
+                ["embed", "--model", t("hf-decoder-config"), "--input", t("test.csv"), "--out", t("e4.h5"), *FAST],
+                [t("hf-decoder-config", "config.json"), "is_decoder is true", "genemask's BERT is an encoder"],
+                t("e4.h5")),
+            Row("pruned attention heads", pre("i8", "--model", t("tiny-pruned.json")),
+                [t("tiny-pruned.json"), "pruned_heads is {\"0\":[1]}", "every head of every layer"], t("i8")),
+            Row("a decoder with cross-attention", pre("i9", "--model", t("tiny-cross.json")),
+                [t("tiny-cross.json"), "is_decoder is true"], t("i9")),
+            Row("a flag that is no boolean", pre("i10", "--model", t("tiny-flag.json")),
+                [t("tiny-flag.json"), "add_cross_attention is \"no\", not true or false"], t("i10")),
+            Row("an untied decoder asked of a new model", pre("i11", "--model", t("tiny-untied.json")),
+                [t("tiny-untied.json"), "tie_word_embeddings is false", "ties its MLM decoder"], t("i11")),
             Row("predict: alignment gaps in a FASTA", predict("clf", "gaps.fa", "p4.tsv"),
-                [t("gaps.fa"), "record 'a': '-' at position 11 is not a base"], t("p4.tsv")),
+                [t("gaps.fa"), "record 'a': '-' at position 11 is not a base (A, C, G, T, N or another IUPAC code): "
+                 "alignment gaps and stops are not sequence"], t("p4.tsv")),
+            Row("predict: RNA (U) in a FASTA", predict("clf", "rna.fa", "p8.tsv"),
+                [t("rna.fa"), "record 'a': 'U' at position 4 is not a base (A, C, G, T, N or another IUPAC code)"],
+                t("p8.tsv")),
             Row("predict: a FASTA of N only", predict("clf", "alln.fa", "p5.tsv"),
                 [t("alln.fa"), "none of its 2 records has an A, C, G or T"], t("p5.tsv")),
             Row("finetune --config beside a pretrained model", ft("hf", "f2", "--config", "dnabert"),
@@ -569,6 +594,10 @@ class BadModelInput(unittest.TestCase):
         run(ft(os.path.join("run-half", "checkpoints", "step-00000004"), "f3"))
         run(["embed", "--model", untied, "--input", t("test.csv"), "--out", t("e2.h5"), *FAST])
         run(["embed", "--model", t("hf-near"), "--input", t("test.csv"), "--out", t("e3.h5"), *FAST])
+        run(["embed", "--model", t("hf-not-decoder"), "--input", t("test.csv"), "--out", t("e5.h5"), *FAST])
+        # U is refused for what it is, not as an alignment gap.
+        p = run(predict("clf", "rna.fa", "p8.tsv"), check=False)
+        self.assertNotIn("alignment gaps", p.stderr)
         edited("clf", "clf-default-l2i", label2id={"LABEL_0": 0, "LABEL_1": 1})
         run(predict("clf-default-l2i", "test.csv", "p7.tsv"))
         left, right = "ACGTTGCA" * 8 + "N", "N" + "TTGCAACG" * 8

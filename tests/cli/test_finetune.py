@@ -255,6 +255,13 @@ class Finetune(unittest.TestCase):
                      "--test", self.paths["test3.csv"], "--out", os.path.join(self.tmp, f"pos{positions}")] + FAST)
             s = summary(p)
             self.assertEqual(s["truncated"], (150 + 90) if cut else 0, s)
+            # Said on stderr too, with the first row cut (the training table's first sequence
+            # has more than 38 6-mers), not only counted in the summary.
+            if cut:
+                self.assertIn(f"note: 240 sequence(s) ({self.paths['train3.csv']}:", p.stderr)
+                self.assertIn("have more than the model's 38 6-mers", p.stderr)
+            else:
+                self.assertNotIn("6-mers: fine-tuning and the test read their first", p.stderr)
 
     def test_bad_inputs(self):
         tr, te = self.paths["train.csv"], self.paths["test.csv"]

@@ -131,6 +131,65 @@ class Predict(unittest.TestCase):
         np.testing.assert_allclose(np.array([[float(x) for x in r[2:4]] for r in rows]),
                                    np.array([[float(x) for x in r[2:4]] for r in ft]), rtol=0, atol=1e-6)
 
+    def test_sequences_of_unknown_tokens_only_are_said(self):
+        """A row whose every 6-mer holds an N (or another IUPAC code) is all [UNK]: its
+        probabilities or embeddings are a constant of the model. Said once (rank 0), with the
+        first such row, and counted in the summary; from an independent count here."""
+        import re
+        rows = [self.short[0], "NNNNNNNNNNNN", "ACGTANNNNNACGTA", "acgtac", "ACGTNACGTAC", "RYACGTKMACGTSW",
+                self.short[1]]
+        want = [i for i, r in enumerate(rows) if not re.search("[ACGTacgt]{6}", r)]
+        self.assertEqual(want, [1, 2, 5])
+        path = os.path.join(self.tmp, "unk.tsv")
+        with open(path, "w") as f:
+            f.write("sequence\n" + "".join(r + "\n" for r in rows))
+        for ranks in (None, 2):
+            p = self.predict(f"unk{ranks}.tsv", inp="unk.tsv", ranks=ranks, check=False)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(summary(p)["unknown_only_sequences"], len(want))
+            said = [l for l in p.stderr.splitlines() if "6-mer of A, C, G and T alone" in l]
+            self.assertEqual(len(said), 1, p.stderr)
+            self.assertIn(f"warning: 3 of the 7 sequences ({path}:{want[0] + 2} the first)", said[0])
+            self.assertIn("their probabilities say nothing of their bases", said[0])
+        fa = os.path.join(self.tmp, "unk.fa")
+        with open(fa, "w") as f:
+            f.write("".join(f">r{i}\n{r}\n" for i, r in enumerate(rows)))
+        p = run(["embed", "--model", self.model, "--input", fa, "--out", os.path.join(self.tmp, "unk.h5"),
+                 "--threads", "1", "--precision", "fp32"])  # a classifier's encoder
+        self.assertEqual(summary(p)["unknown_only_sequences"], len(want))
+        self.assertIn(f"(record 'r1' of {fa} the first)", p.stderr)
+        self.assertIn("their embeddings say nothing", p.stderr)
+        # Nothing said when every sequence has a known 6-mer.
+        s, _ = self.predict("known.tsv", inp="short.csv")
+        self.assertEqual(s["unknown_only_sequences"], 0)
+
+    def test_embed_reads_the_encoder_of_a_classifier_and_of_a_bare_bertmodel(self):
+        """embed reads the encoder only: a classifier (finetune --save-model) and a bare
+        BertModel saved by transformers (names without "bert.") give transformers' [CLS] and
+        mean states. Both were refused ("unexpected tensor 'classifier.bias'")."""
+        import h5py
+        from transformers import AutoModel
+        enc = AutoModel.from_pretrained(self.model).eval()  # the classifier's encoder and pooler
+        bare = os.path.join(self.tmp, "bare")
+        enc.save_pretrained(bare)
+        shutil.copy(os.path.join(self.model, "vocab.txt"), bare)
+        seqs = self.short[:5]
+        with torch.no_grad():
+            want_cls, want_mean = [], []
+            for seq in seqs:
+                h = enc(input_ids=torch.tensor([[2] + [VOCAB[seq[i:i + 6]] for i in range(len(seq) - 5)] + [3]]))
+                want_cls.append(h.last_hidden_state[0, 0].numpy())
+                want_mean.append(h.last_hidden_state[0, 1:-1].mean(0).numpy())
+        fa = os.path.join(self.tmp, "five.fa")
+        with open(fa, "w") as f:
+            f.write("".join(f">s{i}\n{q}\n" for i, q in enumerate(seqs)))
+        for name, model in [("clf", self.model), ("bare", bare)]:
+            out = os.path.join(self.tmp, f"emb-{name}.h5")
+            run(["embed", "--model", model, "--input", fa, "--out", out, "--threads", "1", "--precision", "fp32"])
+            with h5py.File(out, "r") as h:
+                np.testing.assert_allclose(h["cls"][...], np.array(want_cls), rtol=0, atol=1e-5)
+                np.testing.assert_allclose(h["mean"][...], np.array(want_mean), rtol=0, atol=1e-5)
+
     def test_bad_input(self):
         p = self.predict("bad.tsv", "--stride", "600", check=False)
         self.assertNotEqual(p.returncode, 0)

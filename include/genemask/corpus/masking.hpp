@@ -12,7 +12,9 @@
 //    every token overlapping the PMI unit that contains a centre is masked.
 // Then BERT's rule on masked tokens: 80% [MASK], 10% a random 6-mer, 10% unchanged; labels
 // are the original ids on masked positions and -100 elsewhere. [CLS]/[SEP]/[PAD] are
-// never masked. The mask of a sample depends only on (seed, epoch, sample index).
+// never masked, and an [UNK] in a span is left as it is, unlabelled (shards hold no [UNK];
+// a sequence given to the Python package may). The mask of a sample depends only on (seed,
+// epoch, sample index).
 #include <cstdint>
 #include <memory>
 #include <string>

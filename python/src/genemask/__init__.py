@@ -76,7 +76,10 @@ class Tokenizer:
     ([PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, then the 4096 6-mers in
     itertools.product("ATCG", repeat=6) order). The same ids as ``genemask`` and as
     ``transformers.AutoTokenizer`` on a model exported by ``genemask export-hf``.
-    Lowercase is upper-cased; a 6-mer with a base other than ACGT is [UNK]."""
+    A sequence is bases (A, C, G, T, N and the other IUPAC codes; lowercase is upper-cased),
+    or DNABERT's 6-mer text ("ACGTAC CGTACG ...", read when it has a space), as the CLI reads
+    a table's sequences; any other character (a line end, a digit, U) is a ValueError that
+    names its position. A 6-mer with a base other than ACGT is [UNK]."""
 
     vocab_size: int = VOCAB_SIZE
     pad_token_id: int = PAD

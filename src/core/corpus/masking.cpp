@@ -183,7 +183,11 @@ void Masker::mask_rows(const uint16_t* tokens, size_t n, uint64_t seed, uint64_t
   for (size_t i = 0; i < n; ++i) {
     ids[i] = tokens[i];
     labels[i] = kIgnoreLabel;
-    if (!masked[i]) continue;
+    // An [UNK] 6-mer (a base other than ACGT: the Python package's sequences; shards hold
+    // none) in a span stays as it is, without a label: no model learns to predict [UNK], and
+    // no random 6-mer stands for bases that are not known (transformers' and DNABERT's
+    // collators leave every special token, [UNK] included, out of the masking).
+    if (!masked[i] || tokens[i] < kFirstKmerToken) continue;
     const uint16_t id = tokens[i];
     labels[i] = id;
     const double r = rng.uniform();
