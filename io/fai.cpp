@@ -79,7 +79,8 @@ FaiIndex FaiIndex::build(const std::string& fasta_path) {
       std::string name = line.substr(1, line.find_first_of(" \t") == std::string::npos ? std::string::npos
                                                                                          : line.find_first_of(" \t") - 1);
       if (name.empty()) throw InputError(fasta_path, lineno, "empty record name after '>'");
-      if (!names.insert(name).second) throw InputError(fasta_path, lineno, fmt::format("duplicate record name '{}'", name));
+      if (!names.insert(utf8_escaped(name)).second)  // as record_name_key (io/fasta_scan.hpp)
+        throw InputError(fasta_path, lineno, fmt::format("duplicate record name '{}'", name));
       idx.entries_.push_back(FaiEntry{name, 0, line_start + bytes, 0, 0});
       cur = &idx.entries_.back();
       short_line_seen = false;

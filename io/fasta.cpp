@@ -1,6 +1,7 @@
 #include "io/fasta.hpp"
 
 #include <unordered_map>
+#include <utility>
 
 #include "io/fasta_scan.hpp"
 
@@ -22,6 +23,14 @@ void fail_invalid_base(const FileInfo& info, uint64_t voffset, unsigned char byt
                       record.empty() ? std::string("sequence") : fmt::format("record '{}'", record)));
 }
 
+std::string duplicate_record_problem(std::string_view name, std::string_view first_name, uint64_t first_line) {
+  return fmt::format("duplicate record name '{}' (first seen on line {}); record names must be unique{}", name,
+                     first_line,
+                     name != first_name
+                         ? " (outputs write a byte that is not UTF-8 as \\xNN, so the two are written alike)"
+                         : "");
+}
+
 namespace {
 
 class RecordHandler {
@@ -30,11 +39,11 @@ class RecordHandler {
 
   void header(std::string_view name, uint64_t voff, bool) {
     end_record();
-    auto [it, inserted] = seen_.emplace(std::string(name), voff);
+    auto [it, inserted] = seen_.emplace(record_name_key(name), std::make_pair(voff, records_.size()));
     if (!inserted)
       fail_at(info_, voff,
-              fmt::format("duplicate record name '{}' (first seen on line {}); record names must be unique", name,
-                          line_of_voffset(info_, it->second)));
+              duplicate_record_problem(name, records_[it->second.second].name,
+                                       line_of_voffset(info_, it->second.first)));
     records_.push_back(FastaRecordSummary{std::string(name), 0});
     header_voff_ = voff;
     open_ = true;
@@ -74,7 +83,7 @@ class RecordHandler {
   const FileInfo& info_;
   const FastaVisitor& v_;
   std::vector<FastaRecordSummary> records_;
-  std::unordered_map<std::string, uint64_t> seen_;
+  std::unordered_map<std::string, std::pair<uint64_t, size_t>> seen_;  // name key -> (voffset, record)
   std::string buf_;
   uint64_t header_voff_ = 0;
   bool open_ = false;

@@ -47,6 +47,14 @@ inline constexpr std::array<uint8_t, 256> kSeqClass = make_seq_class_table();
 [[noreturn]] void fail_invalid_base(const FileInfo& info, uint64_t voffset, unsigned char byte,
                                     const std::string& record = {});
 
+/// The key under which a record name must be unique: the name as outputs write it (UTF-8,
+/// a byte that is not UTF-8 as \xNN), so that two names written alike are one name.
+inline std::string record_name_key(std::string_view name) { return utf8_escaped(name); }
+
+/// The error for a record name given twice (by record_name_key): `name`, first given as
+/// `first_name` on `first_line`.
+std::string duplicate_record_problem(std::string_view name, std::string_view first_name, uint64_t first_line);
+
 /// Handler concept (all members required):
 ///   void header(std::string_view name, uint64_t voff, bool owned);
 ///   bool bases(const char* p, size_t n, uint64_t voff, bool owned);  // owned: return value ignored;
@@ -134,6 +142,10 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
           hold = true;
         } else if (first_line_pending && d[i] != '\n') {  // every reader from 0 checks
           first_line_pending = false;
+          if (!in_header && n - i >= 4 && std::memcmp(d + i, "\xEF\xBB\xBF>", 4) == 0)
+            fail_at(info, voff,
+                    "starts with a UTF-8 byte-order mark before '>': a FASTA file has none; remove it (e.g. sed -i "
+                    "'1s/^\\xEF\\xBB\\xBF//' FILE) and run again");
           if (!in_header)
             fail_at(info, voff,
                     fmt::format("not a FASTA file: the first line must start with '>' (found {})",

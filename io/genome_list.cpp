@@ -102,9 +102,13 @@ GenomeList read_genome_list(const std::string& list_path) {
       char* end = nullptr;
       errno = 0;
       const double v = std::strtod(w.c_str(), &end);
-      if (end == w.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || !(v > 0))
+      // Decimal only: strtod also reads C's hexadecimal floats (0x1p3), which no other reader
+      // of such a table takes for a number.
+      if (end == w.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || !(v > 0) ||
+          w.find_first_not_of("0123456789.eE+-") != std::string::npos)
         throw InputError(list_path, lineno,
-                         fmt::format("genome '{}': weight '{}' is not a positive finite number", g.name,
+                         fmt::format("genome '{}': weight '{}' is not a positive finite number (a decimal such "
+                                     "as 2 or 0.5)", g.name,
                                      excerpt(w, 40)));
       g.weight = v;
     }

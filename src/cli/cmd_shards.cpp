@@ -80,14 +80,19 @@ void run_shards(ShardsArgs a, const Context& ctx) {
                       {"fasta_mb_per_s_per_rank", r.seconds > 0 ? mb / r.seconds / r.ranks : 0.0}};
   if (!a.genomes.empty()) {
     j.erase("genome");
+    j.erase("genes");  // the list's genes column, per genome below
     j["genomes_list"] = a.genomes;
     nlohmann::json gs = nlohmann::json::array();
-    for (const auto& g : r.manifest.genomes)
+    for (size_t i = 0; i < r.manifest.genomes.size(); ++i) {
+      const auto& g = r.manifest.genomes[i];
+      const std::string genes = i < a.req.list.genomes.size() ? a.req.list.genomes[i].genes : std::string();
       gs.push_back({{"name", g.name},
+                    {"genes", genes.empty() ? nlohmann::json(nullptr) : nlohmann::json(genes)},
                     {"records", g.records},
                     {"bases", g.bases},
                     {"samples", {{"train", g.samples_train}, {"valid", g.samples_valid}}},
                     {"tokens", {{"train", g.tokens_train}, {"valid", g.tokens_valid}}}});
+    }
     j["genomes"] = gs;
     std::vector<std::vector<std::pair<std::string, uint64_t>>> records(a.req.list.genomes.size());
     for (const auto& c : r.manifest.chromosomes)

@@ -139,6 +139,9 @@ class BadInput(unittest.TestCase):
         fasta("garbage.fa", (">chr1\n" + body).encode() + b"\x00\xff\x1b" + garbage)
         # Not control bytes but not UTF-8 either: the message must escape them.
         fasta("dup-latin1.fa", b">chr\xff\xfe\n" + body.encode() + b">chr\xff\xfe\n" + body.encode())
+        # Two names that differ as bytes and are written alike (a byte that is not UTF-8 as \xNN).
+        fasta("alike-latin1.fa", b">chr\xff\n" + body.encode() + b">chr\\xff\n" + body.encode())
+        fasta("bom-genome.fa", b"\xef\xbb\xbf>chr1\n" + body.encode())
         fasta("empty.fa", b"")
 
         fasta("five-bases.fa", b">s\nACGTA\n")
@@ -398,6 +401,14 @@ class BadInput(unittest.TestCase):
                 [t("garbage.fa") + ":12:", "byte 0x00"], t("c3.h5")),
             Row("non-UTF-8 header bytes in a duplicate name", count("dup-latin1.fa", t("c4.h5")),
                 [t("dup-latin1.fa") + ":12:", "duplicate record name 'chr\\xff\\xfe'"], t("c4.h5")),
+            Row("two names that outputs write alike", count("alike-latin1.fa", t("c6.h5")),
+                [t("alike-latin1.fa") + ":12:", "duplicate record name 'chr\\xff' (first seen on line 1)",
+                 "written alike"], t("c6.h5")),
+            Row("shards of two names that outputs write alike",
+                ["shards", "--genome", t("alike-latin1.fa"), "--out", t("s6")],
+                [t("alike-latin1.fa") + ":12:", "duplicate record name", "written alike"], t("s6")),
+            Row("a genome with a byte-order mark", count("bom-genome.fa", t("c7.h5")),
+                [t("bom-genome.fa") + ":1:", "starts with a UTF-8 byte-order mark before '>'"], t("c7.h5")),
             Row("empty FASTA", count("empty.fa", t("c5.h5")), [t("empty.fa"), "empty"], t("c5.h5")),
             Row("--out in a directory that does not exist", count("g.fa", t("no-such-dir", "counts.h5")),
                 [t("no-such-dir")], t("no-such-dir")),

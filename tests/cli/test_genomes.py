@@ -157,6 +157,7 @@ class Genomes(unittest.TestCase):
             (f"a\t{human}\tinf\n", 1, "weight 'inf' is not a positive finite number"),
             (f"a\t{human}\tnan\n", 1, "weight 'nan' is not a positive finite number"),
             (f"a\t{human}\t1.5x\n", 1, "weight '1.5x' is not a positive finite number"),
+            (f"a\t{human}\t0x1p3\n", 1, "weight '0x1p3' is not a positive finite number (a decimal"),
             (f"a b\t{human}\n", 1, "genome name 'a b' has a space"),
             (f"../a\t{human}\n", 1, "genome name '../a' starts with '.' or '-'"),
             (f"a\n", 1, "1 tab-separated column(s) in 'a'"),
@@ -265,8 +266,12 @@ class Genomes(unittest.TestCase):
                     line = line.rstrip("\n") + "\thuman.gtf\n"
                 out.write(line)
         d1, d2 = os.path.join(self.tmp, "gb"), os.path.join(self.tmp, "nogb")
-        self.shards(d1, lst)
+        sum1 = self.shards(d1, lst)
         self.shards(d2, self.list)
+        # The summary names each genome's genes file (the list's column), not "genes": null.
+        self.assertNotIn("genes", sum1)
+        self.assertEqual([g["genes"] for g in sum1["genomes"]],
+                         [os.path.join(self.tmp, "human.gtf") if g["name"] == name else None for g in sum1["genomes"]])
         m1, s1 = load_samples(d1)
         m2, s2 = load_samples(d2)
         self.assertEqual(m1["genomes"][0]["genes"], os.path.join(self.tmp, "human.gtf"))

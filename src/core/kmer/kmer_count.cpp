@@ -358,11 +358,11 @@ std::vector<RecordInfo> stitch_records(const io::FileInfo& file, std::vector<Rec
     }
     if (!records.empty() && records.back().length == 0)
       io::fail_at(file, records.back().voff, fmt::format("record '{}' has no sequence", records.back().name));
-    auto [it, inserted] = seen.emplace(seg.name, records.size());
+    auto [it, inserted] = seen.emplace(io::record_name_key(seg.name), records.size());
     if (!inserted)
       io::fail_at(file, seg.voff,
-                  fmt::format("duplicate record name '{}' (first seen on line {}); record names must be unique",
-                              seg.name, io::line_of_voffset(file, records[it->second].voff)));
+                  io::duplicate_record_problem(seg.name, records[it->second].name,
+                                               io::line_of_voffset(file, records[it->second].voff)));
     records.push_back(RecordInfo{seg.name, seg.bases, seg.voff});
   }
   if (!records.empty() && records.back().length == 0)
