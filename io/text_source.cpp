@@ -286,9 +286,10 @@ FileInfo probe_file(const std::string& path) {
                          tail == kBgzfEof;
     if (!has_eof)
       throw InputError(path, fmt::format("BGZF (bgzip) file without its end-of-file block: it is truncated (it ends "
-                                         "at byte {}, cut before its end); download or compress it again. A whole file "
-                                         "written by an old bgzip without that block can be re-compressed with "
-                                         "`bgzip -dc F | bgzip > F2`",
+                                         "at byte {}, cut before its end), or other data follows its blocks (a gzip "
+                                         "file appended to it, as `cat a.fa.bgz b.fa.gz` makes); download or compress "
+                                         "it again. A whole file written by an old bgzip without that block, or such a "
+                                         "concatenation, can be re-compressed with `gzip -dc F | bgzip > F2`",
                                          info.size_bytes));
   }
   return info;

@@ -211,12 +211,16 @@ class Silent(unittest.TestCase):
             f.write(data[:cut])
         with open(t("noeof.fa.gz"), "wb") as f:
             f.write(data[:-28])  # every block whole, only the end-of-file block missing
+        with open(t("appended.fa.gz"), "wb") as f:  # cat a.fa.bgz b.fa.gz: not cut, and no BGZF file
+            f.write(data + gzip.compress(b">extra\nACGTACGTAC\n"))
         # The whole file counts every base (the reference for what a cut file would lose).
         whole = summary(run(["count", "--genome", t("bg.fa.gz"), "--out", t("bg.h5"), "--quiet"]))
         self.assertEqual(whole["acgt_bases"], count_bases(self.fa))
         rows = []
-        for name, size in [("cut.fa.gz", cut), ("noeof.fa.gz", len(data) - 28)]:
-            expect = [t(name), "BGZF", "end-of-file block", "truncated", f"at byte {size}"]
+        appended = os.path.getsize(t("appended.fa.gz"))
+        for name, size in [("cut.fa.gz", cut), ("noeof.fa.gz", len(data) - 28), ("appended.fa.gz", appended)]:
+            expect = [t(name), "BGZF", "end-of-file block", "truncated", f"at byte {size}", "a gzip file appended",
+                      "gzip -dc F | bgzip > F2"]
             rows += [Row(f"count {name}", ["count", "--genome", t(name), "--out", t("x.h5"), "--quiet"], expect, t("x.h5")),
                      Row(f"shards {name}", ["shards", "--genome", t(name), "--out", t("xs")], expect, t("xs"))]
         self.check_table(rows)

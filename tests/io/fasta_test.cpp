@@ -235,8 +235,10 @@ TEST(FastaErrors, BgzfCutAtABlockBoundaryOrWithoutItsEofBlock) {
     test::write_file(tmp.file("cut.bgz"), bg.substr(0, cut));
     const std::string e = error_of([&] { io::probe_file(tmp.file("cut.bgz")); });
     EXPECT_EQ(e, tmp.file("cut.bgz") + ": BGZF (bgzip) file without its end-of-file block: it is truncated (it ends at "
-                 "byte " + std::to_string(cut) + ", cut before its end); download or compress it again. A whole file "
-                 "written by an old bgzip without that block can be re-compressed with `bgzip -dc F | bgzip > F2`")
+                 "byte " + std::to_string(cut) + ", cut before its end), or other data follows its blocks (a gzip "
+                 "file appended to it, as `cat a.fa.bgz b.fa.gz` makes); download or compress it again. A whole file "
+                 "written by an old bgzip without that block, or such a concatenation, can be re-compressed with "
+                 "`gzip -dc F | bgzip > F2`")
         << cut;
   }
 }
