@@ -7,10 +7,12 @@
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/fasta_scan.hpp"
 #include "io/text_source.hpp"
 
 namespace genemask::io {
@@ -66,7 +68,7 @@ FaiIndex FaiIndex::build(const std::string& fasta_path) {
     throw InputError(fasta_path, "can only index an uncompressed FASTA file (decompress it first)");
   auto reader = open_text(info, 0);
   FaiIndex idx;
-  std::unordered_set<std::string> names;
+  std::unordered_map<std::string, std::pair<std::string, uint64_t>> names;  // key -> (name, line)
   FaiEntry* cur = nullptr;
   std::string line;
   uint64_t line_start = 0, lineno = 0;
@@ -79,8 +81,9 @@ FaiIndex FaiIndex::build(const std::string& fasta_path) {
       std::string name = line.substr(1, line.find_first_of(" \t") == std::string::npos ? std::string::npos
                                                                                          : line.find_first_of(" \t") - 1);
       if (name.empty()) throw InputError(fasta_path, lineno, "empty record name after '>'");
-      if (!names.insert(utf8_escaped(name)).second)  // as record_name_key (io/fasta_scan.hpp)
-        throw InputError(fasta_path, lineno, fmt::format("duplicate record name '{}'", name));
+      const auto [first, fresh] = names.try_emplace(record_name_key(name), name, lineno);
+      if (!fresh)
+        throw InputError(fasta_path, lineno, duplicate_record_problem(name, first->second.first, first->second.second));
       idx.entries_.push_back(FaiEntry{name, 0, line_start + bytes, 0, 0});
       cur = &idx.entries_.back();
       short_line_seen = false;

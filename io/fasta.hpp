@@ -16,6 +16,11 @@ struct FastaVisitor {
   std::function<void()> on_record_end;                       // the record ended
 };
 
+/// The error for a FASTA file that starts with a UTF-8 byte-order mark before its first '>'.
+inline constexpr std::string_view kFastaByteOrderMarkProblem =
+    "starts with a UTF-8 byte-order mark before '>': a FASTA file has none; remove it (e.g. sed -i "
+    "'1s/^\\xEF\\xBB\\xBF//' FILE) and run again";
+
 struct FastaRecordSummary {
   std::string name;
   uint64_t length = 0;

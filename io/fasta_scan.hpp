@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "io/error.hpp"
+#include "io/fasta.hpp"
 #include "io/text_source.hpp"
 
 namespace genemask::io {
@@ -143,9 +144,7 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
         } else if (first_line_pending && d[i] != '\n') {  // every reader from 0 checks
           first_line_pending = false;
           if (!in_header && n - i >= 4 && std::memcmp(d + i, "\xEF\xBB\xBF>", 4) == 0)
-            fail_at(info, voff,
-                    "starts with a UTF-8 byte-order mark before '>': a FASTA file has none; remove it (e.g. sed -i "
-                    "'1s/^\\xEF\\xBB\\xBF//' FILE) and run again");
+            fail_at(info, voff, std::string(kFastaByteOrderMarkProblem));
           if (!in_header)
             fail_at(info, voff,
                     fmt::format("not a FASTA file: the first line must start with '>' (found {})",

@@ -121,6 +121,22 @@ int find_column(const std::vector<std::string>& header, std::initializer_list<co
 
 }  // namespace
 
+size_t first_non_base(std::string_view text) { return text.find_first_not_of("ACGTNRYSWKMBDHVacgtnryswkmbdhv"); }
+
+std::string sequence_text_to_bases(const std::string& text) {
+  if (text.find(' ') != std::string::npos) return kmer_text_to_bases(text);
+  if (const size_t bad = first_non_base(text); bad != std::string::npos) {
+    const unsigned char c = static_cast<unsigned char>(text[bad]);
+    throw std::invalid_argument(fmt::format(
+        "{} at position {} is not a base (A, C, G, T, N or another IUPAC code, any case){}", describe_byte(c), bad + 1,
+        c == '\n' || c == '\r' || c == '\t' ? ": pass the bases alone (strip line ends; join a FASTA record's lines)"
+                                           : ""));
+  }
+  std::string bases = text;
+  for (auto& c : bases) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return bases;
+}
+
 std::string kmer_text_to_bases(const std::string& text) {
   std::string bases, prev;
   size_t i = 0, n = 0;
@@ -132,10 +148,9 @@ std::string kmer_text_to_bases(const std::string& text) {
     std::string tok = text.substr(i, j - i);
     for (auto& c : tok) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     ++n;
-    if (tok.find_first_not_of("ACGTNRYSWKMBDHV") != std::string::npos)
+    if (const size_t bad = first_non_base(tok); bad != std::string::npos)
       throw std::invalid_argument(fmt::format("token {} '{}' has a character that is not a base ({})", n, printable(tok),
-                                              describe_byte(static_cast<unsigned char>(
-                                                  tok[tok.find_first_not_of("ACGTNRYSWKMBDHV")]))));
+                                              describe_byte(static_cast<unsigned char>(tok[bad]))));
     if (!prev.empty() && tok.size() != prev.size())
       throw std::invalid_argument(
           fmt::format("token {} '{}' has length {}, token 1 has length {}", n, tok, tok.size(), prev.size()));
@@ -212,16 +227,7 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
     if (!r.label.empty() && label_required)  // classes are made of labels only where labels are needed
       if (const std::string why = label_problem(r.label); !why.empty()) throw InputError(path, first_line, why);
     try {
-      if (s.find(' ') != std::string::npos) {
-        r.sequence = kmer_text_to_bases(s);
-      } else {
-        r.sequence = s;
-        for (auto& c : r.sequence) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-        const size_t badpos = r.sequence.find_first_not_of("ACGTNRYSWKMBDHV");
-        if (badpos != std::string::npos)
-          throw std::invalid_argument(fmt::format("{} at position {} is not a base",
-                                                  describe_byte(static_cast<unsigned char>(s[badpos])), badpos + 1));
-      }
+      r.sequence = sequence_text_to_bases(s);
     } catch (const std::invalid_argument& e) {
       throw InputError(path, first_line, fmt::format("bad sequence: {}", e.what()));
     }

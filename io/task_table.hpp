@@ -4,6 +4,7 @@
 // `sequence,label` CSV/TSV with raw bases. Quoting is optional; extra columns are ignored.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace genemask::io {
@@ -36,5 +37,15 @@ std::vector<std::string> split_quoted_fields(const std::string& line, char delim
 /// Bases from overlapping k-mer text ("AAACGG AACGGA ..."); throws std::invalid_argument
 /// naming the token that does not fit.
 std::string kmer_text_to_bases(const std::string& text);
+
+/// The position of the first character of `text` that is not a base (A, C, G, T, N or another
+/// IUPAC code, either case), or npos.
+size_t first_non_base(std::string_view text);
+
+/// A sequence given as text, as upper-case bases: bases (any case), or DNABERT's 6-mer text
+/// (kmer_text_to_bases) when it has a space. The rule of a task table's sequence column, and
+/// of the Python tokenizer. Throws std::invalid_argument naming the token, or the character
+/// and its 1-based position.
+std::string sequence_text_to_bases(const std::string& text);
 
 }  // namespace genemask::io

@@ -76,24 +76,13 @@ Array<T> to_numpy(std::vector<T>&& v) {
 /// when it has a space. Any other character (a line end, a digit, U) would make [UNK] 6-mers
 /// without a word: a ValueError naming the sequence and the position.
 std::vector<uint16_t> tokens_of_text(const std::string& text, std::optional<size_t> index) {
-  const std::string which = index ? fmt::format("sequence {}: ", *index) : std::string();
-  if (text.find(' ') != std::string::npos) {
-    try {
-      return tokenize(io::kmer_text_to_bases(text));
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(fmt::format("{}6-mer text (it has a space): {}", which, e.what()));
-    }
+  try {
+    return tokenize(io::sequence_text_to_bases(text));
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(fmt::format("{}{}{}", index ? fmt::format("sequence {}: ", *index) : std::string(),
+                                            text.find(' ') != std::string::npos ? "6-mer text (it has a space): " : "",
+                                            e.what()));
   }
-  const size_t bad = text.find_first_not_of("ACGTNRYSWKMBDHVacgtnryswkmbdhv");
-  if (bad != std::string::npos) {
-    const unsigned char c = static_cast<unsigned char>(text[bad]);
-    throw std::invalid_argument(fmt::format(
-        "{}{} at position {} is not a base (A, C, G, T, N or another IUPAC code, any case){}", which,
-        io::describe_byte(c), bad + 1,
-        c == '\n' || c == '\r' || c == '\t' ? ": pass the bases alone (strip line ends; join a FASTA record's lines)"
-                                           : ""));
-  }
-  return tokenize(text);
 }
 
 Array<int64_t> tokenize_one(const std::string& bases, bool add_special_tokens) {

@@ -122,9 +122,18 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 /// look like a misspelt BERT key ("max_position_embedding", "hidden_dropout") when that key
 /// itself is absent: each would otherwise be dropped without a word, and another model run
 /// than the config describes. Keys of transformers' other settings (architectures, id2label,
-/// torch_dtype, ...) are left alone. (tie_word_embeddings false is judged by the weights: an
-/// untied decoder matters only to what trains or exports the MLM head, hf_io.hpp
-/// require_tied_decoder; `pretrain --model CONFIG.json`, with no weights, refuses it.)
+/// torch_dtype, ...) are left alone. (tie_word_embeddings false is read into the config and
+/// judged by the weights: an untied decoder matters only to what trains or exports the MLM
+/// head, hf_io.hpp require_tied_decoder; `pretrain --model CONFIG.json`, with no weights,
+/// refuses it.)
+/// The boolean `key` of a config (`fallback` when absent or null); anything else is an error.
+bool json_flag(const nlohmann::json& j, const char* key, const std::string& path, bool fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_boolean())
+    throw io::InputError(path, fmt::format("{} is {}, not true or false", key, io::json_excerpt(j[key])));
+  return j[key].get<bool>();
+}
+
 void check_unsupported_keys(const nlohmann::json& j, const std::string& path) {
   if (j.contains("position_embedding_type") && !j["position_embedding_type"].is_null() &&
       j["position_embedding_type"] != nlohmann::json("absolute"))
@@ -133,12 +142,7 @@ void check_unsupported_keys(const nlohmann::json& j, const std::string& path) {
                                            io::json_excerpt(j["position_embedding_type"])));
   // transformers' settings that make another model of the same weights: a decoder (causal
   // attention), cross-attention layers, pruned heads.
-  const auto flag = [&](const char* key) {
-    if (!j.contains(key) || j[key].is_null()) return false;
-    if (!j[key].is_boolean())
-      throw io::InputError(path, fmt::format("{} is {}, not true or false", key, io::json_excerpt(j[key])));
-    return j[key].get<bool>();
-  };
+  const auto flag = [&](const char* key) { return json_flag(j, key, path, false); };
   if (flag("is_decoder"))
     throw io::InputError(path, fmt::format("is_decoder is {}: transformers runs this BERT as a decoder (each position "
                                            "attends to those before it only); genemask's BERT is an encoder (every "
@@ -210,6 +214,7 @@ BertConfig BertConfig::from_json_file(const std::string& path) {
     c.layer_norm_eps = j.value("layer_norm_eps", 1e-12);
     c.initializer_range = j.value("initializer_range", 0.02);
     c.hidden_act = j.value("hidden_act", std::string("gelu"));
+    c.tie_word_embeddings = json_flag(j, "tie_word_embeddings", path, true);
   } catch (const nlohmann::json::exception& e) {
     throw io::InputError(path, fmt::format("missing or malformed field: {}", e.what()));
   }

@@ -22,6 +22,9 @@ struct BertConfig {
   double hidden_dropout_prob = 0.1, attention_probs_dropout_prob = 0.1, layer_norm_eps = 1e-12;
   double initializer_range = 0.02;
   std::string hidden_act = "gelu";
+  /// As the config.json says (transformers' default true). genemask's BERT always ties its MLM
+  /// decoder; false is kept so that `pretrain --model CONFIG.json` can refuse it. Not written.
+  bool tie_word_embeddings = true;
 
   /// "dnabert" (12 x 768, 12 heads, FFN 3072, dropout 0.1) or "logo" (2 x 256, 8 heads,
   /// FFN 3072, dropout 0), as in the paper's appendix.

@@ -50,7 +50,7 @@ bool load_encoder(BertForSequenceClassification& m, const std::string& dir) {
   std::set<std::string> loaded;
   bool pooler = false;
   for (auto& [name, t] : tensors) {
-    if (starts_with(name, "cls.") || starts_with(name, "classifier.") || name.find("position_ids") != std::string::npos)
+    if (is_head_tensor(name) || name.find("position_ids") != std::string::npos)
       continue;  // pretraining heads, an earlier fine-tuned head, HF's buffer
     auto* p = params.find(name);
     if (!p || !starts_with(name, "bert."))

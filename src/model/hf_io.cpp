@@ -78,7 +78,6 @@ void require_tied_decoder(const BertForMaskedLM& model, const std::string& what)
 
 void load_state(BertForMaskedLM& model, const std::string& source,
                 const std::vector<std::pair<std::string, torch::Tensor>>& tensors, bool encoder_only) {
-  const auto head = [](const std::string& name) { return name.rfind("cls.", 0) == 0 || name.rfind("classifier.", 0) == 0; };
   torch::NoGradGuard ng;
   auto params = model->named_parameters();
   std::set<std::string> loaded;
@@ -88,7 +87,7 @@ void load_state(BertForMaskedLM& model, const std::string& source,
     return nullptr;
   };
   for (const auto& [name, t] : tensors) {
-    if (encoder_only && head(name)) continue;
+    if (encoder_only && is_head_tensor(name)) continue;
     // Tied copies that HF checkpoints may carry: the same values as the word embeddings and
     // the prediction bias, which genemask's decoder reads. A decoder of its own (a model
     // saved untied) would be dropped here and its numbers lost.
@@ -119,7 +118,7 @@ void load_state(BertForMaskedLM& model, const std::string& source,
     loaded.insert(name);
   }
   for (const auto& p : params)
-    if (!loaded.count(p.key()) && !(encoder_only && head(p.key())))
+    if (!loaded.count(p.key()) && !(encoder_only && is_head_tensor(p.key())))
       throw io::InputError(source, fmt::format("tensor '{}' is missing", p.key()));
   model->has_pooler = loaded.count("bert.pooler.dense.weight") > 0;
   if (!model->has_pooler) {  // none in the file: HF's initialisation, not exported
@@ -209,11 +208,13 @@ BertForMaskedLM import_dir(const std::string& dir, bool encoder_only) {
 BertForMaskedLM import_hf(const std::string& dir) { return import_dir(dir, false); }
 BertForMaskedLM import_hf_encoder(const std::string& dir) { return import_dir(dir, true); }
 
+bool is_head_tensor(const std::string& name) { return name.rfind("cls.", 0) == 0 || name.rfind("classifier.", 0) == 0; }
+
 void add_bert_prefix(std::vector<std::pair<std::string, torch::Tensor>>& tensors) {
   for (const auto& t : tensors)
     if (t.first.rfind("bert.", 0) == 0) return;
   for (auto& t : tensors)
-    if (t.first.rfind("cls.", 0) != 0 && t.first.rfind("classifier.", 0) != 0) t.first = "bert." + t.first;
+    if (!is_head_tensor(t.first)) t.first = "bert." + t.first;
 }
 
 }  // namespace genemask::model

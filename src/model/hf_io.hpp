@@ -34,6 +34,9 @@ BertForMaskedLM import_hf(const std::string& dir);
 /// transformers; its classifier is not read) or a bare BertModel's. The MLM head is left as
 /// initialised.
 BertForMaskedLM import_hf_encoder(const std::string& dir);
+/// A head's tensor ("cls.*": the MLM and NSP heads; "classifier.*": a sequence classifier's),
+/// as opposed to the encoder's and the pooler's.
+bool is_head_tensor(const std::string& name);
 /// A bare BertModel's tensor names ("embeddings.*", "encoder.*", "pooler.*") under "bert.",
 /// as BertFor* models name them; tensors of a checkpoint that has any "bert." name are kept
 /// as they are.

@@ -86,8 +86,7 @@ SequenceInputs read_sequences_unchecked(const std::string& path) {
   if (c == '\xEF') {
     char bom[3] = {0, 0, 0};
     if (in.get(bom[0]) && in.get(bom[1]) && bom[0] == '\xBB' && bom[1] == '\xBF' && in.get(bom[2]) && bom[2] == '>')
-      throw io::InputError(path, "starts with a UTF-8 byte-order mark before '>': a FASTA file has none; remove it "
-                                 "(e.g. sed -i '1s/^\\xEF\\xBB\\xBF//' FILE) and run again");
+      throw io::InputError(path, std::string(io::kFastaByteOrderMarkProblem));
   }
   SequenceInputs out;
   const bool compressed = io::probe_file(path).compression != io::Compression::none;
@@ -98,7 +97,7 @@ SequenceInputs read_sequences_unchecked(const std::string& path) {
     // would become an [UNK] 6-mer and be scored as if it were sequence.
     bool any_base = false;
     for (auto& [name, seq] : io::read_fasta_all(path)) {
-      const size_t bad = seq.find_first_not_of("ACGTNRYSWKMBDHVacgtnryswkmbdhv");
+      const size_t bad = io::first_non_base(seq);
       if (bad != std::string::npos) {
         const bool gap = seq[bad] == '-' || seq[bad] == '*';
         throw io::InputError(path, fmt::format("record '{}': {} at position {} is not a base (A, C, G, T, N or another "

@@ -388,10 +388,9 @@ void build_model(Run& r) {
           : config_file       ? BertConfig::from_json_file(o.model)
                               : BertConfig::named(o.model);
   // A new model from a config: an untied MLM decoder asked for would be trained tied.
-  if (config_file)
-    if (const auto j = io::read_json_file(o.model); j.contains("tie_word_embeddings") && j["tie_word_embeddings"] == false)
-      throw io::InputError(o.model, "tie_word_embeddings is false: genemask's BERT ties its MLM decoder to the word "
-                                    "embeddings (as BERT and DNABERT do); remove the key or set it true");
+  if (config_file && !r.cfg.tie_word_embeddings)
+    throw io::InputError(o.model, "tie_word_embeddings is false: genemask's BERT ties its MLM decoder to the word "
+                                  "embeddings (as BERT and DNABERT do); remove the key or set it true");
   torch::manual_seed(o.seed);
   r.model = BertForMaskedLM(r.cfg);
   init_weights(*r.model, r.cfg);

@@ -180,6 +180,14 @@ TEST(Fai, RejectsBadIndexLines) {
   test::write_file(tmp.file("ragged.fa"), ">a\nACGTACGT\nACG\nACGTACGT\n");
   EXPECT_NE(error_of([&] { io::FaiIndex::build(tmp.file("ragged.fa")); }).find(":4: record 'a' has lines of different lengths"),
             std::string::npos);
+  // The index builder keys names as the FASTA reader does: as outputs write them.
+  test::write_file(tmp.file("dup.fa"), ">a\nACGT\n>b\nACGT\n>a\nACGT\n");
+  EXPECT_EQ(error_of([&] { io::FaiIndex::build(tmp.file("dup.fa")); }),
+            tmp.file("dup.fa") + ":5: duplicate record name 'a' (first seen on line 1); record names must be unique");
+  test::write_file(tmp.file("alike.fa"), ">chr\xff\nACGT\n>chr\\xff\nACGT\n");
+  EXPECT_NE(error_of([&] { io::FaiIndex::build(tmp.file("alike.fa")); }).find(":3: duplicate record name 'chr\\xff' "
+                                                                            "(first seen on line 1)"),
+            std::string::npos);
 }
 
 // Issue 21: a file of CR-only line ends (classic Mac OS) was one long header with no

@@ -54,7 +54,8 @@ TEST(TaskTable, BadRowsNameFileLineAndValue) {
             std::string::npos);
   test::write_file(tmp.file("x.csv"), "sequence,label\nACGU1,0\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("x.csv")); }),
-            tmp.file("x.csv") + ":2: bad sequence: 'U' at position 4 is not a base");
+            tmp.file("x.csv") + ":2: bad sequence: 'U' at position 4 is not a base (A, C, G, T, N or another "
+                                "IUPAC code, any case)");
   test::write_file(tmp.file("q.csv"), "sequence,label\n\"ACGT,0\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("q.csv")); }),
             tmp.file("q.csv") + ":2: a double quote opened on this line is never closed (the file ends inside a quoted "
@@ -81,7 +82,8 @@ TEST(TaskTable, BadRowsNameFileLineAndValue) {
   // reached the terminal raw.
   test::write_file(tmp.file("z.csv"), std::string("sequence,label\nAC") + '\0' + "GT,0\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("z.csv")); }),
-            tmp.file("z.csv") + ":2: bad sequence: byte 0x00 at position 3 is not a base");
+            tmp.file("z.csv") + ":2: bad sequence: byte 0x00 at position 3 is not a base (A, C, G, T, N or "
+                                "another IUPAC code, any case)");
   test::write_file(tmp.file("b.tsv"), "sequence\tlabel\n\"AAAAAA A\x1b[2JAAAAA\"\t1\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("b.tsv")); }),
             tmp.file("b.tsv") + ":2: bad sequence: token 2 'A\\x1b[2JAAAAA' has a character that is not a base (byte "
