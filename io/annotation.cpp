@@ -132,6 +132,11 @@ int match_seqid(const std::string& seqid, const std::vector<std::string>& names)
   return find("chr" + seqid);
 }
 
+std::string seqid_key(const std::string& seqid) {
+  const std::string x = seqid.rfind("chr", 0) == 0 ? seqid.substr(3) : seqid;
+  return x == "M" ? "MT" : x;
+}
+
 std::vector<std::vector<uint64_t>> gene_boundaries(const std::string& annotation_path,
                                                    const std::vector<std::string>& fasta_names,
                                                    const std::vector<uint64_t>& fasta_lengths, GeneSource* source,
@@ -194,12 +199,14 @@ std::string_view trim(std::string_view v) {
 /// Calls fn(key, value) for each `;`-separated field of a GTF/GFF3 column 9, the field split
 /// at its first `sep` (GTF: a space or tab; GFF3: '='), both parts trimmed. Stops when fn
 /// returns true.
+/// With `quoted` (GTF), a ';' inside double quotes is part of the value.
 template <typename Fn>
-void for_each_attribute(std::string_view attrs, std::string_view sep, Fn fn) {
+void for_each_attribute(std::string_view attrs, std::string_view sep, Fn fn, bool quoted = false) {
   size_t i = 0;
   while (i < attrs.size()) {
-    size_t j = attrs.find(';', i);
-    if (j == std::string_view::npos) j = attrs.size();
+    size_t j = i;
+    for (bool in_quotes = false; j < attrs.size() && (in_quotes || attrs[j] != ';'); ++j)
+      if (quoted && attrs[j] == '"') in_quotes = !in_quotes;
     std::string_view field = trim(attrs.substr(i, j - i));
     i = j + 1;
     const size_t at = field.find_first_of(sep);
@@ -208,14 +215,24 @@ void for_each_attribute(std::string_view attrs, std::string_view sep, Fn fn) {
   }
 }
 
-std::optional<std::string> gtf_attribute(std::string_view attrs, std::string_view key) {
+/// A value opened with '"' and not closed (a line cut short: a truncated download's last
+/// line) is an error naming the file and line; read as is, `transcript_id "E2` made a
+/// transcript of its own.
+std::optional<std::string> gtf_attribute(std::string_view attrs, std::string_view key, const std::string& path,
+                                         uint64_t lineno) {
   std::optional<std::string> out;
   for_each_attribute(attrs, " \t", [&](std::string_view k, std::string_view v) {
     if (k != key) return false;
-    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+    if (!v.empty() && v.front() == '"') {
+      if (v.size() < 2 || v.back() != '"')
+        throw InputError(path, lineno, fmt::format("attribute {} has the value '{}', whose double quote is never closed: "
+                                                   "the line is cut short (a truncated file?) or malformed",
+                                                   key, printable(v)));
+      v = v.substr(1, v.size() - 2);
+    }
     out = std::string(v);
     return true;
-  });
+  }, /*quoted=*/true);
   return out;
 }
 
@@ -272,7 +289,7 @@ std::vector<TranscriptExons> read_transcript_exons(const std::string& path, cons
     const Feature ft = parse_feature(f, path, lineno);
     std::vector<std::string> ids;
     if (gtf) {
-      auto id = gtf_attribute(f[8], "transcript_id");
+      auto id = gtf_attribute(f[8], "transcript_id", path, lineno);
       if (!id || id->empty())
         throw InputError(path, lineno,
                          "GTF exon line without a transcript_id attribute (expected e.g. "

@@ -35,6 +35,10 @@ std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source
 /// prefix added or removed (chrM <-> MT). Returns -1 when there is no match.
 int match_seqid(const std::string& seqid, const std::vector<std::string>& fasta_names);
 
+/// One key for the names match_seqid takes as one sequence: without a "chr" prefix, and
+/// "M" (chrM) as "MT" ("chr1" and "1" give "1"; "chrM" and "MT" give "MT").
+std::string seqid_key(const std::string& seqid);
+
 /// What gene_boundaries found.
 struct GeneBoundaryStats {
   uint64_t genes = 0;                     // genes (or merged transcript loci) read

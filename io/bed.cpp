@@ -197,14 +197,29 @@ std::vector<std::pair<std::string, std::string>> read_chrom_map(const std::strin
   return out;
 }
 
-std::string refseq_to_ucsc(const std::string& accession) {
-  if (accession.rfind("NC_", 0) != 0) return "";
+namespace {
+/// The number of an NC_ accession ("NC_000001.11" -> 1), 0 when it is not one.
+uint64_t refseq_number(const std::string& accession) {
+  if (accession.rfind("NC_", 0) != 0) return 0;
   const size_t dot = accession.find('.');
   const std::string digits = accession.substr(3, dot == std::string::npos ? std::string::npos : dot - 3);
-  if (digits.size() != 6) return "";
+  if (digits.size() != 6) return 0;
   uint64_t n = 0;
   auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  if (ec != std::errc() || p != digits.data() + digits.size()) return "";
+  if (ec != std::errc() || p != digits.data() + digits.size()) return 0;
+  return n;
+}
+}  // namespace
+
+std::string refseq_organism(const std::string& accession) {
+  const uint64_t n = refseq_number(accession);
+  if ((n >= 1 && n <= 24) || n == 12920) return "human";
+  if ((n >= 67 && n <= 87) || n == 5089) return "mouse";
+  return "";
+}
+
+std::string refseq_to_ucsc(const std::string& accession) {
+  const uint64_t n = refseq_number(accession);
   if (n >= 1 && n <= 22) return fmt::format("chr{}", n);  // human
   if (n == 23) return "chrX";
   if (n == 24) return "chrY";

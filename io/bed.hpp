@@ -51,5 +51,7 @@ std::vector<std::pair<std::string, std::string>> read_chrom_map(const std::strin
 /// accession such as NC_000001.11 -> chr1, NC_000067.7 -> chr1 (EPDnew's SGA files use
 /// these); "" when the name is not one of them.
 std::string refseq_to_ucsc(const std::string& accession);
+/// "human" or "mouse" for the accessions refseq_to_ucsc maps, "" otherwise.
+std::string refseq_organism(const std::string& accession);
 
 }  // namespace genemask::io

@@ -96,7 +96,25 @@ size_t SeqidResolver::resolve(const std::string& name, const std::string& file, 
       }
   if (idx < 0) idx = match_seqid(name, names_);  // exact (none here), then the chr prefix
   if (idx < 0)
-    if (const std::string ucsc = refseq_to_ucsc(name); !ucsc.empty()) idx = match_seqid(ucsc, names_);
+    if (const std::string ucsc = refseq_to_ucsc(name); !ucsc.empty()) {
+      idx = match_seqid(ucsc, names_);
+      // A RefSeq accession's version is its assembly (NC_000001.10 is GRCh37's chr1, .11
+      // GRCh38's), and its number the organism: positions of two assemblies or organisms cut
+      // from one genome would be at wrong places without a word.
+      for (const auto& [key, seen] : accessions_) {
+        const bool same_number = key == name.substr(0, name.find('.'));
+        if ((same_number && seen.name != name) || refseq_organism(seen.name) != refseq_organism(name))
+          throw InputError(file, line,
+                           fmt::format("sequences '{}' and '{}' ({}:{}) are RefSeq accessions of {}: their "
+                                       "positions would all be cut from the one genome {}; give coordinates of one "
+                                       "assembly, the genome's",
+                                       name, seen.name, seen.file, seen.line,
+                                       same_number ? "two assemblies (two versions of one chromosome)"
+                                                   : "two organisms",
+                                       genome));
+      }
+      accessions_.emplace(name.substr(0, name.find('.')), Accession{name, file, line});
+    }
   if (cache_.size() < 4096) cache_.emplace_back(name, idx);
   if (idx >= 0) return static_cast<size_t>(idx);
   const std::string some = records();

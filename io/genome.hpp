@@ -3,6 +3,7 @@
 // one chromosome in memory at a time (GRCh38 chr1: ~250 MB).
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,13 @@ class SeqidResolver {
   std::vector<std::string> names_;
   std::vector<std::pair<std::string, std::string>> aliases_;
   mutable std::vector<std::pair<std::string, int>> cache_;
+  /// The RefSeq accessions resolved so far, by accession without its version: one file's
+  /// accessions must be of one organism and give each chromosome one version (one assembly).
+  struct Accession {
+    std::string name, file;
+    uint64_t line = 0;
+  };
+  mutable std::map<std::string, Accession> accessions_;
 };
 
 /// For builders that group their work by record: calls fn(r, upper-cased sequence) for each

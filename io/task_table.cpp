@@ -221,6 +221,7 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
                                    f.size(), header.size()));
     TaskRow r;
     r.line = first_line;
+    r.last_line = lineno;
     if (label_col >= 0) r.label = f[static_cast<size_t>(label_col)];
     const std::string& s = f[static_cast<size_t>(seq_col)];
     if (r.label.empty() && label_col >= 0 && label_required) throw InputError(path, first_line, "empty label");

@@ -13,6 +13,7 @@ struct TaskRow {
   std::string sequence;  // bases, upper case
   std::string label;
   uint64_t line = 0;     // 1-based line in the file
+  uint64_t last_line = 0;  // its last line: later than `line` when a quoted field holds line breaks
 };
 
 /// Reads and checks a task table. k-mer text must be tokens of one length overlapping by

@@ -8,6 +8,7 @@
 
 #include "io/annotation.hpp"
 #include "io/error.hpp"
+#include "io/parse_number.hpp"
 #include "io/genome.hpp"
 #include "io/text_source.hpp"
 
@@ -41,14 +42,11 @@ std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats) {
     v.chrom = f[0];
     v.id = f[2].empty() ? "." : f[2];
     v.line = lineno;
-    try {
-      size_t used = 0;
-      const unsigned long long p = std::stoull(f[1], &used);
-      if (used != f[1].size() || p == 0) throw std::invalid_argument("");
-      v.pos = p;
-    } catch (const std::exception&) {
-      throw InputError(path, lineno, fmt::format("POS '{}' is not a 1-based position", f[1]));
-    }
+    // Digits only: stoull read "+200" and " 200" as 200, and wrapped "-18446744073709551416" to 200.
+    const auto pos = parse_decimal_u64(f[1]);
+    if (!pos || *pos == 0)
+      throw InputError(path, lineno, fmt::format("POS '{}' is not a 1-based position (decimal digits only)", printable(f[1])));
+    v.pos = *pos;
     v.ref = upper(f[3]);
     if (!all_of_chars(v.ref, "ACGTN"))
       throw InputError(path, lineno, fmt::format("REF '{}' is not a sequence of bases (A, C, G, T, N)", f[3]));

@@ -181,16 +181,20 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
   // Filtering (before any output, so a bad threshold leaves nothing behind).
   nlohmann::ordered_json filter = nullptr;
   std::set<uint64_t> dropped_lines;
+  size_t dropped = 0;
   if (!a.drop_above.empty()) {
     std::vector<double> f(n);
     for (size_t i = 0; i < n; ++i)
       f[i] = source == "train" ? f_train[i] : source == "corpus" ? f_corpus[i] : std::fmax(f_train[i], f_corpus[i]);
     const double x = threshold(a.drop_above, f);
     for (size_t i = 0; i < n; ++i)
-      if (!std::isnan(f[i]) && f[i] > x) dropped_lines.insert(test[i].line);
+      if (!std::isnan(f[i]) && f[i] > x) {
+        ++dropped;
+        for (uint64_t l = test[i].line; l <= test[i].last_line; ++l) dropped_lines.insert(l);  // a record's every line
+      }
     copy_without_lines(a.test, dropped_lines, a.filtered);
     filter = {{"source", source}, {"drop_above", a.drop_above}, {"threshold", x},
-              {"dropped", dropped_lines.size()}, {"kept", n - dropped_lines.size()}, {"filtered", a.filtered}};
+              {"dropped", dropped}, {"kept", n - dropped}, {"filtered", a.filtered}};
   }
 
   {
@@ -242,7 +246,7 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
                          {"out", a.out}, {"seconds", seconds}};
   if (!a.train.empty()) line["train_median"] = sources["train"]["median"], line["train_p95"] = sources["train"]["p95"];
   if (!a.counts.empty()) line["corpus_median"] = sources["corpus"]["median"], line["corpus_p95"] = sources["corpus"]["p95"];
-  if (!filter.is_null()) line["dropped"] = dropped_lines.size(), line["filtered"] = a.filtered;
+  if (!filter.is_null()) line["dropped"] = dropped, line["filtered"] = a.filtered;
   print_summary(ctx, line);
 }
 

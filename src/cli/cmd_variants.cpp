@@ -16,8 +16,10 @@
 #include "io/table_text.hpp"
 #include "io/task_table.hpp"
 #include "common.hpp"
+#include "io/annotation.hpp"
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/parse_number.hpp"
 #include "io/vcf.hpp"
 #include "io/text_source.hpp"
 #include "model/variants.hpp"
@@ -52,9 +54,12 @@ them, else by id. One process (no MPI); --threads for cores, batches sorted by l
 std::string num(double v) { return fmt::format("{}", v); }
 
 
+/// A variant's site as two rankings may both spell it: the chromosome as the genome lookup
+/// matches names (io::seqid_key: chr1 and 1, chrM and MT are one), and the alleles upper-cased.
 std::string chrom_key(const std::string& c, const std::string& pos, const std::string& ref, const std::string& alt) {
-  const std::string x = c.rfind("chr", 0) == 0 ? c.substr(3) : c;
-  return x + ":" + pos + ":" + ref + ":" + alt;
+  std::string alleles = ref + ":" + alt;
+  for (auto& ch : alleles) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  return io::seqid_key(c) + ":" + pos + ":" + alleles;
 }
 
 /// A ranking read back: keys in rank order (both kinds of key when available).
@@ -170,12 +175,11 @@ void run_variants(VariantsArgs a, const Context& ctx) {
     if (a.flank >= 0) {
       before = after = static_cast<uint64_t>(a.flank);
     } else {
+      // Whole integers: stoll read "-35.9:35abc" as -35:35.
       const auto p = io::split_fields(a.window, ':');
-      long long lo = 1, hi = -1;
-      try {
-        if (p.size() == 2) lo = std::stoll(p[0]), hi = std::stoll(p[1]);
-      } catch (const std::exception&) {
-      }
+      int64_t lo = 1, hi = -1;
+      if (p.size() == 2)
+        if (const auto x = io::parse_decimal_i64(p[0]), y = io::parse_decimal_i64(p[1]); x && y) lo = *x, hi = *y;
       if (p.size() != 2 || lo > 0 || hi < 0)
         throw std::invalid_argument(fmt::format("--window '{}' must be A:B with A <= 0 <= B, e.g. -249:50", a.window));
       before = static_cast<uint64_t>(-lo);
@@ -230,6 +234,20 @@ void run_variants(VariantsArgs a, const Context& ctx) {
     std::vector<std::string> mine;
     for (size_t i : order) mine.push_back(by_site ? chrom_key(v[i].chrom, std::to_string(v[i].pos), v[i].ref, v[i].alt) : v[i].id);
     const auto& theirs = by_site ? other.by_site : other.by_id;
+    // By id, each id must name one variant on both sides: a VCF's missing id '.' (or the one id
+    // of a multi-allelic record's alleles) would match every variant that shares it.
+    if (!by_site)
+      for (const auto& [ids, file] : {std::pair<const std::vector<std::string>*, std::string>{&mine, a.variants},
+                                      std::pair<const std::vector<std::string>*, std::string>{&theirs, a.compare}}) {
+        std::set<std::string> seen;
+        for (const auto& id : *ids)
+          if (id == "." || id.empty() || !seen.insert(id).second)
+            throw io::InputError(file, fmt::format("variant id '{}' {}: the rankings are matched by id here ({}), and "
+                                                   "an id must name one variant; give both files chrom, pos, ref and "
+                                                   "alt columns (a variants.tsv of a VCF has them), or unique ids",
+                                                   io::printable(id), id == "." || id.empty() ? "is missing" : "is repeated",
+                                                   tsv ? "the variants are a TSV" : "the other ranking has no site columns"));
+      }
     const std::set<std::string> all_mine(mine.begin(), mine.end());
     uint64_t common = 0;
     for (const auto& k : std::set<std::string>(theirs.begin(), theirs.end())) common += all_mine.count(k);
@@ -254,6 +272,11 @@ void run_variants(VariantsArgs a, const Context& ctx) {
       top.push_back({{"n", N}, {"shared", shared}, {"overlap", ov}});
       cmp_rows.push_back({static_cast<double>(N), static_cast<double>(shared), ov});
     }
+    // Variants in one ranking only count as misses of the other's top N: said.
+    if (common < mine.size() || common < theirs.size())
+      std::cerr << fmt::format("genemask: variants: note: {} of the {} variants here and of the {} in {} are in both "
+                               "(matched by {}); the others count as misses in every top N\n",
+                               common, mine.size(), theirs.size(), a.compare, by_site ? "chrom, pos, ref and alt" : "id");
     cmp = {{"file", a.compare}, {"matched_by", by_site ? "chrom:pos:ref:alt" : "id"}, {"n_other", theirs.size()},
            {"in_both", common}, {"top", top}};
   }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "genemask/corpus/tokenizer.hpp"
+#include "io/parse_number.hpp"
 #include "model/classifier.hpp"
 #include "model/runtime.hpp"
 
@@ -38,20 +39,14 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
     if (it != s.class_names.end()) {
       s.class_index = static_cast<int>(it - s.class_names.begin());
     } else {
-      size_t used = 0;
-      int idx = -1;
-      try {
-        idx = std::stoi(o.class_name, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != o.class_name.size() || idx < 0 || idx >= C) {
+      const auto idx = io::parse_decimal_u64(o.class_name);  // digits only: stoi read " 1" and "+1" as 1
+      if (!idx || *idx >= static_cast<uint64_t>(C)) {
         std::string names;
         for (const auto& n : s.class_names) names += (names.empty() ? "'" : ", '") + n + "'";
         throw std::invalid_argument(
             fmt::format("--class '{}' is neither a class of {} ({}) nor an index 0..{}", o.class_name, o.model, names, C - 1));
       }
-      s.class_index = idx;
+      s.class_index = static_cast<int>(*idx);
     }
   }
 

@@ -252,10 +252,36 @@ class Genemask(unittest.TestCase):
         lines = p.stdout.splitlines()
         self.assertEqual(lines[0], "motif\tcore\tranks\tkmers")
         with open(npmi) as f:
-            rank = {l.split("\t")[1]: int(l.split("\t")[0]) for l in f.read().splitlines()[1:]}
-        self.assertEqual(lines[1].split("\t")[2], str(rank["TATAAA"]))
+            table = [l.split("\t") for l in f.read().splitlines()[1:]]
+        rank = {r[1]: int(r[0]) for r in table}
+        # A k-mer below npmi's --min-count is shown marked (its rank is code order, not NPMI).
+        shown = {r[1]: r[0] if r[5] == "0" else f"({r[0]}: {'never seen' if r[2] == '0' else 'below min count'})"
+                 for r in table}
+        self.assertEqual(lines[1].split("\t")[2], shown["TATAAA"])
         five = sorted(rank[k] for k in rank if "CTGGG" in k)[:5]
-        self.assertEqual(lines[2].split("\t")[2], ", ".join(map(str, five)))
+        by_rank = {v: k for k, v in rank.items()}
+        self.assertEqual(lines[2].split("\t")[2], ", ".join(shown[by_rank[r]] for r in five))
+        # A k-mer below npmi's --min-count has no NPMI: its rank (code order after the ranked
+        # ones) is marked, and its count is in the summary.
+        with open(npmi) as f:
+            count = {l.split("\t")[1]: int(l.split("\t")[2]) for l in f.read().splitlines()[1:]}
+        npmi2 = os.path.join(self.tmp, "n2.tsv")
+        run(["npmi", "--counts", path, "--out", npmi2, "--min-count", str(count["TATAAA"] + 1)])
+        with open(npmi2) as f:
+            rank2 = {l.split("\t")[1]: int(l.split("\t")[0]) for l in f.read().splitlines()[1:]}
+        p = run(["motifs", "--npmi", npmi2, "nTATAAAr"])
+        why = "never seen" if count["TATAAA"] == 0 else "below min count"
+        self.assertEqual(p.stdout.splitlines()[1].split("\t")[2], f"({rank2['TATAAA']}: {why})")
+        self.assertIn("1 of the ranks shown are of k-mers below npmi's --min-count", p.stderr)
+        hit = summary(p)["motifs"][0]["hits"][0]
+        self.assertEqual((hit["kmer"], hit["count"], hit["below_min_count"]), ("TATAAA", count["TATAAA"], True))
+        self.assertEqual(summary(p)["unranked_hits"], 1)
+        self.assertGreaterEqual(count["TATAAA"], 2)
+        npmi1 = os.path.join(self.tmp, "n1.tsv")
+        run(["npmi", "--counts", path, "--out", npmi1, "--min-count", "2"])
+        p = run(["motifs", "--npmi", npmi1, "nTATAAAr"])
+        self.assertEqual(summary(p)["unranked_hits"], 0)
+        self.assertNotIn("note:", p.stderr)
         bad = run(["motifs", "--npmi", npmi, "TAJAAA"], check=False)
         self.assertNotEqual(bad.returncode, 0)
         self.assertIn("'J' is not an IUPAC nucleotide code", bad.stderr)

@@ -219,6 +219,20 @@ class Overlap(unittest.TestCase):
         self.assertGreater(len(drop), int(np.sum(fr[~np.isnan(fr)] > 0.3)))
         self.assertEqual(text(self.t("f3.tsv")), "\n".join(l for i, l in enumerate(src) if i + 1 not in drop))
 
+    def test_filtering_drops_every_line_of_a_record(self):
+        # A label quoted across lines (RFC 4180): the dropped record's every line goes, else its
+        # last line read back as a row of its own, the dropped sequence under a junk label.
+        seen = self.train1[0][0]
+        fresh = "".join(random.Random(5).choice("ACGT") for _ in range(60))
+        with open(self.t("ml.csv"), "w") as f:
+            f.write(f'label,sequence\n"prom\nA",{seen}\n1,{fresh}\n"x\ny\nz",{fresh}\n0,{seen}\n')
+        p = run(["overlap", "--test", self.t("ml.csv"), "--train", self.t("train1.tsv"), "--out", self.t("o7"),
+                 "--drop-above", "0.5", "--filtered", self.t("ml.f.csv")])
+        self.assertEqual(summary(p)["dropped"], 2)
+        self.assertEqual(text(self.t("ml.f.csv")), f'label,sequence\n1,{fresh}\n"x\ny\nz",{fresh}\n')
+        p = run(["overlap", "--test", self.t("ml.f.csv"), "--train", self.t("train1.tsv"), "--out", self.t("o8")])
+        self.assertEqual(json.loads(text(self.t("o8/summary.json")))["n_test"], 2)
+
     def test_errors(self):
         p = self.overlap("e1", "--counts", self.t("plain.h5"), check=False)
         self.assertNotEqual(p.returncode, 0)

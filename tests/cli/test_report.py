@@ -278,10 +278,20 @@ class Report(unittest.TestCase):
             self.assertEqual(int(r["tasks"]), 3)
             self.assertTrue(math.isclose(float(r["improvement_pct"]), 100 * (a - b) / b, rel_tol=1e-10))
             self.assertTrue(math.isclose(float(r["model_mean"]), a, rel_tol=1e-12))
+            # Cells over fewer seeds than they should have (Table 1's n=k/m), the model's and the
+            # baseline's: counted, and the percentage marked.
+            short = sum(0 < self.cells[(mo, t, s)]["n"] < self.cells[(mo, t, s)]["n_expected"]
+                        for t in TASKS for mo in (r["model"], base))
+            self.assertEqual(int(r["short_cells"]), short)
+        self.assertGreater(sum(int(r["short_cells"]) for r in rows), 0)  # the data has short cells
+        self.assertIn("improvement(s) are over cells with fewer seeds", self.proc.stderr)
         for m in want_models:
             line = next(l for l in md.splitlines() if l.startswith(f"| {m} |"))
-            pct = [float(x.strip().rstrip("%")) for x in line.strip("|").split("|")[3:]]
-            self.assertEqual(pct, [round(float(r["improvement_pct"]), 2) for r in rows if r["model"] == m])
+            cells = [x.strip() for x in line.strip("|").split("|")[3:]]
+            want = [r for r in rows if r["model"] == m]
+            self.assertEqual([float(c.split("%")[0]) for c in cells], [round(float(r["improvement_pct"]), 2) for r in want])
+            self.assertEqual([c.endswith(f"(short: {r['short_cells']})") for c, r in zip(cells, want)],
+                             [int(r["short_cells"]) > 0 for r in want])
         self.assertIn("\\%$", self.read("improvement.tex"))
 
     def test_plots(self):

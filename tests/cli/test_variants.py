@@ -9,6 +9,7 @@ import itertools
 import json
 import os
 import random
+import re
 import shutil
 import tempfile
 import unittest
@@ -227,6 +228,84 @@ class Variants(unittest.TestCase):
         j = json.loads(text(self.t("out6/summary.json")))
         self.assertEqual(j["compare"]["matched_by"], "chrom:pos:ref:alt")
         self.assertEqual([x["overlap"] for x in j["compare"]["top"]], [1.0, 1.0])
+
+    def test_compare_matches_chromosomes_as_the_genome_does_and_ids_must_be_unique(self):
+        # chrM and MT are one record to the genome lookup: a ranking of the same variants that
+        # names the record chrM where the VCF says MT (alleles in lower case) is the same ranking
+        # (its site keys were "M" and "MT": overlap 0.5 without a word).
+        with open(self.t("mt.fa"), "w") as f:
+            f.write(f">chrM\n{self.genome[0]}\n>chr2\n{self.genome[1]}\n")
+        with open(self.t("v.vcf")) as f:
+            vcf = [l.split("\t") for l in f.read().splitlines()]
+        with open(self.t("mt.vcf"), "w") as f:
+            f.writelines("\t".join(["MT" if l[0] in ("chr1", "1") else l[0]] + l[1:]) + "\n" for l in vcf)
+        run(["variants", "--model", self.t("clf"), "--variants", self.t("mt.vcf"), "--genome", self.t("mt.fa"),
+             "--flank", "40", "--out", self.t("out7")])
+        rows = read_tsv(self.t("out7/variants.tsv"))
+        self.assertIn("MT", {r["chrom"] for r in rows})
+        with open(self.t("mt.tsv"), "w") as f:
+            f.write("chrom\tpos\tref\talt\trank\n")
+            f.writelines(f"{'chrM' if r['chrom'] == 'MT' else r['chrom']}\t{r['pos']}\t{r['ref'].lower()}\t"
+                         f"{r['alt']}\t{r['rank']}\n" for r in rows)
+        p = run(["variants", "--model", self.t("clf"), "--variants", self.t("mt.vcf"), "--genome", self.t("mt.fa"),
+                 "--flank", "40", "--out", self.t("out8"), "--compare", self.t("mt.tsv"), "--top", "3,10"])
+        j = json.loads(text(self.t("out8/summary.json")))
+        self.assertEqual(j["compare"]["in_both"], len(rows))
+        self.assertEqual([x["overlap"] for x in j["compare"]["top"]], [1.0, 1.0])
+        self.assertNotIn("note:", p.stderr)
+        # A ranking with fewer variants: matched, and the rest said.
+        with open(self.t("part.tsv"), "w") as f:
+            f.write("chrom\tpos\tref\talt\trank\n")
+            f.writelines(f"{r['chrom']}\t{r['pos']}\t{r['ref']}\t{r['alt']}\t{r['rank']}\n" for r in rows[:4])
+        p = run(["variants", "--model", self.t("clf"), "--variants", self.t("mt.vcf"), "--genome", self.t("mt.fa"),
+                 "--flank", "40", "--out", self.t("out9"), "--compare", self.t("part.tsv"), "--top", "3"])
+        self.assertIn(f"note: 4 of the {len(rows)} variants here and of the 4 in", p.stderr)
+        # Matched by id (the other ranking has no site columns): a repeated id (the alleles of a
+        # multi-allelic record share one) or '.' (a VCF's missing id) matched every variant that
+        # shares it.
+        with open(self.t("ids.tsv"), "w") as f:
+            f.write("id\tdelta\n" + "".join(f"v{i}\t{0.1 * i}\n" for i in range(40)))
+        g = self.genome[0]
+        with open(self.t("pairs3.tsv"), "w") as f:
+            f.write("id\tref_sequence\talt_sequence\n")
+            f.writelines(f"p{i}\t{g[100 * i:100 * i + 81]}\t{g[100 * i:100 * i + 40]}T{g[100 * i + 41:100 * i + 81]}\n"
+                         for i in range(1, 4))
+        with open(self.t("dots.tsv"), "w") as f:
+            f.write("id\tdelta\np1\t0.3\n.\t0.2\n")
+        for variants, other, want in [
+                (self.t("v.vcf"), "ids.tsv", re.compile(re.escape(self.t("v.vcf")) + r": variant id 'v(0|8|16|24|32)' "
+                                                        r"is repeated: the rankings are matched by id here \(the other "
+                                                        r"ranking has no site columns\), and an id must name one variant")),
+                (self.t("pairs3.tsv"), "dots.tsv", f"{self.t('dots.tsv')}: variant id '.' is missing: the rankings are "
+                                                   "matched by id here (the variants are a TSV)")]:
+            p = run(["variants", "--model", self.t("clf"), "--variants", variants, "--out", self.t("e-" + other),
+                     "--compare", self.t(other), *(["--genome", self.t("g.fa"), "--flank", "40"]
+                                                   if variants.endswith(".vcf") else [])], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            if isinstance(want, str):
+                self.assertIn(want, p.stderr)
+            else:
+                self.assertRegex(p.stderr, want)
+            self.assertFalse(os.path.exists(self.t("e-" + other)))
+
+    def test_numbers_are_whole_fields(self):
+        g = self.genome[0]
+        other = "C" if g[49] != "C" else "G"
+        # --window with a fraction or trailing text ran as -35:35; a POS with a sign or a space was
+        # read (and "-18446744073709551416" wrapped to 200).
+        for window in ["-35.9:35", "-35:35abc", " -35:35", "-35:+35x"]:
+            p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+                     "--window", window, "--out", self.t("e-w")], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"--window '{window}' must be A:B with A <= 0 <= B", p.stderr)
+        for pos in ["+50", " 50", "-18446744073709551566", "50.0"]:
+            with open(self.t("pos.vcf"), "w") as f:
+                f.write(f"#CHROM\tPOS\tID\tREF\tALT\nchr1\t{pos}\t.\t{g[49]}\t{other}\n")
+            p = run(["variants", "--model", self.t("clf"), "--variants", self.t("pos.vcf"), "--genome", self.t("g.fa"),
+                     "--flank", "10", "--out", self.t("e-pos")], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"pos.vcf:2: POS '{pos}' is not a 1-based position (decimal digits only)", p.stderr)
+            self.assertFalse(os.path.exists(self.t("e-pos")))
 
     def test_errors(self):
         g = self.genome[0]

@@ -95,6 +95,24 @@ TEST(AnnotationExons, ErrorsNameFileLineAndAttribute) {
             tmp.file("g.gtf") + ": no features of type 'exon' found: is this a GTF/GFF3 annotation with exons?");
 }
 
+// A GTF cut short inside a quoted transcript_id (a truncated download's last line) made a
+// transcript of its own, '"E2', and took E2's intron and sites away without a word.
+TEST(AnnotationExons, AnUnclosedQuoteIsAnErrorAndASemicolonInQuotesIsPartOfTheValue) {
+  TempDir tmp;
+  const std::string whole = "chr1\ts\texon\t1\t10\t.\t+\t.\tgene_id \"G\"; transcript_id \"E2\";\n"
+                            "chr1\ts\texon\t21\t30\t.\t+\t.\tgene_id \"G\"; transcript_id \"E2\";\n";
+  test::write_file(tmp.file("cut.gtf"), whole.substr(0, whole.size() - 3));  // ends: transcript_id "E2
+  EXPECT_EQ(error_of([&] { io::read_transcript_exons(tmp.file("cut.gtf")); }),
+            tmp.file("cut.gtf") + ":2: attribute transcript_id has the value '\"E2', whose double quote is never "
+                                  "closed: the line is cut short (a truncated file?) or malformed");
+  test::write_file(tmp.file("whole.gtf"), whole);
+  ASSERT_EQ(io::read_transcript_exons(tmp.file("whole.gtf")).size(), 1u);
+  test::write_file(tmp.file("semi.gtf"), "chr1\ts\texon\t1\t10\t.\t+\t.\ttranscript_id \"a;b\"; gene_id \"G\";\n");
+  const auto t = io::read_transcript_exons(tmp.file("semi.gtf"));
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].id, "a;b");
+}
+
 TEST(AnnotationExons, ReadGenesStillIgnoresExons) {
   TempDir tmp;
   test::write_file(tmp.file("h.gtf"),

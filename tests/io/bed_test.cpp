@@ -113,6 +113,28 @@ TEST(Bed, RefseqNames) {
   EXPECT_EQ(io::refseq_to_ucsc("chr1"), "");
 }
 
+// An SGA file mixing NC_000001.10 (GRCh37), NC_000001.11 (GRCh38) and NC_000067.6 (mouse
+// chr1) was cut from one genome's chr1 without a word.
+TEST(Genome, RefSeqAccessionsOfTwoAssembliesOrOrganismsAreRefused) {
+  io::SeqidResolver r({"chr1", "chr2"});
+  EXPECT_EQ(r.resolve("NC_000001.11", "t.sga", 1, "g.fa"), 0u);
+  EXPECT_EQ(r.resolve("NC_000002.12", "t.sga", 2, "g.fa"), 1u);
+  EXPECT_EQ(r.resolve("NC_000001.11", "t.sga", 3, "g.fa"), 0u);
+  EXPECT_EQ(test::error_of([&] { r.resolve("NC_000001.10", "t.sga", 4, "g.fa"); }),
+            "t.sga:4: sequences 'NC_000001.10' and 'NC_000001.11' (t.sga:1) are RefSeq accessions of two assemblies "
+            "(two versions of one chromosome): their positions would all be cut from the one genome g.fa; give "
+            "coordinates of one assembly, the genome's");
+  io::SeqidResolver mixed({"chr1", "chr2"});
+  EXPECT_EQ(mixed.resolve("NC_000001.11", "m.sga", 1, "g.fa"), 0u);
+  EXPECT_NE(test::error_of([&] { mixed.resolve("NC_000068.8", "m.sga", 2, "g.fa"); })
+                .find("m.sga:2: sequences 'NC_000068.8' and 'NC_000001.11' (m.sga:1) are RefSeq accessions of two "
+                      "organisms"),
+            std::string::npos);
+  EXPECT_EQ(io::refseq_organism("NC_000067.7"), "mouse");
+  EXPECT_EQ(io::refseq_organism("NC_012920.1"), "human");
+  EXPECT_EQ(io::refseq_organism("chr1"), "");
+}
+
 TEST(Genome, ResolverOrderAndError) {
   io::SeqidResolver r({"chr1", "chr2", "1", "scaffold_9"}, {{"contigA", "scaffold_9"}});
   EXPECT_EQ(r.resolve("1", "f", 1, "g"), 2u);  // exact beats the chr-prefix match

@@ -177,6 +177,10 @@ struct Improvement {
   int64_t shots = 0;
   uint64_t tasks = 0;                                   // 0: nothing to compare (NaN values)
   double model_mean = 0, baseline_mean = 0, percent = 0;
+  // Of the cells it is over (the model's and the baseline's, per task), those with fewer
+  // seeds than they should have (MetricStat::incomplete): Table 1 marks them n=k/m and does
+  // not rank them, and the percentage then sets a mean over fewer seeds against a full one.
+  uint64_t short_cells = 0;
 };
 std::vector<Improvement> improvements(const Table& table);
 

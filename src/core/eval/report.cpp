@@ -378,6 +378,12 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   for (size_t i = 0; i < t.models.size(); ++i) model_idx[t.models[i].name] = i;
   for (size_t i = 0; i < t.tasks.size(); ++i) task_idx[t.tasks[i]] = i;
   std::vector<const Record*> used;
+  // A record of the plan's models, tasks and shots whose seed the plan does not list is of
+  // another sweep (a results file appended to, or concatenated from two): averaged in, it
+  // would change the means and the ranks without a word. Left out, and said.
+  const auto listed = [](const auto& names, const std::string& n) {
+    return std::any_of(names.begin(), names.end(), [&](const auto& x) { return x.name == n; });
+  };
   for (const auto& r : results.ok)
     if (model_idx.count(r.model) && task_idx.count(r.task)) {
       for (const auto& m : t.metrics)
@@ -385,11 +391,35 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
           throw io::InputError(results.path, r.line, fmt::format("the ok record of {} has no \"{}\"; choose other "
                                                                  "--metric values or fix the sweep",
                                                                  r.job, m));
-      shot_set.insert(r.shots);
       used.push_back(&r);
     }
+  // Over every record chosen: records of another recipe or test set are refused, not left out.
   check_same_inputs(results.path, used, t.warnings);
   check_same_finetune(results.path, used, plan, t.warnings);
+  uint64_t off_plan = 0;
+  std::string off_plan_example;
+  used.erase(std::remove_if(used.begin(), used.end(),
+                            [&](const Record* r) {
+                              const bool off = plan.grid_given && listed(plan.models, r->model) &&
+                                               listed(plan.tasks, r->task) &&
+                                               std::count(plan.shots.begin(), plan.shots.end(), r->shots) > 0 &&
+                                               std::count(plan.seeds.begin(), plan.seeds.end(), r->seed) == 0;
+                              if (off && off_plan++ == 0)
+                                off_plan_example = fmt::format("job {}, line {}", r->job, r->line);
+                              return off;
+                            }),
+             used.end());
+  if (off_plan > 0)
+    t.warnings.push_back(fmt::format("{} record(s) of the plan's models, tasks and shots have a seed the plan {} does "
+                                     "not list (e.g. {}; the plan's seeds: {}): left out of the tables; they are of "
+                                     "another sweep or an earlier plan; report them with their own plan.json",
+                                     off_plan, plan.source, off_plan_example, fmt::join(plan.seeds, ", ")));
+  if (used.empty() && off_plan > 0)
+    throw io::InputError(results.path, fmt::format("none of its ok records of the models and tasks chosen has a seed "
+                                                   "the plan {} lists ({}): nothing to report; report them with their "
+                                                   "own plan.json",
+                                                   plan.source, fmt::join(plan.seeds, ", ")));
+  for (const Record* r : used) shot_set.insert(r->shots);
   t.shots.assign(shot_set.begin(), shot_set.end());
   t.precisions.assign(t.models.size(), {});
   for (const Record* r : used) ++t.precisions[model_idx[r->model]][r->metrics.precision];
@@ -457,17 +487,14 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   {
     std::vector<std::set<uint64_t>> seen(t.tasks.size() * t.shots.size());
     for (const Record* r : used) seen[task_idx[r->task] * t.shots.size() + shot_idx[r->shots]].insert(r->seed);
-    const auto planned = [](const auto& names, const std::string& n) {
-      return std::any_of(names.begin(), names.end(), [&](const auto& x) { return x.name == n; });
-    };
     std::set<std::string> done(results.failed_jobs.begin(), results.failed_jobs.end());
     for (const Record& r : results.ok) done.insert(r.job);
     std::string example;
     for (size_t m = 0; m < t.models.size(); ++m)
       for (size_t k = 0; k < t.tasks.size(); ++k)
         for (size_t s = 0; s < t.shots.size(); ++s) {
-          const bool in_grid = plan.grid_given && planned(plan.models, t.models[m].name) &&
-                               planned(plan.tasks, t.tasks[k]) &&
+          const bool in_grid = plan.grid_given && listed(plan.models, t.models[m].name) &&
+                               listed(plan.tasks, t.tasks[k]) &&
                                std::count(plan.shots.begin(), plan.shots.end(), t.shots[s]) > 0;
           const uint64_t expected = in_grid ? plan.seeds.size() : seen[k * t.shots.size() + s].size();
           for (auto& st : t.cells[at(m, k, s)]) st.expected = expected;
@@ -559,6 +586,7 @@ std::vector<Improvement> improvements(const Table& t) {
       for (size_t k = 0; k < t.tasks.size(); ++k) {
         const MetricStat &x = t.cell(m, k, s)[0], &y = t.cell(b, k, s)[0];
         if (x.n == 0 || y.n == 0) continue;
+        imp.short_cells += x.incomplete() + y.incomplete();
         ours.push_back(x.mean);
         theirs.push_back(y.mean);
       }

@@ -68,11 +68,13 @@ std::string tex_cell(const MetricStat& st, int d) {
 }
 
 /// One improvement cell: the percentage; "(k/n tasks)" when over fewer tasks than the table
-/// has; n/a when the baseline's mean is at or below 0; a dash when nothing was compared.
+/// has; "(short: c)" when c of its cells are means over fewer seeds than planned; n/a when the
+/// baseline's mean is at or below 0; a dash when nothing was compared.
 std::string improvement_text(const Improvement& i, size_t table_tasks, bool latex) {
   if (i.tasks == 0) return latex ? "--" : "\u2013";
   std::string v = std::isnan(i.percent) ? "n/a" : latex ? fmt::format("${:.2f}\\%$", i.percent) : fmt::format("{:.2f}%", i.percent);
   if (i.tasks < table_tasks) v += fmt::format(" ({}/{} tasks)", i.tasks, table_tasks);
+  if (i.short_cells > 0) v += fmt::format(" (short: {})", i.short_cells);
   return v;
 }
 
@@ -227,8 +229,10 @@ std::string improvement_markdown(const Table& t, const std::vector<Improvement>&
     o += "\n";
   }
   o += fmt::format("\n100 (A_model - A_baseline) / A_baseline, where A is the mean over the tasks with results for both "
-                   "of the per-task mean {} over seeds; (k/n tasks): over k of the table's n tasks only; n/a: the "
-                   "baseline's A is at or below 0, where a percentage has no meaning (improvement.csv has both A).\n",
+                   "of the per-task mean {} over seeds; (k/n tasks): over k of the table's n tasks only; (short: c): c "
+                   "of the cells it is over (the model's and the baseline's) are means over fewer seeds than they "
+                   "should have (n=k/m in Table 1), so it compares unlike means; n/a: the baseline's A is at or below "
+                   "0, where a percentage has no meaning (improvement.csv has both A).\n",
                    t.metrics[0]);
   return o;
 }
@@ -246,15 +250,19 @@ std::string improvement_latex(const Table& t, const std::vector<Improvement>& im
     o += " \\\\\n";
   }
   o += "\\hline\n\\end{tabular}\n\\caption{Percentage improvement in average " + metric_title(t.metrics[0]) +
-       " over the tasks of each model over its baseline, per shots.}\n\\label{tab:perf-percent}\n\\end{table}\n";
+       " over the tasks of each model over its baseline, per shots." +
+       (std::any_of(imp.begin(), imp.end(), [](const Improvement& i) { return i.short_cells > 0; })
+            ? " (short: c): c of the cells compared are means over fewer seeds than planned."
+            : "") +
+       "}\n\\label{tab:perf-percent}\n\\end{table}\n";
   return o;
 }
 
 std::string improvement_csv(const std::vector<Improvement>& imp) {
-  std::string o = "group,model,baseline,shots,tasks,model_mean,baseline_mean,improvement_pct\n";
+  std::string o = "group,model,baseline,shots,tasks,model_mean,baseline_mean,improvement_pct,short_cells\n";
   for (const auto& i : imp)
-    o += fmt::format("{},{},{},{},{},{},{},{}\n", csv_field(i.group), csv_field(i.model), csv_field(i.baseline),
-                     i.shots, i.tasks, exact(i.model_mean), exact(i.baseline_mean), exact(i.percent));
+    o += fmt::format("{},{},{},{},{},{},{},{},{}\n", csv_field(i.group), csv_field(i.model), csv_field(i.baseline),
+                     i.shots, i.tasks, exact(i.model_mean), exact(i.baseline_mean), exact(i.percent), i.short_cells);
   return o;
 }
 
@@ -396,6 +404,12 @@ Summary write_report(const Options& opt) {
                                            "at or below 0, where a percentage has no meaning (its sign flips): shown "
                                            "as n/a; improvement.csv has both means",
                                            i.model, i.baseline, i.shots, t.metrics[0], i.baseline_mean));
+    const auto short_imp = std::count_if(imp.begin(), imp.end(), [](const Improvement& i) { return i.short_cells > 0; });
+    if (short_imp > 0)
+      sum.warnings.push_back(fmt::format("{} improvement(s) are over cells with fewer seeds than planned (marked "
+                                         "\"short\" in improvement.md/.tex, short_cells in improvement.csv): they set "
+                                         "means over fewer seeds against full ones; finish the sweep",
+                                         short_imp));
     write_text(out, "improvement.md", improvement_markdown(t, imp), sum.files);
     write_text(out, "improvement.tex", improvement_latex(t, imp), sum.files);
     write_text(out, "improvement.csv", improvement_csv(imp), sum.files);

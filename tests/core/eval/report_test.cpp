@@ -385,6 +385,41 @@ TEST(Report, APlannedShotCountWithoutRecordsIsSaidAndItsJobsListed) {
   EXPECT_EQ(u.missing_jobs, (std::vector<std::string>{"n|t|8|1", "n|t|8|2", "n|t|8|3"}));
 }
 
+// Records of another sweep in the file (seeds 0 and 4 beside a plan of seeds 1-3) were
+// averaged in: every cell a mean over 5 seeds beside n_expected 3, and the best model flipped.
+// They are left out, and said; a model outside the plan's grid keeps its records.
+TEST(Report, RecordsOfSeedsThePlanDoesNotListAreLeftOutAndSaid) {
+  test::TempDir dir;
+  std::string text;
+  for (int seed = 0; seed <= 4; ++seed) {
+    const bool planned = seed >= 1 && seed <= 3;
+    text += line("a", "", "t", 10, seed, planned ? 0.60 : 0.95, 0.5) + line("b", "", "t", 10, seed, 0.70, 0.5);
+    text += line("x", "", "t", 10, seed, 0.65, 0.5);  // not in the plan: counted against the others
+  }
+  test::write_file(dir.file("plan.json"), R"({"format": "genemask-sweep-plan", "models": ["a", "b"],
+      "tasks": [{"name": "t"}], "shots": [10], "seeds": [1, 2, 3]})");
+  const Plan plan = sweep::read_plan_order(dir.file("plan.json"));
+  Options o;
+  o.metrics = {"accuracy"};
+  const Table t = aggregate(parse(dir, text), plan, o);
+  ASSERT_EQ(t.models.size(), 3u);
+  EXPECT_EQ(t.cell(0, 0, 0)[0].n, 3u);
+  EXPECT_NEAR(t.cell(0, 0, 0)[0].mean, 0.60, 1e-12);  // seeds 0 and 4 (0.95) not averaged in
+  EXPECT_EQ(t.cell(0, 0, 0)[0].rank, 0);
+  EXPECT_EQ(t.cell(1, 0, 0)[0].rank, 1);
+  EXPECT_EQ(t.cell(2, 0, 0)[0].n, 5u);  // x is outside the plan's grid: all its records
+  ASSERT_FALSE(t.warnings.empty());
+  EXPECT_NE(t.warnings[0].find("4 record(s) of the plan's models, tasks and shots have a seed the plan " +
+                               dir.file("plan.json") + " does not list (e.g. job a|t|10|0, line 1; the plan's seeds: "
+                                                       "1, 2, 3): left out of the tables"),
+            std::string::npos) << t.warnings[0];
+  // Only such records, of the models chosen: nothing to report, said.
+  o.models = {"a"};
+  std::string other;
+  for (int seed : {0, 4}) other += line("a", "", "t", 10, seed, 0.9, 0.5);
+  EXPECT_THROW(aggregate(parse(dir, other), plan, o), io::InputError);
+}
+
 // Model "a|b" of task "c" and model "a" of task "b|c" make one job key: the later record
 // replaced the other, and model "a|b" was gone from the tables without a word.
 TEST(Report, ANameWithTheJobKeySeparatorIsRefused) {
