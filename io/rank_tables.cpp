@@ -71,7 +71,8 @@ struct TableReader {
   }
 };
 
-std::string fmt_double(double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{}", v); }
+// -0 (an NPMI of a k-mer seen once: 0 / -log p) written as 0.
+std::string fmt_double(double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{}", v == 0 ? 0.0 : v); }
 
 }  // namespace
 

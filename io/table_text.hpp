@@ -31,7 +31,9 @@ inline std::string md_text(std::string_view text) {
   std::string o;
   for (char c : text) {
     if (c == '\n' || c == '\r' || c == '\t') c = ' ';  // a row of a Markdown table is one line
-    if (c == '|' || c == '*' || c == '_' || c == '`' || c == '\\') o += '\\';
+    // Markup characters, and < > [ ] (HTML tags and links: "<b>x</b>" rendered as bold).
+    if (c == '|' || c == '*' || c == '_' || c == '`' || c == '\\' || c == '<' || c == '>' || c == '[' || c == ']')
+      o += '\\';
     o += c;
   }
   return o;
@@ -46,6 +48,8 @@ inline std::string tex_text(std::string_view text) {
       case '~': o += "\\textasciitilde{}"; break;
       case '^': o += "\\textasciicircum{}"; break;
       case '\\': o += "\\textbackslash{}"; break;
+      case '<': o += "\\textless{}"; break;  // a bare < > print as inverted ! ? in the default OT1 encoding
+      case '>': o += "\\textgreater{}"; break;
       default: o += c;
     }
   }

@@ -9,6 +9,7 @@
 #include "io/annotation.hpp"
 #include "io/error.hpp"
 #include "io/parse_number.hpp"
+#include "io/task_table.hpp"
 #include "io/genome.hpp"
 #include "io/text_source.hpp"
 
@@ -72,6 +73,7 @@ std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats) {
 
 std::vector<Variant> read_variant_tsv(const std::string& path) {
   std::vector<Variant> out;
+  std::map<std::string, uint64_t> ids;  // id -> its line
   int c_id = -1, c_ref = -1, c_alt = -1;
   size_t ncol = 0;
   for_each_line(path, [&](const std::string& line, uint64_t lineno) {
@@ -99,10 +101,20 @@ std::vector<Variant> read_variant_tsv(const std::string& path) {
     v.line = lineno;
     v.ref_seq = upper(f[static_cast<size_t>(c_ref)]);
     v.alt_seq = upper(f[static_cast<size_t>(c_alt)]);
+    // The bases of a task table (A, C, G, T, N and IUPAC codes): U (RNA) was taken, and made
+    // [UNK] 6-mers scored as if they were sequence.
     for (const auto* s : {&v.ref_seq, &v.alt_seq})
-      if (!all_of_chars(*s, "ABCDGHKMNRSTUVWY"))
+      if (const size_t bad = first_non_base(*s); bad != std::string::npos || s->empty())
         throw InputError(path, lineno,
-                         fmt::format("'{}' is not a sequence of bases", s->size() > 40 ? s->substr(0, 40) + "..." : *s));
+                         fmt::format("'{}' is not a sequence of bases{}", printable(excerpt(*s, 40)),
+                                     s->empty() ? "" : fmt::format(" ({} at position {}: A, C, G, T, N or another "
+                                                                   "IUPAC code)",
+                                                                   describe_byte(static_cast<unsigned char>((*s)[bad])),
+                                                                   bad + 1)));
+    // One row per id: the id is what names a TSV's variant in variants.tsv and in --compare.
+    if (const auto [it, fresh] = ids.emplace(v.id, lineno); !fresh)
+      throw InputError(path, lineno, fmt::format("id '{}' is also on line {}: give each variant its own id",
+                                                 printable(v.id), it->second));
     out.push_back(std::move(v));
   });
   if (c_id < 0) throw InputError(path, "empty file: expected a header with id, ref_sequence and alt_sequence");

@@ -74,10 +74,14 @@ Array<T> to_numpy(std::vector<T>&& v) {
 /// The tokens of a sequence given as text, by the CLI's rule for a table's sequence: bases
 /// (A, C, G, T, N and IUPAC codes, any case), or DNABERT's 6-mer text ("ACGTAC CGTACG ...")
 /// when it has a space. Any other character (a line end, a digit, U) would make [UNK] 6-mers
-/// without a word: a ValueError naming the sequence and the position.
+/// without a word: a ValueError naming the sequence and the position; so is a sequence of
+/// fewer than 6 bases (no 6-mer).
 std::vector<uint16_t> tokens_of_text(const std::string& text, std::optional<size_t> index) {
   try {
-    return tokenize(io::sequence_text_to_bases(text));
+    const std::string bases = io::sequence_text_to_bases(text);
+    if (bases.size() < 6)  // no 6-mer: the CLI refuses such a sequence (it was [CLS] [SEP] here)
+      throw std::invalid_argument(fmt::format("a sequence of {} bases: at least 6 (one 6-mer) are needed", bases.size()));
+    return tokenize(bases);
   } catch (const std::invalid_argument& e) {
     throw std::invalid_argument(fmt::format("{}{}{}", index ? fmt::format("sequence {}: ", *index) : std::string(),
                                             text.find(' ') != std::string::npos ? "6-mer text (it has a space): " : "",

@@ -105,7 +105,12 @@ def test_tokenizer_matches_a_python_reference():
     s = "acgtNACGTTGCAAGTCCGTRAGT"
     want = [2] + [ref.get(s[i:i + 6].upper(), 1) for i in range(len(s) - 5)] + [3]
     assert tok.encode(s).tolist() == want
-    assert tok.encode("ACGTA").tolist() == [2, 3]
+    # Fewer than 6 bases hold no 6-mer: refused, as the CLI refuses them (it was [CLS] [SEP]).
+    for short in ["ACGTA", ""]:
+        with pytest.raises(ValueError, match=f"a sequence of {len(short)} bases: at least 6 \\(one 6-mer\\)"):
+            tok.encode(short)
+    with pytest.raises(ValueError, match="sequence 1: a sequence of 3 bases"):
+        tok.batch(["ACGTACGT", "ACG"])
     ids, att = tok.batch(["ACGTACGTAC", "ACGTAC"], max_length=8)
     assert ids.shape == (2, 8) and att[1].tolist() == [1, 1, 1, 0, 0, 0, 0, 0]
     with pytest.raises(ValueError, match="max_length"):

@@ -44,7 +44,8 @@ void register_embed(CLI::App& app, Context& ctx) {
       GENEMASK_MODEL_ENTRY(genemask_model_embed)(eo.get(), MPI_COMM_WORLD, &s);
       print_summary(ctx, {{"command", "embed"}, {"model", s.model_dir}, {"input", eo->input}, {"out", eo->out},
                           {"sequences", s.sequences}, {"hidden", s.hidden}, {"layer", s.layer},
-                          {"windows", s.windows}, {"long_sequences", s.long_sequences}, {"unknown_only_sequences", s.unknown_only}, {"tokens", s.tokens},
+                          {"windows", s.windows}, {"long_sequences", s.long_sequences}, {"unknown_only_sequences", s.unknown_only},
+                          {"unknown_only_windows", s.unknown_only_windows}, {"tokens", s.tokens},
                           {"window_tokens", s.window_tokens}, {"stride", s.stride}, {"ranks", s.ranks},
                           {"precision", s.precision}, {"seconds", s.seconds}, {"sequences_per_s", s.seq_per_s}});
     };

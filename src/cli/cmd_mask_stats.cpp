@@ -1,5 +1,6 @@
 // genemask mask-stats: what a masking strategy does to a shard set.
 #include <fmt/format.h>
+#include <limits>
 #include <iostream>
 #include <array>
 #include <map>
@@ -227,7 +228,9 @@ void register_mask_stats(CLI::App& app, Context& ctx) {
   sub->add_option("--npmi", a->npmi, "npmi.tsv (needed by genemask; gives GRANK deciles for any strategy)")
       ->check(existing_file());
   sub->add_option("--pmi-vocab", a->pmi_vocab, "pmi_vocab.tsv (needed by pmi-vocab)")->check(existing_file());
-  sub->add_option("--samples", a->samples, "samples to mask (in sample order)")->capture_default_str();
+  sub->add_option("--samples", a->samples, "samples to mask (in sample order)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));  // 0: every figure undefined
   sub->add_option("--seed", a->seed, "masking seed")->capture_default_str();
   sub->add_option("--epoch", a->epoch, "epoch (masks change per epoch)")->capture_default_str();
   sub->add_option("--split", a->split, "train or valid")->check(CLI::IsMember({"train", "valid"}))->capture_default_str();

@@ -42,7 +42,8 @@ void register_predict(CLI::App& app, Context& ctx) {
       GENEMASK_MODEL_ENTRY(genemask_model_predict)(o.get(), MPI_COMM_WORLD, &s);
       print_summary(ctx, {{"command", "predict"}, {"model", o->model}, {"input", o->input}, {"out", o->out},
                           {"sequences", s.sequences}, {"classes", s.classes}, {"windows", s.windows},
-                          {"long_sequences", s.long_sequences}, {"unknown_only_sequences", s.unknown_only}, {"window_tokens", s.window_tokens},
+                          {"long_sequences", s.long_sequences}, {"unknown_only_sequences", s.unknown_only},
+                          {"unknown_only_windows", s.unknown_only_windows}, {"window_tokens", s.window_tokens},
                           {"stride", s.stride}, {"ranks", s.ranks}, {"seconds", s.seconds},
                           {"sequences_per_s", s.seq_per_s}, {"precision", s.precision}});
     };

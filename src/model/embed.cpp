@@ -67,7 +67,7 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   std::vector<Window> windows;
   std::vector<uint32_t> nwin(mine.size());
   std::vector<uint64_t> ntok(mine.size());
-  uint64_t long_seqs = 0, my_tokens = 0, longest = 0;
+  uint64_t long_seqs = 0, unknown_windows = 0, my_tokens = 0, longest = 0;
   for (size_t j = 0; j < mine.size(); ++j) {
     const int64_t n = static_cast<int64_t>(in.seqs[mine[j]].size()) - (kTokenK - 1);  // >= 1: read_sequences checks
     ntok[j] = static_cast<uint64_t>(n);
@@ -76,8 +76,13 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
     const auto starts = window_starts(n, width, stride);
     nwin[j] = static_cast<uint32_t>(starts.size());
     long_seqs += starts.size() > 1;
-    for (int64_t st : starts) windows.push_back({j, st, std::min(width, n - st)});
+    for (int64_t st : starts) {
+      windows.push_back({j, st, std::min(width, n - st)});
+      unknown_windows += starts.size() > 1 && unknown_only_window(in.seqs[mine[j]], st, windows.back().len);
+    }
   }
+  s.unknown_only_windows = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(unknown_windows), comm));
+  if (rank == 0) warn_unknown_only_windows(s.unknown_only_windows, o.input, "embeddings");
   const size_t Hs = static_cast<size_t>(H);
   {
     // What this rank will hold besides the input: one batch of windows through the model

@@ -21,6 +21,7 @@ struct EmbedOptions {
 struct EmbedSummary {
   uint64_t sequences = 0, long_sequences = 0, windows = 0, hidden = 0, tokens = 0;
   uint64_t unknown_only = 0;  // sequences whose tokens are all [UNK] (SequenceInputs::unknown_only)
+  uint64_t unknown_only_windows = 0;  // windows of long sequences whose tokens are all [UNK]
   int64_t layer = 0, window_tokens = 0, stride = 0;
   double seconds = 0, seq_per_s = 0;
   int ranks = 1;

@@ -49,6 +49,20 @@ bool has_acgt_kmer(std::string_view seq) {
   return false;
 }
 
+bool unknown_only_window(std::string_view seq, int64_t start, int64_t len) {
+  return !has_acgt_kmer(seq.substr(static_cast<size_t>(start), static_cast<size_t>(len + kTokenK - 1)));
+}
+
+void warn_unknown_only_windows(uint64_t windows, const std::string& path, const std::string& what) {
+  if (windows == 0) return;
+  std::cerr << fmt::format("warning: {}: {} window(s) of long sequences have tokens that are all [UNK] (a run of N or "
+                           "other codes as long as a window): their {} say nothing of their bases and are averaged "
+                           "into their sequences' with the others (unknown_only_windows in the summary); trim such "
+                           "runs, or cut the sequences at them",
+                           path, windows, what)
+            << std::endl;
+}
+
 void warn_unknown_only(const SequenceInputs& in, const std::string& path, const std::string& what) {
   if (in.unknown_only.empty()) return;
   const size_t i = in.unknown_only.front();

@@ -23,6 +23,15 @@ void warn_unknown_only(const SequenceInputs& in, const std::string& path, const 
 /// Whether `seq` has 6 consecutive bases of A, C, G, T (any case): a 6-mer token that is not [UNK].
 bool has_acgt_kmer(std::string_view seq);
 
+/// Of a sequence cut into several windows (window_starts), whether the window of `len`
+/// tokens from token `start` has tokens that are all [UNK] (no 6-mer of A, C, G, T alone): its
+/// output, averaged into the sequence's with the others, says nothing of its bases.
+bool unknown_only_window(std::string_view seq, int64_t start, int64_t len);
+
+/// Says on stderr (when `windows` > 0) that `windows` windows of long sequences had tokens that
+/// are all [UNK] and that their `what` are averaged in (unknown_only_windows in the summary).
+void warn_unknown_only_windows(uint64_t windows, const std::string& path, const std::string& what);
+
 /// FASTA (plain or compressed; ids are the record names) or a task table (raw bases or
 /// 6-mer text, labelled or not; ids are `line<N>`). A sequence shorter than one 6-mer is
 /// an error that names the file and the line or record. An uncompressed file that cannot

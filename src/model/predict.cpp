@@ -48,13 +48,18 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
   for (size_t i = static_cast<size_t>(rank); i < in.seqs.size(); i += static_cast<size_t>(world)) mine.push_back(i);
   // Token ids are made per window from the bases (no copy of a sequence's tokens).
   std::vector<Window> windows;
-  uint64_t long_seqs = 0;
+  uint64_t long_seqs = 0, unknown_windows = 0;
   for (size_t j = 0; j < mine.size(); ++j) {
     const int64_t n = static_cast<int64_t>(in.seqs[mine[j]].size()) - (kTokenK - 1);  // >= 1: read_sequences checks
     const auto starts = window_starts(n, width, stride);
     long_seqs += starts.size() > 1;
-    for (int64_t st : starts) windows.push_back({j, st, std::min(width, n - st)});
+    for (int64_t st : starts) {
+      windows.push_back({j, st, std::min(width, n - st)});
+      unknown_windows += starts.size() > 1 && unknown_only_window(in.seqs[mine[j]], st, windows.back().len);
+    }
   }
+  s.unknown_only_windows = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(unknown_windows), comm));
+  if (rank == 0) warn_unknown_only_windows(s.unknown_only_windows, o.input, "probabilities");
   std::stable_sort(windows.begin(), windows.end(), [](const Window& a, const Window& b) { return a.len < b.len; });
   std::vector<double> sums(mine.size() * static_cast<size_t>(C), 0.0);
   std::vector<uint32_t> counts(mine.size(), 0);

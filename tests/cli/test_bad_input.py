@@ -462,6 +462,8 @@ class BadInput(unittest.TestCase):
             Row("a k-mer listed twice in --npmi",
                 ["mask-stats", "--shards", t("shards"), "--masking", "genemask", "--npmi", t("dup-npmi.tsv")],
                 [t("dup-npmi.tsv") + ":", "AAAAAA", "twice"]),
+            # No sample: every figure undefined (it printed a masked fraction of 0).
+            Row("--samples 0", ms("shards", "--samples", "0"), ["--samples", "Value 0 not in range 1"], usage=True),
         ])
 
     def test_pretrain(self):

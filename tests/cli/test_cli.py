@@ -253,6 +253,7 @@ class Genemask(unittest.TestCase):
         self.assertEqual(lines[0], "motif\tcore\tranks\tkmers")
         with open(npmi) as f:
             table = [l.split("\t") for l in f.read().splitlines()[1:]]
+        self.assertFalse([r for r in table if r[4] == "-0"])  # an NPMI of 0 is written 0, never -0
         rank = {r[1]: int(r[0]) for r in table}
         # A k-mer below npmi's --min-count is shown marked (its rank is code order, not NPMI).
         shown = {r[1]: r[0] if r[5] == "0" else f"({r[0]}: {'never seen' if r[2] == '0' else 'below min count'})"

@@ -162,6 +162,26 @@ class Predict(unittest.TestCase):
         # Nothing said when every sequence has a known 6-mer.
         s, _ = self.predict("known.tsv", inp="short.csv")
         self.assertEqual(s["unknown_only_sequences"], 0)
+        self.assertEqual(s["unknown_only_windows"], 0)
+        # A long sequence with a run of N as long as a window: that window is all [UNK] and
+        # averaged in with the others; said and counted (the windows by the documented rule).
+        runs = [self.long[1][:300] + "N" * 1000 + self.long[1][300:900], self.long[0]]
+        want_w = 0
+        for r in runs:
+            n = len(r) - 5
+            want_w += sum(not re.search("[ACGT]{6}", r[a:a + min(510, n - a) + 5]) for a in windows(n)) \
+                if len(windows(n)) > 1 else 0
+        self.assertEqual(want_w, 2)
+        with open(os.path.join(self.tmp, "nrun.tsv"), "w") as f:
+            f.write("sequence\n" + "".join(r + "\n" for r in runs))
+        for ranks in (None, 2):
+            p = self.predict(f"nrun{ranks}.tsv", inp="nrun.tsv", ranks=ranks, check=False)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(summary(p)["unknown_only_windows"], want_w)
+            self.assertEqual(summary(p)["unknown_only_sequences"], 0)
+            said = [l for l in p.stderr.splitlines() if "window(s) of long sequences" in l]
+            self.assertEqual(len(said), 1, p.stderr)
+            self.assertIn(f"{want_w} window(s) of long sequences have tokens that are all [UNK]", said[0])
 
     def test_embed_reads_the_encoder_of_a_classifier_and_of_a_bare_bertmodel(self):
         """embed reads the encoder only: a classifier (finetune --save-model) and a bare

@@ -106,6 +106,15 @@ TEST(Vcf, SequencePairsTsv) {
   EXPECT_NE(error_of([&] { read_variant_tsv(d.file("q.tsv")); }).find("q.tsv:1: header"), std::string::npos);
   write_file(d.file("r.tsv"), "id\tref_sequence\talt_sequence\nv\tAC1T\tACGT\n");
   EXPECT_NE(error_of([&] { read_variant_tsv(d.file("r.tsv")); }).find("r.tsv:2: 'AC1T'"), std::string::npos);
+  // U (RNA) made [UNK] 6-mers scored as sequence; a repeated id named two rows alike.
+  write_file(d.file("u.tsv"), "id\tref_sequence\talt_sequence\nv\tACGUACGT\tACGTACGT\n");
+  EXPECT_EQ(error_of([&] { read_variant_tsv(d.file("u.tsv")); }),
+            d.file("u.tsv") + ":2: 'ACGUACGT' is not a sequence of bases ('U' at position 4: A, C, G, T, N or "
+                              "another IUPAC code)");
+  write_file(d.file("i.tsv"), "id\tref_sequence\talt_sequence\nv\tACGTACGT\tACGAACGT\nw\tACGT\tACGA\n"
+                              "v\tACGTAC\tACGTAA\n");
+  EXPECT_EQ(error_of([&] { read_variant_tsv(d.file("i.tsv")); }),
+            d.file("i.tsv") + ":4: id 'v' is also on line 2: give each variant its own id");
 }
 
 }  // namespace

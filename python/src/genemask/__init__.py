@@ -93,7 +93,7 @@ class Tokenizer:
         self._vocab: Optional[List[str]] = None
 
     def encode(self, bases: str, add_special_tokens: bool = True) -> np.ndarray:
-        """int64 ids of one sequence: [CLS] 6-mers [SEP] (L bases give L-5 6-mers)."""
+        """int64 ids of one sequence: [CLS] 6-mers [SEP] (L bases give L-5 6-mers; L >= 6)."""
         if not isinstance(bases, str):
             raise TypeError(f"bases must be a str, got {type(bases).__name__}")
         return _core.tokenize(bases, add_special_tokens)

@@ -233,6 +233,27 @@ bool Table::has_groups() const {
   return std::any_of(groups.begin(), groups.end(), [](const std::string& g) { return !g.empty(); });
 }
 
+namespace {
+/// A name as a table shows it: without leading and trailing spaces, each run of spaces as one
+/// (ASCII white space and U+00A0, the no-break space, alike).
+std::string shown_alike_key(const std::string& name) {
+  std::string out;
+  bool space = false;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const bool nbsp = name.compare(i, 2, "\xC2\xA0") == 0;
+    if (nbsp || std::isspace(static_cast<unsigned char>(name[i]))) {
+      space = true;
+      i += nbsp;
+      continue;
+    }
+    if (space && !out.empty()) out += ' ';
+    space = false;
+    out += name[i];
+  }
+  return out;
+}
+}  // namespace
+
 Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   Table t;
   t.results_path = results.path;
@@ -289,6 +310,18 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   std::vector<std::string> planned_tasks;
   for (const auto& pt : plan.tasks) planned_tasks.push_back(pt.name);
   t.tasks = order(opt.tasks, planned_tasks, present_tasks, "task");
+  // Names that differ in spaces only ("GM", "GM ", "GM" + a no-break space) are shown alike:
+  // rows or columns a reader cannot tell apart, each with its own ranks. Said.
+  for (const auto& [names, what] : {std::pair<const std::vector<std::string>*, const char*>{&models, "models"},
+                               std::pair<const std::vector<std::string>*, const char*>{&t.tasks, "tasks"}}) {
+    std::map<std::string, std::string> first;
+    for (const auto& n : *names)
+      if (auto [it, fresh] = first.emplace(shown_alike_key(n), n); !fresh)
+        t.warnings.push_back(fmt::format("{} {} and {} are shown alike in the tables (they differ in spaces only): "
+                                         "rename one in the plan, or choose one with --{}",
+                                         what, nlohmann::json(it->second).dump(-1, ' ', /*ensure_ascii=*/true),
+                                         nlohmann::json(n).dump(-1, ' ', /*ensure_ascii=*/true), what));
+  }
   // Groups in order of first appearance; a stable sort keeps the models of a group together.
   for (const auto& m : models)
     if (std::find(t.groups.begin(), t.groups.end(), group_of[m]) == t.groups.end()) t.groups.push_back(group_of[m]);

@@ -128,6 +128,7 @@ std::string cell_text(const ArmStat& st, int d, bool latex) {
 std::string note(const ReplicateTable& r, bool latex) {
   std::string names;
   const std::string two = latex ? "**" : "\\*\\*", one = latex ? "*" : "\\*", dagger = latex ? "$\\dagger$" : "\u2020";
+  const char* lt = latex ? "$<$" : "<";  // a bare < prints as an inverted ! in LaTeX's default font encoding
   std::string o = fmt::format(
       "Each cell: the mean over an arm's pretraining replicates of each replicate's mean over its fine-tuning seeds, "
       "{} the spread between replicates (std, ddof 1), and k, the number of replicates. ",
@@ -138,10 +139,10 @@ std::string note(const ReplicateTable& r, bool latex) {
   return o + fmt::format(
                  "Markers: a two-sided t-test whose unit is the pretraining replicate, against arm {}: paired by "
                  "replicate id where both arms have the same replicates (2 or more), else Welch's test on the "
-                 "replicate means (2 or more on each side), else none; shown on improvements only: {} p < 0.01, {} "
-                 "p < 0.05, {} p < 0.1. The test used and its replicate counts are in replicates.csv. Table 1's "
+                 "replicate means (2 or more on each side), else none; shown on improvements only: {} p {} 0.01, {} "
+                 "p {} 0.05, {} p {} 0.1. The test used and its replicate counts are in replicates.csv. Table 1's "
                  "markers count the fine-tuning seeds only.",
-                 base, two, one, dagger);
+                 base, two, lt, one, lt, dagger, lt);
 }
 
 }  // namespace

@@ -91,9 +91,10 @@ std::string baseline_sentence(const Table& t, bool latex) {
           ? fmt::format("each model against the baseline of its group ({})", names)
           : fmt::format("each replicate against the replicate of the same id of arm {} ({})",
                         latex ? tex_escape(t.baseline_arm) : md_escape(t.baseline_arm), names);
+  const char* lt = latex ? "$<$" : "<";  // a bare < prints as an inverted ! in LaTeX's default font encoding
   return fmt::format("Markers: paired t-test over the fine-tuning seeds only (two-sided, pairs by seed) of {}, shown "
-                     "on improvements only: {} p < 0.01, {} p < 0.05, {} p < 0.1.{}",
-                     against, two, one, dagger,
+                     "on improvements only: {} p {} 0.01, {} p {} 0.05, {} p {} 0.1.{}",
+                     against, two, lt, one, lt, dagger, lt,
                      t.baseline_arm.empty() ? "" : " replicates.md compares the arms over their pretraining replicates.");
 }
 
@@ -206,7 +207,7 @@ std::string table1_csv(const Table& t) {
         o += fmt::format("{},{},{},{},{},{},{}", csv_field(t.models[m].group), csv_field(t.models[m].name),
                          csv_field(t.tasks[k]), t.shots[s], csv_field(t.models[m].baseline), c[0].n, c[0].pairs);
         for (const auto& st : c) {
-          const bool tested = st.compared;
+          const bool tested = st.compared && st.pairs >= 2;  // fewer pairs: no test (empty, not t 0, p 1)
           o += fmt::format(",{},{},{},{},{},{}", exact(st.mean), exact(st.std), tested ? exact(st.test.t) : "",
                            tested ? exact(st.test.p) : "", st.marker(false), st.rank);
         }

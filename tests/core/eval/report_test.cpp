@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <stdexcept>
 
 #include "genemask/eval/plan.hpp"
@@ -418,6 +419,48 @@ TEST(Report, RecordsOfSeedsThePlanDoesNotListAreLeftOutAndSaid) {
   std::string other;
   for (int seed : {0, 4}) other += line("a", "", "t", 10, seed, 0.9, 0.5);
   EXPECT_THROW(aggregate(parse(dir, other), plan, o), io::InputError);
+}
+
+// Models "GM", "GM " and "GM" + a no-break space were three rows that all read "GM", each with
+// its own ranks, without a word.
+TEST(Report, NamesThatDifferInSpacesOnlyAreSaid) {
+  test::TempDir dir;
+  std::string text;
+  for (int seed = 1; seed <= 2; ++seed)
+    text += line("GM", "", "t", 10, seed, 0.5, 0.5) + line("GM ", "", "t", 10, seed, 0.6, 0.5) +
+            line("GM\u00a0", "", "t", 10, seed, 0.7, 0.5) + line("G M", "", "t", 10, seed, 0.7, 0.5) +
+            line("x", "", "t ", 10, seed, 0.7, 0.5) + line("x", "", "t", 10, seed, 0.7, 0.5);
+  Options o;
+  o.metrics = {"accuracy"};
+  const Table t = aggregate(parse(dir, text), Plan{}, o);
+  std::vector<std::string> alike;
+  for (const auto& w : t.warnings)
+    if (w.find("are shown alike") != std::string::npos) alike.push_back(w);
+  ASSERT_EQ(alike.size(), 3u) << fmt::format("{}", fmt::join(t.warnings, "\n"));
+  EXPECT_EQ(alike[0], "models \"GM\" and \"GM \" are shown alike in the tables (they differ in spaces only): rename "
+                      "one in the plan, or choose one with --models");
+  EXPECT_NE(alike[1].find("models \"GM\" and \"GM\\u00a0\""), std::string::npos) << alike[1];
+  EXPECT_NE(alike[2].find("tasks \"t\" and \"t \""), std::string::npos) << alike[2];
+}
+
+// A model named "<b>m</b> [x]" rendered as bold (and a link) in Markdown, and printed with an
+// inverted ! and ? in LaTeX's default font encoding; the caption's bare "p < 0.01" too.
+TEST(Report, AngleBracketsAndBracketsInNamesAreEscaped) {
+  test::TempDir dir;
+  std::string text;
+  for (int seed = 1; seed <= 2; ++seed)
+    text += line("<b>m</b> [x]", "", "t", 10, seed, 0.5 + 0.1 * seed, 0.5) + line("base", "", "t", 10, seed, 0.5, 0.5);
+  Options o;
+  o.metrics = {"accuracy"};
+  o.baselines = {"base"};
+  const Table t = aggregate(parse(dir, text), Plan{}, o);
+  const std::string md = table1_markdown(t, 3), tex = table1_latex(t, 3);
+  EXPECT_NE(md.find("| \\<b\\>m\\</b\\> \\[x\\] |"), std::string::npos) << md;
+  EXPECT_EQ(md.find("<b>"), std::string::npos) << md;
+  EXPECT_NE(tex.find("\\textless{}b\\textgreater{}m\\textless{}/b\\textgreater{} [x]"), std::string::npos) << tex;
+  EXPECT_EQ(tex.find(" < "), std::string::npos) << tex;
+  EXPECT_NE(tex.find("p $<$ 0.01"), std::string::npos) << tex;
+  EXPECT_NE(md.find("p < 0.01"), std::string::npos) << md;
 }
 
 // Model "a|b" of task "c" and model "a" of task "b|c" make one job key: the later record
