@@ -4,6 +4,7 @@
 #include <charconv>
 #include <exception>
 #include <fmt/format.h>
+#include <iostream>
 #include <map>
 #include <optional>
 #include <string_view>
@@ -64,13 +65,28 @@ Feature parse_feature(const std::vector<std::string_view>& f, const std::string&
 
 }  // namespace
 
+namespace {
+/// A last line without a line end is how a file cut short (a truncated download) ends: its
+/// last feature may be partial (GFF3's Parent=transcript:E of transcript:E2 made a transcript
+/// of its own). Said; the line is read as it is.
+void say_if_unterminated(bool unterminated, const std::string& path, uint64_t line) {
+  if (!unterminated) return;
+  std::cerr << fmt::format("genemask: warning: {}:{}: the last line has no line end: if the file was cut short (a "
+                           "truncated download), its last feature is partial and was read as it is; check the file "
+                           "(a whole file ends its last line)\n",
+                           path, line);
+}
+}  // namespace
+
 std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source) {
   const bool gtf = path.find(".gtf") != std::string::npos;
   std::vector<GeneInterval> genes, transcripts;
   // A malformed mRNA/transcript line matters only when the file has no gene lines (they were
   // ignored before the fallback existed), so its error waits until then.
   std::exception_ptr transcript_error;
-  for_each_line(path, [&](std::string_view line, uint64_t lineno) {
+  uint64_t last_line = 0;
+  const bool unterminated = for_each_line(path, [&](std::string_view line, uint64_t lineno) {
+    last_line = lineno;
     if (line.empty() || line[0] == '#') return;
     const auto f = feature_columns(line, path, lineno);
     if (f[2] == "mRNA" || f[2] == "transcript") {
@@ -89,6 +105,7 @@ std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source
       throw InputError(path, lineno, "GTF gene line without a gene_id attribute");
     genes.push_back({std::string(f[0]), ft.start, ft.end, ft.strand, lineno});
   }, "##FASTA");
+  say_if_unterminated(unterminated, path, last_line);
   if (source) *source = GeneSource{};
   if (!genes.empty()) return genes;
   if (transcript_error) std::rethrow_exception(transcript_error);
@@ -280,8 +297,9 @@ std::vector<TranscriptExons> read_transcript_exons(const std::string& path, cons
   const bool gtf = path.find(".gtf") != std::string::npos;
   std::vector<TranscriptExons> out;
   std::map<std::pair<std::string, std::string>, size_t> index;  // (id, seqid) -> out[i]
-  uint64_t exon_lines = 0, cds_lines = 0;
-  for_each_line(path, [&](std::string_view line, uint64_t lineno) {
+  uint64_t exon_lines = 0, cds_lines = 0, last_line = 0;
+  const bool unterminated = for_each_line(path, [&](std::string_view line, uint64_t lineno) {
+    last_line = lineno;
     if (line.empty() || line[0] == '#') return;
     const auto f = feature_columns(line, path, lineno);
     cds_lines += f[2] == "CDS";
@@ -322,6 +340,7 @@ std::vector<TranscriptExons> read_transcript_exons(const std::string& path, cons
       t.exons.emplace_back(ft.start, ft.end);
     }
   }, "##FASTA");
+  say_if_unterminated(unterminated, path, last_line);
   if (exon_lines == 0 && feature == "exon" && cds_lines > 0)
     throw InputError(path, fmt::format("no features of type 'exon' found, but {} 'CDS' lines: use --exon-feature CDS "
                                        "to take the coding exons as the exons",

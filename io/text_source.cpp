@@ -359,7 +359,7 @@ bool strip_utf8_bom(std::string& first_line) {
   return true;
 }
 
-void for_each_line(const std::string& path, const std::function<void(const std::string&, uint64_t)>& fn,
+bool for_each_line(const std::string& path, const std::function<void(const std::string&, uint64_t)>& fn,
                    const std::string& stop_prefix) {
   auto reader = open_text(probe_file(path), 0);
   std::string line;
@@ -380,11 +380,12 @@ void for_each_line(const std::string& path, const std::function<void(const std::
       if (b.data[i] != '\n') {
         line.push_back(b.data[i]);
       } else if (!process()) {
-        return;
+        return false;
       }
     }
   }
-  if (!line.empty()) process();
+  if (line.empty()) return false;
+  return process();  // false when it is the stop line
 }
 
 uint64_t line_of_voffset(const FileInfo& info, uint64_t voffset) {

@@ -90,8 +90,9 @@ bool strip_utf8_bom(std::string& first_line);
 /// Calls fn(line, lineno) for every line of a plain or compressed text file, in order: lineno
 /// is 1-based, a UTF-8 byte-order mark before line 1 is skipped (strip_utf8_bom) and a '\r'
 /// at the end of a line is removed. With stop_prefix, reading ends
-/// before the first line that starts with it (GFF3's "##FASTA" section).
-void for_each_line(const std::string& path, const std::function<void(const std::string& line, uint64_t lineno)>& fn,
+/// before the first line that starts with it (GFF3's "##FASTA" section). Returns true when the
+/// file's last line has no line end (the sign of a file cut short), false otherwise.
+bool for_each_line(const std::string& path, const std::function<void(const std::string& line, uint64_t lineno)>& fn,
                    const std::string& stop_prefix = {});
 
 /// 1-based line number of the byte at voffset (re-reads the file from the start; used

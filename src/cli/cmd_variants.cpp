@@ -102,18 +102,26 @@ Ranking read_ranking(const std::string& path) {
     Row r;
     r.line = lineno;
     if (site) {
+      // pos as the VCF reader takes it (digits only, from 1): "0100" or " 100" is not site 100.
+      if (const std::string& pos = f[col["pos"]]; !pos.empty())
+        if (const auto p = io::parse_decimal_u64(pos); !p || *p == 0 || std::to_string(*p) != pos)
+          throw io::InputError(path, lineno, fmt::format("pos '{}' is not a 1-based position (decimal digits, no "
+                                                         "leading zero)",
+                                                         io::printable(pos)));
       r.site = chrom_key(f[col["chrom"]], f[col["pos"]], f[col["ref"]], f[col["alt"]]);
       sites_complete = sites_complete && !f[col["chrom"]].empty();
     }
     if (col.count("id")) r.id = f[col["id"]];
     const std::string& v = f[col.count("rank") ? col["rank"] : col["delta"]];
+    // A plain decimal: stod also read hexadecimal ("0xc" as 12) and skipped leading spaces.
+    const bool decimal = !v.empty() && v.find_first_not_of("0123456789+-.eE") == std::string::npos;
     try {
       size_t used = 0;
-      const double x = std::stod(v, &used);
-      if (used != v.size() || std::isnan(x)) throw std::invalid_argument("");
+      const double x = decimal ? std::stod(v, &used) : std::nan("");
+      if (used != v.size() || !std::isfinite(x)) throw std::invalid_argument("");
       r.order = col.count("rank") ? x : -std::fabs(x);  // ascending order = rank order
     } catch (const std::exception&) {
-      throw io::InputError(path, lineno, fmt::format("'{}' is not a number", v));
+      throw io::InputError(path, lineno, fmt::format("'{}' is not a decimal number", io::printable(v)));
     }
     rows.push_back(std::move(r));
   }

@@ -288,6 +288,25 @@ class Variants(unittest.TestCase):
                 self.assertRegex(p.stderr, want)
             self.assertFalse(os.path.exists(self.t("e-" + other)))
 
+    def test_the_other_rankings_numbers_are_plain_decimals(self):
+        # stod read "0xc" as 12 (a reversed ranking compared as the same) and " 1" as 1; a pos of
+        # "0100" was a site apart from 100.
+        run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+             "--flank", "40", "--out", self.t("out10")])
+        rows = read_tsv(self.t("out10/variants.tsv"))
+        for name, rank, pos, want in [("hex.tsv", lambda r: hex(int(r["rank"])), lambda r: r["pos"], "'0x"),
+                                      ("pad.tsv", lambda r: " " + r["rank"], lambda r: r["pos"], "' "),
+                                      ("zero.tsv", lambda r: r["rank"], lambda r: "0" + r["pos"], "pos '0")]:
+            with open(self.t(name), "w") as f:
+                f.write("chrom\tpos\tref\talt\trank\n")
+                f.writelines(f"{r['chrom']}\t{pos(r)}\t{r['ref']}\t{r['alt']}\t{rank(r)}\n" for r in rows)
+            p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+                     "--flank", "40", "--out", self.t("e-" + name), "--compare", self.t(name)], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(self.t(name) + ":2: ", p.stderr)
+            self.assertIn(want, p.stderr)
+            self.assertFalse(os.path.exists(self.t("e-" + name)))
+
     def test_numbers_are_whole_fields(self):
         g = self.genome[0]
         other = "C" if g[49] != "C" else "G"

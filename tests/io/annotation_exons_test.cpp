@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "io/annotation.hpp"
+#include "io/text_source.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -111,6 +112,27 @@ TEST(AnnotationExons, AnUnclosedQuoteIsAnErrorAndASemicolonInQuotesIsPartOfTheVa
   const auto t = io::read_transcript_exons(tmp.file("semi.gtf"));
   ASSERT_EQ(t.size(), 1u);
   EXPECT_EQ(t[0].id, "a;b");
+}
+
+// A GFF3 cut short (Parent=transcript:E of transcript:E2, no line end) made a transcript of
+// its own without a word: GFF3 has no quote to miss. A last line without a line end is said.
+TEST(AnnotationExons, ALastLineWithoutALineEndIsSaid) {
+  TempDir tmp;
+  const std::string whole = "chr1\ts\texon\t1\t10\t.\t+\t.\tParent=transcript:E2\n"
+                            "chr1\ts\texon\t21\t30\t.\t+\t.\tParent=transcript:E2\n";
+  test::write_file(tmp.file("cut.gff3"), whole.substr(0, whole.size() - 2));
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(io::read_transcript_exons(tmp.file("cut.gff3")).size(), 2u);  // read as it is
+  EXPECT_EQ(testing::internal::GetCapturedStderr(),
+            "genemask: warning: " + tmp.file("cut.gff3") + ":2: the last line has no line end: if the file was cut "
+            "short (a truncated download), its last feature is partial and was read as it is; check the file (a "
+            "whole file ends its last line)\n");
+  test::write_file(tmp.file("whole.gff3"), whole);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(io::read_transcript_exons(tmp.file("whole.gff3")).size(), 1u);
+  EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  EXPECT_TRUE(io::for_each_line(tmp.file("cut.gff3"), [](const std::string&, uint64_t) {}));
+  EXPECT_FALSE(io::for_each_line(tmp.file("whole.gff3"), [](const std::string&, uint64_t) {}));
 }
 
 TEST(AnnotationExons, ReadGenesStillIgnoresExons) {

@@ -10,6 +10,7 @@
 // Torch-free and serial: the whole report is a few thousand numbers.
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -105,6 +106,9 @@ struct Table {
   /// are shown.
   std::string expected_source(bool footnote) const;
   std::vector<std::string> warnings;     // e.g. a plan group that disagrees with the records
+  // The job keys of the records the tables are of (after --models/--tasks and the plan's
+  // seeds): the replicates table reads these and no others.
+  std::set<std::string> used_jobs;
   std::vector<std::vector<MetricStat>> cells;  // [(m * tasks + t) * shots + s][metric]
   /// Per model (in `models` order): the fine-tuning precision of its shown records -> how many
   /// ("" for records written before the precision was recorded). More than one entry, or

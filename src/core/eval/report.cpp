@@ -452,7 +452,7 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
                                                    "the plan {} lists ({}): nothing to report; report them with their "
                                                    "own plan.json",
                                                    plan.source, fmt::join(plan.seeds, ", ")));
-  for (const Record* r : used) shot_set.insert(r->shots);
+  for (const Record* r : used) shot_set.insert(r->shots), t.used_jobs.insert(r->job);
   t.shots.assign(shot_set.begin(), shot_set.end());
   t.precisions.assign(t.models.size(), {});
   for (const Record* r : used) ++t.precisions[model_idx[r->model]][r->metrics.precision];

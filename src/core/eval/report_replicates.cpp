@@ -60,6 +60,7 @@ ReplicateTable aggregate_replicates(const Results& results, const Table& table) 
   std::vector<std::vector<std::map<int64_t, std::vector<double>>>> values(
       r.arms.size() * r.tasks.size() * r.shots.size(), std::vector<std::map<int64_t, std::vector<double>>>(nm));
   for (const auto& rec : results.ok) {
+    if (!table.used_jobs.count(rec.job)) continue;  // e.g. a seed the plan does not list: as in Table 1
     auto m = model_of.find(rec.model);
     if (m == model_of.end() || m->second->arm.empty() || !task_idx.count(rec.task) || !shot_idx.count(rec.shots))
       continue;

@@ -414,6 +414,30 @@ TEST(Report, RecordsOfSeedsThePlanDoesNotListAreLeftOutAndSaid) {
                                dir.file("plan.json") + " does not list (e.g. job a|t|10|0, line 1; the plan's seeds: "
                                                        "1, 2, 3): left out of the tables"),
             std::string::npos) << t.warnings[0];
+  // The replicates table reads the records Table 1 reads: another sweep's seeds of a replicate
+  // were averaged into its mean there while the warning said they were left out.
+  std::string arms;
+  const auto arm_line = [](const std::string& model, const std::string& arm, int rep, int seed, double acc) {
+    return fmt::format(R"({{"model":"{}","group":"","task":"t","shots":10,"seed":{},"status":"ok","accuracy":{},)"
+                       R"("auc":0.5,"arm":"{}","replicate":{}}})",
+                       model, seed, acc, arm, rep) + "\n";
+  };
+  for (int seed = 1; seed <= 4; ++seed)
+    for (int rep = 0; rep < 2; ++rep) {
+      const bool planned = seed <= 3;
+      arms += arm_line(fmt::format("gm{}", rep), "gm", rep, seed, planned ? 0.6 + 0.01 * rep : 0.99);
+      arms += arm_line(fmt::format("rnd{}", rep), "rnd", rep, seed, 0.5 + 0.01 * rep);
+    }
+  test::write_file(dir.file("plan.json"), R"({"format": "genemask-sweep-plan", "models": ["gm0", "gm1", "rnd0", "rnd1"],
+      "tasks": [{"name": "t"}], "shots": [10], "seeds": [1, 2, 3]})");
+  const Results ar = parse(dir, arms);
+  const Table at = aggregate(ar, sweep::read_plan_order(dir.file("plan.json")), o);
+  EXPECT_EQ(at.used_jobs.size(), 12u);
+  const ReplicateTable rt = aggregate_replicates(ar, at);
+  ASSERT_EQ(rt.arms.size(), 2u);
+  const ArmStat& gm = rt.cells[0][0];
+  EXPECT_EQ(gm.seeds, (std::vector<uint64_t>{3, 3}));
+  EXPECT_NEAR(gm.mean, 0.605, 1e-12);
   // Only such records, of the models chosen: nothing to report, said.
   o.models = {"a"};
   std::string other;
