@@ -84,7 +84,9 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
       boundaries.resize(first_chrom);
       boundaries.insert(boundaries.end(), std::make_move_iterator(b.begin()), std::make_move_iterator(b.end()));
       boundaries.resize(records.size());
-      const std::string source = src.from_transcripts ? "mRNA/transcript spans (no gene lines)" : "gene lines";
+      const std::string source = src.from_transcripts ? "mRNA/transcript spans (no gene lines)"
+                                 : src.transcripts > 0 ? "gene lines and mRNA/transcript spans"
+                                                       : "gene lines";
       if (result_gene_source.empty()) result_gene_source = source;
       else if (result_gene_source != source) result_gene_source = "gene lines and mRNA/transcript spans";
       result_gene_transcripts += src.transcripts;
@@ -96,6 +98,11 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
         std::cerr << fmt::format("[shards] no 'gene' features in {}{}: using the spans of its {} mRNA/transcript lines "
                                  "(overlapping ones merged per strand) as the genes",
                                  genes_files[f], whose, src.transcripts)
+                  << std::endl;
+      else if (src.transcripts > 0)
+        std::cerr << fmt::format("[shards] {} mRNA/transcript line(s) of {}{} lie outside every gene line: their {} "
+                                 "locus/loci (overlapping ones merged per strand) are used as genes too",
+                                 src.transcripts, genes_files[f], whose, src.transcript_loci)
                   << std::endl;
       if (gs.unknown_sequence_genes > 0)
         std::cerr << fmt::format("[shards] {} of the {} genes in {}{} lie on {} sequence(s) the genome does not have "

@@ -1,7 +1,6 @@
 #include "io/annotation.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <exception>
 #include <fmt/format.h>
 #include <iostream>
@@ -12,6 +11,7 @@
 #include <unordered_map>
 
 #include "io/error.hpp"
+#include "io/parse_number.hpp"
 #include "io/text_source.hpp"
 
 namespace genemask::io {
@@ -30,7 +30,60 @@ std::vector<std::string_view> split_tabs(std::string_view line) {
 }
 
 bool is_gene_type(std::string_view t) {
-  return t == "gene" || (t.size() > 5 && t.substr(t.size() - 5) == "_gene");
+  const auto ends = [&](std::string_view s) { return t.size() > s.size() && t.substr(t.size() - s.size()) == s; };
+  // Ensembl's GFF3 gives pseudogene loci the top-level type "pseudogene" (not *_gene).
+  return t == "gene" || t == "pseudogene" || ends("_gene") || ends("_pseudogene");
+}
+
+/// A transcript's feature type: mRNA, transcript, and the other RNAs of GFF3 (lnc_RNA, ncRNA,
+/// tRNA, rRNA, miRNA, ...; primary_transcript).
+bool is_transcript_type(std::string_view t) {
+  const auto ends = [&](std::string_view s) { return t.size() >= s.size() && t.substr(t.size() - s.size()) == s; };
+  return t == "transcript" || ends("RNA") || ends("_transcript");
+}
+
+/// Loci of transcripts: the union of the overlapping ones of one sequence and strand (in
+/// order of sequence, strand and start).
+std::vector<GeneInterval> merged_loci(std::vector<GeneInterval> transcripts) {
+  std::stable_sort(transcripts.begin(), transcripts.end(), [&](const GeneInterval& x, const GeneInterval& y) {
+    return std::tie(x.seqid, x.strand, x.start) < std::tie(y.seqid, y.strand, y.start);
+  });
+  std::vector<GeneInterval> loci;
+  for (const auto& t : transcripts) {
+    if (!loci.empty() && loci.back().seqid == t.seqid && loci.back().strand == t.strand && t.start < loci.back().end) {
+      if (t.end > loci.back().end) {
+        loci.back().end = t.end;
+        loci.back().line = t.line;
+      }
+    } else
+      loci.push_back(t);
+  }
+  return loci;
+}
+
+/// Of `transcripts`, those no gene of `genes` on their sequence holds whole: loci a file
+/// gives as mRNA/transcript lines only, beside gene lines of other loci.
+std::vector<GeneInterval> outside_genes(const std::vector<GeneInterval>& genes,
+                                        const std::vector<GeneInterval>& transcripts) {
+  // Per sequence: genes by start, with the furthest end reached so far.
+  std::map<std::string, std::vector<std::pair<uint64_t, uint64_t>>> by_seq;
+  for (const auto& g : genes) by_seq[g.seqid].emplace_back(g.start, g.end);
+  for (auto& [seq, v] : by_seq) {
+    std::sort(v.begin(), v.end());
+    for (size_t i = 1; i < v.size(); ++i) v[i].second = std::max(v[i].second, v[i - 1].second);
+  }
+  std::vector<GeneInterval> out;
+  for (const auto& t : transcripts) {
+    const auto it = by_seq.find(t.seqid);
+    bool held = false;
+    if (it != by_seq.end()) {
+      const auto& v = it->second;
+      const auto after = std::upper_bound(v.begin(), v.end(), std::make_pair(t.start, UINT64_MAX));
+      held = after != v.begin() && std::prev(after)->second >= t.end;
+    }
+    if (!held) out.push_back(t);
+  }
+  return out;
 }
 
 
@@ -51,8 +104,8 @@ struct Feature {
 Feature parse_feature(const std::vector<std::string_view>& f, const std::string& path, uint64_t lineno) {
   uint64_t s = 0, e = 0;
   auto parse = [&](std::string_view v, uint64_t& out, const char* col) {
-    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-    if (ec != std::errc() || p != v.data() + v.size() || out == 0)
+    out = parse_decimal_u64(v).value_or(0);
+    if (out == 0)
       throw InputError(path, lineno, fmt::format("column {} is not a positive integer: '{}'", col, v));
   };
   parse(f[3], s, "4 (start)");
@@ -89,7 +142,7 @@ std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source
     last_line = lineno;
     if (line.empty() || line[0] == '#') return;
     const auto f = feature_columns(line, path, lineno);
-    if (f[2] == "mRNA" || f[2] == "transcript") {
+    if (is_transcript_type(f[2])) {
       if (transcript_error) return;
       try {
         const Feature ft = parse_feature(f, path, lineno);
@@ -107,32 +160,24 @@ std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source
   }, "##FASTA");
   say_if_unterminated(unterminated, path, last_line);
   if (source) *source = GeneSource{};
-  if (!genes.empty()) return genes;
+  if (!genes.empty()) {
+    // Loci given only as mRNA/transcript lines, beside gene lines of others, are loci too.
+    const auto orphans = outside_genes(genes, transcripts);
+    if (orphans.empty()) return genes;
+    if (transcript_error) std::rethrow_exception(transcript_error);
+    auto loci = merged_loci(orphans);
+    if (source) *source = GeneSource{false, orphans.size(), loci.size()};
+    genes.insert(genes.end(), loci.begin(), loci.end());
+    return genes;
+  }
   if (transcript_error) std::rethrow_exception(transcript_error);
   if (transcripts.empty())
     throw InputError(path,
                      "no features of type 'gene', 'mRNA' or 'transcript' found: is this a GTF/GFF3 gene annotation?");
   // No gene lines: each locus is the union of the overlapping transcripts of one sequence
-  // and strand (in file order of their first transcript).
-  if (source) *source = GeneSource{true, transcripts.size()};
-  std::vector<size_t> order(transcripts.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    const auto& x = transcripts[a];
-    const auto& y = transcripts[b];
-    return std::tie(x.seqid, x.strand, x.start) < std::tie(y.seqid, y.strand, y.start);
-  });
-  std::vector<GeneInterval> loci;
-  for (size_t i : order) {
-    const auto& t = transcripts[i];
-    if (!loci.empty() && loci.back().seqid == t.seqid && loci.back().strand == t.strand && t.start < loci.back().end) {
-      if (t.end > loci.back().end) {
-        loci.back().end = t.end;
-        loci.back().line = t.line;
-      }
-    } else
-      loci.push_back(t);
-  }
+  // and strand.
+  auto loci = merged_loci(transcripts);
+  if (source) *source = GeneSource{true, transcripts.size(), loci.size()};
   return loci;
 }
 

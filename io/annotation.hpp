@@ -18,14 +18,20 @@ struct GeneInterval {
 /// Where read_genes took its genes from.
 struct GeneSource {
   bool from_transcripts = false;  // the file has no gene lines: mRNA/transcript spans were used
-  uint64_t transcripts = 0;       // mRNA/transcript lines read in that case
+  // mRNA/transcript lines used: all of them when from_transcripts, else those no gene line
+  // holds (loci given as transcripts only, beside gene lines of others); and the loci they
+  // made (overlapping ones merged per strand).
+  uint64_t transcripts = 0, transcript_loci = 0;
 };
 
-/// Reads the features of type "gene" (and "*_gene", e.g. ncRNA_gene) of a GTF or GFF3
-/// file (.gz allowed). A file without gene lines (many fungal and other GFF3s have mRNA and
-/// CDS lines only) gives its mRNA/transcript spans instead, those of one sequence and
-/// strand that overlap merged into one locus, as a gene spans its isoforms; `source` says
-/// so. Comments and directives are skipped; GFF3's ##FASTA section ends the features.
+/// Reads the features of type "gene" (and "*_gene", e.g. ncRNA_gene, and "pseudogene", the
+/// type of Ensembl's GFF3 for pseudogene loci) of a GTF or GFF3 file (.gz allowed). A file
+/// without gene lines (many fungal and other GFF3s have mRNA and CDS lines only) gives its
+/// mRNA/transcript spans instead, those of one sequence and strand that overlap merged into
+/// one locus, as a gene spans its isoforms; so do the mRNA/transcript lines of a file with
+/// gene lines that no gene line holds (loci given as transcripts only); `source` says so.
+/// Transcripts are the lines of type mRNA, transcript and GFF3's other RNAs (lnc_RNA, ncRNA,
+/// tRNA, ..., primary_transcript). Comments and directives are skipped; GFF3's ##FASTA section ends the features.
 /// Malformed lines (column count, coordinates, strand, a GTF gene without gene_id) are
 /// errors with file:line and the value; a malformed mRNA/transcript line only when the
 /// file has no gene lines (otherwise those lines are not used).

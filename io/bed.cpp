@@ -1,7 +1,6 @@
 #include "io/bed.hpp"
 
 #include <cctype>
-#include <charconv>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <functional>
@@ -10,6 +9,7 @@
 #include <utility>
 
 #include "io/error.hpp"
+#include "io/parse_number.hpp"
 #include "io/text_source.hpp"
 
 namespace genemask::io {
@@ -28,11 +28,9 @@ std::vector<std::string> split(const std::string& line, char delim) {
 }
 
 uint64_t parse_u64(const std::string& path, uint64_t lineno, const std::string& v, const char* what) {
-  uint64_t out = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), out);
-  if (v.empty() || ec != std::errc() || p != v.data() + v.size())
-    throw InputError(path, lineno, fmt::format("{} is not a non-negative integer: '{}'", what, v));
-  return out;
+  const auto out = parse_decimal_u64(v);
+  if (!out) throw InputError(path, lineno, fmt::format("{} is not a non-negative integer: '{}'", what, v));
+  return *out;
 }
 
 char parse_strand(const std::string& path, uint64_t lineno, const std::string& v, bool dot_ok) {
@@ -203,11 +201,8 @@ uint64_t refseq_number(const std::string& accession) {
   if (accession.rfind("NC_", 0) != 0) return 0;
   const size_t dot = accession.find('.');
   const std::string digits = accession.substr(3, dot == std::string::npos ? std::string::npos : dot - 3);
-  if (digits.size() != 6) return 0;
-  uint64_t n = 0;
-  auto [p, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
-  if (ec != std::errc() || p != digits.data() + digits.size()) return 0;
-  return n;
+  const auto n = digits.size() == 6 ? parse_decimal_u64(digits) : std::nullopt;
+  return n.value_or(0);
 }
 }  // namespace
 

@@ -1,7 +1,6 @@
 #include "io/fai.hpp"
 
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <fmt/format.h>
 #include <fstream>
@@ -12,6 +11,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/parse_number.hpp"
 #include "io/fasta_scan.hpp"
 #include "io/text_source.hpp"
 
@@ -41,9 +41,10 @@ FaiIndex FaiIndex::load(const std::string& fai_path) {
     uint64_t* vals[] = {&e.length, &e.offset, &e.line_bases, &e.line_bytes};
     for (int i = 0; i < 4; ++i) {
       const std::string& s = f[static_cast<size_t>(i + 1)];
-      auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *vals[i]);
-      if (ec != std::errc() || p != s.data() + s.size())
+      const auto v = parse_decimal_u64(s);
+      if (!v)
         throw InputError(fai_path, lineno, fmt::format("field {} is not a non-negative integer: '{}'", kFields[i + 1], s));
+      *vals[i] = *v;
     }
     if (e.line_bases == 0 || e.line_bytes < e.line_bases)
       throw InputError(fai_path, lineno,

@@ -101,9 +101,10 @@ size_t SeqidResolver::resolve(const std::string& name, const std::string& file, 
       // A RefSeq accession's version is its assembly (NC_000001.10 is GRCh37's chr1, .11
       // GRCh38's), and its number the organism: positions of two assemblies or organisms cut
       // from one genome would be at wrong places without a word.
+      const std::string number = name.substr(0, name.find('.')), organism = refseq_organism(name);
       for (const auto& [key, seen] : accessions_) {
-        const bool same_number = key == name.substr(0, name.find('.'));
-        if ((same_number && seen.name != name) || refseq_organism(seen.name) != refseq_organism(name))
+        const bool same_number = key == number;
+        if ((same_number && seen.name != name) || refseq_organism(seen.name) != organism)
           throw InputError(file, line,
                            fmt::format("sequences '{}' and '{}' ({}:{}) are RefSeq accessions of {}: their "
                                        "positions would all be cut from the one genome {}; give coordinates of one "
@@ -113,7 +114,7 @@ size_t SeqidResolver::resolve(const std::string& name, const std::string& file, 
                                                    : "two organisms",
                                        genome));
       }
-      accessions_.emplace(name.substr(0, name.find('.')), Accession{name, file, line});
+      accessions_.emplace(number, Accession{name, file, line});
     }
   if (cache_.size() < 4096) cache_.emplace_back(name, idx);
   if (idx >= 0) return static_cast<size_t>(idx);

@@ -3,13 +3,13 @@
 #include <sys/stat.h>
 
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <map>
 
 #include "io/error.hpp"
+#include "io/parse_number.hpp"
 #include "io/text_source.hpp"
 
 namespace genemask::io {
@@ -99,18 +99,13 @@ GenomeList read_genome_list(const std::string& list_path) {
                                    printable(g.path)));
     if (cols.size() >= 3 && !cols[2].empty()) {
       const std::string& w = cols[2];
-      char* end = nullptr;
-      errno = 0;
-      const double v = std::strtod(w.c_str(), &end);
-      // Decimal only: strtod also reads C's hexadecimal floats (0x1p3), which no other reader
-      // of such a table takes for a number.
-      if (end == w.c_str() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || !(v > 0) ||
-          w.find_first_not_of("0123456789.eE+-") != std::string::npos)
+      const auto v = parse_decimal_double(w);
+      if (!v || !(*v > 0))
         throw InputError(list_path, lineno,
                          fmt::format("genome '{}': weight '{}' is not a positive finite number (a decimal such "
                                      "as 2 or 0.5)", g.name,
                                      excerpt(w, 40)));
-      g.weight = v;
+      g.weight = *v;
     }
     if (cols.size() >= 4 && !cols[3].empty()) {
       g.genes = resolve(dir, cols[3]);
@@ -145,9 +140,12 @@ std::vector<std::string> same_genome_warnings(const GenomeList& list,
     const auto [it, fresh] = first.emplace(records[i], i);
     if (fresh) continue;
     const GenomeEntry &g = list.genomes[i], &o = list.genomes[it->second];
-    out.push_back(fmt::format("{}:{}: genome '{}' ({}) has the records of genome '{}' on line {} ({}): {} records of "
-                              "the same names and lengths; the same genome listed twice is pooled twice: remove one "
-                              "of the lines, or weight genomes with --genome-weights when pretraining",
+    // Names and lengths only: a strain of the same layout (SNPs only) matches too, so it is
+    // said as what it may be.
+    out.push_back(fmt::format("{}:{}: genome '{}' ({}) has the record names and lengths of genome '{}' on line {} "
+                              "({}), {} records: if it is the same genome listed twice (a copy in another format), it "
+                              "is pooled twice: remove one of the lines, or weight genomes with --genome-weights when "
+                              "pretraining; a strain or assembly of the same layout is fine",
                               list.path, g.line, g.name, printable(g.path), o.name, o.line, printable(o.path),
                               records[i].size()));
   }

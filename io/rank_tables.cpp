@@ -1,9 +1,9 @@
 #include "io/rank_tables.hpp"
 
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
@@ -11,6 +11,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
+#include "io/parse_number.hpp"
 #include "io/text_source.hpp"
 
 namespace genemask::io {
@@ -45,18 +46,18 @@ struct TableReader {
     return true;
   }
   uint64_t u64(const std::string& s, const char* col) const {
-    uint64_t v = 0;
-    auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec != std::errc() || p != s.data() + s.size())
-      throw InputError(path, lineno, fmt::format("column {}: not a non-negative integer: '{}'", col, s));
-    return v;
+    const auto v = parse_decimal_u64(s);
+    if (!v) throw InputError(path, lineno, fmt::format("column {}: not a non-negative integer: '{}'", col, s));
+    return *v;
   }
   double f64(const std::string& s, const char* col) const {
-    char* end = nullptr;
-    double v = std::strtod(s.c_str(), &end);
-    if (s.empty() || end != s.c_str() + s.size())
-      throw InputError(path, lineno, fmt::format("column {}: not a number: '{}'", col, s));
-    return v;
+    // What fmt_double writes: a decimal, or nan (a k-mer never seen); inf is read to be
+    // refused by the rows' checks, with their reason.
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf" || s == "-inf") return s[0] == '-' ? -HUGE_VAL : HUGE_VAL;
+    const auto v = parse_decimal_double(s);
+    if (!v) throw InputError(path, lineno, fmt::format("column {}: not a number: '{}'", col, s));
+    return *v;
   }
   void kmer(const std::string& s, size_t& len) const {
     if (s.empty() || s.find_first_not_of("ACGT") != std::string::npos)
@@ -196,9 +197,9 @@ std::vector<PmiVocabRow> read_pmi_vocab_tsv(const std::string& path) {
     r.pmi = t.f64(f[4], "pmi");
     // What `genemask pmi-vocab` writes (docs/formats.md): k-mers of 2 to 10 bases, each once,
     // seen (count > 0, so a finite PMI), best PMI first, ties by k then k-mer.
-    if (r.kmer.size() < 2 || r.kmer.size() > 10)
-      throw InputError(path, t.lineno, fmt::format("k-mer {} has {} bases: the vocabulary holds 2- to 10-mers",
-                                                   r.kmer, r.kmer.size()));
+    if (r.kmer.size() < kPmiVocabMinK || r.kmer.size() > kPmiVocabMaxK)
+      throw InputError(path, t.lineno, fmt::format("k-mer {} has {} bases: the vocabulary holds {}- to {}-mers", r.kmer,
+                                                   r.kmer.size(), kPmiVocabMinK, kPmiVocabMaxK));
     if (r.count == 0 || !std::isfinite(r.pmi))
       throw InputError(path, t.lineno, fmt::format("k-mer {} has count {} and pmi {}: a vocabulary k-mer is seen and "
                                                    "has a finite PMI",

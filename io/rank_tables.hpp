@@ -33,6 +33,9 @@ void write_npmi_tsv(const std::string& path, const std::vector<NpmiRow>& rows);
 /// 1..N in order; errors give file:line and the bad value.
 std::vector<NpmiRow> read_npmi_tsv(const std::string& path);
 
+/// The k-mers a Gene-PMI-VOC vocabulary holds: 2 to 10 bases (the masker's spans).
+inline constexpr int kPmiVocabMinK = 2, kPmiVocabMaxK = 10;
+
 void write_pmi_vocab_tsv(const std::string& path, const std::vector<PmiVocabRow>& rows);
 std::vector<PmiVocabRow> read_pmi_vocab_tsv(const std::string& path);
 

@@ -15,6 +15,7 @@
 #include "io/error.hpp"
 #include "io/json.hpp"
 #include "io/output_guard.hpp"
+#include "io/parse_number.hpp"
 #include "io/sha256.hpp"
 
 namespace fs = std::filesystem;
@@ -143,6 +144,47 @@ void verify_checkpoint(ResolvedModel& r) {
 
 }  // namespace
 
+namespace {
+/// The highest "step" among the last lines of RUN/metrics.jsonl (the last MiB: a step's lines
+/// are short), -1 when there is none. A last line torn by a kill (no line end) counts by the
+/// step it begins with; another line that is not a record is skipped.
+int64_t last_logged_step(const std::string& run) {
+  std::ifstream in(run + "/metrics.jsonl", std::ios::binary | std::ios::ate);
+  if (!in) return -1;
+  const std::streamoff size = in.tellg();
+  const std::streamoff from = std::max<std::streamoff>(0, size - (1 << 20));
+  in.seekg(from);
+  std::string tail(static_cast<size_t>(size - from), '\0');
+  in.read(tail.data(), static_cast<std::streamsize>(tail.size()));
+  int64_t best = -1;
+  size_t begin = 0;
+  if (from > 0) {  // past the line the window cuts
+    const size_t nl = tail.find('\n');
+    if (nl == std::string::npos) return -1;
+    begin = nl + 1;
+  }
+  for (;;) {
+    const size_t end = tail.find('\n', begin);
+    const std::string line = tail.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    const auto j = try_parse_json(line).value;
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) {
+      best = std::max(best, j["step"].get<int64_t>());
+    } else if (const size_t key = line.find("\"step\":"); end == std::string::npos && key != std::string::npos) {
+      // A torn last line: its step, when the line holds it whole (a character follows its digits).
+      size_t first = key + 7;
+      while (first < line.size() && line[first] == ' ') ++first;
+      size_t last = first;
+      while (last < line.size() && line[last] >= '0' && line[last] <= '9') ++last;
+      if (const auto n = parse_decimal_u64(std::string_view(line).substr(first, last - first)); n && last < line.size())
+        best = std::max(best, static_cast<int64_t>(*n));
+    }
+    if (end == std::string::npos) break;
+    begin = end + 1;
+  }
+  return best;
+}
+}  // namespace
+
 std::string unfinished_run_reason(const ResolvedModel& m, const std::string& given, const std::string& other) {
   if (m.run.empty() || m.dir == given) return "";  // a model or checkpoint directory named explicitly
   const std::string holder = lock_holder(given);
@@ -154,6 +196,11 @@ std::string unfinished_run_reason(const ResolvedModel& m, const std::string& giv
     return fmt::format("the run \"{}\" has not finished: its newest checkpoint is step {} of the {} steps it was started "
                        "for; finish it with `genemask pretrain ... --resume`, or {}",
                        given, m.step, m.run_steps, other);
+  if (m.logged_step > m.step)
+    return fmt::format("the run \"{}\" has not finished: its metrics.jsonl logs step {}, past its newest checkpoint (step "
+                       "{}): it was continued (pretrain --resume with more --steps) and stopped before its next "
+                       "checkpoint; finish it with `genemask pretrain ... --resume`, or {}",
+                       given, m.logged_step, m.step, other);
   return "";
 }
 
@@ -177,6 +224,11 @@ ResolvedModel resolve_model(const std::string& path) {
       r.run_steps = recorded_run_steps(leaf);
     }
   } else {
+    for (const char* index : {"model.safetensors.index.json", "pytorch_model.bin.index.json"})
+      if (fs::exists(path + "/" + index, ec))
+        throw InputError(path, fmt::format("is a sharded checkpoint ({}), which genemask does not read: save the model "
+                                           "in one file (transformers: save_pretrained(DIR, max_shard_size=\"100GB\"))",
+                                           index));
     // Under the readers lock: the newest checkpoint cannot be rotated away between the
     // listing and the reading.
     r.hold = hold_checkpoints(path);
@@ -187,6 +239,7 @@ ResolvedModel resolve_model(const std::string& path) {
     r.step = steps.back();
     r.dir = checkpoint_dir(path, r.step);
     r.run_steps = recorded_run_steps(r.dir);
+    r.logged_step = last_logged_step(path);
   }
   r.weights = r.dir + (fs::exists(r.dir + "/model.safetensors", ec) ? "/model.safetensors" : "/pytorch_model.bin");
   if (r.step >= 0) {

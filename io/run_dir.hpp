@@ -45,6 +45,10 @@ struct ResolvedModel {
   int64_t step = -1;      // the checkpoint's step; -1 for a model directory that is no checkpoint
   int64_t run_steps = -1; // the run's --steps as the checkpoint's state.json records it; -1 unknown
   std::string run;        // the run directory when `dir` is one of its checkpoints, else ""
+  // The highest step RUN/metrics.jsonl logs (-1: none, or a checkpoint named explicitly). Past
+  // `step`, the run trained on after its newest checkpoint and stopped before the next one
+  // (a run extended with --resume --steps M, killed).
+  int64_t logged_step = -1;
   std::string weights;    // the weights file: DIR/model.safetensors or DIR/pytorch_model.bin
   /// SHA-256 of the weights file when it was checked against a checkpoint's state.json
   /// ("" for a model directory that records none: model_weights_sha256 computes it).
@@ -63,8 +67,9 @@ struct ResolvedModel {
 ResolvedModel resolve_model(const std::string& run_or_dir);
 
 /// Why `m`, resolved from the run directory `given`, is not the run's final model: the run is
-/// still being trained (a live pretrain holds its lock) or stopped before the steps it was
-/// started for. "" when it is the final model, or when `given` names a model or checkpoint
+/// still being trained (a live pretrain holds its lock), stopped before the steps it was
+/// started for, or logged steps past its newest checkpoint (an extended run that stopped
+/// before its next checkpoint: the checkpoint's state.json still records its old --steps). "" when it is the final model, or when `given` names a model or checkpoint
 /// directory itself (a step chosen deliberately). `other` ends the message: the caller's
 /// way to take a step deliberately (e.g. "name a checkpoint directory ... to export that step").
 std::string unfinished_run_reason(const ResolvedModel& m, const std::string& given, const std::string& other);

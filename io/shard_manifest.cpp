@@ -32,8 +32,11 @@ void write_manifest(const std::string& dir, const ShardManifest& m) {
   j["genes"] = m.genes.empty() ? json(nullptr) : json(m.genes);
   j["seed"] = m.seed;
   j["valid_fraction"] = m.valid_fraction;
+  // Samples are cut at gene boundaries where --genes, or a genome list's genes column, gave them.
+  const bool gene_boundaries =
+      !m.genes.empty() || std::any_of(m.genomes.begin(), m.genomes.end(), [](const auto& g) { return !g.genes.empty(); });
   j["recipe"] = {{"max_offset", m.max_offset}, {"full_prob", m.full_prob}, {"min_tokens", m.min_tokens},
-                 {"max_tokens", m.max_tokens}, {"gene_boundaries", !m.genes.empty()}};
+                 {"max_tokens", m.max_tokens}, {"gene_boundaries", gene_boundaries}};
   j["vocab_sha256"] = m.vocab_sha256;
   j["command_line"] = m.command_line;
   j["genemask_version"] = m.genemask_version;

@@ -6,12 +6,41 @@
 // its quotes doubled (RFC 4180); bytes that are not UTF-8 are escaped (\xNN), since those
 // readers decode UTF-8. Labels are classes as written, so a label with a tab or a comma is
 // kept, and comes back whole. The report's Markdown and LaTeX cells are escaped here too.
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <string>
 #include <string_view>
 
 #include "io/error.hpp"
 
 namespace genemask::io {
+
+/// The position of the first control character of a name, or npos: a byte below 0x20 or 0x7f
+/// (a line break, a tab, an escape), and in UTF-8 the C1 controls (U+0080-U+009F, NEL among
+/// them), the line and paragraph separators (U+2028, U+2029) and the bidirectional controls
+/// (U+202A-U+202E, U+2066-U+2069: they reorder the text shown after them). Model, task and
+/// group names are printed into Markdown rows, LaTeX comment lines and job lists, where a line
+/// break starts a line of its own (a `%` comment of table1.tex went on as live LaTeX).
+inline size_t first_control_char(std::string_view name) {
+  for (size_t i = 0; i < name.size(); ++i) {
+    const auto b = [&](size_t k) { return i + k < name.size() ? static_cast<unsigned char>(name[i + k]) : 0u; };
+    if (b(0) < 0x20 || b(0) == 0x7f) return i;
+    if (b(0) == 0xC2 && b(1) >= 0x80 && b(1) <= 0x9F) return i;
+    if (b(0) == 0xE2 && b(1) == 0x80 && b(2) >= 0xA8 && b(2) <= 0xAE) return i;
+    if (b(0) == 0xE2 && b(1) == 0x81 && b(2) >= 0xA6 && b(2) <= 0xA9) return i;
+  }
+  return std::string_view::npos;
+}
+
+/// The control character at name[at] (first_control_char's position), for a message: "byte
+/// 0x0a" for an ASCII one, "U+2028" for a UTF-8 one.
+inline std::string describe_control_char(std::string_view name, size_t at) {
+  const auto b = [&](size_t k) { return at + k < name.size() ? static_cast<unsigned char>(name[at + k]) & 0xFFu : 0u; };
+  if (b(0) == 0xC2) return fmt::format("U+{:04X}", b(1));  // C1: U+0080-U+009F
+  if (b(0) == 0xE2) return fmt::format("U+{:04X}", 0x2000u | (b(1) & 0x3Fu) << 6 | (b(2) & 0x3Fu));
+  return describe_byte(static_cast<unsigned char>(name[at]));
+}
 
 /// `text` as one field of a table separated by `sep` ('\t' or ',').
 inline std::string table_field(std::string_view text, char sep) {
@@ -39,6 +68,18 @@ inline std::string md_text(std::string_view text) {
   return o;
 }
 
+/// `text` as a Markdown code span: in a fence of one backtick more than its longest run of
+/// backticks (a job key "a`b" closed "`a`" early), padded with spaces where it begins or ends
+/// with one.
+inline std::string md_code(std::string_view text) {
+  size_t longest = 0, run = 0;
+  for (char c : text) longest = std::max(longest, run = c == '`' ? run + 1 : 0);
+  const std::string fence(longest + 1, '`');
+  const bool pad = !text.empty() && (text.front() == '`' || text.back() == '`');
+  // Taken as is: backslash escapes are not read inside a code span.
+  return fence + (pad ? " " : "") + std::string(text) + (pad ? " " : "") + fence;
+}
+
 /// `text` as LaTeX text: its special characters escaped.
 inline std::string tex_text(std::string_view text) {
   std::string o;
@@ -50,6 +91,7 @@ inline std::string tex_text(std::string_view text) {
       case '\\': o += "\\textbackslash{}"; break;
       case '<': o += "\\textless{}"; break;  // a bare < > print as inverted ! ? in the default OT1 encoding
       case '>': o += "\\textgreater{}"; break;
+      case '|': o += "\\textbar{}"; break;  // a bare | prints as an em dash in OT1
       default: o += c;
     }
   }

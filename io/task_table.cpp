@@ -123,14 +123,19 @@ int find_column(const std::vector<std::string>& header, std::initializer_list<co
 
 size_t first_non_base(std::string_view text) { return text.find_first_not_of("ACGTNRYSWKMBDHVacgtnryswkmbdhv"); }
 
+std::string non_base_problem(std::string_view text, size_t bad) {
+  return fmt::format("{} at position {} is not a base (A, C, G, T, N or another IUPAC code, any case)",
+                     describe_byte(static_cast<unsigned char>(text[bad])), bad + 1);
+}
+
 std::string sequence_text_to_bases(const std::string& text) {
   if (text.find(' ') != std::string::npos) return kmer_text_to_bases(text);
   if (const size_t bad = first_non_base(text); bad != std::string::npos) {
     const unsigned char c = static_cast<unsigned char>(text[bad]);
-    throw std::invalid_argument(fmt::format(
-        "{} at position {} is not a base (A, C, G, T, N or another IUPAC code, any case){}", describe_byte(c), bad + 1,
-        c == '\n' || c == '\r' || c == '\t' ? ": pass the bases alone (strip line ends; join a FASTA record's lines)"
-                                           : ""));
+    throw std::invalid_argument(non_base_problem(text, bad) +
+                                (c == '\n' || c == '\r' || c == '\t'
+                                     ? ": pass the bases alone (strip line ends; join a FASTA record's lines)"
+                                     : ""));
   }
   std::string bases = text;
   for (auto& c : bases) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));

@@ -42,6 +42,9 @@ std::string kmer_text_to_bases(const std::string& text);
 /// The position of the first character of `text` that is not a base (A, C, G, T, N or another
 /// IUPAC code, either case), or npos.
 size_t first_non_base(std::string_view text);
+/// What is wrong at text[bad] (a position first_non_base found): "'U' at position 7 is not a
+/// base (A, C, G, T, N or another IUPAC code, any case)".
+std::string non_base_problem(std::string_view text, size_t bad);
 
 /// A sequence given as text, as upper-case bases: bases (any case), or DNABERT's 6-mer text
 /// (kmer_text_to_bases) when it has a space. The rule of a task table's sequence column, and

@@ -6,9 +6,11 @@
 #include <isa-l/crc.h>
 #include <isa-l/igzip_lib.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <initializer_list>
 #include <fmt/format.h>
 #include <vector>
 
@@ -267,6 +269,24 @@ const char* to_string(Compression c) {
   return "?";
 }
 
+namespace {
+/// The compressed format whose magic bytes `h` (the file's first `n` bytes) begin with, other
+/// than gzip; nullptr for none. bzip2's "BZh" is held to its block (or end-of-stream) magic
+/// that follows, so a text that begins with "BZh1" is not taken for one.
+const char* other_compression(const unsigned char* h, size_t n) {
+  const auto starts = [&](std::initializer_list<unsigned char> m, size_t at = 0) {
+    return n >= at + m.size() && std::equal(m.begin(), m.end(), h + at);
+  };
+  if (starts({'B', 'Z', 'h'}) && n >= 4 && h[3] >= '1' && h[3] <= '9' &&
+      (starts({0x31, 0x41, 0x59, 0x26, 0x53, 0x59}, 4) || starts({0x17, 0x72, 0x45, 0x38, 0x50, 0x90}, 4)))
+    return "bzip2";
+  if (starts({0xfd, '7', 'z', 'X', 'Z', 0x00})) return "xz";
+  if (starts({0x28, 0xb5, 0x2f, 0xfd})) return "zstd";
+  if (starts({'P', 'K', 0x03, 0x04})) return "zip";
+  return nullptr;
+}
+}  // namespace
+
 FileInfo probe_file(const std::string& path) {
   Fd fd(path);
   FileInfo info;
@@ -276,6 +296,11 @@ FileInfo probe_file(const std::string& path) {
   size_t got = fd.pread_full(h.data(), h.size(), 0);
   if (got >= 2 && h[0] == 0x1f && h[1] == 0x8b) {
     info.compression = (got == h.size() && is_bgzf_header(h.data())) ? Compression::bgzf : Compression::gzip;
+  } else if (const char* other = other_compression(h.data(), got)) {
+    // Read as text, its bytes were "invalid base" errors at lines of each rank's share.
+    throw InputError(path, fmt::format("is compressed with {}, which genemask does not read (it reads plain text, gzip "
+                                       "and bgzip); decompress it, or recompress it with bgzip",
+                                       other));
   }
   if (info.compression == Compression::bgzf) {
     // Every rank checks the end, whichever blocks it reads: a rank whose share ends before a

@@ -106,11 +106,8 @@ std::vector<Variant> read_variant_tsv(const std::string& path) {
     for (const auto* s : {&v.ref_seq, &v.alt_seq})
       if (const size_t bad = first_non_base(*s); bad != std::string::npos || s->empty())
         throw InputError(path, lineno,
-                         fmt::format("'{}' is not a sequence of bases{}", printable(excerpt(*s, 40)),
-                                     s->empty() ? "" : fmt::format(" ({} at position {}: A, C, G, T, N or another "
-                                                                   "IUPAC code)",
-                                                                   describe_byte(static_cast<unsigned char>((*s)[bad])),
-                                                                   bad + 1)));
+                         s->empty() ? std::string("an empty field is not a sequence of bases")
+                                    : fmt::format("'{}': {}", printable(excerpt(*s, 40)), non_base_problem(*s, bad)));
     // One row per id: the id is what names a TSV's variant in variants.tsv and in --compare.
     if (const auto [it, fresh] = ids.emplace(v.id, lineno); !fresh)
       throw InputError(path, lineno, fmt::format("id '{}' is also on line {}: give each variant its own id",

@@ -204,8 +204,28 @@ def test_decode_keeps_positions_and_refuses_ids_of_no_sequence():
     seq = "ACGTACGTACGTAC"
     ids = tok.encode(seq)
     ids[3] = genemask.MASK
-    assert tok.decode(ids) == seq[:7] + "N" + seq[8:]
-    assert len(tok.decode(ids)) == len(seq)
+    # The masked 6-mer's bases are all shown by its neighbours (it printed N at base 8).
+    assert tok.decode(ids) == seq
+    # Masks over 6 6-mers in a row hide the one base that only they cover; [UNK] likewise.
+    # Against a brute-force rule: base p is known when some unmasked 6-mer j, p-5 <= j <= p, is.
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        s = "".join(rng.choice(list("ACGT"), int(rng.integers(6, 40))))
+        ids = tok.encode(s)
+        n = len(s) - 5
+        hidden = rng.random(n) < rng.random()
+        ids[1:-1][hidden] = rng.choice([genemask.MASK, genemask.UNK], int(hidden.sum()))
+        want = "".join(c if any(not hidden[j] for j in range(max(0, p - 5), min(p, n - 1) + 1)) else "N"
+                       for p, c in enumerate(s))
+        assert tok.decode(ids) == want, (s, hidden)
+    # "NACGTAC": the [UNK] 6-mer's last 5 bases are the next 6-mer's (it gave "NNNNNNC").
+    assert tok.decode(tok.encode("NACGTAC")) == "NACGTAC"
+    assert tok.decode(tok.encode("ACGTACNACGTAC")) == "ACGTACNACGTAC"
+    # Two sequences' ids (a packed row): refused, not chained into one (with masks, it was).
+    a, b = tok.encode("ACGTACGTTGCAAC"), tok.encode("TTTTGGGGCC")
+    with pytest.raises(ValueError, match="follows the \\[SEP\\] at ids\\[10\\]: the ids hold more than one sequence"):
+        tok.decode(np.concatenate([a, b]))
+    assert tok.decode(np.concatenate([a, [genemask.PAD] * 3])) == "ACGTACGTTGCAAC"  # padding after is fine
     a, c = tok.encode("AAAAAA", False)[0], tok.encode("CCCCCC", False)[0]
     with pytest.raises(ValueError, match="ids\\[1\\] \\(CCCCCC\\) does not overlap ids\\[0\\] \\(AAAAAA\\) by 5 bases"):
         tok.decode(np.array([a, c]))

@@ -55,6 +55,22 @@ def test_collator_pads_and_returns_tensors(work):
         DataCollatorForGeneMask(strategy="random", max_length=50)(examples(2, lo=100, hi=120))
     cut = DataCollatorForGeneMask(strategy="random", max_length=50, truncation=True)(examples(2, lo=100, hi=120))
     assert cut["input_ids"].shape[1] == 50
+    # Truncation keeps the row's first tokens and its [SEP]: the first 48 6-mers of the
+    # sequence, a prefix of it. An example without [CLS]/[SEP] kept its last 6-mer after its
+    # first 49: a junction no sequence has, which was masked and learnt.
+    seq = "".join("ACGT"[(7 * i * i + 3 * i) % 4] for i in range(200))
+    ids = genemask.Tokenizer().encode(seq)
+    collate = DataCollatorForGeneMask(strategy="random", max_length=50, truncation=True, seed=1)
+
+    def unmasked(example):  # the row before masking: the labels hold the masked ids
+        out = collate([example])
+        ids, labels = out["input_ids"][0].numpy(), out["labels"][0].numpy()
+        return np.where(labels != -100, labels, ids)
+    framed = unmasked({"input_ids": ids})
+    assert framed.tolist() == ids[:49].tolist() + [genemask.SEP]
+    bare = unmasked({"input_ids": ids[1:-1]})
+    assert bare.tolist() == ids[1:51].tolist()
+    assert genemask.Tokenizer().decode(bare) == seq[:55]  # a prefix: the 6-mers chain
 
 
 def loader_masks(collator, workers, torch_seed):

@@ -117,6 +117,10 @@ def test_tokenizer_matches_a_python_reference():
         tok.batch(["A" * 20], max_length=8)
     cut, _ = tok.batch(["A" * 20], max_length=8, truncation=True)
     assert cut[0, 0] == genemask.CLS and cut[0, -1] == genemask.SEP
+    # A row holds one 6-mer at least: max_length 2 gave [CLS] [SEP] rows, and no error.
+    for length, special in [(2, True), (0, False)]:
+        with pytest.raises(ValueError, match=f"max_length must be at least {3 if special else 1}"):
+            tok.batch(["A" * 20], max_length=length, truncation=True, add_special_tokens=special)
     assert tok.convert_ids_to_tokens([0, 4, 5, 4100]) == ["[PAD]", "[MASK]", "AAAAAA", "GGGGGG"]
 
 

@@ -49,6 +49,7 @@ void run_finetune(model::FinetuneOptions o, bool force, const Context& ctx) {
                              {"lr", s.lr},
                              {"batch", s.batch},
                              {"truncated", s.truncated},
+                             {"unknown_only", s.unknown_only},
                              {"pooler_loaded", s.pooler_loaded},
                              {"seconds", s.seconds},
                              {"train_examples_per_s", s.train_examples_per_s}};

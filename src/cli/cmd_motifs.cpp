@@ -22,14 +22,16 @@ void run_motifs(const MotifArgs& a, const Context& ctx) {
   if (ctx.rank != 0) return;
   auto rows = io::read_npmi_tsv(a.npmi);
   std::unordered_map<std::string, uint64_t> rank_of;
-  std::unordered_map<std::string, const io::NpmiRow*> row_of;
-  for (const auto& r : rows) rank_of.emplace(r.kmer, r.rank), row_of.emplace(r.kmer, &r);
-  // A k-mer below npmi's --min-count (or never seen) has no NPMI to rank by: it sits after
-  // the ranked ones in code order, so its "rank" says nothing of the motif. Marked as such.
-  const auto unranked = [&](const std::string& kmer) -> std::string {
-    const auto it = row_of.find(kmer);
-    if (it == row_of.end() || !it->second->below_min_count) return "";
-    return it->second->count == 0 ? "never seen" : "below min count";
+  for (const auto& r : rows) rank_of.emplace(r.kmer, r.rank);
+  // The row of a hit: the reader checks that the ranks are 1, 2, ... in order.
+  const auto row_of = [&](const MotifHit& h) -> const io::NpmiRow& { return rows.at(h.rank - 1); };
+  // A k-mer below npmi's --min-count sits after the ranked ones, ordered by an NPMI of too few
+  // occurrences (a k-mer seen once has NPMI 0, above k-mers seen 2 to 4 times); one never seen
+  // sits last, in code order. Its "rank" says nothing of the motif: marked as such.
+  const auto unranked = [&](const MotifHit& h) -> std::string {
+    const io::NpmiRow& row = row_of(h);
+    if (!row.below_min_count) return "";
+    return row.count == 0 ? "never seen" : "below min count";
   };
   uint64_t unranked_hits = 0;
   const int k = static_cast<int>(rows.front().kmer.size());
@@ -54,7 +56,7 @@ void run_motifs(const MotifArgs& a, const Context& ctx) {
         ranks += ", ";
         kmers += ",";
       }
-      const std::string why = unranked(h.kmer);
+      const std::string why = unranked(h);
       unranked_hits += !why.empty();
       const std::string rank = why.empty() ? std::to_string(h.rank) : fmt::format("{}: {}", h.rank, why);
       ranks += r.core.size() > static_cast<size_t>(k) ? fmt::format("{} (rank {})", h.kmer, rank)
@@ -67,16 +69,15 @@ void run_motifs(const MotifArgs& a, const Context& ctx) {
       std::cout << fmt::format("{}\t{}\t{}\t{}\n", r.motif, r.core, ranks, kmers);
     nlohmann::json hits = nlohmann::json::array();
     for (const auto& h : r.hits) {
-      const io::NpmiRow* row = row_of.at(h.kmer);
-      hits.push_back({{"kmer", h.kmer}, {"rank", h.rank}, {"count", row->count},
-                      {"below_min_count", row->below_min_count}});
+      const io::NpmiRow& row = row_of(h);
+      hits.push_back({{"kmer", h.kmer}, {"rank", h.rank}, {"count", row.count}, {"below_min_count", row.below_min_count}});
     }
     out.push_back({{"motif", r.motif}, {"core", r.core}, {"matched", r.matched}, {"hits", hits}});
   }
   if (unranked_hits > 0)
     std::cerr << fmt::format("genemask: motifs: note: {} of the ranks shown are of k-mers below npmi's --min-count or "
-                             "never seen (marked): such k-mers have no NPMI and follow the ranked ones in code order, "
-                             "so their ranks say nothing of the motif\n",
+                             "never seen (marked): such k-mers follow the ranked ones, ordered by an NPMI of too few "
+                             "occurrences (or, never seen, by code order), so their ranks say nothing of the motif\n",
                              unranked_hits);
   print_summary(ctx, {{"command", "motifs"}, {"npmi", a.npmi}, {"motifs", out}, {"unranked_hits", unranked_hits}});
 }

@@ -41,6 +41,14 @@ void run_npmi(const NpmiArgs& a, const Context& ctx) {
     below += e.below_min_count;
   }
   io::write_npmi_tsv(a.out, rows);
+  // GeneMask masks by the ranks of the k-mers at or above --min-count: with none, or few, the
+  // "ranking" is of counts too small to say anything (a genome much shorter than the
+  // threshold assumes).
+  if (below * 2 > rows.size())
+    std::cerr << fmt::format("genemask: npmi: warning: {} of the {} {}-mers are below --min-count {} (flagged, ranked "
+                             "after the others by an NPMI of too few occurrences): the ranking says little; count a "
+                             "longer genome, or lower --min-count\n",
+                             below, rows.size(), a.k, a.min_count);
   nlohmann::json top = nlohmann::json::array();
   for (size_t i = 0; i < std::min<size_t>(10, rows.size()); ++i) top.push_back(rows[i].kmer);
   nlohmann::json j = {{"command", "npmi"}, {"counts", a.counts}, {"out", a.out}, {"k", a.k},
@@ -62,7 +70,8 @@ void register_npmi(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->add_option("--genome", a->genome,
                   "with counts of a genome list (`count --genomes`): use this genome's counts instead of the pool "
-                  "(the default: the sum of every genome's counts)");
+                  "(the default: the sum of every genome's counts)")
+      ->check(non_empty_name());
   add_file_force_flag(sub, a->force);
   sub->footer(
       "Counts of a genome list (`genemask count --genomes`) hold each genome's counts and their pool. Without "

@@ -17,6 +17,7 @@
 #include "io/atomic_file.hpp"
 #include "io/counts_file.hpp"
 #include "io/error.hpp"
+#include "io/parse_number.hpp"
 #include "io/task_table.hpp"
 #include "io/json.hpp"
 
@@ -74,26 +75,18 @@ std::string cell(const std::vector<double>& f, bool present) {
 
 /// The threshold of --drop-above: a number, or "pNN" (a percentile of `f`).
 double threshold(const std::string& text, const std::vector<double>& f) {
-  try {
-    size_t used = 0;
-    if (!text.empty() && (text[0] == 'p' || text[0] == 'P')) {
-      const double q = std::stod(text.substr(1), &used);
-      if (used + 1 == text.size() && q >= 0 && q <= 100) {
-        if (f.empty()) return 0;  // the form checked before the fractions exist
-        const double x = overlap::percentile(f, q);
-        if (std::isnan(x))
-          throw std::runtime_error(fmt::format("--drop-above {}: no test row has a fraction to take the percentile of "
-                                               "(every row is shorter than k); give a fraction instead",
-                                               text));
-        return x;
-      }
-    } else {
-      const double x = std::stod(text, &used);
-      if (used == text.size() && std::isfinite(x)) return x;  // a NaN threshold would drop nothing
+  if (!text.empty() && (text[0] == 'p' || text[0] == 'P')) {
+    if (const auto q = io::parse_decimal_double(std::string_view(text).substr(1)); q && *q >= 0 && *q <= 100) {
+      if (f.empty()) return 0;  // the form checked before the fractions exist
+      const double x = overlap::percentile(f, *q);
+      if (std::isnan(x))
+        throw std::runtime_error(fmt::format("--drop-above {}: no test row has a fraction to take the percentile of "
+                                             "(every row is shorter than k); give a fraction instead",
+                                             text));
+      return x;
     }
-  } catch (const std::runtime_error&) {
-    throw;
-  } catch (const std::exception&) {
+  } else if (const auto x = io::parse_decimal_double(text)) {
+    return *x;  // finite: a NaN threshold would drop nothing
   }
   throw std::invalid_argument(
       fmt::format("--drop-above '{}' must be a fraction (e.g. 0.5) or a percentile pNN (e.g. p95)", text));

@@ -57,11 +57,18 @@ void register_pmi_vocab(CLI::App& app, Context& ctx) {
   sub->add_option("--out", a->out, "output pmi_vocab.tsv")->required();
   sub->add_option("--min-count", a->min_count, "only k-mers seen at least this often")->capture_default_str();
   sub->add_option("--size", a->size, "vocabulary size (top N by PMI)")->check(positive())->capture_default_str();
-  sub->add_option("--kmin", a->kmin, "shortest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
-  sub->add_option("--kmax", a->kmax, "longest k")->check(CLI::Range(2, kMaxDenseK))->capture_default_str();
+  // The vocabulary's readers (the masker) take 2- to 10-mers: a longer k wrote a file every
+  // reader refused.
+  sub->add_option("--kmin", a->kmin, "shortest k")
+      ->check(CLI::Range(io::kPmiVocabMinK, io::kPmiVocabMaxK))
+      ->capture_default_str();
+  sub->add_option("--kmax", a->kmax, "longest k")
+      ->check(CLI::Range(io::kPmiVocabMinK, io::kPmiVocabMaxK))
+      ->capture_default_str();
   sub->add_option("--genome", a->genome,
                   "with counts of a genome list (`count --genomes`): use this genome's counts instead of the pool "
-                  "(the default: the sum of every genome's counts)");
+                  "(the default: the sum of every genome's counts)")
+      ->check(non_empty_name());
   add_file_force_flag(sub, a->force);
   sub->footer(
       "Counts of a genome list (`genemask count --genomes`) hold each genome's counts and their pool. Without "

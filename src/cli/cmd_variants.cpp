@@ -114,15 +114,9 @@ Ranking read_ranking(const std::string& path) {
     if (col.count("id")) r.id = f[col["id"]];
     const std::string& v = f[col.count("rank") ? col["rank"] : col["delta"]];
     // A plain decimal: stod also read hexadecimal ("0xc" as 12) and skipped leading spaces.
-    const bool decimal = !v.empty() && v.find_first_not_of("0123456789+-.eE") == std::string::npos;
-    try {
-      size_t used = 0;
-      const double x = decimal ? std::stod(v, &used) : std::nan("");
-      if (used != v.size() || !std::isfinite(x)) throw std::invalid_argument("");
-      r.order = col.count("rank") ? x : -std::fabs(x);  // ascending order = rank order
-    } catch (const std::exception&) {
-      throw io::InputError(path, lineno, fmt::format("'{}' is not a decimal number", io::printable(v)));
-    }
+    const auto x = io::parse_decimal_double(v);
+    if (!x) throw io::InputError(path, lineno, fmt::format("'{}' is not a decimal number", io::printable(v)));
+    r.order = col.count("rank") ? *x : -std::fabs(*x);  // ascending order = rank order
     rows.push_back(std::move(r));
   }
   if (rows.empty()) throw io::InputError(path, "no rows after the header");

@@ -108,6 +108,11 @@ io::NamedOutput file_output(const std::string& option, const std::string& path, 
   return o;
 }
 
+CLI::Validator non_empty_name() {
+  return CLI::Validator([](std::string& s) { return s.empty() ? std::string("an empty name names nothing") : std::string(); },
+                        "NAME");
+}
+
 CLI::Validator non_negative() { return number_at_least(false); }
 CLI::Validator positive() { return number_at_least(true); }
 

@@ -77,6 +77,8 @@ CLI::Validator positive();      // a number > 0
 /// a directory for a file. Replace CLI11's ExistingFile/ExistingDirectory, whose message
 /// for all of these is "File does not exist".
 CLI::Validator existing_file();
+/// A name that is not empty (an empty --genome read as "no genome": the pool, without a word).
+CLI::Validator non_empty_name();
 CLI::Validator existing_directory();
 
 /// --force: an existing directory that holds an earlier output of this command (genemask's

@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -19,6 +18,7 @@
 #include "io/error.hpp"
 #include "io/file_outputs.hpp"
 #include "io/output_guard.hpp"
+#include "io/parse_number.hpp"
 #include "model_plugin.hpp"
 #include "start_check.hpp"
 
@@ -45,31 +45,44 @@ void for_each_value_of_type(const CLI::App& app, const char* type, F&& f) {
   });
 }
 
-/// Every number an option takes is finite: CLI11 reads "nan" and "inf" as doubles, and a NaN
-/// passes every range check (all comparisons with it are false), so that `--valid-fraction
-/// nan` would write `null` into a manifest and `--drop-above nan` would drop nothing. One
-/// check for every floating-point option of the chosen subcommands, the ones added later too.
-void check_finite_numbers(const CLI::App& app) {
+/// Every number an option takes is a finite decimal: CLI11 reads "nan" and "inf" as doubles,
+/// and a NaN passes every range check (all comparisons with it are false), so that
+/// `--valid-fraction nan` would write `null` into a manifest and `--drop-above nan` would drop
+/// nothing; it also reads C's hexadecimal floats ("0x1p-3"). One check for every
+/// floating-point option of the chosen subcommands, the ones added later too.
+void check_decimal_numbers(const CLI::App& app) {
   for_each_value_of_type(app, "FLOAT", [](const CLI::Option& opt, const std::string& text) {
-    double v = 0;
-    if (CLI::detail::lexical_cast(text, v) && !std::isfinite(v))
-      throw CLI::ValidationError(opt.get_name(), fmt::format("{} is not a finite number", text));
+    if (!genemask::io::parse_decimal_double(text))
+      throw CLI::ValidationError(opt.get_name(),
+                                 fmt::format("{} is not a finite number written in decimal (e.g. 0.5, 2, 1e-4)", text));
   });
 }
 
-/// Every value of an unsigned option (a seed, a count, a size) is a number that fits: CLI11
-/// 2.1 converts with strtoull, which reads "-1" as 2^64 - 1 (and "-5" as 2^64 - 5), and
-/// clamps a number past 2^64 - 1 to it, so that `--seed -1` ran with seed 18446744073709551615
-/// and said so only in the summary. Decimal digits only, at most 2^64 - 1; one check for every
-/// unsigned option of the chosen subcommands, the ones added later too.
-void check_unsigned_numbers(const CLI::App& app) {
-  for_each_value_of_type(app, "UINT", [](const CLI::Option& opt, const std::string& text) {
-    uint64_t v = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-    if (text.empty() || ec != std::errc() || ptr != end)
+/// Every value of an integer option (a seed, a count, a size) is a decimal number that fits.
+/// CLI11 2.1 converts with strtoull/strtoll in base 0: "010" is octal 8 and "0x10" is 16, so
+/// that `--kmax 010` counted 8-mers and `--seed 010` ran with seed 8; and strtoull reads "-1"
+/// as 2^64 - 1 (and "-5" as 2^64 - 5) and clamps a number past 2^64 - 1 to it, so that
+/// `--seed -1` ran with seed 18446744073709551615. Decimal digits only (a '-' first for a
+/// signed option), no leading 0; one check for every integer option of the chosen
+/// subcommands, the ones added later too.
+void check_integer_numbers(const CLI::App& app) {
+  // A leading 0 (after the sign): CLI11 would read the number as octal.
+  const auto check_no_leading_zero = [](const CLI::Option& opt, const std::string& text, std::string_view digits) {
+    if (digits.size() > 1 && digits[0] == '0')
+      throw CLI::ValidationError(opt.get_name(), fmt::format("'{}': write the number without its leading 0 (a leading "
+                                                             "0 would be read as octal, 010 as 8)",
+                                                             text));
+  };
+  for_each_value_of_type(app, "UINT", [&](const CLI::Option& opt, const std::string& text) {
+    if (!genemask::io::parse_decimal_u64(text))
       throw CLI::ValidationError(opt.get_name(),
                                  fmt::format("'{}' is not a whole number from 0 to 18446744073709551615 (2^64 - 1)", text));
+    check_no_leading_zero(opt, text, text);
+  });
+  for_each_value_of_type(app, "INT", [&](const CLI::Option& opt, const std::string& text) {
+    if (!genemask::io::parse_decimal_i64(text))
+      throw CLI::ValidationError(opt.get_name(), fmt::format("'{}' is not a whole number in decimal (e.g. 8 or -1)", text));
+    check_no_leading_zero(opt, text, std::string_view(text).substr(text[0] == '-'));
   });
 }
 
@@ -153,8 +166,8 @@ int main(int argc, char** argv) {
   int error_code = 0, help_code = -1;
   try {
     app.parse(argc, argv);
-    check_finite_numbers(app);
-    check_unsigned_numbers(app);
+    check_decimal_numbers(app);
+    check_integer_numbers(app);
     check_bracketed_values(app, argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version print as CLI11 formats them; a bad option is one error line.

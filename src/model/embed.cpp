@@ -47,9 +47,7 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
                                             o.layer, L, L + 1));
   const int64_t layer = o.layer < 0 ? L + 1 + o.layer : o.layer;
   const int64_t width = m->config.max_tokens();
-  const int64_t stride = o.stride > 0 ? o.stride : std::max<int64_t>(1, width / 2);
-  if (stride > width)
-    throw std::invalid_argument(fmt::format("--stride {} is longer than a window ({} tokens)", stride, width));
+  const int64_t stride = window_stride(o.stride, width);
   s.hidden = static_cast<uint64_t>(H);
   s.layer = layer;
   s.window_tokens = width;
@@ -64,24 +62,21 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   std::vector<size_t> mine;
   for (size_t i = static_cast<size_t>(rank); i < in.seqs.size(); i += static_cast<size_t>(world)) mine.push_back(i);
   std::stable_sort(mine.begin(), mine.end(), [&](size_t a, size_t b) { return in.seqs[a].size() < in.seqs[b].size(); });
-  std::vector<Window> windows;
-  std::vector<uint32_t> nwin(mine.size());
+  const WindowPlan plan = plan_windows(in.seqs, mine, width, stride);
+  const std::vector<Window>& windows = plan.windows;
+  const std::vector<uint32_t>& nwin = plan.per_sequence;
   std::vector<uint64_t> ntok(mine.size());
-  uint64_t long_seqs = 0, unknown_windows = 0, my_tokens = 0, longest = 0;
+  uint64_t my_tokens = 0, longest = 0;
   for (size_t j = 0; j < mine.size(); ++j) {
-    const int64_t n = static_cast<int64_t>(in.seqs[mine[j]].size()) - (kTokenK - 1);  // >= 1: read_sequences checks
-    ntok[j] = static_cast<uint64_t>(n);
+    ntok[j] = in.seqs[mine[j]].size() - (kTokenK - 1);
     my_tokens += ntok[j];
     longest = std::max(longest, ntok[j]);
-    const auto starts = window_starts(n, width, stride);
-    nwin[j] = static_cast<uint32_t>(starts.size());
-    long_seqs += starts.size() > 1;
-    for (int64_t st : starts) {
-      windows.push_back({j, st, std::min(width, n - st)});
-      unknown_windows += starts.size() > 1 && unknown_only_window(in.seqs[mine[j]], st, windows.back().len);
-    }
   }
-  s.unknown_only_windows = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(unknown_windows), comm));
+  uint64_t totals[3] = {plan.windows.size(), plan.long_sequences, plan.unknown_only_windows};
+  hpc::allreduce_sum_u64(totals, 3, comm);
+  s.windows = totals[0];
+  s.long_sequences = totals[1];
+  s.unknown_only_windows = totals[2];
   if (rank == 0) warn_unknown_only_windows(s.unknown_only_windows, o.input, "embeddings");
   const size_t Hs = static_cast<size_t>(H);
   {
@@ -192,8 +187,6 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
   const auto all_cls = hpc::gather_bytes(bytes(cls), 0, comm);
   const auto all_mean = hpc::gather_bytes(bytes(mean), 0, comm);
   const auto all_tok = hpc::gather_bytes(o.per_token ? bytes(flat_tokens) : std::string(), 0, comm);
-  s.windows = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(windows.size()), comm));
-  s.long_sequences = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(long_seqs), comm));
   s.sequences = in.seqs.size();
   s.ranks = world;
   if (rank == 0) {

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
+#include <string_view>
 #include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -120,11 +121,20 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
     class_of_row.push_back(index.at(r.label));
     seqs.push_back(r.sequence);
   }
-  for (const auto& r : test_rows)
+  std::vector<uint64_t> test_per_class(names.size());
+  for (const auto& r : test_rows) {
     if (!index.count(r.label))
       throw io::InputError(o.test, r.line,
                            fmt::format("label '{}' is not a class of the training set {} (classes: {})", r.label,
                                        o.train, joined(names)));
+    ++test_per_class[static_cast<size_t>(index.at(r.label))];
+  }
+  // The metrics (ROC AUC) need every class in the test set: said before training, not after.
+  for (size_t c = 0; c < names.size(); ++c)
+    if (test_per_class[c] == 0)
+      throw io::InputError(o.test, fmt::format("has no row of class '{}' of the training set {} (classes: {}): the ROC "
+                                               "AUC is undefined without every class; use a test table of every class",
+                                               names[c], o.train, joined(names)));
 
   std::vector<size_t> chosen;
   int64_t per_class = 0;
@@ -135,6 +145,19 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
       throw io::InputError(o.train, fmt::format("{}: choose a smaller --shots", e.what()));
     }
     per_class = o.shots;
+    // The sample takes a sequence listed under two labels once, for one class: the table's
+    // contradiction, which the chosen rows no longer show, is said here.
+    std::map<std::string_view, int> label_of;
+    uint64_t contradictions = 0, first_line = 0;
+    for (size_t i = 0; i < train_rows.size(); ++i) {
+      const auto [it, fresh] = label_of.emplace(train_rows[i].sequence, class_of_row[i]);
+      if (!fresh && it->second != class_of_row[i] && contradictions++ == 0) first_line = train_rows[i].line;
+    }
+    if (contradictions)
+      say(fmt::format("warning: {} row(s) of {} ({}:{} the first) repeat an earlier sequence under another label: "
+                      "--shots draws such a sequence for one class at most, under a label the table contradicts; "
+                      "correct the table",
+                      contradictions, o.train, o.train, first_line));
   } else {
     chosen.resize(train_rows.size());
     for (size_t i = 0; i < chosen.size(); ++i) chosen[i] = i;
@@ -169,11 +192,14 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
 
   Examples train, test;
   const int64_t max_tokens = model->config.max_tokens();
-  std::string first_cut;  // file:line of the first sequence cut
+  std::string first_cut, first_unknown;  // file:line of the first sequence cut, of all [UNK]
   const auto encode_row = [&](const io::TaskRow& r, const std::string& path) {
     const uint64_t before = s.truncated;
     auto t = encode(r, path, max_tokens, &s.truncated);
     if (s.truncated > before && first_cut.empty()) first_cut = fmt::format("{}:{}", path, r.line);
+    if (std::all_of(t.begin() + 1, t.end() - 1, [](uint16_t id) { return id == genemask::kUnk; }) &&
+        s.unknown_only++ == 0)
+      first_unknown = fmt::format("{}:{}", path, r.line);
     return t;
   };
   for (size_t i : chosen) {
@@ -189,6 +215,13 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                     "read their first {} (truncated in metrics.json); `genemask predict` scores a long sequence over "
                     "windows that cover it",
                     s.truncated, first_cut, max_tokens, max_tokens));
+  if (s.unknown_only)
+    say(fmt::format("warning: {} sequence(s) ({} the first) have no stretch of 6 A, C, G or T bases (a run of N): their "
+                    "6-mers are all [UNK], so the model sees nothing of their bases, and they are trained on and scored "
+                    "as such (unknown_only in metrics.json); remove them from the tables if they are not meant",
+                    s.unknown_only, first_unknown));
+  s.metrics.truncated = static_cast<int64_t>(s.truncated);
+  s.metrics.unknown_only = static_cast<int64_t>(s.unknown_only);
   s.metrics.n_train = train.tokens.size();
   s.metrics.test.n = test.tokens.size();
   // A test sequence that is also a training sequence (the same tokens, whatever the tables'
@@ -348,7 +381,7 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                                 {"dropout", o.dropout},       {"clip", o.clip},
                                 {"model", s.model_source},    {"pooler_loaded", s.pooler_loaded},
                                 {"train", o.train},           {"test", o.test},
-                                {"truncated", s.truncated},   {"threads", threads},
+                                {"threads", threads},
                                 {"train_lines", train_lines},
                                 {"device", o.device},
                                 {"seconds", s.seconds},

@@ -45,6 +45,9 @@ struct FinetuneSummary {
   bool pooler_loaded = false;  // bert.pooler.* came from the checkpoint (else initialised from the seed)
   int64_t warmup_steps = 0;
   uint64_t truncated = 0;      // train + test sequences cut to 510 6-mers
+  // train + test sequences whose 6-mers are all [UNK] (no stretch of 6 A/C/G/T: a run of N):
+  // the model sees nothing of their bases; learnt and scored as such, and said.
+  uint64_t unknown_only = 0;
   std::string regime;          // "small" (n < 500 per class) or "large"
 };
 

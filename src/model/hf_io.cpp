@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <map>
 #include <memory>
@@ -176,7 +177,19 @@ std::vector<std::pair<std::string, torch::Tensor>> read_hf_tensors(const std::st
 void check_vocab(const std::string& dir) {
   const std::string path = dir + "/vocab.txt";
   std::ifstream in(path);
-  if (!in) return;  // transformers' save_pretrained writes none: the ids are DNABERT's by convention
+  if (!in) {
+    // transformers' model.save_pretrained writes none (the tokenizer's does): the ids are
+    // taken to be DNABERT-6's, said once per directory and process.
+    static std::mutex m;
+    static std::set<std::string> said;
+    const std::lock_guard<std::mutex> lock(m);
+    if (said.insert(dir).second)
+      std::cerr << fmt::format("genemask: note: {} has no vocab.txt: its token ids are taken to be DNABERT-6's "
+                               "(genemask's); a model trained with another vocabulary would read wrong ids (save its "
+                               "tokenizer beside it, or write genemask vocab --out {}/vocab.txt)\n",
+                               dir, dir);
+    return;
+  }
   const auto want = vocab_tokens();
   std::string line;
   size_t n = 0;

@@ -114,9 +114,7 @@ SequenceInputs read_sequences_unchecked(const std::string& path) {
       const size_t bad = io::first_non_base(seq);
       if (bad != std::string::npos) {
         const bool gap = seq[bad] == '-' || seq[bad] == '*';
-        throw io::InputError(path, fmt::format("record '{}': {} at position {} is not a base (A, C, G, T, N or another "
-                                               "IUPAC code){}",
-                                               name, io::describe_byte(static_cast<unsigned char>(seq[bad])), bad + 1,
+        throw io::InputError(path, fmt::format("record '{}': {}{}", name, io::non_base_problem(seq, bad),
                                                gap ? ": alignment gaps and stops are not sequence; remove them" : ""));
       }
       any_base = any_base || seq.find_first_of("ACGTacgt") != std::string::npos;
@@ -152,6 +150,31 @@ std::vector<int64_t> window_starts(int64_t n, int64_t width, int64_t stride) {
   std::vector<int64_t> starts{0};
   while (starts.back() + width < n) starts.push_back(std::min(starts.back() + stride, n - width));
   return starts;
+}
+
+int64_t window_stride(int64_t stride_option, int64_t width) {
+  const int64_t stride = stride_option > 0 ? stride_option : std::max<int64_t>(1, width / 2);
+  if (stride > width)
+    throw std::invalid_argument(fmt::format("--stride {} is longer than a window ({} tokens)", stride, width));
+  return stride;
+}
+
+WindowPlan plan_windows(const std::vector<std::string>& seqs, const std::vector<size_t>& mine, int64_t width,
+                        int64_t stride) {
+  WindowPlan p;
+  p.per_sequence.resize(mine.size());
+  for (size_t j = 0; j < mine.size(); ++j) {
+    const std::string& q = seqs[mine[j]];
+    const int64_t n = static_cast<int64_t>(q.size()) - (kTokenK - 1);  // >= 1: read_sequences checks
+    const auto starts = window_starts(n, width, stride);
+    p.per_sequence[j] = static_cast<uint32_t>(starts.size());
+    p.long_sequences += starts.size() > 1;
+    for (int64_t st : starts) {
+      p.windows.push_back({j, st, std::min(width, n - st)});
+      p.unknown_only_windows += starts.size() > 1 && unknown_only_window(q, st, p.windows.back().len);
+    }
+  }
+  return p;
 }
 
 void fill_window_rows(const std::vector<std::string>& seqs, const std::vector<size_t>& mine, const Window* w,

@@ -53,6 +53,21 @@ struct Window {
   int64_t start, len;
 };
 
+/// The stride between windows: `stride_option` when > 0, else half a window (at least 1).
+/// A stride longer than the window (`width` tokens) is an error naming --stride.
+int64_t window_stride(int64_t stride_option, int64_t width);
+
+/// The windows of the sequences seqs[mine[0]], seqs[mine[1]], ... in that order, each cut
+/// by window_starts(tokens, width, stride); with what `embed` and `predict` say of them.
+struct WindowPlan {
+  std::vector<Window> windows;
+  std::vector<uint32_t> per_sequence;  // windows of mine[j]
+  uint64_t long_sequences = 0;         // sequences of more than one window
+  uint64_t unknown_only_windows = 0;   // windows of those whose tokens are all [UNK]
+};
+WindowPlan plan_windows(const std::vector<std::string>& seqs, const std::vector<size_t>& mine, int64_t width,
+                        int64_t stride);
+
 /// The model's input rows of `rows` windows from `w`: [CLS], the window's tokens, [SEP] into
 /// `ids`, and 1 over those positions into `mask`; both [rows, cols] row-major and zeroed by
 /// the caller, cols at least the longest window's len + 2. A window's bases are

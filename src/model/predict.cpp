@@ -32,9 +32,7 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
   model->eval();
   const int64_t C = static_cast<int64_t>(names.size());
   const int64_t width = model->config.max_tokens();
-  const int64_t stride = o.stride > 0 ? o.stride : std::max<int64_t>(1, width / 2);
-  if (stride > width)
-    throw std::invalid_argument(fmt::format("--stride {} is longer than a window ({} tokens)", stride, width));
+  const int64_t stride = window_stride(o.stride, width);
   PredictSummary s;
   s.precision = precision_name(bf16);
   s.window_tokens = width;
@@ -47,18 +45,13 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
   std::vector<size_t> mine;
   for (size_t i = static_cast<size_t>(rank); i < in.seqs.size(); i += static_cast<size_t>(world)) mine.push_back(i);
   // Token ids are made per window from the bases (no copy of a sequence's tokens).
-  std::vector<Window> windows;
-  uint64_t long_seqs = 0, unknown_windows = 0;
-  for (size_t j = 0; j < mine.size(); ++j) {
-    const int64_t n = static_cast<int64_t>(in.seqs[mine[j]].size()) - (kTokenK - 1);  // >= 1: read_sequences checks
-    const auto starts = window_starts(n, width, stride);
-    long_seqs += starts.size() > 1;
-    for (int64_t st : starts) {
-      windows.push_back({j, st, std::min(width, n - st)});
-      unknown_windows += starts.size() > 1 && unknown_only_window(in.seqs[mine[j]], st, windows.back().len);
-    }
-  }
-  s.unknown_only_windows = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(unknown_windows), comm));
+  WindowPlan plan = plan_windows(in.seqs, mine, width, stride);
+  std::vector<Window>& windows = plan.windows;
+  uint64_t totals[3] = {plan.windows.size(), plan.long_sequences, plan.unknown_only_windows};
+  hpc::allreduce_sum_u64(totals, 3, comm);
+  s.windows = totals[0];
+  s.long_sequences = totals[1];
+  s.unknown_only_windows = totals[2];
   if (rank == 0) warn_unknown_only_windows(s.unknown_only_windows, o.input, "probabilities");
   std::stable_sort(windows.begin(), windows.end(), [](const Window& a, const Window& b) { return a.len < b.len; });
   std::vector<double> sums(mine.size() * static_cast<size_t>(C), 0.0);
@@ -92,8 +85,6 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
   const auto all_idx = hpc::gather_bytes(bytes(mine), 0, comm);
   const auto all_counts = hpc::gather_bytes(bytes(counts), 0, comm);
   const auto all_probs = hpc::gather_bytes(bytes(sums), 0, comm);
-  s.windows = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(windows.size()), comm));
-  s.long_sequences = static_cast<uint64_t>(hpc::allreduce_sum_double(static_cast<double>(long_seqs), comm));
   s.sequences = in.seqs.size();
   s.ranks = world;
   if (rank == 0) {

@@ -769,11 +769,19 @@ void write_metrics(Run& r, const nlohmann::json& j) {
   r.metrics.flush();
 }
 
+/// An evaluation: the masked-token loss (nullopt when the batches hold no masked token), and
+/// the validation samples and masked tokens it is over (all ranks). Each rank evaluates its
+/// share of whole batches, so how many samples that is depends on the rank count: logged
+/// with the loss, so that losses of runs at other rank counts are compared knowingly.
+struct Evaluation {
+  std::optional<double> loss;
+  uint64_t samples = 0, masked = 0;
+};
+
 /// Masked-token loss on the validation split (the first --eval-batches batches of each
-/// rank); nullopt when those batches hold no masked token. Called only when the shard set has
-/// validation data (r.has_validation): a validation shard that cannot be read is an error,
-/// not a skipped evaluation. Collective.
-std::optional<double> evaluate(Run& r) {
+/// rank). Called only when the shard set has validation data (r.has_validation): a
+/// validation shard that cannot be read is an error, not a skipped evaluation. Collective.
+Evaluation evaluate(Run& r) {
   LoaderOptions vo = r.loader;
   vo.split = "valid";
   vo.shuffle = false;
@@ -785,19 +793,23 @@ std::optional<double> evaluate(Run& r) {
   DataLoader valid(vo, Masker(r.masking));
   torch::NoGradGuard ng;
   r.model->eval();
-  double count = 0;
+  uint64_t counts[2] = {0, 0};  // samples, masked tokens
   torch::Tensor acc = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(r.device));
   const int64_t nb = std::min<int64_t>(r.o.eval_batches, static_cast<int64_t>(valid.batches_per_epoch()));
   for (int64_t i = 0; i < nb; ++i) {
     const HostBatch h = stage(valid.next(), r.device.is_cuda(), r.packing, r.model->config.max_tokens() + 2);
-    count += static_cast<double>(h.masked);
+    counts[0] += static_cast<uint64_t>(h.packed ? h.segments : h.rows);
+    counts[1] += static_cast<uint64_t>(h.masked);
     acc += summed_loss(r.model, to_device(h, r.device), r.bf16).to(torch::kFloat64);
   }
   r.model->train();
   const double sum = hpc::allreduce_sum_double(acc.item<double>(), r.comm);
-  count = hpc::allreduce_sum_double(count, r.comm);
-  if (count > 0) return sum / count;
-  return std::nullopt;
+  hpc::allreduce_sum_u64(counts, 2, r.comm);
+  Evaluation e;
+  e.samples = counts[0];
+  e.masked = counts[1];
+  if (e.masked > 0) e.loss = sum / static_cast<double>(e.masked);
+  return e;
 }
 
 /// RUN/checkpoints/step-N, atomically (written as step-N.tmp, renamed): the HF-layout model,
@@ -1165,11 +1177,16 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     // window's start moves forward by it), so the rate is the training steps' alone.
     const auto t_other = clock::now();
     if (eval_now && r.has_validation) {
-      const std::optional<double> el = evaluate(r);
+      const Evaluation ev = evaluate(r);
+      const std::optional<double>& el = ev.loss;
       if (el && !std::isfinite(*el)) stop_diverged(r, r.step, fmt::format("the validation loss is {}", shown(*el)));
       if (el) {
         sum.last_eval_loss = el;
-        write_metrics(r, {{"step", r.step}, {"eval_loss", *el}, {"eval_perplexity", std::exp(*el)}});
+        write_metrics(r, {{"step", r.step},
+                          {"eval_loss", *el},
+                          {"eval_perplexity", std::exp(*el)},
+                          {"eval_samples", ev.samples},
+                          {"eval_masked_tokens", ev.masked}});
         r.say(fmt::format("step {}  eval loss {:.4f}  eval ppl {:.2f}", r.step, *el, std::exp(*el)));
       } else {
         r.say(fmt::format("step {}  eval loss n/a (no token of the validation batches was masked)", r.step));
@@ -1234,6 +1251,17 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
     start_fresh(r);
   const auto data = open_training_data(r);
   open_metrics(r);
+  // The schedule warms up over --warmup steps, then decays to 0 at --steps: a warm-up as long
+  // as the run never decays, and a longer one never reaches --lr (a short run with the
+  // default --warmup 500 trained at ~1% of it without a word).
+  if (o.warmup >= o.steps && o.steps > 0)
+    r.say(fmt::format("warning: --warmup {} is {} --steps {}: the learning rate {} and never decays; give a --warmup "
+                      "shorter than --steps (e.g. {})",
+                      o.warmup, o.warmup == o.steps ? "equal to" : "longer than", o.steps,
+                      o.warmup == o.steps ? fmt::format("reaches --lr {:g} only at the last step", o.lr)
+                                          : fmt::format("rises to {:g} only (--lr {:g})",
+                                                        scheduled_lr(o.lr, o.steps - 1, o.warmup, o.steps), o.lr),
+                      std::max<int64_t>(1, o.steps / 10)));
   PretrainSummary sum;
   sum.start_step = r.step;
   // A resume of a run that has reached --steps runs no step: it reports where the run is

@@ -433,6 +433,10 @@ class BadInput(unittest.TestCase):
             Row("pmi-vocab: --kmin 8 --kmax 3",
                 ["pmi-vocab", "--counts", t("counts.h5"), "--out", t("v3.tsv"), "--kmin", "8", "--kmax", "3"],
                 ["kmin 8", "kmax 3"], t("v3.tsv")),
+            # A vocabulary of 11- or 12-mers was written, and refused by every reader after.
+            Row("pmi-vocab: --kmax 11",
+                ["pmi-vocab", "--counts", t("counts.h5"), "--out", t("v4.tsv"), "--kmax", "11"],
+                ["--kmax", "Value 11 not in range 2 to 10"], t("v4.tsv"), usage=True),
             Row("motifs: a k-mer listed twice", ["motifs", "--npmi", t("dup-npmi.tsv"), "nTATAAAr"],
                 [t("dup-npmi.tsv") + ":", "AAAAAA", "twice"]),
         ])

@@ -571,10 +571,10 @@ class BadModelInput(unittest.TestCase):
             Row("an untied decoder asked of a new model", pre("i11", "--model", t("tiny-untied.json")),
                 [t("tiny-untied.json"), "tie_word_embeddings is false", "ties its MLM decoder"], t("i11")),
             Row("predict: alignment gaps in a FASTA", predict("clf", "gaps.fa", "p4.tsv"),
-                [t("gaps.fa"), "record 'a': '-' at position 11 is not a base (A, C, G, T, N or another IUPAC code): "
+                [t("gaps.fa"), "record 'a': '-' at position 11 is not a base (A, C, G, T, N or another IUPAC code, any case): "
                  "alignment gaps and stops are not sequence"], t("p4.tsv")),
             Row("predict: RNA (U) in a FASTA", predict("clf", "rna.fa", "p8.tsv"),
-                [t("rna.fa"), "record 'a': 'U' at position 4 is not a base (A, C, G, T, N or another IUPAC code)"],
+                [t("rna.fa"), "record 'a': 'U' at position 4 is not a base (A, C, G, T, N or another IUPAC code, any case)"],
                 t("p8.tsv")),
             Row("predict: a FASTA of N only", predict("clf", "alln.fa", "p5.tsv"),
                 [t("alln.fa"), "none of its 2 records has an A, C, G or T"], t("p5.tsv")),

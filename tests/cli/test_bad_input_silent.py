@@ -533,7 +533,7 @@ class Silent(unittest.TestCase):
             help_text = run([cmd, "--help"]).stdout
             floats = re.findall(r"^\s+(--[a-z0-9-]+)\s+FLOAT", help_text, re.M)
             for opt in floats:
-                for bad in ("nan", "inf", "-inf"):
+                for bad in ("nan", "inf", "-inf", "0x1p-3"):
                     with self.subTest(cmd=cmd, opt=opt, value=bad):
                         # The option's own range check may say it first (--valid-fraction: "Value
                         # inf not in range"): refused either way, naming the option and the value.
@@ -541,7 +541,7 @@ class Silent(unittest.TestCase):
                                            [opt, re.compile(rf"{re.escape(bad)} is not a finite number|Value "
                                                             rf"{re.escape(bad)} not in range")], usage=True))
                         tried += 1
-        self.assertGreaterEqual(tried, 3 * 8)  # the campaign's options at least: --valid-fraction, --full-prob, --lr...
+        self.assertGreaterEqual(tried, 4 * 8)  # the campaign's options at least: --valid-fraction, --full-prob, --lr...
         # A number given as text and parsed later (a fraction or pNN).
         self.check_row(Row("overlap --drop-above nan", ["overlap", "--test", t("test.csv"), "--train", t("train.csv"),
                                                         "--out", t("nan-o"), "--drop-above", "nan", "--filtered",
@@ -558,7 +558,7 @@ class Silent(unittest.TestCase):
         for cmd, argv in self.every_command().items():
             help_text = run([cmd, "--help"]).stdout
             for opt in re.findall(r"^\s+(--[a-z0-9-]+)\s+UINT", help_text, re.M):
-                for bad in ("-1", "-5", "18446744073709551616"):
+                for bad in ("-1", "-5", "18446744073709551616", "010", "0x10", " 5"):
                     with self.subTest(cmd=cmd, opt=opt, value=bad):
                         # The option's own range check may say it first: refused either way.
                         self.check_row(Row(f"{cmd} {opt} {bad}", [cmd, *argv, f"{opt}={bad}"],
@@ -566,7 +566,30 @@ class Silent(unittest.TestCase):
                                                             rf"18446744073709551615|Value {re.escape(bad)} not in "
                                                             rf"range|{re.escape(bad)}")], usage=True))
                         tried += 1
-        self.assertGreaterEqual(tried, 3 * 10)  # --seed of several commands, --min-count, --top, --shots...
+        self.assertGreaterEqual(tried, 6 * 10)  # --seed of several commands, --min-count, --top, --shots...
+
+    def test_no_integer_option_reads_octal_or_hexadecimal(self):
+        """Every INT option of every subcommand (from --help), given 010, 0x10, +-5 or 1.5: a
+        usage error naming it. CLI11 converts in base 0, so that `count --kmax 010` counted
+        8-mers (octal) and exited 0."""
+        tried = 0
+        for cmd, argv in self.every_command().items():
+            help_text = run([cmd, "--help"]).stdout
+            for opt in re.findall(r"^\s+(--[a-z0-9-]+)\s+INT", help_text, re.M):
+                if opt in argv:  # given once already (pretrain --steps)
+                    continue
+                for bad in ("010", "-010", "0x10", "+-5", "1.5"):
+                    with self.subTest(cmd=cmd, opt=opt, value=bad):
+                        self.check_row(Row(f"{cmd} {opt} {bad}", [cmd, *argv, f"{opt}={bad}"],
+                                           [opt, re.compile(rf"'{re.escape(bad)}'|Value {re.escape(bad)} not in "
+                                                            rf"range|{re.escape(bad)}")], usage=True))
+                        tried += 1
+        self.assertGreaterEqual(tried, 5 * 10)  # --kmax, --steps, --batch-per-rank, --layer, --shots...
+        # The octal case end to end: refused, where it counted 8-mers.
+        p = run(["count", "--genome", self.fa, "--out", self.t("octal.h5"), "--kmax", "010"], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("without its leading 0", p.stderr)
+        self.assertFalse(os.path.exists(self.t("octal.h5")))
 
     # ---- 9. numbers that were not measured -----------------------------------------------
 

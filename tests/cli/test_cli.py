@@ -200,8 +200,17 @@ class Genemask(unittest.TestCase):
     def test_npmi_matches_python_reference(self):
         path, _ = self.count(self.fa, 1, ["--kmax", "6"])
         out = os.path.join(self.tmp, "npmi.tsv")
-        s = summary(run(["npmi", "--counts", path, "--out", out, "--min-count", "20"]))
+        p = run(["npmi", "--counts", path, "--out", out, "--min-count", "20"])
+        s = summary(p)
         self.assertEqual(s["kmers"], 4096)
+        # Most k-mers below --min-count: the ranking says little, and is said to.
+        with h5py.File(path, "r") as h:
+            below = int((h["counts/k6"][...] < 20).sum())
+        self.assertEqual(s["below_min_count"], below)
+        warned = f"warning: {below} of the 4096 6-mers are below --min-count 20" in p.stderr
+        self.assertEqual(warned, below * 2 > 4096, p.stderr)
+        p = run(["npmi", "--counts", path, "--out", os.path.join(self.tmp, "npmi-high.tsv"), "--min-count", "1000000"])
+        self.assertIn("warning: 4096 of the 4096 6-mers are below --min-count 1000000", p.stderr)
         with h5py.File(path, "r") as h:
             cnt = {k: h[f"counts/k{k}"][...].astype(float) for k in range(1, 7)}
         logp = {k: np.log(np.where(cnt[k] > 0, cnt[k], np.nan) / cnt[k].sum()) for k in range(1, 7)}

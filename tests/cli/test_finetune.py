@@ -8,6 +8,7 @@ import json
 import math
 import os
 import random
+import re
 import shutil
 import sys
 import tempfile
@@ -262,6 +263,52 @@ class Finetune(unittest.TestCase):
                 self.assertIn("have more than the model's 38 6-mers", p.stderr)
             else:
                 self.assertNotIn("6-mers: fine-tuning and the test read their first", p.stderr)
+
+    def test_rows_of_unknown_tokens_only_are_said(self):
+        # A row of N (or of N broken every 5 bases) is all [UNK] 6-mers: it was learnt and scored
+        # without a word. Counted against an independent check of "6 A/C/G/T in a row".
+        rows = [("ACGTAC" * 14, 0), ("N" * 80, 1), ("ACGTANCGTAN" * 7 + "ACG", 0), ("TTGACC" * 14, 1),
+                ("AAAAA" + "N" * 75, 0), ("ACGTAC" * 14, 1)]
+        unknown = [seq for seq, _ in rows if not re.search("[ACGT]{6}", seq)]
+        self.assertEqual(len(unknown), 3)
+        tr = os.path.join(self.tmp, "unk-train.csv")
+        te = os.path.join(self.tmp, "unk-test.csv")
+        write_task(tr, rows, False)
+        write_task(te, rows[:3], False)
+        p = run(["finetune", "--model", "random", "--config", self.paths["tiny.json"], "--train", tr, "--test", te,
+                 "--out", os.path.join(self.tmp, "unk")] + FAST)
+        s = summary(p)
+        self.assertEqual(s["unknown_only"], len(unknown) + 2, s)  # train (3) + test (rows 2 and 3)
+        with open(os.path.join(self.tmp, "unk", "metrics.json")) as f:
+            self.assertEqual(json.load(f)["unknown_only"], len(unknown) + 2)
+        self.assertIn(f"warning: 5 sequence(s) ({tr}:3 the first) have no stretch of 6 A, C, G or T bases", p.stderr)
+        s = summary(run(["finetune", "--model", "random", "--config", self.paths["tiny.json"], "--train",
+                         self.paths["train3.csv"], "--test", self.paths["test3.csv"], "--out",
+                         os.path.join(self.tmp, "unk-none")] + FAST))
+        self.assertEqual(s["unknown_only"], 0)
+
+    def test_a_sequence_under_two_labels_is_said_when_shots_are_drawn(self):
+        # The sample takes such a sequence once, for one class: the table's contradiction was
+        # hidden (the warning looked at the chosen rows only).
+        rng = random.Random(11)
+        rows = [(make_seq(rng, i % 2, 80), i % 2) for i in range(8)]
+        rows.append((rows[0][0], 1))  # line 10: row 1's sequence (class 0) under class 1
+        tr = os.path.join(self.tmp, "two-labels.csv")
+        write_task(tr, rows, False)
+        p = run(["finetune", "--model", "random", "--config", self.paths["tiny.json"], "--train", tr, "--test",
+                 self.paths["test.csv"], "--out", os.path.join(self.tmp, "two-labels"), "--shots", "2",
+                 "--epochs", "1"] + FAST)
+        self.assertIn(f"warning: 1 row(s) of {tr} ({tr}:10 the first) repeat an earlier sequence under another "
+                      "label: --shots draws such a sequence for one class at most", p.stderr)
+
+    def test_a_test_table_without_a_class_is_refused_before_training(self):
+        # The ROC AUC needs every class: it failed after the whole training, with nothing written.
+        rng = random.Random(12)
+        one = os.path.join(self.tmp, "one-class.csv")
+        write_task(one, [(make_seq(rng, 0, 80), 0) for _ in range(5)], False)
+        p = self.expect_error(f"{one}: has no row of class '1' of the training set {self.paths['train.csv']} "
+                              "(classes: '0', '1'): the ROC AUC is undefined", train="train.csv", test=one)
+        self.assertNotIn("epoch 1/", p.stderr)
 
     def test_bad_inputs(self):
         tr, te = self.paths["train.csv"], self.paths["test.csv"]

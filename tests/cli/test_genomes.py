@@ -138,6 +138,12 @@ class Genomes(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("has no genome 'zebrafish' (its genomes: human, mouse, fly, yeast)", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(d, "x.tsv")))
+        # An empty name was "no genome": the pool was ranked without a word.
+        for cmd in ("npmi", "pmi-vocab"):
+            p = run([cmd, "--counts", path, "--genome", "", "--out", "x.tsv"], cwd=d, check=False)
+            self.assertTrue(0 < p.returncode < 128 and p.returncode != 1, p.stderr)  # a usage error
+            self.assertIn("--genome: an empty name names nothing", p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "x.tsv")))
 
     def test_bad_lists_are_refused_with_file_line_and_value(self):
         d = tempfile.mkdtemp(dir=self.tmp)
@@ -189,10 +195,11 @@ class Genomes(unittest.TestCase):
                          ["shards", "--genomes", lst, "--out", f"twice-{ranks}", "--max-tokens", "60",
                           "--min-tokens", "20"]):
                 p = run(argv, cwd=d, ranks=ranks)
-                self.assertEqual(p.stderr.count("has the records of genome"), 1, p.stderr)
-                self.assertIn(f"warning: {lst}:2: genome 'b' ({os.path.join(d, 'human-copy.fa.gz')}) has the records "
-                              f"of genome 'a' on line 1 ({human})", p.stderr)
-                self.assertIn("the same genome listed twice is pooled twice", p.stderr)
+                self.assertEqual(p.stderr.count("has the record names and lengths of genome"), 1, p.stderr)
+                self.assertIn(f"warning: {lst}:2: genome 'b' ({os.path.join(d, 'human-copy.fa.gz')}) has the record "
+                              f"names and lengths of genome 'a' on line 1 ({human})", p.stderr)
+                self.assertIn("if it is the same genome listed twice (a copy in another format), it is pooled twice",
+                              p.stderr)
         # A genome of only N is refused by name once counted.
         lst = os.path.join(d, "nn.tsv")
         with open(lst, "w") as f:
@@ -275,6 +282,9 @@ class Genomes(unittest.TestCase):
         m1, s1 = load_samples(d1)
         m2, s2 = load_samples(d2)
         self.assertEqual(m1["genomes"][0]["genes"], os.path.join(self.tmp, "human.gtf"))
+        # The recipe says samples were cut at gene boundaries (it said false for a list's genes).
+        self.assertTrue(m1["recipe"]["gene_boundaries"])
+        self.assertFalse(m2["recipe"]["gene_boundaries"])
         cuts = sorted({x for ab in bounds for x in ab})
         human_chr1 = m1["chromosomes"].index({"name": "chr1", "length": len(seqs[0]), "genome": 0})
         for idx, split, chrom, start, tokens in s1:

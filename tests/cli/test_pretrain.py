@@ -5,6 +5,7 @@ import json
 import os
 import sys
 import random
+import re
 import shutil
 import signal
 import socket
@@ -70,6 +71,13 @@ class Pretrain(unittest.TestCase):
         s = summary(self.pretrain(b, ["--resume"]))
         self.assertEqual(s["start_step"], 4)
         self.assertEqual(metrics(b), want)  # exactly, not approximately
+        # Each evaluation says what its loss is over: at most --eval-batches 2 of 2 samples.
+        with open(os.path.join(a, "metrics.jsonl")) as f:
+            evals = [e for e in map(json.loads, f) if "eval_loss" in e]
+        self.assertEqual([e["step"] for e in evals], [4, 8])
+        for e in evals:
+            self.assertTrue(0 < e["eval_samples"] <= 4, e)
+            self.assertGreater(e["eval_masked_tokens"], 0, e)
         self.assertTrue(os.path.exists(os.path.join(b, "perplexity.svg")))
 
     def test_resume_on_the_cpu_from_a_checkpoint_written_on_a_gpu(self):
@@ -489,6 +497,33 @@ class Pretrain(unittest.TestCase):
         s = summary(self.pretrain(out, ["--resume"], steps=max(m[0] for m in metrics(out)) + 1, warmup=10,
                                   batch_per_rank=2, grad_accum=1, eval_every=0, checkpoint_every=1000000))
         self.assertFalse(s["interrupted"])
+
+    def test_a_continued_run_killed_before_its_next_checkpoint_is_not_final(self):
+        """A finished run continued with --resume and more --steps, killed before its next
+        checkpoint: its newest checkpoint's state.json still records the old --steps, and
+        export-hf took it as the run's final model."""
+        out = os.path.join(self.tmp, "ext")
+        opts = dict(checkpoint_every=1000000, eval_every=0, grad_accum=1)
+        self.pretrain(out, steps=4, **opts)
+        self.pretrain(out, ["--resume"], steps=100, stop_after=7, check=False, **opts)  # dies after step 7
+        self.assertEqual(max(m[0] for m in metrics(out)), 7)
+        self.assertEqual([int(d.split("-")[1]) for d in os.listdir(os.path.join(out, "checkpoints"))
+                          if d.startswith("step-")], [4])
+        hf = os.path.join(self.tmp, "hf-ext")
+        p = run(["export-hf", "--run", out, "--out", hf], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f'the run "{out}" has not finished: its metrics.jsonl logs step 7, past its newest checkpoint '
+                      "(step 4): it was continued", p.stderr)
+        self.assertFalse(os.path.exists(hf))
+        # Finished with --resume, it is final again (the lines past step 4 were dropped).
+        self.pretrain(out, ["--resume"], steps=8, **opts)
+        self.assertEqual(int(summary(run(["export-hf", "--run", out, "--out", hf]))["checkpoint"].split("-")[-1]), 8)
+        # The schedule's warm-up against --steps: a warm-up longer than the run is said.
+        p = self.pretrain(os.path.join(self.tmp, "warm"), steps=3, warmup=500, **opts)
+        lr = metrics(os.path.join(self.tmp, "warm"))[-1][2]
+        m = re.search(r"--warmup 500 is longer than --steps 3: the learning rate rises to (\S+) only", p.stderr)
+        self.assertIsNotNone(m, p.stderr)
+        self.assertAlmostEqual(float(m.group(1)), lr, delta=1e-5 * lr)
 
     def test_sigterm_checkpoints_and_export(self):
         out = os.path.join(self.tmp, "sig")

@@ -560,7 +560,8 @@ class SweepFinetune(unittest.TestCase):
             with open(os.path.join(one, "metrics.json")) as f:
                 m = json.load(f)
             r = next(r for r in results[2] if r["job"] == f"tiny|{task}|10|2")
-            for k in ["accuracy", "auc", "f1", "mcc", "n_test", "test_in_train", "test_duplicates"]:
+            for k in ["accuracy", "auc", "f1", "mcc", "n_test", "test_in_train", "test_duplicates", "truncated",
+                      "unknown_only"]:
                 self.assertEqual(m[k], r[k], k)
 
 

@@ -151,6 +151,38 @@ TEST(Annotation, CdsAsExonsGroupedByParent) {
 
 // Regression: mRNA lines were skipped unparsed before the fallback existed, so a malformed
 // one in a file with gene lines must still not stop it; without gene lines it is an error.
+// Ensembl's GFF3 types pseudogene loci "pseudogene", and a file with gene lines may give some
+// loci as mRNA lines only: both were left out without a word, and samples crossed them.
+TEST(Annotation, PseudogenesAndTranscriptOnlyLociBesideGeneLines) {
+  TempDir tmp;
+  test::write_file(tmp.file("x.gff3"),
+                   "##gff-version 3\n"
+                   "chr1\ts\tgene\t101\t500\t.\t+\t.\tID=g1\n"
+                   "chr1\ts\tmRNA\t101\t400\t.\t+\t.\tID=t1;Parent=g1\n"  // held by g1: not a locus
+                   "chr1\ts\tmRNA\t601\t900\t.\t+\t.\tID=o1\n"             // no gene line: a locus
+                   "chr1\ts\tmRNA\t801\t1000\t.\t+\t.\tID=o2\n"            // overlaps o1: the same locus
+                   "chr1\ts\tmRNA\t450\t700\t.\t-\t.\tID=o3\n"             // not held whole by g1
+                   "chr1\ts\tpseudogene\t2001\t2100\t.\t+\t.\tID=p1\n"
+                   "chr1\ts\tprocessed_pseudogene\t3001\t3100\t.\t+\t.\tID=p2\n"
+                   "chr1\ts\tncRNA_gene\t4001\t4100\t.\t+\t.\tID=n1\n"
+                   "chr1\ts\texon\t5001\t5100\t.\t+\t.\tParent=o9\n"        // not a locus type
+                   "chr1\ts\tlnc_RNA\t6001\t6100\t.\t-\t.\tID=l1\n"         // an RNA of no gene line
+                   "chr1\ts\ttRNA\t4011\t4090\t.\t+\t.\tID=r1;Parent=n1\n" // held by n1
+                   "chr2\ts\ttranscript\t11\t20\t.\t+\t.\tID=o4\n");       // no gene on chr2
+  io::GeneSource src;
+  const auto loci = io::read_genes(tmp.file("x.gff3"), &src);
+  EXPECT_FALSE(src.from_transcripts);
+  EXPECT_EQ(src.transcripts, 5u);
+  EXPECT_EQ(src.transcript_loci, 4u);
+  std::vector<std::tuple<std::string, uint64_t, uint64_t, char>> got, want = {
+      {"chr1", 100, 500, '+'},   {"chr1", 2000, 2100, '+'}, {"chr1", 3000, 3100, '+'}, {"chr1", 4000, 4100, '+'},
+      {"chr1", 600, 1000, '+'},  {"chr1", 449, 700, '-'},   {"chr1", 6000, 6100, '-'}, {"chr2", 10, 20, '+'}};
+  for (const auto& g : loci) got.emplace_back(g.seqid, g.start, g.end, g.strand);
+  std::sort(got.begin(), got.end());
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+}
+
 TEST(Annotation, MalformedTranscriptLineMattersOnlyWithoutGeneLines) {
   TempDir tmp;
   test::write_file(tmp.file("g.gff3"),

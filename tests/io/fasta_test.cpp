@@ -59,6 +59,29 @@ TEST(FastaReader, DetectsCompressionByContent) {
   EXPECT_EQ(io::probe_file(tmp.file("b.fa")).compression, io::Compression::bgzf);
 }
 
+// A bzip2, xz, zstd or zip file was read as text: "invalid base byte 0x80" at some line of
+// each rank's share, never that the file is compressed. Named by its magic bytes (the headers
+// as bzip2 1.0.8, xz 5.4, zstd 1.5 and zip write them); a text that begins as one is text.
+TEST(FastaReader, OtherCompressionsAreNamed) {
+  TempDir tmp;
+  const std::pair<std::string, std::string> files[] = {
+      {"bzip2", std::string("BZh91AY&SY\x8b\x1c\x0c\xb1", 14)},
+      {"bzip2", std::string("BZh9\x17rE8P\x90\0\0\0\0", 14)},  // an empty stream
+      {"xz", std::string("\xfd" "7zXZ\0\0\x04\xe6\xd6\xb4\x46", 12)},
+      {"zstd", std::string("\x28\xb5\x2f\xfd\x24\x05\x29\x00", 8)},
+      {"zip", std::string("PK\x03\x04\x14\0\0\0", 8)}};
+  for (const auto& [what, bytes] : files) {
+    test::write_file(tmp.file("x"), bytes + std::string(64, 'x'));
+    EXPECT_EQ(test::error_of([&] { io::probe_file(tmp.file("x")); }),
+              tmp.file("x") + ": is compressed with " + what + ", which genemask does not read (it reads plain text, "
+                                                            "gzip and bgzip); decompress it, or recompress it with bgzip");
+  }
+  test::write_file(tmp.file("t"), "BZh1 is a name\nACGT\n");
+  EXPECT_EQ(io::probe_file(tmp.file("t")).compression, io::Compression::none);
+  test::write_file(tmp.file("short"), "BZ");
+  EXPECT_EQ(io::probe_file(tmp.file("short")).compression, io::Compression::none);
+}
+
 TEST(FastaReader, SoftMaskedAndIupacAreKeptUpperCase) {
   TempDir tmp;
   test::write_file(tmp.file("g.fa"), ">chr1 test\nacgtNNryACGT\n>chr2\nGATTACA\n");

@@ -85,6 +85,14 @@ TEST(RunDir, ResolveRunCheckpointAndModelDirectory) {
   } catch (const io::InputError& e) {
     EXPECT_NE(std::string(e.what()).find(tmp.file("empty") + ": no complete checkpoint"), std::string::npos) << e.what();
   }
+  // A sharded Hugging Face checkpoint: named as such, not "no model.safetensors".
+  fs::create_directories(tmp.file("sharded"));
+  test::write_file(tmp.file("sharded/model.safetensors.index.json"), "{}");
+  test::write_file(tmp.file("sharded/model-00001-of-00002.safetensors"), "x");
+  EXPECT_NE(test::error_of([&] { io::resolve_model(tmp.file("sharded")); })
+                .find(tmp.file("sharded") + ": is a sharded checkpoint (model.safetensors.index.json), which genemask "
+                                            "does not read"),
+            std::string::npos);
 }
 
 TEST(RunDir, LockHolderNamesALiveLockOnly) {
@@ -97,4 +105,34 @@ TEST(RunDir, LockHolderNamesALiveLockOnly) {
     EXPECT_NE(io::lock_holder(tmp.path()).find("pid " + std::to_string(::getpid())), std::string::npos);
   }
   EXPECT_EQ(io::lock_holder(tmp.path()), "");  // released: the file stays, unlocked
+}
+
+// A finished run continued with --resume --steps M and killed before its next checkpoint:
+// the checkpoint's state.json still records the old --steps; the run's metrics.jsonl logs
+// steps past it. Taken for the run's final model before.
+TEST(RunDir, StepsLoggedPastTheNewestCheckpointMarkARunUnfinished) {
+  TempDir tmp;
+  const std::string run = tmp.file("run");
+  make_checkpoint(run, "step-00000004", true, R"({"steps": 4})");
+  const auto reason = [&](const std::string& metrics) {
+    test::write_file(run + "/metrics.jsonl", metrics);
+    const auto r = io::resolve_model(run);
+    return io::unfinished_run_reason(r, run, "OTHER");
+  };
+  const std::string done = "{\"loss\":1.0,\"step\":3}\n{\"eval_loss\":1.0,\"step\":4}\n{\"loss\":1.0,\"step\":4}\n";
+  EXPECT_EQ(reason(done), "");
+  EXPECT_EQ(reason(""), "");
+  EXPECT_EQ(reason(done + "{\"loss\":1.0,\"step\":5}\n"),
+            "the run \"" + run + "\" has not finished: its metrics.jsonl logs step 5, past its newest checkpoint (step "
+            "4): it was continued (pretrain --resume with more --steps) and stopped before its next checkpoint; finish "
+            "it with `genemask pretrain ... --resume`, or OTHER");
+  // A last line torn by the kill counts by its step when the line holds it whole.
+  EXPECT_NE(reason(done + "{\"grad_norm\":0.5,\"loss\":1.0,\"step\":6,\"tok").find("logs step 6"), std::string::npos);
+  EXPECT_EQ(reason(done + "{\"grad_norm\":0.5,\"loss\":1.0,\"step\":6"), "");  // its digits may be cut: not read
+  EXPECT_EQ(reason(done + "{\"grad_norm\":0.5,\"lo"), "");
+  // A long file: only its end is read, and a line past the newest checkpoint is found there.
+  std::string many;
+  for (int i = 0; i < 40000; ++i) many += "{\"loss\":1.0,\"step\":1}\n";
+  EXPECT_NE(reason(many + "{\"loss\":1.0,\"step\":9}\n").find("logs step 9"), std::string::npos);
+  EXPECT_EQ(reason(many + done), "");
 }

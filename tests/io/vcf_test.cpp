@@ -109,8 +109,8 @@ TEST(Vcf, SequencePairsTsv) {
   // U (RNA) made [UNK] 6-mers scored as sequence; a repeated id named two rows alike.
   write_file(d.file("u.tsv"), "id\tref_sequence\talt_sequence\nv\tACGUACGT\tACGTACGT\n");
   EXPECT_EQ(error_of([&] { read_variant_tsv(d.file("u.tsv")); }),
-            d.file("u.tsv") + ":2: 'ACGUACGT' is not a sequence of bases ('U' at position 4: A, C, G, T, N or "
-                              "another IUPAC code)");
+            d.file("u.tsv") + ":2: 'ACGUACGT': 'U' at position 4 is not a base (A, C, G, T, N or another IUPAC "
+                              "code, any case)");
   write_file(d.file("i.tsv"), "id\tref_sequence\talt_sequence\nv\tACGTACGT\tACGAACGT\nw\tACGT\tACGA\n"
                               "v\tACGTAC\tACGTAA\n");
   EXPECT_EQ(error_of([&] { read_variant_tsv(d.file("i.tsv")); }),

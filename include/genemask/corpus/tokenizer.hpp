@@ -48,8 +48,10 @@ std::vector<uint16_t> frame(const std::vector<uint16_t>& ids);
 /// std::invalid_argument naming the token when a token is not 6 letters or two tokens
 /// do not overlap by 5 bases.
 std::vector<uint16_t> tokenize_kmer_text(std::string_view text);
-/// Bases back from overlapping 6-mer ids ([CLS], [SEP], [PAD] skipped; [UNK] and [MASK] decode
-/// as N); consecutive known 6-mers must overlap by 5 bases (std::invalid_argument otherwise).
+/// Bases back from overlapping 6-mer ids ([CLS], [SEP], [PAD] skipped). [UNK] and [MASK] stand
+/// for 6-mers whose bases are not known: a base is N only where no known 6-mer covers it, and
+/// every base keeps its position. Known 6-mers must agree on the bases they share (5 for
+/// neighbours; std::invalid_argument otherwise).
 std::string decode(const std::vector<uint16_t>& ids);
 /// Text of one token ("[CLS]", "ACGTAC", ...).
 std::string token_text(uint16_t id);

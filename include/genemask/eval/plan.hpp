@@ -91,6 +91,10 @@ struct Plan {
   // ran (the report counts each cell's seeds against them); false otherwise, and shots and
   // seeds are then only defaults.
   bool grid_given = false;
+
+  /// Whether (model, task, shots) is a cell of the grid the sweep ran: grid_given, and the
+  /// plan lists the model, the task and the shot count.
+  bool in_grid(const std::string& model, const std::string& task, int64_t shots) const;
 };
 
 /// One fine-tuning run. Everything a worker needs travels in the job (workers never read

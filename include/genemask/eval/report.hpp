@@ -138,6 +138,9 @@ struct ArmStat {
   std::vector<int64_t> replicates;      // ids, ascending
   std::vector<double> replicate_means;  // the mean over each replicate's fine-tuning seeds
   std::vector<uint64_t> seeds;          // how many fine-tuning seeds each replicate had
+  // Replicates whose Table 1 cell has fewer seeds than it should (MetricStat::incomplete):
+  // their means are over part of their seeds; the cell is marked "(short: c)" and said.
+  uint64_t short_replicates = 0;
   double mean = 0, spread = 0;          // over the replicate means; spread: std (ddof 1), NaN below 2
   bool compared = false;                // there is a baseline arm (and this is not it)
   std::string test;                     // "paired" (replicates paired by id), "welch", or "" (none)

@@ -28,10 +28,13 @@ struct RunMetrics {
   // Test sequences that repeat an earlier test sequence (the same tokens, under any label):
   // each repeat is scored again, as one more test sequence. -1: not measured (as above).
   int64_t test_duplicates = -1;
+  // Training and test sequences cut to the model's positions, and those whose 6-mers are all
+  // [UNK] (the model sees nothing of their bases). -1: not measured (as above).
+  int64_t truncated = -1, unknown_only = -1;
 
   /// The metrics as fields of a JSON object (nlohmann::json or ordered_json): the
   /// kMetricFields by name, then n_train, n_test, classes and (when known) precision,
-  /// test_in_train and test_duplicates.
+  /// test_in_train, test_duplicates, truncated and unknown_only.
   template <class Json>
   void to_json(Json& j) const {
     for (const auto& f : metrics::kMetricFields) j[f.name] = test.*f.member;
@@ -41,11 +44,13 @@ struct RunMetrics {
     if (!precision.empty()) j["precision"] = precision;
     if (test_in_train >= 0) j["test_in_train"] = test_in_train;
     if (test_duplicates >= 0) j["test_duplicates"] = test_duplicates;
+    if (truncated >= 0) j["truncated"] = truncated;
+    if (unknown_only >= 0) j["unknown_only"] = unknown_only;
   }
   template <class A>
   void serialize(A& ar, const unsigned int) {
     for (const auto& f : metrics::kMetricFields) ar&(test.*f.member);
-    ar& test.n& test.classes& n_train& precision& test_in_train& test_duplicates;
+    ar& test.n& test.classes& n_train& precision& test_in_train& test_duplicates& truncated& unknown_only;
   }
 };
 

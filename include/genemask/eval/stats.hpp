@@ -2,6 +2,7 @@
 // Summary statistics and the paired t-test of the report. The Student t tail comes from
 // Boost.Math (exact, not a normal approximation), as SciPy's ttest_rel computes it.
 #include <cstddef>
+#include <string>
 #include <vector>
 
 namespace genemask::stats {
@@ -40,5 +41,9 @@ TTest welch_t_test(const std::vector<double>& a, const std::vector<double>& b);
 const char* significance_marker(double p);
 /// The same markers for LaTeX: "**", "*", "$\dagger$", "".
 const char* significance_marker_latex(double p);
+/// The markers' legend for a caption: "\*\* p < 0.01, \* p < 0.05, \u2020 p < 0.1" in Markdown (the
+/// stars escaped), "** p $<$ 0.01, * p $<$ 0.05, $\dagger$ p $<$ 0.1" in LaTeX (a bare < prints as
+/// an inverted ! in LaTeX's default font encoding).
+std::string significance_legend(bool latex);
 
 }  // namespace genemask::stats

@@ -109,16 +109,21 @@ class Tokenizer:
         for i, s in enumerate(seqs):
             if not isinstance(s, str):
                 raise TypeError(f"sequence {i} must be a str, got {type(s).__name__}")
-        if max_length is not None and max_length < 0:
-            raise ValueError(f"max_length must be >= 0, got {max_length}")
+        # A row holds at least one 6-mer: [CLS] [SEP] alone is no sequence's (it was returned).
+        least = 3 if add_special_tokens else 1
+        if max_length is not None and max_length < least:
+            raise ValueError(f"max_length must be at least {least} ("
+                             f"{'[CLS], one 6-mer, [SEP]' if add_special_tokens else 'one 6-mer'}), got {max_length}")
         return _core.tokenize_batch(seqs, add_special_tokens, max_length, truncation)
 
     __call__ = batch
 
     def decode(self, ids) -> str:
-        """Bases back from overlapping 6-mer ids ([CLS], [SEP], [PAD] skipped; [UNK] and [MASK]
-        decode as N, keeping later bases in place). Consecutive known 6-mers must overlap by 5
-        bases: ids that do not are no sequence's, and a ValueError."""
+        """Bases back from overlapping 6-mer ids ([CLS], [SEP], [PAD] skipped). [UNK] and [MASK]
+        stand for 6-mers whose bases are not known: a base is N only where no known 6-mer covers
+        it (a masked 6-mer's bases its neighbours show are shown), and every base keeps its
+        position. Known 6-mers must agree on the bases they share (5 for neighbours): ids that
+        do not are no sequence's, and a ValueError."""
         return _core.decode(_int_array(ids, "ids", 1))
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:

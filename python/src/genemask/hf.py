@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from . import MASK, PAD, VOCAB_SIZE, Masker, NpmiTable, PmiVocab, Tokenizer, _int_array
+from . import MASK, PAD, SEP, VOCAB_SIZE, Masker, NpmiTable, PmiVocab, Tokenizer, _int_array
 
 try:
     import torch
@@ -142,7 +142,10 @@ class DataCollatorForGeneMask:
                 if not self.truncation:
                     raise ValueError(f"example {i} has {ids.shape[0]} tokens, more than max_length={self.max_length}; "
                                      "shorten the examples or pass truncation=True")
-                ids = np.concatenate([ids[: self.max_length - 1], ids[-1:]])
+                # The row's first tokens, and its [SEP] where it has one: an example without
+                # [CLS]/[SEP] kept its last 6-mer after the first ones, a junction of no sequence.
+                ids = (np.concatenate([ids[: self.max_length - 1], ids[-1:]]) if ids[-1] == SEP
+                       else ids[: self.max_length])
             rows.append(ids)
         return rows
 

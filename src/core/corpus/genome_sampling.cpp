@@ -1,14 +1,13 @@
 #include "genemask/corpus/genome_sampling.hpp"
 
 #include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
 #include <fmt/format.h>
 #include <numeric>
 #include <stdexcept>
 
 #include "genemask/rng.hpp"
+#include "io/parse_number.hpp"
 
 namespace genemask {
 
@@ -30,15 +29,13 @@ GenomeWeighting parse_genome_weighting(const std::string& text) {
   else if (text == "list") w.kind = GenomeWeighting::Kind::list;
   else if (text.rfind("temperature:", 0) == 0) {
     const std::string t = text.substr(12);
-    char* end = nullptr;
-    errno = 0;
-    const double v = std::strtod(t.c_str(), &end);
-    if (t.empty() || *end != '\0' || errno == ERANGE || !std::isfinite(v) || !(v > 0))
+    const auto v = io::parse_decimal_double(t);
+    if (!v || !(*v > 0))
       throw std::invalid_argument(fmt::format("--genome-weights {}: the temperature '{}' is not a positive finite "
                                               "number (temperature:T draws genome g with p ~ bases^(1/T))",
                                               text, t));
     w.kind = GenomeWeighting::Kind::temperature;
-    w.temperature = v;
+    w.temperature = *v;
   } else {
     throw std::invalid_argument(fmt::format("--genome-weights '{}': expected bases, uniform, list or temperature:T",
                                             text));

@@ -163,31 +163,45 @@ std::vector<uint16_t> tokenize_kmer_text(std::string_view text) {
 }
 
 std::string decode(const std::vector<uint16_t>& ids) {
-  std::string out;
-  bool first = true;
-  std::string prev;  // the previous 6-mer's bases ("" after [UNK] or [MASK]: unknown)
-  size_t prev_at = 0;
+  // [CLS], [SEP] and [PAD] frame a row; [UNK] and [MASK] stand for a 6-mer whose bases are
+  // not known. Token j covers bases j..j+5: a base is N only where no known 6-mer covers it
+  // (each later base keeps its position; a masked 6-mer's bases that its neighbours show are
+  // shown, as the model can read them).
+  std::vector<std::pair<size_t, uint16_t>> kmers;  // (index in ids, id) of the 6-mer positions
+  size_t frame_after = SIZE_MAX;                   // a framing token after the first 6-mer
   for (size_t i = 0; i < ids.size(); ++i) {
-    const uint16_t id = ids[i];
-    // [CLS], [SEP] and [PAD] frame a row; [UNK] and [MASK] stand for a 6-mer whose bases are
-    // not known: N, so that every later base keeps its position.
-    if (is_special(id) && id != kUnk && id != kMask) continue;
-    const bool unknown = id == kUnk || id == kMask;
-    const std::string t = unknown ? std::string("NNNNNN") : token_text(id);
-    // Overlapping 6-mers of one sequence share 5 bases: ids that do not were not made by
-    // tokenising a sequence, and chaining them would invent one.
-    if (!unknown && !prev.empty() && prev.compare(1, 5, t, 0, 5) != 0)
-      throw std::invalid_argument(fmt::format("ids[{}] ({}) does not overlap ids[{}] ({}) by 5 bases: the ids are not "
-                                              "the overlapping 6-mers of one sequence",
-                                              i, t, prev_at, prev));
-    if (first) {
-      out = t;
-      first = false;
-    } else {
-      out.push_back(t.back());
+    if (is_special(ids[i]) && ids[i] != kUnk && ids[i] != kMask) {
+      if (!kmers.empty() && frame_after == SIZE_MAX) frame_after = i;
+      continue;
     }
-    prev = unknown ? std::string() : t;
-    prev_at = i;
+    // One sequence's ids: 6-mers after its [SEP] are another sequence's (a packed row), and
+    // chained on they would move every later base.
+    if (frame_after != SIZE_MAX)
+      throw std::invalid_argument(fmt::format("ids[{}] ({}) follows the {} at ids[{}]: the ids hold more than one "
+                                              "sequence (a packed row?); decode each sequence's ids",
+                                              i, token_text(ids[i]), token_text(ids[frame_after]), frame_after));
+    kmers.emplace_back(i, ids[i]);
+  }
+  if (kmers.empty()) return "";
+  std::string out(kmers.size() + kTokenK - 1, 'N');
+  size_t prev = SIZE_MAX;  // the last known 6-mer
+  for (size_t j = 0; j < kmers.size(); ++j) {
+    const auto [i, id] = kmers[j];
+    if (id == kUnk || id == kMask) continue;
+    const std::string t = token_text(id);
+    // The known 6-mers of one sequence agree on the bases they share (5 for neighbours): ids
+    // that do not were not made by tokenising a sequence, and chaining them would invent one.
+    // Agreeing with the last known 6-mer is agreeing with every earlier one that reaches here.
+    if (const size_t d = j - prev; prev != SIZE_MAX && d < static_cast<size_t>(kTokenK)) {
+      const std::string p = token_text(kmers[prev].second);
+      const size_t shared = static_cast<size_t>(kTokenK) - d;
+      if (p.compare(d, shared, t, 0, shared) != 0)
+        throw std::invalid_argument(fmt::format("ids[{}] ({}) does not overlap ids[{}] ({}) by {} bases: the ids are not "
+                                                "the overlapping 6-mers of one sequence",
+                                                i, t, kmers[prev].first, p, shared));
+    }
+    out.replace(j, static_cast<size_t>(kTokenK), t);
+    prev = j;
   }
   return out;
 }

@@ -15,7 +15,9 @@
 #include "genemask/eval/results.hpp"
 #include "io/error.hpp"
 #include "io/json.hpp"
+#include "io/table_text.hpp"
 #include "io/run_dir.hpp"
+#include "io/parse_number.hpp"
 #include "io/sha256.hpp"
 
 namespace fs = std::filesystem;
@@ -29,18 +31,25 @@ namespace {
 nlohmann::json yaml_scalar(const YAML::Node& n) {
   const std::string& s = n.Scalar();
   if (n.Tag() == "!") return s;  // quoted: always a string
-  static const std::regex int_re("[-+]?[0-9]+"), float_re("[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?");
+  // "010" is 10 in YAML 1.2 but octal 8 in YAML 1.1 (PyYAML): a leading 0 is kept as text, so
+  // that the key's check names it. A number out of range (1e400, 2^64) is kept as text too.
+  static const std::regex int_re("[-+]?(0|[1-9][0-9]*)"), float_re("[-+]?([0-9]+\\.?[0-9]*|\\.[0-9]+)([eE][-+]?[0-9]+)?");
   if (s == "true" || s == "True" || s == "TRUE") return true;
   if (s == "false" || s == "False" || s == "FALSE") return false;
   if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return nullptr;
+  const std::string_view unsigned_part = std::string_view(s).substr(s[0] == '+' ? 1 : 0);
+  static const std::regex leading_zero("[-+]?0[0-9]+");
+  if (std::regex_match(s, leading_zero)) return s;
   if (std::regex_match(s, int_re)) {
-    try {
-      return s[0] == '-' ? nlohmann::json(std::stoll(s)) : nlohmann::json(std::stoull(s));
-    } catch (const std::out_of_range&) {
-      return s;
+    if (s[0] == '-') {
+      if (const auto v = io::parse_decimal_i64(s)) return *v;
+    } else if (const auto v = io::parse_decimal_u64(unsigned_part)) {
+      return *v;
     }
+    return s;
   }
-  if (std::regex_match(s, float_re)) return std::stod(s);
+  if (std::regex_match(s, float_re))
+    if (const auto v = io::parse_decimal_double(s)) return *v;
   return s;
 }
 
@@ -224,6 +233,10 @@ const nlohmann::json& required(const Checker& c, const nlohmann::json& obj, cons
 void check_name(const Checker& c, const std::string& name, const std::string& path) {
   if (name.find('|') != std::string::npos)
     c.fail(path, fmt::format("\"{}\" contains '|' (the job key separator); choose another name", name));
+  if (const size_t at = io::first_control_char(name); at != std::string::npos)
+    c.fail(path, fmt::format("\"{}\" holds a control character ({} at position {}): names are printed into the "
+                             "lines of tables and job lists; choose another name",
+                             io::printable(name), io::describe_control_char(name, at), at + 1));
 }
 
 /// A model path to the directory its jobs load, once per sweep: a run's newest complete
@@ -307,6 +320,7 @@ PlanModel parse_model(const Checker& c, const nlohmann::json& j, const std::stri
       c.fail(Checker::sub(path, "group"), fmt::format("{} is not a string", io::json_excerpt(j["group"])));
     m.group = j["group"].get<std::string>();
     m.group_given = true;
+    check_name(c, m.group, Checker::sub(path, "group"));
   }
   if (j.contains("arm") || j.contains("replicate")) {
     if (!j.contains("arm") || !j.contains("replicate"))
@@ -360,7 +374,14 @@ PlanTask parse_task(const Checker& c, const nlohmann::json& j, const std::string
       t.test = c.existing(j["test"], Checker::sub(path, "test"), "expected the test table");
     } else {
       for (const char* f : {"test.tsv", "dev.tsv"})
-        if (t.test.empty() && fs::is_regular_file(fs::path(t.dir) / f)) t.test = (fs::path(t.dir) / f).string();
+        if (fs::is_regular_file(fs::path(t.dir) / f)) {
+          // Both: which one the tables are of is the user's choice, as with two train*.tsv.
+          if (!t.test.empty())
+            c.fail(Checker::sub(path, "dir"), fmt::format("\"{}\" has both test.tsv and dev.tsv: give \"test\" "
+                                                          "explicitly (the table to score on)",
+                                                          t.dir));
+          t.test = (fs::path(t.dir) / f).string();
+        }
       if (t.test.empty())
         c.fail(Checker::sub(path, "dir"), fmt::format("\"{}\" has no test.tsv or dev.tsv (give \"test\" explicitly)", t.dir));
     }
@@ -466,6 +487,12 @@ std::vector<T> parse_list(const Checker& c, const nlohmann::json& j, const std::
 }
 
 }  // namespace
+
+bool Plan::in_grid(const std::string& model, const std::string& task, int64_t n) const {
+  return grid_given && std::any_of(models.begin(), models.end(), [&](const PlanModel& m) { return m.name == model; }) &&
+         std::any_of(tasks.begin(), tasks.end(), [&](const PlanTask& t) { return t.name == task; }) &&
+         std::find(shots.begin(), shots.end(), n) != shots.end();
+}
 
 Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const std::string& base_dir,
                     const std::map<std::string, int>* lines) {
@@ -588,6 +615,12 @@ Plan read_plan_order(const std::string& path) {
   const nlohmann::json j = io::parse_json(ss.str(), path, "the sweep's plan.json is JSON");
   Plan p;
   p.source = path;
+  const bool sweeps_own = j.is_object() && j.value("format", "") == "genemask-sweep-plan";
+  // A sweep's own plan.json records the SHA-256 of every input (plan_to_json): the report
+  // holds the records' against them.
+  const auto digest = [&](const nlohmann::json& e, const char* key) {
+    return sweeps_own && e.contains(key) && e[key].is_string() ? e[key].get<std::string>() : std::string();
+  };
   auto names = [&](const char* key, bool models) {
     if (!j.is_object() || !j.contains(key)) return;
     if (!j[key].is_array()) throw io::InputError(path, fmt::format("\"{}\" must be an array", key));
@@ -608,6 +641,8 @@ Plan read_plan_order(const std::string& path) {
           pm.arm = e["arm"].get<std::string>();
           pm.replicate = e["replicate"].get<int64_t>();
         }
+        pm.weights_sha256 = digest(e, "weights_sha256");
+        pm.config_sha256 = digest(e, "config_sha256");
       } else {
         throw io::InputError(path, fmt::format("an entry of \"{}\" is {}, expected a name or an object with \"name\"",
                                                key, io::json_excerpt(e)));
@@ -617,13 +652,19 @@ Plan read_plan_order(const std::string& path) {
       } else {
         PlanTask t;
         t.name = pm.name;
+        if (e.is_object()) {
+          t.test_sha256 = digest(e, "test_sha256");
+          t.train_sha256 = digest(e, "train_sha256");
+          if (sweeps_own && e.contains("shot_train_sha256") && e["shot_train_sha256"].is_object())
+            for (const auto& [shots, d] : e["shot_train_sha256"].items())
+              if (const auto n = io::parse_decimal_i64(shots); n && d.is_string()) t.shot_train_sha256[*n] = d.get<std::string>();
+        }
         p.tasks.push_back(std::move(t));
       }
     }
   };
   names("models", true);
   names("tasks", false);
-  const bool sweeps_own = j.is_object() && j.value("format", "") == "genemask-sweep-plan";
   if (sweeps_own && j.contains("finetune") && j["finetune"].is_object()) p.recorded_finetune = j["finetune"];
   // The grid the sweep ran: every seed of every shot count, for every model and task.
   const auto integers = [&](const char* key) {

@@ -105,11 +105,14 @@ namespace {
 
 /// The one difference (or the first few) between two fine-tuning settings, for a message.
 std::string finetune_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  // A key not written: "precision" is left out for fp32 (sweep::finetune_to_json).
+  const auto absent = [](const std::string& k) { return k == "precision" ? std::string("\"fp32\"") : std::string("unset"); };
   std::vector<std::string> d;
   for (const auto& [k, v] : a.items())
-    if (!b.contains(k) || b[k] != v) d.push_back(fmt::format("{} {} vs {}", k, v.dump(), b.contains(k) ? b[k].dump() : "unset"));
+    if (!b.contains(k) || b[k] != v)
+      d.push_back(fmt::format("{} {} vs {}", k, v.dump(), b.contains(k) ? b[k].dump() : absent(k)));
   for (const auto& [k, v] : b.items())
-    if (!a.contains(k)) d.push_back(fmt::format("{} unset vs {}", k, v.dump()));
+    if (!a.contains(k)) d.push_back(fmt::format("{} {} vs {}", k, absent(k), v.dump()));
   return fmt::format("{}", fmt::join(d, ", "));
 }
 
@@ -144,6 +147,39 @@ void check_same_finetune(const std::string& path, const std::vector<const Record
                                    unrecorded, used.size()));
 }
 
+/// A sweep's own plan.json records the SHA-256 of each task's tables and each model's weights
+/// (or a random model's config): a record whose inputs are other ones is of another sweep
+/// (a results file appended to, or beside a plan of a rerun with changed inputs), and is
+/// refused, as records of other fine-tuning settings are. Records or plans without digests
+/// are not compared.
+void check_plan_inputs(const std::string& path, const std::vector<const Record*>& used, const Plan& plan) {
+  std::map<std::string, const sweep::PlanModel*> model_of;
+  std::map<std::string, const sweep::PlanTask*> task_of;
+  for (const auto& m : plan.models) model_of.emplace(m.name, &m);
+  for (const auto& t : plan.tasks) task_of.emplace(t.name, &t);
+  const auto check = [&](const Record* r, const std::string& recorded, const std::string& planned,
+                         const std::string& what) {
+    if (recorded.empty() || planned.empty() || recorded == planned) return;
+    throw io::InputError(path, r->line, fmt::format(
+        "{} of job {} is not the one the plan {} records (SHA-256 {}... vs {}...): the record is of another sweep; "
+        "report it with its own plan.json, or from a separate results file",
+        what, r->job, plan.source, recorded.substr(0, 12), planned.substr(0, 12)));
+  };
+  for (const Record* r : used) {
+    if (const auto t = task_of.find(r->task); t != task_of.end()) {
+      const sweep::PlanTask& pt = *t->second;
+      check(r, r->test_sha256, pt.test_sha256, fmt::format("the test table of task '{}'", r->task));
+      const auto shot = pt.shot_train_sha256.find(r->shots);
+      check(r, r->train_sha256,
+            !pt.train_sha256.empty() ? pt.train_sha256 : shot != pt.shot_train_sha256.end() ? shot->second : "",
+            fmt::format("the training table of task '{}' at {} shots", r->task, r->shots));
+    }
+    if (const auto m = model_of.find(r->model); m != model_of.end())
+      check(r, r->model_sha256, !m->second->weights_sha256.empty() ? m->second->weights_sha256 : m->second->config_sha256,
+            fmt::format("the model '{}'", r->model));
+  }
+}
+
 /// The records a table shows must come from the same inputs where they are compared: one
 /// test table per task (every model and shot count is scored on it), one training table per
 /// task and shot count, one set of weights per model. A sweep continued after an input
@@ -167,6 +203,43 @@ void check_same_inputs(const std::string& path, const std::vector<const Record*>
         "records aside) or report them from separate results files",
         what, r->job, it->second.first->job, it->second.first->line, sha.substr(0, 12), it->second.sha256.substr(0, 12)));
   };
+  // What the records say of their inputs, digests or not (records of an earlier genemask
+  // carry none, and two test sets averaged into one mean would otherwise pass without a
+  // word): a task's records were scored on one test table (its size and classes), its
+  // records at one shot count trained on as many sequences, and a model's records were
+  // fine-tuned from one checkpoint (its step). Counts a record does not give (0) are not
+  // compared.
+  std::map<std::string, const Record*> test_of_task, model_first;
+  std::map<std::pair<std::string, int64_t>, const Record*> train_of_cell;
+  const auto differ = [](uint64_t a, uint64_t b) { return a > 0 && b > 0 && a != b; };
+  for (const Record* r : used) {
+    const Record* f = test_of_task.emplace(r->task, r).first->second;
+    if (differ(f->metrics.test.n, r->metrics.test.n) ||
+        differ(static_cast<uint64_t>(f->metrics.test.classes), static_cast<uint64_t>(r->metrics.test.classes)))
+      throw io::InputError(path, r->line, fmt::format(
+          "job {} scored {} test sequences of {} classes, job {} on line {} {} of {}: the records of task '{}' were "
+          "made from different test tables, and a table would average them; report them from separate results files",
+          r->job, r->metrics.test.n, r->metrics.test.classes, f->job, f->line, f->metrics.test.n,
+          f->metrics.test.classes, r->task));
+    f = train_of_cell.emplace(std::pair{r->task, r->shots}, r).first->second;
+    if (differ(f->metrics.n_train, r->metrics.n_train))
+      throw io::InputError(path, r->line, fmt::format(
+          "job {} trained on {} sequences, job {} on line {} on {}: the records of task '{}' at {} shots were made "
+          "from different training tables, and a table would average them; report them from separate results files",
+          r->job, r->metrics.n_train, f->job, f->line, f->metrics.n_train, r->task, r->shots));
+    f = model_first.emplace(r->model, r).first->second;
+    const auto from = [](const Record* x) {
+      if (x->checkpoint == "random") return std::string("no checkpoint (random)");
+      return x->checkpoint_step >= 0 ? fmt::format("step {} ({})", x->checkpoint_step, x->checkpoint) : x->checkpoint;
+    };
+    const bool known = !f->checkpoint.empty() && !r->checkpoint.empty();
+    if (known && ((f->checkpoint == "random") != (r->checkpoint == "random") ||
+                  f->checkpoint_step != r->checkpoint_step))
+      throw io::InputError(path, r->line, fmt::format(
+          "job {} fine-tuned model '{}' from {}, job {} on line {} from {}: the records are of two models under one "
+          "name, and a table would average them; report them from separate results files, or rename one",
+          r->job, r->model, from(r), f->job, f->line, from(f)));
+  }
   for (const Record* r : used) {
     if (r->test_sha256.empty() && r->train_sha256.empty()) ++undigested;
     same(test_of, r->task, r->test_sha256, r, fmt::format("the test table of task '{}'", r->task));
@@ -237,18 +310,35 @@ namespace {
 /// A name as a table shows it: without leading and trailing spaces, each run of spaces as one
 /// (ASCII white space and U+00A0, the no-break space, alike).
 std::string shown_alike_key(const std::string& name) {
+  // UTF-8 of the characters shown as a space (no-break, en to hair, narrow no-break, medium
+  // mathematical, ideographic) and of those not shown at all (zero-width space, non-joiner,
+  // joiner, word joiner, byte-order mark, soft hyphen).
+  static const char* const kSpaces[] = {"\xC2\xA0", "\xE2\x80\x80", "\xE2\x80\x81", "\xE2\x80\x82", "\xE2\x80\x83",
+                                        "\xE2\x80\x84", "\xE2\x80\x85", "\xE2\x80\x86", "\xE2\x80\x87", "\xE2\x80\x88",
+                                        "\xE2\x80\x89", "\xE2\x80\x8A", "\xE2\x80\xAF", "\xE2\x81\x9F", "\xE3\x80\x80"};
+  static const char* const kInvisible[] = {"\xE2\x80\x8B", "\xE2\x80\x8C", "\xE2\x80\x8D",
+                                           "\xE2\x81\xA0", "\xEF\xBB\xBF", "\xC2\xAD"};
+  const auto at = [&](size_t i, const char* const* list, size_t n) -> size_t {
+    for (size_t k = 0; k < n; ++k)
+      if (const std::string_view c = list[k]; name.compare(i, c.size(), c) == 0) return c.size();
+    return 0;
+  };
   std::string out;
   bool space = false;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const bool nbsp = name.compare(i, 2, "\xC2\xA0") == 0;
-    if (nbsp || std::isspace(static_cast<unsigned char>(name[i]))) {
+  for (size_t i = 0; i < name.size();) {
+    if (const size_t n = at(i, kInvisible, std::size(kInvisible))) {
+      i += n;
+      continue;
+    }
+    const size_t n = std::isspace(static_cast<unsigned char>(name[i])) ? 1 : at(i, kSpaces, std::size(kSpaces));
+    if (n > 0) {
       space = true;
-      i += nbsp;
+      i += n;
       continue;
     }
     if (space && !out.empty()) out += ' ';
     space = false;
-    out += name[i];
+    out += name[i++];
   }
   return out;
 }
@@ -310,24 +400,27 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   std::vector<std::string> planned_tasks;
   for (const auto& pt : plan.tasks) planned_tasks.push_back(pt.name);
   t.tasks = order(opt.tasks, planned_tasks, present_tasks, "task");
-  // Names that differ in spaces only ("GM", "GM ", "GM" + a no-break space) are shown alike:
-  // rows or columns a reader cannot tell apart, each with its own ranks. Said.
-  for (const auto& [names, what] : {std::pair<const std::vector<std::string>*, const char*>{&models, "models"},
-                               std::pair<const std::vector<std::string>*, const char*>{&t.tasks, "tasks"}}) {
-    std::map<std::string, std::string> first;
-    for (const auto& n : *names)
-      if (auto [it, fresh] = first.emplace(shown_alike_key(n), n); !fresh)
-        t.warnings.push_back(fmt::format("{} {} and {} are shown alike in the tables (they differ in spaces only): "
-                                         "rename one in the plan, or choose one with --{}",
-                                         what, nlohmann::json(it->second).dump(-1, ' ', /*ensure_ascii=*/true),
-                                         nlohmann::json(n).dump(-1, ' ', /*ensure_ascii=*/true), what));
-  }
   // Groups in order of first appearance; a stable sort keeps the models of a group together.
   for (const auto& m : models)
     if (std::find(t.groups.begin(), t.groups.end(), group_of[m]) == t.groups.end()) t.groups.push_back(group_of[m]);
   for (const auto& g : t.groups)
     for (const auto& m : models)
       if (group_of[m] == g) t.models.push_back(Model{m, g, "", "", -1});
+  // Names that differ in spaces or invisible characters only ("GM", "GM ", "GM" + a no-break
+  // space, "GM" + a zero-width space) are shown alike: rows, columns or group headings a
+  // reader cannot tell apart, each with its own ranks. Said.
+  for (const auto& [names, what, option] :
+       {std::tuple<const std::vector<std::string>*, const char*, const char*>{&models, "models", "one with --models"},
+        {&t.tasks, "tasks", "one with --tasks"},
+        {&t.groups, "groups", "the models of one with --models"}}) {
+    std::map<std::string, std::string> first;
+    for (const auto& n : *names)
+      if (auto [it, fresh] = first.emplace(shown_alike_key(n), n); !fresh)
+        t.warnings.push_back(fmt::format("{} {} and {} are shown alike in the tables (they differ in spaces or invisible "
+                                         "characters only): rename one in the plan, or choose {}",
+                                         what, nlohmann::json(it->second).dump(-1, ' ', /*ensure_ascii=*/true),
+                                         nlohmann::json(n).dump(-1, ' ', /*ensure_ascii=*/true), option));
+  }
 
   // Pretraining replicates: a model's arm and replicate id, from its records (one per model)
   // or, for records of before, from the plan.
@@ -414,9 +507,6 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   // A record of the plan's models, tasks and shots whose seed the plan does not list is of
   // another sweep (a results file appended to, or concatenated from two): averaged in, it
   // would change the means and the ranks without a word. Left out, and said.
-  const auto listed = [](const auto& names, const std::string& n) {
-    return std::any_of(names.begin(), names.end(), [&](const auto& x) { return x.name == n; });
-  };
   for (const auto& r : results.ok)
     if (model_idx.count(r.model) && task_idx.count(r.task)) {
       for (const auto& m : t.metrics)
@@ -429,13 +519,12 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   // Over every record chosen: records of another recipe or test set are refused, not left out.
   check_same_inputs(results.path, used, t.warnings);
   check_same_finetune(results.path, used, plan, t.warnings);
+  check_plan_inputs(results.path, used, plan);
   uint64_t off_plan = 0;
   std::string off_plan_example;
   used.erase(std::remove_if(used.begin(), used.end(),
                             [&](const Record* r) {
-                              const bool off = plan.grid_given && listed(plan.models, r->model) &&
-                                               listed(plan.tasks, r->task) &&
-                                               std::count(plan.shots.begin(), plan.shots.end(), r->shots) > 0 &&
+                              const bool off = plan.in_grid(r->model, r->task, r->shots) &&
                                                std::count(plan.seeds.begin(), plan.seeds.end(), r->seed) == 0;
                               if (off && off_plan++ == 0)
                                 off_plan_example = fmt::format("job {}, line {}", r->job, r->line);
@@ -474,6 +563,16 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
     t.warnings.push_back(fmt::format("model '{}' on task '{}': {} record(s) scored test sequences that are also "
                                      "training sequences (up to {} per job, test_in_train): those metrics count "
                                      "learnt sequences as unseen; use a test table apart from the training table",
+                                     key.first, key.second, n.first, n.second));
+  for (const auto& [key, n] : flagged(&results::RunMetrics::unknown_only, true))
+    t.warnings.push_back(fmt::format("model '{}' on task '{}': {} record(s) trained on or scored sequences whose 6-mers "
+                                     "are all [UNK] (up to {} per job, unknown_only: a run of N): the model sees "
+                                     "nothing of their bases; remove such rows from the tables",
+                                     key.first, key.second, n.first, n.second));
+  for (const auto& [key, n] : flagged(&results::RunMetrics::truncated, true))
+    t.warnings.push_back(fmt::format("model '{}' on task '{}': {} record(s) cut sequences longer than the model's "
+                                     "positions (up to {} per job, truncated): fine-tuning and the test read their "
+                                     "first 6-mers only",
                                      key.first, key.second, n.first, n.second));
   for (const auto& [key, n] : flagged(&results::RunMetrics::test_duplicates, false))
     t.warnings.push_back(fmt::format("task '{}': {} record(s) scored a test table that repeats sequences (up to {} "
@@ -526,9 +625,7 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
     for (size_t m = 0; m < t.models.size(); ++m)
       for (size_t k = 0; k < t.tasks.size(); ++k)
         for (size_t s = 0; s < t.shots.size(); ++s) {
-          const bool in_grid = plan.grid_given && listed(plan.models, t.models[m].name) &&
-                               listed(plan.tasks, t.tasks[k]) &&
-                               std::count(plan.shots.begin(), plan.shots.end(), t.shots[s]) > 0;
+          const bool in_grid = plan.in_grid(t.models[m].name, t.tasks[k], t.shots[s]);
           const uint64_t expected = in_grid ? plan.seeds.size() : seen[k * t.shots.size() + s].size();
           for (auto& st : t.cells[at(m, k, s)]) st.expected = expected;
           const MetricStat& st = t.cells[at(m, k, s)][0];

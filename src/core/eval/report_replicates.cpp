@@ -39,8 +39,10 @@ ReplicateTable aggregate_replicates(const Results& results, const Table& table) 
   r.baseline = table.baseline_arm;
   std::map<std::string, size_t> arm_idx;
   std::map<std::string, const Model*> model_of;
+  std::map<std::pair<std::string, int64_t>, size_t> table_model;  // (arm, replicate) -> Table 1's model
   for (const auto& m : table.models) {
     model_of[m.name] = &m;
+    table_model[{m.arm, m.replicate}] = static_cast<size_t>(&m - table.models.data());
     if (m.arm.empty()) continue;
     auto [it, fresh] = arm_idx.emplace(m.arm, r.arms.size());
     if (fresh) r.arms.push_back(Arm{m.arm, m.group, {}});
@@ -68,13 +70,25 @@ ReplicateTable aggregate_replicates(const Results& results, const Table& table) 
     for (size_t q = 0; q < nm; ++q) values[at][q][m->second->replicate].push_back(rec.values.at(r.metrics[q]));
   }
   r.cells.assign(values.size(), std::vector<ArmStat>(nm));
+  uint64_t short_cells = 0;
+  std::string short_example;
   for (size_t c = 0; c < values.size(); ++c)
     for (size_t q = 0; q < nm; ++q) {
       ArmStat& st = r.cells[c][q];
+      const size_t a = c / (r.tasks.size() * r.shots.size()), k = c / r.shots.size() % r.tasks.size(),
+                   s = c % r.shots.size();
       for (const auto& [rep, v] : values[c][q]) {  // ascending ids
         st.replicates.push_back(rep);
         st.replicate_means.push_back(stats::mean(v));
         st.seeds.push_back(v.size());
+        const size_t m = table_model.at({r.arms[a].name, rep});
+        if (const MetricStat& cell = table.cell(m, k, s)[q]; cell.incomplete()) {
+          ++st.short_replicates;
+          if (q == 0 && short_cells++ == 0)
+            short_example = fmt::format("arm '{}', task '{}', {} shots: replicate {} ('{}') has {} of {} seeds",
+                                        r.arms[a].name, r.tasks[k], r.shots[s], rep, table.models[m].name, cell.n,
+                                        cell.expected);
+        }
       }
       st.mean = st.replicate_means.empty() ? kNaN : stats::mean(st.replicate_means);
       st.spread = st.replicate_means.size() >= 2 ? stats::stddev(st.replicate_means) : kNaN;
@@ -104,6 +118,11 @@ ReplicateTable aggregate_replicates(const Results& results, const Table& table) 
           }
     }
   }
+  if (short_cells > 0)
+    r.warnings.push_back(fmt::format("{} cell(s) of replicates.md have a replicate whose mean is over fewer seeds than "
+                                     "{} (e.g. {}): marked (short: c), c the replicates short of seeds; finish the "
+                                     "sweep (genemask sweep continues where it stopped)",
+                                     short_cells, table.expected_source(false), short_example));
   // With one replicate per arm nothing can tell the strategy from the luck of its one run.
   size_t fewest = SIZE_MAX;
   for (const auto& cell : r.cells)
@@ -123,13 +142,12 @@ std::string cell_text(const ArmStat& st, int d, bool latex) {
   const std::string pm = latex ? " $\\pm$ " : " \u00b1 ";
   std::string v = num(st.mean, d) + (std::isnan(st.spread) ? "" : pm + num(st.spread, d)) +
                   fmt::format(latex ? " ($k={}$)" : " (k={})", st.replicates.size());
+  if (st.short_replicates > 0) v += fmt::format(" (short: {})", st.short_replicates);
   return v + st.marker(latex);
 }
 
 std::string note(const ReplicateTable& r, bool latex) {
   std::string names;
-  const std::string two = latex ? "**" : "\\*\\*", one = latex ? "*" : "\\*", dagger = latex ? "$\\dagger$" : "\u2020";
-  const char* lt = latex ? "$<$" : "<";  // a bare < prints as an inverted ! in LaTeX's default font encoding
   std::string o = fmt::format(
       "Each cell: the mean over an arm's pretraining replicates of each replicate's mean over its fine-tuning seeds, "
       "{} the spread between replicates (std, ddof 1), and k, the number of replicates. ",
@@ -140,10 +158,9 @@ std::string note(const ReplicateTable& r, bool latex) {
   return o + fmt::format(
                  "Markers: a two-sided t-test whose unit is the pretraining replicate, against arm {}: paired by "
                  "replicate id where both arms have the same replicates (2 or more), else Welch's test on the "
-                 "replicate means (2 or more on each side), else none; shown on improvements only: {} p {} 0.01, {} "
-                 "p {} 0.05, {} p {} 0.1. The test used and its replicate counts are in replicates.csv. Table 1's "
+                 "replicate means (2 or more on each side), else none; shown on improvements only: {}. The test used and its replicate counts are in replicates.csv. Table 1's "
                  "markers count the fine-tuning seeds only.",
-                 base, two, lt, one, lt, dagger, lt);
+                 base, stats::significance_legend(latex));
 }
 
 }  // namespace
@@ -190,8 +207,8 @@ std::string replicates_latex(const ReplicateTable& r, int d) {
 }
 
 std::string replicates_csv(const ReplicateTable& r) {
-  std::string o = "arm,group,task,shots,metric,replicates,mean,spread,replicate_ids,replicate_means,seeds,baseline,"
-                  "test,n,baseline_n,t,df,p\n";
+  std::string o = "arm,group,task,shots,metric,replicates,mean,spread,replicate_ids,replicate_means,seeds,"
+                  "short_replicates,baseline,test,n,baseline_n,t,df,p\n";
   for (size_t a = 0; a < r.arms.size(); ++a)
     for (size_t k = 0; k < r.tasks.size(); ++k)
       for (size_t s = 0; s < r.shots.size(); ++s)
@@ -205,9 +222,9 @@ std::string replicates_csv(const ReplicateTable& r) {
             seeds += (i ? " " : "") + std::to_string(st.seeds[i]);
           }
           const bool tested = !st.test.empty();
-          o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", io::csv_field(r.arms[a].name),
+          o += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", io::csv_field(r.arms[a].name),
                            io::csv_field(r.arms[a].group), io::csv_field(r.tasks[k]), r.shots[s], r.metrics[q],
-                           st.replicates.size(), full(st.mean), full(st.spread), ids, means, seeds,
+                           st.replicates.size(), full(st.mean), full(st.spread), ids, means, seeds, st.short_replicates,
                            st.compared ? io::csv_field(r.baseline) : "", st.test, tested ? std::to_string(st.n) : "",
                            tested ? std::to_string(st.baseline_n) : "",
                            tested ? (std::isinf(st.t.t) ? (st.t.t > 0 ? "inf" : "-inf") : full(st.t.t)) : "",

@@ -82,8 +82,6 @@ std::string baseline_sentence(const Table& t, bool latex) {
   if (t.baselines.empty()) return "No baseline was given, so there are no significance markers.";
   std::string names;
   for (const auto& b : t.baselines) names += (names.empty() ? "" : ", ") + (latex ? tex_escape(b) : md_escape(b));
-  const std::string dagger = latex ? "$\\dagger$" : "\u2020";
-  const std::string two = latex ? "**" : "\\*\\*", one = latex ? "*" : "\\*";
   // A test over the fine-tuning seeds of one pretraining run says nothing about the noise
   // between pretraining runs: said, and where the test over replicates is.
   const std::string against =
@@ -91,10 +89,9 @@ std::string baseline_sentence(const Table& t, bool latex) {
           ? fmt::format("each model against the baseline of its group ({})", names)
           : fmt::format("each replicate against the replicate of the same id of arm {} ({})",
                         latex ? tex_escape(t.baseline_arm) : md_escape(t.baseline_arm), names);
-  const char* lt = latex ? "$<$" : "<";  // a bare < prints as an inverted ! in LaTeX's default font encoding
   return fmt::format("Markers: paired t-test over the fine-tuning seeds only (two-sided, pairs by seed) of {}, shown "
-                     "on improvements only: {} p {} 0.01, {} p {} 0.05, {} p {} 0.1.{}",
-                     against, two, lt, one, lt, dagger, lt,
+                     "on improvements only: {}.{}",
+                     against, stats::significance_legend(latex),
                      t.baseline_arm.empty() ? "" : " replicates.md compares the arms over their pretraining replicates.");
 }
 
@@ -141,12 +138,12 @@ std::string table1_markdown(const Table& t, int d) {
          " (an unfinished sweep); such cells are not ranked.\n";
   if (!t.failed_jobs.empty()) {
     o += fmt::format("\nFailed jobs without a result ({}):", t.failed_jobs.size());
-    for (const auto& j : t.failed_jobs) o += " `" + j + "`";
+    for (const auto& j : t.failed_jobs) o += " " + io::md_code(j);
     o += "\n";
   }
   if (!t.missing_jobs.empty()) {
     o += fmt::format("\nJobs of the plan not run ({}):", t.missing_jobs.size());
-    for (const auto& j : t.missing_jobs) o += " `" + j + "`";
+    for (const auto& j : t.missing_jobs) o += " " + io::md_code(j);
     o += "\n";
   }
   return o;
@@ -379,6 +376,13 @@ Summary write_report(const Options& opt) {
   }
   if (!plan_path.empty()) plan = sweep::read_plan_order(plan_path);
   const Table t = aggregate(results, plan, opt);
+  // A plan that is not a sweep's own plan.json gives the order and groups only.
+  if (!plan_path.empty() && !plan.grid_given)
+    results.warnings.push_back(fmt::format(
+        "the plan {} is not a sweep's own plan.json (\"format\": \"genemask-sweep-plan\" with its shots and seeds): "
+        "its order and groups are used, but the cells' seeds are not counted against its grid and the records' inputs "
+        "not checked against it; give the plan.json the sweep wrote in its --out",
+        plan_path));
 
   Summary sum;
   sum.records = results.records;

@@ -11,6 +11,7 @@
 
 #include "io/error.hpp"
 #include "io/json.hpp"
+#include "io/table_text.hpp"
 
 namespace genemask::results {
 
@@ -111,16 +112,25 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
   // '|' separates the parts of a job key: model "a|b" of task "c" and model "a" of task
   // "b|c" would be one job, the later record replacing the other without a word. A plan
   // refuses such names; a results file merged or written by hand may hold them.
-  for (const auto* name : {&r.model, &r.task})
+  for (const auto* name : {&r.model, &r.task}) {
     if (name->find('|') != std::string::npos)
       f.fail(fmt::format("{} name \"{}\" holds '|', which separates the parts of a job key (model|task|shots|seed); "
                          "rename it",
                          name == &r.model ? "model" : "task", io::excerpt(*name, 80)));
+  }
   r.shots = f.integer("shots");
   const int64_t seed = f.integer("seed");
   if (seed < 0) f.fail(fmt::format("\"seed\" is {}, expected an integer >= 0", seed));
   r.seed = static_cast<uint64_t>(seed);
   r.group = f.string("group", false);
+  // A line break in a name started a line of its own in the report's tables and job lists
+  // (a `%` comment of table1.tex went on as live LaTeX). A plan refuses such names.
+  for (const auto& [name, what] : {std::pair{&r.model, "model"}, std::pair{&r.task, "task"}, std::pair{&r.group, "group"}})
+    if (const size_t at = io::first_control_char(*name); at != std::string::npos)
+      f.fail(fmt::format("{} name \"{}\" holds a control character ({} at position {}): names are printed into the "
+                         "lines of the report's tables; rename it",
+                         what, io::printable(io::excerpt(*name, 80)),
+                         io::describe_control_char(*name, at), at + 1));
   const std::string key = job_key(r.model, r.task, r.shots, r.seed);
   r.job = f.find("job") ? f.string("job") : key;
   if (r.job != key)
@@ -147,7 +157,9 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
     r.metrics.test.classes = static_cast<int>(f.integer("classes", false));
     r.metrics.precision = f.string("precision", false);  // absent in records of before
     for (auto [name, count] : {std::pair{"test_in_train", &r.metrics.test_in_train},
-                               std::pair{"test_duplicates", &r.metrics.test_duplicates}})
+                               std::pair{"test_duplicates", &r.metrics.test_duplicates},
+                               std::pair{"truncated", &r.metrics.truncated},
+                               std::pair{"unknown_only", &r.metrics.unknown_only}})
       if (f.find(name)) {
         *count = f.integer(name);
         if (*count < 0) f.fail(fmt::format("job {}: \"{}\" is {}, expected a count >= 0", r.job, name, *count));

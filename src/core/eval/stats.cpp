@@ -3,6 +3,7 @@
 #include "genemask/eval/stats.hpp"
 
 #include <boost/math/distributions/students_t.hpp>
+#include <fmt/format.h>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -86,6 +87,18 @@ const char* significance_marker(double p) {
   if (p < 0.05) return "*";
   if (p < 0.1) return "\u2020";
   return "";
+}
+
+std::string significance_legend(bool latex) {
+  std::string o;
+  for (const double p : {0.01, 0.05, 0.1}) {
+    const double below = std::nextafter(p, 0.0);
+    std::string marker = latex ? significance_marker_latex(below) : significance_marker(below);
+    if (!latex)
+      for (size_t i = marker.find('*'); i != std::string::npos; i = marker.find('*', i + 2)) marker.insert(i, "\\");
+    o += fmt::format("{}{} p {} {}", o.empty() ? "" : ", ", marker, latex ? "$<$" : "<", p);
+  }
+  return o;
 }
 
 const char* significance_marker_latex(double p) {

@@ -4,23 +4,22 @@
 #include "genemask/tasks/fewshot.hpp"
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <unordered_set>
 
 #include "genemask/rng.hpp"
+#include "io/parse_number.hpp"
 
 namespace genemask::fewshot {
 namespace {
 
+/// A label as an integer: decimal digits with an optional '-', the whole label (as the
+/// other readers of numbers take them: "+1", " 1" and "0x1" are text).
 bool parse_integer(const std::string& s, long long& v) {
-  if (s.empty()) return false;
-  char* end = nullptr;
-  errno = 0;
-  v = std::strtoll(s.c_str(), &end, 10);
-  return errno == 0 && end == s.c_str() + s.size();
+  const auto x = io::parse_decimal_i64(s);
+  if (x) v = *x;
+  return x.has_value();
 }
 
 }  // namespace

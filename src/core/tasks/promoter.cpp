@@ -1,7 +1,7 @@
 #include "genemask/tasks/promoter.hpp"
 
 #include <algorithm>
-#include <charconv>
+#include <string_view>
 #include <fmt/format.h>
 #include <stdexcept>
 #include <unordered_set>
@@ -10,6 +10,7 @@
 #include "io/bed.hpp"
 #include "io/error.hpp"
 #include "io/genome.hpp"
+#include "io/parse_number.hpp"
 #include "io/text_source.hpp"
 
 namespace genemask::dataset {
@@ -21,15 +22,13 @@ namespace {
 constexpr uint64_t kNegativeTag = 0x6e65676174697665ULL;  // "negative"
 
 int64_t parse_offset(const std::string& text, const std::string& whole) {
-  int64_t v = 0;
-  const char* b = text.data();
-  const char* e = b + text.size();
-  if (!text.empty() && text[0] == '+') ++b;
-  auto [p, ec] = std::from_chars(b, e, v);
-  if (b == e || ec != std::errc() || p != e)
+  std::string_view digits = text;
+  if (digits.size() > 1 && digits[0] == '+' && digits[1] != '-') digits.remove_prefix(1);
+  const auto v = io::parse_decimal_i64(digits);
+  if (!v)
     throw std::invalid_argument(
         fmt::format("--window '{}': expected FIRST:LAST offsets from the TSS, e.g. -34:35", whole));
-  return v;
+  return *v;
 }
 
 }  // namespace

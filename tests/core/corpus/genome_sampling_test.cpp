@@ -35,7 +35,8 @@ TEST(GenomeSampling, ParsesTheFormsAndRefusesOthers) {
   EXPECT_EQ(t.kind, GenomeWeighting::Kind::temperature);
   EXPECT_DOUBLE_EQ(t.temperature, 2.5);
   for (const char* bad : {"", "base", "temperature", "temperature:", "temperature:0", "temperature:-1",
-                          "temperature:nan", "temperature:inf", "temperature:2x", "Uniform"})
+                          "temperature:nan", "temperature:inf", "temperature:2x", "Uniform", "temperature:0x1p1",
+                          "temperature: 2", "temperature:2 "})
     EXPECT_THROW(parse_genome_weighting(bad), std::invalid_argument) << bad;
 }
 

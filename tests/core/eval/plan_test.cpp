@@ -181,6 +181,22 @@ TEST_F(SweepPlan, ErrorsNameFileKeyAndValue) {
                 "ranks_per_gpu, finetune)");
   EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "a|b", "path": "random"}]})"); }),
             f + ": models[0].name: \"a|b\" contains '|' (the job key separator); choose another name");
+  // test.tsv beside dev.tsv: test.tsv was taken without a word.
+  test::write_file(d_ + "/prom/test.tsv", "x\n");
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "random"}], "shots": [10],
+                                           "tasks": [{"name": "p", "dir": "prom"}]})"); }),
+            f + ": tasks[0].dir: \"" + d_ + "/prom\" has both test.tsv and dev.tsv: give \"test\" explicitly (the "
+                                              "table to score on)");
+  EXPECT_NO_THROW(json_plan(R"({"models": [{"name": "m", "path": "random"}], "shots": [10],
+                                "tasks": [{"name": "p", "dir": "prom", "test": "prom/dev.tsv"}]})"));
+  fs::remove(d_ + "/prom/test.tsv");
+  // A line break in a name went on as live LaTeX after a `%` comment of table1.tex.
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m\n\\end{document}", "path": "random"}]})"); }),
+            f + ": models[0].name: \"m\\x0a\\end{document}\" holds a control character (byte 0x0a at "
+                "position 2): names are printed into the lines of tables and job lists; choose another name");
+  EXPECT_NE(plan_error([&] { json_plan(R"({"models": [{"name": "m", "group": "g\t", "path": "random"}]})"); })
+                .find(": models[0].group: \"g\\x09\" holds a control character"),
+            std::string::npos);
   EXPECT_EQ(plan_error([&] {
               json_plan(R"({"models": [{"name": "m", "path": "random"}],
                             "tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}], "device": "tpu"})");
@@ -201,6 +217,16 @@ TEST_F(SweepPlan, YamlErrorsNameTheLine) {
   const std::string kTask = "tasks: [{name: t, train: train.csv, test: test.csv}]\n";
   EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nseeds: 0\n"); }),
             f + ":4: seeds: 0 is not a positive count or a list of seeds");
+  // 010 is 10 in YAML 1.2 and 8 in YAML 1.1 (PyYAML): taken as neither. 1e400 ended with
+  // "error: stod", no file or key.
+  EXPECT_NE(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nseeds: [1, 010]\n" + kTask); })
+                .find(f + ":4: seeds[1]: \"010\""),
+            std::string::npos);
+  EXPECT_NE(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nfinetune: {lr: 1e400}\n" + kTask); })
+                .find(f + ":4: finetune.lr: \"1e400\""),
+            std::string::npos);
+  EXPECT_EQ(yaml_plan("models:\n  - name: m\n    path: random\nseeds: [+3, 10]\nfinetune: {lr: 2e-3}\n" + kTask).seeds,
+            (std::vector<uint64_t>{3, 10}));
   EXPECT_EQ(plan_error([&] {
               yaml_plan("models:\n  - name: m\n    path: random\n    config: huge\ntasks: []\n");
             }),

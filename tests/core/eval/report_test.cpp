@@ -220,6 +220,13 @@ TEST(Report, RecordsOfOtherFineTuningSettingsAreNeverMixed) {
             dir.file("results.jsonl") + ":3: job m|t|10|3 was fine-tuned with other settings than job m|t|10|1 on line "
                                         "1 (epochs 6 vs 3, lr 0.001 vs 0.0): a table would mix two recipes; report them "
                                         "from separate results files");
+  // An fp32 recipe's records leave "precision" out: said as fp32, not as "unset".
+  sweep::PlanFinetune fp32 = three;
+  fp32.precision = "fp32";
+  EXPECT_NE(test::error_of([&] { aggregate(parse(dir, same + with(line("m", "", "t", 10, 5, 0.5, 0.6), fp32)), Plan{},
+                                           Options{}); })
+                .find("(precision \"fp32\" vs \"auto\")"),
+            std::string::npos);
   // Against a sweep's plan.json: records of another sweep's settings are refused.
   sweep::Plan p;
   p.finetune = six;
@@ -438,6 +445,28 @@ TEST(Report, RecordsOfSeedsThePlanDoesNotListAreLeftOutAndSaid) {
   const ArmStat& gm = rt.cells[0][0];
   EXPECT_EQ(gm.seeds, (std::vector<uint64_t>{3, 3}));
   EXPECT_NEAR(gm.mean, 0.605, 1e-12);
+  EXPECT_EQ(gm.short_replicates, 0u);
+  // A replicate short of seeds (gm1 without seed 3): its mean is over part of its seeds, which
+  // replicates.md showed unmarked while Table 1 marked the cell n=2/3. Marked there too, and said.
+  std::string partial;
+  for (int seed = 1; seed <= 3; ++seed)
+    for (int rep = 0; rep < 2; ++rep) {
+      if (!(seed == 3 && rep == 1)) partial += arm_line(fmt::format("gm{}", rep), "gm", rep, seed, 0.6 + 0.01 * rep);
+      partial += arm_line(fmt::format("rnd{}", rep), "rnd", rep, seed, 0.5 + 0.01 * rep);
+    }
+  const Results pr = parse(dir, partial);
+  const Table pt = aggregate(pr, sweep::read_plan_order(dir.file("plan.json")), o);
+  const ReplicateTable prt = aggregate_replicates(pr, pt);
+  EXPECT_EQ(prt.cells[0][0].seeds, (std::vector<uint64_t>{3, 2}));
+  EXPECT_EQ(prt.cells[0][0].short_replicates, 1u);
+  EXPECT_EQ(prt.cells[1][0].short_replicates, 0u);
+  EXPECT_NE(replicates_markdown(prt, 3).find("(k=2) (short: 1)"), std::string::npos) << replicates_markdown(prt, 3);
+  EXPECT_NE(replicates_csv(prt).find(",3 2,1,"), std::string::npos) << replicates_csv(prt);
+  ASSERT_FALSE(prt.warnings.empty());
+  EXPECT_NE(prt.warnings[0].find("1 cell(s) of replicates.md have a replicate whose mean is over fewer seeds than "
+                                 "planned (e.g. arm 'gm', task 't', 10 shots: replicate 1 ('gm1') has 2 of 3 seeds)"),
+            std::string::npos)
+      << prt.warnings[0];
   // Only such records, of the models chosen: nothing to report, said.
   o.models = {"a"};
   std::string other;
@@ -453,18 +482,33 @@ TEST(Report, NamesThatDifferInSpacesOnlyAreSaid) {
   for (int seed = 1; seed <= 2; ++seed)
     text += line("GM", "", "t", 10, seed, 0.5, 0.5) + line("GM ", "", "t", 10, seed, 0.6, 0.5) +
             line("GM\u00a0", "", "t", 10, seed, 0.7, 0.5) + line("G M", "", "t", 10, seed, 0.7, 0.5) +
-            line("x", "", "t ", 10, seed, 0.7, 0.5) + line("x", "", "t", 10, seed, 0.7, 0.5);
+            line("x", "", "t ", 10, seed, 0.7, 0.5) + line("x", "", "t", 10, seed, 0.7, 0.5) +
+            line("GM\u200b", "", "t", 10, seed, 0.7, 0.5) + line("G\u2009M", "", "t", 10, seed, 0.7, 0.5) +
+            line("\ufeffG\u00adM", "", "t", 10, seed, 0.7, 0.5);
   Options o;
   o.metrics = {"accuracy"};
   const Table t = aggregate(parse(dir, text), Plan{}, o);
   std::vector<std::string> alike;
   for (const auto& w : t.warnings)
     if (w.find("are shown alike") != std::string::npos) alike.push_back(w);
-  ASSERT_EQ(alike.size(), 3u) << fmt::format("{}", fmt::join(t.warnings, "\n"));
-  EXPECT_EQ(alike[0], "models \"GM\" and \"GM \" are shown alike in the tables (they differ in spaces only): rename "
-                      "one in the plan, or choose one with --models");
+  ASSERT_EQ(alike.size(), 6u) << fmt::format("{}", fmt::join(t.warnings, "\n"));
+  EXPECT_EQ(alike[0], "models \"GM\" and \"GM \" are shown alike in the tables (they differ in spaces or invisible "
+                      "characters only): rename one in the plan, or choose one with --models");
   EXPECT_NE(alike[1].find("models \"GM\" and \"GM\\u00a0\""), std::string::npos) << alike[1];
-  EXPECT_NE(alike[2].find("tasks \"t\" and \"t \""), std::string::npos) << alike[2];
+  // A zero-width space, a thin space (as "G M"), a byte-order mark and a soft hyphen.
+  EXPECT_NE(alike[2].find("models \"GM\" and \"GM\\u200b\""), std::string::npos) << alike[2];
+  EXPECT_NE(alike[3].find("models \"G M\" and \"G\\u2009M\""), std::string::npos) << alike[3];
+  EXPECT_NE(alike[4].find("models \"GM\" and \"\\ufeffG\\u00adM\""), std::string::npos) << alike[4];
+  EXPECT_NE(alike[5].find("tasks \"t\" and \"t \""), std::string::npos) << alike[5];
+  // Group headings too: two bold "G" headings, each group ranked on its own.
+  std::string grouped;
+  for (int seed = 1; seed <= 2; ++seed)
+    grouped += line("m1", "G", "t", 10, seed, 0.5, 0.5) + line("m2", "G\u200b", "t", 10, seed, 0.6, 0.5);
+  const Table g = aggregate(parse(dir, grouped), Plan{}, o);
+  ASSERT_EQ(g.warnings.size(), 1u) << fmt::format("{}", fmt::join(g.warnings, "\n"));
+  EXPECT_EQ(g.warnings[0], "groups \"G\" and \"G\\u200b\" are shown alike in the tables (they differ in spaces or "
+                           "invisible characters only): rename one in the plan, or choose the models of one with "
+                           "--models");
 }
 
 // A model named "<b>m</b> [x]" rendered as bold (and a link) in Markdown, and printed with an
@@ -548,4 +592,112 @@ TEST(Report, ImprovementOverABaselineAtOrBelowZeroIsNotAPercentage) {
   ASSERT_EQ(nimp.size(), 1u);
   EXPECT_TRUE(std::isnan(nimp[0].percent));
   EXPECT_NE(improvement_markdown(n, nimp).find("| m |  | base | n/a |"), std::string::npos) << improvement_markdown(n, nimp);
+}
+
+// Records of one task scored on test tables of different sizes or classes (records without
+// digests: an earlier genemask's, or two results files concatenated) were averaged into one
+// mean with no warning: refused, naming both jobs.
+TEST(Report, RecordsOfOneTaskFromTwoTestTablesAreRefused) {
+  test::TempDir dir;
+  const auto rec = [](const std::string& model, int seed, int n_test, int classes) {
+    return fmt::format(R"({{"model":"{}","group":"","task":"t","shots":10,"seed":{},"status":"ok","accuracy":0.6,)"
+                       R"("auc":0.6,"n_test":{},"classes":{}}})",
+                       model, seed, n_test, classes) + "\n";
+  };
+  Options o;
+  o.metrics = {"accuracy"};
+  const std::string same = rec("a", 1, 500, 2) + rec("b", 1, 500, 2) + rec("a", 2, 500, 2);
+  EXPECT_NO_THROW(aggregate(parse(dir, same), Plan{}, o));
+  for (const auto& [other, what] : {std::pair{rec("b", 2, 300, 2), "300 test sequences of 2 classes"},
+                                    std::pair{rec("b", 2, 500, 3), "500 test sequences of 3 classes"}}) {
+    const std::string e = test::error_of([&] { aggregate(parse(dir, same + other), Plan{}, o); });
+    EXPECT_NE(e.find(fmt::format("results.jsonl:4: job b|t|10|2 scored {}, job a|t|10|1 on line 1 500 of 2: the "
+                                 "records of task 't' were made from different test tables",
+                                 what)),
+              std::string::npos)
+        << e;
+  }
+}
+
+// A sweep's plan.json records its inputs' SHA-256; records made from other inputs (another
+// sweep's, appended to the same file) were reported against it without a word.
+TEST(Report, RecordsOfOtherInputsThanThePlansAreRefused) {
+  test::TempDir dir;
+  const std::string a(64, 'a'), b(64, 'b'), c(64, 'c');
+  const auto rec = [&](const std::string& model, int seed, const std::string& test, const std::string& train,
+                       const std::string& weights) {
+    return fmt::format(R"({{"model":"{}","group":"","task":"t","shots":10,"seed":{},"status":"ok","accuracy":0.6,)"
+                       R"("auc":0.6,"test_sha256":"{}","train_sha256":"{}","model_sha256":"{}"}})",
+                       model, seed, test, train, weights) + "\n";
+  };
+  test::write_file(dir.file("plan.json"), fmt::format(R"({{"format": "genemask-sweep-plan",
+      "models": [{{"name": "m", "path": "/x", "weights_sha256": "{0}"}}, {{"name": "r", "path": "random",
+                  "config": "logo", "config_sha256": "{1}"}}],
+      "tasks": [{{"name": "t", "test": "/t", "test_sha256": "{0}", "dir": "/d",
+                  "shot_train_sha256": {{"10": "{1}"}}}}], "shots": [10], "seeds": [1]}})",
+                                                      a, b));
+  const Plan plan = sweep::read_plan_order(dir.file("plan.json"));
+  ASSERT_EQ(plan.tasks.size(), 1u);
+  EXPECT_EQ(plan.tasks[0].test_sha256, a);
+  EXPECT_EQ(plan.tasks[0].shot_train_sha256.at(10), b);
+  Options o;
+  o.metrics = {"accuracy"};
+  EXPECT_NO_THROW(aggregate(parse(dir, rec("m", 1, a, b, a) + rec("r", 1, a, b, b)), plan, o));
+  const auto error = [&](const std::string& text) {
+    return test::error_of([&] { aggregate(parse(dir, text), plan, o); });
+  };
+  EXPECT_NE(error(rec("m", 1, c, b, a)).find("results.jsonl:1: the test table of task 't' of job m|t|10|1 is not the "
+                                             "one the plan " + dir.file("plan.json") + " records (SHA-256 cccccccccccc"
+                                             "... vs aaaaaaaaaaaa...)"),
+            std::string::npos);
+  EXPECT_NE(error(rec("m", 1, a, c, a)).find("the training table of task 't' at 10 shots of job m|t|10|1"),
+            std::string::npos);
+  EXPECT_NE(error(rec("m", 1, a, b, c)).find("the model 'm' of job m|t|10|1"), std::string::npos);
+  EXPECT_NE(error(rec("r", 1, a, b, a)).find("the model 'r' of job r|t|10|1"), std::string::npos);
+  // A plan that is not the sweep's own records no digests: nothing to hold the records to.
+  test::write_file(dir.file("own.json"), R"({"models": ["m"], "tasks": ["t"]})");
+  EXPECT_NO_THROW(aggregate(parse(dir, rec("m", 1, c, c, c)), sweep::read_plan_order(dir.file("own.json")), o));
+}
+
+// Records without digests: one task at one shot count trained on tables of other sizes, and
+// one model name fine-tuned from two checkpoints, were averaged into one cell without a word.
+TEST(Report, RecordsOfOneCellFromTwoTrainingTablesOrCheckpointsAreRefused) {
+  test::TempDir dir;
+  const auto rec = [](const std::string& model, int seed, int n_train, const std::string& checkpoint, int step,
+                      const std::string& extra = "") {
+    return fmt::format(R"({{"model":"{}","group":"","task":"t","shots":4,"seed":{},"status":"ok","accuracy":0.6,)"
+                       R"("auc":0.6,"n_train":{},"checkpoint":"{}","checkpoint_step":{}{}}})",
+                       model, seed, n_train, checkpoint, step < 0 ? "null" : std::to_string(step), extra) + "\n";
+  };
+  Options o;
+  o.metrics = {"accuracy"};
+  const std::string same = rec("a", 1, 8, "/r/step-100", 100) + rec("a", 2, 8, "/r/step-100", 100) +
+                           rec("b", 1, 8, "random", -1) + rec("b", 2, 0, "random", -1);  // n_train 0: not given
+  EXPECT_NO_THROW(aggregate(parse(dir, same), Plan{}, o));
+  const auto error = [&](const std::string& text) {
+    return test::error_of([&] { aggregate(parse(dir, same + text), Plan{}, o); });
+  };
+  EXPECT_NE(error(rec("a", 3, 20, "/r/step-100", 100))
+                .find("results.jsonl:5: job a|t|4|3 trained on 20 sequences, job a|t|4|1 on line 1 on 8: the records "
+                      "of task 't' at 4 shots were made from different training tables"),
+            std::string::npos);
+  EXPECT_NE(error(rec("a", 3, 8, "/r/step-200", 200))
+                .find("job a|t|4|3 fine-tuned model 'a' from step 200 (/r/step-200), job a|t|4|1 on line 1 from step "
+                      "100 (/r/step-100): the records are of two models under one name"),
+            std::string::npos);
+  EXPECT_NE(error(rec("a", 3, 8, "random", -1)).find("fine-tuned model 'a' from no checkpoint (random)"),
+            std::string::npos);
+  // What each job cut or could not read is said per model and task (sweeps wrote neither).
+  const Table t = aggregate(parse(dir, rec("a", 1, 8, "/r/step-100", 100, R"(,"truncated":3,"unknown_only":2)") +
+                                           rec("a", 2, 8, "/r/step-100", 100, R"(,"truncated":0,"unknown_only":0)")),
+                            Plan{}, o);
+  std::string all = fmt::format("{}", fmt::join(t.warnings, "\n"));
+  EXPECT_NE(all.find("model 'a' on task 't': 1 record(s) trained on or scored sequences whose 6-mers are all [UNK] "
+                     "(up to 2 per job, unknown_only"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("model 'a' on task 't': 1 record(s) cut sequences longer than the model's positions (up to 3 per "
+                     "job, truncated)"),
+            std::string::npos)
+      << all;
 }

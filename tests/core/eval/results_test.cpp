@@ -7,6 +7,7 @@
 
 #include "io/error.hpp"
 #include "io/json.hpp"
+#include "io/table_text.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -131,6 +132,21 @@ TEST(Results, BadLinesNameFileLineAndField) {
             p + ":1: job a|t|10|1: \"test_in_train\" is -2, expected a count >= 0");
   EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","test_duplicates":-1})" "\n"),
             p + ":1: job a|t|10|1: \"test_duplicates\" is -1, expected a count >= 0");
+  EXPECT_NE(error(R"({"model":"a","task":"t\n%x","shots":10,"seed":1,"status":"ok"})" "\n")
+                .find(p + ":1: task name \"t\\x0a%x\" holds a control character (byte 0x0a"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"model":"a","group":"\u001b[2J","task":"t","shots":10,"seed":1,"status":"ok"})" "\n")
+                .find("group name"),
+            std::string::npos);
+  // Unicode's line breaks and bidirectional overrides, and C1's NEL: a line of its own, or text
+  // shown reordered.
+  for (const auto& [name, what] : {std::pair{"a\u2028b", "U+2028 at position 2"}, std::pair{"ab\u202ec", "U+202E at position 3"},
+                                   std::pair{"a\u0085", "U+0085 at position 2"}, std::pair{"a\u2067", "U+2067 at position 2"}})
+    EXPECT_NE(error(fmt::format(R"({{"model":"{}","task":"t","shots":10,"seed":1,"status":"ok"}})", name) + "\n")
+                  .find(fmt::format("holds a control character ({})", what)),
+              std::string::npos)
+        << name;
+  EXPECT_EQ(io::first_control_char("GeneMask \u00e9t\u00e9 \u2013 10K"), std::string::npos);  // é and an en dash are text
 }
 
 // Issue 21: the report bolded an accuracy of 7.5 or -1 as the best result.

@@ -70,3 +70,8 @@ TEST(Stats, MarkersAtTheThresholds) {
   EXPECT_STREQ(significance_marker_latex(0.001), "**");
   EXPECT_EQ(std::string(significance_marker(0.07)), "\xE2\x80\xA0");
 }
+
+TEST(Stats, LegendNamesEachMarkerAtItsThreshold) {
+  EXPECT_EQ(significance_legend(false), "\\*\\* p < 0.01, \\* p < 0.05, \u2020 p < 0.1");
+  EXPECT_EQ(significance_legend(true), "** p $<$ 0.01, * p $<$ 0.05, $\\dagger$ p $<$ 0.1");
+}

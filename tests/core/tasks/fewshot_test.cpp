@@ -50,6 +50,11 @@ TEST(Fewshot, ClassNamesNumericOrLexicographic) {
   EXPECT_EQ(fewshot::class_names({"-1", "3", "-20"}), (std::vector<std::string>{"-20", "-1", "3"}));
   EXPECT_EQ(fewshot::class_names({"promoter", "b", "10", "2"}), (std::vector<std::string>{"10", "2", "b", "promoter"}));
   EXPECT_EQ(fewshot::class_names({"x"}), (std::vector<std::string>{"x"}));
+  // Integers as every other reader takes them: "+1", " 2" and "0x3" are text, so the set is
+  // ordered as text.
+  EXPECT_EQ(fewshot::class_names({"+1", "10", "2"}), (std::vector<std::string>{"+1", "10", "2"}));
+  EXPECT_EQ(fewshot::class_names({" 2", "10"}), (std::vector<std::string>{" 2", "10"}));
+  EXPECT_EQ(fewshot::class_names({"0x3", "10"}), (std::vector<std::string>{"0x3", "10"}));
 }
 
 TEST(Fewshot, CountsPerClassNoDuplicatesFileOrder) {
