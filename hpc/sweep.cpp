@@ -260,6 +260,18 @@ bool is_own_plan(const std::string& plan, const std::string& plan_path, const st
 /// Rank 0: plan, DIR/plan.json, results.jsonl (repair, skip ok jobs, --force). Throws.
 Setup prepare(const SweepOptions& o) {
   const Plan plan = sweep::load_plan(o.plan);
+  {  // The plan's models and tables are inputs too: DIR inside one of them is refused up front
+    // (the jobs' own check refused each job, after DIR was made inside it).
+    std::vector<io::NamedPath> inputs;
+    for (const auto& m : plan.models) {
+      if (m.path != "random") inputs.push_back({"the plan's model " + m.name, m.path});
+      else if (fs::path(m.config).is_absolute()) inputs.push_back({"the plan's config of " + m.name, m.config});
+    }
+    for (const auto& t : plan.tasks)
+      for (const std::string* p : {&t.dir, &t.train, &t.test})
+        if (!p->empty()) inputs.push_back({"the plan's task " + t.name, *p});
+    io::check_outputs(inputs, {{"--out", o.out, io::OutputKind::directory}});
+  }
   io::OutputDir out_dir(o.out);  // a new DIR goes again if the set-up fails
   Setup s;
   try {
@@ -276,7 +288,11 @@ Setup prepare(const SweepOptions& o) {
   if (!own_plan) io::check_writable_target(plan_path);
   io::check_writable_target((fs::path(o.out) / "results.jsonl").string());
   // A new or empty directory, or this command's (a sweep continues where it stopped).
-  io::claim_run_directory(o.out, "sweep", "--out", {"plan.json", "results.jsonl", "runs"});
+  io::claim_run_directory(o.out, "sweep", "--out", {"plan.json", "results.jsonl", "results.stale.jsonl", "runs"},
+                          [](const std::string& d) {  // a sweep of before the markers: its plan and results
+                            return fs::is_regular_file(fs::path(d) / "plan.json") &&
+                                   fs::is_regular_file(fs::path(d) / "results.jsonl");
+                          });
   fs::create_directories(fs::path(o.out) / "runs");
   const std::string results_path = (fs::path(o.out) / "results.jsonl").string();
   const nlohmann::json new_plan = sweep::plan_to_json(plan);
@@ -306,6 +322,10 @@ Setup prepare(const SweepOptions& o) {
           plan_path, o.plan, list));
     }
   }
+  // A results.jsonl of another name too (a `cp -al` snapshot of DIR) or behind a link becomes
+  // DIR's own before it is repaired or appended to: the other sweep's records stay its own.
+  io::own_append_file(results_path);
+  io::own_append_file((fs::path(o.out) / "results.stale.jsonl").string());
   results::ResultsFile rf = results::read_results(results_path, /*repair=*/true, /*missing_ok=*/true);
   s.repaired = rf.repaired_bytes;
   std::set<std::string> keys;

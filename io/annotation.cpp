@@ -118,18 +118,6 @@ Feature parse_feature(const std::vector<std::string_view>& f, const std::string&
 
 }  // namespace
 
-namespace {
-/// A last line without a line end is how a file cut short (a truncated download) ends: its
-/// last feature may be partial (GFF3's Parent=transcript:E of transcript:E2 made a transcript
-/// of its own). Said; the line is read as it is.
-void say_if_unterminated(bool unterminated, const std::string& path, uint64_t line) {
-  if (!unterminated) return;
-  std::cerr << fmt::format("genemask: warning: {}:{}: the last line has no line end: if the file was cut short (a "
-                           "truncated download), its last feature is partial and was read as it is; check the file "
-                           "(a whole file ends its last line)\n",
-                           path, line);
-}
-}  // namespace
 
 std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source) {
   const bool gtf = path.find(".gtf") != std::string::npos;
@@ -158,7 +146,7 @@ std::vector<GeneInterval> read_genes(const std::string& path, GeneSource* source
       throw InputError(path, lineno, "GTF gene line without a gene_id attribute");
     genes.push_back({std::string(f[0]), ft.start, ft.end, ft.strand, lineno});
   }, "##FASTA");
-  say_if_unterminated(unterminated, path, last_line);
+  if (unterminated) warn_unterminated_last_line(path, last_line, "its last feature may be partial");
   if (source) *source = GeneSource{};
   if (!genes.empty()) {
     // Loci given only as mRNA/transcript lines, beside gene lines of others, are loci too.
@@ -385,7 +373,7 @@ std::vector<TranscriptExons> read_transcript_exons(const std::string& path, cons
       t.exons.emplace_back(ft.start, ft.end);
     }
   }, "##FASTA");
-  say_if_unterminated(unterminated, path, last_line);
+  if (unterminated) warn_unterminated_last_line(path, last_line, "its last feature may be partial");
   if (exon_lines == 0 && feature == "exon" && cds_lines > 0)
     throw InputError(path, fmt::format("no features of type 'exon' found, but {} 'CDS' lines: use --exon-feature CDS "
                                        "to take the coding exons as the exons",

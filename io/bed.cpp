@@ -49,7 +49,7 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 std::vector<TssSite> read_tss_bed(const std::string& path, uint64_t tss_offset) {
   std::vector<TssSite> out;
-  for_each_line(path, [&](const std::string& line, uint64_t ln) {
+  for_each_table_line(path, [&](const std::string& line, uint64_t ln) {
     if (line.empty() || line[0] == '#' || line.rfind("track", 0) == 0 || line.rfind("browser", 0) == 0) return;
     auto f = split(line, '\t');
     if (f.size() < 6)
@@ -92,7 +92,7 @@ std::vector<TssSite> read_tss_bed(const std::string& path, uint64_t tss_offset) 
 
 std::vector<TssSite> read_tss_sga(const std::string& path) {
   std::vector<TssSite> out;
-  for_each_line(path, [&](const std::string& line, uint64_t ln) {
+  for_each_table_line(path, [&](const std::string& line, uint64_t ln) {
     if (line.empty() || line[0] == '#') return;
     auto f = split(line, '\t');
     if (f.size() < 5)
@@ -123,7 +123,7 @@ std::vector<IntervalRow> read_interval_csv(const std::string& path) {
   std::vector<IntervalRow> out;
   int ci = -1, cr = -1, cs = -1, ce = -1, cst = -1;
   size_t ncols = 0;
-  for_each_line(path, [&](const std::string& line, uint64_t ln) {
+  for_each_table_line(path, [&](const std::string& line, uint64_t ln) {
     if (line.empty()) return;
     auto f = split(line, ',');
     if (ln == 1) {
@@ -177,7 +177,7 @@ std::vector<IntervalRow> read_interval_csv(const std::string& path) {
 std::vector<std::pair<std::string, std::string>> read_chrom_map(const std::string& path) {
   std::vector<std::pair<std::string, std::string>> out;
   std::map<std::string, std::pair<std::string, uint64_t>> seen;  // input name -> genome name, line
-  for_each_line(path, [&](const std::string& line, uint64_t ln) {
+  for_each_table_line(path, [&](const std::string& line, uint64_t ln) {
     if (line.empty() || line[0] == '#') return;
     auto f = split(line, '\t');
     if (f.size() < 2 || f[0].empty() || f[1].empty())

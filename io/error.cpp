@@ -1,3 +1,4 @@
+#include <iostream>
 #include "io/error.hpp"
 
 #include <sys/resource.h>
@@ -198,6 +199,13 @@ std::string input_type_problem(const std::string& path, InputKind kind) {
 
 void check_input_type(const std::string& path, InputKind kind) {
   if (std::string why = input_type_problem(path, kind); !why.empty()) throw InputError(path, why);
+}
+
+void warn_unterminated_last_line(const std::string& path, uint64_t line, std::string_view what) {
+  std::cerr << fmt::format("genemask: warning: {}:{}: the last line has no line end: if the file was cut short (a "
+                           "truncated download or copy), {} and was read as it is; check the file (a whole file "
+                           "ends its last line)\n",
+                           printable(path), line, what);
 }
 
 }  // namespace genemask::io

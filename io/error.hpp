@@ -52,6 +52,12 @@ size_t error_line_into(char* buf, size_t cap, const char* program, const char* w
 /// from a buffer on the stack. Never throws.
 void write_error_line(const char* program, const char* what) noexcept;
 
+/// Says (a warning on stderr) that PATH's last line, line LINE, has no line end, which is
+/// how a file cut short (a truncated download or copy) ends: `what` names what may then be
+/// partial or missing ("its last feature", "its last row, and rows after it"). The file is
+/// read as it is; genemask's own tables, which end every line, refuse it instead.
+void warn_unterminated_last_line(const std::string& path, uint64_t line, std::string_view what);
+
 /// The system's reason for a failed write: strerror(err), and what it usually means for a
 /// full disk or quota ("(the disk is full)") or a file size limit ("(... ulimit -f)").
 std::string write_error_reason(int err);

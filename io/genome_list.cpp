@@ -58,7 +58,7 @@ GenomeList read_genome_list(const std::string& list_path) {
   list.path = list_path;
   const std::string dir = directory_of(list_path);
   bool seen_row = false;
-  for_each_line(list_path, [&](const std::string& raw, uint64_t lineno) {
+  for_each_table_line(list_path, [&](const std::string& raw, uint64_t lineno) {
     if (raw.empty() || raw[0] == '#') return;
     if (raw.find_first_not_of(" \t") == std::string::npos) return;
     auto cols = split_tabs(raw);

@@ -1,6 +1,7 @@
 #include "io/json.hpp"
 
 #include <cerrno>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <fstream>
 #include <set>
@@ -34,6 +35,39 @@ uint64_t line_of_offset(std::string_view text, size_t offset) {
   uint64_t line = 1;
   for (size_t i = 0; i < offset && i < text.size(); ++i) line += text[i] == '\n';
   return line;
+}
+
+size_t json_underflow_at(std::string_view text) {
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+      continue;
+    }
+    if (c != '-' && (c < '0' || c > '9')) continue;
+    // A number token: as far as the characters a JSON number may hold.
+    size_t j = i;
+    bool nonzero = false, exponent = false;
+    while (j < text.size() && std::string_view("0123456789+-.eE").find(text[j]) != std::string_view::npos) {
+      if (text[j] == 'e' || text[j] == 'E') exponent = true;
+      else if (!exponent && text[j] >= '1' && text[j] <= '9') nonzero = true;
+      ++j;
+    }
+    // Only an exponent or a very long fraction can go below a double's smallest value.
+    if (nonzero && (exponent || j - i > 300)) {
+      const std::string token(text.substr(i, j - i));
+      char* end = nullptr;
+      if (std::strtod(token.c_str(), &end) == 0.0) return i;
+    }
+    i = j - 1;
+  }
+  return std::string_view::npos;
 }
 
 namespace {
@@ -75,6 +109,24 @@ JsonParse try_parse_json(std::string_view text, int max_depth) {
     r.line = line_of_offset(text, at);
     r.error = fmt::format("arrays and objects nested more than {} levels deep (byte {}): not a file genemask reads",
                           max_depth, at + 1);
+    return r;
+  }
+  // nlohmann ends its input at a NUL byte: what follows one (another file's bytes, garbage)
+  // was dropped without a word. JSON text holds none.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos) {
+    r.line = line_of_offset(text, nul);
+    r.error = fmt::format("not valid JSON: byte {} is a NUL byte (a binary file, or two files joined?)", nul + 1);
+    return r;
+  }
+  // nlohmann reads a number below a double's smallest (1e-400) as 0 without a word; it refuses
+  // one above the largest. Both are refused.
+  if (const size_t at = json_underflow_at(text); at != std::string::npos) {
+    size_t end = at;
+    while (end < text.size() && std::string_view("0123456789+-.eE").find(text[end]) != std::string_view::npos) ++end;
+    r.line = line_of_offset(text, at);
+    r.error = fmt::format("the number {} is too small for a double (it would be read as 0): write 0, or a "
+                          "number within 1e-308",
+                          excerpt(std::string(text.substr(at, end - at)), 40));
     return r;
   }
   // A key given twice in one object: nlohmann keeps the last and drops the first without a

@@ -20,6 +20,10 @@ inline constexpr int kMaxJsonDepth = 64;
 /// not be valid JSON. One pass, no allocation.
 size_t json_too_deep_at(std::string_view text, int max_depth = kMaxJsonDepth);
 
+/// The byte offset of the first number of `text` (outside strings) that is not zero as
+/// written but is 0 as a double (1e-400: below the smallest subnormal), or npos when none is.
+size_t json_underflow_at(std::string_view text);
+
 /// 1-based line of the byte at `offset` of `text`.
 uint64_t line_of_offset(std::string_view text, size_t offset);
 

@@ -1,6 +1,8 @@
 #include "io/output_guard.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -126,7 +128,7 @@ std::vector<std::string> user_entries(const std::string& dir) {
   if (!d) throw std::runtime_error(fmt::format("cannot read the directory {}: {}", dir, std::strerror(errno)));
   while (const dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
-    if (n == "." || n == ".." || n == kLockName || n == kOutputMarker || n == kStaging) continue;
+    if (n == "." || n == ".." || n == kLockName || n == kOutputMarker || n == kStaging || n == kReadersLock) continue;
     if (is_input_in_use(dir + "/" + n)) continue;
     names.push_back(n);
   }
@@ -153,6 +155,35 @@ nlohmann::json new_marker(const std::string& command, bool complete, const std::
                                 {"pid", static_cast<long>(::getpid())}};
 }
 
+/// The paths under `dir` (files, links and directories, not followed), relative to it,
+/// sorted: what a marker records of an entry that is a directory.
+std::vector<std::string> tree_of(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    out.push_back(it->path().lexically_relative(dir).string());
+  if (ec) throw std::runtime_error(fmt::format("cannot read the directory {}: {}", dir, ec.message()));
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// Throws when DIR/NAME is a directory holding a path its marker's `tree` does not list
+/// (a file the user put there), which removing DIR/NAME would take with it.
+void check_tree_is_known(const std::string& dir, const std::string& name, const nlohmann::json& tree) {
+  const std::string target = dir + "/" + name;
+  if (!fs::is_directory(fs::symlink_status(target))) return;
+  std::set<std::string> known;
+  if (tree.contains(name) && tree[name].is_array())
+    for (const auto& x : tree[name])
+      if (x.is_string()) known.insert(x.get<std::string>());
+  for (const auto& x : tree_of(target))
+    if (!known.count(x))
+      throw std::runtime_error(fmt::format("{}/{} is not genemask's ({} lists what it wrote in {}), so {} is not "
+                                           "replaced; move it out and run the command again",
+                                           target, x, kOutputMarker, target, target));
+}
+
 }  // namespace
 
 void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<NamedOutput>& outputs) {
@@ -170,6 +201,15 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Named
   for (const auto& o : outputs) {
     if (o.path.empty()) continue;
     const NamedPath named{o.option, o.path};
+    // A link to nothing: the output would be renamed over the link (or the directory made
+    // fail with "File exists"), and "it appeared while this command ran" said at the end.
+    if (struct stat lst{}; ::lstat(o.path.c_str(), &lst) == 0 && S_ISLNK(lst.st_mode) && !stat_of(o.path)) {
+      std::error_code ec;
+      const auto target = fs::read_symlink(o.path, ec);
+      throw std::runtime_error(fmt::format("{} is a symbolic link to nothing ({}): remove the link, or give another "
+                                           "name",
+                                           quoted(named), ec ? std::string("unreadable") : target.string()));
+    }
     if (auto st = stat_of(o.path)) {
       const bool dir = S_ISDIR(st->st_mode), reg = S_ISREG(st->st_mode);
       if (!dir && !reg)
@@ -437,6 +477,19 @@ OutputSet::OutputSet(std::string dir, Options options)
         const std::string n = e.get<std::string>();
         if (fs::exists(fs::symlink_status(dir_ + "/" + n))) old_entries_.push_back(n);
       }
+      if (o_.readers_lock) {  // a reader of the earlier output (pretrain on a shard set) must not see it swapped
+        const std::string path = dir_ + "/" + kReadersLock;
+        readers_fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (readers_fd_ >= 0 && ::flock(readers_fd_, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+          throw std::runtime_error(fmt::format("{} is being read by another genemask command (a pretrain or "
+                                               "mask-stats on it): replacing it now would change its data under "
+                                               "that run; wait for it to end, or choose another {}",
+                                               what, o_.option));
+      }
+      if (const auto t = marker->find("tree"); t != marker->end() && t->is_object()) {
+        old_tree_ = *t;
+        for (const auto& n : old_entries_) check_tree_is_known(dir_, n, old_tree_);  // before the work
+      }
     } else if (!others.empty()) {
       throw std::runtime_error(fmt::format(
           "{} is not empty ({} entr{}, first '{}') and holds no output of genemask (no {}): genemask fills only new "
@@ -494,6 +547,7 @@ std::string OutputSet::staging_for(const std::string& dir) {
 }
 
 OutputSet::~OutputSet() {
+  if (readers_fd_ >= 0) ::close(readers_fd_);
   for (int slot : cleanup_slots_) unregister_cleanup(slot);
   if (published_) return;
   if (!staging_.empty()) remove_tree(staging_);
@@ -527,10 +581,23 @@ void OutputSet::publish(const nlohmann::json& extra) {
     check_writable_target(target);
   }
   for (const auto& n : old_entries_) check_removable(dir_ + "/" + n);
+  // What each directory entry holds, so that a replacement removes only what genemask wrote:
+  // a file the user put inside one (fewshot/notes.txt, plots/mine.svg) is not removed with
+  // it. Markers written before the trees were recorded are held against the new output's.
+  nlohmann::json tree = old_tree_.is_object() ? old_tree_ : nlohmann::json::object();
+  for (const auto& n : fresh)
+    if (fs::is_directory(fs::symlink_status(staging_ + "/" + n))) {
+      const auto t = tree_of(staging_ + "/" + n);
+      if (!tree.contains(n) || !tree[n].is_array()) tree[n] = t;
+      else for (const auto& x : t) tree[n].push_back(x);  // both, until the old one is gone
+    }
+  for (const auto& n : old_entries_) check_tree_is_known(dir_, n, tree);
   std::vector<std::string> all = old_entries_;
   for (const auto& n : fresh)
     if (!old.count(n)) all.push_back(n);
-  write_marker(dir_, new_marker(o_.command, false, all));  // a cut-short publication says so
+  nlohmann::json cut_short = new_marker(o_.command, false, all);  // a cut-short publication says so
+  if (!tree.empty()) cut_short["tree"] = tree;
+  write_marker(dir_, cut_short);
   const std::set<std::string> fresh_set(fresh.begin(), fresh.end());
   std::vector<std::string> gone = old_entries_;
   std::stable_partition(gone.begin(), gone.end(), [&](const std::string& n) { return n == o_.read_first; });
@@ -546,6 +613,10 @@ void OutputSet::publish(const nlohmann::json& extra) {
   // what was moved, under a marker that says "incomplete" (readers refuse it).
   for (const auto& n : fresh) rename_or_throw(staging_ + "/" + n, dir_ + "/" + n);
   nlohmann::json m = new_marker(o_.command, true, fresh);
+  nlohmann::json fresh_tree = nlohmann::json::object();
+  for (const auto& n : fresh)
+    if (fs::is_directory(fs::symlink_status(dir_ + "/" + n))) fresh_tree[n] = tree_of(dir_ + "/" + n);
+  if (!fresh_tree.empty()) m["tree"] = fresh_tree;
   for (const auto& [k, v] : extra.items()) m[k] = v;
   if (o_.digests) {  // of the files as they now are in DIR, which readers check (verify_output_files)
     nlohmann::json files = nlohmann::json::object();
@@ -555,14 +626,51 @@ void OutputSet::publish(const nlohmann::json& extra) {
   }
   for (int slot : cleanup_slots_) unregister_cleanup(slot);  // complete now: nothing for a signal to remove
   cleanup_slots_.clear();
+  if (o_.readers_lock) {  // before the marker: a reader of the complete output finds it
+    const std::string path = dir_ + "/" + kReadersLock;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
+    ::close(fd);
+  }
   write_marker(dir_, m);
   ::rmdir(staging_.c_str());
+  if (readers_fd_ >= 0) ::close(readers_fd_);
+  readers_fd_ = -1;
   published_ = true;
   lock_.reset();
 }
 
+void set_output_marker_value(const std::string& dir, const std::string& key, const nlohmann::json& value) {
+  auto m = read_output_marker(dir);
+  if (!m) throw std::runtime_error(fmt::format("{}/{} is missing", dir, kOutputMarker));
+  (*m)[key] = value;
+  write_marker(dir, *m);
+}
+
+std::shared_ptr<void> hold_output_for_reading(const std::string& dir, const std::string& what) {
+  const std::string path = dir + "/" + kReadersLock;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  while (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+    if (errno == EINTR) continue;
+    const int e = errno;
+    ::close(fd);
+    if (e == EWOULDBLOCK)
+      throw std::runtime_error(fmt::format("{} is being replaced by another genemask command (shards --force): "
+                                           "wait for it to end, then run this again",
+                                           what));
+    return nullptr;  // a file system without locks: readers go unlocked, as replacements do
+  }
+  return std::shared_ptr<void>(new int(fd), [](void* p) {
+    auto* f = static_cast<int*>(p);
+    ::close(*f);
+    delete f;
+  });
+}
+
 void claim_run_directory(const std::string& dir, const std::string& command, const std::string& option,
-                         const std::vector<std::string>& legacy_entries) {
+                         const std::vector<std::string>& legacy_entries,
+                         const std::function<bool(const std::string&)>& legacy_proof) {
   const std::vector<std::string> others = user_entries(dir);
   if (const auto marker = read_output_marker(dir)) {
     const std::string cmd = (*marker)["command"].get<std::string>();
@@ -572,15 +680,43 @@ void claim_run_directory(const std::string& dir, const std::string& command, con
                                            option, dir, cmd, command, option));
     return;
   }
-  const bool legacy = std::any_of(legacy_entries.begin(), legacy_entries.end(), [&](const std::string& n) {
-    return std::find(others.begin(), others.end(), n) != others.end();
-  });
+  // A directory of before the markers: only the command's own entries, and the proof that
+  // it wrote them (a user's folder that happens to hold a "metrics.jsonl" or a "runs" is not).
+  const bool legacy = !others.empty() && legacy_proof &&
+                      std::all_of(others.begin(), others.end(),
+                                  [&](const std::string& n) {
+                                    return std::find(legacy_entries.begin(), legacy_entries.end(), n) !=
+                                           legacy_entries.end();
+                                  }) &&
+                      legacy_proof(dir);
   if (!others.empty() && !legacy)
     throw std::runtime_error(fmt::format(
         "{} {} is not empty ({} entr{}, first '{}') and is not a `genemask {}` directory (no {}): choose a new or "
         "empty directory",
-        option, dir, others.size(), others.size() == 1 ? "y" : "ies", others.front(), command, kOutputMarker));
+        option, dir, others.size(), others.size() == 1 ? "y" : "ies", io::printable(others.front()), command,
+        kOutputMarker));
   write_marker(dir, new_marker(command, true, {}));
+}
+
+void own_append_file(const std::string& path) {
+  struct stat lst{};
+  if (::lstat(path.c_str(), &lst) != 0) return;  // none yet: the append creates it
+  if (!S_ISLNK(lst.st_mode) && !(S_ISREG(lst.st_mode) && lst.st_nlink > 1)) return;
+  if (S_ISLNK(lst.st_mode)) {
+    struct stat st{};
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+      throw std::runtime_error(fmt::format("cannot append to {}: it is a symbolic link to no regular file; genemask "
+                                           "appends only to a file of its own: remove the link",
+                                           path));
+  }
+  // A copy of its own, renamed over the name: the link's target, or the other names of a
+  // hard-linked file (a `cp -al` snapshot), keep what they hold.
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(fmt::format("cannot read {}: {}", path, open_error_reason(errno)));
+  AtomicFile f(path);
+  f.stream() << in.rdbuf();
+  if (in.bad()) throw std::runtime_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+  f.commit();
 }
 
 }  // namespace genemask::io

@@ -105,10 +105,21 @@ void check_writable_target(const std::string& path);
 
 /// The marker of a directory genemask wrote: DIR/.genemask.json.
 inline constexpr const char* kOutputMarker = ".genemask.json";
+/// DIR/.genemask-readers.lock of an output that long-running commands read (a shard set):
+/// readers hold a shared flock on it while they read; a replacement (--force) needs it
+/// exclusively, so it never swaps the data under a reader.
+inline constexpr const char* kReadersLock = ".genemask-readers.lock";
+
+/// A shared lock on DIR/.genemask-readers.lock, held while the result lives; null when DIR
+/// has no such file (an output of an earlier genemask) or the file system has no locks.
+/// Throws when a replacement of DIR holds it (`shards --force` running): `what` names DIR.
+std::shared_ptr<void> hold_output_for_reading(const std::string& dir, const std::string& what);
 
 /// DIR/.genemask.json, or nullopt when DIR has none. A marker that is not one of ours
 /// (not JSON, other format) is an InputError.
 std::optional<nlohmann::json> read_output_marker(const std::string& dir);
+/// Sets `key` of DIR's marker (which must exist) to `value`, rewriting it atomically.
+void set_output_marker_value(const std::string& dir, const std::string& key, const nlohmann::json& value);
 
 /// The files of DIR that its marker records a SHA-256 for ("files", written by an OutputSet
 /// with `digests`), checked: those `which` accepts (all when null) must have it, or an
@@ -144,6 +155,8 @@ class OutputSet {
     bool force = false;      // replace an earlier complete output of the same command
     std::string read_first;  // the file readers open first (manifest.json): removed first, placed last
     bool digests = false;    // record every file's SHA-256 in the marker ("files"): verify_output_files
+    /// DIR gets a readers' lock (kReadersLock); replacing DIR while a reader holds it is refused.
+    bool readers_lock = false;
   };
   OutputSet(std::string dir, Options options);
   ~OutputSet();
@@ -164,6 +177,8 @@ class OutputSet {
   std::string dir_, staging_, created_;
   Options o_;
   std::vector<std::string> old_entries_;
+  nlohmann::json old_tree_;
+  int readers_fd_ = -1;  // the readers' lock, held exclusively while an earlier output is replaced  // the earlier marker's "tree": the paths inside its directory entries
   std::unique_ptr<DirLock> lock_;
   std::vector<int> cleanup_slots_;  // what a fatal signal removes while the set is unpublished
   int exceptions_ = 0;
@@ -171,10 +186,17 @@ class OutputSet {
 };
 
 /// For commands that keep writing into one directory across runs (pretrain's run, sweep's
-/// DIR): DIR must be new, empty, or already one of this command's (its marker, or, for
-/// directories written before markers existed, `legacy_entries` such as "checkpoints");
-/// a new or empty DIR gets the marker. Call with DIR's lock held.
+/// DIR): DIR must be new, empty, or already one of this command's: its marker, or, for
+/// directories written before markers existed, nothing but `legacy_entries` (such as
+/// "checkpoints") and `legacy_proof(DIR)` true (the command's own files are there). A new or
+/// empty DIR gets the marker. Call with DIR's lock held.
 void claim_run_directory(const std::string& dir, const std::string& command, const std::string& option,
-                         const std::vector<std::string>& legacy_entries);
+                         const std::vector<std::string>& legacy_entries,
+                         const std::function<bool(const std::string&)>& legacy_proof);
+
+/// Before appending to PATH: when it is a symbolic link or a file with other hard links (a
+/// `cp -al` snapshot of a run), PATH becomes a copy of its own (renamed into place), so that
+/// appending changes no other name's file. A link to no regular file is refused.
+void own_append_file(const std::string& path);
 
 }  // namespace genemask::io

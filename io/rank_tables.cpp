@@ -41,7 +41,13 @@ struct TableReader {
   }
   bool next(std::string& line) {
     if (!std::getline(in, line)) return false;
-    if (++lineno == 1) strip_utf8_bom(line);
+    ++lineno;
+    // genemask ends every line it writes: a last line without its end is a file cut short
+    // (a copy stopped, a download cut), whose last value is partial and later rows missing.
+    if (in.eof())
+      throw InputError(path, lineno, "the last line has no line end: the file was cut short (genemask ends every "
+                                     "line of the tables it writes); use the whole file, or write it again");
+    if (lineno == 1) strip_utf8_bom(line);
     if (!line.empty() && line.back() == '\r') line.pop_back();
     return true;
   }

@@ -196,6 +196,11 @@ std::string unfinished_run_reason(const ResolvedModel& m, const std::string& giv
     return fmt::format("the run \"{}\" has not finished: its newest checkpoint is step {} of the {} steps it was started "
                        "for; finish it with `genemask pretrain ... --resume`, or {}",
                        given, m.step, m.run_steps, other);
+  if (m.started_steps > m.step && m.logged_step <= m.step)
+    return fmt::format("the run \"{}\" has not finished: it was last started for {} steps (pretrain --resume --steps "
+                       "{}) and stopped before its next checkpoint (its newest is step {}); finish it with `genemask "
+                       "pretrain ... --resume`, or {}",
+                       given, m.started_steps, m.started_steps, m.step, other);
   if (m.logged_step > m.step)
     return fmt::format("the run \"{}\" has not finished: its metrics.jsonl logs step {}, past its newest checkpoint (step "
                        "{}): it was continued (pretrain --resume with more --steps) and stopped before its next "
@@ -240,6 +245,8 @@ ResolvedModel resolve_model(const std::string& path) {
     r.dir = checkpoint_dir(path, r.step);
     r.run_steps = recorded_run_steps(r.dir);
     r.logged_step = last_logged_step(path);
+    if (const auto mk = read_output_marker(path); mk && mk->contains("steps") && (*mk)["steps"].is_number_integer())
+      r.started_steps = (*mk)["steps"].get<int64_t>();
   }
   r.weights = r.dir + (fs::exists(r.dir + "/model.safetensors", ec) ? "/model.safetensors" : "/pytorch_model.bin");
   if (r.step >= 0) {

@@ -49,6 +49,7 @@ struct ResolvedModel {
   // `step`, the run trained on after its newest checkpoint and stopped before the next one
   // (a run extended with --resume --steps M, killed).
   int64_t logged_step = -1;
+  int64_t started_steps = -1;  // the --steps of the run's latest start (its marker's "steps"); -1 unknown
   std::string weights;    // the weights file: DIR/model.safetensors or DIR/pytorch_model.bin
   /// SHA-256 of the weights file when it was checked against a checkpoint's state.json
   /// ("" for a model directory that records none: model_weights_sha256 computes it).

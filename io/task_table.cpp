@@ -179,9 +179,11 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
   if (!in) throw InputError(path, "cannot open: " + open_error_reason(errno));
   std::string line;
   uint64_t lineno = 0;
+  bool unterminated = false;  // the line read last had no line end
   auto next = [&]() {
     if (!std::getline(in, line)) return false;
     ++lineno;
+    unterminated = in.eof();
     if (!line.empty() && line.back() == '\r') line.pop_back();
     return true;
   };
@@ -241,6 +243,10 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
     any_base = any_base || r.sequence.find_first_of("ACGT") != std::string::npos;
     rows.push_back(std::move(r));
   }
+  // A table cut short (a copy stopped, a download cut) ends inside a row: its rows after the
+  // cut are missing, and metrics of it would be of part of the test set.
+  if (unterminated && !rows.empty())
+    warn_unterminated_last_line(path, lineno, "its last row may be partial, and rows after it missing,");
   if (rows.empty()) throw InputError(path, "no rows after the header");
   // A model would still score such a table (every prediction a guess: AUC 0.5).
   if (!any_base)

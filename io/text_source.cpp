@@ -413,6 +413,16 @@ bool for_each_line(const std::string& path, const std::function<void(const std::
   return process();  // false when it is the stop line
 }
 
+void for_each_table_line(const std::string& path, const std::function<void(const std::string&, uint64_t)>& fn,
+                         std::string_view what) {
+  uint64_t last = 0;
+  const bool unterminated = for_each_line(path, [&](const std::string& line, uint64_t lineno) {
+    last = lineno;
+    fn(line, lineno);
+  });
+  if (unterminated) warn_unterminated_last_line(path, last, what);
+}
+
 uint64_t line_of_voffset(const FileInfo& info, uint64_t voffset) {
   auto reader = open_text(info, 0);
   TextBlock b;

@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace genemask::io {
@@ -94,6 +95,11 @@ bool strip_utf8_bom(std::string& first_line);
 /// file's last line has no line end (the sign of a file cut short), false otherwise.
 bool for_each_line(const std::string& path, const std::function<void(const std::string& line, uint64_t lineno)>& fn,
                    const std::string& stop_prefix = {});
+
+/// for_each_line for a user's table (BED, VCF, a genome list, a chromosome map): a last line
+/// without a line end is said (warn_unterminated_last_line), with `what` of it.
+void for_each_table_line(const std::string& path, const std::function<void(const std::string& line, uint64_t lineno)>& fn,
+                         std::string_view what = "its last row may be partial, and rows after it missing,");
 
 /// 1-based line number of the byte at voffset (re-reads the file from the start; used
 /// only to report errors).

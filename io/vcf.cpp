@@ -30,7 +30,7 @@ bool all_of_chars(const std::string& s, const char* allowed) {
 std::vector<Variant> read_vcf(const std::string& path, VcfStats* stats) {
   std::vector<Variant> out;
   VcfStats st;
-  for_each_line(path, [&](const std::string& line, uint64_t lineno) {
+  for_each_table_line(path, [&](const std::string& line, uint64_t lineno) {
     if (line.rfind("##", 0) == 0) return;
     if (line.rfind("#", 0) == 0) return;  // #CHROM header (optional: bare data lines are accepted)
     if (line.empty()) return;
@@ -76,7 +76,7 @@ std::vector<Variant> read_variant_tsv(const std::string& path) {
   std::map<std::string, uint64_t> ids;  // id -> its line
   int c_id = -1, c_ref = -1, c_alt = -1;
   size_t ncol = 0;
-  for_each_line(path, [&](const std::string& line, uint64_t lineno) {
+  for_each_table_line(path, [&](const std::string& line, uint64_t lineno) {
     auto f = split_fields(line, '\t');
     for (auto& x : f)
       if (x.size() >= 2 && x.front() == '"' && x.back() == '"') x = x.substr(1, x.size() - 2);

@@ -6,6 +6,7 @@
 #include <map>
 
 #include "common.hpp"
+#include "io/output_guard.hpp"
 #include "genemask/corpus/loader.hpp"
 #include "genemask/corpus/mask_audit.hpp"
 #include "genemask/kmer/kmer.hpp"
@@ -41,6 +42,7 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   Masker masker(std::move(cfg));
   // SHA-256 and every token id of the shards first: cheap next to training, which is what a
   // mask-stats run usually comes before.
+  const auto hold = io::hold_output_for_reading(a.shards, "--shards " + a.shards);  // not swapped while read
   ShardSet set(a.shards, a.split, ShardChecks{true});
   const uint64_t n = std::min<uint64_t>(a.samples, set.size());
   uint64_t as_mask = 0, as_random = 0, kept = 0;

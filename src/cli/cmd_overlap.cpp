@@ -120,6 +120,9 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
     throw std::invalid_argument(fmt::format("--counts holds 15-mers; --k is {} (use --k 15 or leave out --counts)", a.k));
   if (a.drop_above.empty() != a.filtered.empty())
     throw std::invalid_argument("--drop-above and --filtered go together");
+  if (!a.drop_source.empty() && a.drop_above.empty())  // it did nothing, without a word
+    throw std::invalid_argument("--drop-source chooses the fraction --drop-above filters by: give --drop-above and "
+                                "--filtered too, or leave --drop-source out");
   if (!a.drop_above.empty()) threshold(a.drop_above, {});  // its form, before any work
   std::string source = a.drop_source;
   if (source.empty()) source = a.train.empty() ? "corpus" : "train";

@@ -36,6 +36,8 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                       {"steps_done", s.steps_done},
                       {"loss", s.last_loss ? nlohmann::json(*s.last_loss) : nlohmann::json()},
                       {"eval_loss", s.last_eval_loss ? nlohmann::json(*s.last_eval_loss) : nlohmann::json()},
+                      {"eval_samples", s.last_eval_samples},
+                      {"eval_masked_tokens", s.last_eval_masked_tokens},
                       {"tokens_per_s", s.tokens_per_s},
                       {"model_tflops", s.model_tflops},
                       {"mfu_datasheet", s.mfu_datasheet ? nlohmann::json(*s.mfu_datasheet) : nlohmann::json()},

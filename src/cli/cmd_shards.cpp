@@ -41,7 +41,7 @@ void run_shards(ShardsArgs a, const Context& ctx) {
   // Rank 0 owns --out: every rank writes its shard files into the staging directory, and
   // rank 0 moves the whole set into place once every rank is done, the manifest last.
   std::optional<io::OutputSet> out_dir;
-  if (ctx.rank == 0) out_dir.emplace(a.req.out_dir, io::OutputSet::Options{"shards", "--out", a.force, "manifest.json"});
+  if (ctx.rank == 0) out_dir.emplace(a.req.out_dir, io::OutputSet::Options{"shards", "--out", a.force, "manifest.json", false, /*readers_lock=*/true});
   const std::string final_dir = a.req.out_dir;
   a.req.out_dir = io::OutputSet::staging_for(final_dir);
   const auto r = [&] {

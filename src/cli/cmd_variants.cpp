@@ -94,6 +94,8 @@ Ranking read_ranking(const std::string& path) {
   bool sites_complete = site;
   while (std::getline(in, line)) {
     ++lineno;
+    if (in.eof() && !line.empty())
+      io::warn_unterminated_last_line(path, lineno, "its last row may be partial, and rows after it missing,");
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty()) continue;
     const auto f = io::split_quoted_fields(line, '\t', bad_quote);
@@ -142,17 +144,19 @@ Ranking read_ranking(const std::string& path) {
   return out;
 }
 
-/// "10,100,1000" as numbers. Digits only: std::stoull reads "-5" as 2^64 - 5.
+/// "10,100,1000" as numbers: decimal digits without a leading 0 (at most 18 of them), each
+/// at least 1. std::stoull read "-5" as 2^64 - 5, and "010" is not what a user meant.
 std::vector<uint64_t> parse_top(const std::string& s) {
   std::vector<uint64_t> out;
   for (const auto& t : io::split_fields(s, ',')) {
-    const bool digits = !t.empty() && t.size() <= 18 && t.find_first_not_of("0123456789") == std::string::npos;
-    const uint64_t n = digits ? std::stoull(t) : 0;
-    if (n == 0)
+    const auto n = t.size() <= 18 ? io::parse_decimal_u64(t) : std::nullopt;
+    if (!n || *n == 0 || std::to_string(*n) != t)
       throw std::invalid_argument(fmt::format("'{}' is not a positive integer (in '{}'): expected positive integers "
-                                              "separated by commas",
-                                              t, s));
-    out.push_back(n);
+                                              "(decimal, no leading 0) separated by commas",
+                                              io::printable(t), io::printable(s)));
+    if (std::find(out.begin(), out.end(), *n) != out.end())
+      throw std::invalid_argument(fmt::format("{} appears twice (in '{}'): give each N once", *n, io::printable(s)));
+    out.push_back(*n);
   }
   return out;
 }
@@ -177,13 +181,18 @@ void run_variants(VariantsArgs a, const Context& ctx) {
     if (a.flank >= 0) {
       before = after = static_cast<uint64_t>(a.flank);
     } else {
-      // Whole integers: stoll read "-35.9:35abc" as -35:35.
+      // Whole decimal integers as written: stoll read "-35.9:35abc" as -35:35, and "-034"
+      // is not how anyone writes -34 (refused, as every integer option refuses 010).
       const auto p = io::split_fields(a.window, ':');
       int64_t lo = 1, hi = -1;
       if (p.size() == 2)
-        if (const auto x = io::parse_decimal_i64(p[0]), y = io::parse_decimal_i64(p[1]); x && y) lo = *x, hi = *y;
+        if (const auto x = io::parse_decimal_i64(p[0]), y = io::parse_decimal_i64(p[1]);
+            x && y && std::to_string(*x) == p[0] && std::to_string(*y) == p[1])
+          lo = *x, hi = *y;
       if (p.size() != 2 || lo > 0 || hi < 0)
-        throw std::invalid_argument(fmt::format("--window '{}' must be A:B with A <= 0 <= B, e.g. -249:50", a.window));
+        throw std::invalid_argument(fmt::format("--window '{}' must be A:B, decimal integers with A <= 0 <= B and no "
+                                                "leading 0, e.g. -249:50",
+                                                io::printable(a.window)));
       before = static_cast<uint64_t>(-lo);
       after = static_cast<uint64_t>(hi);
     }
@@ -357,7 +366,7 @@ void register_variants(CLI::App& app, Context& ctx) {
   sub->add_option("--class", a->score.class_name, "class scored: a label of the model or an index (default 1)");
   sub->add_option("--compare", a->compare, "another ranking (variants.tsv) for the top-N overlap")
       ->check(existing_file());
-  sub->add_option("--top", a->top, "N values of the top-N overlap, comma-separated")
+  auto* top = sub->add_option("--top", a->top, "N values of the top-N overlap with --compare, comma-separated")
       ->check(CLI::Validator(
           [](std::string& v) {
             try {
@@ -375,7 +384,10 @@ void register_variants(CLI::App& app, Context& ctx) {
   sub->add_option("--gpu", a->score.device_index, "GPU ordinal for --device cuda")->capture_default_str();
   sub->add_option("--precision", a->score.precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "auto"}))->capture_default_str();
   add_force_flag(sub, a->force);
-  sub->callback([a, &ctx] {
+  sub->callback([a, top, &ctx] {
+    // --top sizes the overlap with --compare: alone it did nothing, without a word.
+    if (top->count() > 0 && a->compare.empty())
+      throw CLI::ValidationError("--top", "applies to the overlap with --compare R.tsv, which is not given");
     ctx.inputs = {{"--model", a->score.model}, {"--variants", a->variants}, {"--genome", a->genome},
                   {"--compare", a->compare}};
     ctx.outputs = {{"--out", a->out, io::OutputKind::directory}};

@@ -230,6 +230,30 @@ void add_bert_prefix(std::vector<std::pair<std::string, torch::Tensor>>& tensors
     if (!is_head_tensor(t.first)) t.first = "bert." + t.first;
 }
 
+bool prepare_mlm_init(std::vector<std::pair<std::string, torch::Tensor>>& tensors, const std::string& source,
+                      std::vector<std::string>& notes) {
+  const auto starts = [](const std::string& s, const char* p) { return s.rfind(p, 0) == 0; };
+  for (const auto& t : tensors)
+    if (starts(t.first, "classifier."))
+      throw io::InputError(source, fmt::format("holds a sequence classifier (tensor '{}'): --init continues the "
+                                               "pretraining of a language model; give the model it was fine-tuned "
+                                               "from, or a BertForMaskedLM, BertForPreTraining or BertModel",
+                                               t.first));
+  add_bert_prefix(tensors);
+  const size_t before = tensors.size();
+  tensors.erase(std::remove_if(tensors.begin(), tensors.end(),
+                               [&](const auto& t) { return starts(t.first, "cls.seq_relationship."); }),
+                tensors.end());
+  if (tensors.size() != before)
+    notes.push_back("its next-sentence head (cls.seq_relationship, of a BertForPreTraining) is left out: genemask "
+                    "trains the masked-LM objective only");
+  const bool head = std::any_of(tensors.begin(), tensors.end(), [&](const auto& t) { return starts(t.first, "cls."); });
+  if (!head)
+    notes.push_back("it has no MLM head (a bare BertModel): the head (cls.predictions) starts from genemask's "
+                    "initialisation with --seed, as transformers' BertForMaskedLM.from_pretrained would start it");
+  return head;
+}
+
 }  // namespace genemask::model
 
 #include "model/export.hpp"

@@ -42,6 +42,15 @@ bool is_head_tensor(const std::string& name);
 /// as they are.
 void add_bert_prefix(std::vector<std::pair<std::string, torch::Tensor>>& tensors);
 
+/// A checkpoint's tensors made ready for continued MLM pretraining (`pretrain --init`):
+/// a bare BertModel's names put under "bert.", and a BertForPreTraining's next-sentence head
+/// ("cls.seq_relationship.*", which genemask does not train) left out. A sequence classifier
+/// ("classifier.*") is refused: it is no language model. Returns whether the MLM head is in
+/// the checkpoint; when it is not (a bare BertModel), the caller loads the encoder only and
+/// the head keeps its initialisation. `notes` receives what was left out or started anew.
+bool prepare_mlm_init(std::vector<std::pair<std::string, torch::Tensor>>& tensors, const std::string& source,
+                      std::vector<std::string>& notes);
+
 /// The named tensors of DIR/model.safetensors, or of DIR/pytorch_model.bin when there is no
 /// safetensors file, as stored (any BERT head: the fine-tuning code picks what it needs).
 std::vector<std::pair<std::string, torch::Tensor>> read_hf_tensors(const std::string& dir);

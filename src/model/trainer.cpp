@@ -300,6 +300,7 @@ struct Run {
   // SHA-256 of the inputs that define what is trained, for state.json and --resume: the
   // masking tables ("" when not given) and the shard set's manifest.
   std::string npmi_sha256, pmi_vocab_sha256, shards_sha256;
+  std::shared_ptr<void> shards_hold;  // a shared lock on the shard set (io::hold_output_for_reading)
   BertConfig cfg;
   BertForMaskedLM model{nullptr};
   std::vector<torch::Tensor> params;
@@ -396,9 +397,14 @@ void build_model(Run& r) {
   init_weights(*r.model, r.cfg);
   if (!r.init_dir.empty() && !o.resume) {
     const bool bin = !fs::exists(r.init_dir + "/model.safetensors");
-    load_state(r.model, r.init_dir + (bin ? "/pytorch_model.bin" : "/model.safetensors"), read_hf_tensors(r.init_dir));
+    const std::string source = r.init_dir + (bin ? "/pytorch_model.bin" : "/model.safetensors");
+    auto tensors = read_hf_tensors(r.init_dir);
+    std::vector<std::string> notes;
+    const bool head = prepare_mlm_init(tensors, source, notes);
+    load_state(r.model, source, tensors, /*encoder_only=*/!head);
     require_tied_decoder(r.model, "pretraining from --init");
     r.say(fmt::format("initialised from {}", r.init_dir));
+    for (const auto& n : notes) r.say(fmt::format("note: --init {}: {}", r.init_dir, n));
   }
   release_model_holds();  // --init's run may rotate its checkpoints again: its weights are read
   r.model->to(r.device);
@@ -430,7 +436,16 @@ void open_run_directory(Run& r) {
       throw;
     }
     // A new or empty directory, or a run's (never a directory of other files).
-    io::claim_run_directory(r.o.out, "pretrain", "--out", {"checkpoints", "metrics.jsonl"});
+    // A run of before the markers holds a checkpoint (checkpoints/step-N/state.json).
+    io::claim_run_directory(r.o.out, "pretrain", "--out", {"checkpoints", "metrics.jsonl", "perplexity.svg"},
+                            [](const std::string& d) {
+                              std::error_code ec;
+                              for (const auto& e : fs::directory_iterator(d + "/checkpoints", ec))
+                                if (e.path().filename().string().rfind("step-", 0) == 0 &&
+                                    fs::is_regular_file(e.path() / "state.json", ec))
+                                  return true;
+                              return false;
+                            });
     fs::create_directories(r.o.out + "/checkpoints");
     io::create_checkpoint_readers_lock(r.o.out);  // readers share it; rotation waits for them
   }
@@ -491,6 +506,9 @@ std::string option_of(const std::string& key) {
 void digest_inputs(Run& r) {
   if (!r.o.npmi.empty()) r.npmi_sha256 = io::sha256_file(r.o.npmi);
   if (!r.o.pmi_vocab.empty()) r.pmi_vocab_sha256 = io::sha256_file(r.o.pmi_vocab);
+  // Held for the run: `shards --force` cannot swap the set under it (its validation split is
+  // opened again at each evaluation, its shards at each epoch).
+  r.shards_hold = io::hold_output_for_reading(r.o.shards, "--shards " + r.o.shards);
   io::read_manifest(r.o.shards);  // a missing or damaged manifest is named as such first
   r.shards_sha256 = io::sha256_file(r.o.shards + "/manifest.json");
 }
@@ -647,6 +665,13 @@ void resume_from_checkpoint(Run& r) {
     // manifest continues, an edited one is compared by its digest.
     if (key == "shards" && st.contains("shards_manifest_sha256") && st["shards_manifest_sha256"] == now["shards_manifest_sha256"])
       continue;
+    // --init spelt another way ("./hf" and "/abs/hf/") is the same model directory.
+    if (key == "init" && value.is_string() && st[key].is_string() && !value.get<std::string>().empty() &&
+        !st[key].get<std::string>().empty()) {
+      std::error_code e1, e2;
+      const auto a = fs::weakly_canonical(value.get<std::string>(), e1), b = fs::weakly_canonical(st[key].get<std::string>(), e2);
+      if (!e1 && !e2 && a == b) continue;
+    }
     const std::string change = fmt::format("{} is {} now but {} in the run", option_of(key), io::json_excerpt(value, 80),
                                            io::json_excerpt(st[key], 80));
     if (!o.allow_changes)
@@ -758,9 +783,15 @@ void open_metrics(Run& r) {
       if (j["step"].get<int64_t>() <= r.step) kept.push_back(line);
     }
   }
-  r.metrics.open(r.metrics_path, std::ios::trunc);
-  for (const auto& l : kept) r.metrics << l << '\n';
-  r.metrics.flush();
+  // Written anew and renamed into place, then appended to: a metrics.jsonl that is a link (to
+  // a file elsewhere, or a hard link of a `cp -al` snapshot of the run) is replaced, never
+  // written through.
+  {
+    io::AtomicFile f(r.metrics_path);
+    for (const auto& l : kept) f.stream() << l << '\n';
+    f.commit();
+  }
+  r.metrics.open(r.metrics_path, std::ios::app);
 }
 
 void write_metrics(Run& r, const nlohmann::json& j) {
@@ -1182,6 +1213,8 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       if (el && !std::isfinite(*el)) stop_diverged(r, r.step, fmt::format("the validation loss is {}", shown(*el)));
       if (el) {
         sum.last_eval_loss = el;
+        sum.last_eval_samples = ev.samples;
+        sum.last_eval_masked_tokens = ev.masked;
         write_metrics(r, {{"step", r.step},
                           {"eval_loss", *el},
                           {"eval_perplexity", std::exp(*el)},
@@ -1251,6 +1284,10 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
     start_fresh(r);
   const auto data = open_training_data(r);
   open_metrics(r);
+  // The --steps this start trains to, in the run's marker: a continuation (--resume with more
+  // --steps) stopped before its first checkpoint and log line left nothing else saying the
+  // run is no longer finished, and readers took its old final checkpoint as the model.
+  if (r.rank == 0) io::set_output_marker_value(o.out, "steps", o.steps);
   // The schedule warms up over --warmup steps, then decays to 0 at --steps: a warm-up as long
   // as the run never decays, and a longer one never reaches --lr (a short run with the
   // default --warmup 500 trained at ~1% of it without a word).

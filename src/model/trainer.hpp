@@ -60,6 +60,9 @@ struct PretrainSummary {
   // measured (no step ran, the step had no masked token, no validation data), never a
   // stand-in number.
   std::optional<double> last_loss, last_eval_loss;
+  /// What last_eval_loss is over (0 while it is nullopt): the validation samples and masked
+  /// tokens of the last evaluation, summed over ranks.
+  uint64_t last_eval_samples = 0, last_eval_masked_tokens = 0;
   double seconds = 0, tokens_per_s = 0;
   /// Model FLOP/s of the last logged window over all ranks (model/flops.hpp: real tokens
   /// only), and that over the ranks' GPUs' datasheet bf16 peak (bf16 on a GPU in the table;

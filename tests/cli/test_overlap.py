@@ -253,6 +253,11 @@ class Overlap(unittest.TestCase):
         p = run(["overlap", "--test", self.t("bad.tsv"), "--train", self.t("train1.tsv"), "--out", self.t("e6")],
                 check=False)
         self.assertIn("bad.tsv:2", p.stderr)
+        # --drop-source alone did nothing, without a word.
+        p = self.overlap("e7", "--train", self.t("train1.tsv"), "--drop-source", "train", check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("--drop-source chooses the fraction --drop-above filters by", p.stderr)
+        self.assertFalse(os.path.exists(self.t("e7")))
         self.assertIn("--drop-above", run(["overlap", "--help"]).stdout)
 
 

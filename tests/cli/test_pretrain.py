@@ -61,6 +61,7 @@ class Pretrain(unittest.TestCase):
         a = os.path.join(self.tmp, "a")
         s = summary(self.pretrain(a))
         self.assertEqual(s["steps_done"], 8)
+        sa = s
         want = metrics(a)
         self.assertEqual([m[0] for m in want], list(range(1, 9)))
         b = os.path.join(self.tmp, "b")
@@ -78,6 +79,9 @@ class Pretrain(unittest.TestCase):
         for e in evals:
             self.assertTrue(0 < e["eval_samples"] <= 4, e)
             self.assertGreater(e["eval_masked_tokens"], 0, e)
+        # The summary's eval_loss is the last evaluation's, with what it is over.
+        self.assertEqual((sa["eval_loss"], sa["eval_samples"], sa["eval_masked_tokens"]),
+                         (evals[-1]["eval_loss"], evals[-1]["eval_samples"], evals[-1]["eval_masked_tokens"]))
         self.assertTrue(os.path.exists(os.path.join(b, "perplexity.svg")))
 
     def test_resume_on_the_cpu_from_a_checkpoint_written_on_a_gpu(self):
@@ -318,6 +322,11 @@ class Pretrain(unittest.TestCase):
         self.assertAlmostEqual(first_loss, want, delta=1e-5 * want)
         with open(os.path.join(out, "checkpoints", "step-00000002", "config.json")) as f:
             self.assertEqual(json.load(f)["hidden_size"], 32)
+        # --resume with --init spelt another way: the same directory, no change to refuse.
+        again_args = list(args[:-2])
+        again_args[4] = os.path.join(self.tmp, "hf-saved", "..", "hf-saved", "mlm-st")
+        again_args[again_args.index("--steps") + 1] = "3"
+        self.assertEqual(summary(run(again_args + ["--resume"]))["steps_done"], 3)
         # A genemask run as --init, and --init with --model refused.
         again = os.path.join(self.tmp, "init-from-run")
         s = summary(run(args[:4] + [out] + args[5:6] + [again] + args[7:-2]))
@@ -325,6 +334,40 @@ class Pretrain(unittest.TestCase):
         p = run(args[:6] + [os.path.join(self.tmp, "x"), "--model", "logo"] + args[7:-2], check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("excludes", p.stderr)
+        # A BertForPreTraining (its next-sentence head left out, said) continues as the same MLM:
+        # its first loss is transformers' BertForMaskedLM's on the same batch. A bare BertModel's
+        # encoder is taken (its MLM head starts anew, said); a sequence classifier is refused.
+        from transformers import BertConfig, BertForPreTraining, BertModel
+        hcfg = BertConfig(**{k: v for k, v in cfg.items() if k not in ("architectures", "transformers_version")})
+        torch.manual_seed(3)
+        kinds = {"pt": BertForPreTraining(hcfg), "bare": BertModel(hcfg, add_pooling_layer=False)}
+        for kind, model in kinds.items():
+            with torch.no_grad():
+                for prm in model.parameters():
+                    prm.add_(0.02 * torch.randn_like(prm))
+            model.save_pretrained(os.path.join(self.tmp, "init-" + kind))
+        pt_out, pt_dump = os.path.join(self.tmp, "init-pt-run"), os.path.join(self.tmp, "pt-batch.safetensors")
+        p = run(args[:4] + [os.path.join(self.tmp, "init-pt"), "--out", pt_out] + args[7:-1] + [pt_dump])
+        self.assertIn("next-sentence head (cls.seq_relationship, of a BertForPreTraining) is left out", p.stderr)
+        b = load_file(pt_dump)
+        m = AutoModelForMaskedLM.from_pretrained(os.path.join(self.tmp, "init-pt")).eval()
+        with torch.no_grad():
+            logits = m(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).logits
+        want = torch.nn.functional.cross_entropy(logits.view(-1, logits.shape[-1]), b["labels"].view(-1),
+                                                 ignore_index=-100).item()
+        self.assertAlmostEqual(metrics(pt_out)[0][1], want, delta=1e-5 * want)
+        bare_out, bare_hf = os.path.join(self.tmp, "init-bare-run"), os.path.join(self.tmp, "init-bare-hf")
+        p = run(args[:4] + [os.path.join(self.tmp, "init-bare"), "--out", bare_out, "--lr", "1e-12"] + args[7:-2])
+        self.assertIn("no MLM head (a bare BertModel)", p.stderr)
+        run(["export-hf", "--run", bare_out, "--out", bare_hf])
+        got, ref = load_file(os.path.join(bare_hf, "model.safetensors")), kinds["bare"].state_dict()
+        for name in ["embeddings.word_embeddings.weight", "encoder.layer.1.output.dense.weight"]:
+            torch.testing.assert_close(got["bert." + name], ref[name], rtol=0, atol=1e-6)
+        p = run(args[:4] + [os.path.join(hf, "cls-st"), "--out", os.path.join(self.tmp, "init-cls")] + args[7:-2],
+                check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("holds a sequence classifier (tensor 'classifier.", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "init-cls")))
 
     def test_model_flops_of_the_real_tokens(self):
         # metrics.jsonl's model_tflops over its tokens_per_s is the model FLOPs per real token
@@ -490,6 +533,17 @@ class Pretrain(unittest.TestCase):
             p = self.pretrain(out, ["--resume"], check=False)
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertIn(f"is in use by another genemask run (host {socket.gethostname()}, pid {first.pid})", p.stderr)
+            # The shard set it reads cannot be replaced under it (its validation split was
+            # opened again at each evaluation: the new set's, silently).
+            with open(os.path.join(self.shards, "manifest.json"), "rb") as f:
+                manifest = f.read()
+            fa = os.path.join(self.tmp, "g.fa")
+            p = run(["shards", "--genome", fa, "--out", self.shards, "--max-tokens", "60", "--min-tokens", "20",
+                     "--seed", "7", "--force"], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"--out {self.shards} is being read by another genemask command", p.stderr)
+            with open(os.path.join(self.shards, "manifest.json"), "rb") as f:
+                self.assertEqual(f.read(), manifest)
         finally:
             first.send_signal(signal.SIGTERM)
             first.communicate(timeout=60)
@@ -518,6 +572,39 @@ class Pretrain(unittest.TestCase):
         # Finished with --resume, it is final again (the lines past step 4 were dropped).
         self.pretrain(out, ["--resume"], steps=8, **opts)
         self.assertEqual(int(summary(run(["export-hf", "--run", out, "--out", hf]))["checkpoint"].split("-")[-1]), 8)
+        # Continued again and stopped before its first log line: metrics.jsonl is the finished
+        # run's, but the run's marker records the --steps of its latest start.
+        self.pretrain(out, ["--resume"], steps=20, stop_after=9, check=False, **dict(opts, log_every=1000))
+        self.assertEqual(max(m[0] for m in metrics(out)), 8)
+        p = run(["export-hf", "--run", out, "--out", hf + "-2"], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f'the run "{out}" has not finished: it was last started for 20 steps (pretrain --resume --steps '
+                      "20) and stopped before its next checkpoint (its newest is step 8)", p.stderr)
+        self.pretrain(out, ["--resume"], steps=8, **opts)  # back to 8: finished as it was
+        self.assertEqual(int(summary(run(["export-hf", "--run", out, "--out", hf + "-3"]))["checkpoint"].split("-")[-1]), 8)
+        # A `cp -al` snapshot of the run, continued: the original's metrics.jsonl (the same
+        # file under two names) was rewritten, and the original taken as unfinished.
+        snap = os.path.join(self.tmp, "ext-snap")
+        shutil.copytree(out, snap, copy_function=os.link)
+        with open(os.path.join(out, "metrics.jsonl"), "rb") as f:
+            before = f.read()
+        self.pretrain(snap, ["--resume"], steps=10, **opts)
+        with open(os.path.join(out, "metrics.jsonl"), "rb") as f:
+            self.assertEqual(f.read(), before)
+        self.assertEqual(max(m[0] for m in metrics(snap)), 10)
+        # A user's folder with a file named metrics.jsonl (and no checkpoint) is not a run.
+        for name, files in [("ud", {"metrics.jsonl": '{"epoch": 1}\n', "notes.txt": "x"}),
+                            ("ud-log", {"metrics.jsonl": '{"epoch": 1}\n'})]:
+            d = os.path.join(self.tmp, name)
+            os.makedirs(d)
+            for f, text in files.items():
+                with open(os.path.join(d, f), "w") as fh:
+                    fh.write(text)
+            p = self.pretrain(d, steps=2, check=False, **opts)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn("is not a `genemask pretrain` directory", p.stderr)
+            with open(os.path.join(d, "metrics.jsonl")) as fh:
+                self.assertEqual(fh.read(), '{"epoch": 1}\n')
         # The schedule's warm-up against --steps: a warm-up longer than the run is said.
         p = self.pretrain(os.path.join(self.tmp, "warm"), steps=3, warmup=500, **opts)
         lr = metrics(os.path.join(self.tmp, "warm"))[-1][2]

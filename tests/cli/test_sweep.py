@@ -371,6 +371,46 @@ class SweepSimulated(SweepBase):
         self.assertEqual(len(recs), 36)
         self.assertEqual(stable(recs), self.expected())
 
+    def test_a_hard_linked_snapshot_is_continued_without_touching_the_original(self):
+        """A sweep continued in a `cp -al` snapshot of its DIR appended to the original's
+        results.jsonl (one file under two names): the original reported jobs it never ran."""
+        out = self.out("orig")
+        self.sweep(out)
+        path = os.path.join(out, "results.jsonl")
+        with open(path, "rb") as f:
+            lines = f.readlines()
+        with open(path + ".new", "wb") as f:
+            f.writelines(lines[:30])
+        os.replace(path + ".new", path)  # 30 of 36 records
+        snap = self.out("snap")
+        shutil.copytree(out, snap, copy_function=os.link)
+        self.assertEqual(os.stat(path).st_ino, os.stat(os.path.join(snap, "results.jsonl")).st_ino)
+        s = summary(self.sweep(snap))
+        self.assertEqual((s["jobs_skipped"], s["ok"]), (30, 6))
+        with open(path, "rb") as f:
+            self.assertEqual(f.readlines(), lines[:30])
+        self.assertEqual(len(read_records(snap, allow_torn=False)), 36)
+        # A user's folder holding a "runs" folder and other files is not an old sweep's DIR.
+        mine = self.out("mine")
+        os.makedirs(os.path.join(mine, "runs", "x"))
+        with open(os.path.join(mine, "README.txt"), "w") as f:
+            f.write("x")
+        p = self.sweep(mine, check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("is not a `genemask sweep` directory", p.stderr)
+        self.assertEqual(sorted(os.listdir(mine)), ["README.txt", "runs"])
+        # --out inside a task's directory (an input of every job) is refused before DIR is made.
+        task_dir = self.out("taskdir")
+        for shots in SHOTS:
+            os.makedirs(os.path.join(task_dir, str(shots)))
+            shutil.copy(os.path.join(self.tmp, "train.csv"), os.path.join(task_dir, str(shots), "train.tsv"))
+        shutil.copy(os.path.join(self.tmp, "test.csv"), os.path.join(task_dir, "test.tsv"))
+        plan = self.write_plan("inside.json", tasks=[{"name": "t", "dir": "taskdir"}])
+        p = self.sweep(os.path.join(task_dir, "sweep"), plan=plan, check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("the plan's task t", p.stderr)
+        self.assertEqual(sorted(os.listdir(task_dir)), sorted([str(n) for n in SHOTS] + ["test.tsv"]))
+
     def test_records_are_held_against_their_jobs_when_plan_json_is_gone(self):
         """A sweep directory whose plan.json was removed (or lost) kept its records and
         skipped their jobs: records of a random "logo" model were reused (and averaged) for a

@@ -312,11 +312,27 @@ class Variants(unittest.TestCase):
         other = "C" if g[49] != "C" else "G"
         # --window with a fraction or trailing text ran as -35:35; a POS with a sign or a space was
         # read (and "-18446744073709551416" wrapped to 200).
-        for window in ["-35.9:35", "-35:35abc", " -35:35", "-35:+35x"]:
+        # "-034:035" was read as -34:35, and --top 010 as 10 (every integer option refuses 010).
+        for window in ["-35.9:35", "-35:35abc", " -35:35", "-35:+35x", "-034:035", "-34:035", "-0:5"]:
             p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
                      "--window", window, "--out", self.t("e-w")], check=False)
             self.assertEqual(p.returncode, 1, p.stderr)
-            self.assertIn(f"--window '{window}' must be A:B with A <= 0 <= B", p.stderr)
+            self.assertIn(f"--window '{window}' must be A:B, decimal integers with A <= 0 <= B", p.stderr)
+            self.assertFalse(os.path.exists(self.t("e-w")))
+        for top in ["010", "10,0x10", "5,+5", "1e3", "0"]:
+            p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+                     "--flank", "10", "--top", top, "--out", self.t("e-t")], check=False)
+            self.assertNotEqual(p.returncode, 0, p.stderr)  # an option's check: CLI11's usage status
+            self.assertIn("is not a positive integer (in '" + top + "')", p.stderr)
+            self.assertFalse(os.path.exists(self.t("e-t")))
+        # --top without --compare did nothing, and --top 3,3 gave the N=3 row twice.
+        for top, want in [("5", "--top: applies to the overlap with --compare R.tsv, which is not given"),
+                          ("3,10,3", "3 appears twice (in '3,10,3'): give each N once")]:
+            p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+                     "--flank", "10", "--top", top, "--out", self.t("e-t")], check=False)
+            self.assertNotEqual(p.returncode, 0, p.stderr)
+            self.assertIn(want, p.stderr)
+            self.assertFalse(os.path.exists(self.t("e-t")))
         for pos in ["+50", " 50", "-18446744073709551566", "50.0"]:
             with open(self.t("pos.vcf"), "w") as f:
                 f.write(f"#CHROM\tPOS\tID\tREF\tALT\nchr1\t{pos}\t.\t{g[49]}\t{other}\n")

@@ -118,3 +118,33 @@ TEST(Json, ADeeplyNestedShardManifestIsRefused) {
             tmp.file("manifest.json") + ":1: arrays and objects nested more than 64 levels deep (byte 75): not a file "
                                         "genemask reads; the manifest is damaged: build the shards again");
 }
+
+// Regression: nlohmann reads 1e-400 as 0 without a word (a plan's "lr": 1e-400 trained at 0,
+// a record's metric of 1e-400 averaged as 0); it already refuses 1e400. Refused by line,
+// against strtod's own reading of each number; zeros, subnormals and strings pass.
+TEST(Json, ANumberBelowADoublesRangeIsRefused) {
+  EXPECT_EQ(error_of([] { io::parse_json("{\"a\": 1,\n \"lr\": 1e-400}", "p.json"); }),
+            "p.json:2: the number 1e-400 is too small for a double (it would be read as 0): write 0, or a number "
+            "within 1e-308");
+  EXPECT_FALSE(io::try_parse_json("[-2.5E-999]").ok());
+  EXPECT_FALSE(io::try_parse_json("[0." + std::string(400, '0') + "1]").ok());
+  for (const std::string ok : {std::string("[0, 0.0, -0e-999, 0.000e+5, 1e-310, 2.5e-300, 1e308]"),
+                               std::string(R"({"s": "1e-400", "1e-999": 0})"),
+                               "[0." + std::string(400, '0') + "]"}) {
+    EXPECT_EQ(io::json_underflow_at(ok), std::string::npos) << ok;
+    EXPECT_TRUE(io::try_parse_json(ok).ok()) << ok;
+  }
+  EXPECT_EQ(io::json_underflow_at(R"({"s": "\"1e-400", "x": 1e-400})"), 23u);
+  const auto j = io::parse_json("[1e-310]", "s.json");
+  EXPECT_GT(j[0].get<double>(), 0.0);
+}
+
+// Regression: a plan with a NUL byte after its JSON was read up to the NUL, the rest (here not
+// JSON at all) dropped without a word.
+TEST(Json, ANulByteIsRefused) {
+  const std::string text = std::string("{\"a\": 1}\n") + '\0' + "{\"this is\": not json";
+  EXPECT_EQ(error_of([&] { io::parse_json(text, "p.json"); }),
+            "p.json:2: not valid JSON: byte 10 is a NUL byte (a binary file, or two files joined?)");
+  EXPECT_FALSE(io::try_parse_json(std::string("[1,") + '\0' + "2]").ok());
+  EXPECT_TRUE(io::try_parse_json("[\"\\u0000\"]").ok());  // an escaped NUL in a string is JSON
+}

@@ -143,6 +143,12 @@ TEST(CheckOutputs, RefusesDevicesFifosAndWrongKinds) {
   EXPECT_NE(error_of([&] { io::check_outputs({}, {{"--out", tmp.file("f"), io::OutputKind::directory}}); })
                 .find("is not a directory"),
             std::string::npos);
+  // A link to nothing was refused only at the end, as "appeared while this command ran".
+  fs::create_symlink(tmp.file("nowhere/new.tsv"), tmp.file("dangling"));
+  for (const auto kind : {io::OutputKind::file, io::OutputKind::directory})
+    EXPECT_EQ(error_of([&] { io::check_outputs({}, {{"--out", tmp.file("dangling"), kind}}); }),
+              "--out " + tmp.file("dangling") + " is a symbolic link to nothing (" + tmp.file("nowhere/new.tsv") +
+                  "): remove the link, or give another name");
   EXPECT_NE(error_of([&] { io::check_outputs({}, {{"--out", tmp.path(), io::OutputKind::file}}); })
                 .find("is a directory"),
             std::string::npos);
@@ -254,6 +260,81 @@ TEST(OutputSet, ReplacesOnlyItsOwnEntriesAndOnlyWithForce) {
   EXPECT_EQ(test::read_file(d + "/extra.tsv"), "mine too");
 }
 
+// Regression: --force removed a directory entry whole (fewshot/), with the notes and folders
+// the user had put inside it. The marker's tree lists what genemask wrote in each; a path it
+// does not list stops the replacement before the work, and nothing is removed.
+TEST(OutputSet, ReplacingADirectoryEntryKeepsTheUsersFilesInside) {
+  TempDir tmp;
+  const std::string d = tmp.file("out");
+  const auto write = [&](const std::string& split) {
+    io::OutputSet set(d, {"dataset splice", "--out", true, "summary.json"});
+    fs::create_directories(set.staging() + "/fewshot/" + split);
+    test::write_file(set.staging() + "/fewshot/" + split + "/train.tsv", split);
+    test::write_file(set.staging() + "/summary.json", "{}");
+    set.publish();
+  };
+  write("10");
+  EXPECT_EQ(marker(d)["tree"]["fewshot"], nlohmann::json::array({"10", "10/train.tsv"}));
+  for (const std::string mine : {"fewshot/notes.txt", "fewshot/1000/train.tsv", "fewshot/10/mine.tsv"}) {
+    fs::create_directories(fs::path(d + "/" + mine).parent_path());
+    test::write_file(d + "/" + mine, "the user's");
+    const std::string e = error_of([&] { write("20"); });
+    EXPECT_NE(e.find("is not genemask's"), std::string::npos) << e;
+    EXPECT_EQ(test::read_file(d + "/" + mine), "the user's");
+    EXPECT_EQ(test::read_file(d + "/fewshot/10/train.tsv"), "10");
+    fs::remove(d + "/" + mine);
+    if (mine == "fewshot/1000/train.tsv") fs::remove(d + "/fewshot/1000");
+  }
+  write("20");  // only genemask's files: replaced
+  EXPECT_FALSE(fs::exists(d + "/fewshot/10"));
+  EXPECT_EQ(test::read_file(d + "/fewshot/20/train.tsv"), "20");
+  // A marker of before the trees: the old directory is held against the new output's tree.
+  auto m = marker(d);
+  m.erase("tree");
+  test::write_file(d + "/.genemask.json", m.dump());
+  test::write_file(d + "/fewshot/20/notes.txt", "the user's");
+  EXPECT_NE(error_of([&] { write("20"); }).find("fewshot/20/notes.txt is not genemask's"), std::string::npos);
+  EXPECT_EQ(test::read_file(d + "/fewshot/20/notes.txt"), "the user's");
+  fs::remove(d + "/fewshot/20/notes.txt");
+  write("20");
+  EXPECT_EQ(test::read_file(d + "/fewshot/20/train.tsv"), "20");
+}
+
+// Regression: `shards --force` replaced a shard set while a pretrain read it; the run's next
+// evaluation read the new set's validation split, silently. Readers share the set's lock; a
+// replacement needs it alone, and each side refuses while the other holds it.
+TEST(OutputSet, AReplacementAndAReaderExcludeEachOther) {
+  TempDir tmp;
+  const std::string d = tmp.file("shards");
+  const auto write = [&](const std::string& text) {
+    io::OutputSet set(d, {"shards", "--out", true, "manifest.json", false, /*readers_lock=*/true});
+    test::write_file(set.staging() + "/manifest.json", text);
+    set.publish();
+  };
+  EXPECT_EQ(io::hold_output_for_reading(d, "--shards " + d), nullptr);  // nothing there yet
+  write("one");
+  EXPECT_TRUE(fs::exists(d + "/" + io::kReadersLock));
+  EXPECT_EQ(marker(d)["entries"], nlohmann::json::array({"manifest.json"}));
+  {
+    const auto hold = io::hold_output_for_reading(d, "--shards " + d);
+    ASSERT_NE(hold, nullptr);
+    const auto again = io::hold_output_for_reading(d, "--shards " + d);  // readers share it
+    EXPECT_NE(again, nullptr);
+    const std::string e = error_of([&] { write("two"); });
+    EXPECT_NE(e.find("--out " + d + " is being read by another genemask command"), std::string::npos) << e;
+    EXPECT_EQ(test::read_file(d + "/manifest.json"), "one");
+  }
+  {
+    io::OutputSet set(d, {"shards", "--out", true, "manifest.json", false, true});
+    const std::string e = error_of([&] { io::hold_output_for_reading(d, "--shards " + d); });
+    EXPECT_NE(e.find("--shards " + d + " is being replaced by another genemask command"), std::string::npos) << e;
+    test::write_file(set.staging() + "/manifest.json", "two");
+    set.publish();
+  }
+  EXPECT_NE(io::hold_output_for_reading(d, "--shards " + d), nullptr);
+  EXPECT_EQ(test::read_file(d + "/manifest.json"), "two");
+}
+
 TEST(OutputSet, RefusesDirectoriesOfOtherFilesAndFiles) {
   TempDir tmp;
   fs::create_directories(tmp.file("user/sub"));
@@ -325,20 +406,58 @@ TEST(OutputSet, NeverRemovesAnEntryThatHoldsAnInput) {
 
 TEST(ClaimRunDirectory, NewEmptyOwnOrLegacyOnly) {
   TempDir tmp;
+  const auto has_checkpoint = [](const std::string& d) { return fs::exists(d + "/checkpoints/step-1"); };
+  const std::vector<std::string> own = {"checkpoints", "metrics.jsonl"};
   fs::create_directories(tmp.file("run"));
-  io::claim_run_directory(tmp.file("run"), "pretrain", "--out", {"checkpoints"});
+  io::claim_run_directory(tmp.file("run"), "pretrain", "--out", own, has_checkpoint);
   EXPECT_EQ(marker(tmp.file("run"))["command"], "pretrain");
-  EXPECT_NO_THROW(io::claim_run_directory(tmp.file("run"), "pretrain", "--out", {"checkpoints"}));
-  EXPECT_NE(error_of([&] { io::claim_run_directory(tmp.file("run"), "sweep", "--out", {}); })
+  EXPECT_NO_THROW(io::claim_run_directory(tmp.file("run"), "pretrain", "--out", own, has_checkpoint));
+  EXPECT_NE(error_of([&] { io::claim_run_directory(tmp.file("run"), "sweep", "--out", {}, nullptr); })
                 .find("holds the output of `genemask pretrain`"),
             std::string::npos);
-  fs::create_directories(tmp.file("legacy/checkpoints"));
-  EXPECT_NO_THROW(io::claim_run_directory(tmp.file("legacy"), "pretrain", "--out", {"checkpoints"}));
-  fs::create_directories(tmp.file("home"));
-  test::write_file(tmp.file("home/thesis.tex"), "x");
-  const std::string e = error_of([&] { io::claim_run_directory(tmp.file("home"), "pretrain", "--out", {"checkpoints"}); });
-  EXPECT_NE(e.find("is not a `genemask pretrain` directory"), std::string::npos) << e;
-  EXPECT_FALSE(fs::exists(tmp.file("home/.genemask.json")));
+  // A run of before the markers: the command's own entries and the proof.
+  fs::create_directories(tmp.file("legacy/checkpoints/step-1"));
+  test::write_file(tmp.file("legacy/metrics.jsonl"), "{}\n");
+  EXPECT_NO_THROW(io::claim_run_directory(tmp.file("legacy"), "pretrain", "--out", own, has_checkpoint));
+  EXPECT_EQ(marker(tmp.file("legacy"))["command"], "pretrain");
+  // Regression: a user's folder holding a file named metrics.jsonl (beside others, or alone
+  // without a checkpoint) was taken for an old run, and its metrics.jsonl written over.
+  for (const std::string name : {"home", "log-only", "empty-checkpoints"}) {
+    fs::create_directories(tmp.file(name));
+    if (name == "home") test::write_file(tmp.file(name + "/thesis.tex"), "x");
+    if (name != "empty-checkpoints") test::write_file(tmp.file(name + "/metrics.jsonl"), "{\"epoch\": 1}\n");
+    if (name == "empty-checkpoints") fs::create_directories(tmp.file(name + "/checkpoints"));
+    const std::string e = error_of([&] { io::claim_run_directory(tmp.file(name), "pretrain", "--out", own, has_checkpoint); });
+    EXPECT_NE(e.find("is not a `genemask pretrain` directory"), std::string::npos) << name << ": " << e;
+    EXPECT_FALSE(fs::exists(tmp.file(name + "/.genemask.json"))) << name;
+  }
+  EXPECT_EQ(test::read_file(tmp.file("log-only/metrics.jsonl")), "{\"epoch\": 1}\n");
+}
+
+// Regression: a sweep continued in a `cp -al` snapshot appended to the original's
+// results.jsonl (one inode under two names), and a metrics.jsonl that was a link was written
+// through. The name becomes a file of its own; the other name keeps its bytes.
+TEST(OwnAppendFile, HardLinksAndSymlinksAreCopiedNotWrittenThrough) {
+  TempDir tmp;
+  test::write_file(tmp.file("a.jsonl"), "one\n");
+  fs::create_hard_link(tmp.file("a.jsonl"), tmp.file("b.jsonl"));
+  io::own_append_file(tmp.file("b.jsonl"));
+  EXPECT_EQ(fs::hard_link_count(tmp.file("a.jsonl")), 1u);
+  EXPECT_EQ(fs::hard_link_count(tmp.file("b.jsonl")), 1u);
+  { std::ofstream(tmp.file("b.jsonl"), std::ios::app) << "two\n"; }
+  EXPECT_EQ(test::read_file(tmp.file("a.jsonl")), "one\n");
+  EXPECT_EQ(test::read_file(tmp.file("b.jsonl")), "one\ntwo\n");
+  fs::create_symlink(tmp.file("a.jsonl"), tmp.file("c.jsonl"));
+  io::own_append_file(tmp.file("c.jsonl"));
+  EXPECT_FALSE(fs::is_symlink(tmp.file("c.jsonl")));
+  EXPECT_EQ(test::read_file(tmp.file("c.jsonl")), "one\n");
+  fs::create_symlink(tmp.file("nowhere"), tmp.file("d.jsonl"));
+  EXPECT_NE(error_of([&] { io::own_append_file(tmp.file("d.jsonl")); }).find("a symbolic link to no regular file"),
+            std::string::npos);
+  io::own_append_file(tmp.file("missing.jsonl"));  // none yet: nothing to do
+  EXPECT_FALSE(fs::exists(tmp.file("missing.jsonl")));
+  io::own_append_file(tmp.file("a.jsonl"));  // a file of one name is left as it is
+  EXPECT_EQ(test::read_file(tmp.file("a.jsonl")), "one\n");
 }
 
 TEST(DirLock, OneHolderAndNoLockFileAfterwards) {

@@ -163,6 +163,31 @@ TEST(PmiVocabTsv, OnlyWhatPmiVocabWritesIsRead) {
             std::string::npos);
 }
 
+// Regression: a pmi_vocab.tsv cut mid-line (half the rows, the last PMI cut to fewer digits)
+// trained a run with half its masking vocabulary, silently. genemask ends every line it
+// writes: a last line without its end is refused, for the NPMI ranking too.
+TEST(RankTables, ATableCutShortIsRefused) {
+  TempDir tmp;
+  const std::string whole = "rank\tkmer\tk\tcount\tpmi\n1\tACG\t3\t9\t2.5\n2\tAC\t2\t9\t1.5\n";
+  for (const size_t cut : {whole.size() - 1, whole.size() - 3, whole.size() - 12}) {
+    test::write_file(tmp.file("cut.tsv"), whole.substr(0, cut));
+    const std::string e = error_of([&] { io::read_pmi_vocab_tsv(tmp.file("cut.tsv")); });
+    EXPECT_NE(e.find(":3: the last line has no line end: the file was cut short"), std::string::npos) << cut << e;
+  }
+  test::write_file(tmp.file("whole.tsv"), whole);
+  EXPECT_EQ(io::read_pmi_vocab_tsv(tmp.file("whole.tsv")).size(), 2u);
+  std::vector<io::NpmiRow> rows;
+  for (uint64_t i = 0; i < 16; ++i)
+    rows.push_back(io::NpmiRow{i + 1, {"ACGT"[i / 4], "ACGT"[i % 4]}, (16 - i) * 7, 0.1 / static_cast<double>(i + 1),
+                               0.5 / static_cast<double>(i + 1), false});
+  io::write_npmi_tsv(tmp.file("n.tsv"), rows);
+  EXPECT_EQ(io::read_npmi_tsv(tmp.file("n.tsv")).size(), 16u);
+  const std::string text = test::read_file(tmp.file("n.tsv"));
+  test::write_file(tmp.file("n-cut.tsv"), text.substr(0, text.size() - 1));
+  EXPECT_NE(error_of([&] { io::read_npmi_tsv(tmp.file("n-cut.tsv")); }).find("the last line has no line end"),
+            std::string::npos);
+}
+
 TEST(CountsFile, RoundTripAndFormatChecks) {
   TempDir tmp;
   std::vector<std::vector<uint64_t>> counts(3);

@@ -1,3 +1,4 @@
+#include <type_traits>
 #include "genemask/eval/plan.hpp"
 
 #include <fmt/format.h>
@@ -74,7 +75,14 @@ struct YamlBudget {
 class YamlDepthGuard final : public YAML::EventHandler {
  public:
   explicit YamlDepthGuard(const std::string& source) : source_(source) {}
-  void OnDocumentStart(const YAML::Mark&) override {}
+  // A second document ("---" and another plan) was parsed and then dropped: YAML::Load reads
+  // the first only. A plan is one document.
+  void OnDocumentStart(const YAML::Mark& m) override {
+    if (++documents_ > 1)
+      throw PlanError(fmt::format("{}:{}: a second YAML document (after '---'): a plan is one document, and only the "
+                                  "first would be read; put each plan in a file of its own",
+                                  source_, m.line + 1));
+  }
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
   void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
@@ -93,7 +101,7 @@ class YamlDepthGuard final : public YAML::EventHandler {
     if (++depth_ > io::kMaxJsonDepth) too_deep(source_, m.line + 1, "");
   }
   const std::string& source_;
-  int depth_ = 0;
+  int depth_ = 0, documents_ = 0;
 };
 
 void check_yaml_depth(const std::string& text, const std::string& source) {
@@ -478,7 +486,15 @@ std::vector<T> parse_list(const Checker& c, const nlohmann::json& j, const std::
   if (!j.is_array() || j.empty()) c.fail(path, fmt::format("{} is not a non-empty list of {}", io::json_excerpt(j), what));
   std::vector<T> out;
   for (size_t i = 0; i < j.size(); ++i) {
-    const T v = static_cast<T>(c.integer(j[i], Checker::at(path, i), min, what));
+    T v{};
+    if constexpr (std::is_same_v<T, uint64_t>) {  // seeds: all of uint64_t, as `finetune --seed` takes them
+      if (!j[i].is_number_unsigned() || j[i].get<uint64_t>() < static_cast<uint64_t>(min))
+        c.fail(Checker::at(path, i), fmt::format("{} is not {} (at most 18446744073709551615)", io::json_excerpt(j[i]),
+                                                 what));
+      v = j[i].get<uint64_t>();
+    } else {
+      v = static_cast<T>(c.integer(j[i], Checker::at(path, i), min, what));
+    }
     if (std::find(out.begin(), out.end(), v) != out.end())
       c.fail(Checker::at(path, i), fmt::format("{} appears twice", io::json_excerpt(j[i])));
     out.push_back(v);

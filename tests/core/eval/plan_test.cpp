@@ -238,6 +238,22 @@ TEST_F(SweepPlan, YamlErrorsNameTheLine) {
   // Quoted numbers stay strings and are rejected where a number is expected.
   EXPECT_EQ(plan_error([&] { yaml_plan("models:\n  - name: m\n    path: random\nretries: \"3\"\n" + kTask); }),
             f + ":4: retries: \"3\" is not an integer >= 0");
+  // Regression: a second document (after ---) was parsed and dropped: only the first plan ran.
+  EXPECT_EQ(plan_error([&] {
+              yaml_plan("models: [{name: A, path: random}]\n" + kTask + "---\nmodels: [{name: B, path: random}]\n");
+            }),
+            f + ":3: a second YAML document (after '---'): a plan is one document, and only the first would be read; "
+                "put each plan in a file of its own");
+  EXPECT_EQ(yaml_plan("---\nmodels: [{name: A, path: random}]\n" + kTask).models.size(), 1u);  // one, marked
+  // Seeds are uint64_t, as `finetune --seed` takes them: 2^63 was "not a non-negative integer".
+  EXPECT_EQ(yaml_plan("models: [{name: m, path: random}]\nseeds: [9223372036854775808, 18446744073709551615]\n" + kTask)
+                .seeds,
+            (std::vector<uint64_t>{9223372036854775808ull, 18446744073709551615ull}));
+  EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "random"}], "seeds": [18446744073709551616]})"); }),
+            d_ + "/p.json: seeds[0]: 1.8446744073709552e+19 is not a non-negative integer (at most 18446744073709551615)");
+  EXPECT_NE(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "random"}], "seeds": [-1]})"); })
+                .find("seeds[0]: -1 is not a non-negative integer"),
+            std::string::npos);
 }
 
 // Regression: a 600-byte plan of nested aliases expanded to 20 GB before std::bad_alloc, and
