@@ -584,13 +584,14 @@ void OutputSet::publish(const nlohmann::json& extra) {
   // What each directory entry holds, so that a replacement removes only what genemask wrote:
   // a file the user put inside one (fewshot/notes.txt, plots/mine.svg) is not removed with
   // it. Markers written before the trees were recorded are held against the new output's.
-  nlohmann::json tree = old_tree_.is_object() ? old_tree_ : nlohmann::json::object();
+  nlohmann::json fresh_tree = nlohmann::json::object();  // the new output's, for its marker too
   for (const auto& n : fresh)
-    if (fs::is_directory(fs::symlink_status(staging_ + "/" + n))) {
-      const auto t = tree_of(staging_ + "/" + n);
-      if (!tree.contains(n) || !tree[n].is_array()) tree[n] = t;
-      else for (const auto& x : t) tree[n].push_back(x);  // both, until the old one is gone
-    }
+    if (fs::is_directory(fs::symlink_status(staging_ + "/" + n))) fresh_tree[n] = tree_of(staging_ + "/" + n);
+  nlohmann::json tree = old_tree_.is_object() ? old_tree_ : nlohmann::json::object();
+  for (const auto& [n, t] : fresh_tree.items()) {
+    if (!tree.contains(n) || !tree[n].is_array()) tree[n] = t;
+    else for (const auto& x : t) tree[n].push_back(x);  // both, until the old one is gone
+  }
   for (const auto& n : old_entries_) check_tree_is_known(dir_, n, tree);
   std::vector<std::string> all = old_entries_;
   for (const auto& n : fresh)
@@ -613,9 +614,6 @@ void OutputSet::publish(const nlohmann::json& extra) {
   // what was moved, under a marker that says "incomplete" (readers refuse it).
   for (const auto& n : fresh) rename_or_throw(staging_ + "/" + n, dir_ + "/" + n);
   nlohmann::json m = new_marker(o_.command, true, fresh);
-  nlohmann::json fresh_tree = nlohmann::json::object();
-  for (const auto& n : fresh)
-    if (fs::is_directory(fs::symlink_status(dir_ + "/" + n))) fresh_tree[n] = tree_of(dir_ + "/" + n);
   if (!fresh_tree.empty()) m["tree"] = fresh_tree;
   for (const auto& [k, v] : extra.items()) m[k] = v;
   if (o_.digests) {  // of the files as they now are in DIR, which readers check (verify_output_files)
