@@ -645,25 +645,31 @@ void set_output_marker_value(const std::string& dir, const std::string& key, con
   write_marker(dir, *m);
 }
 
-std::shared_ptr<void> hold_output_for_reading(const std::string& dir, const std::string& what) {
-  const std::string path = dir + "/" + kReadersLock;
+std::shared_ptr<void> shared_flock(const std::string& path, bool wait, bool* busy) {
+  if (busy) *busy = false;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
-  while (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
+  while (::flock(fd, LOCK_SH | (wait ? 0 : LOCK_NB)) != 0) {
     if (errno == EINTR) continue;
-    const int e = errno;
+    if (busy) *busy = errno == EWOULDBLOCK;
     ::close(fd);
-    if (e == EWOULDBLOCK)
-      throw std::runtime_error(fmt::format("{} is being replaced by another genemask command (shards --force): "
-                                           "wait for it to end, then run this again",
-                                           what));
-    return nullptr;  // a file system without locks: readers go unlocked, as replacements do
+    return nullptr;  // or a file system without locks: readers go unlocked, as writers do
   }
   return std::shared_ptr<void>(new int(fd), [](void* p) {
     auto* f = static_cast<int*>(p);
-    ::close(*f);
+    ::close(*f);  // drops the lock
     delete f;
   });
+}
+
+std::shared_ptr<void> hold_output_for_reading(const std::string& dir, const std::string& what) {
+  bool busy = false;
+  auto hold = shared_flock(dir + "/" + kReadersLock, /*wait=*/false, &busy);
+  if (busy)
+    throw std::runtime_error(fmt::format("{} is being replaced by another genemask command (shards --force): "
+                                         "wait for it to end, then run this again",
+                                         what));
+  return hold;
 }
 
 void claim_run_directory(const std::string& dir, const std::string& command, const std::string& option,

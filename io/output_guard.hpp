@@ -110,6 +110,10 @@ inline constexpr const char* kOutputMarker = ".genemask.json";
 /// exclusively, so it never swaps the data under a reader.
 inline constexpr const char* kReadersLock = ".genemask-readers.lock";
 
+/// A shared flock on PATH, held while the result lives; null when PATH does not exist, the
+/// file system has no locks, or (wait false) an exclusive holder has it: *busy says which.
+std::shared_ptr<void> shared_flock(const std::string& path, bool wait, bool* busy = nullptr);
+
 /// A shared lock on DIR/.genemask-readers.lock, held while the result lives; null when DIR
 /// has no such file (an output of an earlier genemask) or the file system has no locks.
 /// Throws when a replacement of DIR holds it (`shards --force` running): `what` names DIR.

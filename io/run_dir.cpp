@@ -85,19 +85,7 @@ namespace {
 /// A shared lock on RUN/checkpoints/.genemask-readers.lock for as long as the result lives;
 /// null when the run has no such file (a run of an older genemask: nothing to share).
 std::shared_ptr<void> hold_checkpoints(const std::string& run) {
-  const std::string path = run + "/checkpoints/" + kCheckpointReadersLock;
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return nullptr;
-  while (::flock(fd, LOCK_SH) != 0) {
-    if (errno == EINTR) continue;
-    ::close(fd);  // a file system without locks: readers go unlocked (rotation cannot lock either)
-    return nullptr;
-  }
-  return std::shared_ptr<void>(new int(fd), [](void* p) {
-    auto* f = static_cast<int*>(p);
-    ::close(*f);  // drops the lock
-    delete f;
-  });
+  return shared_flock(run + "/checkpoints/" + kCheckpointReadersLock, /*wait=*/true);
 }
 
 /// The files of a checkpoint that readers load: all but the optimizer and random states.
