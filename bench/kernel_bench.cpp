@@ -19,6 +19,9 @@
 //   kernel is faster), same_bits (a variant's outputs against the default's, where the kernel promises
 //   the same bits; null where it does not), max_rel_diff (where it does not: the largest
 //   difference of the sums it groups otherwise, relative to their largest magnitude)
+// A kernel's "default" here is the variant the others are checked and timed against, not
+// always the step's: since 2026-11-30 the step takes ln-lean, ln-smem (above a hidden size of
+// 256), bias-sum and ce by default (src/model/fusions.hpp).
 // The kernels and their variants (src/model/cuda/):
 //   gelu_forward, gelu_backward   the fused bias + GELU over [rows, intermediate] bf16, with
 //                 1, 2 and 4 rows in flight (cuda/rows_in_flight.hpp); LibTorch: the eager
@@ -27,28 +30,28 @@
 //                 move the same bytes without GELU's arithmetic
 //   ln_forward    the fused dropout (0.1) + residual add + LayerNorm with the bf16 copy over
 //                 [rows, hidden], saving the pre-norm sum and a keep byte per element
-//                 (default) or only the keep mask's bits (ln-lean; same_bits: y, its copy,
+//                 (default) or only the keep mask's bits (ln-lean, the step's; same_bits: y, its copy,
 //                 the rows' statistics, and the bits against the default's bytes); LibTorch:
 //                 dropout, add, LayerNorm, cast
 //   ln_backward   its backward with gamma's and beta's sums in registers (default) and in
-//                 shared memory (ln-smem; above a hidden size of 256), each also computing
+//                 shared memory (ln-smem, the step's above a hidden size of 256), each also computing
 //                 the pre-norm sum again from h and the residual (ln-lean; same_bits: every
 //                 gradient against the same sums' without it); LibTorch: the eager
 //                 composition's backward kernels
 //   column_sum    the bias gradients of the Q/K/V product (3 x hidden) and of an output product
 //                 (hidden) by genemask's column-sum kernel (the step takes it with
-//                 GENEMASK_FUSED's bias-sum, off by default); LibTorch: sum(0) in bf16, the
-//                 step's default
+//                 GENEMASK_FUSED's bias-sum, on by default); LibTorch: sum(0) in bf16, the
+//                 step's without bias-sum
 //   qkv_stack     the Q/K/V product's three gradients, as the attention's backward leaves
 //                 them, stacked into the product's gradient with the bias's column sums in one
 //                 pass (the node the step takes with bias-sum; same_bits: the stack and sums
 //                 against LibTorch's stack and the column-sum kernel's sums of it); LibTorch's
 //                 stack, then the column-sum kernel (bias-sum without the node); LibTorch's
-//                 stack, then sum(0) in bf16 (the step's default)
+//                 stack, then sum(0) in bf16 (the step's without bias-sum)
 //   cross_entropy the MLM loss over the masked rows' logits (15% of the rows x the
 //                 vocabulary), forward and backward, by genemask's kernels (the step takes
-//                 them with GENEMASK_FUSED's ce, off by default); LibTorch: the logits cast to
-//                 fp32, cross_entropy and its backward, the step's default
+//                 them with GENEMASK_FUSED's ce, on by default); LibTorch: the logits cast to
+//                 fp32, cross_entropy and its backward, the step's without ce
 // Exit: 0; 1 when a variant's bits differ where the kernel promises the same; 2 for a bad
 // argument or no GPU.
 #include <ATen/cuda/CUDAContext.h>
@@ -344,7 +347,7 @@ int run(int argc, char** argv) {
   // d] memory, viewed as [B, L, heads, d]) stacked into its [rows, 3H] gradient, with the
   // bias's column sums: in one pass (qkv_linear.hpp's node, taken with bias-sum), against
   // LibTorch's stack and then the column-sum kernel (bias-sum without the node), and
-  // LibTorch's stack and sum(0) (the step's default).
+  // LibTorch's stack and sum(0) (the step's without bias-sum).
   {
     const int64_t heads = cfg.num_attention_heads, d = H / heads;
     std::vector<torch::Tensor> parts;

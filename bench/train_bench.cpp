@@ -33,22 +33,25 @@
 //                    (src/model/fusions.hpp's cpu-bias, on by default: its ablation); the
 //                    JSON's cpu_bias says whether the layers took it (a CPU whose bf16
 //                    products ATen sends to oneDNN), not only that it was asked for
-//   --bias-sum       on a GPU under bf16, the linear layers' bias gradients summed by
-//                    genemask's column-sum kernel (src/model/fusions.hpp's bias-sum; off by
-//                    default; bgrad takes precedence); --no-bias-sum asks for the default;
-//                    the JSON's bgrad_products counts them as column_sums, and the Q/K/V
-//                    products' gradients stacked in the same pass as stacked
-//   --ln-smem        on a GPU, the fused LayerNorm's backward sums gamma's and beta's
-//                    gradients in shared memory (src/model/fusions.hpp's ln-smem; off by
-//                    default); --no-ln-smem asks for the default explicitly; the JSON's
-//                    ln_smem says whether the kernel takes it (above a hidden size of 256)
-//   --ln-lean        on a GPU, the fused LayerNorm's forward saves no pre-norm sum and its
-//                    dropout mask as bits, and the backward computes the sum again from h and
-//                    the residual (src/model/fusions.hpp's ln-lean; off by default; the same
-//                    numbers either way); --no-ln-lean asks for the default explicitly
-//   --fused-ce       on a GPU, the MLM loss as one kernel each way over the decoder's logits
-//                    in their own dtype (src/model/fusions.hpp's ce; off by default);
-//                    --no-fused-ce asks for the default explicitly
+//   --no-bias-sum    on a GPU under bf16, the linear layers' bias gradients summed by ATen's
+//                    reduction instead of genemask's column-sum kernel (src/model/fusions.hpp's
+//                    bias-sum, on by default: its ablation; bgrad takes precedence);
+//                    --bias-sum asks for the default; the JSON's bgrad_products counts the
+//                    kernel's sums as column_sums, and the Q/K/V products' gradients stacked
+//                    in the same pass as stacked
+//   --no-ln-smem     on a GPU, the fused LayerNorm's backward sums gamma's and beta's
+//                    gradients in registers instead of shared memory (src/model/fusions.hpp's
+//                    ln-smem, on by default: its ablation); --ln-smem asks for the default;
+//                    the JSON's ln_smem says whether the kernel takes it (above a hidden size
+//                    of 256)
+//   --no-ln-lean     on a GPU, the fused LayerNorm's forward saves the pre-norm sum and a keep
+//                    byte per element for its backward (src/model/fusions.hpp's ln-lean, on
+//                    by default: its ablation; the same numbers either way); --ln-lean asks
+//                    for the default
+//   --no-fused-ce    on a GPU, LibTorch's MLM loss (the logits cast to fp32, log-softmax, NLL)
+//                    instead of one kernel each way over the logits in their own dtype
+//                    (src/model/fusions.hpp's ce, on by default: its ablation); --fused-ce
+//                    asks for the default
 //   --no-weight-bf16 under bf16, the products cast the fp32 weights in every forward pass
 //                    (autocast) instead of reading bf16 copies that the optimizer step makes
 //                    again (src/model/fusions.hpp's weight-bf16, on by default: its ablation;

@@ -37,20 +37,19 @@
 # (tests/cli/test_gpu.py), and per config (dnabert, logo): bench_CFG_genemask (the eager
 # step, profiled), bench_CFG_graph (the step as one CUDA graph, profiled, and checked
 # against the eager step: losses of 4 steps from the same state within 2e-3; GPU only),
-# bench_CFG_opt_in (the graph with every opt-in fusion on together: ln-smem, ln-lean,
-# bias-sum and ce, profiled: what making them the default would give; GPU only),
 # bench_CFG_no_ln_bf16 (the graph without the fused LayerNorm's bf16 copy, GENEMASK_FUSED's
 # ln-bf16, which is on by default: its ablation; GPU only), bench_CFG_no_gelu (the graph
 # without the fused bias + GELU, GENEMASK_FUSED's gelu, likewise), bench_CFG_bgrad (the graph
 # with the bias gradients in the weight-gradient products, GENEMASK_FUSED's bgrad, off by
-# default; GPU only), bench_CFG_ln_smem (the graph with the fused LayerNorm's backward
-# summing gamma's and beta's gradients in shared memory, GENEMASK_FUSED's ln-smem, off by
-# default; GPU only), bench_CFG_ln_lean (the graph with the fused LayerNorm saving no
-# pre-norm sum and its dropout mask as bits, the backward computing the sum again,
-# GENEMASK_FUSED's ln-lean, off by default; GPU only), bench_CFG_bias_sum (the graph with the linear layers' bias gradients
-# summed by genemask's column-sum kernel, GENEMASK_FUSED's bias-sum, off by default; GPU
-# only), bench_CFG_ce (the graph with the MLM loss as one kernel each way, GENEMASK_FUSED's
-# ce, off by default; GPU only), bench_CFG_no_weight_bf16 (the graph casting the weights in
+# default; GPU only), bench_CFG_no_ln_smem (the graph with the fused LayerNorm's backward
+# summing gamma's and beta's gradients in registers instead of shared memory, without
+# GENEMASK_FUSED's ln-smem, which is on by default: its ablation, profiled; GPU only),
+# bench_CFG_no_ln_lean (the graph with the fused LayerNorm saving the pre-norm sum and a keep
+# byte per element, without GENEMASK_FUSED's ln-lean, likewise), bench_CFG_no_bias_sum (the
+# graph with the linear layers' bias gradients summed by ATen's reduction instead of
+# genemask's column-sum kernel, without GENEMASK_FUSED's bias-sum, likewise),
+# bench_CFG_no_ce (the graph with LibTorch's MLM loss instead of genemask's one kernel each
+# way, without GENEMASK_FUSED's ce, likewise), bench_CFG_no_weight_bf16 (the graph casting the weights in
 # every forward pass instead of reading their bf16 copies, GENEMASK_FUSED's weight-bf16, which
 # is on by default: its ablation; GPU only), bench_CFG_pytorch,
 # bench_CFG_sweep (every batch of the sweep, eager and graph, and PyTorch; GPU only),
@@ -78,7 +77,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"opt-in"/"no-ln-bf16"/"no-gelu"/"bgrad"/"ln-smem"/"ln-lean"/"bias-sum"/"fused-ce"/"no-weight-bf16"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"no-ln-smem"/"no-ln-lean"/"no-bias-sum"/"no-ce"/"no-weight-bf16"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -175,7 +174,7 @@ counts --sweep-logo $sweep_logo
 # The benchmark parts of one train_bench run each, in the report's order (bench_CFG_VARIANT;
 # "genemask" is the eager step): the report reads their results by these names and labels
 # each row with the variant's name in dashes.
-one_run_variants="genemask graph opt_in no_ln_bf16 no_gelu bgrad ln_smem ln_lean bias_sum ce no_weight_bf16"
+one_run_variants="genemask graph no_ln_bf16 no_gelu bgrad no_ln_smem no_ln_lean no_bias_sum no_ce no_weight_bf16"
 all_parts="build model_tests gpu_tests"
 for cfg in dnabert logo; do
   for p in $one_run_variants packing pytorch sweep kernels; do
@@ -321,7 +320,7 @@ for cfg in ("dnabert", "logo"):
         except (OSError, IndexError, ValueError) as e:
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
-        r["variant"] = {"genemask": "eager", "pytorch": "eager", "ce": "fused-ce"}.get(impl, impl.replace("_", "-"))
+        r["variant"] = {"genemask": "eager", "pytorch": "eager"}.get(impl, impl.replace("_", "-"))
         gc = r.get("graph_check")
         if gc and not gc["max_rel_diff"] <= 2e-3:
             part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")
@@ -655,12 +654,6 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_graph" train_bench "$tb" &&
       part "bench_${cfg}_graph" bash -c '"$@" >"$0"' "$work/bench-$cfg-graph.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --profile 3 --check-graph 4
-    # Every opt-in fusion on together (fusions.hpp: ln-smem, ln-lean, bias-sum, ce): what
-    # making them the default would give, against the graph row above.
-    ready "bench_${cfg}_opt_in" train_bench "$tb" &&
-      part "bench_${cfg}_opt_in" bash -c '"$@" >"$0"' "$work/bench-$cfg-opt_in.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --ln-smem --ln-lean --bias-sum \
-        --fused-ce --profile 3
     # The graph again without the fused LayerNorm's bf16 copy (fusions.hpp's ln-bf16, on by
     # default): the same step, so the row above against its tokens/s is the copy's gain.
     ready "bench_${cfg}_no_ln_bf16" train_bench "$tb" &&
@@ -675,25 +668,20 @@ for cfg in dnabert logo; do
     ready "bench_${cfg}_bgrad" train_bench "$tb" &&
       part "bench_${cfg}_bgrad" bash -c '"$@" >"$0"' "$work/bench-$cfg-bgrad.json" \
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --bgrad
-    # And with the LayerNorm backward's sums in shared memory (fusions.hpp's ln-smem, off by
-    # default), likewise.
-    ready "bench_${cfg}_ln_smem" train_bench "$tb" &&
-      part "bench_${cfg}_ln_smem" bash -c '"$@" >"$0"' "$work/bench-$cfg-ln_smem.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --ln-smem --profile 3
-    # And with the fused LayerNorm saving no pre-norm sum and its keep mask as bits
-    # (fusions.hpp's ln-lean, off by default; the same numbers), likewise.
-    ready "bench_${cfg}_ln_lean" train_bench "$tb" &&
-      part "bench_${cfg}_ln_lean" bash -c '"$@" >"$0"' "$work/bench-$cfg-ln_lean.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --ln-lean --profile 3
-    # And with the bias gradients summed by the column-sum kernel (fusions.hpp's bias-sum, off
-    # by default), likewise.
-    ready "bench_${cfg}_bias_sum" train_bench "$tb" &&
-      part "bench_${cfg}_bias_sum" bash -c '"$@" >"$0"' "$work/bench-$cfg-bias_sum.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --bias-sum --profile 3
-    # And with the MLM loss as one kernel each way (fusions.hpp's ce, off by default), likewise.
-    ready "bench_${cfg}_ce" train_bench "$tb" &&
-      part "bench_${cfg}_ce" bash -c '"$@" >"$0"' "$work/bench-$cfg-ce.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --fused-ce --profile 3
+    # The graph without each fusion that became a default on 2026-11-30 (fusions.hpp: ln-smem,
+    # ln-lean, bias-sum, ce), profiled: the graph row against each is that fusion's gain.
+    ready "bench_${cfg}_no_ln_smem" train_bench "$tb" &&
+      part "bench_${cfg}_no_ln_smem" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_ln_smem.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-ln-smem --profile 3
+    ready "bench_${cfg}_no_ln_lean" train_bench "$tb" &&
+      part "bench_${cfg}_no_ln_lean" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_ln_lean.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-ln-lean --profile 3
+    ready "bench_${cfg}_no_bias_sum" train_bench "$tb" &&
+      part "bench_${cfg}_no_bias_sum" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_bias_sum.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-bias-sum --profile 3
+    ready "bench_${cfg}_no_ce" train_bench "$tb" &&
+      part "bench_${cfg}_no_ce" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_ce.json" \
+        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-fused-ce --profile 3
     # And casting the weights in every forward pass instead of reading their bf16 copies
     # (fusions.hpp's weight-bf16, on by default): the graph row against it is the copies' gain.
     ready "bench_${cfg}_no_weight_bf16" train_bench "$tb" &&
@@ -701,14 +689,13 @@ for cfg in dnabert logo; do
         "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-weight-bf16
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
-    skip "bench_${cfg}_opt_in" "the opt-in fusions are GPU kernels"
     skip "bench_${cfg}_no_ln_bf16" "the bf16 copy is the GPU kernel's"
     skip "bench_${cfg}_no_gelu" "the fused bias + GELU is a GPU kernel"
     skip "bench_${cfg}_bgrad" "the bias gradient in cuBLASLt's epilogue is a GPU product"
-    skip "bench_${cfg}_ln_smem" "the fused LayerNorm is a GPU kernel"
-    skip "bench_${cfg}_ln_lean" "the fused LayerNorm is a GPU kernel"
-    skip "bench_${cfg}_bias_sum" "the column-sum kernel runs on a GPU"
-    skip "bench_${cfg}_ce" "the fused cross-entropy is a GPU kernel"
+    skip "bench_${cfg}_no_ln_smem" "the fused LayerNorm is a GPU kernel"
+    skip "bench_${cfg}_no_ln_lean" "the fused LayerNorm is a GPU kernel"
+    skip "bench_${cfg}_no_bias_sum" "the column-sum kernel runs on a GPU"
+    skip "bench_${cfg}_no_ce" "the fused cross-entropy is a GPU kernel"
     skip "bench_${cfg}_no_weight_bf16" "its ablation runs in the CUDA graph"
   fi
   ready "bench_${cfg}_packing" train_bench "$tb" && part "bench_${cfg}_packing" packed "$cfg" "$b"

@@ -1,6 +1,8 @@
 #pragma once
-// Which of genemask's fused paths run, process-wide. All but bgrad, ln-smem, bias-sum, ce and
-// ln-lean by default:
+// Which of genemask's fused paths run, process-wide. All but bgrad by default (ln-smem,
+// bias-sum, ce and ln-lean since 2026-11-30, when an H200 ran their tests and timed them: the
+// four together +4.4% on the dnabert graph step at batch 64, +8.7% on logo's at 256;
+// docs/benchmarks.md):
 //   qkv      Q, K and V as one product of the stacked weights (every device);
 //   ln       dropout + residual add + LayerNorm as one GPU kernel each way
 //            (residual_layer_norm.hpp; the CPU keeps LibTorch's kernels);
@@ -30,8 +32,8 @@
 //            register sums hold the kernel to 144 registers a thread, one block of 8 warps per
 //            SM; in shared memory, 96 registers and 5 blocks of 4 warps, on a grid of as many
 //            blocks as fit the GPU at once (cuda/residual_layer_norm.cu). Only above H = 256
-//            (LOGO's 256 keeps the register sums, which leave more warps there). Off by default until
-//            a GPU has run its test and timed it (written in a session without one). It sums
+//            (LOGO's 256 keeps the register sums, which leave more warps there). On by default
+//            since the H200 run (+1.8% dnabert alone). It sums
 //            the gradients of gamma and beta in another grouping, so it changes their rounding
 //            (recorded, like gelu); the other gradients keep their bits.
 //   bias-sum on a GPU under bf16, the linear layers' bias gradients summed by genemask's own
@@ -41,16 +43,16 @@
 //            weight's gradient stays the eager bf16 product (linear_bgrad.hpp). For the
 //            Q/K/V product the same kernel also stacks the three output gradients in the pass
 //            that sums them (qkv_linear.hpp; the same bits as LibTorch's stack and then the
-//            sums). bgrad, when on too, takes precedence. Off by default until a GPU has run
-//            its test and timed it (written in a session without one). It changes the bias
-//            gradients' rounding (recorded, like gelu).
+//            sums). bgrad, when on too, takes precedence. On by default since the H200 run
+//            (+2.2% dnabert alone). It changes the bias gradients' rounding (recorded, like
+//            gelu).
 //   ce       on a GPU, the MLM loss over the decoder's logits as one kernel each way
 //            (cross_entropy.hpp): each row's log-sum-exp from the logits in their own dtype
 //            (bf16 under autocast) and, backward, their gradient in that dtype, instead of
 //            LibTorch's fp32 copy, log-softmax and dense NLL gradient (about 2.9 GB a step at
-//            logo 256 x 512, whose vocabulary of 4101 is 16 times its hidden size). Off by
-//            default until a GPU has run its test and timed it (written in a session without
-//            one). It sums each row in another order (recorded, like gelu).
+//            logo 256 x 512, whose vocabulary of 4101 is 16 times its hidden size). On by
+//            default since the H200 run (+5.6% logo alone). It sums each row in another order
+//            (recorded, like gelu).
 //   weight-bf16  under bf16 autocast in `pretrain` (and train_bench), the bf16 copies of the
 //            weights and biases that the matrix products read kept between steps and made
 //            again once per optimizer step (weight_copies.hpp), instead of autocast's cast of
@@ -64,8 +66,8 @@
 //            residual, which it keeps instead (6 bytes read): by the bytes 34 down to about 30
 //            an element over the two kernels, most of it off the forward. The sum is computed
 //            with the forward's very arithmetic (each rounding explicit), so a step computes
-//            the same bits either way and a checkpoint does not record it. Off by default
-//            until a GPU has run its test and timed it (written in a session without one).
+//            the same bits either way and a checkpoint does not record it. On by default since
+//            the H200 run (+1.4% dnabert alone).
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
 // "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem", "bias-sum", "ce",
 // "weight-bf16" and "ln-lean", or "none" (to compare with the unfused step, or to rule a fused
@@ -79,8 +81,8 @@
 namespace genemask::model {
 
 struct Fusions {
-  bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false, cpu_bias = true, ln_smem = false,
-       bias_sum = false, ce = false, weight_bf16 = true, ln_lean = false;
+  bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false, cpu_bias = true, ln_smem = true,
+       bias_sum = true, ce = true, weight_bf16 = true, ln_lean = true;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an

@@ -39,7 +39,7 @@ BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"pretrain_{c}" if p == "pretrain" else f"bench_{c}_{p}"
                                                  for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "opt_in", "no_ln_bf16", "no_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum", "ce",
+                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "no_ln_smem", "no_ln_lean", "no_bias_sum", "no_ce",
                                                            "no_weight_bf16", "packing",
                                                            "pytorch",
                                                            "sweep", "kernels", "pretrain")]
@@ -48,22 +48,20 @@ with open(os.path.join(ROOT, "tests", "cli", "test_gpu.py")) as _f:
     GPU_TESTS = sum(1 for n in ast.walk(ast.parse(_f.read()))
                     if isinstance(n, ast.FunctionDef) and n.name.startswith("test_"))
 GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph": "no CUDA graph on the CPU",
-            "bench_dnabert_opt_in": "the opt-in fusions are GPU kernels",
-            "bench_logo_opt_in": "the opt-in fusions are GPU kernels",
             "bench_dnabert_no_ln_bf16": "the bf16 copy is the GPU kernel's",
             "bench_logo_no_ln_bf16": "the bf16 copy is the GPU kernel's",
             "bench_dnabert_no_gelu": "the fused bias + GELU is a GPU kernel",
             "bench_logo_no_gelu": "the fused bias + GELU is a GPU kernel",
             "bench_dnabert_bgrad": "the bias gradient in cuBLASLt's epilogue is a GPU product",
             "bench_logo_bgrad": "the bias gradient in cuBLASLt's epilogue is a GPU product",
-            "bench_dnabert_ln_smem": "the fused LayerNorm is a GPU kernel",
-            "bench_logo_ln_smem": "the fused LayerNorm is a GPU kernel",
-            "bench_dnabert_ln_lean": "the fused LayerNorm is a GPU kernel",
-            "bench_logo_ln_lean": "the fused LayerNorm is a GPU kernel",
-            "bench_dnabert_bias_sum": "the column-sum kernel runs on a GPU",
-            "bench_logo_bias_sum": "the column-sum kernel runs on a GPU",
-            "bench_dnabert_ce": "the fused cross-entropy is a GPU kernel",
-            "bench_logo_ce": "the fused cross-entropy is a GPU kernel",
+            "bench_dnabert_no_ln_smem": "the fused LayerNorm is a GPU kernel",
+            "bench_logo_no_ln_smem": "the fused LayerNorm is a GPU kernel",
+            "bench_dnabert_no_ln_lean": "the fused LayerNorm is a GPU kernel",
+            "bench_logo_no_ln_lean": "the fused LayerNorm is a GPU kernel",
+            "bench_dnabert_no_bias_sum": "the column-sum kernel runs on a GPU",
+            "bench_logo_no_bias_sum": "the column-sum kernel runs on a GPU",
+            "bench_dnabert_no_ce": "the fused cross-entropy is a GPU kernel",
+            "bench_logo_no_ce": "the fused cross-entropy is a GPU kernel",
             "bench_dnabert_no_weight_bf16": "its ablation runs in the CUDA graph",
             "bench_logo_no_weight_bf16": "its ablation runs in the CUDA graph",
             "bench_dnabert_sweep": "the micro-batch sweep runs on a GPU",

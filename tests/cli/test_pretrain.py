@@ -419,7 +419,7 @@ class Pretrain(unittest.TestCase):
 
     def test_resume_keeps_the_runs_fused_paths(self):
         # A run trained with other fused paths than this version's defaults (the default before
-        # gelu, "qkv,ln") resumes without GENEMASK_FUSED with its own, said in one line, and
+        # gelu, "qkv,ln"; "qkv,ln,gelu" before ln-smem, bias-sum and ce) resumes without GENEMASK_FUSED with its own, said in one line, and
         # its next checkpoints record them again; GENEMASK_FUSED set otherwise is a change
         # (refused: test_resume_refuses_changed_settings). A run of the defaults says nothing.
         for ranks in (None, 2):  # every rank reads the checkpoint; rank 0 says it
@@ -429,7 +429,7 @@ class Pretrain(unittest.TestCase):
             said = [l for l in (p.stdout + p.stderr).splitlines() if "fused paths" in l]
             self.assertEqual(len(said), 1, p.stdout + p.stderr)
             self.assertIn('--resume: the fused paths that change the numbers are "qkv,ln", as the run recorded them (a '
-                          'new run takes "qkv,ln,gelu"; GENEMASK_FUSED chooses others)', said[0])
+                          'new run takes "qkv,ln,gelu,ln-smem,bias-sum,ce"; GENEMASK_FUSED chooses others)', said[0])
             with open(os.path.join(out, "checkpoints", "step-00000008", "state.json")) as f:
                 self.assertEqual(json.load(f)["fused"], "qkv,ln")
         out = os.path.join(self.tmp, "default-fusions")
@@ -437,7 +437,7 @@ class Pretrain(unittest.TestCase):
         p = self.pretrain(out, ["--resume"])
         self.assertNotIn("fused paths", p.stdout + p.stderr)
         with open(os.path.join(out, "checkpoints", "step-00000008", "state.json")) as f:
-            self.assertEqual(json.load(f)["fused"], "qkv,ln,gelu")
+            self.assertEqual(json.load(f)["fused"], "qkv,ln,gelu,ln-smem,bias-sum,ce")
 
     def test_resume_refuses_a_newer_checkpoint_without_its_state(self):
         # step-8 lost its state.json (and holds a file of the user's): --resume took step 4 with
@@ -479,7 +479,7 @@ class Pretrain(unittest.TestCase):
         p = self.pretrain(out, ["--resume"], model="mutable.json", check=False, env={"GENEMASK_FUSED": "qkv"})
         self.assertNotEqual(p.returncode, 0)
         self.assertIn('state.json: --resume: GENEMASK_FUSED (the environment variable; its qkv, ln, gelu, bgrad, ln-smem, bias-sum and ce) is "qkv" now '
-                      'but "qkv,ln,gelu" in the run', p.stderr)
+                      'but "qkv,ln,gelu,ln-smem,bias-sum,ce" in the run', p.stderr)
         # So is how the step runs: its fixed shapes (the CUDA graphs' step, here run without
         # capture) pad rows and round otherwise.
         p = self.pretrain(out, ["--resume", "--static-step"], model="mutable.json", check=False)

@@ -43,6 +43,20 @@ using namespace genemask::model;
 
 namespace {
 double max_abs_diff(const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>(); }
+/// The fusions these tests name by their first switches (qkv, ln, ln-bf16, gelu, bgrad: the
+/// others' defaults as they were when each test was written), with ln-smem, bias-sum, ce and
+/// ln-lean off: the defaults since 2026-11-30, which a test of one fusion must not turn on
+/// beside it unasked (a brace list would take them from the defaults).
+Fusions first_switches(bool qkv, bool ln, bool ln_bf16 = true, bool gelu = true, bool bgrad = false) {
+  Fusions f;
+  f.qkv = qkv;
+  f.ln = ln;
+  f.ln_bf16 = ln_bf16;
+  f.gelu = gelu;
+  f.bgrad = bgrad;
+  f.ln_smem = f.bias_sum = f.ce = f.ln_lean = false;
+  return f;
+}
 /// The fusions set to `f` for its life, then set back as they were.
 struct FusionsFor {
   explicit FusionsFor(const Fusions& f) : saved(fusions()) { set_fusions(f); }
@@ -563,7 +577,7 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_FALSE(Fusions{}.bgrad);  // off by default: timed on a GPU, it gained nothing
   EXPECT_FALSE(parse_fusions("qkv,ln,ln-bf16,gelu").bgrad);
   EXPECT_EQ(numeric_fusions(parse_fusions("bgrad,gelu,ln-bf16,ln,qkv")), "qkv,ln,gelu,bgrad");  // bgrad changes them
-  EXPECT_EQ(numeric_fusions(Fusions{}), "qkv,ln,gelu");
+  EXPECT_EQ(numeric_fusions(Fusions{}), "qkv,ln,gelu,ln-smem,bias-sum,ce");
   EXPECT_EQ(numeric_fusions(parse_fusions("qkv,ln")), "qkv,ln");  // what a checkpoint written before gelu recorded
   EXPECT_EQ(parse_fusions(numeric_fusions(Fusions{})).qkv, true);
   EXPECT_THROW(parse_fusions(""), std::invalid_argument);
@@ -576,9 +590,9 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_EQ(numeric_fusions(f), "none");
   EXPECT_EQ(numeric_fusions(parse_fusions("cpu-bias,qkv")), "qkv");
   EXPECT_THROW(parse_fusions("cpu_bias"), std::invalid_argument);
-  // ln-smem: off by default (written without a GPU), named like the others, and numeric (the
-  // gamma and beta gradients' grouping), last in the recorded list.
-  EXPECT_FALSE(Fusions{}.ln_smem);
+  // ln-smem: on by default (since an H200 run checked and timed it), named like the others,
+  // and numeric (the gamma and beta gradients' grouping), after bgrad in the recorded list.
+  EXPECT_TRUE(Fusions{}.ln_smem);
   EXPECT_FALSE(parse_fusions("qkv,ln,ln-bf16,gelu,bgrad,cpu-bias").ln_smem);
   f = parse_fusions("ln-smem,ln");
   EXPECT_TRUE(!f.qkv && f.ln && !f.ln_bf16 && !f.gelu && !f.bgrad && !f.cpu_bias && f.ln_smem);
@@ -587,14 +601,14 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_TRUE(parse_fusions(numeric_fusions(parse_fusions("ln,ln-smem"))).ln_smem);
   EXPECT_THROW(parse_fusions("ln_smem"), std::invalid_argument);
   // bias-sum likewise, after ln-smem in the recorded list.
-  EXPECT_FALSE(Fusions{}.bias_sum);
+  EXPECT_TRUE(Fusions{}.bias_sum);
   f = parse_fusions("bias-sum");
   EXPECT_TRUE(!f.qkv && !f.ln && !f.ln_bf16 && !f.gelu && !f.bgrad && !f.cpu_bias && !f.ln_smem && f.bias_sum);
   EXPECT_EQ(numeric_fusions(parse_fusions("bias-sum,ln-smem,qkv")), "qkv,ln-smem,bias-sum");
   EXPECT_TRUE(parse_fusions(numeric_fusions(f)).bias_sum);
   EXPECT_THROW(parse_fusions("bias_sum"), std::invalid_argument);
   // ce likewise, last in the recorded list.
-  EXPECT_FALSE(Fusions{}.ce);
+  EXPECT_TRUE(Fusions{}.ce);
   EXPECT_FALSE(parse_fusions("qkv,ln,ln-bf16,gelu,bgrad,cpu-bias,ln-smem,bias-sum").ce);
   f = parse_fusions("ce");
   EXPECT_TRUE(!f.qkv && !f.ln && !f.ln_bf16 && !f.gelu && !f.bgrad && !f.cpu_bias && !f.ln_smem && !f.bias_sum && f.ce);
@@ -608,9 +622,9 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_TRUE(!f.qkv && !f.ln && !f.ce && f.weight_bf16);
   EXPECT_EQ(numeric_fusions(f), "none");
   EXPECT_THROW(parse_fusions("weight_bf16"), std::invalid_argument);
-  // ln-lean: off by default (written without a GPU), and not among the numeric ones (the
-  // backward's sum recomputed to the bit).
-  EXPECT_FALSE(Fusions{}.ln_lean);
+  // ln-lean: on by default (since an H200 run checked and timed it), and not among the
+  // numeric ones (the backward's sum recomputed to the bit).
+  EXPECT_TRUE(Fusions{}.ln_lean);
   EXPECT_FALSE(parse_fusions("qkv,ln,ln-bf16,gelu,bgrad,cpu-bias,ln-smem,bias-sum,ce,weight-bf16").ln_lean);
   f = parse_fusions("ln,ln-lean");
   EXPECT_TRUE(!f.qkv && f.ln && !f.ln_smem && !f.weight_bf16 && f.ln_lean);
@@ -619,7 +633,7 @@ TEST(Fusions, EnvironmentListParsed) {
   // What --resume adopts from a checkpoint's list: its numeric fusions, this run's others.
   f = with_numeric_of(Fusions{}, parse_fusions("qkv,ln"));
   EXPECT_TRUE(f.qkv && f.ln && !f.gelu && !f.bgrad && !f.ln_smem && !f.bias_sum && !f.ce);
-  EXPECT_TRUE(f.ln_bf16 && f.cpu_bias && f.weight_bf16);
+  EXPECT_TRUE(f.ln_bf16 && f.cpu_bias && f.weight_bf16 && f.ln_lean);
   f = with_numeric_of(parse_fusions("qkv"), parse_fusions("gelu,ce,weight-bf16"));
   EXPECT_TRUE(!f.qkv && f.gelu && f.ce && !f.weight_bf16 && !f.ln_bf16);
   EXPECT_TRUE(with_numeric_of(parse_fusions("ln-lean"), parse_fusions("ln")).ln_lean);  // this run's
@@ -1141,7 +1155,7 @@ TEST(ResidualLayerNorm, Bf16CopyIsTheCastAutocastWouldMake) {
     self->eval();
     auto h = torch::randn({2, 5, 64}), res = torch::randn({2, 5, 32});
     for (const bool on : {false, true}) {
-      set_fusions({true, true, on, false});
+      set_fusions(first_switches(true, true, on, false));
       {
         Autocast autocast(true);
         const Hidden made = out->forward_hidden(h, res, true);
@@ -1160,7 +1174,7 @@ TEST(ResidualLayerNorm, Bf16CopyIsTheCastAutocastWouldMake) {
     EXPECT_FALSE(torch::equal(inter->forward(Hidden(x, other)), inter->forward(Hidden(x))));
     EXPECT_TRUE(torch::equal(self->forward(Hidden(x, other), {}), self->forward(Hidden(other), {})));
   }
-  expect_cpu_step_unchanged({true, true, false}, {true, true, true});  // the model on the CPU
+  expect_cpu_step_unchanged(first_switches(true, true, false), first_switches(true, true, true));  // the model on the CPU
   set_fusions(saved);
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the fused copy's assertions need one";
   const torch::Device gpu(torch::kCUDA, 0);
@@ -1210,8 +1224,8 @@ TEST(ResidualLayerNorm, Bf16CopyIsTheCastAutocastWouldMake) {
     }
   {  // the model on the GPU: the copy on against off (the same draws; attention's backward
      // may sum in another order, hence a tolerance)
-    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, {true, true, false});
-    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, {true, true, true});
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, first_switches(true, true, false));
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, first_switches(true, true, true));
     set_fusions(saved);
     EXPECT_NEAR(loss_on.item<double>(), loss_off.item<double>(), 1e-4 * std::abs(loss_off.item<double>()));
     ASSERT_EQ(grads_on.size(), grads_off.size());
@@ -1241,10 +1255,10 @@ TEST(FusedBiasGelu, MatchesTheEagerComposition) {
     const auto x = torch::randn({2, 5, 32});
     const auto want = torch::gelu(torch::nn::functional::linear(x, inter->dense->weight, inter->dense->bias));
     for (const bool on : {false, true}) {
-      set_fusions({true, true, false, on});
+      set_fusions(first_switches(true, true, false, on));
       EXPECT_TRUE(torch::equal(inter->forward(Hidden(x)), want)) << "gelu " << on;
     }
-    const auto [grads_on, grads_off] = expect_cpu_step_unchanged({true, true, false, false}, {true, true, false, true});
+    const auto [grads_on, grads_off] = expect_cpu_step_unchanged(first_switches(true, true, false, false), first_switches(true, true, false, true));
     expect_grads_close(grads_on, grads_off, 3e-2);  // the GPU's comparison below, and its premise
   }
   set_fusions(saved);
@@ -1293,8 +1307,8 @@ TEST(FusedBiasGelu, MatchesTheEagerComposition) {
         }
   {  // the model on the GPU: gelu on against off (the same draws; the bias added in fp32
      // rather than rounded in the product's epilogue, hence a tolerance)
-    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, {true, true, false, false});
-    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, {true, true, false, true});
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, first_switches(true, true, false, false));
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, first_switches(true, true, false, true));
     set_fusions(saved);
     EXPECT_NEAR(loss_on.item<double>(), loss_off.item<double>(), 2e-3 * std::abs(loss_off.item<double>()));
     expect_grads_close(grads_on, grads_off, 3e-2);
@@ -1376,7 +1390,7 @@ TEST(FusedLinearBgrad, MatchesTheEagerComposition) {
     EXPECT_FALSE(linear_bgrad_takes(x, torch::randn({8, 16}), torch::randn({8})));
     EXPECT_THROW(linear_bgrad(x, torch::randn({8, 16}), torch::randn({8})), std::invalid_argument);
   }
-  expect_cpu_step_unchanged({true, true, false, false, false}, {true, true, false, false, true});
+  expect_cpu_step_unchanged(first_switches(true, true, false, false, false), first_switches(true, true, false, false, true));
   set_fusions(saved);
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the fused product's assertions need one";
   const torch::Device gpu(torch::kCUDA, 0);
@@ -1463,8 +1477,8 @@ TEST(FusedLinearBgrad, MatchesTheEagerComposition) {
   EXPECT_EQ(fused + fused_bf16 + fallback, calls);
   EXPECT_GE(fused + fused_bf16, calls - 2);  // every shape but perhaps the one-row one
   {  // the model on the GPU: bgrad on against off (the same draws; fp32 gradients of the products)
-    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, {true, true, false, false, false});
-    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, {true, true, false, false, true});
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, first_switches(true, true, false, false, false));
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, first_switches(true, true, false, false, true));
     set_fusions(saved);
     EXPECT_TRUE(torch::equal(loss_on, loss_off));  // the forward is the eager one
     expect_grads_close(grads_on, grads_off, 3e-2);
@@ -1480,7 +1494,7 @@ TEST(FusedLinearBgrad, MatchesTheEagerComposition) {
 TEST(ColumnSums, MatchFp64SumsAndTheModelsGradients) {
   const Fusions saved = fusions();
   EXPECT_THROW(column_sums(torch::randn({4, 8})), std::invalid_argument);
-  Fusions off{true, true, false, false, false}, on = off;
+  Fusions off = first_switches(true, true, false, false, false), on = off;
   on.bias_sum = true;
   expect_cpu_step_unchanged(off, on);
   set_fusions(saved);
@@ -1700,7 +1714,7 @@ TEST(FusedCrossEntropy, MatchesTheEagerComposition) {
   const Fusions saved = fusions();
   EXPECT_FALSE(fused_cross_entropy_takes(torch::randn({3, 8}), torch::zeros({3}, torch::kLong)));
   EXPECT_THROW(fused_cross_entropy_sum(torch::randn({3, 8}), torch::zeros({3}, torch::kLong)), std::invalid_argument);
-  Fusions off{true, true, false, false, false}, on = off;
+  Fusions off = first_switches(true, true, false, false, false), on = off;
   on.ce = true;
   expect_cpu_step_unchanged(off, on);
   set_fusions(saved);
@@ -1789,7 +1803,7 @@ TEST(Fusions, EncoderOnEachDeviceMatchesTheCpuWithPadding) {
   auto mask = torch::ones({6, 40}, torch::kLong);
   for (int64_t r = 1; r < 6; ++r) mask[r].slice(0, 40 - 6 * r).fill_(0);
   const Fusions saved = fusions();
-  set_fusions({false, false, false, false});
+  set_fusions(first_switches(false, false, false, false));
   BertModel plain(cfg);
   {
     torch::NoGradGuard ng;
@@ -1805,7 +1819,7 @@ TEST(Fusions, EncoderOnEachDeviceMatchesTheCpuWithPadding) {
     for (const bool qkv : {false, true})
       for (const bool ln : {false, true})
         for (const bool gelu : {false, true}) {
-        set_fusions({qkv, ln, false, gelu});
+        set_fusions(first_switches(qkv, ln, false, gelu));
         BertModel m(cfg);
         {
           torch::NoGradGuard ng;
@@ -1869,15 +1883,17 @@ TEST(StaticRows, PaddedRowsGiveTheSameLossAndGradients) {
 // register sums and with ln-smem's).
 TEST(ResidualLayerNorm, LeanStepComputesTheSameBits) {
   const Fusions saved = fusions();
-  Fusions lean;
+  Fusions plain, lean;
+  plain.ln_lean = false;
   lean.ln_lean = true;
-  expect_cpu_step_unchanged(Fusions{}, lean);
+  expect_cpu_step_unchanged(plain, lean);
   if (torch::cuda::is_available()) {
     const torch::Device gpu(torch::kCUDA, 0);
     for (const bool smem : {false, true}) {
       SCOPED_TRACE(smem ? "ln-smem" : "register sums");
       Fusions off, on;
       off.ln_smem = on.ln_smem = smem;
+      off.ln_lean = false;
       on.ln_lean = true;
       const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, off);
       const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, on);
