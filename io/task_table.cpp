@@ -245,8 +245,10 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
   }
   // A table cut short (a copy stopped, a download cut) ends inside a row: its rows after the
   // cut are missing, and metrics of it would be of part of the test set.
-  if (unterminated && !rows.empty())
+  if (unterminated && !rows.empty()) {
     warn_unterminated_last_line(path, lineno, "its last row may be partial, and rows after it missing,");
+    rows.back().unterminated = true;
+  }
   if (rows.empty()) throw InputError(path, "no rows after the header");
   // A model would still score such a table (every prediction a guess: AUC 0.5).
   if (!any_base)

@@ -14,6 +14,9 @@ struct TaskRow {
   std::string label;
   uint64_t line = 0;     // 1-based line in the file
   uint64_t last_line = 0;  // its last line: later than `line` when a quoted field holds line breaks
+  // The table's last row, and the file's last line has no line end: the file may have been cut
+  // short inside this row (read_task_table warns; finetune counts it as unterminated_tables).
+  bool unterminated = false;
 };
 
 /// Reads and checks a task table. k-mer text must be tokens of one length overlapping by

@@ -222,6 +222,9 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
                     s.unknown_only, first_unknown));
   s.metrics.truncated = static_cast<int64_t>(s.truncated);
   s.metrics.unknown_only = static_cast<int64_t>(s.unknown_only);
+  // The tables read_task_table warned of (their last line without its line end), for
+  // metrics.json and the sweep's records, whose report says them beside the metrics.
+  s.metrics.unterminated_tables = int64_t{train_rows.back().unterminated} + int64_t{test_rows.back().unterminated};
   s.metrics.n_train = train.tokens.size();
   s.metrics.test.n = test.tokens.size();
   // A test sequence that is also a training sequence (the same tokens, whatever the tables'

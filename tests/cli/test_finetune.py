@@ -287,6 +287,29 @@ class Finetune(unittest.TestCase):
                          os.path.join(self.tmp, "unk-none")] + FAST))
         self.assertEqual(s["unknown_only"], 0)
 
+    def test_tables_cut_short_are_counted_for_the_report(self):
+        # A table whose last line has no line end was said on stderr only: a sweep's report
+        # averaged its metrics without a word. metrics.json counts such tables
+        # (unterminated_tables: training, test), which the sweep's records and report carry.
+        def cut(name, src):
+            path = os.path.join(self.tmp, name)
+            with open(src) as f:
+                text = f.read()
+            self.assertTrue(text.endswith("\n"))
+            with open(path, "w") as f:
+                f.write(text[:-1])
+            return path
+        train, test = self.paths["train3.csv"], self.paths["test3.csv"]
+        for name, tr, te, want in [("whole", train, test, 0), ("test-cut", train, cut("test-cut.csv", test), 1),
+                                   ("both-cut", cut("train-cut.csv", train), cut("test-cut2.csv", test), 2)]:
+            out = os.path.join(self.tmp, f"unterminated-{name}")
+            p = run(["finetune", "--model", "random", "--config", self.paths["tiny.json"], "--train", tr, "--test", te,
+                     "--out", out] + FAST)
+            self.assertEqual(summary(p)["unterminated_tables"], want, name)
+            with open(os.path.join(out, "metrics.json")) as f:
+                self.assertEqual(json.load(f)["unterminated_tables"], want, name)
+            self.assertEqual(p.stderr.count("the last line has no line end"), want, p.stderr)
+
     def test_a_sequence_under_two_labels_is_said_when_shots_are_drawn(self):
         # The sample takes such a sequence once, for one class: the table's contradiction was
         # hidden (the warning looked at the chosen rows only).

@@ -601,7 +601,7 @@ class SweepFinetune(unittest.TestCase):
                 m = json.load(f)
             r = next(r for r in results[2] if r["job"] == f"tiny|{task}|10|2")
             for k in ["accuracy", "auc", "f1", "mcc", "n_test", "test_in_train", "test_duplicates", "truncated",
-                      "unknown_only"]:
+                      "unknown_only", "unterminated_tables"]:
                 self.assertEqual(m[k], r[k], k)
 
 

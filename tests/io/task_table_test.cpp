@@ -97,14 +97,19 @@ TEST(TaskTable, ALastLineWithoutItsEndIsSaid) {
   const std::string whole = "sequence\tlabel\nACGTACGTAC\t0\nTTGCATGCAA\t1\n";
   test::write_file(tmp.file("cut.tsv"), whole.substr(0, whole.size() - 1));
   testing::internal::CaptureStderr();
-  EXPECT_EQ(io::read_task_table(tmp.file("cut.tsv")).size(), 2u);
+  const auto cut = io::read_task_table(tmp.file("cut.tsv"));
+  EXPECT_EQ(cut.size(), 2u);
+  EXPECT_TRUE(cut.back().unterminated);  // for finetune's unterminated_tables
+  EXPECT_FALSE(cut.front().unterminated);
   EXPECT_EQ(testing::internal::GetCapturedStderr(),
             "genemask: warning: " + tmp.file("cut.tsv") + ":3: the last line has no line end: if the file was cut "
             "short (a truncated download or copy), its last row may be partial, and rows after it missing, and was "
             "read as it is; check the file (a whole file ends its last line)\n");
   test::write_file(tmp.file("whole.tsv"), whole);
   testing::internal::CaptureStderr();
-  EXPECT_EQ(io::read_task_table(tmp.file("whole.tsv")).size(), 2u);
+  const auto rows = io::read_task_table(tmp.file("whole.tsv"));
+  EXPECT_EQ(rows.size(), 2u);
+  EXPECT_FALSE(rows.back().unterminated);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
 }
 

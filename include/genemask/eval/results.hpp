@@ -31,10 +31,14 @@ struct RunMetrics {
   // Training and test sequences cut to the model's positions, and those whose 6-mers are all
   // [UNK] (the model sees nothing of their bases). -1: not measured (as above).
   int64_t truncated = -1, unknown_only = -1;
+  // The job's tables (training, test: 0, 1 or 2) whose last line has no line end, so that
+  // either may have been cut short (a download or copy stopped) and its metrics be of part
+  // of it. -1: not measured (as above).
+  int64_t unterminated_tables = -1;
 
   /// The metrics as fields of a JSON object (nlohmann::json or ordered_json): the
   /// kMetricFields by name, then n_train, n_test, classes and (when known) precision,
-  /// test_in_train, test_duplicates, truncated and unknown_only.
+  /// test_in_train, test_duplicates, truncated, unknown_only and unterminated_tables.
   template <class Json>
   void to_json(Json& j) const {
     for (const auto& f : metrics::kMetricFields) j[f.name] = test.*f.member;
@@ -46,11 +50,13 @@ struct RunMetrics {
     if (test_duplicates >= 0) j["test_duplicates"] = test_duplicates;
     if (truncated >= 0) j["truncated"] = truncated;
     if (unknown_only >= 0) j["unknown_only"] = unknown_only;
+    if (unterminated_tables >= 0) j["unterminated_tables"] = unterminated_tables;
   }
   template <class A>
   void serialize(A& ar, const unsigned int) {
     for (const auto& f : metrics::kMetricFields) ar&(test.*f.member);
-    ar& test.n& test.classes& n_train& precision& test_in_train& test_duplicates& truncated& unknown_only;
+    ar& test.n& test.classes& n_train& precision& test_in_train& test_duplicates& truncated& unknown_only&
+        unterminated_tables;
   }
 };
 

@@ -574,6 +574,12 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
                                      "positions (up to {} per job, truncated): fine-tuning and the test read their "
                                      "first 6-mers only",
                                      key.first, key.second, n.first, n.second));
+  for (const auto& [key, n] : flagged(&results::RunMetrics::unterminated_tables, false))
+    t.warnings.push_back(fmt::format("task '{}': {} record(s) read a training or test table whose last line has no "
+                                     "line end (unterminated_tables): a table cut short (a download or copy stopped) "
+                                     "loses its rows after the cut, and such metrics are of part of it; check the "
+                                     "task's tables (each job's log names the file and line)",
+                                     key.second, n.first));
   for (const auto& [key, n] : flagged(&results::RunMetrics::test_duplicates, false))
     t.warnings.push_back(fmt::format("task '{}': {} record(s) scored a test table that repeats sequences (up to {} "
                                      "repeats, test_duplicates): each repeat counts once more in the metrics; "

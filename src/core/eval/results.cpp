@@ -159,7 +159,8 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
     for (auto [name, count] : {std::pair{"test_in_train", &r.metrics.test_in_train},
                                std::pair{"test_duplicates", &r.metrics.test_duplicates},
                                std::pair{"truncated", &r.metrics.truncated},
-                               std::pair{"unknown_only", &r.metrics.unknown_only}})
+                               std::pair{"unknown_only", &r.metrics.unknown_only},
+                               std::pair{"unterminated_tables", &r.metrics.unterminated_tables}})
       if (f.find(name)) {
         *count = f.integer(name);
         if (*count < 0) f.fail(fmt::format("job {}: \"{}\" is {}, expected a count >= 0", r.job, name, *count));

@@ -688,9 +688,10 @@ TEST(Report, RecordsOfOneCellFromTwoTrainingTablesOrCheckpointsAreRefused) {
   EXPECT_NE(error(rec("a", 3, 8, "random", -1)).find("fine-tuned model 'a' from no checkpoint (random)"),
             std::string::npos);
   // What each job cut or could not read is said per model and task (sweeps wrote neither).
-  const Table t = aggregate(parse(dir, rec("a", 1, 8, "/r/step-100", 100, R"(,"truncated":3,"unknown_only":2)") +
-                                           rec("a", 2, 8, "/r/step-100", 100, R"(,"truncated":0,"unknown_only":0)")),
-                            Plan{}, o);
+  const Table t = aggregate(
+      parse(dir, rec("a", 1, 8, "/r/step-100", 100, R"(,"truncated":3,"unknown_only":2,"unterminated_tables":1)") +
+                     rec("a", 2, 8, "/r/step-100", 100, R"(,"truncated":0,"unknown_only":0,"unterminated_tables":0)")),
+      Plan{}, o);
   std::string all = fmt::format("{}", fmt::join(t.warnings, "\n"));
   EXPECT_NE(all.find("model 'a' on task 't': 1 record(s) trained on or scored sequences whose 6-mers are all [UNK] "
                      "(up to 2 per job, unknown_only"),
@@ -700,4 +701,15 @@ TEST(Report, RecordsOfOneCellFromTwoTrainingTablesOrCheckpointsAreRefused) {
                      "job, truncated)"),
             std::string::npos)
       << all;
+  // A table whose last line has no line end (a job's log says which): per task.
+  EXPECT_NE(all.find("task 't': 1 record(s) read a training or test table whose last line has no line end "
+                     "(unterminated_tables): a table cut short"),
+            std::string::npos)
+      << all;
+  EXPECT_EQ(aggregate(parse(dir, rec("a", 1, 8, "/r/step-100", 100, R"(,"unterminated_tables":0)")), Plan{}, o)
+                .warnings,
+            std::vector<std::string>{});
+  EXPECT_NE(error(rec("a", 3, 8, "/r/step-100", 100, R"(,"unterminated_tables":-1)"))
+                .find("\"unterminated_tables\" is -1, expected a count >= 0"),
+            std::string::npos);
 }
