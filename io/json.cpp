@@ -37,6 +37,15 @@ uint64_t line_of_offset(std::string_view text, size_t offset) {
   return line;
 }
 
+namespace {
+/// The end of the number token that starts at `i`: as far as the characters a JSON number
+/// may hold (what json_underflow_at reads, and the refusal quotes).
+size_t number_token_end(std::string_view text, size_t i) {
+  while (i < text.size() && std::string_view("0123456789+-.eE").find(text[i]) != std::string_view::npos) ++i;
+  return i;
+}
+}  // namespace
+
 size_t json_underflow_at(std::string_view text) {
   bool in_string = false;
   for (size_t i = 0; i < text.size(); ++i) {
@@ -51,13 +60,11 @@ size_t json_underflow_at(std::string_view text) {
       continue;
     }
     if (c != '-' && (c < '0' || c > '9')) continue;
-    // A number token: as far as the characters a JSON number may hold.
-    size_t j = i;
-    bool nonzero = false, exponent = false;
-    while (j < text.size() && std::string_view("0123456789+-.eE").find(text[j]) != std::string_view::npos) {
-      if (text[j] == 'e' || text[j] == 'E') exponent = true;
-      else if (!exponent && text[j] >= '1' && text[j] <= '9') nonzero = true;
-      ++j;
+    const size_t j = number_token_end(text, i);
+    bool nonzero = false, exponent = false;  // a digit 1-9 before any exponent; an exponent
+    for (size_t k = i; k < j; ++k) {
+      if (text[k] == 'e' || text[k] == 'E') exponent = true;
+      else if (!exponent && text[k] >= '1' && text[k] <= '9') nonzero = true;
     }
     // Only an exponent or a very long fraction can go below a double's smallest value.
     if (nonzero && (exponent || j - i > 300)) {
@@ -121,8 +128,7 @@ JsonParse try_parse_json(std::string_view text, int max_depth) {
   // nlohmann reads a number below a double's smallest (1e-400) as 0 without a word; it refuses
   // one above the largest. Both are refused.
   if (const size_t at = json_underflow_at(text); at != std::string::npos) {
-    size_t end = at;
-    while (end < text.size() && std::string_view("0123456789+-.eE").find(text[end]) != std::string_view::npos) ++end;
+    const size_t end = number_token_end(text, at);
     r.line = line_of_offset(text, at);
     r.error = fmt::format("the number {} is too small for a double (it would be read as 0): write 0, or a "
                           "number within 1e-308",

@@ -168,9 +168,12 @@ std::vector<std::string> tree_of(const std::string& dir) {
   return out;
 }
 
-/// Throws when DIR/NAME is a directory holding a path its marker's `tree` does not list
-/// (a file the user put there), which removing DIR/NAME would take with it.
-void check_tree_is_known(const std::string& dir, const std::string& name, const nlohmann::json& tree) {
+/// Throws when DIR/NAME is a directory holding a path `tree` does not list (a file the user put
+/// there), which removing DIR/NAME would take with it. `listed`: whether the marker's own tree
+/// lists NAME's paths; else (a marker of before the trees) `tree` holds what the new output
+/// writes there only, and the message says so.
+void check_tree_is_known(const std::string& dir, const std::string& name, const nlohmann::json& tree,
+                         bool listed = true) {
   const std::string target = dir + "/" + name;
   if (!fs::is_directory(fs::symlink_status(target))) return;
   std::set<std::string> known;
@@ -179,9 +182,14 @@ void check_tree_is_known(const std::string& dir, const std::string& name, const 
       if (x.is_string()) known.insert(x.get<std::string>());
   for (const auto& x : tree_of(target))
     if (!known.count(x))
-      throw std::runtime_error(fmt::format("{}/{} is not genemask's ({} lists what it wrote in {}), so {} is not "
-                                           "replaced; move it out and run the command again",
-                                           target, x, kOutputMarker, target, target));
+      throw std::runtime_error(
+          listed ? fmt::format("{}/{} is not genemask's ({} lists what it wrote in {}), so {} is not replaced; move "
+                               "it out and run the command again",
+                               target, x, kOutputMarker, target, target)
+                 : fmt::format("{}/{} may not be genemask's ({}, written by an earlier genemask, does not list what "
+                               "it wrote in {}, and this command does not write it), so {} is not replaced; move it "
+                               "out and run the command again",
+                               target, x, kOutputMarker, target, target));
 }
 
 }  // namespace
@@ -592,7 +600,8 @@ void OutputSet::publish(const nlohmann::json& extra) {
     if (!tree.contains(n) || !tree[n].is_array()) tree[n] = t;
     else for (const auto& x : t) tree[n].push_back(x);  // both, until the old one is gone
   }
-  for (const auto& n : old_entries_) check_tree_is_known(dir_, n, tree);
+  for (const auto& n : old_entries_)
+    check_tree_is_known(dir_, n, tree, old_tree_.is_object() && old_tree_.contains(n));
   std::vector<std::string> all = old_entries_;
   for (const auto& n : fresh)
     if (!old.count(n)) all.push_back(n);

@@ -641,52 +641,43 @@ pretrain() {
   if [ "$rc" != 0 ] && [ -f "$work/paper/$1-random.log" ]; then tail -n 20 "$work/paper/$1-random.log" >&2; fi
   return "$rc"
 }
-# The inner shell expands "$@" and "$0" itself (the command, then its JSON file).
+# bench_part CFG NAME BATCH ARG...: train_bench's step of CFG, BATCH sequences of 512
+# positions, with ARG..., as the part bench_CFG_NAME; its JSON line in bench-CFG-NAME.json,
+# where the report reads the part's row.
+bench_part() {
+  local cfg=$1 name=$2 b=$3
+  shift 3
+  ready "bench_${cfg}_$name" train_bench "$tb" || return 0
+  # The inner shell expands "$@" and "$0" itself (the command, then its JSON file).
+  # shellcheck disable=SC2016
+  part "bench_${cfg}_$name" bash -c '"$@" >"$0"' "$work/bench-$cfg-$name.json" \
+    "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" "$@"
+}
+# The inner shells of the parts below expand "$@" and "$0" themselves, likewise.
 # shellcheck disable=SC2016
 for cfg in dnabert logo; do
   b=$batch_dnabert
   sw=$sweep_dnabert
   [ "$cfg" = logo ] && b=$batch_logo && sw=$sweep_logo
-  ready "bench_${cfg}_genemask" train_bench "$tb" &&
-    part "bench_${cfg}_genemask" bash -c '"$@" >"$0"' "$work/bench-$cfg-genemask.json" \
-      "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --profile 3
+  bench_part "$cfg" genemask "$b" --profile 3
   if [ "$device" = cuda ]; then
-    ready "bench_${cfg}_graph" train_bench "$tb" &&
-      part "bench_${cfg}_graph" bash -c '"$@" >"$0"' "$work/bench-$cfg-graph.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --profile 3 --check-graph 4
+    bench_part "$cfg" graph "$b" --graph --profile 3 --check-graph 4
     # The graph again without the fused LayerNorm's bf16 copy (fusions.hpp's ln-bf16, on by
-    # default): the same step, so the row above against its tokens/s is the copy's gain.
-    ready "bench_${cfg}_no_ln_bf16" train_bench "$tb" &&
-      part "bench_${cfg}_no_ln_bf16" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_ln_bf16.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-ln-bf16
-    # And without the fused bias + GELU (fusions.hpp's gelu, on by default), likewise.
-    ready "bench_${cfg}_no_gelu" train_bench "$tb" &&
-      part "bench_${cfg}_no_gelu" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_gelu.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-fused-gelu
-    # And with the bias gradients in the weight-gradient products (fusions.hpp's bgrad, off by
-    # default): the row above against it is its gain.
-    ready "bench_${cfg}_bgrad" train_bench "$tb" &&
-      part "bench_${cfg}_bgrad" bash -c '"$@" >"$0"' "$work/bench-$cfg-bgrad.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --bgrad
-    # The graph without each fusion that became a default on 2026-11-30 (fusions.hpp: ln-smem,
-    # ln-lean, bias-sum, ce), profiled: the graph row against each is that fusion's gain.
-    ready "bench_${cfg}_no_ln_smem" train_bench "$tb" &&
-      part "bench_${cfg}_no_ln_smem" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_ln_smem.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-ln-smem --profile 3
-    ready "bench_${cfg}_no_ln_lean" train_bench "$tb" &&
-      part "bench_${cfg}_no_ln_lean" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_ln_lean.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-ln-lean --profile 3
-    ready "bench_${cfg}_no_bias_sum" train_bench "$tb" &&
-      part "bench_${cfg}_no_bias_sum" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_bias_sum.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-bias-sum --profile 3
-    ready "bench_${cfg}_no_ce" train_bench "$tb" &&
-      part "bench_${cfg}_no_ce" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_ce.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-fused-ce --profile 3
+    # default) and without the fused bias + GELU (gelu, on by default): the graph row
+    # against each is that fusion's gain. Then with the bias gradients in the weight-gradient
+    # products (bgrad, off by default): it against the graph row is its gain.
+    bench_part "$cfg" no_ln_bf16 "$b" --graph --no-ln-bf16
+    bench_part "$cfg" no_gelu "$b" --graph --no-fused-gelu
+    bench_part "$cfg" bgrad "$b" --graph --bgrad
+    # Without each fusion that became a default on 2026-11-30 (ln-smem, ln-lean, bias-sum,
+    # ce), profiled, likewise.
+    bench_part "$cfg" no_ln_smem "$b" --graph --no-ln-smem --profile 3
+    bench_part "$cfg" no_ln_lean "$b" --graph --no-ln-lean --profile 3
+    bench_part "$cfg" no_bias_sum "$b" --graph --no-bias-sum --profile 3
+    bench_part "$cfg" no_ce "$b" --graph --no-fused-ce --profile 3
     # And casting the weights in every forward pass instead of reading their bf16 copies
-    # (fusions.hpp's weight-bf16, on by default): the graph row against it is the copies' gain.
-    ready "bench_${cfg}_no_weight_bf16" train_bench "$tb" &&
-      part "bench_${cfg}_no_weight_bf16" bash -c '"$@" >"$0"' "$work/bench-$cfg-no_weight_bf16.json" \
-        "$tb" "$cfg" "$threads" "$b" 512 "$steps" "$device" "$precision" --graph --no-weight-bf16
+    # (weight-bf16, on by default), likewise.
+    bench_part "$cfg" no_weight_bf16 "$b" --graph --no-weight-bf16
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
     skip "bench_${cfg}_no_ln_bf16" "the bf16 copy is the GPU kernel's"
