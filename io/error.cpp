@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <iostream>
+#include <mutex>
 #include "io/error.hpp"
 
 #include <sys/resource.h>
@@ -201,10 +203,32 @@ void check_input_type(const std::string& path, InputKind kind) {
   if (std::string why = input_type_problem(path, kind); !why.empty()) throw InputError(path, why);
 }
 
+namespace {
+struct UnterminatedInputs {
+  std::mutex m;
+  std::vector<std::string> paths;
+};
+UnterminatedInputs& unterminated_record() {
+  static UnterminatedInputs r;
+  return r;
+}
+}  // namespace
+
+std::vector<std::string> unterminated_inputs() {
+  auto& r = unterminated_record();
+  std::lock_guard<std::mutex> lock(r.m);
+  return r.paths;
+}
+
 void warn_unterminated_last_line(const std::string& path, uint64_t line, std::string_view what) {
+  {
+    auto& r = unterminated_record();
+    std::lock_guard<std::mutex> lock(r.m);
+    if (std::find(r.paths.begin(), r.paths.end(), path) == r.paths.end()) r.paths.push_back(path);
+  }
   std::cerr << fmt::format("genemask: warning: {}:{}: the last line has no line end: if the file was cut short (a "
                            "truncated download or copy), {} and was read as it is; check the file (a whole file "
-                           "ends its last line)\n",
+                           "ends its last line; the summary lists it: unterminated_inputs)\n",
                            printable(path), line, what);
 }
 

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 #include <string_view>
 
 namespace genemask::io {
@@ -56,7 +57,14 @@ void write_error_line(const char* program, const char* what) noexcept;
 /// how a file cut short (a truncated download or copy) ends: `what` names what may then be
 /// partial or missing ("its last feature", "its last row, and rows after it"). The file is
 /// read as it is; genemask's own tables, which end every line, refuse it instead.
+/// The process records PATH (unterminated_inputs), so that the command's summary line says
+/// it beside its numbers, not only on stderr.
 void warn_unterminated_last_line(const std::string& path, uint64_t line, std::string_view what);
+
+/// The inputs this process has read whose last line had no line end (warn_unterminated_last_line),
+/// each once, in the order warned. Every command's summary line lists them
+/// (`unterminated_inputs`, cli/common.cpp's print_summary).
+std::vector<std::string> unterminated_inputs();
 
 /// The system's reason for a failed write: strerror(err), and what it usually means for a
 /// full disk or quota ("(the disk is full)") or a file size limit ("(... ulimit -f)").

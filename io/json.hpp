@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/error.hpp"
+
 namespace genemask::io {
 
 /// The deepest nesting of arrays and objects accepted (genemask's own files use at most 5).
@@ -61,5 +63,14 @@ std::string json_excerpt(const nlohmann::json& value, size_t max_bytes = 80);
 /// path the user named with Latin-1 bytes) is written as printable() renders it, with \xNN
 /// escapes, instead of failing after the work is done. Valid UTF-8 is written as it is.
 std::string json_text(const nlohmann::json& value, int indent = -1);
+
+/// `j` with `unterminated_inputs` added where it is an object and this process has read inputs
+/// whose last line had no line end (io::unterminated_inputs: perhaps cut short): the summaries
+/// that commands print and write say them beside the numbers that came from them.
+template <typename Json>
+Json with_unterminated_inputs(Json j) {
+  if (auto cut = unterminated_inputs(); !cut.empty() && j.is_object()) j["unterminated_inputs"] = std::move(cut);
+  return j;
+}
 
 }  // namespace genemask::io

@@ -180,16 +180,16 @@ void check_tree_is_known(const std::string& dir, const std::string& name, const 
   if (tree.contains(name) && tree[name].is_array())
     for (const auto& x : tree[name])
       if (x.is_string()) known.insert(x.get<std::string>());
+  // Why the entry is not taken for genemask's: the marker lists what it wrote there, or (a
+  // marker of an earlier genemask) lists nothing there, and this command does not write it.
+  const std::string why = listed ? fmt::format("is not genemask's ({} lists what it wrote in {})", kOutputMarker, target)
+                                 : fmt::format("may not be genemask's ({}, written by an earlier genemask, does not list "
+                                               "what it wrote in {}, and this command does not write it)",
+                                               kOutputMarker, target);
   for (const auto& x : tree_of(target))
     if (!known.count(x))
       throw std::runtime_error(
-          listed ? fmt::format("{}/{} is not genemask's ({} lists what it wrote in {}), so {} is not replaced; move "
-                               "it out and run the command again",
-                               target, x, kOutputMarker, target, target)
-                 : fmt::format("{}/{} may not be genemask's ({}, written by an earlier genemask, does not list what "
-                               "it wrote in {}, and this command does not write it), so {} is not replaced; move it "
-                               "out and run the command again",
-                               target, x, kOutputMarker, target, target));
+          fmt::format("{}/{} {}, so {} is not replaced; move it out and run the command again", target, x, why, target));
 }
 
 }  // namespace

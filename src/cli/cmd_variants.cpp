@@ -335,7 +335,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
                               {"command_line", ctx.command_line}};
   {
     io::AtomicFile f(dir + "/summary.json");
-    f.stream() << io::json_text(j, 2) << '\n';
+    f.stream() << io::json_text(io::with_unterminated_inputs(j), 2) << '\n';
     f.commit();
   }
   out.publish();

@@ -24,7 +24,10 @@ void refuse_multi_rank(const Context& ctx, const std::string& message) {
 
 void print_summary(const Context& ctx, const nlohmann::json& summary) {
   if (ctx.rank != 0) return;
-  std::cout << io::json_text(summary) << std::endl;
+  // An input whose last line had no line end may have been cut short: said on stderr when it
+  // was read, and here beside the numbers that came from it (a command's ranks each read the
+  // tables and lists it reads line by line, so rank 0's record holds them all).
+  std::cout << io::json_text(io::with_unterminated_inputs(summary)) << std::endl;
 }
 
 Progress::Progress(std::string label, double interval_s, bool enabled)

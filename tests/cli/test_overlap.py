@@ -233,6 +233,26 @@ class Overlap(unittest.TestCase):
         p = run(["overlap", "--test", self.t("ml.f.csv"), "--train", self.t("train1.tsv"), "--out", self.t("o8")])
         self.assertEqual(json.loads(text(self.t("o8/summary.json")))["n_test"], 2)
 
+    def test_a_table_cut_short_is_listed_in_the_summaries(self):
+        # A test or training table whose last line has no line end is read as it is, said on
+        # stderr, and listed (unterminated_inputs) in the summary line and in summary.json.
+        def cut(name):
+            body = text(self.t(name))
+            self.assertTrue(body.endswith("\n"))
+            path = self.t("cut-" + name)
+            with open(path, "w") as f:
+                f.write(body[:-1])
+            return path
+        test, train = cut("test.tsv"), cut("train2.csv")
+        p = run(["overlap", "--test", test, "--train", self.t("train1.tsv"), "--train", train, "--out",
+                 self.t("o-cut")])
+        self.assertEqual(summary(p)["unterminated_inputs"], [test, train])
+        self.assertEqual(json.loads(text(self.t("o-cut/summary.json")))["unterminated_inputs"], [test, train])
+        self.assertEqual(p.stderr.count("the last line has no line end"), 2, p.stderr)
+        p = self.overlap("o-whole", "--train", self.t("train1.tsv"))
+        self.assertNotIn("unterminated_inputs", summary(p))
+        self.assertNotIn("unterminated_inputs", json.loads(text(self.t("o-whole/summary.json"))))
+
     def test_errors(self):
         p = self.overlap("e1", "--counts", self.t("plain.h5"), check=False)
         self.assertNotEqual(p.returncode, 0)

@@ -183,6 +183,28 @@ class Predict(unittest.TestCase):
             self.assertEqual(len(said), 1, p.stderr)
             self.assertIn(f"{want_w} window(s) of long sequences have tokens that are all [UNK]", said[0])
 
+    def test_a_table_cut_short_is_listed_in_the_summary(self):
+        """A table whose last line has no line end (a download or copy stopped inside a row) is
+        scored as it is: said on stderr, and listed in the summary line beside the numbers
+        (unterminated_inputs), at 1 and 2 ranks; a whole table lists nothing. embed likewise."""
+        with open(os.path.join(self.tmp, "short.csv")) as f:
+            whole = f.read()
+        self.assertTrue(whole.endswith("\n"))
+        cut = os.path.join(self.tmp, "short-cut.csv")
+        with open(cut, "w") as f:
+            f.write(whole[:-2])  # cut inside the last row (its label, which predict ignores)
+        for ranks in (None, 2):
+            p = self.predict(f"cut{ranks}.tsv", inp="short-cut.csv", ranks=ranks, check=False)
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual(summary(p)["unterminated_inputs"], [cut])
+            self.assertIn(f"{cut}:{len(self.short) + 1}: the last line has no line end", p.stderr)
+            self.assertIn("the summary lists it: unterminated_inputs", p.stderr)
+        s, _ = self.predict("whole.tsv", inp="short.csv")
+        self.assertNotIn("unterminated_inputs", s)
+        p = run(["embed", "--model", self.model, "--input", cut, "--out", os.path.join(self.tmp, "cut.h5"),
+                 "--threads", "1", "--precision", "fp32"])
+        self.assertEqual(summary(p)["unterminated_inputs"], [cut])
+
     def test_embed_reads_the_encoder_of_a_classifier_and_of_a_bare_bertmodel(self):
         """embed reads the encoder only: a classifier (finetune --save-model) and a bare
         BertModel saved by transformers (names without "bert.") give transformers' [CLS] and

@@ -126,7 +126,7 @@ TEST(AnnotationExons, ALastLineWithoutALineEndIsSaid) {
   EXPECT_EQ(testing::internal::GetCapturedStderr(),
             "genemask: warning: " + tmp.file("cut.gff3") + ":2: the last line has no line end: if the file was cut "
             "short (a truncated download or copy), its last feature may be partial and was read as it is; check "
-            "the file (a whole file ends its last line)\n");
+            "the file (a whole file ends its last line; the summary lists it: unterminated_inputs)\n");
   test::write_file(tmp.file("whole.gff3"), whole);
   testing::internal::CaptureStderr();
   EXPECT_EQ(io::read_transcript_exons(tmp.file("whole.gff3")).size(), 1u);

@@ -1,11 +1,15 @@
 #include "io/task_table.hpp"
 
+#include <algorithm>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
 #include "genemask/corpus/tokenizer.hpp"
 #include "io/error.hpp"
+#include "io/json.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -104,13 +108,27 @@ TEST(TaskTable, ALastLineWithoutItsEndIsSaid) {
   EXPECT_EQ(testing::internal::GetCapturedStderr(),
             "genemask: warning: " + tmp.file("cut.tsv") + ":3: the last line has no line end: if the file was cut "
             "short (a truncated download or copy), its last row may be partial, and rows after it missing, and was "
-            "read as it is; check the file (a whole file ends its last line)\n");
+            "read as it is; check the file (a whole file ends its last line; the summary lists it: "
+            "unterminated_inputs)\n");
   test::write_file(tmp.file("whole.tsv"), whole);
   testing::internal::CaptureStderr();
   const auto rows = io::read_task_table(tmp.file("whole.tsv"));
   EXPECT_EQ(rows.size(), 2u);
   EXPECT_FALSE(rows.back().unterminated);
   EXPECT_EQ(testing::internal::GetCapturedStderr(), "");
+  // The process records the cut table once, for the summaries (io::with_unterminated_inputs),
+  // and not the whole one.
+  testing::internal::CaptureStderr();
+  io::read_task_table(tmp.file("cut.tsv"));
+  testing::internal::GetCapturedStderr();
+  const auto listed = io::unterminated_inputs();
+  EXPECT_EQ(std::count(listed.begin(), listed.end(), tmp.file("cut.tsv")), 1);
+  EXPECT_EQ(std::count(listed.begin(), listed.end(), tmp.file("whole.tsv")), 0);
+  const auto summary = io::with_unterminated_inputs(nlohmann::json{{"n", 2}});
+  ASSERT_TRUE(summary.contains("unterminated_inputs"));
+  EXPECT_EQ(summary["unterminated_inputs"].get<std::vector<std::string>>(), listed);
+  EXPECT_EQ(summary["n"], 2);
+  EXPECT_EQ(io::with_unterminated_inputs(nlohmann::json::array()), nlohmann::json::array());  // objects only
 }
 
 TEST(Printable, EscapesControlBytesAndBrokenUtf8Only) {

@@ -218,7 +218,7 @@ DatasetStats write_task_dataset(std::vector<Example> examples, const OutputOptio
     write_released((dir / "train.tsv").string(), rows);
   }
   io::AtomicFile f((out / "summary.json").string());
-  f.stream() << io::json_text(dataset_summary(stats, o), 2) << '\n';
+  f.stream() << io::json_text(io::with_unterminated_inputs(dataset_summary(stats, o)), 2) << '\n';
   f.commit();
   return stats;
 }
