@@ -20,6 +20,9 @@
 #                          5% faster than 250 x 4 on an H100)
 #   PAPER_DEVICE=cuda      cpu for a dry run with tiny settings
 #   PAPER_PRECISION=bf16   PAPER_MASKINGS="genemask random"   PAPER_RANKS=2 (count, shards)
+#   PAPER_PROFILE_STEPS=0  N > 0: each arm's N steps before its last under LibTorch's
+#                          profiler (pretrain --profile-steps), the arm's "profile" in the JSON
+#                          (where a real step's time goes, beside train_bench's synthetic one)
 #   GENEMASK_BIN
 # Stages already done (counts, npmi, shards, a finished arm) are kept when it is run again;
 # an arm that was stopped resumes from its last checkpoint (its minutes are then the rest's:
@@ -42,6 +45,8 @@ precision=${PAPER_PRECISION:-bf16}
 ranks=${PAPER_RANKS:-2}
 maskings=${PAPER_MASKINGS:-genemask random}
 model=${PAPER_MODEL:-logo}
+profile_steps=${PAPER_PROFILE_STEPS:-0}
+case $profile_steps in '' | *[!0-9]*) echo "paper_scale: PAPER_PROFILE_STEPS must be an integer >= 0, got '$profile_steps'" >&2; exit 2 ;; esac
 case $model in logo | dnabert) ;; *) echo "paper_scale: PAPER_MODEL must be logo or dnabert, got '$model'" >&2; exit 2 ;; esac
 for v in steps batch accum ranks; do  # refused before anything is made (PAPER_MODEL too, below)
   case ${!v} in '' | *[!0-9]* | 0) echo "paper_scale: PAPER_${v^^} must be a positive integer, got '${!v}'" >&2; exit 2 ;; esac
@@ -121,10 +126,12 @@ for m in $maskings; do
     t=$SECONDS
     resume=()
     [ -d "$run" ] && resume=(--resume)  # an arm stopped earlier continues
+    profile=()
+    [ "$profile_steps" -gt 0 ] && profile=(--profile-steps "$profile_steps")
     "$bin" pretrain --shards "$out/shards" --masking "$m" --npmi "$out/npmi.tsv" --model "$model" \
       --out "$run" "${resume[@]}" --steps "$steps" --batch-per-rank "$batch" --grad-accum "$accum" \
       --device "$device" --precision "$precision" --log-every 100 --eval-every 0 \
-      --checkpoint-every "$steps" >"$run.summary.tmp" 2>"$log"
+      --checkpoint-every "$steps" "${profile[@]}" >"$run.summary.tmp" 2>"$log"
     # The arm's summary under its final name only once whole (a later run then skips the arm).
     # A resumed arm's minutes are its last part's only: it says so, and is given no verdict.
     tail -n 1 "$run.summary.tmp" | python3 -c 'import json, sys; s = json.load(sys.stdin); s["wall_s"] = float(sys.argv[1]); s["resumed"] = sys.argv[2] == "1"; print(json.dumps(s))' \
@@ -159,7 +166,7 @@ for s in arms:
                  "minutes": s["wall_s"] / 60, "resumed": resumed, "goal_met": goal,
                  "tokens_per_s": rate(s["tokens_per_s"]), "model_tflops": rate(s["model_tflops"]), "mfu_datasheet": mfu,
                  "loss": s["loss"], "precision": s["precision"], "packing": s.get("packing"),
-                 "cuda_graphs": s.get("cuda_graphs"), "layout": s["layout"]})
+                 "cuda_graphs": s.get("cuda_graphs"), "layout": s["layout"], "profile": s.get("profile")})
     verdict = ""
     if paper:
         verdict = (", resumed: its minutes are the last part's, no verdict" if resumed

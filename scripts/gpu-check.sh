@@ -51,7 +51,10 @@
 # bench_CFG_no_ce (the graph with LibTorch's MLM loss instead of genemask's one kernel each
 # way, without GENEMASK_FUSED's ce, likewise), bench_CFG_no_weight_bf16 (the graph casting the weights in
 # every forward pass instead of reading their bf16 copies, GENEMASK_FUSED's weight-bf16, which
-# is on by default: its ablation; GPU only), bench_CFG_pytorch,
+# is on by default: its ablation; GPU only), bench_CFG_gelu_rows2 and bench_CFG_gelu_rows4
+# (the graph with the fused bias + GELU's kernels loading 2 or 4 of a thread's rows before
+# they use the first, instead of 1: the same bits, cuda/rows_in_flight.hpp; profiled; GPU
+# only), bench_CFG_pytorch,
 # bench_CFG_sweep (every batch of the sweep, eager and graph, and PyTorch; GPU only),
 # bench_CFG_packing (samples of 7-512 positions, uniform as the shards' recipe draws them,
 # padded to the longest and packed: real tokens/s of each), bench_CFG_kernels (genemask's
@@ -60,7 +63,8 @@
 # docs/build.md "The kernels alone"), pretrain_CFG (`genemask pretrain` on real shards of
 # --genome, as bench/paper_scale.sh runs it: random masking, the config's batch, one
 # micro-batch a step, packing and CUDA graphs as pretrain's defaults; its real tokens/s and
-# model TFLOP/s against the synthetic step's; skipped without --genome). A failing part does not stop
+# model TFLOP/s against the synthetic step's, and the profile of its 5 steps before the last
+# (pretrain --profile-steps; fewer in a shorter run); skipped without --genome). A failing part does not stop
 # the others; a part whose program did not build is skipped. The end prints a table of the
 # parts.
 #
@@ -77,7 +81,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"no-ln-smem"/"no-ln-lean"/"no-bias-sum"/"no-ce"/"no-weight-bf16"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"no-ln-smem"/"no-ln-lean"/"no-bias-sum"/"no-ce"/"no-weight-bf16"/"gelu-rows2"/"gelu-rows4"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -97,7 +101,8 @@
 #                (against peak_tflops), mfu_datasheet, packing, cuda_graphs, loss, and synthetic: the
 #                benchmark row it is held against (the graph step at the same batch, else
 #                the eager one: variant, achieved_tflops, mfu) with vs_synthetic, the
-#                ratio of the model TFLOP/s
+#                ratio of the model TFLOP/s, and profile (pretrain --profile-steps' on rank
+#                0: the classes of bench rows' "profile", for the real step; null if none)
 # Exit codes: 0 every part passed (or was skipped by --no-build); 1 a part failed (or was
 # skipped because its program did not build); 143 or 130: stopped by TERM or INT (the
 # JSON written as above); 2 before any part ran: a bad option, a
@@ -174,7 +179,7 @@ counts --sweep-logo $sweep_logo
 # The benchmark parts of one train_bench run each, in the report's order (bench_CFG_VARIANT;
 # "genemask" is the eager step): the report reads their results by these names and labels
 # each row with the variant's name in dashes.
-one_run_variants="genemask graph no_ln_bf16 no_gelu bgrad no_ln_smem no_ln_lean no_bias_sum no_ce no_weight_bf16"
+one_run_variants="genemask graph no_ln_bf16 no_gelu bgrad no_ln_smem no_ln_lean no_bias_sum no_ce no_weight_bf16 gelu_rows2 gelu_rows4"
 all_parts="build model_tests gpu_tests"
 for cfg in dnabert logo; do
   for p in $one_run_variants packing pytorch sweep kernels; do
@@ -409,7 +414,8 @@ for cfg in ("dnabert", "logo"):  # pretrain on real shards against the synthetic
     pr = {"batch": batch, "steps": arm["steps"], "real_tokens_per_s": arm["tokens_per_s"],
           "model_tflops": arm["model_tflops"], "mfu": arm["model_tflops"] / peak_tflops if peak_tflops else None,
           "mfu_datasheet": arm["mfu_datasheet"] if device == "cuda" else None, "packing": arm["packing"],
-          "cuda_graphs": arm["cuda_graphs"], "loss": arm["loss"], "synthetic": None, "vs_synthetic": None}
+          "cuda_graphs": arm["cuda_graphs"], "loss": arm["loss"], "synthetic": None, "vs_synthetic": None,
+          "profile": arm.get("profile")}
     same = [r for r in rows if r["config"] == cfg and r["impl"] == "genemask" and r["batch"] == batch
             and r["variant"] in ("graph", "eager")]
     if same:
@@ -466,13 +472,16 @@ for cfg, pr in res["pretrain"].items():
              f"pretrain / synthetic {pr['vs_synthetic']:.2f}x" if syn and pr["vs_synthetic"] else ""))
 print()
 classes = ["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]
-prof = [r for r in rows if r.get("profile")]
+# The bench rows' profiles, then pretrain's on real shards (variant "pretrain").
+prof = [r for r in rows if r.get("profile")] + [
+    {"config": cfg, "variant": "pretrain", "batch": pr["batch"], "profile": pr["profile"]}
+    for cfg, pr in res["pretrain"].items() if pr.get("profile")]
 if prof:
     print("where a step's time goes (ms per step, " + prof[0]["profile"]["source"] + ")")
-    print(f"{'config':8s} {'variant':7s} {'batch':>5s} " + " ".join(f"{c:>16s}" for c in classes) + f" {'step':>8s}")
+    print(f"{'config':8s} {'variant':12s} {'batch':>5s} " + " ".join(f"{c:>16s}" for c in classes) + f" {'step':>8s}")
     for r in prof:
         sp = r["profile"]["seconds_per_step"]
-        print(f"{r['config']:8s} {r['variant']:7s} {r['batch']:5d} " + " ".join(f"{sp[c] * 1e3:16.3f}" for c in classes)
+        print(f"{r['config']:8s} {r['variant']:12s} {r['batch']:5d} " + " ".join(f"{sp[c] * 1e3:16.3f}" for c in classes)
               + f" {r['profile']['step_s'] * 1e3:8.2f}")
 for cfg, kb in res["kernels"].items():
     print(f"{cfg}: genemask's kernels alone ({kb['rows']} rows; copy bandwidth {kb['copy_gbs']:.0f} GB/s)")
@@ -631,11 +640,15 @@ packed() {
 # pretrain CFG BATCH: `genemask pretrain` of CFG on real shards of --genome, as
 # bench/paper_scale.sh runs it (counts, ranking and shards made once in $work/paper for both
 # configs): random masking, BATCH samples in one micro-batch a step, --pretrain-steps steps;
-# its summary in $work/paper/paper_scale[-dnabert].json. On a failure, the run's log's end.
+# its summary in $work/paper/paper_scale[-dnabert].json, with the profile of its 5 steps
+# before the last (as many as the run has before its last, if fewer). On a failure, the
+# run's log's end.
 # shellcheck disable=SC2317  # called through part()
 pretrain() {
   local rc=0
+  local profile=$((pretrain_steps - 1 < 5 ? pretrain_steps - 1 : 5))
   PAPER_MODEL=$1 PAPER_MASKINGS=random PAPER_STEPS=$pretrain_steps PAPER_BATCH=$2 PAPER_ACCUM=1 \
+    PAPER_PROFILE_STEPS=$profile \
     PAPER_DEVICE=$device PAPER_PRECISION=$precision PAPER_GENOME=$genome GENEMASK_BIN=$bin \
     bash "$root/bench/paper_scale.sh" "$work/paper" || rc=$?
   if [ "$rc" != 0 ] && [ -f "$work/paper/$1-random.log" ]; then tail -n 20 "$work/paper/$1-random.log" >&2; fi
@@ -678,6 +691,10 @@ for cfg in dnabert logo; do
     # And casting the weights in every forward pass instead of reading their bf16 copies
     # (weight-bf16, on by default), likewise.
     bench_part "$cfg" no_weight_bf16 "$b" --graph --no-weight-bf16
+    # The fused bias + GELU with 2 and 4 rows' loads in flight per thread (the default is 1;
+    # the same bits): against the graph row, what more loads in flight gain in the whole step.
+    bench_part "$cfg" gelu_rows2 "$b" --graph --gelu-rows 2 --profile 3
+    bench_part "$cfg" gelu_rows4 "$b" --graph --gelu-rows 4 --profile 3
   else
     skip "bench_${cfg}_graph" "no CUDA graph on the CPU"
     skip "bench_${cfg}_no_ln_bf16" "the bf16 copy is the GPU kernel's"
@@ -688,6 +705,8 @@ for cfg in dnabert logo; do
     skip "bench_${cfg}_no_bias_sum" "the column-sum kernel runs on a GPU"
     skip "bench_${cfg}_no_ce" "the fused cross-entropy is a GPU kernel"
     skip "bench_${cfg}_no_weight_bf16" "its ablation runs in the CUDA graph"
+    skip "bench_${cfg}_gelu_rows2" "the fused bias + GELU is a GPU kernel"
+    skip "bench_${cfg}_gelu_rows4" "the fused bias + GELU is a GPU kernel"
   fi
   ready "bench_${cfg}_packing" train_bench "$tb" && part "bench_${cfg}_packing" packed "$cfg" "$b"
   part "bench_${cfg}_pytorch" bash -c '"$@" >"$0"' "$work/bench-$cfg-pytorch.json" \

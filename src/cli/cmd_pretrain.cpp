@@ -18,32 +18,35 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
   nlohmann::json layout = nlohmann::json::array();
   for (const auto& p : s.layout)
     layout.push_back({{"host", p.host}, {"local_rank", p.local_rank}, {"device", p.device}});
-  print_summary(ctx, {{"command", "pretrain"},
-                      {"out", o.out},
-                      {"masking", to_string(o.masking)},
-                      {"model", model::model_name(o)},
-                      {"init", o.init},
-                      {"ranks", s.ranks},
-                      {"effective_batch", s.effective_batch},
-                      {"allreduce", s.allreduce},
-                      {"layout", layout},
-                      {"precision", s.precision},
-                      {"packing", o.packing},
-                      {"cuda_graphs", s.cuda_graphs},
-                      {"eager_micro_batches", s.eager_micro_batches},
-                      {"cuda_graphs_captured", s.cuda_graphs_captured},
-                      {"start_step", s.start_step},
-                      {"steps_done", s.steps_done},
-                      {"loss", s.last_loss ? nlohmann::json(*s.last_loss) : nlohmann::json()},
-                      {"eval_loss", s.last_eval_loss ? nlohmann::json(*s.last_eval_loss) : nlohmann::json()},
-                      {"eval_samples", s.last_eval_samples},
-                      {"eval_masked_tokens", s.last_eval_masked_tokens},
-                      {"tokens_per_s", s.tokens_per_s},
-                      {"model_tflops", s.model_tflops},
-                      {"mfu_datasheet", s.mfu_datasheet ? nlohmann::json(*s.mfu_datasheet) : nlohmann::json()},
-                      {"seconds", s.seconds},
-                      {"interrupted", s.interrupted},
-                      {"checkpoint", s.last_checkpoint}});
+  nlohmann::json summary = {{"command", "pretrain"},
+                            {"out", o.out},
+                            {"masking", to_string(o.masking)},
+                            {"model", model::model_name(o)},
+                            {"init", o.init},
+                            {"ranks", s.ranks},
+                            {"effective_batch", s.effective_batch},
+                            {"allreduce", s.allreduce},
+                            {"layout", layout},
+                            {"precision", s.precision},
+                            {"packing", o.packing},
+                            {"cuda_graphs", s.cuda_graphs},
+                            {"eager_micro_batches", s.eager_micro_batches},
+                            {"cuda_graphs_captured", s.cuda_graphs_captured},
+                            {"start_step", s.start_step},
+                            {"steps_done", s.steps_done},
+                            {"loss", s.last_loss ? nlohmann::json(*s.last_loss) : nlohmann::json()},
+                            {"eval_loss", s.last_eval_loss ? nlohmann::json(*s.last_eval_loss) : nlohmann::json()},
+                            {"eval_samples", s.last_eval_samples},
+                            {"eval_masked_tokens", s.last_eval_masked_tokens},
+                            {"tokens_per_s", s.tokens_per_s},
+                            {"model_tflops", s.model_tflops},
+                            {"mfu_datasheet", s.mfu_datasheet ? nlohmann::json(*s.mfu_datasheet) : nlohmann::json()},
+                            {"seconds", s.seconds},
+                            {"interrupted", s.interrupted},
+                            {"checkpoint", s.last_checkpoint}};
+  // --profile-steps: the profile of rank 0's steps, as train_bench writes it (null: none).
+  summary["profile"] = s.profile.empty() ? nlohmann::json() : nlohmann::json::parse(s.profile);
+  print_summary(ctx, summary);
   if (s.interrupted) {
     if (ctx.rank == 0)
       std::cerr << "genemask: pretraining stopped by a signal at step " << s.steps_done << " of "
@@ -118,6 +121,12 @@ void register_pretrain(CLI::App& app, Context& ctx) {
       ->check(CLI::IsMember({"auto", "on", "off"}))
       ->capture_default_str();
   sub->add_flag("--tf32,!--no-tf32", o->tf32, "TF32 for fp32 matrix products on a GPU (default on)");
+  sub->add_option("--profile-steps", o->profile_steps,
+                  "N: the N steps before the last under LibTorch's profiler on rank 0 (where a step's time goes: "
+                  "matrix products, attention, elementwise, optimizer, copies, and on a GPU its idle time), in the "
+                  "log and the summary's \"profile\"; 0: none")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--stop-after", o->stop_after, "testing: stop after this step without a checkpoint")->group("");
   sub->add_flag("--static-step", o->static_step, "testing: the CUDA graphs' fixed-shape step, run without capture")
       ->group("");

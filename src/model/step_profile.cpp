@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 namespace genemask::model {
 
@@ -60,27 +61,60 @@ std::string profile_class(const std::string& raw, bool cuda) {
   return "elementwise_norm";
 }
 
+namespace {
+void synchronize(const torch::Device& dev) {
+  if (dev.is_cuda()) at::accelerator::synchronizeDevice(dev.index());
+}
+std::set<torch::profiler::impl::ActivityType> activities(const torch::Device& dev) {
+  std::set<torch::profiler::impl::ActivityType> acts = {torch::profiler::impl::ActivityType::CPU};
+  if (dev.is_cuda()) acts.insert(torch::profiler::impl::ActivityType::CUDA);
+  return acts;
+}
+// Input shapes and dtypes: each costly entry then says which operator, on what, ran it.
+torch::profiler::impl::ProfilerConfig profiler_config() {
+  return torch::profiler::impl::ProfilerConfig(torch::profiler::impl::ProfilerState::KINETO,
+                                               /*report_input_shapes=*/true);
+}
+StepProfile sort_events(const torch::autograd::profiler::ProfilerResult& result, bool cuda, int steps, double wall);
+}  // namespace
+
+ProfileWindow::ProfileWindow(const torch::Device& dev) : dev_(dev) {
+  namespace kin = torch::autograd::profiler;
+  kin::prepareProfiler(profiler_config(), activities(dev_));
+  synchronize(dev_);
+  kin::enableProfiler(profiler_config(), activities(dev_));
+  open_ = true;
+  t0_ = std::chrono::steady_clock::now();
+}
+
+ProfileWindow::~ProfileWindow() {
+  if (!open_) return;
+  try {
+    torch::autograd::profiler::disableProfiler();
+  } catch (...) {  // a destructor on an early return (an error already on its way) does not throw
+  }
+}
+
+StepProfile ProfileWindow::finish(int steps) {
+  synchronize(dev_);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  open_ = false;
+  auto result = torch::autograd::profiler::disableProfiler();
+  return sort_events(*result, dev_.is_cuda(), std::max(1, steps), wall);
+}
+
 StepProfile profile_steps(const std::function<void()>& step, int steps, const torch::Device& dev) {
-  namespace prof = torch::profiler::impl;
+  ProfileWindow w(dev);
+  for (int i = 0; i < std::max(1, steps); ++i) step();
+  return w.finish(steps);
+}
+
+namespace {
+StepProfile sort_events(const torch::autograd::profiler::ProfilerResult& result, bool cuda, int steps, double wall) {
   namespace kin = torch::autograd::profiler;
   StepProfile p;
-  p.cuda = dev.is_cuda();
-  p.steps = std::max(1, steps);
-  auto sync = [&] {
-    if (p.cuda) at::accelerator::synchronizeDevice(dev.index());
-  };
-  std::set<prof::ActivityType> acts = {prof::ActivityType::CPU};
-  if (p.cuda) acts.insert(prof::ActivityType::CUDA);
-  // Input shapes and dtypes: each costly entry then says which operator, on what, ran it.
-  const prof::ProfilerConfig cfg(prof::ProfilerState::KINETO, /*report_input_shapes=*/true);
-  kin::prepareProfiler(cfg, acts);
-  sync();
-  kin::enableProfiler(cfg, acts);
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < p.steps; ++i) step();
-  sync();
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  auto result = kin::disableProfiler();
+  p.cuda = cuda;
+  p.steps = steps;
   p.step_s = wall / p.steps;
 
   std::map<std::string, double> by_class, by_name;
@@ -91,10 +125,10 @@ StepProfile profile_steps(const std::function<void()>& step, int steps, const to
     // union is taken anyway). Idle = the wall time not covered by any of them. Each kernel
     // is named with the operator that launched it (by correlation id) and its inputs.
     std::map<uint64_t, const kin::KinetoEvent*> ops;
-    for (const auto& e : result->events())
+    for (const auto& e : result.events())
       if (e.deviceType() == c10::DeviceType::CPU && e.correlationId() != 0) ops[e.correlationId()] = &e;
     std::vector<std::pair<uint64_t, uint64_t>> spans;
-    for (const auto& e : result->events()) {
+    for (const auto& e : result.events()) {
       if (e.deviceType() != c10::DeviceType::CUDA || e.endNs() <= e.startNs()) continue;
       const double s = static_cast<double>(e.durationNs()) * 1e-9;
       const std::string name = e.name();
@@ -115,7 +149,7 @@ StepProfile profile_steps(const std::function<void()>& step, int steps, const to
   } else {
     // CPU operators: exclusive time (an operator's span less its children's on its thread).
     std::map<uint64_t, std::vector<const kin::KinetoEvent*>> threads;
-    for (const auto& e : result->events())
+    for (const auto& e : result.events())
       if (e.deviceType() == c10::DeviceType::CPU && e.endNs() > e.startNs()) threads[e.startThreadId()].push_back(&e);
     for (auto& [tid, evs] : threads) {
       std::sort(evs.begin(), evs.end(), [](auto* a, auto* b) {
@@ -150,6 +184,7 @@ StepProfile profile_steps(const std::function<void()>& step, int steps, const to
   p.kernels_per_step = count / p.steps;
   return p;
 }
+}  // namespace
 
 std::string StepProfile::to_json() const {
   nlohmann::ordered_json j;

@@ -5,6 +5,7 @@
 // its own; on a CPU they are the operators' own (exclusive) times.
 #include <torch/torch.h>
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <utility>
@@ -34,6 +35,25 @@ struct StepProfile {
   std::vector<std::pair<std::string, double>> top;
   double kernels_per_step = 0;                          // GPU kernels (CPU: operators) per step
   std::string to_json() const;
+};
+
+/// The profiler around steps that are not one function (`pretrain --profile-steps`: a run's
+/// loop): the constructor synchronises `dev` and starts the profiler and the clock, finish()
+/// synchronises `dev` again and sorts what ran since into a StepProfile of `steps` steps.
+/// One window at a time in a process; one that is destroyed unfinished (an early return)
+/// stops the profiler and keeps nothing.
+class ProfileWindow {
+ public:
+  explicit ProfileWindow(const torch::Device& dev);
+  ~ProfileWindow();
+  ProfileWindow(const ProfileWindow&) = delete;
+  ProfileWindow& operator=(const ProfileWindow&) = delete;
+  StepProfile finish(int steps);
+
+ private:
+  torch::Device dev_;
+  bool open_ = false;
+  std::chrono::steady_clock::time_point t0_;
 };
 
 /// Runs `step` `steps` times under the profiler (after the caller's warm-up) on `dev`.

@@ -43,6 +43,7 @@
 #include "model/optim.hpp"
 #include "model/packing.hpp"
 #include "model/runtime.hpp"
+#include "model/step_profile.hpp"
 #include "model/weight_copies.hpp"
 
 namespace fs = std::filesystem;
@@ -267,6 +268,11 @@ void check_options(const PretrainOptions& o) {
         o.keep_checkpoints));
   if (o.warmup < 0 || o.log_every <= 0 || o.checkpoint_every < 0 || o.eval_every < 0 || o.eval_batches < 0)
     throw std::invalid_argument("--warmup, --checkpoint-every, --eval-every and --eval-batches must be >= 0, --log-every > 0");
+  if (o.profile_steps < 0 || (o.profile_steps > 0 && o.profile_steps >= o.steps))
+    throw std::invalid_argument(fmt::format("--profile-steps {} must be in 0..{} (--steps {} less one: the profiled steps "
+                                            "end before the last step, whose log line, evaluation and checkpoint are "
+                                            "not training)",
+                                            o.profile_steps, o.steps - 1, o.steps));
 }
 
 /// One pretraining run: what the steps below set up and the training loop uses.
@@ -1097,7 +1103,30 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   const double peak_all = hpc::allreduce_sum_double(peak_here, r.comm);
   const bool peak_known = hpc::allreduce_sum_double(peak_here > 0 ? 0.0 : 1.0, r.comm) == 0;
   double flops_window = 0;
+  // --profile-steps N: rank 0 profiles the N steps before the last (a resumed run those of
+  // them still to do): their data, micro-batches, all-reduce and update, with the log lines
+  // and checkpoints that fall among them; the last step's line, evaluation and checkpoint
+  // stay outside.
+  const int64_t profile_end = o.steps - 1, profile_begin = std::max(r.step, o.steps - 1 - o.profile_steps);
+  std::unique_ptr<ProfileWindow> profiling;  // an early return stops it, keeping nothing
+  if (o.profile_steps > 0 && profile_begin >= profile_end)
+    r.say(fmt::format("--profile-steps {}: no step to profile (the run resumes at step {} of {})", o.profile_steps,
+                      r.step, o.steps));
   while (r.step < o.steps) {
+    if (o.profile_steps > 0 && r.rank == 0 && profile_begin < profile_end) {
+      if (r.step == profile_begin) {
+        profiling = std::make_unique<ProfileWindow>(r.device);
+      } else if (r.step == profile_end && profiling) {
+        const StepProfile p = profiling->finish(static_cast<int>(profile_end - profile_begin));
+        profiling.reset();
+        sum.profile = p.to_json();
+        std::string classes;
+        for (const auto& [name, secs] : p.seconds)  // idle is the GPU's: none on a CPU
+          if (p.cuda || name != "idle") classes += fmt::format(", {} {:.2f}", name, secs * 1e3);
+        r.say(fmt::format("profile of steps {}-{} (rank 0, {}), ms per step: step {:.2f}{}", profile_begin + 1,
+                          profile_end, p.cuda ? "the GPU's kernels" : "the CPU's operators", p.step_s * 1e3, classes));
+      }
+    }
     StepData sd = pending.get();
     if (r.step + 1 < o.steps) pending = std::async(policy, fetch);
     if (sd.first) dump_batch(*sd.first, o.dump_first_batch);

@@ -47,6 +47,9 @@ struct PretrainOptions {
   int64_t stop_after = -1;  // testing: return after this step without a checkpoint (like a kill)
   std::string dump_first_batch;  // testing: the first micro-batch of rank 0 as safetensors
   std::string genome_weights;    // "" or bases | uniform | list | temperature:T (shards of a genome list)
+  /// --profile-steps: this many steps before the last one under LibTorch's profiler on rank 0
+  /// (model/step_profile.hpp), for where a real step's time goes; 0: none.
+  int64_t profile_steps = 0;
   std::string command_line;
 };
 
@@ -85,6 +88,10 @@ struct PretrainSummary {
     int local_rank = 0;
   };
   std::vector<RankPlace> layout;
+  /// --profile-steps' result on rank 0: StepProfile::to_json() of the steps profiled (as
+  /// train_bench's "profile"), or empty when none was (no --profile-steps, no step in its
+  /// window, or the run stopped inside it).
+  std::string profile;
 };
 
 /// Collective over comm. `log` receives progress lines on rank 0.

@@ -40,7 +40,7 @@ CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"pretrain_{c}" if p == "pretrain" else f"bench_{c}_{p}"
                                                  for c in ("dnabert", "logo")
                                                  for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "no_ln_smem", "no_ln_lean", "no_bias_sum", "no_ce",
-                                                           "no_weight_bf16", "packing",
+                                                           "no_weight_bf16", "gelu_rows2", "gelu_rows4", "packing",
                                                            "pytorch",
                                                            "sweep", "kernels", "pretrain")]
 # The GPU tests' count, from test_gpu.py itself: all of them must run (on the CPU here).
@@ -64,6 +64,10 @@ GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph
             "bench_logo_no_ce": "the fused cross-entropy is a GPU kernel",
             "bench_dnabert_no_weight_bf16": "its ablation runs in the CUDA graph",
             "bench_logo_no_weight_bf16": "its ablation runs in the CUDA graph",
+            "bench_dnabert_gelu_rows2": "the fused bias + GELU is a GPU kernel",
+            "bench_logo_gelu_rows2": "the fused bias + GELU is a GPU kernel",
+            "bench_dnabert_gelu_rows4": "the fused bias + GELU is a GPU kernel",
+            "bench_logo_gelu_rows4": "the fused bias + GELU is a GPU kernel",
             "bench_dnabert_sweep": "the micro-batch sweep runs on a GPU",
             "bench_logo_sweep": "the micro-batch sweep runs on a GPU",
             "bench_dnabert_kernels": "genemask's CUDA kernels run on a GPU",
@@ -141,8 +145,8 @@ class GpuCheckDryRun(unittest.TestCase):
             self.assertGreater(sum(r["breakdown_s"].values()), 0)
             # The profile of the step: every class, the operators' own times within the step.
             prof = r["profile"]
-            self.assertEqual(list(prof["seconds_per_step"]),
-                             ["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"])
+            self.assertEqual(sorted(prof["seconds_per_step"]),
+                             sorted(["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]))
             self.assertGreater(prof["seconds_per_step"]["matmul"], 0)
             self.assertLessEqual(sum(prof["seconds_per_step"].values()), prof["step_s"] * 1.05)
             self.assertTrue(prof["top"])
@@ -399,6 +403,15 @@ class GpuCheckDryRun(unittest.TestCase):
                                    r"packing on, CUDA graphs off \(the device is a CPU\)\): \d+ real tokens/s, "
                                    r"[0-9.]+ model TFLOP/s, MFU - \(datasheet -\); "
                                    r"the synthetic eager step: [0-9.]+ TFLOP/s, pretrain / synthetic [0-9.]+x$")
+        # The real step's profile (pretrain --profile-steps: of a 2-step run, the one step before
+        # the last), in the JSON and in the table of where a step's time goes.
+        prof = pr["profile"]
+        self.assertEqual(prof["steps"], 1, prof)
+        self.assertEqual(sorted(prof["seconds_per_step"]),
+                         sorted(["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]))
+        self.assertGreater(prof["seconds_per_step"]["matmul"], 0)
+        self.assertGreater(prof["step_s"], 0)
+        self.assertRegex(p.stdout, r"(?m)^logo +pretrain +2 +[0-9.]+ ")
 
     def test_bad_counts_are_refused_before_any_part(self):
         with tempfile.TemporaryDirectory() as tmp:

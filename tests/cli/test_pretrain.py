@@ -289,6 +289,49 @@ class Pretrain(unittest.TestCase):
             self.assertTrue(any(r[3] is not None for r in got["kept"]), got["kept"])
             self.assertEqual(got["kept"], got["cast"], mode)
 
+    def test_profile_steps_change_no_number(self):
+        # --profile-steps N: rank 0's N steps before the last under LibTorch's profiler, its
+        # classes in the log and the summary's "profile" (as train_bench's); the same losses,
+        # gradient norms and evaluations to the bit as without it, at 1 rank; at 2 ranks
+        # rank 0's profile.
+        got = {}
+        for name, extra, ranks in [("plain", [], None), ("profiled", ["--profile-steps", "3"], None),
+                                   ("profiled2", ["--profile-steps", "3"], 2)]:
+            out = os.path.join(self.tmp, f"profile-{name}")
+            p = self.pretrain(out, extra, ranks=ranks, steps=6, eval_every=3, checkpoint_every=3)
+            s = summary(p)
+            with open(os.path.join(out, "metrics.jsonl")) as f:
+                got[name] = [(r["step"], r.get("loss"), r.get("grad_norm"), r.get("eval_loss"))
+                             for r in map(json.loads, filter(str.strip, f))]
+            if name == "plain":
+                self.assertIsNone(s["profile"])
+                self.assertNotIn("profile of steps", p.stderr)
+                continue
+            prof = s["profile"]
+            self.assertEqual(prof["steps"], 3, prof)
+            self.assertEqual(prof["source"], "CPU operators' own time (Kineto)")
+            self.assertEqual(sorted(prof["seconds_per_step"]),
+                             sorted(["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]))
+            self.assertGreater(prof["seconds_per_step"]["matmul"], 0)
+            self.assertGreater(prof["step_s"], 0)
+            self.assertTrue(prof["top"], prof)
+            said = [l for l in p.stderr.splitlines() if "profile of steps" in l]
+            self.assertEqual(len(said), 1, p.stderr)
+            self.assertRegex(said[0], r"profile of steps 3-5 \(rank 0, the CPU's operators\), ms per step: step "
+                                      r"[0-9.]+, matmul [0-9.]+, attention [0-9.]+, elementwise_norm [0-9.]+")
+        self.assertEqual(len([r for r in got["plain"] if r[1] is not None]), 6)
+        self.assertEqual(got["plain"], got["profiled"])
+        # A continuation that starts at the last step has no step before it to profile: said.
+        p = self.pretrain(os.path.join(self.tmp, "profile-plain"), ["--resume", "--profile-steps", "3"], steps=7,
+                          eval_every=3, checkpoint_every=3)
+        self.assertIsNone(summary(p)["profile"])
+        self.assertIn("--profile-steps 3: no step to profile (the run resumes at step 6 of 7)", p.stderr)
+        # N must leave the last step out.
+        p = self.pretrain(os.path.join(self.tmp, "profile-bad"), ["--profile-steps", "6"], steps=6, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("--profile-steps 6 must be in 0..5 (--steps 6 less one", p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "profile-bad")))
+
     def test_init_continues_from_a_transformers_model(self):
         # A BertForMaskedLM saved by transformers (save_pretrained), dropout set to 0 so that
         # the training-mode loss is the model's loss.

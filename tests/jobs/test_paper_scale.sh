@@ -35,6 +35,7 @@ assert [a["masking"] for a in r["arms"]] == ["genemask", "random"], r["arms"]
 for a in r["arms"]:
     assert a["steps"] == 3 and a["minutes"] >= 0 and a["tokens_per_s"] > 0 and a["model_tflops"] > 0, a
     assert a["mfu_datasheet"] is None and a["precision"] == "fp32", a
+    assert a["profile"] is None, a  # no PAPER_PROFILE_STEPS
     assert a["loss"] is not None and a["loss"] > 0, a
     m = [json.loads(l) for l in open(f"{out}/logo-{a['masking']}/metrics.jsonl") if '"loss"' in l]
     assert m and m[-1]["step"] == 3, m
@@ -74,6 +75,11 @@ if PAPER_STEPS=0 bash "$repo/bench/paper_scale.sh" "$tmp/bad" >"$tmp/bad.log" 2>
   echo "PAPER_STEPS=0 was accepted" >&2; fail=1
 fi
 grep -q "PAPER_STEPS must be a positive integer, got '0'" "$tmp/bad.log" || { echo "no reason for PAPER_STEPS=0" >&2; fail=1; }
+[ ! -e "$tmp/bad" ] || { echo "a refused run made its output directory" >&2; fail=1; }
+if PAPER_PROFILE_STEPS=x bash "$repo/bench/paper_scale.sh" "$tmp/bad" >"$tmp/bad.log" 2>&1; then
+  echo "PAPER_PROFILE_STEPS=x was accepted" >&2; fail=1
+fi
+grep -q "PAPER_PROFILE_STEPS must be an integer >= 0, got 'x'" "$tmp/bad.log" || { echo "no reason for PAPER_PROFILE_STEPS=x" >&2; fail=1; }
 [ ! -e "$tmp/bad" ] || { echo "a refused run made its output directory" >&2; fail=1; }
 # Results made with other settings are never served: another PAPER_STEPS for a finished arm,
 # or another genome for the counts and shards, is refused and changes nothing.
