@@ -101,8 +101,10 @@
 #                (against peak_tflops), mfu_datasheet, packing, cuda_graphs, loss, and synthetic: the
 #                benchmark row it is held against (the graph step at the same batch, else
 #                the eager one: variant, achieved_tflops, mfu) with vs_synthetic, the
-#                ratio of the model TFLOP/s, and profile (pretrain --profile-steps' on rank
-#                0: the classes of bench rows' "profile", for the real step; null if none)
+#                ratio of the model TFLOP/s, fill and rows_per_micro_batch (of its last
+#                logged window: real tokens over the positions computed, and a
+#                micro-batch's rows), and profile (pretrain --profile-steps' on rank 0: the
+#                classes of bench rows' "profile", for the real step; null if none)
 # Exit codes: 0 every part passed (or was skipped by --no-build); 1 a part failed (or was
 # skipped because its program did not build); 143 or 130: stopped by TERM or INT (the
 # JSON written as above); 2 before any part ran: a bad option, a
@@ -415,7 +417,8 @@ for cfg in ("dnabert", "logo"):  # pretrain on real shards against the synthetic
           "model_tflops": arm["model_tflops"], "mfu": arm["model_tflops"] / peak_tflops if peak_tflops else None,
           "mfu_datasheet": arm["mfu_datasheet"] if device == "cuda" else None, "packing": arm["packing"],
           "cuda_graphs": arm["cuda_graphs"], "loss": arm["loss"], "synthetic": None, "vs_synthetic": None,
-          "profile": arm.get("profile")}
+          "profile": arm.get("profile"), "fill": arm.get("fill"),
+          "rows_per_micro_batch": arm.get("rows_per_micro_batch")}
     same = [r for r in rows if r["config"] == cfg and r["impl"] == "genemask" and r["batch"] == batch
             and r["variant"] in ("graph", "eager")]
     if same:
@@ -466,7 +469,9 @@ for cfg, pr in res["pretrain"].items():
     syn = pr["synthetic"]
     print(f"{cfg:8s} pretrain on real shards (random masking, batch {pr['batch']}, {pr['steps']} steps, "
           f"packing {pr['packing']}, CUDA graphs {pr['cuda_graphs']}): "
-          f"{pr['real_tokens_per_s']:.0f} real tokens/s, {pr['model_tflops']:.1f} model TFLOP/s, "
+          f"{pr['real_tokens_per_s']:.0f} real tokens/s"
+          + (f" (fill {pr['fill']:.3f}, {pr['rows_per_micro_batch']:.1f} rows a micro-batch)" if pr.get("fill") else "")
+          + f", {pr['model_tflops']:.1f} model TFLOP/s, "
           f"MFU {pct(pr['mfu'])} (datasheet {pct(pr['mfu_datasheet'])})"
           + (f"; the synthetic {syn['variant']} step: {syn['achieved_tflops']:.1f} TFLOP/s, "
              f"pretrain / synthetic {pr['vs_synthetic']:.2f}x" if syn and pr["vs_synthetic"] else ""))

@@ -39,6 +39,8 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                             {"eval_samples", s.last_eval_samples},
                             {"eval_masked_tokens", s.last_eval_masked_tokens},
                             {"tokens_per_s", s.tokens_per_s},
+                            {"fill", s.fill},
+                            {"rows_per_micro_batch", s.rows_per_micro_batch},
                             {"model_tflops", s.model_tflops},
                             {"mfu_datasheet", s.mfu_datasheet ? nlohmann::json(*s.mfu_datasheet) : nlohmann::json()},
                             {"seconds", s.seconds},

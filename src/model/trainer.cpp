@@ -172,6 +172,9 @@ struct StepData {
   std::optional<Batch> first;  // the first micro-batch as the loader gave it (--dump-first-batch)
   double masked = 0, tokens = 0;
   double len_sq = 0;  // sum over samples of (real tokens)^2: the attention's model FLOPs
+  // Positions the model computes (rows x columns of each micro-batch as staged: padding, and
+  // the fixed shapes' rows, included) and micro-batches: the window's fill and rows.
+  double positions = 0, micro_batches = 0;
   std::vector<uint64_t> genome_tokens;  // real tokens per genome (shard sets of a genome list)
   LoaderCursor next;
 };
@@ -1076,6 +1079,9 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         keep_first = false;
       }
       sd.masked += static_cast<double>(sd.micro.back().masked);
+      const HostBatch& h = sd.micro.back();
+      sd.positions += static_cast<double>(h.fixed ? h.shape.rows * h.shape.cols : h.rows * h.cols);
+      sd.micro_batches += 1;
       sd.tokens += static_cast<double>(b.real_tokens());
       sd.next = b.next;
     }
@@ -1102,7 +1108,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   const double peak_here = r.device.is_cuda() && r.bf16 ? datasheet_bf16_tflops(cuda_device_name(r.device.index())) : 0;
   const double peak_all = hpc::allreduce_sum_double(peak_here, r.comm);
   const bool peak_known = hpc::allreduce_sum_double(peak_here > 0 ? 0.0 : 1.0, r.comm) == 0;
-  double flops_window = 0;
+  double flops_window = 0, positions_window = 0, micro_window = 0, rows_window = 0;
   // --profile-steps N: rank 0 profiles the N steps before the last (a resumed run those of
   // them still to do): their data, micro-batches, all-reduce and update, with the log lines
   // and checkpoints that fall among them; the last step's line, evaluation and checkpoint
@@ -1166,6 +1172,9 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     ++r.step;
     tokens_window += sd.tokens;
     flops_window += training_flops(shape, sd.tokens, sd.len_sq, sd.masked);
+    positions_window += sd.positions;
+    micro_window += sd.micro_batches;
+    for (const auto& h : sd.micro) rows_window += static_cast<double>(h.fixed ? h.shape.rows : h.rows);
     for (size_t g = 0; g < ngenomes; ++g) {
       genome_window[g] += sd.genome_tokens[g];
       genome_since_checkpoint[g] += sd.genome_tokens[g];
@@ -1200,6 +1209,15 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       const double all_flops = hpc::allreduce_sum_double(flops_window, r.comm);
       const double tps = secs > 0 ? all_tokens / secs : 0;
       sum.tokens_per_s = tps;
+      // The share of the positions computed that were real tokens, and a micro-batch's mean
+      // rows (all ranks): what a packed step computes beside the synthetic benchmark's full
+      // rows of 512.
+      const double all_positions = hpc::allreduce_sum_double(positions_window, r.comm);
+      const double all_micro = hpc::allreduce_sum_double(micro_window, r.comm);
+      const double all_rows = hpc::allreduce_sum_double(rows_window, r.comm);
+      sum.fill = all_positions > 0 ? all_tokens / all_positions : 0;
+      sum.rows_per_micro_batch = all_micro > 0 ? all_rows / all_micro : 0;
+      positions_window = micro_window = rows_window = 0;
       sum.model_tflops = secs > 0 ? all_flops / secs / 1e12 : 0;
       sum.mfu_datasheet.reset();
       if (peak_known) sum.mfu_datasheet = sum.model_tflops / peak_all;
@@ -1220,6 +1238,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
                         {"lr", lr},
                         {"grad_norm", norm},
                         {"tokens_per_s", tps},
+                        {"fill", sum.fill},
                         {"model_tflops", sum.model_tflops},
                         {"precision", precision_name(r.bf16)},
                         {"seconds", std::chrono::duration<double>(clock::now() - r.t_start).count()}};

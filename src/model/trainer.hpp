@@ -72,6 +72,10 @@ struct PretrainSummary {
   /// else nullopt).
   double model_tflops = 0;
   std::optional<double> mfu_datasheet;
+  /// Of the last logged window (all ranks): the real tokens over the positions the model
+  /// computed (rows x columns as staged, padding included), and a micro-batch's mean rows
+  /// (0 before a logged step).
+  double fill = 0, rows_per_micro_batch = 0;
   int ranks = 1;
   bool interrupted = false;  // a signal asked for a checkpoint and exit
   std::string last_checkpoint;

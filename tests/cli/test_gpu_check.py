@@ -393,6 +393,8 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertIsNone(pr["mfu"])  # no peak on a CPU
         self.assertIsNone(pr["mfu_datasheet"])
         self.assertTrue(pr["loss"] > 0, pr)
+        self.assertTrue(0 < pr["fill"] <= 1, pr)  # packed: real tokens over the positions computed
+        self.assertGreaterEqual(pr["rows_per_micro_batch"], 1)
         syn = [r for r in res["runs"] if r["impl"] == "genemask" and r["config"] == "logo"]
         self.assertEqual(len(syn), 1)
         self.assertEqual(syn[0]["batch"], 2)
@@ -400,7 +402,8 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertAlmostEqual(pr["vs_synthetic"], pr["model_tflops"] / syn[0]["achieved_tflops"], places=9)
         self.assertEqual((pr["packing"], pr["cuda_graphs"]), ("on", "off (the device is a CPU)"))
         self.assertRegex(p.stdout, r"(?m)^logo     pretrain on real shards \(random masking, batch 2, 2 steps, "
-                                   r"packing on, CUDA graphs off \(the device is a CPU\)\): \d+ real tokens/s, "
+                                   r"packing on, CUDA graphs off \(the device is a CPU\)\): \d+ real tokens/s "
+                                   r"\(fill [0-9.]+, [0-9.]+ rows a micro-batch\), "
                                    r"[0-9.]+ model TFLOP/s, MFU - \(datasheet -\); "
                                    r"the synthetic eager step: [0-9.]+ TFLOP/s, pretrain / synthetic [0-9.]+x$")
         # The real step's profile (pretrain --profile-steps: of a 2-step run, the one step before

@@ -436,6 +436,29 @@ class Pretrain(unittest.TestCase):
         self.assertGreater(s["model_tflops"], 0)
         self.assertIsNone(s["mfu_datasheet"])  # fp32 on a CPU: no datasheet peak
 
+    def test_fill_and_rows_of_the_positions_computed(self):
+        # fill (metrics.jsonl and the summary) is the window's real tokens over the positions
+        # the model computed, and rows_per_micro_batch a micro-batch's rows, from the dumped
+        # first batch (one step, one micro-batch, one rank): padded (--packing off), its
+        # samples' tokens over samples x the longest; packed, three short samples share one
+        # row of their summed length, every position real; in the CUDA graphs' fixed shapes
+        # (--static-step, run here without capture), that row is the model's 512 positions.
+        from safetensors.numpy import load_file
+        for mode, extra in [("off", ["--packing", "off"]), ("on", ["--packing", "on"]), ("fixed", ["--static-step"])]:
+            out, dump = os.path.join(self.tmp, f"fill-{mode}"), os.path.join(self.tmp, f"fill-{mode}.safetensors")
+            s = summary(self.pretrain(out, ["--dump-first-batch", dump] + extra, steps=1, grad_accum=1,
+                                      eval_every=0, checkpoint_every=0, batch_per_rank=3))
+            lengths = load_file(dump)["attention_mask"].sum(axis=1).astype(float)
+            self.assertEqual(len(lengths), 3)
+            self.assertGreater(len(set(lengths)), 1)  # unequal samples: padding when padded
+            want = {"off": (lengths.sum() / (3 * lengths.max()), 3), "on": (1.0, 1),
+                    "fixed": (lengths.sum() / 512, 1)}[mode]
+            with open(os.path.join(out, "metrics.jsonl")) as f:
+                line = [json.loads(l) for l in f if '"fill"' in l][0]
+            self.assertAlmostEqual(line["fill"], want[0], places=12)
+            self.assertAlmostEqual(s["fill"], want[0], places=12)
+            self.assertEqual(s["rows_per_micro_batch"], want[1])
+
     def test_bad_genemask_fused_is_one_line_and_leaves_nothing(self):
         # GENEMASK_FUSED (model/fusions.hpp) that is not a list of qkv, ln, ln-bf16, gelu and bgrad,
         # or none: one line naming the variable and the value, no run directory; a good value
