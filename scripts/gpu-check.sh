@@ -63,8 +63,10 @@
 # docs/build.md "The kernels alone"), pretrain_CFG (`genemask pretrain` on real shards of
 # --genome, as bench/paper_scale.sh runs it: random masking, the config's batch, one
 # micro-batch a step, packing and CUDA graphs as pretrain's defaults; its real tokens/s and
-# model TFLOP/s against the synthetic step's, and the profile of its 5 steps before the last
-# (pretrain --profile-steps; fewer in a shorter run); skipped without --genome). A failing part does not stop
+# model TFLOP/s against the synthetic step's, at the same batch and at the rows it computed
+# (train_bench again, at its mean rows of a micro-batch), and the profile of its 5 steps
+# before the last (pretrain --profile-steps; fewer in a shorter run); skipped without
+# --genome). A failing part does not stop
 # the others; a part whose program did not build is skipped. The end prints a table of the
 # parts.
 #
@@ -103,8 +105,10 @@
 #                the eager one: variant, achieved_tflops, mfu) with vs_synthetic, the
 #                ratio of the model TFLOP/s, fill and rows_per_micro_batch (of its last
 #                logged window: real tokens over the positions computed, and a
-#                micro-batch's rows), and profile (pretrain --profile-steps' on rank 0: the
-#                classes of bench rows' "profile", for the real step; null if none)
+#                micro-batch's rows), synthetic_same_rows (train_bench at those rows,
+#                rounded, eager or graph as the run: batch, variant, achieved_tflops) with
+#                vs_synthetic_same_rows, and profile (pretrain --profile-steps' on rank 0:
+#                the classes of bench rows' "profile", for the real step; null if none)
 # Exit codes: 0 every part passed (or was skipped by --no-build); 1 a part failed (or was
 # skipped because its program did not build); 143 or 130: stopped by TERM or INT (the
 # JSON written as above); 2 before any part ran: a bad option, a
@@ -425,6 +429,16 @@ for cfg in ("dnabert", "logo"):  # pretrain on real shards against the synthetic
         syn = min(same, key=lambda r: ("graph", "eager").index(r["variant"]))
         pr["synthetic"] = {"variant": syn["variant"], "achieved_tflops": syn["achieved_tflops"], "mfu": syn.get("mfu")}
         pr["vs_synthetic"] = arm["model_tflops"] / syn["achieved_tflops"] if syn["achieved_tflops"] else None
+    # The synthetic step at the rows the real one computed (pretrain()'s own train_bench run).
+    pr["synthetic_same_rows"] = pr["vs_synthetic_same_rows"] = None
+    try:
+        sr = last_row(os.path.join(work, f"bench-{cfg}-pretrain-rows.json"))
+        pr["synthetic_same_rows"] = {"batch": sr["batch"], "variant": "graph" if sr.get("cuda_graph") else "eager",
+                                     "achieved_tflops": sr["achieved_tflops"]}
+        if sr["achieved_tflops"]:
+            pr["vs_synthetic_same_rows"] = arm["model_tflops"] / sr["achieved_tflops"]
+    except (OSError, IndexError, KeyError, ValueError):
+        pass  # no train_bench, or its run failed (the part says so)
     res["pretrain"][cfg] = pr
 passed = all(p["status"] != "failed" for p in parts.values()) and not interrupted
 res["passed"] = passed
@@ -474,7 +488,10 @@ for cfg, pr in res["pretrain"].items():
           + f", {pr['model_tflops']:.1f} model TFLOP/s, "
           f"MFU {pct(pr['mfu'])} (datasheet {pct(pr['mfu_datasheet'])})"
           + (f"; the synthetic {syn['variant']} step: {syn['achieved_tflops']:.1f} TFLOP/s, "
-             f"pretrain / synthetic {pr['vs_synthetic']:.2f}x" if syn and pr["vs_synthetic"] else ""))
+             f"pretrain / synthetic {pr['vs_synthetic']:.2f}x" if syn and pr["vs_synthetic"] else "")
+          + (f"; at its rows ({pr['synthetic_same_rows']['variant']}, batch {pr['synthetic_same_rows']['batch']}): "
+             f"{pr['synthetic_same_rows']['achieved_tflops']:.1f} TFLOP/s, {pr['vs_synthetic_same_rows']:.2f}x"
+             if pr.get("vs_synthetic_same_rows") else ""))
 print()
 classes = ["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]
 # The bench rows' profiles, then pretrain's on real shards (variant "pretrain").
@@ -657,6 +674,19 @@ pretrain() {
     PAPER_DEVICE=$device PAPER_PRECISION=$precision PAPER_GENOME=$genome GENEMASK_BIN=$bin \
     bash "$root/bench/paper_scale.sh" "$work/paper" || rc=$?
   if [ "$rc" != 0 ] && [ -f "$work/paper/$1-random.log" ]; then tail -n 20 "$work/paper/$1-random.log" >&2; fi
+  [ "$rc" = 0 ] && [ -x "$tb" ] || return "$rc"
+  # The synthetic step at the rows the real one computed (a micro-batch's mean rows in its
+  # last logged window, rounded), eager or graph as the run was: packing gives the real step
+  # fewer rows than samples, so this is the like-for-like rate (bench-CFG-pretrain-rows.json).
+  local json="$work/paper/paper_scale.json" rows graph
+  [ "$1" = logo ] || json="$work/paper/paper_scale-$1.json"
+  read -r rows graph < <("$python" -c 'import json, sys
+a = json.load(open(sys.argv[1]))["arms"][0]
+print(max(1, round(a.get("rows_per_micro_batch") or 0)), "--graph" if a.get("cuda_graphs") == "on" else "-")' "$json")
+  [ "$graph" = - ] && graph=
+  # shellcheck disable=SC2086  # $graph: one flag or none
+  "$tb" "$1" "$threads" "$rows" 512 "$steps" "$device" "$precision" $graph >"$work/bench-$1-pretrain-rows.json" ||
+    rc=$?
   return "$rc"
 }
 # bench_part CFG NAME BATCH ARG...: train_bench's step of CFG, BATCH sequences of 512

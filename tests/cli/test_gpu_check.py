@@ -405,7 +405,13 @@ class GpuCheckDryRun(unittest.TestCase):
                                    r"packing on, CUDA graphs off \(the device is a CPU\)\): \d+ real tokens/s "
                                    r"\(fill [0-9.]+, [0-9.]+ rows a micro-batch\), "
                                    r"[0-9.]+ model TFLOP/s, MFU - \(datasheet -\); "
-                                   r"the synthetic eager step: [0-9.]+ TFLOP/s, pretrain / synthetic [0-9.]+x$")
+                                   r"the synthetic eager step: [0-9.]+ TFLOP/s, pretrain / synthetic [0-9.]+x; "
+                                   r"at its rows \(eager, batch \d+\): [0-9.]+ TFLOP/s, [0-9.]+x$")
+        # The synthetic step again at the rows the packed real step computed (rounded).
+        same = pr["synthetic_same_rows"]
+        self.assertEqual(same["batch"], max(1, round(pr["rows_per_micro_batch"])), pr)
+        self.assertEqual(same["variant"], "eager")
+        self.assertAlmostEqual(pr["vs_synthetic_same_rows"], pr["model_tflops"] / same["achieved_tflops"], places=9)
         # The real step's profile (pretrain --profile-steps: of a 2-step run, the one step before
         # the last), in the JSON and in the table of where a step's time goes.
         prof = pr["profile"]
