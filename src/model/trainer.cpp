@@ -172,9 +172,6 @@ struct StepData {
   std::optional<Batch> first;  // the first micro-batch as the loader gave it (--dump-first-batch)
   double masked = 0, tokens = 0;
   double len_sq = 0;  // sum over samples of (real tokens)^2: the attention's model FLOPs
-  // Positions the model computes (rows x columns of each micro-batch as staged: padding, and
-  // the fixed shapes' rows, included) and micro-batches: the window's fill and rows.
-  double positions = 0, micro_batches = 0;
   std::vector<uint64_t> genome_tokens;  // real tokens per genome (shard sets of a genome list)
   LoaderCursor next;
 };
@@ -1079,9 +1076,6 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         keep_first = false;
       }
       sd.masked += static_cast<double>(sd.micro.back().masked);
-      const HostBatch& h = sd.micro.back();
-      sd.positions += static_cast<double>(h.fixed ? h.shape.rows * h.shape.cols : h.rows * h.cols);
-      sd.micro_batches += 1;
       sd.tokens += static_cast<double>(b.real_tokens());
       sd.next = b.next;
     }
@@ -1172,9 +1166,14 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     ++r.step;
     tokens_window += sd.tokens;
     flops_window += training_flops(shape, sd.tokens, sd.len_sq, sd.masked);
-    positions_window += sd.positions;
-    micro_window += sd.micro_batches;
-    for (const auto& h : sd.micro) rows_window += static_cast<double>(h.fixed ? h.shape.rows : h.rows);
+    // The positions the model computed: each micro-batch's rows x columns as staged (padding,
+    // and the fixed shapes' rows, included), for the window's fill and rows.
+    for (const auto& h : sd.micro) {
+      const int64_t rows = h.fixed ? h.shape.rows : h.rows, cols = h.fixed ? h.shape.cols : h.cols;
+      rows_window += static_cast<double>(rows);
+      positions_window += static_cast<double>(rows * cols);
+      micro_window += 1;
+    }
     for (size_t g = 0; g < ngenomes; ++g) {
       genome_window[g] += sd.genome_tokens[g];
       genome_since_checkpoint[g] += sd.genome_tokens[g];
