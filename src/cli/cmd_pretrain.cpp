@@ -127,7 +127,7 @@ void register_pretrain(CLI::App& app, Context& ctx) {
                   "N: the N steps before the last under LibTorch's profiler on rank 0 (where a step's time goes: "
                   "matrix products, attention, elementwise, optimizer, copies, and on a GPU its idle time), in the "
                   "log and the summary's \"profile\"; 0: none")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative())
       ->capture_default_str();
   sub->add_option("--stop-after", o->stop_after, "testing: stop after this step without a checkpoint")->group("");
   sub->add_flag("--static-step", o->static_step, "testing: the CUDA graphs' fixed-shape step, run without capture")

@@ -331,6 +331,12 @@ class Pretrain(unittest.TestCase):
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--profile-steps 6 must be in 0..5 (--steps 6 less one", p.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "profile-bad")))
+        for value, said in [("-1", "--profile-steps: -1 is negative"), ("abc", "--profile-steps: 'abc' is not a number")]:
+            p = self.pretrain(os.path.join(self.tmp, "profile-bad"), ["--profile-steps", value], check=False)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn(said, p.stderr)
+            self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "profile-bad")))
 
     def test_init_continues_from_a_transformers_model(self):
         # A BertForMaskedLM saved by transformers (save_pretrained), dropout set to 0 so that
