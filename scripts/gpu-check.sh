@@ -105,7 +105,9 @@
 #                the eager one: variant, achieved_tflops, mfu) with vs_synthetic, the
 #                ratio of the model TFLOP/s, fill and rows_per_micro_batch (of its last
 #                logged window: real tokens over the positions computed, and a
-#                micro-batch's rows), synthetic_same_rows (train_bench at those rows,
+#                micro-batch's rows), input_wait and loader_busy (of the same window: the
+#                shares of it the loop waited for its batches and the loader was busy),
+#                synthetic_same_rows (train_bench at those rows,
 #                rounded, eager or graph as the run: batch, variant, achieved_tflops) with
 #                vs_synthetic_same_rows, and profile (pretrain --profile-steps' on rank 0:
 #                the classes of bench rows' "profile", for the real step; null if none)
@@ -422,7 +424,8 @@ for cfg in ("dnabert", "logo"):  # pretrain on real shards against the synthetic
           "mfu_datasheet": arm["mfu_datasheet"] if device == "cuda" else None, "packing": arm["packing"],
           "cuda_graphs": arm["cuda_graphs"], "loss": arm["loss"], "synthetic": None, "vs_synthetic": None,
           "profile": arm.get("profile"), "fill": arm.get("fill"),
-          "rows_per_micro_batch": arm.get("rows_per_micro_batch")}
+          "rows_per_micro_batch": arm.get("rows_per_micro_batch"), "input_wait": arm.get("input_wait"),
+          "loader_busy": arm.get("loader_busy")}
     same = [r for r in rows if r["config"] == cfg and r["impl"] == "genemask" and r["batch"] == batch
             and r["variant"] in ("graph", "eager")]
     if same:
@@ -484,7 +487,11 @@ for cfg, pr in res["pretrain"].items():
     print(f"{cfg:8s} pretrain on real shards (random masking, batch {pr['batch']}, {pr['steps']} steps, "
           f"packing {pr['packing']}, CUDA graphs {pr['cuda_graphs']}): "
           f"{pr['real_tokens_per_s']:.0f} real tokens/s"
-          + (f" (fill {pr['fill']:.3f}, {pr['rows_per_micro_batch']:.1f} rows a micro-batch)" if pr.get("fill") else "")
+          + (" (" + "; ".join(
+              ([f"fill {pr['fill']:.3f}, {pr['rows_per_micro_batch']:.1f} rows a micro-batch"] if pr.get("fill") else [])
+              + ([f"waited for its input {pr['input_wait']:.1%} of the time, loader busy {pr['loader_busy']:.1%}"]
+                 if pr.get("input_wait") is not None and pr.get("loader_busy") is not None else [])) + ")"
+             if pr.get("fill") or pr.get("input_wait") is not None else "")
           + f", {pr['model_tflops']:.1f} model TFLOP/s, "
           f"MFU {pct(pr['mfu'])} (datasheet {pct(pr['mfu_datasheet'])})"
           + (f"; the synthetic {syn['variant']} step: {syn['achieved_tflops']:.1f} TFLOP/s, "
@@ -500,11 +507,15 @@ prof = [r for r in rows if r.get("profile")] + [
     for cfg, pr in res["pretrain"].items() if pr.get("profile")]
 if prof:
     print("where a step's time goes (ms per step, " + prof[0]["profile"]["source"] + ")")
-    print(f"{'config':8s} {'variant':12s} {'batch':>5s} " + " ".join(f"{c:>16s}" for c in classes) + f" {'step':>8s}")
+    # host_waits: the times a step's host waited for the GPU (LibTorch's count; "-" where none
+    # was counted: a CPU, or a profile of a build before the count).
+    print(f"{'config':8s} {'variant':12s} {'batch':>5s} " + " ".join(f"{c:>16s}" for c in classes)
+          + f" {'step':>8s} {'host_waits':>10s}")
     for r in prof:
         sp = r["profile"]["seconds_per_step"]
+        hw = r["profile"].get("host_syncs_per_step")
         print(f"{r['config']:8s} {r['variant']:12s} {r['batch']:5d} " + " ".join(f"{sp[c] * 1e3:16.3f}" for c in classes)
-              + f" {r['profile']['step_s'] * 1e3:8.2f}")
+              + f" {r['profile']['step_s'] * 1e3:8.2f} " + (f"{hw:10.1f}" if hw is not None else f"{'-':>10s}"))
 for cfg, kb in res["kernels"].items():
     print(f"{cfg}: genemask's kernels alone ({kb['rows']} rows; copy bandwidth {kb['copy_gbs']:.0f} GB/s)")
     for c in kb["cases"]:

@@ -6,9 +6,12 @@
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
 
 #include <stdexcept>
+#include <string_view>
 
 namespace genemask::model {
 
@@ -22,6 +25,37 @@ struct StepGraph::Impl {
 std::string cuda_device_name(int index) {
   return at::cuda::getDeviceProperties(static_cast<c10::DeviceIndex>(index))->name;
 }
+
+struct HostSyncCounter::Impl : c10::WarningHandler {
+  bool on = false;
+  int64_t n = 0;
+  c10::WarningHandler* before = nullptr;
+  c10::cuda::SyncDebugMode mode_before = c10::cuda::SyncDebugMode::L_DISABLED;
+  void process(const c10::Warning& w) override {
+    // c10::cuda::warn_or_error_on_sync's words in its warning mode.
+    if (std::string_view(w.msg()).find("called a synchronizing CUDA operation") != std::string_view::npos)
+      ++n;
+    else
+      before->process(w);
+  }
+};
+
+HostSyncCounter::HostSyncCounter(const torch::Device& dev) : impl_(std::make_unique<Impl>()) {
+  if (!dev.is_cuda()) return;
+  impl_->on = true;
+  impl_->before = c10::WarningUtils::get_warning_handler();
+  impl_->mode_before = c10::cuda::warning_state().get_sync_debug_mode();
+  c10::WarningUtils::set_warning_handler(impl_.get());
+  c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
+}
+
+HostSyncCounter::~HostSyncCounter() {
+  if (!impl_->on) return;
+  c10::cuda::warning_state().set_sync_debug_mode(impl_->mode_before);
+  c10::WarningUtils::set_warning_handler(impl_->before);
+}
+
+int64_t HostSyncCounter::count() const { return impl_->on ? impl_->n : -1; }
 
 std::string StepGraph::unavailable(const torch::Device& dev) {
   if (!dev.is_cuda()) return "the device is a CPU";

@@ -47,6 +47,25 @@ class StateSnapshot {
   torch::Tensor rng_;
 };
 
+/// Counts, while it lives, the times the host waited for the GPU on this thread as LibTorch
+/// reports them (c10's sync debug mode: a tensor's value read on the host, a blocking copy, a
+/// stream or device synchronised); the other warnings of the thread go on to the handler
+/// before. One at a time in a process. On a CPU, or in a build without CUDA, it counts
+/// nothing and count() is -1. Waits LibTorch does not report (cuDNN's or NCCL's own) are not
+/// counted.
+class HostSyncCounter {
+ public:
+  explicit HostSyncCounter(const torch::Device& dev);
+  ~HostSyncCounter();
+  HostSyncCounter(const HostSyncCounter&) = delete;
+  HostSyncCounter& operator=(const HostSyncCounter&) = delete;
+  int64_t count() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 class StepGraph {
  public:
   /// Why a step cannot be captured on `dev` in this build: "" when it can; else one

@@ -9,6 +9,11 @@ struct StepGraph::Impl {};
 
 std::string cuda_device_name(int) { return ""; }
 
+struct HostSyncCounter::Impl {};
+HostSyncCounter::HostSyncCounter(const torch::Device&) : impl_(std::make_unique<Impl>()) {}
+HostSyncCounter::~HostSyncCounter() = default;
+int64_t HostSyncCounter::count() const { return -1; }
+
 std::string StepGraph::unavailable(const torch::Device& dev) {
   return dev.is_cuda() ? "this build's LibTorch has no CUDA" : "the device is a CPU";
 }

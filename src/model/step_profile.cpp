@@ -1,5 +1,7 @@
 #include "model/step_profile.hpp"
 
+#include "model/cuda_graph.hpp"
+
 #include <ATen/DeviceAccelerator.h>
 #include <torch/csrc/autograd/profiler_kineto.h>
 
@@ -85,6 +87,7 @@ ProfileWindow::ProfileWindow(const torch::Device& dev) : dev_(dev) {
   kin::enableProfiler(profiler_config(), activities(dev_));
   open_ = true;
   t0_ = std::chrono::steady_clock::now();
+  syncs_ = std::make_unique<HostSyncCounter>(dev_);
 }
 
 ProfileWindow::~ProfileWindow() {
@@ -96,11 +99,15 @@ ProfileWindow::~ProfileWindow() {
 }
 
 StepProfile ProfileWindow::finish(int steps) {
+  const int64_t syncs = syncs_->count();
+  syncs_.reset();
   synchronize(dev_);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   open_ = false;
   auto result = torch::autograd::profiler::disableProfiler();
-  return sort_events(*result, dev_.is_cuda(), std::max(1, steps), wall);
+  StepProfile p = sort_events(*result, dev_.is_cuda(), std::max(1, steps), wall);
+  if (syncs >= 0) p.host_syncs_per_step = static_cast<double>(syncs) / p.steps;
+  return p;
 }
 
 StepProfile profile_steps(const std::function<void()>& step, int steps, const torch::Device& dev) {
@@ -192,6 +199,7 @@ std::string StepProfile::to_json() const {
   j["steps"] = steps;
   j["step_s"] = step_s;
   j["events_per_step"] = kernels_per_step;
+  j["host_syncs_per_step"] = host_syncs_per_step >= 0 ? nlohmann::ordered_json(host_syncs_per_step) : nullptr;
   nlohmann::ordered_json c = nlohmann::ordered_json::object();
   for (const auto& [k, v] : seconds) c[k] = v;
   j["seconds_per_step"] = c;

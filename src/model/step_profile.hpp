@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,14 +35,20 @@ struct StepProfile {
   // operators with their inputs (CPU), seconds per step.
   std::vector<std::pair<std::string, double>> top;
   double kernels_per_step = 0;                          // GPU kernels (CPU: operators) per step
+  // GPU: the times a step's host waited for the GPU as LibTorch reports them (HostSyncCounter
+  // in cuda_graph.hpp: a value read on the host, a blocking copy, a synchronisation), per
+  // step; -1 where not counted (a CPU).
+  double host_syncs_per_step = -1;
   std::string to_json() const;
 };
 
 /// The profiler around steps that are not one function (`pretrain --profile-steps`: a run's
 /// loop): the constructor synchronises `dev` and starts the profiler and the clock, finish()
 /// synchronises `dev` again and sorts what ran since into a StepProfile of `steps` steps.
+/// On a GPU it also counts the host's waits for the GPU on the thread that opened it.
 /// One window at a time in a process; one that is destroyed unfinished (an early return)
 /// stops the profiler and keeps nothing.
+class HostSyncCounter;
 class ProfileWindow {
  public:
   explicit ProfileWindow(const torch::Device& dev);
@@ -54,6 +61,7 @@ class ProfileWindow {
   torch::Device dev_;
   bool open_ = false;
   std::chrono::steady_clock::time_point t0_;
+  std::unique_ptr<HostSyncCounter> syncs_;  // between the two synchronisations of the window's ends
 };
 
 /// Runs `step` `steps` times under the profiler (after the caller's warm-up) on `dev`.

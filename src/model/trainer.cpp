@@ -174,6 +174,9 @@ struct StepData {
   double len_sq = 0;  // sum over samples of (real tokens)^2: the attention's model FLOPs
   std::vector<uint64_t> genome_tokens;  // real tokens per genome (shard sets of a genome list)
   LoaderCursor next;
+  /// Seconds the loader spent on this step: its batches read and masked (DataLoader::next),
+  /// and staged (packed, laid out and copied to pinned memory).
+  double read_s = 0, stage_s = 0;
 };
 
 /// Sum of token losses over masked positions (not the mean: the step divides).
@@ -250,6 +253,9 @@ namespace {
 /// (without them) still resumes.
 constexpr const char* kCheckpointFormat = "genemask-checkpoint";
 constexpr int kCheckpointVersion = 2;
+/// A logged window whose loop waited for its batches more than this share of the time says
+/// once that the input, not the model, bounds the rate.
+constexpr double kInputBoundShare = 0.05;
 
 /// Every check of the options that needs no file: NaN compares false, so every check is
 /// written so that NaN fails it.
@@ -1044,12 +1050,20 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     r.say("CUDA graphs' fixed-shape step without capture (testing): " + shapes);
   else
     r.say("CUDA graphs off: " + r.graphs_off);
+  const char* slow_loader = std::getenv("GENEMASK_TEST_SLOW_LOADER_S");
+  const double slow_loader_s = slow_loader ? std::atof(slow_loader) : 0.0;
   auto fetch = [&data, pinned = r.device.is_cuda(), accum = o.grad_accum, ngenomes, packing = r.packing, width,
-                &fixed, &keep_first] {
+                &fixed, &keep_first, slow_loader_s] {
     StepData sd;
     sd.genome_tokens.assign(ngenomes, 0);
     for (int64_t a = 0; a < accum; ++a) {
+      const auto t_read = std::chrono::steady_clock::now();
       const Batch b = data.next();
+      // Tests: a slow input (GENEMASK_TEST_SLOW_LOADER_S seconds per micro-batch read), to check
+      // that input_wait and loader_busy see it.
+      if (slow_loader_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_loader_s));
+      const auto t_stage = std::chrono::steady_clock::now();
+      sd.read_s += std::chrono::duration<double>(t_stage - t_read).count();
       // Each sample's real tokens: per genome for metrics.jsonl, squared for the attention's FLOPs.
       for (size_t row = 0; row < static_cast<size_t>(b.rows); ++row) {
         uint64_t n = 0;
@@ -1078,6 +1092,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       sd.masked += static_cast<double>(sd.micro.back().masked);
       sd.tokens += static_cast<double>(b.real_tokens());
       sd.next = b.next;
+      sd.stage_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_stage).count();
     }
     return sd;
   };
@@ -1103,6 +1118,12 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   const double peak_all = hpc::allreduce_sum_double(peak_here, r.comm);
   const bool peak_known = hpc::allreduce_sum_double(peak_here > 0 ? 0.0 : 1.0, r.comm) == 0;
   double flops_window = 0, positions_window = 0, micro_window = 0, rows_window = 0;
+  // The input pipeline's share of the window: the seconds the loop waited for a step's
+  // batches, and those the loader spent reading and staging them (on a GPU on its own thread,
+  // so the wait is what the loader could not hide; on a CPU in turn, so the two are equal).
+  double wait_window = 0, read_window = 0, stage_window = 0;
+  int64_t steps_window = 0;
+  bool said_input_bound = false;
   // --profile-steps N: rank 0 profiles the N steps before the last (a resumed run those of
   // them still to do): their data, micro-batches, all-reduce and update, with the log lines
   // and checkpoints that fall among them; the last step's line, evaluation and checkpoint
@@ -1123,11 +1144,21 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         std::string classes;
         for (const auto& [name, secs] : p.seconds)  // idle is the GPU's: none on a CPU
           if (p.cuda || name != "idle") classes += fmt::format(", {} {:.2f}", name, secs * 1e3);
-        r.say(fmt::format("profile of steps {}-{} (rank 0, {}), ms per step: step {:.2f}{}", profile_begin + 1,
-                          profile_end, p.cuda ? "the GPU's kernels" : "the CPU's operators", p.step_s * 1e3, classes));
+        // On a GPU also the host's waits for it (a value read, a blocking copy): each one
+        // empties the GPU's queue of work.
+        const std::string syncs =
+            p.host_syncs_per_step >= 0 ? fmt::format("; the host waited for the GPU {:g} times a step", p.host_syncs_per_step) : "";
+        r.say(fmt::format("profile of steps {}-{} (rank 0, {}), ms per step: step {:.2f}{}{}", profile_begin + 1,
+                          profile_end, p.cuda ? "the GPU's kernels" : "the CPU's operators", p.step_s * 1e3, classes,
+                          syncs));
       }
     }
+    const auto t_wait = clock::now();
     StepData sd = pending.get();
+    wait_window += std::chrono::duration<double>(clock::now() - t_wait).count();
+    read_window += sd.read_s;
+    stage_window += sd.stage_s;
+    ++steps_window;
     if (r.step + 1 < o.steps) pending = std::async(policy, fetch);
     if (sd.first) dump_batch(*sd.first, o.dump_first_batch);
     const double total_masked = hpc::allreduce_sum_double(sd.masked, r.comm);
@@ -1217,6 +1248,22 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       sum.fill = all_positions > 0 ? all_tokens / all_positions : 0;
       sum.rows_per_micro_batch = all_micro > 0 ? all_rows / all_micro : 0;
       positions_window = micro_window = rows_window = 0;
+      // The slowest rank's input: every rank waits for it at the all-reduce.
+      sum.input_wait = hpc::allreduce_max_double(secs > 0 ? wait_window / secs : 0, r.comm);
+      sum.loader_busy = hpc::allreduce_max_double(secs > 0 ? (read_window + stage_window) / secs : 0, r.comm);
+      sum.loader_read_ms = hpc::allreduce_max_double(steps_window > 0 ? read_window / static_cast<double>(steps_window) * 1e3 : 0, r.comm);
+      sum.loader_stage_ms = hpc::allreduce_max_double(steps_window > 0 ? stage_window / static_cast<double>(steps_window) * 1e3 : 0, r.comm);
+      // Said once, from the second window on (the first holds the loader's start).
+      if (sum.input_wait > kInputBoundShare && !said_input_bound && r.step - steps_window > sum.start_step) {
+        said_input_bound = true;
+        r.say(fmt::format("note: steps {}-{} waited for their batches {:.0f}% of the time (the loader: reading and "
+                          "masking {:.1f} ms, staging {:.1f} ms a step, slowest rank): the input, not the model, bounds "
+                          "the rate (the summary's input_wait)",
+                          r.step - steps_window + 1, r.step, sum.input_wait * 100,
+                          sum.loader_read_ms, sum.loader_stage_ms));
+      }
+      wait_window = read_window = stage_window = 0;
+      steps_window = 0;
       sum.model_tflops = secs > 0 ? all_flops / secs / 1e12 : 0;
       sum.mfu_datasheet.reset();
       if (peak_known) sum.mfu_datasheet = sum.model_tflops / peak_all;
@@ -1238,6 +1285,8 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
                         {"grad_norm", norm},
                         {"tokens_per_s", tps},
                         {"fill", sum.fill},
+                        {"input_wait", sum.input_wait},
+                        {"loader_busy", sum.loader_busy},
                         {"model_tflops", sum.model_tflops},
                         {"precision", precision_name(r.bf16)},
                         {"seconds", std::chrono::duration<double>(clock::now() - r.t_start).count()}};

@@ -395,6 +395,7 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertTrue(pr["loss"] > 0, pr)
         self.assertTrue(0 < pr["fill"] <= 1, pr)  # packed: real tokens over the positions computed
         self.assertGreaterEqual(pr["rows_per_micro_batch"], 1)
+        self.assertTrue(0 <= pr["input_wait"] <= 1 and 0 <= pr["loader_busy"] <= 1, pr)  # shares of the window
         syn = [r for r in res["runs"] if r["impl"] == "genemask" and r["config"] == "logo"]
         self.assertEqual(len(syn), 1)
         self.assertEqual(syn[0]["batch"], 2)
@@ -403,7 +404,8 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertEqual((pr["packing"], pr["cuda_graphs"]), ("on", "off (the device is a CPU)"))
         self.assertRegex(p.stdout, r"(?m)^logo     pretrain on real shards \(random masking, batch 2, 2 steps, "
                                    r"packing on, CUDA graphs off \(the device is a CPU\)\): \d+ real tokens/s "
-                                   r"\(fill [0-9.]+, [0-9.]+ rows a micro-batch\), "
+                                   r"\(fill [0-9.]+, [0-9.]+ rows a micro-batch; waited for its input [0-9.]+% of the "
+                                   r"time, loader busy [0-9.]+%\), "
                                    r"[0-9.]+ model TFLOP/s, MFU - \(datasheet -\); "
                                    r"the synthetic eager step: [0-9.]+ TFLOP/s, pretrain / synthetic [0-9.]+x; "
                                    r"at its rows \(eager, batch \d+\): [0-9.]+ TFLOP/s, [0-9.]+x$")
@@ -420,7 +422,9 @@ class GpuCheckDryRun(unittest.TestCase):
                          sorted(["matmul", "attention", "elementwise_norm", "optimizer", "copies_casts", "idle"]))
         self.assertGreater(prof["seconds_per_step"]["matmul"], 0)
         self.assertGreater(prof["step_s"], 0)
-        self.assertRegex(p.stdout, r"(?m)^logo +pretrain +2 +[0-9.]+ ")
+        # Six classes and the step in ms, then the host's waits for a GPU: none counted on a CPU.
+        self.assertIsNone(prof["host_syncs_per_step"])
+        self.assertRegex(p.stdout, r"(?m)^logo +pretrain +2 +([0-9.]+ +){7}-$")
 
     def test_bad_counts_are_refused_before_any_part(self):
         with tempfile.TemporaryDirectory() as tmp:

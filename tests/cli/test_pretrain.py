@@ -138,6 +138,46 @@ class Pretrain(unittest.TestCase):
         for v in slow[1:]:  # steps 2-4 each follow a checkpoint
             self.assertGreater(v, med / 10, (fast, slow))
 
+    def test_input_wait_and_loader_busy_see_a_slow_loader(self):
+        # Each micro-batch's read takes 0.15 s more here (a slow file system); a step of the tiny
+        # model takes milliseconds. Every metrics line and the summary say the share of the
+        # window the loop waited for its batches (input_wait) and the loader was busy
+        # (loader_busy), the summary the loader's milliseconds a step; a window that waited more
+        # than 5% says so once, from the second window on (the first holds the loader's start).
+        # Timing changes no number: the same losses and gradient norms.
+        def train(name, env):
+            out = os.path.join(self.tmp, f"input-{name}")
+            p = self.pretrain(out, model="tiny0.json", steps=6, grad_accum=2, log_every=2, eval_every=0,
+                              checkpoint_every=6, env=env)
+            with open(os.path.join(out, "metrics.jsonl")) as f:
+                rows = [json.loads(l) for l in f if l.strip()]
+            return p, summary(p), rows
+        p_fast, fast, fast_rows = train("fast", {})
+        p_slow, slow, slow_rows = train("slow", {"GENEMASK_TEST_SLOW_LOADER_S": "0.15"})
+        for s, rows in [(fast, fast_rows), (slow, slow_rows)]:
+            self.assertEqual([r["step"] for r in rows], [2, 4, 6])
+            for r in rows + [s]:
+                for k in ("input_wait", "loader_busy"):
+                    self.assertGreaterEqual(r[k], 0, r)
+                    self.assertLessEqual(r[k], 1.0, r)
+            self.assertEqual(sorted(s["loader_ms_per_step"]), ["read", "stage"])
+            self.assertGreaterEqual(s["loader_ms_per_step"]["stage"], 0)
+        # Two reads a step of at least 150 ms each; on a CPU the loader runs in turn with the
+        # step, so the loop waits for all of it.
+        self.assertGreaterEqual(slow["loader_ms_per_step"]["read"], 300)
+        self.assertLess(fast["loader_ms_per_step"]["read"], 150)
+        for r in slow_rows:
+            self.assertGreater(r["input_wait"], 0.5, r)
+            self.assertGreater(r["loader_busy"], 0.5, r)
+        said = [l for l in p_slow.stderr.splitlines() if "waited for their batches" in l]
+        self.assertEqual(len(said), 1, p_slow.stderr)
+        self.assertRegex(said[0], r"note: steps 3-4 waited for their batches \d+% of the time \(the loader: reading "
+                                  r"and masking [0-9.]+ ms, staging [0-9.]+ ms a step, slowest rank\): the input, not "
+                                  r"the model, bounds the rate \(the summary's input_wait\)$")
+        strip = lambda rows: [(r["step"], r["loss"], r["grad_norm"]) for r in rows]
+        self.assertEqual(strip(fast_rows), strip(slow_rows))
+        self.assertEqual(fast["loss"], slow["loss"])
+
     def test_samples_longer_than_the_model_are_refused_before_training(self):
         # 60-token samples (62 positions) and a model of 40 positions: one line naming
         # both and what to do, before any step (it used to be an index error and a LibTorch
@@ -319,6 +359,9 @@ class Pretrain(unittest.TestCase):
             self.assertEqual(len(said), 1, p.stderr)
             self.assertRegex(said[0], r"profile of steps 3-5 \(rank 0, the CPU's operators\), ms per step: step "
                                       r"[0-9.]+, matmul [0-9.]+, attention [0-9.]+, elementwise_norm [0-9.]+")
+            # The host's waits for a GPU are counted on a GPU only.
+            self.assertIsNone(prof["host_syncs_per_step"])
+            self.assertNotIn("the host waited", said[0])
         self.assertEqual(len([r for r in got["plain"] if r[1] is not None]), 6)
         self.assertEqual(got["plain"], got["profiled"])
         # A continuation that starts at the last step has no step before it to profile: said.

@@ -7,19 +7,23 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "genemask/corpus/loader.hpp"
 #include "model/attention_cpu.hpp"
 #include "model/bert.hpp"
+#include "model/cuda_graph.hpp"
 #include "model/flops.hpp"
 #include "model/grad_sync.hpp"
 #include "model/graph_step.hpp"
 #include "model/optim.hpp"
 #include "model/packing.hpp"
 #include "model/runtime.hpp"
+#include "model/step_profile.hpp"
 #include "model/weight_copies.hpp"
 #include "model_test_util.hpp"
 
@@ -571,6 +575,16 @@ TEST(GraphStep, ShapesComeInEighthsOfTheSamples) {
 
 namespace {
 
+/// A model of `cfg` initialised from seed 11, on `dev`, in training mode.
+BertForMaskedLM model_to_train(const BertConfig& cfg, const torch::Device& dev) {
+  torch::manual_seed(11);
+  BertForMaskedLM m(cfg);
+  init_weights(*m, cfg);
+  m->to(dev);
+  m->train();
+  return m;
+}
+
 struct Trained {
   std::vector<double> losses, norms;
   std::vector<torch::Tensor> params;
@@ -585,11 +599,7 @@ struct Trained {
 Trained train_steps(const BertConfig& cfg, const std::vector<std::vector<Batch>>& steps, bool packing, bool bf16,
                     const torch::Device& dev, int fixed /* 0: eager, 1: fixed shapes, 2: captured */,
                     bool copies = false) {
-  torch::manual_seed(11);
-  BertForMaskedLM m(cfg);
-  init_weights(*m, cfg);
-  m->to(dev);
-  m->train();
+  BertForMaskedLM m = model_to_train(cfg, dev);
   AdamWSettings a;
   a.lr = 1e-3;
   auto opt = make_adamw(m->named_parameters(), a);
@@ -687,6 +697,64 @@ void expect_same_training(const Trained& a, const Trained& b, double tol) {
 }
 
 }  // namespace
+
+TEST(GraphStep, CapturedStepsNeverWaitForTheGpu) {
+  // The trainer's step between logged steps, as CUDA graphs: each micro-batch staged in pinned
+  // memory and copied without blocking, the graphs replayed, the update's graph replayed. Once
+  // captured, the host never waits for the GPU (HostSyncCounter: LibTorch's own report of
+  // every blocking copy, value read and synchronisation), so it queues step after step while
+  // the GPU runs. On a CPU the counter counts nothing (-1) and the profile's count is null.
+  const bool gpu = torch::cuda::is_available();
+  const torch::Device dev = gpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  {
+    const HostSyncCounter none(torch::kCPU);
+    EXPECT_EQ(none.count(), -1);
+    const auto p = profile_steps([] { torch::mm(torch::ones({8, 8}), torch::ones({8, 8})); }, 2, torch::kCPU);
+    EXPECT_LT(p.host_syncs_per_step, 0);
+    EXPECT_TRUE(nlohmann::json::parse(p.to_json())["host_syncs_per_step"].is_null());
+  }
+  auto cfg = genemask::test::small_bert_config(32, 64);  // dropout 0.1: the generator's offsets advance
+  BertForMaskedLM m = model_to_train(cfg, dev);
+  AdamWSettings a;
+  auto opt = make_adamw(m->named_parameters(), a);
+  FusedAdamW fused(*opt);
+  GradBuckets grads(m->parameters(), MPI_COMM_SELF, AllReduce::Local);
+  const std::vector<Batch> micro = {make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 20),
+                                    make_batch({64, 64, 64, 64, 64, 64, 61, 30, 17}, 30)};
+  const StaticLimits limits{micro[0].rows, cfg.max_tokens() + 2, 0};
+  // Captured on a GPU; on a CPU the uncaptured fixed-shape step, so that the body runs in CI.
+  GraphStep g(m, grads, fused, dev, false, 1.0, gpu);
+  auto step = [&] {
+    grads.zero();
+    g.begin(100);
+    for (const auto& b : micro) {
+      int64_t masked = 0, rows = 0;
+      StaticShape shape;
+      const auto staged = stage_static(b, true, limits, /*pinned=*/gpu, shape, masked, rows);
+      ASSERT_TRUE(staged.has_value());
+      g.micro(*staged, shape);
+    }
+    grads.allreduce();
+    g.finish(1e-3);
+  };
+  step();  // captures every graph the step needs
+  const auto loss_before = g.loss_sum().item<double>();
+  {
+    const HostSyncCounter syncs(dev);
+    for (int i = 0; i < 3; ++i) step();
+    EXPECT_EQ(syncs.count(), gpu ? 0 : -1);
+    if (gpu) {  // the counter sees a wait: a value read on the host
+      (void)g.loss_sum().item<double>();
+      EXPECT_EQ(syncs.count(), 1);
+    }
+  }
+  EXPECT_TRUE(std::isfinite(loss_before));
+  EXPECT_TRUE(std::isfinite(g.loss_sum().item<double>()));
+  if (gpu) {  // and the profile's window counts the same: none a step
+    const auto p = profile_steps(step, 2, dev);
+    EXPECT_EQ(p.host_syncs_per_step, 0);
+  }
+}
 
 TEST(GraphStep, FixedShapeStepTrainsAsTheEagerStep) {
   // Three optimizer steps of two micro-batches (lengths 3-64 of 64 positions): the fixed-shape
