@@ -536,6 +536,27 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
                                      "not list (e.g. {}; the plan's seeds: {}): left out of the tables; they are of "
                                      "another sweep or an earlier plan; report them with their own plan.json",
                                      off_plan, plan.source, off_plan_example, fmt::join(plan.seeds, ", ")));
+  // Records outside the plan's grid (a model, task or shot count it does not list: another
+  // sweep's in the same file) stay in the tables, each cell over the seeds it has, which the
+  // plan cannot check: said, with the cells they fill.
+  if (plan.grid_given) {
+    std::set<std::string> cells;
+    uint64_t off_grid = 0;
+    for (const Record* r : used)
+      if (!plan.in_grid(r->model, r->task, r->shots)) {
+        ++off_grid;
+        cells.insert(fmt::format("model '{}', task '{}', {} shots", r->model, r->task, r->shots));
+      }
+    if (off_grid > 0) {
+      std::vector<std::string> shown_cells(cells.begin(), cells.end());
+      if (shown_cells.size() > 3) shown_cells.resize(3), shown_cells.push_back("...");
+      t.warnings.push_back(fmt::format("{} record(s) in {} cell(s) are of a model, task or shot count the plan {} does "
+                                       "not list ({}): shown in the tables, each cell over the seeds it has, which the "
+                                       "plan cannot check; report them with the plan that ran them, or leave them out "
+                                       "with --models/--tasks",
+                                       off_grid, cells.size(), plan.source, fmt::join(shown_cells, "; ")));
+    }
+  }
   if (used.empty() && off_plan > 0)
     throw io::InputError(results.path, fmt::format("none of its ok records of the models and tasks chosen has a seed "
                                                    "the plan {} lists ({}): nothing to report; report them with their "

@@ -421,6 +421,17 @@ TEST(Report, RecordsOfSeedsThePlanDoesNotListAreLeftOutAndSaid) {
                                dir.file("plan.json") + " does not list (e.g. job a|t|10|0, line 1; the plan's seeds: "
                                                        "1, 2, 3): left out of the tables"),
             std::string::npos) << t.warnings[0];
+  // x's records are shown, over the seeds they have (5, where the plan's models have 3): said.
+  ASSERT_GE(t.warnings.size(), 2u);
+  EXPECT_EQ(t.warnings[1], "5 record(s) in 1 cell(s) are of a model, task or shot count the plan " + dir.file("plan.json") +
+                               " does not list (model 'x', task 't', 10 shots): shown in the tables, each cell over "
+                               "the seeds it has, which the plan cannot check; report them with the plan that ran "
+                               "them, or leave them out with --models/--tasks");
+  // Chosen away with --models: nothing said.
+  Options ab = o;
+  ab.models = {"a", "b"};
+  for (const auto& w : aggregate(parse(dir, text), plan, ab).warnings)
+    EXPECT_EQ(w.find("does not list (model"), std::string::npos) << w;
   // The replicates table reads the records Table 1 reads: another sweep's seeds of a replicate
   // were averaged into its mean there while the warning said they were left out.
   std::string arms;
