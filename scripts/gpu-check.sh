@@ -106,7 +106,8 @@
 #                ratio of the model TFLOP/s, fill and rows_per_micro_batch (of its last
 #                logged window: real tokens over the positions computed, and a
 #                micro-batch's rows), input_wait and loader_busy (of the same window: the
-#                shares of it the loop waited for its batches and the loader was busy),
+#                shares of it the loop waited for its batches and the loader's busier
+#                thread worked),
 #                synthetic_same_rows (train_bench at those rows,
 #                rounded, eager or graph as the run: batch, variant, achieved_tflops) with
 #                vs_synthetic_same_rows, and profile (pretrain --profile-steps' on rank 0:

@@ -174,8 +174,8 @@ struct StepData {
   double len_sq = 0;  // sum over samples of (real tokens)^2: the attention's model FLOPs
   std::vector<uint64_t> genome_tokens;  // real tokens per genome (shard sets of a genome list)
   LoaderCursor next;
-  /// Seconds the loader spent on this step: its batches read and masked (DataLoader::next),
-  /// and staged (packed, laid out and copied to pinned memory).
+  /// Seconds the loader's two threads spent on this step: DataLoader's reading and masking its
+  /// batches, and the fetch's staging them (packed, laid out and copied to pinned memory).
   double read_s = 0, stage_s = 0;
 };
 
@@ -1050,20 +1050,14 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     r.say("CUDA graphs' fixed-shape step without capture (testing): " + shapes);
   else
     r.say("CUDA graphs off: " + r.graphs_off);
-  const char* slow_loader = std::getenv("GENEMASK_TEST_SLOW_LOADER_S");
-  const double slow_loader_s = slow_loader ? std::atof(slow_loader) : 0.0;
   auto fetch = [&data, pinned = r.device.is_cuda(), accum = o.grad_accum, ngenomes, packing = r.packing, width,
-                &fixed, &keep_first, slow_loader_s] {
+                &fixed, &keep_first] {
     StepData sd;
     sd.genome_tokens.assign(ngenomes, 0);
     for (int64_t a = 0; a < accum; ++a) {
-      const auto t_read = std::chrono::steady_clock::now();
       const Batch b = data.next();
-      // Tests: a slow input (GENEMASK_TEST_SLOW_LOADER_S seconds per micro-batch read), to check
-      // that input_wait and loader_busy see it.
-      if (slow_loader_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_loader_s));
       const auto t_stage = std::chrono::steady_clock::now();
-      sd.read_s += std::chrono::duration<double>(t_stage - t_read).count();
+      sd.read_s += b.produce_s;
       // Each sample's real tokens: per genome for metrics.jsonl, squared for the attention's FLOPs.
       for (size_t row = 0; row < static_cast<size_t>(b.rows); ++row) {
         uint64_t n = 0;
@@ -1118,9 +1112,10 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   const double peak_all = hpc::allreduce_sum_double(peak_here, r.comm);
   const bool peak_known = hpc::allreduce_sum_double(peak_here > 0 ? 0.0 : 1.0, r.comm) == 0;
   double flops_window = 0, positions_window = 0, micro_window = 0, rows_window = 0;
-  // The input pipeline's share of the window: the seconds the loop waited for a step's
-  // batches, and those the loader spent reading and staging them (on a GPU on its own thread,
-  // so the wait is what the loader could not hide; on a CPU in turn, so the two are equal).
+  // The input pipeline in the window: the seconds the loop waited for a step's batches (what
+  // the loader could not hide), and those each of the loader's threads worked on them (reading
+  // and masking on DataLoader's, staging on the fetch's: beside the step on a GPU, in turn on
+  // a CPU). The busier thread bounds the rate once its share nears 1.
   double wait_window = 0, read_window = 0, stage_window = 0;
   int64_t steps_window = 0;
   bool said_input_bound = false;
@@ -1250,7 +1245,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       positions_window = micro_window = rows_window = 0;
       // The slowest rank's input: every rank waits for it at the all-reduce.
       sum.input_wait = hpc::allreduce_max_double(secs > 0 ? wait_window / secs : 0, r.comm);
-      sum.loader_busy = hpc::allreduce_max_double(secs > 0 ? (read_window + stage_window) / secs : 0, r.comm);
+      sum.loader_busy = hpc::allreduce_max_double(secs > 0 ? std::max(read_window, stage_window) / secs : 0, r.comm);
       sum.loader_read_ms = hpc::allreduce_max_double(steps_window > 0 ? read_window / static_cast<double>(steps_window) * 1e3 : 0, r.comm);
       sum.loader_stage_ms = hpc::allreduce_max_double(steps_window > 0 ? stage_window / static_cast<double>(steps_window) * 1e3 : 0, r.comm);
       // Said once, from the second window on (the first holds the loader's start).

@@ -77,9 +77,9 @@ struct PretrainSummary {
   /// (0 before a logged step).
   double fill = 0, rows_per_micro_batch = 0;
   /// The input pipeline in the last logged window, of the slowest rank: the share of the
-  /// window the loop waited for a step's batches, the share the loader was busy (reading,
-  /// masking and staging them; on a GPU on its own thread beside the step, on a CPU in turn),
-  /// and its milliseconds a step reading and masking (DataLoader::next) and staging them.
+  /// window the loop waited for a step's batches, the share the loader's busier thread worked
+  /// (DataLoader's reading and masking, or the staging; on a GPU beside the step, the staging
+  /// on a CPU in turn), and the milliseconds a step of each.
   double input_wait = 0, loader_busy = 0, loader_read_ms = 0, loader_stage_ms = 0;
   int ranks = 1;
   bool interrupted = false;  // a signal asked for a checkpoint and exit

@@ -139,12 +139,13 @@ class Pretrain(unittest.TestCase):
             self.assertGreater(v, med / 10, (fast, slow))
 
     def test_input_wait_and_loader_busy_see_a_slow_loader(self):
-        # Each micro-batch's read takes 0.15 s more here (a slow file system); a step of the tiny
-        # model takes milliseconds. Every metrics line and the summary say the share of the
-        # window the loop waited for its batches (input_wait) and the loader was busy
-        # (loader_busy), the summary the loader's milliseconds a step; a window that waited more
-        # than 5% says so once, from the second window on (the first holds the loader's start).
-        # Timing changes no number: the same losses and gradient norms.
+        # Each batch takes the loader 0.15 s more to read here (a slow file system); a step of
+        # the tiny model takes milliseconds. Every metrics line and the summary say the share of
+        # the window the loop waited for its batches (input_wait) and the loader's busier thread
+        # worked (loader_busy), the summary the milliseconds a step of reading and masking and of
+        # staging; a window that waited more than 5% says so once, from the second window on
+        # (the first holds the loader's start). Timing changes no number: the same losses and
+        # gradient norms.
         def train(name, env):
             out = os.path.join(self.tmp, f"input-{name}")
             p = self.pretrain(out, model="tiny0.json", steps=6, grad_accum=2, log_every=2, eval_every=0,
@@ -157,13 +158,12 @@ class Pretrain(unittest.TestCase):
         for s, rows in [(fast, fast_rows), (slow, slow_rows)]:
             self.assertEqual([r["step"] for r in rows], [2, 4, 6])
             for r in rows + [s]:
-                for k in ("input_wait", "loader_busy"):
-                    self.assertGreaterEqual(r[k], 0, r)
-                    self.assertLessEqual(r[k], 1.0, r)
+                self.assertTrue(0 <= r["input_wait"] <= 1.0, r)  # within the window's time
+                # Batches read ahead, before the window, count in the window that uses them.
+                self.assertGreaterEqual(r["loader_busy"], 0, r)
             self.assertEqual(sorted(s["loader_ms_per_step"]), ["read", "stage"])
             self.assertGreaterEqual(s["loader_ms_per_step"]["stage"], 0)
-        # Two reads a step of at least 150 ms each; on a CPU the loader runs in turn with the
-        # step, so the loop waits for all of it.
+        # Two batches a step of at least 150 ms each, which the loop waits for.
         self.assertGreaterEqual(slow["loader_ms_per_step"]["read"], 300)
         self.assertLess(fast["loader_ms_per_step"]["read"], 150)
         for r in slow_rows:

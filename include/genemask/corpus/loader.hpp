@@ -42,6 +42,7 @@ struct Batch {
   std::vector<uint64_t> sample_index;
   std::vector<uint32_t> genome;           // genome index per row (shard sets of a genome list; else empty)
   LoaderCursor next;                      // cursor after this batch (for checkpoints)
+  double produce_s = 0;                   // seconds DataLoader's thread spent reading and masking it
   uint64_t real_tokens() const;
 };
 

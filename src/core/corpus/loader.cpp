@@ -1,9 +1,12 @@
 #include "genemask/corpus/loader.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
 #include <fmt/format.h>
 #include <numeric>
 #include <stdexcept>
+#include <thread>
 
 #include "genemask/kmer/kmer.hpp"
 #include "genemask/corpus/tokenizer.hpp"
@@ -165,12 +168,17 @@ const std::vector<uint32_t>& DataLoader::permutation(uint64_t epoch) {
 }
 
 void DataLoader::produce() {
+  // Tests: a slow input (GENEMASK_TEST_SLOW_LOADER_S seconds more per batch), to check that
+  // pretrain's input_wait and loader_busy see it.
+  const char* slow = std::getenv("GENEMASK_TEST_SLOW_LOADER_S");
+  const double slow_s = slow ? std::atof(slow) : 0.0;
   try {
     LoaderCursor c = cursor_;
     std::vector<std::vector<uint16_t>> samples;
     std::vector<uint64_t> index;
     std::vector<uint32_t> genome;
     while (true) {
+      const auto t0 = std::chrono::steady_clock::now();
       if (c.position >= per_rank_) {
         c.epoch += 1;
         c.position = 0;
@@ -191,6 +199,8 @@ void DataLoader::produce() {
       b.genome = genome;
       c.position += n;
       b.next = c;
+      if (slow_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s));
+      b.produce_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::unique_lock<std::mutex> lk(mu_);
       cv_.wait(lk, [&] { return stop_ || queue_.size() < opts_.prefetch_batches; });
       if (stop_) return;
