@@ -200,6 +200,39 @@ class Genomes(unittest.TestCase):
                               f"names and lengths of genome 'a' on line 1 ({human})", p.stderr)
                 self.assertIn("if it is the same genome listed twice (a copy in another format), it is pooled twice",
                               p.stderr)
+        # A list reached through a symbolic link: its relative paths are read from the link's
+        # directory; one that names another existing file from the directory the link leads to
+        # (a different genome of the same file name) is ambiguous, refused naming both; one
+        # that names the same file from both is read.
+        real, via = os.path.join(d, "real"), os.path.join(d, "via")
+        os.makedirs(real)
+        os.makedirs(via)
+        shutil.copy(human, os.path.join(real, "g.fa"))
+        shutil.copy(self.concat, os.path.join(via, "g.fa"))
+        with open(os.path.join(real, "list.tsv"), "w") as f:
+            f.write("a\tg.fa\n")
+        os.symlink(os.path.join(real, "list.tsv"), os.path.join(via, "list.tsv"))
+        lst = os.path.join(via, "list.tsv")
+        for ranks in (None, 2):
+            p = run(["count", "--genomes", lst, "--out", "out.h5", "--kmax", "4"], cwd=d, ranks=ranks, check=False)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn(f"{lst}:1: genome 'a': the relative path 'g.fa' names {os.path.join(via, 'g.fa')} from the "
+                          f"list's directory as given, but the list is reached through a symbolic link, and from the "
+                          f"directory it leads to ({real}/) it names another file, {os.path.join(real, 'g.fa')}; "
+                          f"write the path absolute, or give the list by its real path", p.stderr)
+            self.assertEqual(p.stderr.count("error:"), 1, p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(d, "out.h5")))
+        # Only in the directory the link leads to: not found, as before, and the refusal says where.
+        os.remove(os.path.join(via, "g.fa"))
+        p = run(["count", "--genomes", lst, "--out", "out.h5", "--kmax", "4"], cwd=d, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(f"{lst}:1: genome 'a': {os.path.join(via, 'g.fa')} does not exist", p.stderr)
+        self.assertIn(f"from the directory it leads to, the path names {os.path.join(real, 'g.fa')}: give the list "
+                      f"by its real path)", p.stderr)
+        os.symlink(os.path.join(real, "g.fa"), os.path.join(via, "g.fa"))  # the same file from both
+        got = summary(run(["count", "--genomes", lst, "--out", "via.h5", "--kmax", "4", "--quiet"], cwd=d))
+        want = summary(run(["count", "--genome", human, "--out", "human.h5", "--kmax", "4", "--quiet"], cwd=d))
+        self.assertEqual(got["kmers"], want["kmers"])
         # A genome of only N is refused by name once counted.
         lst = os.path.join(d, "nn.tsv")
         with open(lst, "w") as f:
