@@ -139,10 +139,19 @@ class GzipReader final : public TextReader {
         st_.next_in = reinterpret_cast<uint8_t*>(in_.data());
         st_.avail_in = static_cast<uint32_t>(got);
       }
-      if (!in_member_ && st_.next_in[0] != 0x1f)
+      if (!in_member_ && st_.next_in[0] != 0x1f) {
+        const uint64_t at = in_pos_ - st_.avail_in;
+        if (const uint64_t zeros = zeros_to_the_end(at); zeros > 0)
+          throw InputError(info_.path,
+                           fmt::format("{} zero bytes follow the last gzip member (from byte {} to the end): a "
+                                       "download that reserved the file's size and stopped leaves zeros where data "
+                                       "should be, so the file may be cut short; download it again (a whole file so "
+                                       "padded is read once the zeros are dropped: `gzip -dc F | gzip > F2`)",
+                                       zeros, at));
         throw InputError(info_.path, fmt::format("corrupt gzip data near byte {}: data after the end of the gzip "
                                                  "stream is not gzip",
-                                                 in_pos_ - st_.avail_in));
+                                                 at));
+      }
       in_member_ = true;
       const uint32_t before_in = st_.avail_in, before_out = st_.avail_out;
       int rc = isal_inflate(&st_);
@@ -164,6 +173,19 @@ class GzipReader final : public TextReader {
   uint64_t file_pos() const override { return in_pos_ - st_.avail_in; }
 
  private:
+  /// The bytes from `at` to the file's end when every one of them is zero; else 0.
+  uint64_t zeros_to_the_end(uint64_t at) const {
+    std::vector<char> chunk(1 << 16);
+    uint64_t pos = at;
+    while (true) {
+      const size_t got = fd_.pread_some(chunk.data(), chunk.size(), pos);
+      if (got == 0) return pos - at;
+      for (size_t i = 0; i < got; ++i)
+        if (chunk[i] != 0) return 0;
+      pos += got;
+    }
+  }
+
   FileInfo info_;
   Fd fd_;
   RawBuffer in_, out_;

@@ -156,6 +156,21 @@ TEST(FastaErrors, TruncatedCompressedInput) {
   // Garbage after a complete gzip member.
   test::write_file(tmp.file("g.fa.gz"), gz + "garbage");
   EXPECT_NE(error_of([&] { io::read_fasta_all(tmp.file("g.fa.gz")); }).find("corrupt gzip data"), std::string::npos);
+  // Zeros to the end after a complete member: what a download that reserved the file's size
+  // and stopped leaves behind (here over a whole member; at a member boundary of a multi-member
+  // file the data before them reads fine). Refused as that, with the count and where.
+  test::write_file(tmp.file("z.fa.gz"), gz + std::string(70000, '\0'));
+  EXPECT_EQ(error_of([&] { io::read_fasta_all(tmp.file("z.fa.gz")); }),
+            tmp.file("z.fa.gz") + ": 70000 zero bytes follow the last gzip member (from byte " +
+                std::to_string(gz.size()) +
+                " to the end): a download that reserved the file's size and stopped leaves zeros where data should "
+                "be, so the file may be cut short; download it again (a whole file so padded is read once the zeros "
+                "are dropped: `gzip -dc F | gzip > F2`)");
+  // Zeros and then other bytes: not that, the plain refusal.
+  test::write_file(tmp.file("zg.fa.gz"), gz + std::string(10, '\0') + "x");
+  EXPECT_NE(error_of([&] { io::read_fasta_all(tmp.file("zg.fa.gz")); }).find("data after the end of the gzip stream is "
+                                                                             "not gzip"),
+            std::string::npos);
 }
 
 TEST(FastaErrors, MissingFile) {
