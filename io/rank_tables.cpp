@@ -49,6 +49,7 @@ struct TableReader {
                                      "line of the tables it writes); use the whole file, or write it again");
     if (lineno == 1) strip_utf8_bom(line);
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    check_no_zero_byte(path, lineno, line);
     return true;
   }
   uint64_t u64(const std::string& s, const char* col) const {

@@ -185,6 +185,7 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
     ++lineno;
     unterminated = in.eof();
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    check_no_zero_byte(path, lineno, line);
     return true;
   };
   if (!next()) throw InputError(path, 1, "empty file: expected a header with 'sequence' and 'label' columns");

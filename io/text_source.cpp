@@ -406,6 +406,18 @@ bool strip_utf8_bom(std::string& first_line) {
   return true;
 }
 
+void check_no_zero_byte(const std::string& path, uint64_t lineno, std::string_view line) {
+  const size_t at = line.find('\0');
+  if (at == std::string_view::npos) return;
+  const size_t zeros = line.find_first_not_of('\0', at);
+  throw InputError(path, lineno,
+                   fmt::format("{} zero byte(s) from byte {} of the line{}: a text table holds none; they are binary "
+                               "data, or the zeros that a download which reserved the file's size and stopped leaves "
+                               "where the rest should be: download the file again, or give the right one",
+                               (zeros == std::string_view::npos ? line.size() : zeros) - at, at + 1,
+                               zeros == std::string_view::npos ? " to its end" : ""));
+}
+
 bool for_each_line(const std::string& path, const std::function<void(const std::string&, uint64_t)>& fn,
                    const std::string& stop_prefix) {
   auto reader = open_text(probe_file(path), 0);
@@ -416,6 +428,7 @@ bool for_each_line(const std::string& path, const std::function<void(const std::
     ++lineno;
     if (lineno == 1) strip_utf8_bom(line);
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    check_no_zero_byte(path, lineno, line);
     if (!stop_prefix.empty() && line.rfind(stop_prefix, 0) == 0) return false;
     fn(line, lineno);
     line.clear();

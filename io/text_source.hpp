@@ -88,9 +88,16 @@ Ownership partition(const FileInfo& info, int rank, int nranks, uint64_t gzip_ch
 /// it on line 1, so the mark never becomes part of a first name, column or path.
 bool strip_utf8_bom(std::string& first_line);
 
+/// Throws InputError (path:lineno) when a line of a text table holds a zero byte: no text
+/// format has one, and a download that reserved the file's size and stopped leaves zeros
+/// where the rest should be (read as a field, they made the refusal a puzzle). Every line
+/// reader of tables calls it.
+void check_no_zero_byte(const std::string& path, uint64_t lineno, std::string_view line);
+
 /// Calls fn(line, lineno) for every line of a plain or compressed text file, in order: lineno
 /// is 1-based, a UTF-8 byte-order mark before line 1 is skipped (strip_utf8_bom) and a '\r'
-/// at the end of a line is removed. With stop_prefix, reading ends
+/// at the end of a line is removed; a line with a zero byte is refused (check_no_zero_byte).
+/// With stop_prefix, reading ends
 /// before the first line that starts with it (GFF3's "##FASTA" section). Returns true when the
 /// file's last line has no line end (the sign of a file cut short), false otherwise.
 bool for_each_line(const std::string& path, const std::function<void(const std::string& line, uint64_t lineno)>& fn,

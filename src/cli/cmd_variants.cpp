@@ -75,6 +75,7 @@ Ranking read_ranking(const std::string& path) {
   if (!std::getline(in, line)) throw io::InputError(path, 1, "empty file: expected a header");
   io::strip_utf8_bom(line);
   if (!line.empty() && line.back() == '\r') line.pop_back();
+  io::check_no_zero_byte(path, 1, line);
   bool bad_quote = false;
   const auto h = io::split_quoted_fields(line, '\t', bad_quote);
   std::map<std::string, size_t> col;
@@ -94,6 +95,7 @@ Ranking read_ranking(const std::string& path) {
   bool sites_complete = site;
   while (std::getline(in, line)) {
     ++lineno;
+    io::check_no_zero_byte(path, lineno, line);
     if (in.eof() && !line.empty())
       io::warn_unterminated_last_line(path, lineno, "its last row may be partial, and rows after it missing,");
     if (!line.empty() && line.back() == '\r') line.pop_back();

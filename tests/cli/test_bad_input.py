@@ -523,10 +523,11 @@ class BadInput(unittest.TestCase):
             r.out = t(f"f{n}")
         rows += [
             Row("NUL in a task table's sequence", self.finetune("hf", "f6", train="nul.tsv"),
-                # "byte 0x00" is how binary bytes are named elsewhere (FASTA, count).
-                [t("nul.tsv") + ":3:", re.compile(r"(\\x00|byte 0x00) at position 11 is not a base")], t("f6")),
+                # Zero bytes in a table are refused before the row is split (what a download
+                # that reserved the file's size and stopped leaves), naming where they start.
+                [t("nul.tsv") + ":3:", "1 zero byte(s) from byte 11 of the line"], t("f6")),
             Row("NUL in a 6-mer text table", self.finetune("hf", "f7", train="nul-kmers.tsv"),
-                [t("nul-kmers.tsv") + ":2:", "'GTAC\\x00A'", "is not a base"], t("f7")),
+                [t("nul-kmers.tsv") + ":2:", "1 zero byte(s) from byte 19 of the line"], t("f7")),
         ]
         self.check_table(rows)
 
@@ -543,7 +544,7 @@ class BadInput(unittest.TestCase):
         self.check_table([
             Row("NUL in a task table's sequence",
                 ["predict", "--model", t("clf"), "--input", t("nul.tsv"), "--out", t("pr1.tsv"), *FAST],
-                [t("nul.tsv") + ":3:", re.compile(r"(\\x00|byte 0x00) at position 11 is not a base")], t("pr1.tsv")),
+                [t("nul.tsv") + ":3:", "1 zero byte(s) from byte 11 of the line"], t("pr1.tsv")),
         ])
 
     def test_sweep(self):

@@ -10,6 +10,8 @@
 #include "genemask/corpus/tokenizer.hpp"
 #include "io/error.hpp"
 #include "io/json.hpp"
+#include "io/rank_tables.hpp"
+#include "io/text_source.hpp"
 #include "test_util.hpp"
 
 using namespace genemask;
@@ -83,11 +85,13 @@ TEST(TaskTable, BadRowsNameFileLineAndValue) {
   test::write_file(tmp.file("l.csv"), "sequence,label\nACGT,\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("l.csv")); }), tmp.file("l.csv") + ":2: empty label");
   // Regression: a NUL in a sequence ended the message there; binary bytes and escapes
-  // reached the terminal raw.
+  // reached the terminal raw. (A zero byte is refused before the row is split: its own test
+  // below.)
   test::write_file(tmp.file("z.csv"), std::string("sequence,label\nAC") + '\0' + "GT,0\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("z.csv")); }),
-            tmp.file("z.csv") + ":2: bad sequence: byte 0x00 at position 3 is not a base (A, C, G, T, N or "
-                                "another IUPAC code, any case)");
+            tmp.file("z.csv") + ":2: 1 zero byte(s) from byte 3 of the line: a text table holds none; they are binary "
+                                "data, or the zeros that a download which reserved the file's size and stopped leaves "
+                                "where the rest should be: download the file again, or give the right one");
   test::write_file(tmp.file("b.tsv"), "sequence\tlabel\n\"AAAAAA A\x1b[2JAAAAA\"\t1\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("b.tsv")); }),
             tmp.file("b.tsv") + ":2: bad sequence: token 2 'A\\x1b[2JAAAAA' has a character that is not a base (byte "
@@ -129,6 +133,30 @@ TEST(TaskTable, ALastLineWithoutItsEndIsSaid) {
   EXPECT_EQ(summary["unterminated_inputs"].get<std::vector<std::string>>(), listed);
   EXPECT_EQ(summary["n"], 2);
   EXPECT_EQ(io::with_unterminated_inputs(nlohmann::json::array()), nlohmann::json::array());  // objects only
+}
+
+TEST(TaskTable, ZeroBytesAreRefusedAsWhatTheyUsuallyAre) {
+  // A download that reserved the file's size and stopped: the table's first part, then zeros
+  // to the end. The zeros were read as a field ("expected at least 2 fields, found 1"): now
+  // named, with where they start and what to do, by every line reader of tables.
+  TempDir tmp;
+  const std::string whole = "sequence\tlabel\nACGTACGTAC\t0\nTTGCATGCAA\t1\n";
+  test::write_file(tmp.file("pad.tsv"), whole.substr(0, 32) + std::string(300, '\0'));
+  const std::string why = "a text table holds none; they are binary data, or the zeros that a download which reserved "
+                          "the file's size and stopped leaves where the rest should be: download the file again, or "
+                          "give the right one";
+  EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("pad.tsv")); }),
+            tmp.file("pad.tsv") + ":3: 300 zero byte(s) from byte 5 of the line to its end: " + why);
+  // Zeros inside a line, through for_each_line (BED, VCF, genome lists, GFF, rankings).
+  test::write_file(tmp.file("mid.txt"), std::string("a\nb\0\0c\nd\n", 9));
+  std::vector<std::string> seen;
+  EXPECT_EQ(error_of([&] { io::for_each_line(tmp.file("mid.txt"), [&](const std::string& l, uint64_t) { seen.push_back(l); }); }),
+            tmp.file("mid.txt") + ":2: 2 zero byte(s) from byte 2 of the line: " + why);
+  EXPECT_EQ(seen, std::vector<std::string>{"a"});  // refused before the line is used
+  // And the rank tables' reader (npmi.tsv): a zero inside a row.
+  test::write_file(tmp.file("n.tsv"), std::string("rank\tkmer\tk\tcount\tpmi\n1\tAC\0\t3\t9\t2.5\n", 36));
+  EXPECT_NE(error_of([&] { io::read_pmi_vocab_tsv(tmp.file("n.tsv")); }).find(":2: 1 zero byte(s) from byte 5 of the line: "),
+            std::string::npos);
 }
 
 TEST(Printable, EscapesControlBytesAndBrokenUtf8Only) {
