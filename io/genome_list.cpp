@@ -38,8 +38,8 @@ std::string resolve(const std::string& list_dir, const std::string& p) {
 }
 
 /// The directory of the file a list path leads to, "" when it is the list's own directory:
-/// a list reached through a symbolic link (to it, or to a directory above it) has a second
-/// place its relative paths could mean.
+/// a list reached through a symbolic link to the file has a second place its relative paths
+/// could mean (a link to a directory above it leads to that same directory).
 std::string target_directory(const std::string& list_path, const std::string& list_dir) {
   char* real = ::realpath(list_path.c_str(), nullptr);
   if (!real) return {};
