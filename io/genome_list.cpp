@@ -9,6 +9,7 @@
 #include <map>
 
 #include "io/error.hpp"
+#include "io/listed_paths.hpp"
 #include "io/parse_number.hpp"
 #include "io/text_source.hpp"
 
@@ -28,58 +29,8 @@ std::vector<std::string> split_tabs(const std::string& line) {
   return out;
 }
 
-std::string directory_of(const std::string& path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? std::string() : path.substr(0, slash + 1);
-}
-
 std::string resolve(const std::string& list_dir, const std::string& p) {
   return p.empty() || p[0] == '/' ? p : list_dir + p;
-}
-
-/// The directory of the file a list path leads to, "" when it is the list's own directory:
-/// a list reached through a symbolic link to the file has a second place its relative paths
-/// could mean (a link to a directory above it leads to that same directory).
-std::string target_directory(const std::string& list_path, const std::string& list_dir) {
-  char* real = ::realpath(list_path.c_str(), nullptr);
-  if (!real) return {};
-  const std::string target = directory_of(real);
-  std::free(real);
-  struct stat a {}, b {};
-  const std::string here = list_dir.empty() ? "." : list_dir;
-  if (::stat(here.c_str(), &a) == 0 && ::stat(target.c_str(), &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino)
-    return {};
-  return target;
-}
-
-/// A relative path of a list reached through a link is taken from the list's directory as
-/// given (the link's), as always; where it names another existing file from the directory the
-/// link leads to, which one the list's author meant cannot be told: refused.
-void check_one_meaning(const std::string& list_path, uint64_t lineno, const std::string& what,
-                       const std::string& written, const std::string& resolved, const std::string& target_dir) {
-  if (target_dir.empty() || written.empty() || written[0] == '/') return;
-  const std::string other = target_dir + written;
-  struct stat a {}, b {};
-  if (::stat(resolved.c_str(), &a) != 0 || ::stat(other.c_str(), &b) != 0) return;
-  if (a.st_dev == b.st_dev && a.st_ino == b.st_ino) return;
-  throw InputError(list_path, lineno,
-                   fmt::format("{}: the relative path '{}' names {} from the list's directory as given, but the list "
-                               "is reached through a symbolic link, and from the directory it leads to ({}) it names "
-                               "another file, {}; write the path absolute, or give the list by its real path",
-                               what, printable(written), printable(resolved), printable(target_dir),
-                               printable(other)));
-}
-
-/// For a refusal of a relative path that does not lead to a file from a linked list's
-/// directory but does from the directory the link leads to: where it would have.
-std::string elsewhere_hint(const std::string& written, const std::string& target_dir) {
-  if (target_dir.empty() || written.empty() || written[0] == '/') return {};
-  const std::string other = target_dir + written;
-  struct stat b {};
-  if (::stat(other.c_str(), &b) != 0) return {};
-  return fmt::format(" (the list is reached through a symbolic link, and relative paths are read from the link's "
-                     "directory; from the directory it leads to, the path names {}: give the list by its real path)",
-                     printable(other));
 }
 
 }  // namespace
@@ -102,7 +53,7 @@ GenomeList read_genome_list(const std::string& list_path) {
   GenomeList list;
   list.path = list_path;
   const std::string dir = directory_of(list_path);
-  const std::string target_dir = target_directory(list_path, dir);
+  const ListedPaths listed(list_path, "list");
   bool seen_row = false;
   for_each_table_line(list_path, [&](const std::string& raw, uint64_t lineno) {
     if (raw.empty() || raw[0] == '#') return;
@@ -133,8 +84,9 @@ GenomeList read_genome_list(const std::string& list_path) {
     g.path = resolve(dir, g.path_text);
     if (const auto p = input_problem(g.path); !p.empty())
       throw InputError(list_path, lineno, fmt::format("genome '{}': {} {}{}", g.name, printable(g.path), p,
-                                                      elsewhere_hint(g.path_text, target_dir)));
-    check_one_meaning(list_path, lineno, fmt::format("genome '{}'", g.name), g.path_text, g.path, target_dir);
+                                                      listed.elsewhere(g.path_text)));
+    if (const auto why = listed.ambiguity(g.path_text, g.path); !why.empty())
+      throw InputError(list_path, lineno, fmt::format("genome '{}': {}", g.name, why));
     struct stat st {};
     if (::stat(g.path.c_str(), &st) != 0)
       throw InputError(list_path, lineno, fmt::format("genome '{}': cannot stat {}", g.name, printable(g.path)));
@@ -160,9 +112,9 @@ GenomeList read_genome_list(const std::string& list_path) {
       if (const auto p = input_problem(g.genes); !p.empty())
         throw InputError(list_path, lineno,
                          fmt::format("genes file of genome '{}': {} {}{}", g.name, printable(g.genes), p,
-                                     elsewhere_hint(cols[3], target_dir)));
-      check_one_meaning(list_path, lineno, fmt::format("genes file of genome '{}'", g.name), cols[3], g.genes,
-                        target_dir);
+                                     listed.elsewhere(cols[3])));
+      if (const auto why = listed.ambiguity(cols[3], g.genes); !why.empty())
+        throw InputError(list_path, lineno, fmt::format("genes file of genome '{}': {}", g.name, why));
     }
     for (const auto& o : list.genomes) {
       if (o.name == g.name)

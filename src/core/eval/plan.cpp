@@ -16,6 +16,7 @@
 #include "genemask/eval/results.hpp"
 #include "io/error.hpp"
 #include "io/json.hpp"
+#include "io/listed_paths.hpp"
 #include "io/table_text.hpp"
 #include "io/run_dir.hpp"
 #include "io/parse_number.hpp"
@@ -158,7 +159,7 @@ nlohmann::json yaml_to_json(const YAML::Node& n, const std::string& path, std::m
 class Checker {
  public:
   Checker(std::string source, std::string base_dir, const std::map<std::string, int>* lines)
-      : source_(std::move(source)), base_(std::move(base_dir)), lines_(lines) {}
+      : source_(std::move(source)), base_(std::move(base_dir)), lines_(lines), listed_(source_, "plan") {}
 
   [[noreturn]] void fail(const std::string& path, const std::string& msg) const {
     std::string where = source_;
@@ -201,8 +202,10 @@ class Checker {
   }
   /// An existing file or directory, relative to the plan's directory; returns the absolute path.
   std::string existing(const nlohmann::json& j, const std::string& path, const char* what) const {
-    const std::string p = resolve(string(j, path));
-    if (!fs::exists(p)) fail(path, fmt::format("{} does not exist ({}: {})", io::json_excerpt(j), what, p));
+    const std::string written = string(j, path), p = resolve(written);
+    if (!fs::exists(p))
+      fail(path, fmt::format("{} does not exist ({}: {}){}", io::json_excerpt(j), what, p, listed_.elsewhere(written)));
+    if (const std::string why = listed_.ambiguity(written, p); !why.empty()) fail(path, why);
     if (const std::string why = io::input_type_problem(p, io::InputKind::file_or_directory); !why.empty())
       fail(path, fmt::format("{} {}", p, why));
     return p;
@@ -230,6 +233,7 @@ class Checker {
   }
   std::string source_, base_;
   const std::map<std::string, int>* lines_;
+  io::ListedPaths listed_;  // a plan reached through a link: its relative paths' second meaning
 };
 
 const nlohmann::json& required(const Checker& c, const nlohmann::json& obj, const std::string& path, const char* key,

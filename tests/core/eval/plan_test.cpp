@@ -169,6 +169,35 @@ TEST_F(SweepPlan, DefaultsAreThePapersShotsAndTenSeeds) {
   EXPECT_EQ(sweep::expand_jobs(p, "o").size(), 50u);
 }
 
+// A plan reached through a symbolic link reads its relative paths from the link's directory;
+// one that names another existing file from the directory the link leads to (another
+// train.csv beside the link) was read without a word: refused, naming both (the genome
+// lists' rule, io/listed_paths.hpp). One found only where the link leads says so.
+TEST_F(SweepPlan, ARelativePathOfTwoMeaningsThroughALinkIsRefused) {
+  const std::string text = R"({"models": [{"name": "m", "path": "random"}],
+                               "tasks": [{"name": "t", "train": "train.csv", "test": "test.csv"}]})";
+  test::write_file(d_ + "/p.json", text);
+  const std::string via = d_ + "/via";
+  fs::create_directories(via);
+  fs::create_symlink(d_ + "/p.json", via + "/p.json");
+  fs::create_symlink(d_ + "/test.csv", via + "/test.csv");  // one file from both: fine
+  test::write_file(via + "/train.csv", "sequence,label\nTTTTTTTT,1\n");
+  EXPECT_EQ(plan_error([&] { sweep::load_plan(via + "/p.json"); }),
+            via + "/p.json: tasks[0].train: the relative path 'train.csv' names " + via +
+                "/train.csv from the plan's directory as given, but the plan is reached through a symbolic link, and "
+                "from the directory it leads to (" + d_ + "/) it names another file, " + d_ +
+                "/train.csv; write the path absolute, or give the plan by its real path");
+  fs::remove(via + "/train.csv");
+  EXPECT_NE(plan_error([&] { sweep::load_plan(via + "/p.json"); })
+                .find("(the plan is reached through a symbolic link, and relative paths are read from the link's "
+                      "directory; from the directory it leads to, the path names " + d_ + "/train.csv: give the plan "
+                      "by its real path)"),
+            std::string::npos);
+  fs::create_symlink(d_ + "/train.csv", via + "/train.csv");
+  EXPECT_EQ(sweep::load_plan(via + "/p.json").tasks.at(0).train, via + "/train.csv");
+  EXPECT_EQ(sweep::load_plan(d_ + "/p.json").tasks.at(0).train, d_ + "/train.csv");  // no link: as always
+}
+
 TEST_F(SweepPlan, ErrorsNameFileKeyAndValue) {
   const std::string f = d_ + "/p.json";
   EXPECT_EQ(plan_error([&] { json_plan(R"({"models": [{"name": "m", "path": "nope"}], "tasks": []})"); }),
