@@ -379,10 +379,11 @@ int run(int argc, char** argv) {
     const double bytes = 6 * static_cast<double>(N) * static_cast<double>(V);  // read forward, read and write backward
     const double t = median_us([&] {
       cuda::cross_entropy_forward(true, logits.data_ptr(), targets.data_ptr<int64_t>(), stats.data_ptr<float>(),
-                                  loss.data_ptr<float>(), N, static_cast<int>(V), stream);
+                                  loss.data_ptr<float>(), N, static_cast<int>(V), static_cast<int>(V), stream);
       (void)loss.sum();
       cuda::cross_entropy_backward(true, logits.data_ptr(), targets.data_ptr<int64_t>(), stats.data_ptr<float>(),
-                                   g.data_ptr<float>(), dx.data_ptr(), N, static_cast<int>(V), stream);
+                                   g.data_ptr<float>(), dx.data_ptr(), N, static_cast<int>(V), static_cast<int>(V),
+                                   stream);
     }, repeats);
     check("cross-entropy");
     add("cross_entropy", "(default) forward + backward", "genemask", V, bytes, t);

@@ -52,6 +52,15 @@
 //                    instead of one kernel each way over the logits in their own dtype
 //                    (src/model/fusions.hpp's ce, on by default: its ablation); --fused-ce
 //                    asks for the default
+//   --ce-pad         on a GPU, the MLM decoder's product over its 4101 classes padded to 4104
+//                    (cuBLAS's aligned kernels), the loss reading the real columns
+//                    (src/model/fusions.hpp's ce-pad, off by default); --no-ce-pad asks for
+//                    the default
+//   --cudnn-varlen   on a GPU with --packing, the packed rows' attention by cuDNN's SDPA over
+//                    ragged segments instead of flash attention's varlen kernel
+//                    (src/model/fusions.hpp's cudnn-varlen, off by default); --no-cudnn-varlen
+//                    asks for the default
+//   (every fusion flag's default is GENEMASK_FUSED's where that is set)
 //   --no-weight-bf16 under bf16, the products cast the fp32 weights in every forward pass
 //                    (autocast) instead of reading bf16 copies that the optimizer step makes
 //                    again (src/model/fusions.hpp's weight-bf16, on by default: its ablation;
@@ -180,10 +189,13 @@ int run(int argc, char** argv) {
     return 0;
   }
   std::vector<std::string> pos;
-  bool graph = false, unfused_qkv = false, unfused_ln = false, ln_bf16 = Fusions{}.ln_bf16, fused_gelu = Fusions{}.gelu,
-       bgrad = Fusions{}.bgrad, cpu_bias = Fusions{}.cpu_bias, ln_smem = Fusions{}.ln_smem,
-       bias_sum = Fusions{}.bias_sum, fused_ce = Fusions{}.ce, weight_bf16 = Fusions{}.weight_bf16,
-       ln_lean = Fusions{}.ln_lean, packing = false;
+  // The fusions' defaults: GENEMASK_FUSED's where set (fusions.hpp), else the built-in ones;
+  // the flags below change them one by one.
+  const Fusions base = fusions();
+  bool graph = false, unfused_qkv = !base.qkv, unfused_ln = !base.ln, ln_bf16 = base.ln_bf16, fused_gelu = base.gelu,
+       bgrad = base.bgrad, cpu_bias = base.cpu_bias, ln_smem = base.ln_smem, bias_sum = base.bias_sum,
+       fused_ce = base.ce, weight_bf16 = base.weight_bf16, ce_pad = base.ce_pad, cudnn_varlen = base.cudnn_varlen,
+       ln_lean = base.ln_lean, packing = false;
   std::string lengths = "full", sdpa;
   int profile = 0, check_graph = 0, gelu_rows = gelu_rows_in_flight();
   for (int i = 1; i < argc; ++i) {
@@ -207,6 +219,10 @@ int run(int argc, char** argv) {
     else if (a == "--no-bias-sum") bias_sum = false;
     else if (a == "--fused-ce") fused_ce = true;
     else if (a == "--no-fused-ce") fused_ce = false;
+    else if (a == "--ce-pad") ce_pad = true;
+    else if (a == "--no-ce-pad") ce_pad = false;
+    else if (a == "--cudnn-varlen") cudnn_varlen = true;
+    else if (a == "--no-cudnn-varlen") cudnn_varlen = false;
     else if (a == "--weight-bf16") weight_bf16 = true;
     else if (a == "--no-weight-bf16") weight_bf16 = false;
     else if (a == "--packing") packing = true;
@@ -231,7 +247,7 @@ int run(int argc, char** argv) {
   use_device(dev, /*tf32=*/true);
   const bool bf16 = precision == "bf16";
   set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias, ln_smem, bias_sum, fused_ce, weight_bf16,
-               ln_lean});
+               ln_lean, ce_pad, cudnn_varlen});
   set_gelu_rows_in_flight(gelu_rows);  // std::invalid_argument (exit 2) unless 1, 2 or 4
   // Whether the model's linear layers take cpu-bias here (linear_cpu.hpp: the fusion on, a bf16
   // step on a CPU whose bf16 products ATen sends to oneDNN), asked of a layer of the model's kind.
@@ -474,7 +490,7 @@ int run(int argc, char** argv) {
                           t_clip / steps, t_opt / steps);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
-      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"ln_lean\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"weight_bf16\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
+      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"ln_lean\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"ce_pad\":%s,\"cudnn_varlen\":%s,\"weight_bf16\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
       "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
@@ -487,6 +503,8 @@ int run(int argc, char** argv) {
           ? "true"
           : "false",
       ln_lean && !unfused_ln && dev.is_cuda() ? "true" : "false", bias_sum && !bgrad && dev.is_cuda() && bf16 ? "true" : "false", fused_ce && dev.is_cuda() ? "true" : "false",
+      ce_pad && dev.is_cuda() && padded_classes(cfg.vocab_size) != cfg.vocab_size ? "true" : "false",
+      cudnn_varlen && dev.is_cuda() && packing ? "true" : "false",
       weight_bf16 && bf16 ? "true" : "false",
       sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),

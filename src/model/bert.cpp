@@ -319,6 +319,18 @@ const torch::Tensor& PackedLayout::block_mask() const {
   return block_mask_;
 }
 
+const torch::Tensor& PackedLayout::cudnn_cu_seqlens() const {
+  if (!cudnn_cu_seqlens_.defined()) {
+    const int64_t S = cu_seqlens.numel() - 1;
+    int64_t padded = 64;
+    while (padded < S) padded *= 2;
+    // The appended boundaries repeat the last one (on the device: no host data).
+    cudnn_cu_seqlens_ = padded == S ? cu_seqlens
+                                    : torch::cat({cu_seqlens, cu_seqlens.narrow(0, S, 1).expand({padded - S})});
+  }
+  return cudnn_cu_seqlens_;
+}
+
 PackedLayout packed_layout(const PackedBatch& p, const torch::Device& dev) {
   PackedLayout l;
   l.position_ids = torch::tensor(p.position_ids, torch::kLong).view({p.rows, p.cols}).to(dev);
@@ -332,6 +344,7 @@ std::string to_string(PackedAttentionPath path) {
   switch (path) {
     case PackedAttentionPath::CpuSegments: return "cpu-segments";
     case PackedAttentionPath::FlashVarlen: return "flash-varlen";
+    case PackedAttentionPath::CudnnRagged: return "cudnn-ragged";
     case PackedAttentionPath::BlockMask: return "block-mask";
   }
   return "unknown";
@@ -343,8 +356,12 @@ PackedAttentionPath packed_attention_path(const torch::Tensor& q, const torch::T
   const int64_t d = q.size(-1);
   // Flash attention's conditions: Ampere or newer, 16-bit floats, a head size it was built for.
   if (q.device().is_cuda() && (t == torch::kBFloat16 || t == torch::kHalf) && k.scalar_type() == t &&
-      v.scalar_type() == t && d % 8 == 0 && d <= 256 && v.size(-1) == d && gpu_bf16_native(q.device().index()))
+      v.scalar_type() == t && d % 8 == 0 && d <= 256 && v.size(-1) == d && gpu_bf16_native(q.device().index())) {
+    // cuDNN's SDPA kernels take head sizes up to 128 on Ampere and Hopper.
+    if (fusions().cudnn_varlen && d <= 128 && at::globalContext().userEnabledCuDNN())
+      return PackedAttentionPath::CudnnRagged;
     return PackedAttentionPath::FlashVarlen;
+  }
   return PackedAttentionPath::BlockMask;
 }
 
@@ -387,6 +404,20 @@ torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, c
     auto out = std::get<0>(at::_flash_attention_forward(tokens(q), tokens(k), tokens(v), layout.cu_seqlens,
                                                         layout.cu_seqlens, layout.max_seqlen, layout.max_seqlen,
                                                         dropout_p, /*is_causal=*/false, /*return_debug_mask=*/false));
+    return out.view({R, L, h, d}).transpose(1, 2);
+  }
+  if (path == PackedAttentionPath::CudnnRagged) {
+    const int64_t R = q.size(0), h = q.size(1), L = q.size(2), d = q.size(3);
+    // Contiguous [R x L, h, d]: cuDNN's ragged offsets count whole tokens of h x d values (the
+    // projections' views are a third of each Q/K/V token apart). The longest segment is given
+    // as the row's width, and the segments padded to a power of two (cudnn_cu_seqlens): cuDNN
+    // builds a graph per shape, and the batches of a run then share a few.
+    auto tokens = [&](const torch::Tensor& t) { return t.transpose(1, 2).reshape({R * L, h, d}).contiguous(); };
+    const torch::Tensor& cu = layout.cudnn_cu_seqlens();
+    const bool grad = q.requires_grad() || k.requires_grad() || v.requires_grad();
+    auto out = std::get<0>(at::_cudnn_attention_forward(tokens(q), tokens(k), tokens(v), std::nullopt, cu, cu, L, L,
+                                                        /*compute_log_sumexp=*/grad, dropout_p, /*is_causal=*/false,
+                                                        /*return_debug_mask=*/false));
     return out.view({R, L, h, d}).transpose(1, 2);
   }
   std::optional<torch::Tensor> mask = layout.block_mask();
@@ -601,13 +632,38 @@ torch::Tensor BertForMaskedLMImpl::forward(const torch::Tensor& input_ids, const
   return affine(t, bert->embeddings->word_embeddings->weight, cls->predictions->bias);
 }
 
+int64_t padded_classes(int64_t classes) { return (classes + 7) / 8 * 8; }
+
+torch::Tensor decoder_logits(const torch::Tensor& t, const torch::Tensor& weight, const torch::Tensor& bias,
+                             int64_t columns) {
+  const int64_t V = weight.size(0);
+  if (columns < V)
+    throw std::invalid_argument(fmt::format("decoder_logits: {} columns for {} classes", columns, V));
+  if (columns == V) return affine(t, weight, bias);
+  // The copies are looked up by their parameters, before the padding makes new tensors; the
+  // padded copy is the padded parameter's cast (zeros cast to zeros), so low_operand's
+  // gradient reaches the padded parameter and, through the padding's backward, the first V
+  // rows of the parameter itself.
+  const WeightCopies* copies = weight_copies_for(t.device());
+  const torch::Tensor wl = copies ? copies->low(weight) : torch::Tensor();
+  const torch::Tensor bl = copies ? copies->low(bias) : torch::Tensor();
+  auto rows = [&](const torch::Tensor& x) {
+    return x.defined() ? at::constant_pad_nd(x, {0, 0, 0, columns - V}) : x;
+  };
+  auto tail = [&](const torch::Tensor& x) { return x.defined() ? at::constant_pad_nd(x, {0, columns - V}) : x; };
+  return affine(t, rows(weight), tail(bias), rows(wl), tail(bl));
+}
+
 namespace {
 /// The MLM head (transform, tied decoder, bias) on the flat positions `rows` of hidden states
-/// [B, L, H]: what forward_rows returns and the losses take.
-torch::Tensor head_at_rows(BertForMaskedLMImpl& m, const torch::Tensor& hidden, const torch::Tensor& rows) {
+/// [B, L, H], over `columns` classes (decoder_logits; -1: the vocabulary's): what forward_rows
+/// returns and the losses take.
+torch::Tensor head_at_rows(BertForMaskedLMImpl& m, const torch::Tensor& hidden, const torch::Tensor& rows,
+                           int64_t columns = -1) {
   auto h = hidden.reshape({-1, hidden.size(-1)}).index_select(0, rows);
   auto t = m.cls->predictions->transform(h);
-  return affine(t, m.bert->embeddings->word_embeddings->weight, m.cls->predictions->bias);
+  const torch::Tensor& w = m.bert->embeddings->word_embeddings->weight;
+  return decoder_logits(t, w, m.cls->predictions->bias, columns < 0 ? w.size(0) : columns);
 }
 }  // namespace
 
@@ -637,10 +693,16 @@ torch::Tensor BertForMaskedLMImpl::masked_lm_loss_sum(const torch::Tensor& input
 
 torch::Tensor BertForMaskedLMImpl::head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& rows,
                                                  const torch::Tensor& targets) {
-  auto logits = head_at_rows(*this, hidden, rows);
+  // With ce-pad on a GPU, the decoder's product over the classes padded to a multiple of 8:
+  // cuBLAS's aligned kernels instead of its unaligned ones for rows of 4101 bf16 values.
+  const int64_t V = config.vocab_size;
+  const Fusions f = fusions();
+  auto logits = head_at_rows(*this, hidden, rows, f.ce_pad && hidden.is_cuda() ? padded_classes(V) : V);
   // On a GPU with ce in force, one kernel each way over the logits in their own dtype
-  // (cross_entropy.hpp); elsewhere LibTorch's composition in fp32.
-  if (fusions().ce && fused_cross_entropy_takes(logits, targets)) return fused_cross_entropy_sum(logits, targets);
+  // (cross_entropy.hpp), reading the first V columns of each row; elsewhere LibTorch's
+  // composition in fp32 on those columns.
+  if (f.ce && fused_cross_entropy_takes(logits, targets, V)) return fused_cross_entropy_sum(logits, targets, V);
+  if (logits.size(1) != V) logits = logits.narrow(1, 0, V);
   logits = logits.to(torch::kFloat32);
   return torch::nn::functional::cross_entropy(logits, targets,
                                               torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));

@@ -61,6 +61,19 @@ struct PackedLayout {
   /// first use.
   const torch::Tensor& block_mask() const;
   mutable torch::Tensor block_mask_;
+  /// cu_seqlens for cuDNN's attention over ragged segments: followed by zero-length segments
+  /// up to the next power of two of segments (at least 64), so that batches of nearly the
+  /// same segment count share one cuDNN graph (cuDNN builds one per count, row count and
+  /// longest segment). Made on first use, on the device.
+  const torch::Tensor& cudnn_cu_seqlens() const;
+  mutable torch::Tensor cudnn_cu_seqlens_;
+  /// After cu_seqlens was written in place (a fixed-shape step's next micro-batch): the block
+  /// mask and cuDNN's boundaries are made again on their next use (inside a CUDA graph's
+  /// capture, then, from the buffer that each replay's micro-batch fills).
+  void boundaries_changed() const {
+    block_mask_ = torch::Tensor();
+    cudnn_cu_seqlens_ = torch::Tensor();
+  }
 };
 
 /// The layout of a packed batch (model/packing.hpp) on `dev`.
@@ -78,13 +91,16 @@ struct AttentionMask {
 /// Attention over a packed layout: the CPU kernel with segments (attention_cpu.hpp); on a
 /// GPU of compute capability 8.0+ in bf16 or fp16 with head size a multiple of 8 up to 256,
 /// flash attention over variable-length segments (at::_flash_attention_forward with
-/// cu_seqlens); else scaled_dot_product_attention with the block-diagonal mask.
+/// cu_seqlens), or with fusions.hpp's cudnn-varlen (head size up to 128, cuDNN enabled)
+/// cuDNN's attention over the same ragged segments (at::_cudnn_attention_forward with
+/// cumulative sequence lengths, Q, K and V as contiguous tokens x heads x head size); else
+/// scaled_dot_product_attention with the block-diagonal mask.
 torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const PackedLayout& layout, double dropout_p);
-enum class PackedAttentionPath { CpuSegments, FlashVarlen, BlockMask };
+enum class PackedAttentionPath { CpuSegments, FlashVarlen, CudnnRagged, BlockMask };
 /// Which of those packed_attention takes for these inputs (tests and the GPU check).
 PackedAttentionPath packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
-/// "cpu-segments", "flash-varlen" or "block-mask".
+/// "cpu-segments", "flash-varlen", "cudnn-ragged" or "block-mask".
 std::string to_string(PackedAttentionPath path);
 
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
@@ -227,6 +243,17 @@ struct BertOnlyMLMHeadImpl : torch::nn::Module {
 };
 TORCH_MODULE(BertOnlyMLMHead);
 
+/// `classes` rounded up to a multiple of 8: the width of the decoder's product under
+/// fusions.hpp's ce-pad, whose rows of bf16 logits are then 16-byte aligned.
+int64_t padded_classes(int64_t classes);
+
+/// The MLM decoder's logits [N, columns] of transformed hidden states `t` [N, H]: t W^T + b for
+/// the decoder's weight W [V, H] and bias b [V] (under bf16 with the weights' copies in force,
+/// their copies), the columns from V on (columns >= V) made by zero rows of weight and bias
+/// appended to both: logits 0 that are no class, whose gradients reach neither W nor b.
+torch::Tensor decoder_logits(const torch::Tensor& t, const torch::Tensor& weight, const torch::Tensor& bias,
+                             int64_t columns);
+
 struct BertForMaskedLMImpl : torch::nn::Module {
   explicit BertForMaskedLMImpl(const BertConfig& c);
   /// MLM logits [B, L, V]; the decoder is the word-embedding matrix (tied) plus a bias.
@@ -249,7 +276,9 @@ struct BertForMaskedLMImpl : torch::nn::Module {
   /// of the same samples unpacked within float rounding (the tests check it), dropout aside.
   torch::Tensor masked_lm_loss_sum(const torch::Tensor& input_ids, const PackedLayout& layout,
                                    const torch::Tensor& rows, const torch::Tensor& targets);
-  /// The MLM head on the flat hidden states' positions `rows`, summed cross-entropy.
+  /// The MLM head on the flat hidden states' positions `rows`, summed cross-entropy. With
+  /// fusions.hpp's ce-pad in force (on a GPU), the decoder's product is made over
+  /// padded_classes(V) columns and the loss reads the first V of each row.
   torch::Tensor head_loss_sum(const torch::Tensor& hidden, const torch::Tensor& rows, const torch::Tensor& targets);
   /// Mean cross-entropy over positions whose label is not -100.
   static torch::Tensor mlm_loss(const torch::Tensor& logits, const torch::Tensor& labels);

@@ -17,13 +17,17 @@
 
 namespace genemask::model {
 
-/// Whether the node takes these inputs: logits [rows, V] on a GPU in bf16 or fp32, targets
-/// [rows] int64 on the same GPU (a CUDA build).
-bool fused_cross_entropy_takes(const torch::Tensor& logits, const torch::Tensor& targets);
+/// Whether the node takes these inputs: logits [rows, C] on a GPU in bf16 or fp32, targets
+/// [rows] int64 on the same GPU (a CUDA build), and `classes` -1 (every column a class) or in
+/// 1..C.
+bool fused_cross_entropy_takes(const torch::Tensor& logits, const torch::Tensor& targets, int64_t classes = -1);
 
-/// The summed loss (a 0-dim fp32 tensor), differentiable in the logits. A target outside
-/// [0, V) other than -100 makes the loss NaN, and that row's gradient too (LibTorch's path stops
-/// at a device assert).
-torch::Tensor fused_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets);
+/// The summed loss (a 0-dim fp32 tensor), differentiable in the logits. The classes are each
+/// row's first `classes` columns (-1: all C); the others, a product padded to an aligned width
+/// (the decoder's with fusions.hpp's ce-pad), are not read, and their gradient is 0. A target
+/// outside [0, classes) other than -100 makes the loss NaN, and that row's gradient too
+/// (LibTorch's path stops at a device assert).
+torch::Tensor fused_cross_entropy_sum(const torch::Tensor& logits, const torch::Tensor& targets,
+                                      int64_t classes = -1);
 
 }  // namespace genemask::model

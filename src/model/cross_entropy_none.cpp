@@ -5,9 +5,9 @@
 
 namespace genemask::model {
 
-bool fused_cross_entropy_takes(const torch::Tensor&, const torch::Tensor&) { return false; }
+bool fused_cross_entropy_takes(const torch::Tensor&, const torch::Tensor&, int64_t) { return false; }
 
-torch::Tensor fused_cross_entropy_sum(const torch::Tensor&, const torch::Tensor&) {
+torch::Tensor fused_cross_entropy_sum(const torch::Tensor&, const torch::Tensor&, int64_t) {
   throw std::invalid_argument("fused cross-entropy: this build's LibTorch has no CUDA");
 }
 

@@ -68,12 +68,29 @@
 //            with the forward's very arithmetic (each rounding explicit), so a step computes
 //            the same bits either way and a checkpoint does not record it. On by default since
 //            the H200 run (+1.4% dnabert alone).
+//   ce-pad   on a GPU, the MLM loss's decoder product made over its classes padded with zero
+//            rows of weight and bias to a multiple of 8 (the vocabulary's 4101 to 4104), the
+//            loss reading each row's 4101 real columns (the fused kernel with a row stride,
+//            cross_entropy.hpp; LibTorch's composition on their view): cuBLAS has no aligned
+//            kernel for a row of 4101 bf16 values, and the H200 profile of 2026-12-01 put its
+//            Turing-era unaligned kernels (cutlass_75 ... align1, about 75 TFLOP/s) at 1.2 ms
+//            of the 15.3 ms `logo` step. The padding's logits are 0 and no class; its weight
+//            and bias gradients are dropped. Off by default until a GPU run has checked and
+//            timed it (the kernels' row stride is tested on a GPU only); another product kernel
+//            may round the logits otherwise (recorded, like gelu).
+//   cudnn-varlen  on a GPU, packed rows' attention (bert.hpp's packed_attention) by cuDNN's
+//            SDPA over ragged segments instead of flash attention's varlen kernel: the H200
+//            profile of 2026-12-01 put flash's varlen (Ampere's kernels) at about half the
+//            throughput of cuDNN's Hopper kernels on the padded batches. Off by default until a
+//            GPU run has checked and timed it; it changes the numbers (another kernel, its own
+//            dropout draws: recorded, like gelu).
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
 // "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem", "bias-sum", "ce",
-// "weight-bf16" and "ln-lean", or "none" (to compare with the unfused step, or to rule a fused
-// kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln,
+// "weight-bf16", "ln-lean", "ce-pad" and "cudnn-varlen", or "none" (to compare with the unfused step, or to rule
+// a fused kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln,
 // --no-ln-bf16, --no-fused-gelu, --bgrad, --no-cpu-bias, --ln-smem, --bias-sum, --fused-ce,
-// --no-weight-bf16 and --ln-lean set them instead (GENEMASK_FUSED aside).
+// --no-weight-bf16, --ln-lean, --no-ce-pad and --cudnn-varlen set them instead (their defaults:
+// GENEMASK_FUSED's, where set).
 #include <string>
 
 #include "model/cuda/rows_in_flight.hpp"
@@ -82,7 +99,8 @@ namespace genemask::model {
 
 struct Fusions {
   bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false, cpu_bias = true, ln_smem = true,
-       bias_sum = true, ce = true, weight_bf16 = true, ln_lean = true;
+       bias_sum = true, ce = true, weight_bf16 = true, ln_lean = true, ce_pad = false,
+       cudnn_varlen = false;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an
@@ -95,12 +113,15 @@ Fusions parse_fusions(const std::string& text);
 /// ce", every one, or (numeric_only) those numeric_fusions can list.
 std::string fusion_names(bool numeric_only);
 /// The fusions among f that change a step's numbers, as GENEMASK_FUSED spells them (those of
-/// "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce" in force, in that order, or "none"): qkv (another
+/// "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce,ce-pad,cudnn-varlen" in force, in that order, or
+/// "none"): qkv (another
 /// product's rounding), ln (on a GPU, its own dropout draws and rounding), gelu (on a GPU, the
 /// bias added and its gradient summed in fp32), bgrad (on a GPU, the linear layers' weight and
 /// bias gradients in fp32), ln-smem (on a GPU, gamma's and beta's gradients summed in another
-/// grouping), bias-sum (on a GPU, the linear layers' bias gradients summed in fp32) and ce
-/// (on a GPU, each row's log-sum-exp in another order). ln-bf16, cpu-bias and weight-bf16 are
+/// grouping), bias-sum (on a GPU, the linear layers' bias gradients summed in fp32), ce
+/// (on a GPU, each row's log-sum-exp in another order), ce-pad (on a GPU, the decoder's
+/// product by another kernel) and cudnn-varlen (on a GPU, packed attention by another kernel
+/// with its own dropout draws). ln-bf16, cpu-bias and weight-bf16 are
 /// not among them, nor is ln-lean: ln-bf16's copy is the cast autocast would make, cpu-bias
 /// computes what ATen's addmm computes, weight-bf16's copies are the casts autocast would
 /// make, and ln-lean's sum is the one the forward computed.

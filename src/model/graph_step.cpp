@@ -136,7 +136,7 @@ struct GraphStep::Impl {
   /// One micro-batch's forward and backward on a shape's buffers (what its graph holds).
   void forward_backward_body(ShapeBuffers& sb) {
     sb.layout.cu_seqlens.copy_(sb.cu64);
-    sb.layout.block_mask_ = torch::Tensor();  // made again from this micro-batch's boundaries
+    sb.layout.boundaries_changed();  // the mask and cuDNN's boundaries made from this micro-batch's
     torch::Tensor l;
     {
       Autocast autocast(bf16);

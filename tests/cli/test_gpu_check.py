@@ -39,7 +39,7 @@ BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"pretrain_{c}" if p == "pretrain" else f"bench_{c}_{p}"
                                                  for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "no_ln_smem", "no_ln_lean", "no_bias_sum", "no_ce",
+                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "no_ln_smem", "no_ln_lean", "no_bias_sum", "no_ce", "ce_pad",
                                                            "no_weight_bf16", "gelu_rows2", "gelu_rows4", "packing",
                                                            "pytorch",
                                                            "sweep", "kernels", "pretrain")]
@@ -62,6 +62,8 @@ GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph
             "bench_logo_no_bias_sum": "the column-sum kernel runs on a GPU",
             "bench_dnabert_no_ce": "the fused cross-entropy is a GPU kernel",
             "bench_logo_no_ce": "the fused cross-entropy is a GPU kernel",
+            "bench_dnabert_ce_pad": "the decoder's padded classes apply on a GPU",
+            "bench_logo_ce_pad": "the decoder's padded classes apply on a GPU",
             "bench_dnabert_no_weight_bf16": "its ablation runs in the CUDA graph",
             "bench_logo_no_weight_bf16": "its ablation runs in the CUDA graph",
             "bench_dnabert_gelu_rows2": "the fused bias + GELU is a GPU kernel",
@@ -577,20 +579,25 @@ class TrainBenchFusions(unittest.TestCase):
     LayerNorm and GELU kernels are LibTorch's, and the bf16 copy is made under bf16), the
     defaults (src/model/fusions.hpp) without flags; each flag changes its own and no other."""
 
-    def run_bench(self, *flags):
+    def run_bench(self, *flags, fused=None):
+        env = dict(os.environ)
+        env.pop("GENEMASK_FUSED", None)
+        if fused is not None:
+            env["GENEMASK_FUSED"] = fused
         p = subprocess.run([os.path.join(BUILD, "bench", "train_bench"), "logo", "1", "2", "32", "1", "cpu", "bf16",
-                            *flags], capture_output=True, text=True)
+                            *flags], capture_output=True, text=True, env=env)
         self.assertEqual(p.returncode, 0, p.stderr)
         r = json.loads([l for l in p.stdout.splitlines() if l.startswith("{")][-1])
         self.assertEqual(r["bgrad_products"],
                          {"fused": 0, "fused_bf16": 0, "fallback": 0, "column_sums": 0, "stacked": 0})
         self.assertIsNone(r["gelu_rows_in_flight"])  # the fused GELU runs on a GPU only
         return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum",
-                                  "fused_ce", "weight_bf16")}
+                                  "fused_ce", "ce_pad", "cudnn_varlen", "weight_bf16")}
 
     def test_flags(self):
         default = {"fused_qkv": True, "fused_ln": False, "ln_bf16": True, "fused_gelu": False, "bgrad": False,
-                   "ln_smem": False, "ln_lean": False, "bias_sum": False, "fused_ce": False, "weight_bf16": True}
+                   "ln_smem": False, "ln_lean": False, "bias_sum": False, "fused_ce": False, "ce_pad": False,
+                   "cudnn_varlen": False, "weight_bf16": True}
         self.assertEqual(self.run_bench(), default)
         self.assertEqual(self.run_bench("--no-ln-bf16"), dict(default, ln_bf16=False))
         self.assertEqual(self.run_bench("--ln-bf16"), default)
@@ -612,10 +619,23 @@ class TrainBenchFusions(unittest.TestCase):
         # And the fused cross-entropy.
         self.assertEqual(self.run_bench("--fused-ce"), default)
         self.assertEqual(self.run_bench("--no-fused-ce"), default)
+        # And the decoder's padded classes.
+        self.assertEqual(self.run_bench("--ce-pad"), default)
+        self.assertEqual(self.run_bench("--no-ce-pad"), default)
         # The weights' bf16 copies: kept under bf16 on any device.
         self.assertEqual(self.run_bench("--no-weight-bf16"), dict(default, weight_bf16=False))
         self.assertEqual(self.run_bench("--weight-bf16"), default)
         self.assertEqual(self.run_bench("--unfused-qkv", "--no-ln-bf16"), dict(default, fused_qkv=False, ln_bf16=False))
+        # And cuDNN's attention over ragged segments (a GPU's, with --packing).
+        self.assertEqual(self.run_bench("--cudnn-varlen", "--packing", "--lengths", "uniform"), default)
+        # GENEMASK_FUSED, where set, gives the flags' defaults (the way a GPU check measures the
+        # packed step and `pretrain` with the same fusions); the flags still change them.
+        self.assertEqual(self.run_bench(fused="qkv"), dict(default, ln_bf16=False, weight_bf16=False))
+        self.assertEqual(self.run_bench("--weight-bf16", fused="qkv"), dict(default, ln_bf16=False))
+        p = subprocess.run([os.path.join(BUILD, "bench", "train_bench"), "logo", "1", "2", "32", "1"],
+                           capture_output=True, text=True, env=dict(os.environ, GENEMASK_FUSED="qkv,fast"))
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("GENEMASK_FUSED='qkv,fast'", p.stderr)
         p = subprocess.run([os.path.join(BUILD, "bench", "train_bench"), "logo", "1", "2", "32", "1", "--ln-bf17"],
                            capture_output=True, text=True)
         self.assertEqual((p.returncode, p.stderr.strip()), (2, "train_bench: unknown option '--ln-bf17'"))

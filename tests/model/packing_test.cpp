@@ -18,6 +18,7 @@
 #include "model/bert.hpp"
 #include "model/cuda_graph.hpp"
 #include "model/flops.hpp"
+#include "model/fusions.hpp"
 #include "model/grad_sync.hpp"
 #include "model/graph_step.hpp"
 #include "model/optim.hpp"
@@ -393,6 +394,68 @@ TEST(Packing, GpuVarlenFlashMatchesTheBlockMaskAndTheCpu) {
   m->to(dev);
   expect_close(loss_and_grads(m, b, true, false, dev), cpu, 1e-4);
   expect_close(loss_and_grads(m, b, true, true, dev), cpu, 3e-2);
+}
+
+TEST(Packing, GpuCudnnRaggedMatchesTheBlockMaskAndTheCpu) {
+  // fusions.hpp's cudnn-varlen: on a GPU, cuDNN's attention over the ragged segments (bf16)
+  // against the block-diagonal mask in fp32, values and gradients, over a layout whose
+  // segments cudnn_cu_seqlens pads with zero-length ones (and one that ends in zero-length
+  // segments itself, as the fixed-shape step's does); and the packed model with it on the GPU
+  // against the CPU, with dropout drawing the same share. Without a GPU the same body runs on
+  // the CPU, where the switch changes nothing (the per-segment kernel).
+  const Fusions saved = fusions();
+  Fusions f = saved;
+  f.cudnn_varlen = true;
+  set_fusions(f);
+  const bool gpu = torch::cuda::is_available();
+  const torch::Device dev = gpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
+  const PackedBatch p = pack_batch(make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 4), 64);
+  PackedLayout l = packed_layout(p, dev);
+  const int64_t S = l.cu_seqlens.numel() - 1;
+  EXPECT_EQ(l.cudnn_cu_seqlens().numel(), 65);  // padded to 64 segments
+  EXPECT_TRUE(torch::equal(l.cudnn_cu_seqlens().narrow(0, 0, S + 1), l.cu_seqlens));
+  EXPECT_EQ(l.cudnn_cu_seqlens()[64].item<int64_t>(), p.rows * p.cols);
+  PackedLayout fixed = l;  // 70 segments, the last 70 - S of none: padded to 128
+  fixed.cu_seqlens = torch::cat({l.cu_seqlens, l.cu_seqlens.narrow(0, S, 1).expand({70 - S})});
+  EXPECT_EQ(fixed.cudnn_cu_seqlens().numel(), 65);  // still the copy's: made on first use
+  fixed.boundaries_changed();
+  EXPECT_EQ(fixed.cudnn_cu_seqlens().numel(), 129);
+  for (const PackedLayout* layout : {&l, &fixed}) {
+    torch::manual_seed(8);
+    auto q = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
+    auto k = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
+    auto v = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
+    const std::string path = to_string(packed_attention_path(q, k, v));
+    EXPECT_EQ(path, gpu ? "cudnn-ragged" : "cpu-segments");
+    auto fast = packed_attention(q, k, v, *layout, 0.0);
+    auto go = torch::randn(fast.sizes(), dev).to(torch::kBFloat16);
+    const auto g = torch::autograd::grad({fast}, {q, k, v}, {go});
+    std::optional<torch::Tensor> mask = l.block_mask();
+    auto ref =
+        at::scaled_dot_product_attention(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32), mask, 0.0);
+    const auto rg = torch::autograd::grad({ref}, {q, k, v}, {go.to(torch::kFloat32)});
+    EXPECT_LT(max_abs_diff(fast.to(torch::kFloat32), ref), 2e-2);
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_LT(max_abs_diff(g[i].to(torch::kFloat32), rg[i].to(torch::kFloat32)), 5e-2) << "gradient " << i;
+    // With dropout: about the share dropped (the output's mean square falls by the kept
+    // share's reciprocal scale only in expectation: checked loosely), the same draws again
+    // from the same generator state.
+    torch::manual_seed(77);
+    if (gpu) torch::cuda::manual_seed_all(77);
+    auto dropped = packed_attention(q, k, v, *layout, 0.5);
+    torch::manual_seed(77);
+    if (gpu) torch::cuda::manual_seed_all(77);
+    EXPECT_TRUE(torch::equal(packed_attention(q, k, v, *layout, 0.5), dropped));
+    EXPECT_GT(max_abs_diff(dropped.to(torch::kFloat32), fast.to(torch::kFloat32)), 1e-2);
+    EXPECT_TRUE(torch::isfinite(dropped).all().item<bool>());
+  }
+  const Batch b = make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 4);
+  auto m = quiet_model(21);
+  m->train();
+  const auto cpu = loss_and_grads(m, b, true, false, torch::kCPU);
+  m->to(dev);
+  expect_close(loss_and_grads(m, b, true, true, dev), cpu, 3e-2);
+  set_fusions(saved);
 }
 
 // ---- The CUDA graphs' fixed-shape step (model/graph_step.hpp) ----

@@ -630,6 +630,20 @@ TEST(Fusions, EnvironmentListParsed) {
   EXPECT_TRUE(!f.qkv && f.ln && !f.ln_smem && !f.weight_bf16 && f.ln_lean);
   EXPECT_EQ(numeric_fusions(f), "ln");
   EXPECT_THROW(parse_fusions("ln_lean"), std::invalid_argument);
+  // ce-pad: off by default (until a GPU run has checked and timed it), numeric (another product
+  // kernel), after ce in the recorded list; a checkpoint that recorded no ce-pad resumes
+  // without it.
+  EXPECT_FALSE(Fusions{}.ce_pad);
+  EXPECT_FALSE(parse_fusions("qkv,ln,ln-bf16,gelu,bgrad,cpu-bias,ln-smem,bias-sum,ce,weight-bf16,ln-lean").ce_pad);
+  f = parse_fusions("ce-pad,ce");
+  EXPECT_TRUE(!f.qkv && !f.ln && f.ce && !f.weight_bf16 && !f.ln_lean && f.ce_pad);
+  EXPECT_EQ(numeric_fusions(f), "ce,ce-pad");
+  EXPECT_FALSE(with_numeric_of(parse_fusions("ce-pad"), parse_fusions("qkv,ln,gelu,ln-smem,bias-sum,ce")).ce_pad);
+  EXPECT_TRUE(with_numeric_of(Fusions{}, parse_fusions("ce,ce-pad")).ce_pad);
+  EXPECT_THROW(parse_fusions("ce_pad"), std::invalid_argument);
+  // cudnn-varlen: off by default (until a GPU run has timed it), numeric, last.
+  EXPECT_FALSE(Fusions{}.cudnn_varlen);
+  EXPECT_EQ(numeric_fusions(parse_fusions("cudnn-varlen,qkv")), "qkv,cudnn-varlen");
   // What --resume adopts from a checkpoint's list: its numeric fusions, this run's others.
   f = with_numeric_of(Fusions{}, parse_fusions("qkv,ln"));
   EXPECT_TRUE(f.qkv && f.ln && !f.gelu && !f.bgrad && !f.ln_smem && !f.bias_sum && !f.ce);
@@ -641,8 +655,9 @@ TEST(Fusions, EnvironmentListParsed) {
   // The names in messages come from the same table as the parser's: every name listed parses
   // alone to exactly one switch, the numeric ones are those numeric_fusions records, and the
   // errors say what GENEMASK_FUSED takes.
-  EXPECT_EQ(fusion_names(false), "qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem, bias-sum, ce, weight-bf16 and ln-lean");
-  EXPECT_EQ(fusion_names(true), "qkv, ln, gelu, bgrad, ln-smem, bias-sum and ce");
+  EXPECT_EQ(fusion_names(false),
+            "qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem, bias-sum, ce, weight-bf16, ln-lean, ce-pad and cudnn-varlen");
+  EXPECT_EQ(fusion_names(true), "qkv, ln, gelu, bgrad, ln-smem, bias-sum, ce, ce-pad and cudnn-varlen");
   // "a, b and c" as {a, b, c}
   auto split = [](std::string text) {
     for (const char* sep : {" and ", ", "})
@@ -665,7 +680,7 @@ TEST(Fusions, EnvironmentListParsed) {
   const Fusions every = parse_fusions(joined);
   const bool* b = reinterpret_cast<const bool*>(&every);
   EXPECT_EQ(std::count(b, b + sizeof(Fusions), true), static_cast<long>(sizeof(Fusions)));  // every switch named
-  EXPECT_EQ(numeric_fusions(every), "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce");
+  EXPECT_EQ(numeric_fusions(every), "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce,ce-pad,cudnn-varlen");
   for (const char* bad : {"qkv,fast", "", ","}) {
     try {
       parse_fusions(bad);
@@ -1769,7 +1784,25 @@ TEST(FusedCrossEntropy, MatchesTheEagerComposition) {
         auto again = fused_cross_entropy_sum(logits, targets);
         EXPECT_TRUE(torch::equal(again, loss));  // the same bits again
         EXPECT_TRUE(torch::equal(torch::autograd::grad({again}, {logits}, {up})[0], grad));
+        // The same logits as the first V columns of wider rows (ce-pad's padded product), the
+        // rest huge: not read (the same bits of loss and gradient), their gradient 0.
+        const int64_t wide = padded_classes(sh.V) + 8;
+        auto padded = torch::cat({logits.detach(), torch::full({sh.rows, wide - sh.V}, 1e4, on_gpu).to(dtype)}, 1)
+                          .requires_grad_();
+        ASSERT_TRUE(fused_cross_entropy_takes(padded, targets, sh.V));
+        auto loss_padded = fused_cross_entropy_sum(padded, targets, sh.V);
+        EXPECT_TRUE(torch::equal(loss_padded, loss));
+        const auto grad_padded = torch::autograd::grad({loss_padded}, {padded}, {up})[0];
+        EXPECT_TRUE(torch::equal(grad_padded.narrow(1, 0, sh.V), grad));
+        if (sh.rows > 0) {
+          EXPECT_EQ(grad_padded.narrow(1, sh.V, wide - sh.V).abs().max().item<double>(), 0.0);
+        }
       }
+  // classes beyond the row, or none: refused
+  EXPECT_FALSE(fused_cross_entropy_takes(torch::randn({3, 8}, on_gpu), torch::zeros({3}, long_gpu), 9));
+  EXPECT_FALSE(fused_cross_entropy_takes(torch::randn({3, 8}, on_gpu), torch::zeros({3}, long_gpu), 0));
+  EXPECT_THROW(fused_cross_entropy_sum(torch::randn({3, 8}, on_gpu), torch::zeros({3}, long_gpu), 9),
+               std::invalid_argument);
   {  // a target outside the vocabulary: NaN, not a number that looks right, and its gradient too
     auto logits = torch::randn({4, 10}, on_gpu).requires_grad_();
     auto targets = torch::tensor({1, 2, 10, 3}, long_gpu);
@@ -1786,6 +1819,79 @@ TEST(FusedCrossEntropy, MatchesTheEagerComposition) {
     const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, on);
     set_fusions(saved);
     EXPECT_NEAR(loss_on.item<double>(), loss_off.item<double>(), 1e-5 * std::abs(loss_off.item<double>()));
+    expect_grads_close(grads_on, grads_off, 3e-2);
+  }
+}
+
+// The decoder's product over padded classes (fusions.hpp's ce-pad, bert.hpp's decoder_logits):
+// its first V columns are the unpadded product's, the others exactly 0, and the gradients of
+// weight and bias through those columns are the unpadded ones (fp32 on the CPU: within the
+// products' rounding, as another width may block the sums otherwise); under bf16 autocast with
+// the weights' copies in force the padded copies are read, with the bits of autocast's casts;
+// fewer columns than classes are refused. In a step ce-pad applies on a GPU only: on the CPU
+// the step is unchanged; on a GPU the model's loss and gradients with it on are those with it
+// off (another product kernel: within rounding), with the fused cross-entropy and without.
+TEST(DecoderLogits, PaddedColumnsAreTheProductAndNoClass) {
+  EXPECT_EQ(padded_classes(4101), 4104);
+  EXPECT_EQ(padded_classes(4104), 4104);
+  EXPECT_EQ(padded_classes(1), 8);
+  torch::manual_seed(31);
+  const int64_t N = 37, H = 24, V = 4101, P = padded_classes(V);
+  const auto t = torch::randn({N, H});
+  auto w = torch::randn({V, H}).requires_grad_(), b = torch::randn({V}).requires_grad_();
+  const auto up = torch::randn({N, V});  // an arbitrary gradient of the real columns
+  const auto plain = decoder_logits(t, w, b, V);
+  const auto [gw, gb] = [&] {
+    auto g = torch::autograd::grad({plain}, {w, b}, {up});
+    return std::make_pair(g[0], g[1]);
+  }();
+  const auto wide = decoder_logits(t, w, b, P);
+  ASSERT_EQ(wide.sizes(), (std::vector<int64_t>{N, P}));
+  EXPECT_LT(max_abs_diff(wide.narrow(1, 0, V), plain), 1e-5 * plain.abs().max().item<double>());
+  EXPECT_EQ(wide.narrow(1, V, P - V).abs().max().item<double>(), 0.0);
+  // The padding's columns get a gradient too (as a product over them would): it reaches
+  // neither the weight nor the bias.
+  const auto up_wide = torch::cat({up, torch::randn({N, P - V})}, 1);
+  const auto g_wide = torch::autograd::grad({wide}, {w, b}, {up_wide});
+  EXPECT_EQ(g_wide[0].sizes(), w.sizes());
+  EXPECT_EQ(g_wide[1].sizes(), b.sizes());
+  EXPECT_LT(max_abs_diff(g_wide[0], gw), 1e-5 * gw.abs().max().item<double>());
+  EXPECT_LT(max_abs_diff(g_wide[1], gb), 1e-5 * gb.abs().max().item<double>());
+  EXPECT_THROW(decoder_logits(t, w, b, V - 1), std::invalid_argument);
+  {  // bf16 autocast on the CPU, with the weights' copies and without: the same bits
+    const WeightCopies copies({w, b}, {});
+    torch::Tensor cast, read, g_cast_w, g_read_w;
+    {
+      Autocast autocast(true);
+      cast = decoder_logits(t, w, b, P);
+      g_cast_w = torch::autograd::grad({cast}, {w}, {up_wide.to(cast.dtype())})[0];
+      const UseWeightCopies in_force(&copies);
+      ASSERT_NE(weight_copies_for(t.device()), nullptr);
+      read = decoder_logits(t, w, b, P);
+      g_read_w = torch::autograd::grad({read}, {w}, {up_wide.to(read.dtype())})[0];
+    }
+    EXPECT_EQ(read.scalar_type(), torch::kBFloat16);
+    EXPECT_TRUE(torch::equal(read, cast));
+    EXPECT_TRUE(torch::equal(g_read_w, g_cast_w));
+    EXPECT_EQ(g_read_w.scalar_type(), torch::kFloat32);  // reached the fp32 weight
+    EXPECT_EQ(g_read_w.sizes(), w.sizes());
+  }
+  // A step: on the CPU ce-pad changes nothing (it applies on a GPU).
+  const Fusions saved = fusions();
+  Fusions off = saved, on = saved;
+  off.ce_pad = false;
+  on.ce_pad = true;
+  expect_cpu_step_unchanged(off, on);
+  set_fusions(saved);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: ce-pad's step assertions need one";
+  const torch::Device gpu(torch::kCUDA, 0);
+  for (const bool ce : {true, false}) {
+    SCOPED_TRACE(testing::Message() << "fused cross-entropy " << ce);
+    off.ce = on.ce = ce;
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, off);
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, on);
+    set_fusions(saved);
+    EXPECT_NEAR(loss_on.item<double>(), loss_off.item<double>(), 1e-4 * std::abs(loss_off.item<double>()));
     expect_grads_close(grads_on, grads_off, 3e-2);
   }
 }

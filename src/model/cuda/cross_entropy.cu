@@ -31,10 +31,10 @@ __device__ __forceinline__ float block_reduce(float v, float* red, Op op) {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     forward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, float* __restrict__ stats,
-                   float* __restrict__ loss, int V) {
+                   float* __restrict__ loss, int V, int ld) {
   __shared__ float red[kThreads / 32];
   const int64_t r = blockIdx.x;
-  const T* row = x + r * V;
+  const T* row = x + r * ld;
   const int64_t t = target[r];
   if (t == kIgnoreTarget) {  // adds nothing, and its row is not read (the whole block returns)
     if (threadIdx.x == 0) stats[2 * r] = 0.f, stats[2 * r + 1] = 0.f, loss[r] = 0.f;
@@ -60,10 +60,12 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     backward_kernel(const T* __restrict__ x, const int64_t* __restrict__ target, const float* __restrict__ stats,
-                    const float* __restrict__ g, T* __restrict__ dx, int V) {
+                    const float* __restrict__ g, T* __restrict__ dx, int V, int ld) {
   const int64_t r = blockIdx.x;
-  const T* row = x + r * V;
-  T* out = dx + r * V;
+  const T* row = x + r * ld;
+  T* out = dx + r * ld;
+  // The padding's columns [V, ld) are no class: their gradient is 0 on every row.
+  for (int j = V + threadIdx.x; j < ld; j += kThreads) store(out, j, 0.f);
   const int64_t t = target[r];
   if (t == kIgnoreTarget) {
     for (int j = threadIdx.x; j < V; j += kThreads) store(out, j, 0.f);
@@ -81,26 +83,26 @@ __global__ void __launch_bounds__(kThreads)
 }  // namespace
 
 void cross_entropy_forward(bool x_bf16, const void* x, const int64_t* target, float* stats, float* loss,
-                           int64_t rows, int V, cudaStream_t stream) {
+                           int64_t rows, int V, int ld, cudaStream_t stream) {
   if (rows == 0) return;
   const dim3 grid(static_cast<unsigned>(rows)), block(kThreads);
   if (x_bf16)
     forward_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), target, stats, loss,
-                                                               V);
+                                                               V, ld);
   else
-    forward_kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(x), target, stats, loss, V);
+    forward_kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(x), target, stats, loss, V, ld);
 }
 
 void cross_entropy_backward(bool x_bf16, const void* x, const int64_t* target, const float* stats, const float* g,
-                            void* dx, int64_t rows, int V, cudaStream_t stream) {
+                            void* dx, int64_t rows, int V, int ld, cudaStream_t stream) {
   if (rows == 0) return;
   const dim3 grid(static_cast<unsigned>(rows)), block(kThreads);
   if (x_bf16)
     backward_kernel<__nv_bfloat16><<<grid, block, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), target, stats, g,
-                                                                static_cast<__nv_bfloat16*>(dx), V);
+                                                                static_cast<__nv_bfloat16*>(dx), V, ld);
   else
     backward_kernel<float><<<grid, block, 0, stream>>>(static_cast<const float*>(x), target, stats, g,
-                                                        static_cast<float*>(dx), V);
+                                                        static_cast<float*>(dx), V, ld);
 }
 
 }  // namespace genemask::model::cuda
