@@ -360,6 +360,28 @@ TEST(Packing, DropoutOverPackedRowsFollowsTheGenerator) {
   EXPECT_GT(std::abs(a.loss - quiet.loss), 1e-6 * std::abs(quiet.loss));
 }
 
+namespace {
+/// Q, K and V of 4 heads of 32 over the packed rows of `p`, bf16 leaves (seed 8).
+std::array<torch::Tensor, 3> random_qkv(const PackedBatch& p, const torch::Device& dev) {
+  torch::manual_seed(8);
+  std::array<torch::Tensor, 3> qkv;
+  for (auto& t : qkv) t = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
+  return qkv;
+}
+
+/// The packed model (quiet_model(21) on these tests' batch) on `dev` against the CPU in fp32:
+/// in bf16 within 3e-2 and, when `fp32_too`, in fp32 within 1e-4.
+void expect_packed_model_matches_cpu(const torch::Device& dev, bool fp32_too) {
+  const Batch b = make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 4);
+  auto m = quiet_model(21);
+  m->train();
+  const auto cpu = loss_and_grads(m, b, true, false, torch::kCPU);
+  m->to(dev);
+  if (fp32_too) expect_close(loss_and_grads(m, b, true, false, dev), cpu, 1e-4);
+  expect_close(loss_and_grads(m, b, true, true, dev), cpu, 3e-2);
+}
+}  // namespace
+
 TEST(Packing, GpuVarlenFlashMatchesTheBlockMaskAndTheCpu) {
   // On a GPU: flash attention over segments (bf16) against the block-diagonal mask in fp32,
   // values and gradients, and the packed model on the GPU against the CPU. Without a GPU the
@@ -369,10 +391,7 @@ TEST(Packing, GpuVarlenFlashMatchesTheBlockMaskAndTheCpu) {
   const torch::Device dev = gpu ? torch::Device(torch::kCUDA, 0) : torch::Device(torch::kCPU);
   const PackedBatch p = pack_batch(make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 4), 64);
   const PackedLayout l = packed_layout(p, dev);
-  torch::manual_seed(8);
-  auto q = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
-  auto k = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
-  auto v = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
+  auto [q, k, v] = random_qkv(p, dev);
   const std::string path = to_string(packed_attention_path(q, k, v));
   EXPECT_EQ(path, gpu ? "flash-varlen" : "cpu-segments");  // (a GPU older than sm80 would take the block mask)
   auto fast = packed_attention(q, k, v, l, 0.0);
@@ -387,13 +406,7 @@ TEST(Packing, GpuVarlenFlashMatchesTheBlockMaskAndTheCpu) {
     EXPECT_LT(max_abs_diff(g[i].to(torch::kFloat32), rg[i].to(torch::kFloat32)), 5e-2) << "gradient " << i;
   // The packed model on the device (on a GPU flash in bf16, the block mask in fp32) against
   // the CPU in fp32.
-  const Batch b = make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 4);
-  auto m = quiet_model(21);
-  m->train();
-  const auto cpu = loss_and_grads(m, b, true, false, torch::kCPU);
-  m->to(dev);
-  expect_close(loss_and_grads(m, b, true, false, dev), cpu, 1e-4);
-  expect_close(loss_and_grads(m, b, true, true, dev), cpu, 3e-2);
+  expect_packed_model_matches_cpu(dev, true);
 }
 
 TEST(Packing, GpuCudnnRaggedMatchesTheBlockMaskAndTheCpu) {
@@ -421,10 +434,7 @@ TEST(Packing, GpuCudnnRaggedMatchesTheBlockMaskAndTheCpu) {
   fixed.boundaries_changed();
   EXPECT_EQ(fixed.cudnn_cu_seqlens().numel(), 129);
   for (const PackedLayout* layout : {&l, &fixed}) {
-    torch::manual_seed(8);
-    auto q = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
-    auto k = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
-    auto v = torch::randn({p.rows, 4, p.cols, 32}, dev).to(torch::kBFloat16).requires_grad_();
+    auto [q, k, v] = random_qkv(p, dev);
     const std::string path = to_string(packed_attention_path(q, k, v));
     EXPECT_EQ(path, gpu ? "cudnn-ragged" : "cpu-segments");
     auto fast = packed_attention(q, k, v, *layout, 0.0);
@@ -449,12 +459,7 @@ TEST(Packing, GpuCudnnRaggedMatchesTheBlockMaskAndTheCpu) {
     EXPECT_GT(max_abs_diff(dropped.to(torch::kFloat32), fast.to(torch::kFloat32)), 1e-2);
     EXPECT_TRUE(torch::isfinite(dropped).all().item<bool>());
   }
-  const Batch b = make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 4);
-  auto m = quiet_model(21);
-  m->train();
-  const auto cpu = loss_and_grads(m, b, true, false, torch::kCPU);
-  m->to(dev);
-  expect_close(loss_and_grads(m, b, true, true, dev), cpu, 3e-2);
+  expect_packed_model_matches_cpu(dev, false);
   set_fusions(saved);
 }
 
