@@ -1128,13 +1128,29 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   if (o.profile_steps > 0 && profile_begin >= profile_end)
     r.say(fmt::format("--profile-steps {}: no step to profile (the run resumes at step {} of {})", o.profile_steps,
                       r.step, o.steps));
+  // The profiled steps run slower (the profiler's start, its recording, and its reading of the
+  // events at the end, on rank 0; the other ranks wait for it at the all-reduce): on every
+  // rank, they and the step after them (whose start reads the events) are kept out of the
+  // window's rates (tokens/s, model TFLOP/s, the input's shares), as evaluations and
+  // checkpoints are, unless the window has no other step.
+  const auto kept_out = [&](int64_t step) {
+    return o.profile_steps > 0 && profile_begin < profile_end && step >= profile_begin && step <= profile_end;
+  };
+  double out_secs = 0, out_tokens = 0, out_flops = 0, out_wait = 0, out_read = 0, out_stage = 0;
+  int64_t out_steps = 0;
   while (r.step < o.steps) {
+    const auto t_step = clock::now();
+    const bool keep_out = kept_out(r.step);
     if (o.profile_steps > 0 && r.rank == 0 && profile_begin < profile_end) {
       if (r.step == profile_begin) {
         profiling = std::make_unique<ProfileWindow>(r.device);
       } else if (r.step == profile_end && profiling) {
         const StepProfile p = profiling->finish(static_cast<int>(profile_end - profile_begin));
         profiling.reset();
+        // Tests: a slow reading of the profiler's events (GENEMASK_TEST_SLOW_PROFILE_S seconds
+        // more), to check that the window's rates keep the profiled steps out.
+        if (const char* slow = std::getenv("GENEMASK_TEST_SLOW_PROFILE_S"))
+          std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(slow)));
         sum.profile = p.to_json();
         std::string classes;
         for (const auto& [name, secs] : p.seconds)  // idle is the GPU's: none on a CPU
@@ -1143,14 +1159,16 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         // empties the GPU's queue of work.
         const std::string syncs =
             p.host_syncs_per_step >= 0 ? fmt::format("; the host waited for the GPU {:g} times a step", p.host_syncs_per_step) : "";
-        r.say(fmt::format("profile of steps {}-{} (rank 0, {}), ms per step: step {:.2f}{}{}", profile_begin + 1,
-                          profile_end, p.cuda ? "the GPU's kernels" : "the CPU's operators", p.step_s * 1e3, classes,
-                          syncs));
+        r.say(fmt::format("profile of steps {}-{} (rank 0, {}), ms per step: step {:.2f}{}{} (these steps and the "
+                          "next are kept out of tokens/s)",
+                          profile_begin + 1, profile_end, p.cuda ? "the GPU's kernels" : "the CPU's operators",
+                          p.step_s * 1e3, classes, syncs));
       }
     }
     const auto t_wait = clock::now();
     StepData sd = pending.get();
-    wait_window += std::chrono::duration<double>(clock::now() - t_wait).count();
+    const double waited = std::chrono::duration<double>(clock::now() - t_wait).count();
+    wait_window += waited;
     read_window += sd.read_s;
     stage_window += sd.stage_s;
     ++steps_window;
@@ -1191,7 +1209,17 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     watch.record(r.step + 1, loss_acc / std::max(1.0, total_masked), grad_norm);
     ++r.step;
     tokens_window += sd.tokens;
-    flops_window += training_flops(shape, sd.tokens, sd.len_sq, sd.masked);
+    const double step_flops = training_flops(shape, sd.tokens, sd.len_sq, sd.masked);
+    flops_window += step_flops;
+    if (keep_out) {
+      out_secs += std::chrono::duration<double>(clock::now() - t_step).count();
+      out_tokens += sd.tokens;
+      out_flops += step_flops;
+      out_wait += waited;
+      out_read += sd.read_s;
+      out_stage += sd.stage_s;
+      ++out_steps;
+    }
     // The positions the model computed: each micro-batch's rows x columns as staged (padding,
     // and the fixed shapes' rows, included), for the window's fill and rows.
     for (const auto& h : sd.micro) {
@@ -1228,6 +1256,20 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         stop_diverged(r, r.step, fmt::format("the loss is {} and the gradient norm {}", shown(loss.value_or(0)), shown(norm)));
       sum.last_loss = loss;
       const auto or_null = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+      // The window less its profiled steps (kept_out, the same steps on every rank), unless
+      // they are all it has.
+      const int64_t first_step = r.step - steps_window + 1;  // the window's, for the note below
+      if (out_steps > 0 && out_steps < steps_window) {
+        t_window += std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(out_secs));
+        tokens_window -= out_tokens;
+        flops_window -= out_flops;
+        wait_window -= out_wait;
+        read_window -= out_read;
+        stage_window -= out_stage;
+        steps_window -= out_steps;
+      }
+      out_secs = out_tokens = out_flops = out_wait = out_read = out_stage = 0;
+      out_steps = 0;
       const double secs = std::chrono::duration<double>(clock::now() - t_window).count();
       // Collectives on every rank whatever its own clock says (secs is per rank).
       const double all_tokens = hpc::allreduce_sum_double(tokens_window, r.comm);
@@ -1249,12 +1291,12 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       sum.loader_read_ms = hpc::allreduce_max_double(steps_window > 0 ? read_window / static_cast<double>(steps_window) * 1e3 : 0, r.comm);
       sum.loader_stage_ms = hpc::allreduce_max_double(steps_window > 0 ? stage_window / static_cast<double>(steps_window) * 1e3 : 0, r.comm);
       // Said once, from the second window on (the first holds the loader's start).
-      if (sum.input_wait > kInputBoundShare && !said_input_bound && r.step - steps_window > sum.start_step) {
+      if (sum.input_wait > kInputBoundShare && !said_input_bound && first_step - 1 > sum.start_step) {
         said_input_bound = true;
         r.say(fmt::format("note: steps {}-{} waited for their batches {:.0f}% of the time (the loader: reading and "
                           "masking {:.1f} ms, staging {:.1f} ms a step, slowest rank): the input, not the model, bounds "
                           "the rate (the summary's input_wait)",
-                          r.step - steps_window + 1, r.step, sum.input_wait * 100,
+                          first_step, r.step, sum.input_wait * 100,
                           sum.loader_read_ms, sum.loader_stage_ms));
       }
       wait_window = read_window = stage_window = 0;

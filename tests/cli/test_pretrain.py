@@ -381,6 +381,39 @@ class Pretrain(unittest.TestCase):
             self.assertEqual(len(p.stderr.strip().splitlines()), 1, p.stderr)
             self.assertFalse(os.path.exists(os.path.join(self.tmp, "profile-bad")))
 
+    def test_profiled_steps_are_kept_out_of_the_rate(self):
+        # The profiled steps run slower (the profiler records every operator, and reads its
+        # events at the end: made 3 s slower here): they and the step after them are kept out
+        # of the window's tokens/s, model TFLOP/s and input shares, as evaluations and
+        # checkpoints are, so a profiled run reports the rate of its other steps. A window of
+        # profiled steps alone keeps them (the rate of something measured, never of nothing).
+        def train(name, extra, env, ranks=None, log_every=8):
+            out = os.path.join(self.tmp, f"kept-out-{name}")
+            p = self.pretrain(out, extra, ranks=ranks, model="tiny0.json", steps=8, log_every=log_every,
+                              eval_every=0, checkpoint_every=8, env=env)
+            with open(os.path.join(out, "metrics.jsonl")) as f:
+                rows = [json.loads(l) for l in f if l.strip()]
+            return p, summary(p), rows
+        _, plain, _ = train("plain", [], {})
+        slow_env = {"GENEMASK_TEST_SLOW_PROFILE_S": "3"}
+        p, profiled, rows = train("profiled", ["--profile-steps", "2"], slow_env)
+        self.assertGreaterEqual(rows[-1]["seconds"], 3)  # the 3 s were spent in the window
+        # Steps 1-5 of tiny0 take well under a second: with the 3 s counted the rate would be a
+        # small fraction of the plain run's.
+        self.assertGreater(profiled["tokens_per_s"], 0.4 * plain["tokens_per_s"], (profiled, plain))
+        self.assertGreater(profiled["model_tflops"], 0.4 * plain["model_tflops"])
+        self.assertIn("(these steps and the next are kept out of tokens/s)",
+                      [l for l in p.stderr.splitlines() if "profile of steps" in l][0])
+        # At 2 ranks every rank keeps the same steps out (the collectives match: the run ends).
+        _, two, rows2 = train("profiled2", ["--profile-steps", "2"], slow_env, ranks=2)
+        self.assertEqual([r["step"] for r in rows2], [8])
+        self.assertGreater(two["tokens_per_s"], 0)
+        # Windows of one step: the profiled ones are all their window has, and keep their time.
+        _, _, rows1 = train("profiled1", ["--profile-steps", "2"], slow_env, log_every=1)
+        self.assertEqual([r["step"] for r in rows1], list(range(1, 9)))
+        by_step = {r["step"]: r["tokens_per_s"] for r in rows1}
+        self.assertLess(by_step[8], 0.4 * max(by_step[s] for s in range(1, 6)), by_step)  # the 3 s read at step 8's start
+
     def test_init_continues_from_a_transformers_model(self):
         # A BertForMaskedLM saved by transformers (save_pretrained), dropout set to 0 so that
         # the training-mode loss is the model's loss.
