@@ -408,17 +408,23 @@ torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, c
   }
   if (path == PackedAttentionPath::CudnnRagged) {
     const int64_t R = q.size(0), h = q.size(1), L = q.size(2), d = q.size(3);
-    // Contiguous [R x L, h, d]: cuDNN's ragged offsets count whole tokens of h x d values (the
-    // projections' views are a third of each Q/K/V token apart). The longest segment is given
-    // as the row's width, and the segments padded to a power of two (cudnn_cu_seqlens): cuDNN
-    // builds a graph per shape, and the batches of a run then share a few.
-    auto tokens = [&](const torch::Tensor& t) { return t.transpose(1, 2).reshape({R * L, h, d}).contiguous(); };
+    // Contiguous [Rb x L, h, d]: cuDNN's ragged offsets count whole tokens of h x d values (the
+    // projections' views are a third of each Q/K/V token apart). cuDNN builds a graph per
+    // shape, so the shape varies little from batch to batch: the rows rounded up to a multiple
+    // of 8 (the tokens after the last segment, in no segment, are not read and their output
+    // is dropped), the segments padded to a power of two (cudnn_cu_seqlens), and the longest
+    // segment given as the row's width.
+    const int64_t Rb = (R + 7) / 8 * 8;
+    auto tokens = [&](const torch::Tensor& t) {
+      auto x = t.transpose(1, 2).reshape({R * L, h, d});
+      return Rb == R ? x.contiguous() : torch::cat({x, x.new_zeros({(Rb - R) * L, h, d})});
+    };
     const torch::Tensor& cu = layout.cudnn_cu_seqlens();
     const bool grad = q.requires_grad() || k.requires_grad() || v.requires_grad();
     auto out = std::get<0>(at::_cudnn_attention_forward(tokens(q), tokens(k), tokens(v), std::nullopt, cu, cu, L, L,
                                                         /*compute_log_sumexp=*/grad, dropout_p, /*is_causal=*/false,
                                                         /*return_debug_mask=*/false));
-    return out.view({R, L, h, d}).transpose(1, 2);
+    return out.narrow(0, 0, R * L).view({R, L, h, d}).transpose(1, 2);
   }
   std::optional<torch::Tensor> mask = layout.block_mask();
   return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);

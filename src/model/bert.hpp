@@ -93,7 +93,8 @@ struct AttentionMask {
 /// flash attention over variable-length segments (at::_flash_attention_forward with
 /// cu_seqlens), or with fusions.hpp's cudnn-varlen (head size up to 128, cuDNN enabled)
 /// cuDNN's attention over the same ragged segments (at::_cudnn_attention_forward with
-/// cumulative sequence lengths, Q, K and V as contiguous tokens x heads x head size); else
+/// cumulative sequence lengths, Q, K and V as contiguous tokens x heads x head size, the rows
+/// rounded up to a multiple of 8 so that cuDNN's graphs, one per shape, are few); else
 /// scaled_dot_product_attention with the block-diagonal mask.
 torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const PackedLayout& layout, double dropout_p);

@@ -413,7 +413,8 @@ TEST(Packing, GpuCudnnRaggedMatchesTheBlockMaskAndTheCpu) {
   // fusions.hpp's cudnn-varlen: on a GPU, cuDNN's attention over the ragged segments (bf16)
   // against the block-diagonal mask in fp32, values and gradients, over a layout whose
   // segments cudnn_cu_seqlens pads with zero-length ones (and one that ends in zero-length
-  // segments itself, as the fixed-shape step's does); and the packed model with it on the GPU
+  // segments itself, as the fixed-shape step's does), its rows too few for a multiple of 8
+  // (padded for cuDNN, the padding dropped); and the packed model with it on the GPU
   // against the CPU, with dropout drawing the same share. Without a GPU the same body runs on
   // the CPU, where the switch changes nothing (the per-segment kernel).
   const Fusions saved = fusions();
@@ -425,6 +426,7 @@ TEST(Packing, GpuCudnnRaggedMatchesTheBlockMaskAndTheCpu) {
   const PackedBatch p = pack_batch(make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 4), 64);
   PackedLayout l = packed_layout(p, dev);
   const int64_t S = l.cu_seqlens.numel() - 1;
+  EXPECT_NE(p.rows % 8, 0);  // the rows cuDNN's path pads
   EXPECT_EQ(l.cudnn_cu_seqlens().numel(), 65);  // padded to 64 segments
   EXPECT_TRUE(torch::equal(l.cudnn_cu_seqlens().narrow(0, 0, S + 1), l.cu_seqlens));
   EXPECT_EQ(l.cudnn_cu_seqlens()[64].item<int64_t>(), p.rows * p.cols);
