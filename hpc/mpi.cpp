@@ -263,11 +263,13 @@ uint64_t allreduce_max_u64(uint64_t v, MPI_Comm comm) {
   GM_MPI_WAIT(MPI_Allreduce(&v, &out, 1, MPI_UINT64_T, MPI_MAX, comm));
   return out;
 }
+void allreduce_max_doubles(double* data, int n, MPI_Comm comm) {
+  if (!g_mpi_active || n == 0) return;
+  GM_MPI_WAIT(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_MAX, comm));
+}
 double allreduce_max_double(double v, MPI_Comm comm) {
-  if (!g_mpi_active) return v;
-  double out = 0;
-  GM_MPI_WAIT(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_MAX, comm));
-  return out;
+  allreduce_max_doubles(&v, 1, comm);
+  return v;
 }
 
 std::vector<std::string> gather_bytes(const std::string& mine, int root, MPI_Comm comm) {
@@ -322,11 +324,13 @@ void bcast_f32(float* data, uint64_t n, int root, MPI_Comm comm) {
     GM_MPI_WAIT(MPI_Bcast(data + off, checked_int(std::min(kChunk, n - off), "broadcast chunk"), MPI_FLOAT, root, comm));
 }
 
+void allreduce_sum_doubles(double* data, int n, MPI_Comm comm) {
+  if (!g_mpi_active || n == 0) return;
+  GM_MPI_WAIT(MPI_Allreduce(MPI_IN_PLACE, data, n, MPI_DOUBLE, MPI_SUM, comm));
+}
 double allreduce_sum_double(double v, MPI_Comm comm) {
-  if (!g_mpi_active) return v;
-  double out = 0;
-  GM_MPI_WAIT(MPI_Allreduce(&v, &out, 1, MPI_DOUBLE, MPI_SUM, comm));
-  return out;
+  allreduce_sum_doubles(&v, 1, comm);
+  return v;
 }
 
 std::pair<int, int> local_rank_size(MPI_Comm comm) {

@@ -122,6 +122,8 @@ void allreduce_sum_u64(uint64_t* data, uint64_t n, MPI_Comm comm);
 /// Collective. Max of a scalar on all ranks.
 uint64_t allreduce_max_u64(uint64_t v, MPI_Comm comm);
 double allreduce_max_double(double v, MPI_Comm comm);
+/// Collective. In-place element-wise max of a few doubles on all ranks (one message).
+void allreduce_max_doubles(double* data, int n, MPI_Comm comm);
 
 /// Collective. Broadcast of uint64 values from root.
 void bcast_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm);
@@ -180,6 +182,8 @@ void allreduce_sum_f32(float* data, uint64_t n, MPI_Comm comm);
 void bcast_f32(float* data, uint64_t n, int root, MPI_Comm comm);
 /// Collective. Sum of a double over all ranks.
 double allreduce_sum_double(double v, MPI_Comm comm);
+/// Collective. In-place element-wise sum of a few doubles over all ranks (one message).
+void allreduce_sum_doubles(double* data, int n, MPI_Comm comm);
 
 /// Collective. This process's rank and the number of ranks on its node
 /// (MPI_Comm_split_type, shared memory).

@@ -179,6 +179,42 @@ struct StepData {
   double read_s = 0, stage_s = 0;
 };
 
+/// A window's time-based sums on one rank: what its tokens/s, model TFLOP/s and input shares
+/// are made of. The steps kept out of the rates (profiled) gather a second one, taken from
+/// the window's in one operation.
+struct RateSums {
+  double secs = 0, tokens = 0, flops = 0;
+  double wait = 0, read = 0, stage = 0;  // the input: waited for, the loader's two threads' work
+  int64_t steps = 0;
+  RateSums& operator-=(const RateSums& o) {
+    secs -= o.secs, tokens -= o.tokens, flops -= o.flops;
+    wait -= o.wait, read -= o.read, stage -= o.stage;
+    steps -= o.steps;
+    return *this;
+  }
+  RateSums& operator+=(const RateSums& o) {
+    secs += o.secs, tokens += o.tokens, flops += o.flops;
+    wait += o.wait, read += o.read, stage += o.stage;
+    steps += o.steps;
+    return *this;
+  }
+};
+
+/// The windows of the log (steps first..last, counted from 1) that hold only steps
+/// [begin, end] (counted from 1): a run that resumed after step `start` logs every `every`
+/// steps and at step `steps`.
+std::vector<std::pair<int64_t, int64_t>> windows_within(int64_t begin, int64_t end, int64_t start, int64_t every,
+                                                        int64_t steps) {
+  std::vector<std::pair<int64_t, int64_t>> within;
+  for (int64_t n = std::max(begin, start + 1); n <= end;) {
+    const int64_t first = std::max((n - 1) / every * every + 1, start + 1);
+    const int64_t last = std::min((n + every - 1) / every * every, steps);
+    if (first >= begin && last <= end) within.emplace_back(first, last);
+    n = last + 1;
+  }
+  return within;
+}
+
 /// Sum of token losses over masked positions (not the mean: the step divides).
 torch::Tensor summed_loss(BertForMaskedLM& m, const StepBatch& b, bool bf16) {
   Autocast autocast(bf16);
@@ -1093,7 +1129,6 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   const auto policy = r.device.is_cuda() ? std::launch::async : std::launch::deferred;
   std::future<StepData> pending = std::async(policy, fetch);
   const auto f64 = torch::TensorOptions().dtype(torch::kFloat64).device(r.device);
-  double tokens_window = 0;
   std::vector<uint64_t> genome_window(ngenomes, 0), genome_since_checkpoint(ngenomes, 0);
   r.genome_names.clear();
   for (const auto& g : data.shard_set().genomes()) r.genome_names.push_back(g.name);
@@ -1111,13 +1146,14 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   const double peak_here = r.device.is_cuda() && r.bf16 ? datasheet_bf16_tflops(cuda_device_name(r.device.index())) : 0;
   const double peak_all = hpc::allreduce_sum_double(peak_here, r.comm);
   const bool peak_known = hpc::allreduce_sum_double(peak_here > 0 ? 0.0 : 1.0, r.comm) == 0;
-  double flops_window = 0, positions_window = 0, micro_window = 0, rows_window = 0;
-  // The input pipeline in the window: the seconds the loop waited for a step's batches (what
+  // The window's sums (its seconds are the clock's since t_window, less evaluations and
+  // checkpoints). The input pipeline's: the seconds the loop waited for a step's batches (what
   // the loader could not hide), and those each of the loader's threads worked on them (reading
   // and masking on DataLoader's, staging on the fetch's: beside the step on a GPU, in turn on
   // a CPU). The busier thread bounds the rate once its share nears 1.
-  double wait_window = 0, read_window = 0, stage_window = 0;
-  int64_t steps_window = 0;
+  RateSums window;
+  // The positions the model computed, its micro-batches and their rows: the window's fill.
+  double positions_window = 0, micro_window = 0, rows_window = 0;
   bool said_input_bound = false;
   // --profile-steps N: rank 0 profiles the N steps before the last (a resumed run those of
   // them still to do): their data, micro-batches, all-reduce and update, with the log lines
@@ -1136,8 +1172,15 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   const auto kept_out = [&](int64_t step) {
     return o.profile_steps > 0 && profile_begin < profile_end && step >= profile_begin && step <= profile_end;
   };
-  double out_secs = 0, out_tokens = 0, out_flops = 0, out_wait = 0, out_read = 0, out_stage = 0;
-  int64_t out_steps = 0;
+  RateSums out;  // the window's kept-out steps
+  // Where a window of the log holds nothing but those steps, they stay in its rates: the
+  // windows' steps, adjacent ones joined, for the profile's line.
+  std::vector<std::pair<int64_t, int64_t>> kept_in;
+  for (const auto& w : windows_within(profile_begin + 1, profile_end + 1, r.step, o.log_every, o.steps))
+    if (!kept_in.empty() && kept_in.back().second + 1 == w.first)
+      kept_in.back().second = w.second;
+    else
+      kept_in.push_back(w);
   while (r.step < o.steps) {
     const auto t_step = clock::now();
     const bool keep_out = kept_out(r.step);
@@ -1159,19 +1202,28 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         // empties the GPU's queue of work.
         const std::string syncs =
             p.host_syncs_per_step >= 0 ? fmt::format("; the host waited for the GPU {:g} times a step", p.host_syncs_per_step) : "";
-        r.say(fmt::format("profile of steps {}-{} (rank 0, {}), ms per step: step {:.2f}{}{} (these steps and the "
-                          "next are kept out of tokens/s)",
-                          profile_begin + 1, profile_end, p.cuda ? "the GPU's kernels" : "the CPU's operators",
-                          p.step_s * 1e3, classes, syncs));
+        std::string rates = "these steps and the next are kept out of tokens/s";
+        if (!kept_in.empty()) {
+          std::string where;
+          int64_t in = 0;
+          for (const auto& [first, last] : kept_in) {
+            where += fmt::format("{}{}", where.empty() ? "" : ", ",
+                                 first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last));
+            in += last - first + 1;
+          }
+          rates = fmt::format("these steps and the next are kept {} tokens/s {} steps {}, whose log windows hold "
+                              "no other step (--log-every {})",
+                              in == profile_end - profile_begin + 1 ? "in" : "out of",
+                              in == profile_end - profile_begin + 1 ? "at" : "except at", where, o.log_every);
+        }
+        r.say(fmt::format("profile of steps {}-{} (rank 0, {}), ms per step: step {:.2f}{}{} ({})", profile_begin + 1,
+                          profile_end, p.cuda ? "the GPU's kernels" : "the CPU's operators", p.step_s * 1e3, classes,
+                          syncs, rates));
       }
     }
     const auto t_wait = clock::now();
     StepData sd = pending.get();
     const double waited = std::chrono::duration<double>(clock::now() - t_wait).count();
-    wait_window += waited;
-    read_window += sd.read_s;
-    stage_window += sd.stage_s;
-    ++steps_window;
     if (r.step + 1 < o.steps) pending = std::async(policy, fetch);
     if (sd.first) dump_batch(*sd.first, o.dump_first_batch);
     const double total_masked = hpc::allreduce_sum_double(sd.masked, r.comm);
@@ -1208,18 +1260,15 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     }
     watch.record(r.step + 1, loss_acc / std::max(1.0, total_masked), grad_norm);
     ++r.step;
-    tokens_window += sd.tokens;
-    const double step_flops = training_flops(shape, sd.tokens, sd.len_sq, sd.masked);
-    flops_window += step_flops;
-    if (keep_out) {
-      out_secs += std::chrono::duration<double>(clock::now() - t_step).count();
-      out_tokens += sd.tokens;
-      out_flops += step_flops;
-      out_wait += waited;
-      out_read += sd.read_s;
-      out_stage += sd.stage_s;
-      ++out_steps;
-    }
+    const RateSums this_step{std::chrono::duration<double>(clock::now() - t_step).count(),
+                             sd.tokens,
+                             training_flops(shape, sd.tokens, sd.len_sq, sd.masked),
+                             waited,
+                             sd.read_s,
+                             sd.stage_s,
+                             1};
+    window += this_step;
+    if (keep_out) out += this_step;
     // The positions the model computed: each micro-batch's rows x columns as staged (padding,
     // and the fixed shapes' rows, included), for the window's fill and rows.
     for (const auto& h : sd.micro) {
@@ -1258,38 +1307,35 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       const auto or_null = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
       // The window less its profiled steps (kept_out, the same steps on every rank), unless
       // they are all it has.
-      const int64_t first_step = r.step - steps_window + 1;  // the window's, for the note below
-      if (out_steps > 0 && out_steps < steps_window) {
-        t_window += std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(out_secs));
-        tokens_window -= out_tokens;
-        flops_window -= out_flops;
-        wait_window -= out_wait;
-        read_window -= out_read;
-        stage_window -= out_stage;
-        steps_window -= out_steps;
-      }
-      out_secs = out_tokens = out_flops = out_wait = out_read = out_stage = 0;
-      out_steps = 0;
-      const double secs = std::chrono::duration<double>(clock::now() - t_window).count();
-      // Collectives on every rank whatever its own clock says (secs is per rank).
-      const double all_tokens = hpc::allreduce_sum_double(tokens_window, r.comm);
-      const double all_flops = hpc::allreduce_sum_double(flops_window, r.comm);
-      const double tps = secs > 0 ? all_tokens / secs : 0;
+      const int64_t first_step = r.step - window.steps + 1;  // the window's, for the note below
+      RateSums w = window;
+      w.secs = std::chrono::duration<double>(clock::now() - t_window).count();  // per rank
+      if (out.steps > 0 && out.steps < w.steps) w -= out;
+      window = out = RateSums{};
+      t_window = clock::now();
+      // Collectives on every rank whatever its own clock says, two messages: the sums over
+      // ranks, and the slowest rank's input (every rank waits for it at the all-reduce).
+      double all[] = {w.tokens, w.flops, positions_window, micro_window, rows_window};
+      hpc::allreduce_sum_doubles(all, 5, r.comm);
+      const auto [all_tokens, all_flops, all_positions, all_micro, all_rows] = all;
+      positions_window = micro_window = rows_window = 0;
+      const double per_s = w.secs > 0 ? 1 / w.secs : 0, per_step_ms = w.steps > 0 ? 1e3 / static_cast<double>(w.steps) : 0;
+      double slowest[] = {w.wait * per_s, std::max(w.read, w.stage) * per_s, w.read * per_step_ms, w.stage * per_step_ms};
+      hpc::allreduce_max_doubles(slowest, 4, r.comm);
+      const double tps = all_tokens * per_s;
       sum.tokens_per_s = tps;
+      sum.model_tflops = all_flops * per_s / 1e12;
+      sum.mfu_datasheet.reset();
+      if (peak_known) sum.mfu_datasheet = sum.model_tflops / peak_all;
       // The share of the positions computed that were real tokens, and a micro-batch's mean
       // rows (all ranks): what a packed step computes beside the synthetic benchmark's full
       // rows of 512.
-      const double all_positions = hpc::allreduce_sum_double(positions_window, r.comm);
-      const double all_micro = hpc::allreduce_sum_double(micro_window, r.comm);
-      const double all_rows = hpc::allreduce_sum_double(rows_window, r.comm);
       sum.fill = all_positions > 0 ? all_tokens / all_positions : 0;
       sum.rows_per_micro_batch = all_micro > 0 ? all_rows / all_micro : 0;
-      positions_window = micro_window = rows_window = 0;
-      // The slowest rank's input: every rank waits for it at the all-reduce.
-      sum.input_wait = hpc::allreduce_max_double(secs > 0 ? wait_window / secs : 0, r.comm);
-      sum.loader_busy = hpc::allreduce_max_double(secs > 0 ? std::max(read_window, stage_window) / secs : 0, r.comm);
-      sum.loader_read_ms = hpc::allreduce_max_double(steps_window > 0 ? read_window / static_cast<double>(steps_window) * 1e3 : 0, r.comm);
-      sum.loader_stage_ms = hpc::allreduce_max_double(steps_window > 0 ? stage_window / static_cast<double>(steps_window) * 1e3 : 0, r.comm);
+      sum.input_wait = slowest[0];
+      sum.loader_busy = slowest[1];
+      sum.loader_read_ms = slowest[2];
+      sum.loader_stage_ms = slowest[3];
       // Said once, from the second window on (the first holds the loader's start).
       if (sum.input_wait > kInputBoundShare && !said_input_bound && first_step - 1 > sum.start_step) {
         said_input_bound = true;
@@ -1299,14 +1345,6 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
                           first_step, r.step, sum.input_wait * 100,
                           sum.loader_read_ms, sum.loader_stage_ms));
       }
-      wait_window = read_window = stage_window = 0;
-      steps_window = 0;
-      sum.model_tflops = secs > 0 ? all_flops / secs / 1e12 : 0;
-      sum.mfu_datasheet.reset();
-      if (peak_known) sum.mfu_datasheet = sum.model_tflops / peak_all;
-      tokens_window = 0;
-      flops_window = 0;
-      t_window = clock::now();
       nlohmann::json genome_tokens;  // null for a shard set of one genome
       if (ngenomes > 0) {
         hpc::allreduce_sum_u64(genome_window.data(), genome_window.size(), r.comm);

@@ -402,17 +402,26 @@ class Pretrain(unittest.TestCase):
         # small fraction of the plain run's.
         self.assertGreater(profiled["tokens_per_s"], 0.4 * plain["tokens_per_s"], (profiled, plain))
         self.assertGreater(profiled["model_tflops"], 0.4 * plain["model_tflops"])
-        self.assertIn("(these steps and the next are kept out of tokens/s)",
-                      [l for l in p.stderr.splitlines() if "profile of steps" in l][0])
+        def profile_line(proc):
+            return [l for l in proc.stderr.splitlines() if "profile of steps" in l][0]
+        self.assertIn("(these steps and the next are kept out of tokens/s)", profile_line(p))
         # At 2 ranks every rank keeps the same steps out (the collectives match: the run ends).
         _, two, rows2 = train("profiled2", ["--profile-steps", "2"], slow_env, ranks=2)
         self.assertEqual([r["step"] for r in rows2], [8])
         self.assertGreater(two["tokens_per_s"], 0)
         # Windows of one step: the profiled ones are all their window has, and keep their time.
-        _, _, rows1 = train("profiled1", ["--profile-steps", "2"], slow_env, log_every=1)
+        p1, _, rows1 = train("profiled1", ["--profile-steps", "2"], slow_env, log_every=1)
         self.assertEqual([r["step"] for r in rows1], list(range(1, 9)))
         by_step = {r["step"]: r["tokens_per_s"] for r in rows1}
         self.assertLess(by_step[8], 0.4 * max(by_step[s] for s in range(1, 6)), by_step)  # the 3 s read at step 8's start
+        self.assertIn("(these steps and the next are kept in tokens/s at steps 6-8, whose log windows hold no other "
+                      "step (--log-every 1))", profile_line(p1))
+        # Windows of two steps: 5-6 keeps step 5's rate alone, 7-8 holds profiled steps only.
+        p2, _, rows2 = train("profiled2s", ["--profile-steps", "2"], slow_env, log_every=2)
+        by_step = {r["step"]: r["tokens_per_s"] for r in rows2}
+        self.assertLess(by_step[8], 0.4 * by_step[6], by_step)
+        self.assertIn("(these steps and the next are kept out of tokens/s except at steps 7-8, whose log windows hold "
+                      "no other step (--log-every 2))", profile_line(p2))
 
     def test_init_continues_from_a_transformers_model(self):
         # A BertForMaskedLM saved by transformers (save_pretrained), dropout set to 0 so that

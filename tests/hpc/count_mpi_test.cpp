@@ -68,6 +68,18 @@ TEST(MpiHelpers, GatherSerializedAndReductions) {
   hpc::reduce_sum_u64(v, 0, MPI_COMM_WORLD);
   std::vector<uint64_t> b = {uint64_t{1} << rank};
   hpc::reduce_bor_u64(b, 0, MPI_COMM_WORLD);
+  // Several doubles in one message, on every rank: sums and maxima element by element.
+  double sums[3] = {1.0, static_cast<double>(rank), 0.5 * rank};
+  double maxima[2] = {static_cast<double>(rank), -static_cast<double>(rank)};
+  hpc::allreduce_sum_doubles(sums, 3, MPI_COMM_WORLD);
+  hpc::allreduce_max_doubles(maxima, 2, MPI_COMM_WORLD);
+  EXPECT_EQ(sums[0], size);
+  EXPECT_EQ(sums[1], size * (size - 1) / 2);
+  EXPECT_EQ(sums[2], 0.25 * size * (size - 1));
+  EXPECT_EQ(maxima[0], size - 1);
+  EXPECT_EQ(maxima[1], 0.0);
+  EXPECT_EQ(hpc::allreduce_sum_double(2.0, MPI_COMM_WORLD), 2.0 * size);
+  EXPECT_EQ(hpc::allreduce_max_double(-static_cast<double>(rank), MPI_COMM_WORLD), 0.0);
   if (rank == 0) {
     ASSERT_EQ(all.size(), static_cast<size_t>(size));
     for (int r = 0; r < size; ++r) EXPECT_EQ(all[static_cast<size_t>(r)].size(), static_cast<size_t>(r) + 1);
