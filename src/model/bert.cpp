@@ -4,6 +4,7 @@
 #include "model/attention_cpu.hpp"
 #include "model/bias_gelu.hpp"
 #include "model/cross_entropy.hpp"
+#include "model/cudnn_attention.hpp"
 #include "model/linear_bgrad.hpp"
 #include "model/qkv_linear.hpp"
 #include "model/weight_copies.hpp"
@@ -15,6 +16,7 @@
 #include <ATen/autocast_mode.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <fmt/format.h>
 #include <fstream>
@@ -350,6 +352,12 @@ std::string to_string(PackedAttentionPath path) {
   return "unknown";
 }
 
+namespace {
+/// cuDNN could not build its ragged attention's graph in this process (said once): packed
+/// attention takes flash attention's varlen kernels from then on.
+std::atomic<bool> g_cudnn_ragged_failed{false};
+}  // namespace
+
 PackedAttentionPath packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   if (q.device().is_cpu()) return PackedAttentionPath::CpuSegments;
   const auto t = q.scalar_type();
@@ -357,8 +365,10 @@ PackedAttentionPath packed_attention_path(const torch::Tensor& q, const torch::T
   // Flash attention's conditions: Ampere or newer, 16-bit floats, a head size it was built for.
   if (q.device().is_cuda() && (t == torch::kBFloat16 || t == torch::kHalf) && k.scalar_type() == t &&
       v.scalar_type() == t && d % 8 == 0 && d <= 256 && v.size(-1) == d && gpu_bf16_native(q.device().index())) {
-    // cuDNN's SDPA kernels take head sizes up to 128 on Ampere and Hopper.
-    if (fusions().cudnn_varlen && d <= 128 && at::globalContext().userEnabledCuDNN())
+    // cudnn-varlen: cuDNN's SDPA over the ragged segments, where it takes the inputs (and
+    // cuDNN could build its graphs so far in this process).
+    if (fusions().cudnn_varlen && at::globalContext().userEnabledCuDNN() && !g_cudnn_ragged_failed.load() &&
+        cudnn_ragged_attention_refusal(q, k, v).empty())
       return PackedAttentionPath::CudnnRagged;
     return PackedAttentionPath::FlashVarlen;
   }
@@ -407,24 +417,17 @@ torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, c
     return out.view({R, L, h, d}).transpose(1, 2);
   }
   if (path == PackedAttentionPath::CudnnRagged) {
-    const int64_t R = q.size(0), h = q.size(1), L = q.size(2), d = q.size(3);
-    // Contiguous [Rb x L, h, d]: cuDNN's ragged offsets count whole tokens of h x d values (the
-    // projections' views are a third of each Q/K/V token apart). cuDNN builds a graph per
-    // shape, so the shape varies little from batch to batch: the rows rounded up to a multiple
-    // of 8 (the tokens after the last segment, in no segment, are not read and their output
-    // is dropped), the segments padded to a power of two (cudnn_cu_seqlens), and the longest
-    // segment given as the row's width.
-    const int64_t Rb = (R + 7) / 8 * 8;
-    auto tokens = [&](const torch::Tensor& t) {
-      auto x = t.transpose(1, 2).reshape({R * L, h, d});
-      return Rb == R ? x.contiguous() : torch::cat({x, x.new_zeros({(Rb - R) * L, h, d})});
-    };
-    const torch::Tensor& cu = layout.cudnn_cu_seqlens();
-    const bool grad = q.requires_grad() || k.requires_grad() || v.requires_grad();
-    auto out = std::get<0>(at::_cudnn_attention_forward(tokens(q), tokens(k), tokens(v), std::nullopt, cu, cu, L, L,
-                                                        /*compute_log_sumexp=*/grad, dropout_p, /*is_causal=*/false,
-                                                        /*return_debug_mask=*/false));
-    return out.narrow(0, 0, R * L).view({R, L, h, d}).transpose(1, 2);
+    // Q, K and V where the product wrote them; a graph per shape, so the segments are padded
+    // to a power of two (cudnn_cu_seqlens) and the longest rounded up (cudnn_attention.hpp).
+    try {
+      return cudnn_ragged_attention(q, k, v, layout.cudnn_cu_seqlens(), layout.max_seqlen, dropout_p);
+    } catch (const CudnnGraphUnsupported& e) {
+      // Before anything ran: flash attention from now on, said once.
+      if (!g_cudnn_ragged_failed.exchange(true))
+        fmt::print(stderr, "note: cudnn-varlen: {}; packed attention takes flash attention's varlen kernels instead\n",
+                   e.what());
+      return packed_attention(q, k, v, layout, dropout_p);
+    }
   }
   std::optional<torch::Tensor> mask = layout.block_mask();
   return at::scaled_dot_product_attention(q, k, v, mask, dropout_p);

@@ -63,8 +63,8 @@ struct PackedLayout {
   mutable torch::Tensor block_mask_;
   /// cu_seqlens for cuDNN's attention over ragged segments: followed by zero-length segments
   /// up to the next power of two of segments (at least 64), so that batches of nearly the
-  /// same segment count share one cuDNN graph (cuDNN builds one per count, row count and
-  /// longest segment). Made on first use, on the device.
+  /// same segment count share one cuDNN graph (one per segment count, longest segment and
+  /// layout: cudnn_attention.hpp). Made on first use, on the device.
   const torch::Tensor& cudnn_cu_seqlens() const;
   mutable torch::Tensor cudnn_cu_seqlens_;
   /// After cu_seqlens was written in place (a fixed-shape step's next micro-batch): the block
@@ -91,10 +91,10 @@ struct AttentionMask {
 /// Attention over a packed layout: the CPU kernel with segments (attention_cpu.hpp); on a
 /// GPU of compute capability 8.0+ in bf16 or fp16 with head size a multiple of 8 up to 256,
 /// flash attention over variable-length segments (at::_flash_attention_forward with
-/// cu_seqlens), or with fusions.hpp's cudnn-varlen (head size up to 128, cuDNN enabled)
-/// cuDNN's attention over the same ragged segments (at::_cudnn_attention_forward with
-/// cumulative sequence lengths, Q, K and V as contiguous tokens x heads x head size, the rows
-/// rounded up to a multiple of 8 so that cuDNN's graphs, one per shape, are few); else
+/// cu_seqlens), or with fusions.hpp's cudnn-varlen cuDNN's attention over the same ragged
+/// segments where cudnn_attention.hpp takes the inputs (head size up to 128, Q, K and V in
+/// [R, L, h, d] storage, cuDNN enabled; the segments padded to a power of two and the longest
+/// rounded up so that cuDNN's graphs, one per shape, are few); else
 /// scaled_dot_product_attention with the block-diagonal mask.
 torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const PackedLayout& layout, double dropout_p);

@@ -81,9 +81,12 @@
 //   cudnn-varlen  on a GPU, packed rows' attention (bert.hpp's packed_attention) by cuDNN's
 //            SDPA over ragged segments instead of flash attention's varlen kernel: the H200
 //            profile of 2026-12-01 put flash's varlen (Ampere's kernels) at about half the
-//            throughput of cuDNN's Hopper kernels on the padded batches. Off by default until a
-//            GPU run has checked and timed it; it changes the numbers (another kernel, its own
-//            dropout draws: recorded, like gelu).
+//            throughput of cuDNN's Hopper kernels on the padded batches. Through cuDNN's
+//            frontend with genemask's own graph cache (cudnn_attention.hpp: LibTorch 2.11's
+//            ragged path plans a new cuDNN graph on every call), reading Q, K and V where the
+//            product wrote them. Off by default until a GPU run has checked and timed it; it
+//            changes the numbers (another kernel, its own dropout draws: recorded, like gelu).
+//            Where cuDNN cannot build its graph, flash attention's kernels run (said once).
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
 // "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem", "bias-sum", "ce",
 // "weight-bf16", "ln-lean", "ce-pad" and "cudnn-varlen", or "none" (to compare with the unfused step, or to rule

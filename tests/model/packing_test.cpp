@@ -16,6 +16,7 @@
 #include "genemask/corpus/loader.hpp"
 #include "model/attention_cpu.hpp"
 #include "model/bert.hpp"
+#include "model/cudnn_attention.hpp"
 #include "model/cuda_graph.hpp"
 #include "model/flops.hpp"
 #include "model/fusions.hpp"
@@ -409,14 +410,61 @@ TEST(Packing, GpuVarlenFlashMatchesTheBlockMaskAndTheCpu) {
   expect_packed_model_matches_cpu(dev, true);
 }
 
+namespace {
+
+/// q, k and v as the model's fused Q/K/V product lays them out: [R, h, L, d] views of one
+/// [R, L, 3, h, d] tensor (`fused`), a token's q, k and v side by side.
+std::array<torch::Tensor, 3> fused_qkv_views(const PackedBatch& p, const torch::Device& dev, torch::Tensor& fused) {
+  torch::manual_seed(8);
+  fused = torch::randn({p.rows, p.cols, 3, 4, 32}, dev).to(torch::kBFloat16).requires_grad_();
+  return {fused.select(2, 0).transpose(1, 2), fused.select(2, 1).transpose(1, 2), fused.select(2, 2).transpose(1, 2)};
+}
+
+}  // namespace
+
+TEST(Packing, CudnnRaggedTakesTheProductsLayout) {
+  // cudnn_attention.hpp reads Q, K and V where the product wrote them: tokens equally spaced,
+  // rows L tokens apart ([R, L, h, d] storage, or the fused product's views a third of a
+  // token apart); heads outermost ([R, h, L, d] contiguous) it refuses (packed attention then
+  // takes flash attention's kernels). The layout's checks run on the CPU too.
+  const PackedBatch p = pack_batch(make_batch({40, 12, 62, 3, 25}, 4), 64);
+  torch::Tensor fused;
+  const auto views = fused_qkv_views(p, torch::kCPU, fused);
+  const auto own = torch::randn({p.rows, p.cols, 4, 32}).to(torch::kBFloat16).transpose(1, 2);
+  const auto heads_outer = torch::randn({p.rows, 4, p.cols, 32}).to(torch::kBFloat16);
+  EXPECT_EQ(cudnn_ragged_attention_built(), static_cast<bool>(GENEMASK_EXPECT_CUDNN_FRONTEND));
+  if (cudnn_ragged_attention_built()) {
+    EXPECT_EQ(cudnn_ragged_attention_refusal(views[0], views[1], views[2]), "not on a GPU");
+    EXPECT_EQ(cudnn_ragged_attention_refusal(own, own, own), "not on a GPU");
+    EXPECT_EQ(cudnn_ragged_attention_refusal(heads_outer, heads_outer, heads_outer),
+              "a view whose tokens are not equally spaced ([R, L, h, d] storage)");
+    EXPECT_EQ(cudnn_ragged_attention_refusal(own.to(torch::kFloat32), own.to(torch::kFloat32), own.to(torch::kFloat32)),
+              "not bf16 or fp16 alike");
+    const auto wide = torch::randn({2, 3, 5, 136}).to(torch::kBFloat16);
+    EXPECT_EQ(cudnn_ragged_attention_refusal(wide, wide, wide), "head size 136 (cuDNN's kernels: a multiple of 8 up to 128)");
+    EXPECT_EQ(cudnn_ragged_attention_refusal(own, own, heads_outer), "a view whose tokens are not equally spaced ([R, L, h, d] storage)");
+  } else {
+    EXPECT_NE(cudnn_ragged_attention_refusal(own, own, own).find("no cuDNN frontend"), std::string::npos);
+  }
+  EXPECT_THROW(cudnn_ragged_attention(own, own, own, torch::zeros({2}, torch::kInt), 64, 0.0), std::invalid_argument);
+  // The longest segment a graph is built for: rounded up to 64, so that batches share graphs.
+  EXPECT_EQ(cudnn_ragged_seqlen_bound(1), 64);
+  EXPECT_EQ(cudnn_ragged_seqlen_bound(64), 64);
+  EXPECT_EQ(cudnn_ragged_seqlen_bound(65), 128);
+  EXPECT_EQ(cudnn_ragged_seqlen_bound(510), 512);
+}
+
 TEST(Packing, GpuCudnnRaggedMatchesTheBlockMaskAndTheCpu) {
-  // fusions.hpp's cudnn-varlen: on a GPU, cuDNN's attention over the ragged segments (bf16)
-  // against the block-diagonal mask in fp32, values and gradients, over a layout whose
-  // segments cudnn_cu_seqlens pads with zero-length ones (and one that ends in zero-length
-  // segments itself, as the fixed-shape step's does), its rows too few for a multiple of 8
-  // (padded for cuDNN, the padding dropped); and the packed model with it on the GPU
-  // against the CPU, with dropout drawing the same share. Without a GPU the same body runs on
-  // the CPU, where the switch changes nothing (the per-segment kernel).
+  // fusions.hpp's cudnn-varlen: on a GPU, cuDNN's attention over the ragged segments (bf16,
+  // cudnn_attention.hpp) against the block-diagonal mask in fp32, values and gradients, with
+  // Q, K and V read where the fused product puts them (views a third of a token apart) and in
+  // their own [R, L, h, d] storage, over a layout whose segments cudnn_cu_seqlens pads with
+  // zero-length ones and one that ends in zero-length segments itself (as the fixed-shape
+  // step's does); a second call of the same shapes builds no cuDNN graph; dropout draws the
+  // same masks from the same generator state; and the packed model with it on the GPU
+  // against the CPU. Heads outermost ([R, h, L, d] contiguous) take flash attention. Without a
+  // GPU the same body runs on the CPU, where the switch changes nothing (the per-segment
+  // kernel).
   const Fusions saved = fusions();
   Fusions f = saved;
   f.cudnn_varlen = true;
@@ -426,7 +474,6 @@ TEST(Packing, GpuCudnnRaggedMatchesTheBlockMaskAndTheCpu) {
   const PackedBatch p = pack_batch(make_batch({40, 12, 62, 3, 25, 33, 8, 50, 19}, 4), 64);
   PackedLayout l = packed_layout(p, dev);
   const int64_t S = l.cu_seqlens.numel() - 1;
-  EXPECT_NE(p.rows % 8, 0);  // the rows cuDNN's path pads
   EXPECT_EQ(l.cudnn_cu_seqlens().numel(), 65);  // padded to 64 segments
   EXPECT_TRUE(torch::equal(l.cudnn_cu_seqlens().narrow(0, 0, S + 1), l.cu_seqlens));
   EXPECT_EQ(l.cudnn_cu_seqlens()[64].item<int64_t>(), p.rows * p.cols);
@@ -435,32 +482,55 @@ TEST(Packing, GpuCudnnRaggedMatchesTheBlockMaskAndTheCpu) {
   EXPECT_EQ(fixed.cudnn_cu_seqlens().numel(), 65);  // still the copy's: made on first use
   fixed.boundaries_changed();
   EXPECT_EQ(fixed.cudnn_cu_seqlens().numel(), 129);
-  for (const PackedLayout* layout : {&l, &fixed}) {
-    auto [q, k, v] = random_qkv(p, dev);
-    const std::string path = to_string(packed_attention_path(q, k, v));
-    EXPECT_EQ(path, gpu ? "cudnn-ragged" : "cpu-segments");
-    auto fast = packed_attention(q, k, v, *layout, 0.0);
-    auto go = torch::randn(fast.sizes(), dev).to(torch::kBFloat16);
-    const auto g = torch::autograd::grad({fast}, {q, k, v}, {go});
-    std::optional<torch::Tensor> mask = l.block_mask();
-    auto ref =
-        at::scaled_dot_product_attention(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32), mask, 0.0);
-    const auto rg = torch::autograd::grad({ref}, {q, k, v}, {go.to(torch::kFloat32)});
-    EXPECT_LT(max_abs_diff(fast.to(torch::kFloat32), ref), 2e-2);
-    for (size_t i = 0; i < 3; ++i)
-      EXPECT_LT(max_abs_diff(g[i].to(torch::kFloat32), rg[i].to(torch::kFloat32)), 5e-2) << "gradient " << i;
-    // With dropout: about the share dropped (the output's mean square falls by the kept
-    // share's reciprocal scale only in expectation: checked loosely), the same draws again
-    // from the same generator state.
-    torch::manual_seed(77);
-    if (gpu) torch::cuda::manual_seed_all(77);
-    auto dropped = packed_attention(q, k, v, *layout, 0.5);
-    torch::manual_seed(77);
-    if (gpu) torch::cuda::manual_seed_all(77);
-    EXPECT_TRUE(torch::equal(packed_attention(q, k, v, *layout, 0.5), dropped));
-    EXPECT_GT(max_abs_diff(dropped.to(torch::kFloat32), fast.to(torch::kFloat32)), 1e-2);
-    EXPECT_TRUE(torch::isfinite(dropped).all().item<bool>());
+  torch::Tensor fused;
+  const auto views = fused_qkv_views(p, dev, fused);
+  torch::manual_seed(9);
+  const auto own_base = torch::randn({3, p.rows, p.cols, 4, 32}, dev).to(torch::kBFloat16).requires_grad_();
+  const std::array<torch::Tensor, 3> own = {own_base[0].transpose(1, 2), own_base[1].transpose(1, 2),
+                                            own_base[2].transpose(1, 2)};
+  for (const auto* inputs : {&views, &own}) {
+    for (const PackedLayout* layout : {&l, &fixed}) {
+      const auto& [q, k, v] = *inputs;
+      EXPECT_EQ(to_string(packed_attention_path(q, k, v)), gpu ? "cudnn-ragged" : "cpu-segments");
+      auto fast = packed_attention(q, k, v, *layout, 0.0);
+      auto go = torch::randn(fast.sizes(), dev).to(torch::kBFloat16);
+      const auto g = torch::autograd::grad({fast}, {q, k, v}, {go});
+      std::optional<torch::Tensor> mask = l.block_mask();
+      auto ref = at::scaled_dot_product_attention(q.to(torch::kFloat32), k.to(torch::kFloat32), v.to(torch::kFloat32),
+                                                  mask, 0.0);
+      const auto rg = torch::autograd::grad({ref}, {q, k, v}, {go.to(torch::kFloat32)});
+      EXPECT_LT(max_abs_diff(fast.to(torch::kFloat32), ref), 2e-2);
+      for (size_t i = 0; i < 3; ++i)
+        EXPECT_LT(max_abs_diff(g[i].to(torch::kFloat32), rg[i].to(torch::kFloat32)), 5e-2) << "gradient " << i;
+      // The graphs of these shapes are built: the same call again builds none.
+      const int64_t built = cudnn_ragged_attention_graphs_built();
+      const auto again = torch::autograd::grad({packed_attention(q, k, v, *layout, 0.0)}, {q, k, v}, {go});
+      EXPECT_EQ(cudnn_ragged_attention_graphs_built(), built);
+      // (The backward's sums into dQ may meet in another order: not bit for bit.)
+      EXPECT_LT(max_abs_diff(again[0].to(torch::kFloat32), g[0].to(torch::kFloat32)), 1e-2);
+      if (gpu) {
+        EXPECT_GT(built, 0);
+      }
+      // With dropout: the same draws again from the same generator state, finite, and others
+      // than without.
+      torch::manual_seed(77);
+      if (gpu) torch::cuda::manual_seed_all(77);
+      auto dropped = packed_attention(q, k, v, *layout, 0.5);
+      const auto gd = torch::autograd::grad({dropped}, {q, k, v}, {go});
+      torch::manual_seed(77);
+      if (gpu) torch::cuda::manual_seed_all(77);
+      auto dropped2 = packed_attention(q, k, v, *layout, 0.5);
+      EXPECT_TRUE(torch::equal(dropped2, dropped));
+      const auto gd2 = torch::autograd::grad({dropped2}, {q, k, v}, {go});
+      for (size_t i = 0; i < 3; ++i)  // the same draws in the backward
+        EXPECT_LT(max_abs_diff(gd2[i].to(torch::kFloat32), gd[i].to(torch::kFloat32)), 1e-2) << "gradient " << i;
+      EXPECT_GT(max_abs_diff(dropped.to(torch::kFloat32), fast.to(torch::kFloat32)), 1e-2);
+      EXPECT_TRUE(torch::isfinite(dropped).all().item<bool>());
+      for (const auto& x : gd) EXPECT_TRUE(torch::isfinite(x).all().item<bool>());
+    }
   }
+  auto [bq, bk, bv] = random_qkv(p, dev);  // heads outermost
+  EXPECT_EQ(to_string(packed_attention_path(bq, bk, bv)), gpu ? "flash-varlen" : "cpu-segments");
   expect_packed_model_matches_cpu(dev, false);
   set_fusions(saved);
 }
