@@ -118,7 +118,10 @@ std::shared_ptr<fe::graph::Graph> build(const GraphKey& key, cudnnHandle_t handl
   const TensorAttr off_k = column(kOffK, "off_k", b + 1, fe::DataType_t::INT32);
   const TensorAttr off_v = column(kOffV, "off_v", b + 1, fe::DataType_t::INT32);
   const TensorAttr off_o = column(kOffO, "off_o", b + 1, fe::DataType_t::INT32);
-  const TensorAttr off_stats = column(kOffStats, "off_stats", b + 1, fe::DataType_t::INT32);
+  // The statistics' offsets where the graph has statistics (a tensor no operation reads is
+  // no part of a graph).
+  const TensorAttr off_stats =
+      key.stats || key.backward ? column(kOffStats, "off_stats", b + 1, fe::DataType_t::INT32) : nullptr;
   auto tokens = [&](Uid uid, const char* name, int64_t ts, int64_t hs, const TensorAttr& off) {
     return g->tensor(fe::graph::Tensor_attributes()
                          .set_uid(uid)
@@ -223,14 +226,16 @@ Ragged ragged(const torch::Tensor& cu, const torch::Tensor& q, const torch::Tens
   return r;
 }
 
-void put_ragged(std::unordered_map<int64_t, void*>& pack, Ragged& r) {
+/// The segments' tensors of a graph's variant pack (the statistics' offsets where it has
+/// statistics).
+void put_ragged(std::unordered_map<int64_t, void*>& pack, Ragged& r, bool stats) {
   pack[kSeqQ] = r.seq.data_ptr();
   pack[kSeqKV] = r.seq.data_ptr();
   pack[kOffQ] = r.off_q.data_ptr();
   pack[kOffK] = r.off_k.data_ptr();
   pack[kOffV] = r.off_v.data_ptr();
   pack[kOffO] = r.off_o.data_ptr();
-  pack[kOffStats] = r.off_stats.data_ptr();
+  if (stats) pack[kOffStats] = r.off_stats.data_ptr();
 }
 
 GraphKey key_of(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t b, int64_t s,
@@ -281,7 +286,7 @@ class CudnnRagged : public torch::autograd::Function<CudnnRagged> {
     Ragged r = ragged(cu, q, k, v);
     std::unordered_map<int64_t, void*> pack = {
         {kQ, q.data_ptr()}, {kK, k.data_ptr()}, {kV, v.data_ptr()}, {kO, o.data_ptr()}};
-    put_ragged(pack, r);
+    put_ragged(pack, r, grad);
     if (grad) pack[kStats] = stats.data_ptr();
     if (p > 0) {
       pack[kSeed] = seeds.data_ptr<int64_t>();
@@ -310,7 +315,7 @@ class CudnnRagged : public torch::autograd::Function<CudnnRagged> {
     std::unordered_map<int64_t, void*> pack = {{kQ, q.data_ptr()},       {kK, k.data_ptr()},   {kV, v.data_ptr()},
                                                {kO, o.data_ptr()},       {kDO, dout.data_ptr()}, {kStats, stats.data_ptr()},
                                                {kDQ, dq.data_ptr()},     {kDK, dk.data_ptr()}, {kDV, dv.data_ptr()}};
-    put_ragged(pack, r);
+    put_ragged(pack, r, true);
     if (p > 0) {
       pack[kSeed] = seeds.data_ptr<int64_t>();
       pack[kOffset] = seeds.data_ptr<int64_t>() + 1;
