@@ -166,7 +166,8 @@ for s in arms:
                  "minutes": s["wall_s"] / 60, "resumed": resumed, "goal_met": goal,
                  "tokens_per_s": rate(s["tokens_per_s"]), "model_tflops": rate(s["model_tflops"]), "mfu_datasheet": mfu,
                  "loss": s["loss"], "precision": s["precision"], "packing": s.get("packing"),
-                 "cuda_graphs": s.get("cuda_graphs"), "layout": s["layout"], "profile": s.get("profile"),
+                 "cuda_graphs": s.get("cuda_graphs"), "packed_attention": s.get("packed_attention"),
+                 "layout": s["layout"], "profile": s.get("profile"),
                  "fill": rate(s.get("fill")), "rows_per_micro_batch": rate(s.get("rows_per_micro_batch")),
                  "input_wait": rate(s.get("input_wait")), "loader_busy": rate(s.get("loader_busy"))})
     verdict = ""

@@ -484,6 +484,10 @@ int run(int argc, char** argv) {
   const std::string bgrad_products =
       fmt::format("{{\"fused\":{},\"fused_bf16\":{},\"fallback\":{},\"column_sums\":{},\"stacked\":{}}}", bc.fused,
                   bc.fused_bf16, bc.fallback, bc.column_sums, bc.stacked);
+  // The packed attention's kernels the steps ran (bert.hpp): a JSON list of their names.
+  std::string packed_paths = "[";
+  for (const auto& path : packed_attention_paths_taken()) packed_paths += (packed_paths.size() > 1 ? ",\"" : "\"") + path + "\"";
+  packed_paths += "]";
   const std::string breakdown =
       graph ? "null"
             : fmt::format("{{\"forward_backward\":{:.5f},\"clip\":{:.5f},\"optimizer\":{:.5f}}}", t_fb / steps,
@@ -491,7 +495,7 @@ int run(int argc, char** argv) {
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
       "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"ln_lean\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"ce_pad\":%s,\"cudnn_varlen\":%s,\"weight_bf16\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
-      "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
+      "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"packed_attention\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
@@ -506,7 +510,8 @@ int run(int argc, char** argv) {
       ce_pad && dev.is_cuda() && padded_classes(cfg.vocab_size) != cfg.vocab_size ? "true" : "false",
       cudnn_varlen && dev.is_cuda() && packing ? "true" : "false",
       weight_bf16 && bf16 ? "true" : "false",
-      sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false", real_tokens,
+      sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false",
+      packed_paths.c_str(), real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),
       flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
       mfu(achieved_tflops, measured_peak_tflops), json_text(gpu).c_str(),

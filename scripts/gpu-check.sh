@@ -425,7 +425,8 @@ for cfg in ("dnabert", "logo"):  # pretrain on real shards against the synthetic
     pr = {"batch": batch, "steps": arm["steps"], "real_tokens_per_s": arm["tokens_per_s"],
           "model_tflops": arm["model_tflops"], "mfu": arm["model_tflops"] / peak_tflops if peak_tflops else None,
           "mfu_datasheet": arm["mfu_datasheet"] if device == "cuda" else None, "packing": arm["packing"],
-          "cuda_graphs": arm["cuda_graphs"], "loss": arm["loss"], "synthetic": None, "vs_synthetic": None,
+          "cuda_graphs": arm["cuda_graphs"], "packed_attention": arm.get("packed_attention"), "loss": arm["loss"],
+          "synthetic": None, "vs_synthetic": None,
           "profile": arm.get("profile"), "fill": arm.get("fill"),
           "rows_per_micro_batch": arm.get("rows_per_micro_batch"), "input_wait": arm.get("input_wait"),
           "loader_busy": arm.get("loader_busy")}

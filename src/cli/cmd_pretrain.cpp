@@ -30,6 +30,7 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                             {"precision", s.precision},
                             {"packing", o.packing},
                             {"cuda_graphs", s.cuda_graphs},
+                            {"packed_attention", s.packed_attention},
                             {"eager_micro_batches", s.eager_micro_batches},
                             {"cuda_graphs_captured", s.cuda_graphs_captured},
                             {"start_step", s.start_step},

@@ -356,7 +356,19 @@ namespace {
 /// cuDNN could not build its ragged attention's graph in this process (said once): packed
 /// attention takes flash attention's varlen kernels from then on.
 std::atomic<bool> g_cudnn_ragged_failed{false};
+/// The paths packed_attention ran (a bit per PackedAttentionPath).
+std::atomic<unsigned> g_packed_paths_taken{0};
+void note_taken(PackedAttentionPath path) { g_packed_paths_taken.fetch_or(1u << static_cast<unsigned>(path)); }
 }  // namespace
+
+std::vector<std::string> packed_attention_paths_taken() {
+  std::vector<std::string> names;
+  const unsigned taken = g_packed_paths_taken.load();
+  for (auto p : {PackedAttentionPath::CpuSegments, PackedAttentionPath::FlashVarlen, PackedAttentionPath::CudnnRagged,
+                 PackedAttentionPath::BlockMask})
+    if (taken & (1u << static_cast<unsigned>(p))) names.push_back(to_string(p));
+  return names;
+}
 
 PackedAttentionPath packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   if (q.device().is_cpu()) return PackedAttentionPath::CpuSegments;
@@ -378,6 +390,7 @@ PackedAttentionPath packed_attention_path(const torch::Tensor& q, const torch::T
 torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const PackedLayout& layout, double dropout_p) {
   const PackedAttentionPath path = packed_attention_path(q, k, v);
+  if (path != PackedAttentionPath::CudnnRagged) note_taken(path);  // that one where cuDNN ran it
   if (path == PackedAttentionPath::CpuSegments) {
     // With dropout, and in bf16 (where the kernel's oneDNN products use the CPU's bf16
     // matrix units, and LibTorch's CPU flash kernel was measured no faster than in fp32 on
@@ -420,7 +433,9 @@ torch::Tensor packed_attention(const torch::Tensor& q, const torch::Tensor& k, c
     // Q, K and V where the product wrote them; a graph per shape, so the segments are padded
     // to a power of two (cudnn_cu_seqlens) and the longest rounded up (cudnn_attention.hpp).
     try {
-      return cudnn_ragged_attention(q, k, v, layout.cudnn_cu_seqlens(), layout.max_seqlen, dropout_p);
+      auto out = cudnn_ragged_attention(q, k, v, layout.cudnn_cu_seqlens(), layout.max_seqlen, dropout_p);
+      note_taken(path);
+      return out;
     } catch (const CudnnGraphUnsupported& e) {
       // Before anything ran: flash attention from now on, said once.
       if (!g_cudnn_ragged_failed.exchange(true))

@@ -103,6 +103,9 @@ enum class PackedAttentionPath { CpuSegments, FlashVarlen, CudnnRagged, BlockMas
 PackedAttentionPath packed_attention_path(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v);
 /// "cpu-segments", "flash-varlen", "cudnn-ragged" or "block-mask".
 std::string to_string(PackedAttentionPath path);
+/// The paths packed_attention has run in this process, in the enum's order (cudnn-varlen's
+/// only where cuDNN ran it, not where it fell back): what a run reports it ran.
+std::vector<std::string> packed_attention_paths_taken();
 
 torch::Tensor attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                         const AttentionMask& mask, double dropout_p);

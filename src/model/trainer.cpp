@@ -1487,6 +1487,7 @@ PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::fun
     sum.layout.push_back({p.substr(0, a), p.substr(b + 1), std::stoi(p.substr(a + 1, b - a - 1))});
   }
   train(r, *data, sum);
+  sum.packed_attention = packed_attention_paths_taken();
   if (o.stop_after >= 0 && r.step >= o.stop_after && !sum.interrupted) return sum;  // a simulated kill
   if (!sum.interrupted) plot_perplexity(r);
   sum.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - r.t_start).count();

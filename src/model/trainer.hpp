@@ -88,6 +88,10 @@ struct PretrainSummary {
   std::string precision;  // what --precision resolved to: "fp32" or "bf16"
   /// "on" (the step replayed as CUDA graphs), "off (WHY)", or "static (testing)".
   std::string cuda_graphs;
+  /// The packed attention's kernels this process (rank 0) ran, bert.hpp's to_string of each
+  /// path ("flash-varlen", "cudnn-ragged", ...); empty where no batch was packed (without
+  /// packing, or where packing would not have computed fewer positions).
+  std::vector<std::string> packed_attention;
   /// Micro-batches that masked more positions than the graphs' fixed buffer, run eagerly.
   int64_t eager_micro_batches = 0;
   int cuda_graphs_captured = 0;  // the update's graph and one per row count used

@@ -160,6 +160,7 @@ class GpuCheckDryRun(unittest.TestCase):
             padded, packed = pk["padded"], pk["packed"]
             self.assertEqual((padded["lengths"], packed["lengths"]), ("uniform", "uniform"))
             self.assertEqual((padded["packing"], packed["packing"]), (False, True))
+            self.assertEqual((padded["packed_attention"], packed["packed_attention"]), ([], ["cpu-segments"]))
             self.assertEqual(padded["real_tokens"], packed["real_tokens"])
             self.assertLessEqual(packed["positions"], padded["positions"])
             self.assertLessEqual(padded["real_tokens"], padded["positions"])
@@ -404,6 +405,9 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertEqual(pr["synthetic"], {"variant": "eager", "achieved_tflops": syn[0]["achieved_tflops"], "mfu": None})
         self.assertAlmostEqual(pr["vs_synthetic"], pr["model_tflops"] / syn[0]["achieved_tflops"], places=9)
         self.assertEqual((pr["packing"], pr["cuda_graphs"]), ("on", "off (the device is a CPU)"))
+        # The packed rows' attention on a CPU, or none where no batch of 2 packed into fewer
+        # positions (the trainer keeps such a batch padded).
+        self.assertIn(pr["packed_attention"], ([], ["cpu-segments"]))
         self.assertRegex(p.stdout, r"(?m)^logo     pretrain on real shards \(random masking, batch 2, 2 steps, "
                                    r"packing on, CUDA graphs off \(the device is a CPU\)\): \d+ real tokens/s "
                                    r"\(fill [0-9.]+, [0-9.]+ rows a micro-batch; waited for its input [0-9.]+% of the "

@@ -233,6 +233,9 @@ class Pretrain(unittest.TestCase):
                 s = summary(self.pretrain(out, ["--packing", packing], model="tiny0.json", grad_accum=accum, steps=4,
                                           checkpoint_every=0, eval_every=4, ranks=ranks if ranks > 1 else None))
                 self.assertEqual(s["packing"], packing)
+                # The packed attention's kernel the run ran (on a CPU the per-segment one); none
+                # without packing.
+                self.assertEqual(s["packed_attention"], ["cpu-segments"] if packing == "on" else [])
                 runs[packing, ranks] = (metrics(out), s["eval_loss"])
         want = runs["off", 1][0]
         self.assertEqual(len(want), 4)

@@ -529,6 +529,9 @@ TEST(Packing, GpuCudnnRaggedMatchesTheBlockMaskAndTheCpu) {
       for (const auto& x : gd) EXPECT_TRUE(torch::isfinite(x).all().item<bool>());
     }
   }
+  // What a run reports it ran (the summary's packed_attention): cuDNN's kernels, where it ran them.
+  const auto taken = packed_attention_paths_taken();
+  EXPECT_NE(std::find(taken.begin(), taken.end(), gpu ? "cudnn-ragged" : "cpu-segments"), taken.end());
   auto [bq, bk, bv] = random_qkv(p, dev);  // heads outermost
   EXPECT_EQ(to_string(packed_attention_path(bq, bk, bv)), gpu ? "flash-varlen" : "cpu-segments");
   expect_packed_model_matches_cpu(dev, false);
