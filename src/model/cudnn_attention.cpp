@@ -330,8 +330,6 @@ class CudnnRagged : public torch::autograd::Function<CudnnRagged> {
 
 bool cudnn_ragged_attention_built() { return true; }
 
-int64_t cudnn_ragged_seqlen_bound(int64_t max_seqlen) { return std::max<int64_t>(64, (max_seqlen + 63) / 64 * 64); }
-
 std::string cudnn_ragged_attention_refusal(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
   // The layout first (a CPU tensor shows it too: the tests'), then the device.
   if (q.dim() != 4 || k.sizes() != q.sizes() || v.sizes() != q.sizes()) return "q, k and v not [R, h, L, d] alike";

@@ -55,6 +55,8 @@ int64_t cudnn_ragged_attention_graphs_built();
 
 /// The longest-segment bound a graph is built for: `max_seqlen` rounded up to a multiple of 64
 /// (so that batches of nearly the same longest segment share a graph), at least 64.
-int64_t cudnn_ragged_seqlen_bound(int64_t max_seqlen);
+inline int64_t cudnn_ragged_seqlen_bound(int64_t max_seqlen) {
+  return max_seqlen <= 64 ? 64 : (max_seqlen + 63) / 64 * 64;
+}
 
 }  // namespace genemask::model

@@ -2,14 +2,11 @@
 // attention never takes cuDNN's ragged path (cudnn_attention.hpp).
 #include "model/cudnn_attention.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 
 namespace genemask::model {
 
 bool cudnn_ragged_attention_built() { return false; }
-
-int64_t cudnn_ragged_seqlen_bound(int64_t max_seqlen) { return std::max<int64_t>(64, (max_seqlen + 63) / 64 * 64); }
 
 std::string cudnn_ragged_attention_refusal(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&) {
   return "this build has no cuDNN frontend (a CUDA LibTorch and nvidia-cudnn-frontend's headers)";
