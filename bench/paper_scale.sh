@@ -20,6 +20,8 @@
 #                          5% faster than 250 x 4 on an H100)
 #   PAPER_DEVICE=cuda      cpu for a dry run with tiny settings
 #   PAPER_PRECISION=bf16   PAPER_MASKINGS="genemask random"   PAPER_RANKS=2 (count, shards)
+#   PAPER_CUDA_GRAPHS=auto  pretrain's --cuda-graphs: on captures the step of any model
+#                          (auto: logo's, not dnabert's), off never
 #   PAPER_PROFILE_STEPS=0  N > 0: each arm's N steps before its last under LibTorch's
 #                          profiler (pretrain --profile-steps), the arm's "profile" in the JSON
 #                          (where a real step's time goes, beside train_bench's synthetic one)
@@ -46,6 +48,8 @@ ranks=${PAPER_RANKS:-2}
 maskings=${PAPER_MASKINGS:-genemask random}
 model=${PAPER_MODEL:-logo}
 profile_steps=${PAPER_PROFILE_STEPS:-0}
+graphs=${PAPER_CUDA_GRAPHS:-auto}
+case $graphs in auto | on | off) ;; *) echo "paper_scale: PAPER_CUDA_GRAPHS must be auto, on or off, got '$graphs'" >&2; exit 2 ;; esac
 case $profile_steps in '' | *[!0-9]*) echo "paper_scale: PAPER_PROFILE_STEPS must be an integer >= 0, got '$profile_steps'" >&2; exit 2 ;; esac
 case $model in logo | dnabert) ;; *) echo "paper_scale: PAPER_MODEL must be logo or dnabert, got '$model'" >&2; exit 2 ;; esac
 for v in steps batch accum ranks; do  # refused before anything is made (PAPER_MODEL too, below)
@@ -112,6 +116,7 @@ for m in $maskings; do
   # An arm is kept (finished) or resumed (stopped) only if made with these settings: a
   # finished arm of 2 steps is never reported as one of 10,000.
   settings="model=$model masking=$m steps=$steps batch=$batch accum=$accum device=$device precision=$precision genome=$sum"
+  [ "$graphs" = auto ] || settings+=" cuda_graphs=$graphs"  # (auto: as the arms made before the setting)
   if [ -e "$run" ] || [ -e "$run.summary.json" ]; then
     if [ "$(cat "$run.settings" 2>/dev/null)" != "$settings" ]; then
       echo "paper_scale: $run was made with other settings ($(cat "$run.settings" 2>/dev/null || echo "not recorded"));" \
@@ -130,7 +135,7 @@ for m in $maskings; do
     [ "$profile_steps" -gt 0 ] && profile=(--profile-steps "$profile_steps")
     "$bin" pretrain --shards "$out/shards" --masking "$m" --npmi "$out/npmi.tsv" --model "$model" \
       --out "$run" "${resume[@]}" --steps "$steps" --batch-per-rank "$batch" --grad-accum "$accum" \
-      --device "$device" --precision "$precision" --log-every 100 --eval-every 0 \
+      --device "$device" --precision "$precision" --cuda-graphs "$graphs" --log-every 100 --eval-every 0 \
       --checkpoint-every "$steps" "${profile[@]}" >"$run.summary.tmp" 2>"$log"
     # The arm's summary under its final name only once whole (a later run then skips the arm).
     # A resumed arm's minutes are its last part's only: it says so, and is given no verdict.
@@ -167,6 +172,8 @@ for s in arms:
                  "tokens_per_s": rate(s["tokens_per_s"]), "model_tflops": rate(s["model_tflops"]), "mfu_datasheet": mfu,
                  "loss": s["loss"], "precision": s["precision"], "packing": s.get("packing"),
                  "cuda_graphs": s.get("cuda_graphs"), "packed_attention": s.get("packed_attention"),
+                 "fixed_shapes": s.get("fixed_shapes"), "shape_setup_steps": s.get("shape_setup_steps"),
+                 "shape_setup_s": s.get("shape_setup_s"),
                  "layout": s["layout"], "profile": s.get("profile"),
                  "fill": rate(s.get("fill")), "rows_per_micro_batch": rate(s.get("rows_per_micro_batch")),
                  "input_wait": rate(s.get("input_wait")), "loader_busy": rate(s.get("loader_busy"))})

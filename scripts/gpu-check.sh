@@ -102,7 +102,9 @@
 #                and variant: median_us, gbs, of_copy, vs_default, same_bits)
 #   pretrain     per config: the pretrain_CFG part's run: batch, steps, real_tokens_per_s
 #                and model_tflops (its last logged window of up to 100 steps), mfu
-#                (against peak_tflops), mfu_datasheet, packing, cuda_graphs, loss, and synthetic: the
+#                (against peak_tflops), mfu_datasheet, packing, cuda_graphs, loss,
+#                fixed_shapes and shape_setup_steps (the CUDA graphs' shapes used and the
+#                steps that captured one, kept out of its rates; 0 without graphs), and synthetic: the
 #                benchmark row it is held against (the graph step at the same batch, else
 #                the eager one: variant, achieved_tflops, mfu) with vs_synthetic, the
 #                ratio of the model TFLOP/s, fill and rows_per_micro_batch (of its last
@@ -426,6 +428,7 @@ for cfg in ("dnabert", "logo"):  # pretrain on real shards against the synthetic
           "model_tflops": arm["model_tflops"], "mfu": arm["model_tflops"] / peak_tflops if peak_tflops else None,
           "mfu_datasheet": arm["mfu_datasheet"] if device == "cuda" else None, "packing": arm["packing"],
           "cuda_graphs": arm["cuda_graphs"], "packed_attention": arm.get("packed_attention"), "loss": arm["loss"],
+          "fixed_shapes": arm.get("fixed_shapes"), "shape_setup_steps": arm.get("shape_setup_steps"),
           "synthetic": None, "vs_synthetic": None,
           "profile": arm.get("profile"), "fill": arm.get("fill"),
           "rows_per_micro_batch": arm.get("rows_per_micro_batch"), "input_wait": arm.get("input_wait"),
@@ -493,6 +496,8 @@ for cfg, pr in res["pretrain"].items():
           f"{pr['real_tokens_per_s']:.0f} real tokens/s"
           + (" (" + "; ".join(
               ([f"fill {pr['fill']:.3f}, {pr['rows_per_micro_batch']:.1f} rows a micro-batch"] if pr.get("fill") else [])
+              + ([f"{pr['fixed_shapes']} fixed shapes, {pr['shape_setup_steps']} set-up steps kept out"]
+                 if pr.get("fixed_shapes") else [])
               + ([f"waited for its input {pr['input_wait']:.1%} of the time, loader busy {pr['loader_busy']:.1%}"]
                  if pr.get("input_wait") is not None and pr.get("loader_busy") is not None else [])) + ")"
              if pr.get("fill") or pr.get("input_wait") is not None else "")

@@ -210,11 +210,13 @@ void execute(const fe::graph::Graph& g, cudnnHandle_t handle, std::unordered_map
 }
 
 /// The segments' lengths and the ragged offsets of [tokens, ...] tensors whose tokens lie
-/// `stride` elements apart (int32 on the device, as the graph's columns).
+/// `stride` elements apart (int32 on the device, as the graph's columns); the statistics'
+/// offsets only for a graph with statistics (training).
 struct Ragged {
   torch::Tensor seq, off_q, off_k, off_v, off_o, off_stats;
 };
-Ragged ragged(const torch::Tensor& cu, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v) {
+Ragged ragged(const torch::Tensor& cu, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+              bool stats) {
   const int64_t b = cu.numel() - 1, h = q.size(1), d = q.size(3);
   Ragged r;
   r.seq = cu.narrow(0, 1, b) - cu.narrow(0, 0, b);
@@ -222,7 +224,7 @@ Ragged ragged(const torch::Tensor& cu, const torch::Tensor& q, const torch::Tens
   r.off_k = cu * k.stride(2);
   r.off_v = cu * v.stride(2);
   r.off_o = cu * (h * d);
-  r.off_stats = cu * h;
+  if (stats) r.off_stats = cu * h;
   return r;
 }
 
@@ -283,7 +285,7 @@ class CudnnRagged : public torch::autograd::Function<CudnnRagged> {
       cuda::write_philox_seed(philox, sp, sp + 1, c10::cuda::getCurrentCUDAStream());
       cuda::check_launch("cuDNN attention's dropout seed", "forward");
     }
-    Ragged r = ragged(cu, q, k, v);
+    Ragged r = ragged(cu, q, k, v, grad);
     std::unordered_map<int64_t, void*> pack = {
         {kQ, q.data_ptr()}, {kK, k.data_ptr()}, {kV, v.data_ptr()}, {kO, o.data_ptr()}};
     put_ragged(pack, r, grad);
@@ -311,7 +313,7 @@ class CudnnRagged : public torch::autograd::Function<CudnnRagged> {
     auto dq = torch::empty_like(o), dk = torch::empty_like(o), dv = torch::empty_like(o);
     cudnnHandle_t handle = at::native::getCudnnHandle();
     const fe::graph::Graph& g = graph_for(key_of(q, k, v, b, s, p, false, true), handle);
-    Ragged r = ragged(cu, q, k, v);
+    Ragged r = ragged(cu, q, k, v, true);
     std::unordered_map<int64_t, void*> pack = {{kQ, q.data_ptr()},       {kK, k.data_ptr()},   {kV, v.data_ptr()},
                                                {kO, o.data_ptr()},       {kDO, dout.data_ptr()}, {kStats, stats.data_ptr()},
                                                {kDQ, dq.data_ptr()},     {kDK, dk.data_ptr()}, {kDV, dv.data_ptr()}};

@@ -10,6 +10,7 @@
 #include <map>
 #include <mutex>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "model/cuda_graph.hpp"
@@ -18,20 +19,25 @@
 #include "model/packing.hpp"
 #include "model/runtime.hpp"
 #include "model/weight_copies.hpp"
-#include "model/static_rows.hpp"
 
 namespace genemask::model {
 
-StaticShape static_shape(const StaticLimits& limits, int64_t rows) {
-  if (limits.samples <= 0 || limits.cols <= 0 || rows <= 0 || rows > limits.samples)
-    throw std::invalid_argument(fmt::format("static_shape: {} rows for {} samples of {} positions", rows,
-                                            limits.samples, limits.cols));
-  const int64_t step = (limits.samples + 7) / 8;
+StaticShape static_shape(const StaticLimits& limits, int64_t rows, int64_t masked) {
+  if (limits.samples <= 0 || limits.cols <= 0 || rows <= 0 || rows > limits.samples || masked < 0)
+    throw std::invalid_argument(fmt::format("static_shape: {} rows masking {} positions for {} samples of {} positions",
+                                            rows, masked, limits.samples, limits.cols));
+  const int64_t step = (limits.samples + kRowBuckets - 1) / kRowBuckets;
   StaticShape s;
   s.rows = std::min(limits.samples, (rows + step - 1) / step * step);
   s.cols = limits.cols;
   s.samples = limits.samples;
-  s.capacity = limits.capacity > 0 ? limits.capacity : masked_rows_capacity(s.rows, s.cols, kStaticMaskedFraction);
+  if (limits.capacity > 0) {
+    s.capacity = limits.capacity;
+  } else {
+    const int64_t positions = s.rows * s.cols;
+    const int64_t level = (positions + kCapacityLevels - 1) / kCapacityLevels;
+    s.capacity = std::min(positions, std::max<int64_t>(1, (masked + level - 1) / level) * level);
+  }
   return s;
 }
 
@@ -42,7 +48,7 @@ std::optional<torch::Tensor> stage_static(const Batch& b, bool packing, const St
   const PackedBatch laid = packing ? pack_batch(b, limits.cols) : one_per_row(b);
   rows = laid.rows;
   if (laid.rows < 1 || b.rows > limits.samples || laid.cols > limits.cols) return std::nullopt;
-  const StaticShape s = shape = static_shape(limits, laid.rows);
+  const StaticShape s = shape = static_shape(limits, laid.rows, masked);
   if (masked > s.capacity) return std::nullopt;
   const PackedBatch w = widen(laid, s.rows, s.cols);
   auto buf = torch::empty({s.cells()}, torch::TensorOptions().dtype(torch::kLong).pinned_memory(pinned));
@@ -119,7 +125,7 @@ struct GraphStep::Impl {
   bool bf16;
   double clip;
   bool capture;
-  std::map<int64_t, std::unique_ptr<ShapeBuffers>> shapes;  // by rows
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<ShapeBuffers>> shapes;  // by rows and capacity
   torch::Tensor loss, divisor, lr, norm;
   std::unique_ptr<StepGraph> update;
   const StepGraph* pool = nullptr;  // the first graph captured: every later one shares its pool
@@ -189,20 +195,21 @@ void GraphStep::begin(double divisor) {
   impl_->divisor.fill_(std::max(1.0, divisor));
 }
 
-void GraphStep::micro(const torch::Tensor& staged, const StaticShape& shape) {
+bool GraphStep::micro(const torch::Tensor& staged, const StaticShape& shape) {
   Impl& m = *impl_;
   if (staged.numel() != shape.cells())
     throw std::invalid_argument(
         fmt::format("GraphStep: a staged micro-batch of {} values, not {}", staged.numel(), shape.cells()));
-  auto& slot = m.shapes[shape.rows];
-  if (!slot) slot = std::make_unique<ShapeBuffers>(shape, m.dev);
+  auto& slot = m.shapes[{shape.rows, shape.capacity}];
+  const bool fresh = !slot;
+  if (fresh) slot = std::make_unique<ShapeBuffers>(shape, m.dev);
   ShapeBuffers& sb = *slot;
   if (sb.shape.cells() != shape.cells() || sb.shape.cols != shape.cols)
-    throw std::logic_error("GraphStep: two shapes of one row count");
+    throw std::logic_error("GraphStep: two layouts of one shape");
   sb.buf.copy_(staged, /*non_blocking=*/true);
   if (!m.capture) {
     m.forward_backward_body(sb);
-    return;
+    return fresh;
   }
   if (!sb.graph) {  // the warm-up and capture run the body: its gradients, loss and draws are undone
     std::vector<torch::Tensor> live = m.gradients();
@@ -210,6 +217,7 @@ void GraphStep::micro(const torch::Tensor& staged, const StaticShape& shape) {
     m.capture_into(sb.graph, std::move(live), [&] { m.forward_backward_body(sb); });
   }
   sb.graph->replay();
+  return fresh;
 }
 
 torch::Tensor& GraphStep::loss_sum() { return impl_->loss; }
@@ -237,8 +245,10 @@ torch::Tensor GraphStep::finish(double lr) {
 
 int GraphStep::graphs() const {
   int n = impl_->update ? 1 : 0;
-  for (const auto& [rows, sb] : impl_->shapes) n += sb->graph ? 1 : 0;
+  for (const auto& [key, sb] : impl_->shapes) n += sb->graph ? 1 : 0;
   return n;
 }
+
+int GraphStep::shapes() const { return static_cast<int>(impl_->shapes.size()); }
 
 }  // namespace genemask::model

@@ -1,6 +1,5 @@
 #include "model/static_rows.hpp"
 
-#include <cmath>
 #include <fmt/format.h>
 #include <stdexcept>
 
@@ -19,14 +18,6 @@ std::pair<torch::Tensor, torch::Tensor> pad_masked_rows(const torch::Tensor& row
   r.narrow(0, 0, n).copy_(rows.reshape({-1}));
   t.narrow(0, 0, n).copy_(targets.reshape({-1}));
   return {r, t};
-}
-
-int64_t masked_rows_capacity(int64_t batch_rows, int64_t tokens_per_row, double max_fraction) {
-  if (batch_rows <= 0 || tokens_per_row <= 0 || !(max_fraction > 0 && max_fraction <= 1))
-    throw std::invalid_argument(fmt::format("masked_rows_capacity: rows {}, tokens {}, fraction {}", batch_rows,
-                                            tokens_per_row, max_fraction));
-  const auto per_row = static_cast<int64_t>(std::ceil(static_cast<double>(tokens_per_row) * max_fraction - 1e-9));
-  return std::max<int64_t>(1, batch_rows * std::max<int64_t>(1, per_row));
 }
 
 }  // namespace genemask::model

@@ -16,8 +16,4 @@ namespace genemask::model {
 std::pair<torch::Tensor, torch::Tensor> pad_masked_rows(const torch::Tensor& rows, const torch::Tensor& targets,
                                                         int64_t capacity);
 
-/// The buffer for `batch_rows` samples of up to `tokens_per_row` tokens of which at most a
-/// `max_fraction` is masked: batch_rows x ceil(tokens_per_row x max_fraction), at least 1.
-int64_t masked_rows_capacity(int64_t batch_rows, int64_t tokens_per_row, double max_fraction);
-
 }  // namespace genemask::model

@@ -180,36 +180,47 @@ struct StepData {
 };
 
 /// A window's time-based sums on one rank: what its tokens/s, model TFLOP/s and input shares
-/// are made of. The steps kept out of the rates (profiled) gather a second one, taken from
-/// the window's in one operation.
+/// are made of. The steps kept out of the rates (profiled, or setting a fixed shape up)
+/// gather a second one, taken from the window's in one operation.
 struct RateSums {
   double secs = 0, tokens = 0, flops = 0;
   double wait = 0, read = 0, stage = 0;  // the input: waited for, the loader's two threads' work
+  // The positions the model computed (each micro-batch's rows x columns as staged: padding
+  // and the fixed shapes' rows included), its rows and micro-batches: the fill, of the same
+  // steps as the tokens.
+  double positions = 0, rows = 0, micro = 0;
   int64_t steps = 0;
   RateSums& operator-=(const RateSums& o) {
     secs -= o.secs, tokens -= o.tokens, flops -= o.flops;
     wait -= o.wait, read -= o.read, stage -= o.stage;
+    positions -= o.positions, rows -= o.rows, micro -= o.micro;
     steps -= o.steps;
     return *this;
   }
   RateSums& operator+=(const RateSums& o) {
     secs += o.secs, tokens += o.tokens, flops += o.flops;
     wait += o.wait, read += o.read, stage += o.stage;
+    positions += o.positions, rows += o.rows, micro += o.micro;
     steps += o.steps;
     return *this;
   }
 };
 
-/// The windows of the log (steps first..last, counted from 1) that hold only steps
-/// [begin, end] (counted from 1): a run that resumed after step `start` logs every `every`
-/// steps and at step `steps`.
+/// The steps (first..last, counted from 1, adjacent windows joined) of the log's windows
+/// that hold only steps [begin, end] (counted from 1): a run that resumed after step `start`
+/// logs every `every` steps and at step `steps`.
 std::vector<std::pair<int64_t, int64_t>> windows_within(int64_t begin, int64_t end, int64_t start, int64_t every,
                                                         int64_t steps) {
   std::vector<std::pair<int64_t, int64_t>> within;
   for (int64_t n = std::max(begin, start + 1); n <= end;) {
     const int64_t first = std::max((n - 1) / every * every + 1, start + 1);
     const int64_t last = std::min((n + every - 1) / every * every, steps);
-    if (first >= begin && last <= end) within.emplace_back(first, last);
+    if (first >= begin && last <= end) {
+      if (!within.empty() && within.back().second + 1 == first)
+        within.back().second = last;
+      else
+        within.emplace_back(first, last);
+    }
     n = last + 1;
   }
   return within;
@@ -1075,13 +1086,14 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   }
   sum.cuda_graphs = r.capture() ? "on" : r.fixed_shapes ? "static (testing)" : "off (" + r.graphs_off + ")";
   const std::string shapes =
-      fixed ? fmt::format("each micro-batch in rows of {} positions ({}, rounded up to a multiple of {}), 25% of "
-                          "their positions for masked rows",
+      fixed ? fmt::format("each micro-batch in rows of {} positions ({}, rounded up to a multiple of {}), its masked "
+                          "positions in the fewest twentieths of them that hold them",
                           width, r.packing ? "as many as it packs into" : "one per sample",
-                          (o.batch_per_rank + 7) / 8)
+                          (o.batch_per_rank + kRowBuckets - 1) / kRowBuckets)
             : "";
   if (r.capture())
-    r.say("CUDA graphs on: " + shapes + "; a graph per row count, captured when first used");
+    r.say("CUDA graphs on: " + shapes + "; a graph per shape, captured when first used (the steps that capture one "
+          "are kept out of tokens/s: the summary's shape_setup_steps)");
   else if (r.fixed_shapes)
     r.say("CUDA graphs' fixed-shape step without capture (testing): " + shapes);
   else
@@ -1152,8 +1164,6 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   // and masking on DataLoader's, staging on the fetch's: beside the step on a GPU, in turn on
   // a CPU). The busier thread bounds the rate once its share nears 1.
   RateSums window;
-  // The positions the model computed, its micro-batches and their rows: the window's fill.
-  double positions_window = 0, micro_window = 0, rows_window = 0;
   bool said_input_bound = false;
   // --profile-steps N: rank 0 profiles the N steps before the last (a resumed run those of
   // them still to do): their data, micro-batches, all-reduce and update, with the log lines
@@ -1175,12 +1185,8 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   RateSums out;  // the window's kept-out steps
   // Where a window of the log holds nothing but those steps, they stay in its rates: the
   // windows' steps, adjacent ones joined, for the profile's line.
-  std::vector<std::pair<int64_t, int64_t>> kept_in;
-  for (const auto& w : windows_within(profile_begin + 1, profile_end + 1, r.step, o.log_every, o.steps))
-    if (!kept_in.empty() && kept_in.back().second + 1 == w.first)
-      kept_in.back().second = w.second;
-    else
-      kept_in.push_back(w);
+  const std::vector<std::pair<int64_t, int64_t>> kept_in =
+      windows_within(profile_begin + 1, profile_end + 1, r.step, o.log_every, o.steps);
   while (r.step < o.steps) {
     const auto t_step = clock::now();
     const bool keep_out = kept_out(r.step);
@@ -1211,10 +1217,10 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
                                  first == last ? fmt::format("{}", first) : fmt::format("{}-{}", first, last));
             in += last - first + 1;
           }
+          const bool all_in = in == profile_end - profile_begin + 1;
           rates = fmt::format("these steps and the next are kept {} tokens/s {} steps {}, whose log windows hold "
                               "no other step (--log-every {})",
-                              in == profile_end - profile_begin + 1 ? "in" : "out of",
-                              in == profile_end - profile_begin + 1 ? "at" : "except at", where, o.log_every);
+                              all_in ? "in" : "out of", all_in ? "at" : "except at", where, o.log_every);
         }
         r.say(fmt::format("profile of steps {}-{} (rank 0, {}), ms per step: step {:.2f}{}{} ({})", profile_begin + 1,
                           profile_end, p.cuda ? "the GPU's kernels" : "the CPU's operators", p.step_s * 1e3, classes,
@@ -1233,9 +1239,10 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     grads.zero();
     if (graph) graph->begin(total_masked);
     torch::Tensor loss_acc = graph ? graph->loss_sum() : torch::zeros({}, f64);
+    bool new_shape = false;  // a fixed shape first used: its graph captured (on a GPU) in this step
     for (size_t i = 0; i < micro.size(); ++i) {
       if (!micro[i]) {
-        graph->micro(sd.micro[i].buf, sd.micro[i].shape);
+        new_shape = graph->micro(sd.micro[i].buf, sd.micro[i].shape) || new_shape;
         continue;
       }
       if (graph && sum.eager_micro_batches++ == 0)
@@ -1254,28 +1261,45 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     if (graph) {
       grad_norm = graph->finish(lr);  // clipping and AdamW, in one graph
       sum.cuda_graphs_captured = graph->graphs();
+      sum.fixed_shapes = graph->shapes();
     } else {
       grad_norm = grads.clip(o.clip);
       fused.step(lr);
     }
     watch.record(r.step + 1, loss_acc / std::max(1.0, total_masked), grad_norm);
     ++r.step;
-    const RateSums this_step{std::chrono::duration<double>(clock::now() - t_step).count(),
-                             sd.tokens,
-                             training_flops(shape, sd.tokens, sd.len_sq, sd.masked),
-                             waited,
-                             sd.read_s,
-                             sd.stage_s,
-                             1};
-    window += this_step;
-    if (keep_out) out += this_step;
-    // The positions the model computed: each micro-batch's rows x columns as staged (padding,
-    // and the fixed shapes' rows, included), for the window's fill and rows.
+    // Tests: a slow set-up of a new shape (GENEMASK_TEST_SLOW_SHAPE_SETUP_S seconds more), as a
+    // capture on a GPU is, to check that the window's rates keep such steps out.
+    if (new_shape)
+      if (const char* slow = std::getenv("GENEMASK_TEST_SLOW_SHAPE_SETUP_S"))
+        std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(slow)));
+    // Whether a rank was asked to stop, and whether one set a new shape up (capturing its
+    // graph, which the other ranks waited for at the all-reduce): one collective.
+    double flags[] = {g_stop_requested.load() ? 1.0 : 0.0, new_shape ? 1.0 : 0.0};
+    hpc::allreduce_max_doubles(flags, 2, r.comm);
+    const bool stop = flags[0] != 0, shape_setup = flags[1] != 0;
+    RateSums this_step;
+    this_step.secs = std::chrono::duration<double>(clock::now() - t_step).count();
+    this_step.tokens = sd.tokens;
+    this_step.flops = training_flops(shape, sd.tokens, sd.len_sq, sd.masked);
+    this_step.wait = waited;
+    this_step.read = sd.read_s;
+    this_step.stage = sd.stage_s;
     for (const auto& h : sd.micro) {
       const int64_t rows = h.fixed ? h.shape.rows : h.rows, cols = h.fixed ? h.shape.cols : h.cols;
-      rows_window += static_cast<double>(rows);
-      positions_window += static_cast<double>(rows * cols);
-      micro_window += 1;
+      this_step.rows += static_cast<double>(rows);
+      this_step.positions += static_cast<double>(rows * cols);
+      this_step.micro += 1;
+    }
+    this_step.steps = 1;
+    window += this_step;
+    // Kept out of the window's rates, on every rank: the profiled steps, and the steps that
+    // set a fixed shape up (a graph's capture, once per shape: the run's start more than its
+    // rate).
+    if (keep_out || shape_setup) out += this_step;
+    if (shape_setup) {
+      ++sum.shape_setup_steps;
+      sum.shape_setup_s += this_step.secs;
     }
     for (size_t g = 0; g < ngenomes; ++g) {
       genome_window[g] += sd.genome_tokens[g];
@@ -1292,7 +1316,6 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     const bool logged = r.step % o.log_every == 0 || r.step == o.steps;
     const bool stopping_after = o.stop_after >= 0 && r.step >= o.stop_after;
     const bool eval_now = o.eval_every > 0 && (r.step % o.eval_every == 0 || r.step == o.steps);
-    const bool stop = hpc::any_rank(g_stop_requested.load(), r.comm);
     const bool checkpoint_now =
         (o.checkpoint_every > 0 && r.step % o.checkpoint_every == 0) || r.step == o.steps || stop;
     // Where the loop waits for the device anyway: a diverged step stops the run before
@@ -1305,8 +1328,8 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         stop_diverged(r, r.step, fmt::format("the loss is {} and the gradient norm {}", shown(loss.value_or(0)), shown(norm)));
       sum.last_loss = loss;
       const auto or_null = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
-      // The window less its profiled steps (kept_out, the same steps on every rank), unless
-      // they are all it has.
+      // The window less its kept-out steps (profiled, or setting a shape up: the same steps on
+      // every rank), unless they are all it has.
       const int64_t first_step = r.step - window.steps + 1;  // the window's, for the note below
       RateSums w = window;
       w.secs = std::chrono::duration<double>(clock::now() - t_window).count();  // per rank
@@ -1315,10 +1338,9 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       t_window = clock::now();
       // Collectives on every rank whatever its own clock says, two messages: the sums over
       // ranks, and the slowest rank's input (every rank waits for it at the all-reduce).
-      double all[] = {w.tokens, w.flops, positions_window, micro_window, rows_window};
+      double all[] = {w.tokens, w.flops, w.positions, w.micro, w.rows};
       hpc::allreduce_sum_doubles(all, 5, r.comm);
       const auto [all_tokens, all_flops, all_positions, all_micro, all_rows] = all;
-      positions_window = micro_window = rows_window = 0;
       const double per_s = w.secs > 0 ? 1 / w.secs : 0, per_step_ms = w.steps > 0 ? 1e3 / static_cast<double>(w.steps) : 0;
       double slowest[] = {w.wait * per_s, std::max(w.read, w.stage) * per_s, w.read * per_step_ms, w.stage * per_step_ms};
       hpc::allreduce_max_doubles(slowest, 4, r.comm);

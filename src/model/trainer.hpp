@@ -94,7 +94,13 @@ struct PretrainSummary {
   std::vector<std::string> packed_attention;
   /// Micro-batches that masked more positions than the graphs' fixed buffer, run eagerly.
   int64_t eager_micro_batches = 0;
-  int cuda_graphs_captured = 0;  // the update's graph and one per row count used
+  int cuda_graphs_captured = 0;  // the update's graph and one per shape used
+  /// The fixed shapes used (graph_step.hpp: row bucket and masked-row buffer; 0 without
+  /// them), and the steps that first used one (capturing its graph on a GPU) with their
+  /// seconds (rank 0's clock), kept out of the rates.
+  int fixed_shapes = 0;
+  int64_t shape_setup_steps = 0;
+  double shape_setup_s = 0;
   /// Per rank (on rank 0): its host, node-local rank (which picks its GPU) and device.
   struct RankPlace {
     std::string host, device;

@@ -405,6 +405,7 @@ class GpuCheckDryRun(unittest.TestCase):
         self.assertEqual(pr["synthetic"], {"variant": "eager", "achieved_tflops": syn[0]["achieved_tflops"], "mfu": None})
         self.assertAlmostEqual(pr["vs_synthetic"], pr["model_tflops"] / syn[0]["achieved_tflops"], places=9)
         self.assertEqual((pr["packing"], pr["cuda_graphs"]), ("on", "off (the device is a CPU)"))
+        self.assertEqual((pr["fixed_shapes"], pr["shape_setup_steps"]), (0, 0))  # no graphs' shapes
         # The packed rows' attention on a CPU, or none where no batch of 2 packed into fewer
         # positions (the trainer keeps such a batch padded).
         self.assertIn(pr["packed_attention"], ([], ["cpu-segments"]))

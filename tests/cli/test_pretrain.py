@@ -280,11 +280,17 @@ class Pretrain(unittest.TestCase):
                     s = summary(p)
                     if mode == "eager":
                         self.assertEqual(s["cuda_graphs"], "off (the device is a CPU)")
+                        self.assertEqual((s["fixed_shapes"], s["shape_setup_steps"], s["shape_setup_s"]), (0, 0, 0))
                         self.assertIn("CUDA graphs off: the device is a CPU", p.stdout + p.stderr)
                         self.assertEqual(s["eager_micro_batches"], 0)
                     else:
                         self.assertEqual(s["cuda_graphs"], "static (testing)")
                         self.assertEqual(s["cuda_graphs_captured"], 0)
+                        # Each shape first used in one step (a step may bring several).
+                        self.assertGreaterEqual(s["fixed_shapes"], 1)
+                        self.assertGreaterEqual(s["shape_setup_steps"], 1)
+                        self.assertLessEqual(s["shape_setup_steps"], min(4, s["fixed_shapes"]))
+                        self.assertGreaterEqual(s["shape_setup_s"], 0)
                         if mode == "fixed":
                             self.assertEqual(s["eager_micro_batches"], 0)
                         else:
@@ -419,12 +425,53 @@ class Pretrain(unittest.TestCase):
         self.assertLess(by_step[8], 0.4 * max(by_step[s] for s in range(1, 6)), by_step)  # the 3 s read at step 8's start
         self.assertIn("(these steps and the next are kept in tokens/s at steps 6-8, whose log windows hold no other "
                       "step (--log-every 1))", profile_line(p1))
+        # The fill and rows are of the same steps as the rates: with steps 2-8 kept out (6
+        # profiled and the one after), the window's are step 1's alone, as a run logging every
+        # step has them, not step 1's real tokens over all 8 steps' positions.
+        _, prof6, _ = train("profiled6", ["--profile-steps", "6"], {})
+        _, _, each = train("each", [], {}, log_every=1)
+        self.assertAlmostEqual(prof6["fill"], each[0]["fill"], places=9)
         # Windows of two steps: 5-6 keeps step 5's rate alone, 7-8 holds profiled steps only.
         p2, _, rows2 = train("profiled2s", ["--profile-steps", "2"], slow_env, log_every=2)
         by_step = {r["step"]: r["tokens_per_s"] for r in rows2}
         self.assertLess(by_step[8], 0.4 * by_step[6], by_step)
         self.assertIn("(these steps and the next are kept out of tokens/s except at steps 7-8, whose log windows hold "
                       "no other step (--log-every 2))", profile_line(p2))
+
+    def test_steps_that_set_up_a_shape_are_kept_out_of_the_rate(self):
+        # A fixed shape's first use captures its graph on a GPU (warm-up runs and all: far
+        # slower than a replay), once per shape. Such steps are kept out of the window's
+        # tokens/s on every rank, as profiled steps are, and counted in the summary with their
+        # seconds. Here the fixed-shape step runs without capture (--static-step) and a test
+        # hook makes each set-up 2 s slower.
+        def train(name, env, ranks=None, log_every=8):
+            out = os.path.join(self.tmp, f"setup-{name}")
+            p = self.pretrain(out, ["--static-step"], ranks=ranks, model="tiny0.json", steps=8, log_every=log_every,
+                              eval_every=0, checkpoint_every=8, env=env)
+            with open(os.path.join(out, "metrics.jsonl")) as f:
+                rows = [json.loads(l) for l in f if l.strip()]
+            return summary(p), rows
+        plain, _ = train("plain", {})
+        slow_env = {"GENEMASK_TEST_SLOW_SHAPE_SETUP_S": "2"}
+        slow, rows = train("slow", slow_env)
+        self.assertGreaterEqual(slow["shape_setup_steps"], 1)
+        self.assertLess(slow["shape_setup_steps"], 8)  # else nothing would be left to measure
+        self.assertEqual(slow["shape_setup_steps"], plain["shape_setup_steps"])  # the same data, the same shapes
+        self.assertGreaterEqual(slow["shape_setup_s"], 2 * slow["shape_setup_steps"])
+        self.assertGreaterEqual(rows[-1]["seconds"], 2)  # spent in the window
+        # 8 steps of tiny0 take well under 2 s: with the set-ups counted the rate would be a
+        # small fraction of the plain run's.
+        self.assertGreater(slow["tokens_per_s"], 0.4 * plain["tokens_per_s"], (slow, plain))
+        self.assertGreater(slow["model_tflops"], 0.4 * plain["model_tflops"])
+        # At 2 ranks each rank's shapes are its own; every rank keeps out a step where any rank
+        # set one up (the collectives match: the run ends).
+        two, rows2 = train("two", slow_env, ranks=2)
+        self.assertEqual([r["step"] for r in rows2], [8])
+        self.assertGreaterEqual(two["shape_setup_steps"], 1)
+        self.assertGreater(two["tokens_per_s"], 0)
+        # Windows of one step: a set-up step is all its window has, and keeps its time.
+        one, rows1 = train("one", slow_env, log_every=1)
+        self.assertLess(rows1[0]["tokens_per_s"], 0.4 * max(r["tokens_per_s"] for r in rows1), rows1)
 
     def test_init_continues_from_a_transformers_model(self):
         # A BertForMaskedLM saved by transformers (save_pretrained), dropout set to 0 so that

@@ -7,7 +7,8 @@
 # make-bench-genome.py and finetune_bench.py make refuse an output that is their input, and
 # two make-bench-genome.py at once write one whole genome; make-bench-genomes.py gives the
 # same corpus whichever of its files were there, keeping the whole ones; finetune_bench.py
-# summary refuses a results file short of rows. Uses the default chr22 (made if missing).
+# summary refuses a results file short of rows; graphs_bench.sh on the CPU prints its figures
+# (the fill and shapes among them). Uses the default chr22 (made if missing).
 # shellcheck disable=SC2016,SC2317  # check's conditions are eval'ed (expanded there); only and same_corpus run through check
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -76,6 +77,24 @@ BENCH_DIR=$bd GENEMASK_BIN=$tmp/fail2 GENEMASK_MASK_BENCH=/bin/true bash "$repo/
 check "corpus_bench.sh: a run failing partway stops it before any median" \
   eval '[ "$rc" != 0 ] && [ "$(cat "$tmp/calls")" = 2 ] && ! grep -q "rank(s):" "$tmp/corpus.log"'
 check "corpus_bench.sh: nothing of the run left in BENCH_DIR" only "$bd" bench-1.fa
+
+# graphs_bench.sh on the CPU (GRAPHS_DEVICE=cpu: the fixed shapes without capture against the
+# eager step), a tiny model: its figures, with the fill and the shapes; nothing left behind.
+bd=$tmp/graphs-bd
+mkdir -p "$bd"
+cp "$tmp/bench-1.fa" "$bd/"
+echo '{"vocab_size": 4101, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+ "intermediate_size": 32, "max_position_embeddings": 512}' >"$tmp/graphs-tiny.json"
+rc=0
+BENCH_DIR=$bd GENEMASK_BIN=$bin GRAPHS_DEVICE=cpu bash "$repo/bench/graphs_bench.sh" 2 1 "$tmp/graphs-tiny.json" 3 \
+  >"$tmp/graphs.log" 2>&1 || rc=$?
+check "graphs_bench.sh: the CPU's fixed shapes against the eager step" \
+  eval '[ "$rc" = 0 ] && grep -Eq "^$tmp/graphs-tiny.json +off +[0-9]+, on +[0-9]+ real tokens/s \(medians of 1; on: static \(testing\)\); on / off [0-9.]+x; .*fill [0-9.]+ -> [0-9.]+, rows a micro-batch [0-9.]+ -> [0-9.]+; on: [1-9][0-9]* shapes, [1-9][0-9]* set-up steps" "$tmp/graphs.log"'
+check "graphs_bench.sh: nothing of the run left in BENCH_DIR" only "$bd" bench-1.fa
+rc=0
+GRAPHS_DEVICE=tpu bash "$repo/bench/graphs_bench.sh" >"$tmp/graphs-bad.log" 2>&1 || rc=$?
+check "graphs_bench.sh: GRAPHS_DEVICE=tpu refused" \
+  eval '[ "$rc" = 2 ] && grep -q "GRAPHS_DEVICE must be cuda or cpu, got .tpu." "$tmp/graphs-bad.log"'
 
 # count_bench.sh: a gzip that fails halfway leaves no .gz (nor a temporary) for the next run.
 mkdir -p "$tmp/fakebin"

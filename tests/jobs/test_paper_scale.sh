@@ -38,6 +38,8 @@ for a in r["arms"]:
     assert a["profile"] is None, a  # no PAPER_PROFILE_STEPS
     assert 0 < a["fill"] <= 1 and a["rows_per_micro_batch"] >= 1, a  # of the positions computed
     assert 0 <= a["input_wait"] <= 1 and a["loader_busy"] >= 0, a  # shares of the window
+    assert a["cuda_graphs"] == "off (the device is a CPU)", a  # PAPER_CUDA_GRAPHS=auto
+    assert a["fixed_shapes"] == 0 and a["shape_setup_steps"] == 0 and a["shape_setup_s"] == 0, a
     assert a["loss"] is not None and a["loss"] > 0, a
     m = [json.loads(l) for l in open(f"{out}/logo-{a['masking']}/metrics.jsonl") if '"loss"' in l]
     assert m and m[-1]["step"] == 3, m
@@ -83,6 +85,11 @@ if PAPER_PROFILE_STEPS=x bash "$repo/bench/paper_scale.sh" "$tmp/bad" >"$tmp/bad
 fi
 grep -q "PAPER_PROFILE_STEPS must be an integer >= 0, got 'x'" "$tmp/bad.log" || { echo "no reason for PAPER_PROFILE_STEPS=x" >&2; fail=1; }
 [ ! -e "$tmp/bad" ] || { echo "a refused run made its output directory" >&2; fail=1; }
+if PAPER_CUDA_GRAPHS=yes bash "$repo/bench/paper_scale.sh" "$tmp/bad" >"$tmp/bad.log" 2>&1; then
+  echo "PAPER_CUDA_GRAPHS=yes was accepted" >&2; fail=1
+fi
+grep -q "PAPER_CUDA_GRAPHS must be auto, on or off, got 'yes'" "$tmp/bad.log" || { echo "no reason for PAPER_CUDA_GRAPHS=yes" >&2; fail=1; }
+[ ! -e "$tmp/bad" ] || { echo "a refused run made its output directory" >&2; fail=1; }
 # Results made with other settings are never served: another PAPER_STEPS for a finished arm,
 # or another genome for the counts and shards, is refused and changes nothing.
 json_before=$(sha256sum <"$out/paper_scale.json")
@@ -91,6 +98,12 @@ if PAPER_STEPS=4 bash "$repo/bench/paper_scale.sh" "$out" >"$tmp/bad.log" 2>&1; 
 fi
 grep -q "paper_scale: $out/logo-genemask was made with other settings (model=logo masking=genemask steps=3 batch=2 accum=2 .*); these are model=logo masking=genemask steps=4 " "$tmp/bad.log" ||
   { echo "no reason for PAPER_STEPS=4" >&2; cat "$tmp/bad.log" >&2; fail=1; }
+# Arms made under --cuda-graphs auto are not served for another setting.
+if PAPER_CUDA_GRAPHS=off bash "$repo/bench/paper_scale.sh" "$out" >"$tmp/bad.log" 2>&1; then
+  echo "a finished arm of --cuda-graphs auto was served for PAPER_CUDA_GRAPHS=off" >&2; fail=1
+fi
+grep -q "paper_scale: $out/logo-genemask was made with other settings (.*genome=[0-9a-f]*); these are .*genome=[0-9a-f]* cuda_graphs=off: name another OUTDIR" "$tmp/bad.log" ||
+  { echo "no reason for PAPER_CUDA_GRAPHS=off" >&2; cat "$tmp/bad.log" >&2; fail=1; }
 sed 's/ACGT/TTTT/; s/^A/C/' "$tmp/g.fa" >"$tmp/other.fa"
 if PAPER_GENOME=$tmp/other.fa bash "$repo/bench/paper_scale.sh" "$out" >"$tmp/bad.log" 2>&1; then
   echo "another genome was served the first one's counts and shards" >&2; fail=1

@@ -646,7 +646,13 @@ TEST(GraphStep, StageStaticWritesTheFixedLayout) {
     const PackedBatch laid = packing ? pack_batch(b, 64) : one_per_row(b);
     EXPECT_EQ(rows_needed, laid.rows);
     EXPECT_EQ(s.rows, laid.rows);  // buckets of one row for 5 samples
-    EXPECT_EQ(s.capacity, s.rows * 16);  // 25% of 64 positions per row
+    int64_t expect_masked = 0;
+    for (int64_t l : b.labels) expect_masked += l != genemask::kIgnoreLabel;
+    // The fewest twentieths of the positions that hold the masked ones (at least one).
+    const int64_t level = (s.rows * 64 + 19) / 20;
+    EXPECT_GE(s.capacity, expect_masked);
+    EXPECT_EQ(s.capacity % level, 0);
+    EXPECT_LT(s.capacity - level, std::max<int64_t>(expect_masked, 1));
     ASSERT_EQ(staged->numel(), s.cells());
     const PackedBatch w = widen(laid, s.rows, 64);
     const int64_t* p = staged->data_ptr<int64_t>();
@@ -659,8 +665,6 @@ TEST(GraphStep, StageStaticWritesTheFixedLayout) {
     for (auto i = static_cast<int64_t>(w.cu_seqlens.size()); i < s.boundaries(); ++i) EXPECT_EQ(cu[i], n);
     const int64_t* rows = cu + s.boundaries();
     const int64_t* targets = rows + s.capacity;
-    int64_t expect_masked = 0;
-    for (int64_t l : b.labels) expect_masked += l != genemask::kIgnoreLabel;
     EXPECT_EQ(masked, expect_masked);
     for (int64_t i = 0; i < s.capacity; ++i) {
       if (i < masked) {
@@ -674,13 +678,17 @@ TEST(GraphStep, StageStaticWritesTheFixedLayout) {
       }
     }
   }
-  // More masked positions than the shape's buffer holds: not staged, the count still given.
+  // Every real position masked: a buffer of all 128 positions holds them. With a fixed
+  // capacity (testing) that holds fewer: not staged, the count still given.
   Batch full = make_batch({60, 60}, 7);
   for (size_t i = 0; i < full.labels.size(); ++i)
     if (full.attention_mask[i]) full.labels[i] = full.input_ids[i];
   int64_t masked = 0, rows_needed = 0;
   StaticShape s;
-  EXPECT_FALSE(stage_static(full, true, {2, 64, 0}, false, s, masked, rows_needed).has_value());
+  EXPECT_TRUE(stage_static(full, true, {2, 64, 0}, false, s, masked, rows_needed).has_value());
+  EXPECT_EQ(masked, 120);
+  EXPECT_EQ(s.capacity, 126);  // 2 rows of 64: 18 levels of 7 positions
+  EXPECT_FALSE(stage_static(full, true, {2, 64, 119}, false, s, masked, rows_needed).has_value());
   EXPECT_EQ(masked, 120);
   EXPECT_TRUE(stage_static(full, true, {2, 64, 120}, false, s, masked, rows_needed).has_value());  // a fixed capacity
   // More samples or columns than the limits: not staged.
@@ -692,24 +700,37 @@ TEST(GraphStep, StageStaticWritesTheFixedLayout) {
   EXPECT_EQ(rows_needed, 3);  // first fit: 50 | 45 + 10 | 40
 }
 
-TEST(GraphStep, ShapesComeInEighthsOfTheSamples) {
-  // Rows rounded up to a multiple of ceil(samples / 8), at most the samples: a run captures
-  // at most 8 forward-backward graphs. The capacity is 25% of the shape's positions.
+TEST(GraphStep, ShapesComeInBucketsOfRowsAndMaskedRows) {
+  // Rows rounded up to a multiple of ceil(samples / 64), at most the samples: at most 64 row
+  // counts. The masked rows' buffer: the fewest twentieths of the shape's positions that hold
+  // the masked positions, at least one; a fixed capacity (testing) whatever they are.
   const StaticLimits l{64, 512, 0};
-  EXPECT_EQ(static_shape(l, 1).rows, 8);
-  EXPECT_EQ(static_shape(l, 8).rows, 8);
-  EXPECT_EQ(static_shape(l, 9).rows, 16);
-  EXPECT_EQ(static_shape(l, 64).rows, 64);
-  EXPECT_EQ(static_shape(l, 9).capacity, 16 * 128);
-  EXPECT_EQ(static_shape(l, 9).boundaries(), 64 + 16 + 1);
-  EXPECT_EQ(static_shape({10, 512, 0}, 9).rows, 10);  // buckets of 2, capped at 10
-  EXPECT_EQ(static_shape({10, 512, 0}, 3).rows, 4);
-  EXPECT_EQ(static_shape({10, 512, 7}, 3).capacity, 7);
-  std::set<int64_t> shapes;
-  for (int64_t r = 1; r <= 64; ++r) shapes.insert(static_shape(l, r).rows);
-  EXPECT_EQ(shapes.size(), 8u);
-  EXPECT_THROW(static_shape(l, 65), std::invalid_argument);
-  EXPECT_THROW(static_shape(l, 0), std::invalid_argument);
+  EXPECT_EQ(static_shape(l, 1, 0).rows, 1);  // buckets of one row for 64 samples
+  EXPECT_EQ(static_shape(l, 49, 0).rows, 49);
+  EXPECT_EQ(static_shape(l, 64, 0).rows, 64);
+  const StaticLimits big{500, 512, 0};  // buckets of 8 rows
+  EXPECT_EQ(static_shape(big, 1, 0).rows, 8);
+  EXPECT_EQ(static_shape(big, 377, 0).rows, 384);
+  EXPECT_EQ(static_shape(big, 384, 0).rows, 384);
+  EXPECT_EQ(static_shape(big, 385, 0).rows, 392);
+  EXPECT_EQ(static_shape(big, 499, 0).rows, 500);  // capped at the samples
+  EXPECT_EQ(static_shape(big, 377, 0).boundaries(), 500 + 384 + 1);
+  // 384 rows x 512 = 196608 positions, a level of 9831 (the last one capped at the positions).
+  EXPECT_EQ(static_shape(big, 384, 0).capacity, 9831);  // nothing masked: one level
+  EXPECT_EQ(static_shape(big, 384, 9831).capacity, 9831);
+  EXPECT_EQ(static_shape(big, 384, 9832).capacity, 2 * 9831);
+  EXPECT_EQ(static_shape(big, 384, 27000).capacity, 3 * 9831);  // 13.7% masked: a buffer of 15%
+  EXPECT_EQ(static_shape(big, 384, 196608).capacity, 196608);
+  EXPECT_EQ(static_shape({10, 512, 7}, 3, 100).capacity, 7);
+  std::set<int64_t> rows;
+  for (int64_t r = 1; r <= 500; ++r) rows.insert(static_shape(big, r, 0).rows);
+  EXPECT_EQ(rows.size(), 63u);  // 8, 16, ..., 496 and 500
+  std::set<int64_t> levels;
+  for (int64_t m = 0; m <= 196608; m += 97) levels.insert(static_shape(big, 384, m).capacity);
+  EXPECT_EQ(levels.size(), 20u);
+  EXPECT_THROW(static_shape(l, 65, 0), std::invalid_argument);
+  EXPECT_THROW(static_shape(l, 0, 0), std::invalid_argument);
+  EXPECT_THROW(static_shape(l, 1, -1), std::invalid_argument);
   // pack_batch's first fit, by hand: 300+212 | 300+200+12 | 5.
   const std::vector<std::vector<int64_t>> want = {{0, 6}, {3, 2, 4}, {1}};
   EXPECT_EQ(first_fit({300, 5, 200, 300, 12, 0, 212}, 512), want);
