@@ -413,7 +413,7 @@ for cfg in ("dnabert", "logo"):  # bench/kernel_bench's JSON line
 res["pretrain"] = {}
 for cfg in ("dnabert", "logo"):  # pretrain on real shards against the synthetic step
     part = parts.get(f"pretrain_{cfg}", {})
-    path = os.path.join(work, "paper", "paper_scale.json" if cfg == "logo" else f"paper_scale-{cfg}.json")
+    path = os.path.join(work, f"pretrain-{cfg}.json")  # pretrain()'s copy of what paper_scale.sh wrote
     if part.get("status") != "passed":
         continue
     try:
@@ -692,14 +692,18 @@ pretrain() {
   PAPER_MODEL=$1 PAPER_MASKINGS=random PAPER_STEPS=$pretrain_steps PAPER_BATCH=$2 PAPER_ACCUM=1 \
     PAPER_PROFILE_STEPS=$profile \
     PAPER_DEVICE=$device PAPER_PRECISION=$precision PAPER_GENOME=$genome GENEMASK_BIN=$bin \
-    bash "$root/bench/paper_scale.sh" "$work/paper" || rc=$?
+    bash "$root/bench/paper_scale.sh" "$work/paper" | tee "$work/paper-$1.out" || rc=$?
   if [ "$rc" != 0 ] && [ -f "$work/paper/$1-random.log" ]; then tail -n 20 "$work/paper/$1-random.log" >&2; fi
+  # The JSON where paper_scale.sh says it wrote it (its last line), as pretrain-CFG.json for
+  # the report.
+  local json
+  json=$(sed -n 's/^paper_scale: wrote //p' "$work/paper-$1.out")
+  if [ "$rc" = 0 ]; then cp "$json" "$work/pretrain-$1.json" || rc=$?; fi
   [ "$rc" = 0 ] && [ -x "$tb" ] || return "$rc"
   # The synthetic step at the rows the real one computed (a micro-batch's mean rows in its
   # last logged window, rounded), eager or graph as the run was: packing gives the real step
   # fewer rows than samples, so this is the like-for-like rate (bench-CFG-pretrain-rows.json).
-  local json="$work/paper/paper_scale.json" rows graph
-  [ "$1" = logo ] || json="$work/paper/paper_scale-$1.json"
+  local rows graph
   read -r rows graph < <("$python" -c 'import json, sys
 a = json.load(open(sys.argv[1]))["arms"][0]
 print(max(1, round(a.get("rows_per_micro_batch") or 0)), "--graph" if a.get("cuda_graphs") == "on" else "-")' "$json")
