@@ -2,13 +2,11 @@
 // a fine-tuned classifier's probability between the reference and the alternative allele
 // window of each variant, variants ranked by |delta|, and the top-N overlap with another
 // ranking. Reading, ranking and comparing are here; scoring is in libgenemask_model.so.
-#include <cerrno>
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
@@ -69,37 +67,31 @@ struct Ranking {
 
 Ranking read_ranking(const std::string& path) {
   io::check_input_type(path);
-  std::ifstream in(path);
-  if (!in) throw io::InputError(path, "cannot be read: " + io::open_error_reason(errno));
-  std::string line;
-  if (!std::getline(in, line)) throw io::InputError(path, 1, "empty file: expected a header");
-  io::strip_utf8_bom(line);
-  if (!line.empty() && line.back() == '\r') line.pop_back();
-  io::check_no_zero_byte(path, 1, line);
-  bool bad_quote = false;
-  const auto h = io::split_quoted_fields(line, '\t', bad_quote);
-  std::map<std::string, size_t> col;
-  for (size_t i = 0; i < h.size(); ++i) col[h[i]] = i;
-  const bool site = col.count("chrom") && col.count("pos") && col.count("ref") && col.count("alt");
-  if (!site && !col.count("id"))
-    throw io::InputError(path, 1, fmt::format("header '{}' needs an id column or chrom, pos, ref and alt", line));
-  if (!col.count("rank") && !col.count("delta"))
-    throw io::InputError(path, 1, fmt::format("header '{}' needs a rank or a delta column", line));
   struct Row {
     std::string site, id;
     double order;
     uint64_t line;
   };
   std::vector<Row> rows;
-  uint64_t lineno = 1;
-  bool sites_complete = site;
-  while (std::getline(in, line)) {
-    ++lineno;
-    io::check_no_zero_byte(path, lineno, line);
-    if (in.eof() && !line.empty())
-      io::warn_unterminated_last_line(path, lineno, "its last row may be partial, and rows after it missing,");
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty()) continue;
+  std::vector<std::string> h;
+  std::map<std::string, size_t> col;
+  bool header = false, site = false, sites_complete = false, bad_quote = false;
+  // Plain or compressed, as every table reader takes it (io::for_each_table_line: a byte-order
+  // mark, '\r' line ends and zero bytes handled, a last line without its end said).
+  io::for_each_table_line(path, [&](const std::string& line, uint64_t lineno) {
+    if (!header) {
+      header = true;
+      h = io::split_quoted_fields(line, '\t', bad_quote);
+      for (size_t i = 0; i < h.size(); ++i) col[h[i]] = i;
+      site = col.count("chrom") && col.count("pos") && col.count("ref") && col.count("alt");
+      if (!site && !col.count("id"))
+        throw io::InputError(path, 1, fmt::format("header '{}' needs an id column or chrom, pos, ref and alt", line));
+      if (!col.count("rank") && !col.count("delta"))
+        throw io::InputError(path, 1, fmt::format("header '{}' needs a rank or a delta column", line));
+      sites_complete = site;
+      return;
+    }
+    if (line.empty()) return;
     const auto f = io::split_quoted_fields(line, '\t', bad_quote);
     if (f.size() < h.size())
       throw io::InputError(path, lineno, fmt::format("{} fields, the header has {}", f.size(), h.size()));
@@ -122,7 +114,8 @@ Ranking read_ranking(const std::string& path) {
     if (!x) throw io::InputError(path, lineno, fmt::format("'{}' is not a decimal number", io::printable(v)));
     r.order = col.count("rank") ? *x : -std::fabs(*x);  // ascending order = rank order
     rows.push_back(std::move(r));
-  }
+  });
+  if (!header) throw io::InputError(path, 1, "empty file: expected a header");
   if (rows.empty()) throw io::InputError(path, "no rows after the header");
   // One row per variant: a repeated one would count twice in a top N. By site where the
   // rows have one (an id is shared by the alleles of a multi-allelic record), else by id.

@@ -198,6 +198,20 @@ class Variants(unittest.TestCase):
             self.assertEqual(int(r["shared"]), shared)
             self.assertAlmostEqual(float(r["overlap"]), shared / n, places=12)
         self.assertEqual(summary(p)["top_overlap"][0]["n"], 5)
+        # The same ranking gzipped, with a byte-order mark and CRLF line ends (as a spreadsheet
+        # saves it), read as every table is: the same overlaps. An empty one is refused.
+        import gzip
+        with gzip.open(self.t("other.tsv.gz"), "wb") as f:
+            f.write(("\ufeffid\tdelta\r\n" + "".join(f"{k}\t{v}\r\n" for k, v in other_delta.items())).encode())
+        run(["variants", "--model", self.t("clf"), "--variants", self.t("pairs.tsv"), "--out", self.t("out4gz"),
+             "--compare", self.t("other.tsv.gz"), "--top", "5,10,20"])
+        self.assertEqual(read_tsv(self.t("out4gz/compare.tsv")), cmp)
+        open(self.t("empty.tsv"), "w").close()
+        p = run(["variants", "--model", self.t("clf"), "--variants", self.t("pairs.tsv"), "--out", self.t("out-empty"),
+                 "--compare", self.t("empty.tsv")], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(self.t("empty.tsv") + ":1: empty file: expected a header", p.stderr)
+        self.assertFalse(os.path.exists(self.t("out-empty")))
         # A ranking that names an id twice (it counted twice in a top N), or shares no variant
         # (every overlap 0, exit 0): refused, naming the file.
         with open(self.t("dup.tsv"), "w") as f:
