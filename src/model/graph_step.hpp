@@ -7,8 +7,11 @@
 //    rounded up to a bucket (a multiple of ceil(samples / 64)), the boundaries padded to
 //    samples + rows + 1 with zero-length segments at the end (they hold no position);
 //  - the masked positions in a buffer of a whole number of twentieths of the positions, the
-//    fewest that hold them (model/static_rows.hpp: the padding rows point at position 0 with
-//    target -100 and add exactly 0 to the loss and gradients).
+//    fewest that hold them, as MLPerf's "maximum predictions per sequence": the decoder runs
+//    on the buffer's rows whatever the batch masked, instead of a data-dependent
+//    index_select. The padding rows point at position 0 with target -100, which the summed
+//    cross-entropy of BertForMaskedLM::masked_lm_loss_sum ignores: they add exactly 0 to the
+//    loss and gradients (StaticRows.PaddedRowsGiveTheSameLossAndGradients).
 // Attention then runs over segments whatever the batch (flash over variable-length segments
 // on a GPU in bf16, the block-diagonal mask made on the device otherwise), so a step computes
 // what the eager step computes: the same masked tokens, the same summed loss and divisor,
