@@ -1382,6 +1382,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
                         {"grad_norm", norm},
                         {"tokens_per_s", tps},
                         {"fill", sum.fill},
+                        {"rate_steps", w.steps},
                         {"input_wait", sum.input_wait},
                         {"loader_busy", sum.loader_busy},
                         {"model_tflops", sum.model_tflops},

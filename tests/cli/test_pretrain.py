@@ -428,9 +428,11 @@ class Pretrain(unittest.TestCase):
         # The fill and rows are of the same steps as the rates: with steps 2-8 kept out (6
         # profiled and the one after), the window's are step 1's alone, as a run logging every
         # step has them, not step 1's real tokens over all 8 steps' positions.
-        _, prof6, _ = train("profiled6", ["--profile-steps", "6"], {})
+        _, prof6, rows6 = train("profiled6", ["--profile-steps", "6"], {})
         _, _, each = train("each", [], {}, log_every=1)
         self.assertAlmostEqual(prof6["fill"], each[0]["fill"], places=9)
+        self.assertEqual(rows6[-1]["rate_steps"], 1)
+        self.assertEqual({r["rate_steps"] for r in each}, {1})
         # Windows of two steps: 5-6 keeps step 5's rate alone, 7-8 holds profiled steps only.
         p2, _, rows2 = train("profiled2s", ["--profile-steps", "2"], slow_env, log_every=2)
         by_step = {r["step"]: r["tokens_per_s"] for r in rows2}
@@ -459,6 +461,7 @@ class Pretrain(unittest.TestCase):
         self.assertEqual(slow["shape_setup_steps"], plain["shape_setup_steps"])  # the same data, the same shapes
         self.assertGreaterEqual(slow["shape_setup_s"], 2 * slow["shape_setup_steps"])
         self.assertGreaterEqual(rows[-1]["seconds"], 2)  # spent in the window
+        self.assertEqual(rows[-1]["rate_steps"], 8 - slow["shape_setup_steps"])  # the steps the rates are of
         # 8 steps of tiny0 take well under 2 s: with the set-ups counted the rate would be a
         # small fraction of the plain run's.
         self.assertGreater(slow["tokens_per_s"], 0.4 * plain["tokens_per_s"], (slow, plain))
