@@ -119,6 +119,14 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return row[b.size()];
 }
 
+/// The boolean `key` of a config (`fallback` when absent or null); anything else is an error.
+bool json_flag(const nlohmann::json& j, const char* key, const std::string& path, bool fallback) {
+  if (!j.contains(key) || j[key].is_null()) return fallback;
+  if (!j[key].is_boolean())
+    throw io::InputError(path, fmt::format("{} is {}, not true or false", key, io::json_excerpt(j[key])));
+  return j[key].get<bool>();
+}
+
 /// A config.json's settings that genemask's BERT does not implement (other position
 /// embeddings, a decoder's causal attention, cross-attention, pruned heads), and keys that
 /// look like a misspelt BERT key ("max_position_embedding", "hidden_dropout") when that key
@@ -128,14 +136,6 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 /// judged by the weights: an untied decoder matters only to what trains or exports the MLM
 /// head, hf_io.hpp require_tied_decoder; `pretrain --model CONFIG.json`, with no weights,
 /// refuses it.)
-/// The boolean `key` of a config (`fallback` when absent or null); anything else is an error.
-bool json_flag(const nlohmann::json& j, const char* key, const std::string& path, bool fallback) {
-  if (!j.contains(key) || j[key].is_null()) return fallback;
-  if (!j[key].is_boolean())
-    throw io::InputError(path, fmt::format("{} is {}, not true or false", key, io::json_excerpt(j[key])));
-  return j[key].get<bool>();
-}
-
 void check_unsupported_keys(const nlohmann::json& j, const std::string& path) {
   if (j.contains("position_embedding_type") && !j["position_embedding_type"].is_null() &&
       j["position_embedding_type"] != nlohmann::json("absolute"))
