@@ -48,7 +48,7 @@ struct StaticShape {
 /// kRowBuckets). The rows of packed micro-batches vary little (the default recipe's samples,
 /// 64 / 256 / 500 a micro-batch: 49.8 / 195.7 / 381.3 rows, standard deviation 2.9 / 6.0 / 8.0;
 /// docs/benchmarks.md, "Fixed shapes' buckets"), so finer buckets add few shapes while the
-/// rows added to each micro-batch (7-10% with eighths of the batch) fall below 1%.
+/// rows added to each micro-batch (5-10% with eighths of the batch) fall to about 1%.
 inline constexpr int64_t kRowBuckets = 64;
 /// The masked-row buffer: the fewest twentieths of the shape's positions that hold the
 /// micro-batch's masked positions (at least one). The strategies mask about 14% of the real
