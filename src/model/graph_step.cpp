@@ -129,6 +129,7 @@ struct GraphStep::Impl {
   torch::Tensor loss, divisor, lr, norm;
   std::unique_ptr<StepGraph> update;
   const StepGraph* pool = nullptr;  // the first graph captured: every later one shares its pool
+  bool set_up = false;              // since begin(): a shape made or a graph captured
 
   Impl(BertForMaskedLM m, GradBuckets& g, FusedAdamW& f, const torch::Device& d, bool b, double c, bool cap)
       : model(std::move(m)), grads(g), fused(f), dev(d), bf16(b), clip(c), capture(cap) {
@@ -193,23 +194,26 @@ void GraphStep::begin(double divisor) {
   torch::NoGradGuard ng;
   impl_->loss.zero_();
   impl_->divisor.fill_(std::max(1.0, divisor));
+  impl_->set_up = false;
 }
 
-bool GraphStep::micro(const torch::Tensor& staged, const StaticShape& shape) {
+void GraphStep::micro(const torch::Tensor& staged, const StaticShape& shape) {
   Impl& m = *impl_;
   if (staged.numel() != shape.cells())
     throw std::invalid_argument(
         fmt::format("GraphStep: a staged micro-batch of {} values, not {}", staged.numel(), shape.cells()));
   auto& slot = m.shapes[{shape.rows, shape.capacity}];
-  const bool fresh = !slot;
-  if (fresh) slot = std::make_unique<ShapeBuffers>(shape, m.dev);
+  if (!slot) {
+    slot = std::make_unique<ShapeBuffers>(shape, m.dev);
+    m.set_up = true;
+  }
   ShapeBuffers& sb = *slot;
   if (sb.shape.cells() != shape.cells() || sb.shape.cols != shape.cols)
     throw std::logic_error("GraphStep: two layouts of one shape");
   sb.buf.copy_(staged, /*non_blocking=*/true);
   if (!m.capture) {
     m.forward_backward_body(sb);
-    return fresh;
+    return;
   }
   if (!sb.graph) {  // the warm-up and capture run the body: its gradients, loss and draws are undone
     std::vector<torch::Tensor> live = m.gradients();
@@ -217,7 +221,6 @@ bool GraphStep::micro(const torch::Tensor& staged, const StaticShape& shape) {
     m.capture_into(sb.graph, std::move(live), [&] { m.forward_backward_body(sb); });
   }
   sb.graph->replay();
-  return fresh;
 }
 
 torch::Tensor& GraphStep::loss_sum() { return impl_->loss; }
@@ -236,6 +239,7 @@ torch::Tensor GraphStep::finish(double lr) {
       for (auto& t : m.fused.state_tensors()) live.push_back(t);
       for (auto& t : m.gradients()) live.push_back(t);
       m.capture_into(m.update, std::move(live), [&] { m.update_body(); });
+      m.set_up = true;
     }
     m.update->replay();
   }
@@ -250,5 +254,7 @@ int GraphStep::graphs() const {
 }
 
 int GraphStep::shapes() const { return static_cast<int>(impl_->shapes.size()); }
+
+bool GraphStep::set_up() const { return impl_->set_up; }
 
 }  // namespace genemask::model

@@ -111,9 +111,8 @@ class GraphStep {
   void begin(double divisor);
   /// One staged micro-batch (stage_static) of shape `shape`: copied into that shape's fixed
   /// buffers, its forward and backward replayed (or run), the gradients accumulated, its
-  /// summed loss added to loss_sum. True where the shape was new: its buffers made and, with
-  /// capture, its graph captured (warm-up runs and all) before the replay.
-  bool micro(const torch::Tensor& staged, const StaticShape& shape);
+  /// summed loss added to loss_sum.
+  void micro(const torch::Tensor& staged, const StaticShape& shape);
   /// The step's summed loss so far (float64 on the device): a micro-batch run outside the
   /// fixed shapes adds its own here.
   torch::Tensor& loss_sum();
@@ -124,6 +123,10 @@ class GraphStep {
   int graphs() const;
   /// The shapes used so far (with or without capture).
   int shapes() const;
+  /// Whether the step since begin() set something up: a shape first used (its buffers made
+  /// and, with capture, its graph captured, warm-up runs and all) or the update's graph
+  /// captured. Such a step is the run's start more than its rate.
+  bool set_up() const;
 
  private:
   struct Impl;

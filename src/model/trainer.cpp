@@ -1239,10 +1239,9 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     grads.zero();
     if (graph) graph->begin(total_masked);
     torch::Tensor loss_acc = graph ? graph->loss_sum() : torch::zeros({}, f64);
-    bool new_shape = false;  // a fixed shape first used: its graph captured (on a GPU) in this step
     for (size_t i = 0; i < micro.size(); ++i) {
       if (!micro[i]) {
-        new_shape = graph->micro(sd.micro[i].buf, sd.micro[i].shape) || new_shape;
+        graph->micro(sd.micro[i].buf, sd.micro[i].shape);
         continue;
       }
       if (graph && sum.eager_micro_batches++ == 0)
@@ -1268,6 +1267,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
     }
     watch.record(r.step + 1, loss_acc / std::max(1.0, total_masked), grad_norm);
     ++r.step;
+    const bool new_shape = graph && graph->set_up();  // a fixed shape first used, a graph captured
     // Tests: a slow set-up of a new shape (GENEMASK_TEST_SLOW_SHAPE_SETUP_S seconds more), as a
     // capture on a GPU is, to check that the window's rates keep such steps out.
     if (new_shape)
