@@ -48,6 +48,11 @@
 //                 against LibTorch's stack and the column-sum kernel's sums of it); LibTorch's
 //                 stack, then the column-sum kernel (bias-sum without the node); LibTorch's
 //                 stack, then sum(0) in bf16 (the step's without bias-sum)
+//   ffn_forward, ffn_backward   the feed-forward's first product with the bias + GELU and the
+//                 second's input gradient with GELU's derivative + the bias's gradient: the
+//                 step's default (a cuBLAS product, then the fused bias + GELU kernel) against
+//                 the same work in the products' CUTLASS epilogues (gemm-gelu; Hopper only),
+//                 whose outputs are compared (max_rel_diff); LibTorch: the product alone
 //   cross_entropy the MLM loss over the masked rows' logits (15% of the rows x the
 //                 vocabulary), forward and backward, by genemask's kernels (the step takes
 //                 them with GENEMASK_FUSED's ce, on by default); LibTorch: the logits cast to
@@ -61,6 +66,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <functional>
 #include <optional>
 #include <string>
@@ -74,6 +80,7 @@
 #include "model/cuda/column_sum_kernels.hpp"
 #include "model/linear_bgrad.hpp"
 #include "model/cuda/cross_entropy_kernels.hpp"
+#include "model/cuda/gemm_gelu_kernels.hpp"
 #include "model/cuda/residual_layer_norm_kernels.hpp"
 
 using namespace genemask::model;
@@ -221,6 +228,71 @@ int run(int argc, char** argv) {
          median_us([&] { (void)torch::add(z, bias16); }, repeats));
     add("gelu_backward", "dy * z: the same bytes, no GELU", "libtorch", I, bwd_bytes,
          median_us([&] { (void)torch::mul(dy, z); }, repeats));
+  }
+
+  // The feed-forward's first product with the bias + GELU, and the second product's input
+  // gradient with GELU's derivative and the bias's gradient: the step's default (a cuBLAS
+  // product, then the fused bias + GELU kernel; backward its kernel and the partial sums' sum)
+  // against the same work in the products' CUTLASS epilogues (gemm-gelu, feed_forward.hpp; on
+  // a GPU of compute capability 9.0 in a build with CUTLASS), whose outputs are compared with
+  // the default's (max_rel_diff: y forward; dz, then the bias's gradient, backward). bytes:
+  // what the epilogue forms must move at least (x or dy, the weight, z, and y or dz, bf16).
+  {
+    const double sh = std::sqrt(static_cast<double>(H)), si = std::sqrt(static_cast<double>(I));
+    auto x = torch::randn({rows, H}, bf16), w1 = (torch::randn({I, H}, f32) / sh).to(torch::kBFloat16);
+    auto w2 = (torch::randn({H, I}, f32) / si).to(torch::kBFloat16), dout = torch::randn({rows, H}, bf16);
+    auto b1 = 0.5 * torch::randn({I}, f32);
+    auto z = torch::empty({rows, I}, bf16), y = torch::empty_like(z), dy = torch::empty_like(z), dz = torch::empty_like(z);
+    auto partial = torch::empty({cuda::bias_gelu_row_blocks(rows), I}, f32);
+    torch::Tensor db;
+    const double bytes = 2.0 * (static_cast<double>(rows) * static_cast<double>(H) + static_cast<double>(I * H)) +
+                         4.0 * static_cast<double>(rows) * static_cast<double>(I);
+    const auto w1t = w1.t();
+    const double tf = median_us([&] {
+      at::mm_out(z, x, w1t);
+      TORCH_CHECK(cuda::bias_gelu_forward(true, z.data_ptr(), b1.data_ptr<float>(), y.data_ptr(), rows,
+                                          static_cast<int>(I), stream));
+    }, repeats);
+    check("feed-forward forward (separate)");
+    const double tb = median_us([&] {
+      at::mm_out(dy, dout, w2);
+      TORCH_CHECK(cuda::bias_gelu_backward(true, dy.data_ptr(), z.data_ptr(), b1.data_ptr<float>(), dz.data_ptr(),
+                                           partial.data_ptr<float>(), rows, static_cast<int>(I), stream));
+      db = partial.sum(0);
+    }, repeats);
+    check("feed-forward backward (separate)");
+    add("ffn_forward", "(default) cuBLAS product, then bias + GELU", "genemask", I, bytes, tf);
+    add("ffn_backward", "(default) cuBLAS product, then GELU' + bias sums", "genemask", I, bytes, tb);
+    add("ffn_forward", "the cuBLAS product alone", "libtorch", I, bytes, median_us([&] { at::mm_out(z, x, w1t); }, repeats));
+    add("ffn_backward", "the cuBLAS product alone", "libtorch", I, bytes, median_us([&] { at::mm_out(dy, dout, w2); }, repeats));
+    const auto* props = at::cuda::getCurrentDeviceProperties();
+    if (cuda::gemm_gelu_built() && props->major == 9 && props->minor == 0) {
+      auto y2 = torch::empty_like(z), z2 = torch::empty_like(z), dz2 = torch::empty_like(z);
+      auto db2 = torch::empty({I}, f32);
+      auto wsf = torch::empty({static_cast<int64_t>(cuda::gemm_bias_gelu_workspace(rows, I, H)) + 1}, bf16.dtype(torch::kUInt8));
+      auto wsb = torch::empty({static_cast<int64_t>(cuda::gemm_dgelu_workspace(rows, I, H)) + 1}, bf16.dtype(torch::kUInt8));
+      const int sms = props->multiProcessorCount;
+      const double tf2 = median_us([&] {
+        TORCH_CHECK(cuda::gemm_bias_gelu(x.data_ptr(), w1.data_ptr(), b1.data_ptr<float>(), y2.data_ptr(), z2.data_ptr(),
+                                         rows, I, H, wsf.data_ptr(), sms, stream));
+      }, repeats);
+      check("feed-forward forward (gemm-gelu)");
+      const double tb2 = median_us([&] {
+        TORCH_CHECK(cuda::gemm_dgelu(dout.data_ptr(), w2.data_ptr(), z2.data_ptr(), dz2.data_ptr(), db2.data_ptr<float>(),
+                                     rows, I, H, wsb.data_ptr(), sms, stream));
+      }, repeats);
+      check("feed-forward backward (gemm-gelu)");
+      add("ffn_forward", "gemm-gelu: bias + GELU in the product's epilogue", "genemask", I, bytes, tf2, std::nullopt,
+          max_rel_diff(y2, y));
+      add("ffn_backward", "gemm-gelu: GELU' + bias sum in the epilogue (dz)", "genemask", I, bytes, tb2, std::nullopt,
+          max_rel_diff(dz2, dz));
+      add("ffn_backward", "gemm-gelu: its bias gradient against the sums'", "genemask", I, 0, tb2, std::nullopt,
+          max_rel_diff(db2, db));
+    } else {
+      std::fprintf(stderr, "kernel_bench: gemm-gelu not timed: %s\n",
+                   cuda::gemm_gelu_built() ? "its kernels need a GPU of compute capability 9.0"
+                                           : "this build has no CUTLASS");
+    }
   }
 
   // The fused dropout + residual add + LayerNorm with the bf16 copy over [rows, H], p 0.1.

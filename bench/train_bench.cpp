@@ -60,6 +60,10 @@
 //                    ragged segments instead of flash attention's varlen kernel
 //                    (src/model/fusions.hpp's cudnn-varlen, off by default); --no-cudnn-varlen
 //                    asks for the default
+//   --gemm-gelu      on a Hopper GPU under bf16, the feed-forward's products with the bias +
+//                    GELU and its derivative + the bias gradient in their epilogues (CUTLASS;
+//                    src/model/fusions.hpp's gemm-gelu, off by default); --no-gemm-gelu asks
+//                    for the default; the JSON's gemm_gelu says whether the fused node ran
 //   (every fusion flag's default is GENEMASK_FUSED's where that is set)
 //   --no-weight-bf16 under bf16, the products cast the fp32 weights in every forward pass
 //                    (autocast) instead of reading bf16 copies that the optimizer step makes
@@ -102,6 +106,7 @@
 #include "genemask/corpus/loader.hpp"
 #include "model/bert.hpp"
 #include "model/cuda_graph.hpp"
+#include "model/feed_forward.hpp"
 #include "model/packing.hpp"
 #include "model/flops.hpp"
 #include "model/grad_sync.hpp"
@@ -195,7 +200,7 @@ int run(int argc, char** argv) {
   bool graph = false, unfused_qkv = !base.qkv, unfused_ln = !base.ln, ln_bf16 = base.ln_bf16, fused_gelu = base.gelu,
        bgrad = base.bgrad, cpu_bias = base.cpu_bias, ln_smem = base.ln_smem, bias_sum = base.bias_sum,
        fused_ce = base.ce, weight_bf16 = base.weight_bf16, ce_pad = base.ce_pad, cudnn_varlen = base.cudnn_varlen,
-       ln_lean = base.ln_lean, packing = false;
+       ln_lean = base.ln_lean, gemm_gelu = base.gemm_gelu, packing = false;
   std::string lengths = "full", sdpa;
   int profile = 0, check_graph = 0, gelu_rows = gelu_rows_in_flight();
   for (int i = 1; i < argc; ++i) {
@@ -223,6 +228,8 @@ int run(int argc, char** argv) {
     else if (a == "--no-ce-pad") ce_pad = false;
     else if (a == "--cudnn-varlen") cudnn_varlen = true;
     else if (a == "--no-cudnn-varlen") cudnn_varlen = false;
+    else if (a == "--gemm-gelu") gemm_gelu = true;
+    else if (a == "--no-gemm-gelu") gemm_gelu = false;
     else if (a == "--weight-bf16") weight_bf16 = true;
     else if (a == "--no-weight-bf16") weight_bf16 = false;
     else if (a == "--packing") packing = true;
@@ -247,7 +254,7 @@ int run(int argc, char** argv) {
   use_device(dev, /*tf32=*/true);
   const bool bf16 = precision == "bf16";
   set_fusions({!unfused_qkv, !unfused_ln, ln_bf16, fused_gelu, bgrad, cpu_bias, ln_smem, bias_sum, fused_ce, weight_bf16,
-               ln_lean, ce_pad, cudnn_varlen});
+               ln_lean, ce_pad, cudnn_varlen, gemm_gelu});
   set_gelu_rows_in_flight(gelu_rows);  // std::invalid_argument (exit 2) unless 1, 2 or 4
   // Whether the model's linear layers take cpu-bias here (linear_cpu.hpp: the fusion on, a bf16
   // step on a CPU whose bf16 products ATen sends to oneDNN), asked of a layer of the model's kind.
@@ -494,7 +501,7 @@ int run(int argc, char** argv) {
                           t_clip / steps, t_opt / steps);
   std::printf(
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
-      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"ln_lean\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"ce_pad\":%s,\"cudnn_varlen\":%s,\"weight_bf16\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
+      "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"ln_lean\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"ce_pad\":%s,\"cudnn_varlen\":%s,\"gemm_gelu\":%s,\"weight_bf16\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
       "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"packed_attention\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
       "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
@@ -509,6 +516,7 @@ int run(int argc, char** argv) {
       ln_lean && !unfused_ln && dev.is_cuda() ? "true" : "false", bias_sum && !bgrad && dev.is_cuda() && bf16 ? "true" : "false", fused_ce && dev.is_cuda() ? "true" : "false",
       ce_pad && dev.is_cuda() && padded_classes(cfg.vocab_size) != cfg.vocab_size ? "true" : "false",
       cudnn_varlen && dev.is_cuda() && packing ? "true" : "false",
+      fused_feed_forward_counts().forward > 0 ? "true" : "false",
       weight_bf16 && bf16 ? "true" : "false",
       sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false",
       packed_paths.c_str(), real_tokens,

@@ -51,7 +51,10 @@
 # bench_CFG_no_ce (the graph with LibTorch's MLM loss instead of genemask's one kernel each
 # way, without GENEMASK_FUSED's ce, likewise), bench_CFG_ce_pad (the graph with the MLM
 # decoder's product over its 4101 classes padded to 4104, GENEMASK_FUSED's ce-pad, off by
-# default: its gain; profiled; GPU only), bench_CFG_no_weight_bf16 (the graph casting the weights in
+# default: its gain; profiled; GPU only), bench_CFG_gemm_gelu (the graph with the
+# feed-forward's products carrying the bias + GELU and its derivative + the bias gradient in
+# their CUTLASS epilogues, GENEMASK_FUSED's gemm-gelu, off by default: its gain; profiled;
+# Hopper GPUs only, elsewhere its run says the node did not run), bench_CFG_no_weight_bf16 (the graph casting the weights in
 # every forward pass instead of reading their bf16 copies, GENEMASK_FUSED's weight-bf16, which
 # is on by default: its ablation; GPU only), bench_CFG_gelu_rows2 and bench_CFG_gelu_rows4
 # (the graph with the fused bias + GELU's kernels loading 2 or 4 of a thread's rows before
@@ -85,7 +88,7 @@
 #   device       the GPU's name, or "cpu"; torch: PyTorch's version
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
-#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"no-ln-smem"/"no-ln-lean"/"no-bias-sum"/"no-ce"/"ce-pad"/"no-weight-bf16"/"gelu-rows2"/"gelu-rows4"), config, batch, seq, median_tokens_per_s,
+#                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"no-ln-smem"/"no-ln-lean"/"no-bias-sum"/"no-ce"/"ce-pad"/"gemm-gelu"/"no-weight-bf16"/"gelu-rows2"/"gelu-rows4"), config, batch, seq, median_tokens_per_s,
 #                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
 #                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
@@ -192,7 +195,7 @@ counts --sweep-logo $sweep_logo
 # The benchmark parts of one train_bench run each, in the report's order (bench_CFG_VARIANT;
 # "genemask" is the eager step): the report reads their results by these names and labels
 # each row with the variant's name in dashes.
-one_run_variants="genemask graph no_ln_bf16 no_gelu bgrad no_ln_smem no_ln_lean no_bias_sum no_ce ce_pad no_weight_bf16 gelu_rows2 gelu_rows4"
+one_run_variants="genemask graph no_ln_bf16 no_gelu bgrad no_ln_smem no_ln_lean no_bias_sum no_ce ce_pad gemm_gelu no_weight_bf16 gelu_rows2 gelu_rows4"
 all_parts="build model_tests gpu_tests"
 for cfg in dnabert logo; do
   for p in $one_run_variants packing pytorch sweep kernels; do
@@ -643,7 +646,7 @@ bin="$build/src/cli/genemask"
 # (test_gpu_check.py checks it).
 ready model_tests model_tests "$build/tests/model_tests" &&
   part model_tests "$build/tests/model_tests" --gtest_brief=1 \
-    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedLinearBgrad.*:ColumnSums.*:QkvLinear.*:FusedCrossEntropy.*:DecoderLogits.*:Fusions.*:Packing.*:GraphStep.*:WeightCopies.*'
+    --gtest_filter='Attention.*:FusedAdamW.*:GradBuckets.*:AllReduceChoice.*:Flops.*:StepProfile.*:StepGraph.*:Bert.FusedQkv*:ResidualLayerNorm.*:FusedBiasGelu.*:FusedFeedForward.*:FusedLinearBgrad.*:ColumnSums.*:QkvLinear.*:FusedCrossEntropy.*:DecoderLogits.*:Fusions.*:Packing.*:GraphStep.*:WeightCopies.*'
 # The commands on the GPU against the CPU (on the CPU alone with --cpu): bf16 vs fp32 loss,
 # checkpoint and resume, embed, finetune, NCCL at world size 1 and MPI with 2 ranks.
 ready gpu_tests genemask "$bin" &&
@@ -751,6 +754,11 @@ for cfg in dnabert logo; do
     # graph row, its gain (the H200 profile of 2026-12-01 put the unaligned products at 1.2 ms
     # of logo's 15.3 ms step).
     bench_part "$cfg" ce_pad "$b" --graph --ce-pad --profile 3
+    # With the feed-forward's products carrying the bias + GELU (and, backward, its derivative
+    # and the bias gradient) in their epilogues (gemm-gelu, off by default; Hopper only: the
+    # JSON's gemm_gelu says whether the node ran): against the graph row, its gain (an H200's
+    # kernel_bench put the separate kernels at 2.65 ms of logo's 15.1 ms step at 256).
+    bench_part "$cfg" gemm_gelu "$b" --graph --gemm-gelu --profile 3 --check-graph 4
     # And casting the weights in every forward pass instead of reading their bf16 copies
     # (weight-bf16, on by default), likewise.
     bench_part "$cfg" no_weight_bf16 "$b" --graph --no-weight-bf16
@@ -768,6 +776,7 @@ for cfg in dnabert logo; do
     skip "bench_${cfg}_no_bias_sum" "the column-sum kernel runs on a GPU"
     skip "bench_${cfg}_no_ce" "the fused cross-entropy is a GPU kernel"
     skip "bench_${cfg}_ce_pad" "the decoder's padded classes apply on a GPU"
+    skip "bench_${cfg}_gemm_gelu" "the fused products are Hopper GPU kernels"
     skip "bench_${cfg}_no_weight_bf16" "its ablation runs in the CUDA graph"
     skip "bench_${cfg}_gelu_rows2" "the fused bias + GELU is a GPU kernel"
     skip "bench_${cfg}_gelu_rows4" "the fused bias + GELU is a GPU kernel"

@@ -44,6 +44,10 @@ if [ ! -x "$venv/bin/python3" ]; then
 fi
 "$venv/bin/python3" -m pip install --disable-pip-version-check -q --progress-bar off \
   -r "$root/scripts/requirements.txt"
+# CUTLASS's C++ headers (the feed-forward's fused products, src/model/cuda/gemm_gelu.cu),
+# pinned, without the dependencies of its Python tools, which genemask never runs.
+"$venv/bin/python3" -m pip install --disable-pip-version-check -q --progress-bar off --no-deps \
+  nvidia-cutlass==4.2.0.0
 "$venv/bin/python3" - <<'PY'
 import torch
 print(f"install-deps: torch {torch.__version__} (CUDA {torch.version.cuda}) in {torch.__file__.rsplit('/', 2)[0]}")

@@ -3,6 +3,7 @@
 
 #include "model/attention_cpu.hpp"
 #include "model/bias_gelu.hpp"
+#include "model/feed_forward.hpp"
 #include "model/cross_entropy.hpp"
 #include "model/cudnn_attention.hpp"
 #include "model/linear_bgrad.hpp"
@@ -528,7 +529,10 @@ torch::Tensor BertResidualOutputImpl::forward(const torch::Tensor& h, const torc
 }
 
 Hidden BertResidualOutputImpl::forward_hidden(const torch::Tensor& h, const torch::Tensor& residual, bool copy) {
-  auto d = affine(dense, h);
+  return forward_residual(affine(dense, h), residual, copy);
+}
+
+Hidden BertResidualOutputImpl::forward_residual(const torch::Tensor& d, const torch::Tensor& residual, bool copy) {
   const Fusions f = fusions();
   copy = copy && copies_for_products(f, residual.device());
   // On a GPU, dropout, the add and the LayerNorm as one kernel each way (residual_layer_norm.hpp).
@@ -582,6 +586,16 @@ torch::Tensor BertLayerImpl::forward(const torch::Tensor& x, const AttentionMask
 
 Hidden BertLayerImpl::forward_hidden(const Hidden& x, const AttentionMask& key_mask, bool copy) {
   auto a = attention->forward(x, key_mask);
+  // On a Hopper GPU with gemm-gelu in force, the feed-forward as one node whose products carry
+  // the bias, GELU and its derivative in their epilogues (feed_forward.hpp).
+  const torch::Tensor& in = a.for_product();
+  const auto &w1 = intermediate->dense->weight, &b1 = intermediate->dense->bias;
+  const auto &w2 = output->dense->weight, &b2 = output->dense->bias;
+  if (fusions().gemm_gelu && fused_feed_forward_takes(in, w1, b1, w2, b2)) {
+    const WeightCopies* copies = weight_copies_for(in.device());
+    auto low = [&](const torch::Tensor& p) { return copies ? copies->low(p) : torch::Tensor(); };
+    return output->forward_residual(fused_feed_forward(in, w1, b1, w2, b2, low(w1), low(w2), low(b2)), a.x, copy);
+  }
   return output->forward_hidden(intermediate->forward(a), a.x, copy);
 }
 

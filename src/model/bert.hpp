@@ -170,6 +170,9 @@ struct BertResidualOutputImpl : torch::nn::Module {
   /// The same output with, when `copy` and the copy is in force (ln-bf16 under bf16
   /// autocast), its bf16 copy for the next products.
   Hidden forward_hidden(const torch::Tensor& h, const torch::Tensor& residual, bool copy);
+  /// The same from `dense`'s output d (its product and bias already applied: the fused
+  /// feed-forward's, feed_forward.hpp): dropout, the residual add and the LayerNorm.
+  Hidden forward_residual(const torch::Tensor& d, const torch::Tensor& residual, bool copy);
   torch::nn::Linear dense{nullptr};
   torch::nn::LayerNorm LayerNorm{nullptr};
   torch::nn::Dropout dropout{nullptr};

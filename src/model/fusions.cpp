@@ -31,7 +31,7 @@ constexpr FusionEntry kFusionTable[] = {
     {"ln-smem", &Fusions::ln_smem, true},   {"bias-sum", &Fusions::bias_sum, true},
     {"ce", &Fusions::ce, true},             {"weight-bf16", &Fusions::weight_bf16, false},
     {"ln-lean", &Fusions::ln_lean, false},  {"ce-pad", &Fusions::ce_pad, true},
-    {"cudnn-varlen", &Fusions::cudnn_varlen, true},
+    {"cudnn-varlen", &Fusions::cudnn_varlen, true}, {"gemm-gelu", &Fusions::gemm_gelu, true},
 };
 // Every switch of Fusions is in the table (a bool is one byte, and Fusions holds bools only).
 static_assert(sizeof(Fusions) == std::size(kFusionTable), "a Fusions switch is missing from kFusionTable");

@@ -87,12 +87,24 @@
 //            product wrote them. Off by default until a GPU run has checked and timed it; it
 //            changes the numbers (another kernel, its own dropout draws: recorded, like gelu).
 //            Where cuDNN cannot build its graph, flash attention's kernels run (said once).
+//   gemm-gelu  on a Hopper GPU (compute capability 9.0) under bf16, the feed-forward as one
+//            node whose products carry the elementwise work in their epilogues
+//            (feed_forward.hpp; CUTLASS kernels, cuda/gemm_gelu.cu): the first adds the bias
+//            and applies the erf-GELU as it stores, keeping the pre-activation for the
+//            backward; the backward's product that makes GELU's output gradient multiplies it
+//            by GELU's derivative and sums the bias's gradient as it stores. That takes the
+//            separate bias + GELU kernels' passes over the 4H-wide activations (an H200's
+//            kernel_bench put them at 2.65 ms of `logo`'s 15.1 ms step at 256, 4.1 of
+//            `dnabert`'s 51.4 at 64) down to the epilogues' extra reads and writes. Elsewhere
+//            (another GPU, the CPU, fp32, a build without CUTLASS) the separate nodes run.
+//            Off by default until a GPU run has checked and timed it; it changes the numbers
+//            (GELU from the fp32 accumulator: recorded, like gelu).
 // The environment variable GENEMASK_FUSED chooses others: a comma-separated list of
 // "qkv", "ln", "ln-bf16", "gelu", "bgrad", "cpu-bias", "ln-smem", "bias-sum", "ce",
-// "weight-bf16", "ln-lean", "ce-pad" and "cudnn-varlen", or "none" (to compare with the unfused step, or to rule
+// "weight-bf16", "ln-lean", "ce-pad", "cudnn-varlen" and "gemm-gelu", or "none" (to compare with the unfused step, or to rule
 // a fused kernel out when a result looks wrong). train_bench's --unfused-qkv, --unfused-ln,
 // --no-ln-bf16, --no-fused-gelu, --bgrad, --no-cpu-bias, --ln-smem, --bias-sum, --fused-ce,
-// --no-weight-bf16, --ln-lean, --no-ce-pad and --cudnn-varlen set them instead (their defaults:
+// --no-weight-bf16, --ln-lean, --no-ce-pad, --cudnn-varlen and --gemm-gelu set them instead (their defaults:
 // GENEMASK_FUSED's, where set).
 #include <string>
 
@@ -103,7 +115,7 @@ namespace genemask::model {
 struct Fusions {
   bool qkv = true, ln = true, ln_bf16 = true, gelu = true, bgrad = false, cpu_bias = true, ln_smem = true,
        bias_sum = true, ce = true, weight_bf16 = true, ln_lean = true, ce_pad = false,
-       cudnn_varlen = false;
+       cudnn_varlen = false, gemm_gelu = false;
 };
 
 /// The fusions in force: GENEMASK_FUSED's (read once; a value that is not such a list is an
@@ -116,15 +128,16 @@ Fusions parse_fusions(const std::string& text);
 /// ce", every one, or (numeric_only) those numeric_fusions can list.
 std::string fusion_names(bool numeric_only);
 /// The fusions among f that change a step's numbers, as GENEMASK_FUSED spells them (those of
-/// "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce,ce-pad,cudnn-varlen" in force, in that order, or
+/// "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce,ce-pad,cudnn-varlen,gemm-gelu" in force, in that order, or
 /// "none"): qkv (another
 /// product's rounding), ln (on a GPU, its own dropout draws and rounding), gelu (on a GPU, the
 /// bias added and its gradient summed in fp32), bgrad (on a GPU, the linear layers' weight and
 /// bias gradients in fp32), ln-smem (on a GPU, gamma's and beta's gradients summed in another
 /// grouping), bias-sum (on a GPU, the linear layers' bias gradients summed in fp32), ce
 /// (on a GPU, each row's log-sum-exp in another order), ce-pad (on a GPU, the decoder's
-/// product by another kernel) and cudnn-varlen (on a GPU, packed attention by another kernel
-/// with its own dropout draws). ln-bf16, cpu-bias and weight-bf16 are
+/// product by another kernel), cudnn-varlen (on a GPU, packed attention by another kernel
+/// with its own dropout draws) and gemm-gelu (on a Hopper GPU, GELU from the product's fp32
+/// accumulator, its derivative and the bias's gradient in the products' epilogues). ln-bf16, cpu-bias and weight-bf16 are
 /// not among them, nor is ln-lean: ln-bf16's copy is the cast autocast would make, cpu-bias
 /// computes what ATen's addmm computes, weight-bf16's copies are the casts autocast would
 /// make, and ln-lean's sum is the one the forward computed.

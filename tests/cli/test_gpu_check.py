@@ -39,7 +39,7 @@ BUILD = os.environ.get("GENEMASK_BUILD_DIR", os.path.join(ROOT, "build"))
 CONFIGS = {"dnabert": (768, 12, 3072), "logo": (256, 2, 3072)}
 PARTS = ["build", "model_tests", "gpu_tests"] + [f"pretrain_{c}" if p == "pretrain" else f"bench_{c}_{p}"
                                                  for c in ("dnabert", "logo")
-                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "no_ln_smem", "no_ln_lean", "no_bias_sum", "no_ce", "ce_pad",
+                                                 for p in ("genemask", "graph", "no_ln_bf16", "no_gelu", "bgrad", "no_ln_smem", "no_ln_lean", "no_bias_sum", "no_ce", "ce_pad", "gemm_gelu",
                                                            "no_weight_bf16", "gelu_rows2", "gelu_rows4", "packing",
                                                            "pytorch",
                                                            "sweep", "kernels", "pretrain")]
@@ -64,6 +64,8 @@ GPU_ONLY = {"bench_dnabert_graph": "no CUDA graph on the CPU", "bench_logo_graph
             "bench_logo_no_ce": "the fused cross-entropy is a GPU kernel",
             "bench_dnabert_ce_pad": "the decoder's padded classes apply on a GPU",
             "bench_logo_ce_pad": "the decoder's padded classes apply on a GPU",
+            "bench_dnabert_gemm_gelu": "the fused products are Hopper GPU kernels",
+            "bench_logo_gemm_gelu": "the fused products are Hopper GPU kernels",
             "bench_dnabert_no_weight_bf16": "its ablation runs in the CUDA graph",
             "bench_logo_no_weight_bf16": "its ablation runs in the CUDA graph",
             "bench_dnabert_gelu_rows2": "the fused bias + GELU is a GPU kernel",
@@ -597,12 +599,12 @@ class TrainBenchFusions(unittest.TestCase):
                          {"fused": 0, "fused_bf16": 0, "fallback": 0, "column_sums": 0, "stacked": 0})
         self.assertIsNone(r["gelu_rows_in_flight"])  # the fused GELU runs on a GPU only
         return {k: r[k] for k in ("fused_qkv", "fused_ln", "ln_bf16", "fused_gelu", "bgrad", "ln_smem", "ln_lean", "bias_sum",
-                                  "fused_ce", "ce_pad", "cudnn_varlen", "weight_bf16")}
+                                  "fused_ce", "ce_pad", "cudnn_varlen", "gemm_gelu", "weight_bf16")}
 
     def test_flags(self):
         default = {"fused_qkv": True, "fused_ln": False, "ln_bf16": True, "fused_gelu": False, "bgrad": False,
                    "ln_smem": False, "ln_lean": False, "bias_sum": False, "fused_ce": False, "ce_pad": False,
-                   "cudnn_varlen": False, "weight_bf16": True}
+                   "cudnn_varlen": False, "gemm_gelu": False, "weight_bf16": True}
         self.assertEqual(self.run_bench(), default)
         self.assertEqual(self.run_bench("--no-ln-bf16"), dict(default, ln_bf16=False))
         self.assertEqual(self.run_bench("--ln-bf16"), default)
@@ -627,6 +629,9 @@ class TrainBenchFusions(unittest.TestCase):
         # And the decoder's padded classes.
         self.assertEqual(self.run_bench("--ce-pad"), default)
         self.assertEqual(self.run_bench("--no-ce-pad"), default)
+        # And the feed-forward's fused products (a Hopper GPU's, under bf16).
+        self.assertEqual(self.run_bench("--gemm-gelu"), default)
+        self.assertEqual(self.run_bench("--no-gemm-gelu"), default)
         # The weights' bf16 copies: kept under bf16 on any device.
         self.assertEqual(self.run_bench("--no-weight-bf16"), dict(default, weight_bf16=False))
         self.assertEqual(self.run_bench("--weight-bf16"), default)

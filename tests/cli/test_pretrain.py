@@ -689,7 +689,7 @@ class Pretrain(unittest.TestCase):
         p = self.pretrain(out, ["--resume"], model="mutable.json", check=False, env={"GENEMASK_FUSED": "qkv"})
         self.assertNotEqual(p.returncode, 0)
         self.assertIn('state.json: --resume: GENEMASK_FUSED (the environment variable; its qkv, ln, gelu, bgrad, ln-smem, bias-sum, ce, '
-                      'ce-pad and cudnn-varlen) is "qkv" now but "qkv,ln,gelu,ln-smem,bias-sum,ce" in the run', p.stderr)
+                      'ce-pad, cudnn-varlen and gemm-gelu) is "qkv" now but "qkv,ln,gelu,ln-smem,bias-sum,ce" in the run', p.stderr)
         # So is how the step runs: its fixed shapes (the CUDA graphs' step, here run without
         # capture) pad rows and round otherwise.
         p = self.pretrain(out, ["--resume", "--static-step"], model="mutable.json", check=False)

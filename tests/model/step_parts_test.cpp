@@ -25,6 +25,8 @@
 #include "model/cuda/smem_sum_slots.hpp"
 #include "model/bias_gelu.hpp"
 #include "model/cross_entropy.hpp"
+#include "model/cuda/gemm_gelu_shape.hpp"
+#include "model/feed_forward.hpp"
 #include "model/linear_bgrad.hpp"
 #include "model/linear_cpu.hpp"
 #include "model/qkv_linear.hpp"
@@ -643,6 +645,12 @@ TEST(Fusions, EnvironmentListParsed) {
   // cudnn-varlen: off by default (until a GPU run has timed it), numeric, last.
   EXPECT_FALSE(Fusions{}.cudnn_varlen);
   EXPECT_EQ(numeric_fusions(parse_fusions("cudnn-varlen,qkv")), "qkv,cudnn-varlen");
+  // gemm-gelu: off by default (until a GPU run has checked and timed it), numeric, last; a
+  // checkpoint that recorded none resumes without it.
+  EXPECT_FALSE(Fusions{}.gemm_gelu);
+  EXPECT_EQ(numeric_fusions(parse_fusions("gemm-gelu,gelu")), "gelu,gemm-gelu");
+  EXPECT_FALSE(with_numeric_of(parse_fusions("gemm-gelu"), parse_fusions("qkv,gelu")).gemm_gelu);
+  EXPECT_THROW(parse_fusions("gemm_gelu"), std::invalid_argument);
   // What --resume adopts from a checkpoint's list: its numeric fusions, this run's others.
   f = with_numeric_of(Fusions{}, parse_fusions("qkv,ln"));
   EXPECT_TRUE(f.qkv && f.ln && !f.gelu && !f.bgrad && !f.ln_smem && !f.bias_sum && !f.ce);
@@ -655,8 +663,9 @@ TEST(Fusions, EnvironmentListParsed) {
   // alone to exactly one switch, the numeric ones are those numeric_fusions records, and the
   // errors say what GENEMASK_FUSED takes.
   EXPECT_EQ(fusion_names(false),
-            "qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem, bias-sum, ce, weight-bf16, ln-lean, ce-pad and cudnn-varlen");
-  EXPECT_EQ(fusion_names(true), "qkv, ln, gelu, bgrad, ln-smem, bias-sum, ce, ce-pad and cudnn-varlen");
+            "qkv, ln, ln-bf16, gelu, bgrad, cpu-bias, ln-smem, bias-sum, ce, weight-bf16, ln-lean, ce-pad, cudnn-varlen "
+            "and gemm-gelu");
+  EXPECT_EQ(fusion_names(true), "qkv, ln, gelu, bgrad, ln-smem, bias-sum, ce, ce-pad, cudnn-varlen and gemm-gelu");
   // "a, b and c" as {a, b, c}
   auto split = [](std::string text) {
     for (const char* sep : {" and ", ", "})
@@ -679,7 +688,7 @@ TEST(Fusions, EnvironmentListParsed) {
   const Fusions every = parse_fusions(joined);
   const bool* b = reinterpret_cast<const bool*>(&every);
   EXPECT_EQ(std::count(b, b + sizeof(Fusions), true), static_cast<long>(sizeof(Fusions)));  // every switch named
-  EXPECT_EQ(numeric_fusions(every), "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce,ce-pad,cudnn-varlen");
+  EXPECT_EQ(numeric_fusions(every), "qkv,ln,gelu,bgrad,ln-smem,bias-sum,ce,ce-pad,cudnn-varlen,gemm-gelu");
   for (const char* bad : {"qkv,fast", "", ","}) {
     try {
       parse_fusions(bad);
@@ -1383,6 +1392,108 @@ TEST(FusedBiasGelu, RowsInFlightGiveTheSameBits) {
           set_gelu_rows_in_flight(kBiasGeluRowsInFlight);
         }
       }
+}
+
+// The feed-forward with the bias + GELU and its derivative + the bias gradient in its products'
+// epilogues (fusions.hpp's gemm-gelu, feed_forward.hpp; CUTLASS kernels for Hopper). Anywhere:
+// the shapes the kernels take, the node not taken on the CPU (it throws if called there), and
+// the MLM step on the CPU the same bits with the switch on and off. On a Hopper GPU in a build
+// with CUTLASS: the output and the five gradients against the fp32 composition from the same
+// bf16 operands (LOGO's and DNABERT's widths, a narrow one; rows that fill no tile, one row),
+// each within bf16 rounding of its largest value; the bias's gradient, summed in fp32 from the
+// unrounded products, closer; the same bits on a repeat; what the node does not take (no
+// autocast, a width not a multiple of 8) refused; and the model's bf16 loss and gradients with
+// the switch on against off (the node counted on, so it ran).
+TEST(FusedFeedForward, MatchesTheComposition) {
+  using genemask::model::cuda::gemm_gelu_shape_supported;
+  EXPECT_TRUE(gemm_gelu_shape_supported(1, 3072, 256));
+  EXPECT_TRUE(gemm_gelu_shape_supported(131072, 3072, 768));
+  EXPECT_FALSE(gemm_gelu_shape_supported(0, 3072, 256));
+  EXPECT_FALSE(gemm_gelu_shape_supported(16, 3076, 256));
+  EXPECT_FALSE(gemm_gelu_shape_supported(16, 3072, 260));
+  EXPECT_FALSE(gemm_gelu_shape_supported(16, 0, 256));
+  EXPECT_FALSE(gemm_gelu_shape_supported(int64_t{1} << 31, 3072, 256));
+  const Fusions saved = fusions();
+  EXPECT_FALSE(fused_feed_forward_runs_on(torch::Device(torch::kCPU)));
+  {
+    Autocast autocast(true);
+    auto x = torch::randn({4, 16}).requires_grad_();
+    const auto w1 = torch::randn({32, 16}), b1 = torch::randn({32}), w2 = torch::randn({16, 32}), b2 = torch::randn({16});
+    EXPECT_FALSE(fused_feed_forward_takes(x, w1, b1, w2, b2));
+    EXPECT_THROW(fused_feed_forward(x, w1, b1, w2, b2), std::invalid_argument);
+  }
+  Fusions on = first_switches(true, true, true, true), off = on;
+  on.gemm_gelu = true;
+  expect_cpu_step_unchanged(off, on);
+  set_fusions(saved);
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no GPU: the fused products' assertions need one";
+  const torch::Device gpu(torch::kCUDA, 0);
+  if (!fused_feed_forward_runs_on(gpu))
+    GTEST_SKIP() << "the fused products need a GPU of compute capability 9.0 and a build with CUTLASS";
+  const auto on_gpu = torch::TensorOptions().device(gpu);
+  struct Widths {
+    int64_t K, N;
+  };
+  for (const Widths w : {Widths{256, 3072}, Widths{768, 3072}, Widths{32, 64}})
+    for (const int64_t rows : {int64_t{1}, int64_t{148}, int64_t{2053}})
+      for (const auto x_dtype : {torch::kBFloat16, torch::kFloat32}) {
+        SCOPED_TRACE(testing::Message() << "K " << w.K << " N " << w.N << " rows " << rows << " x " << x_dtype);
+        torch::manual_seed(static_cast<uint64_t>(w.K + w.N + rows));
+        auto x = torch::randn({rows, w.K}, on_gpu.dtype(x_dtype)).requires_grad_();
+        auto w1 = (torch::randn({w.N, w.K}, on_gpu) / std::sqrt(static_cast<double>(w.K))).requires_grad_();
+        auto b1 = (0.5 * torch::randn({w.N}, on_gpu)).requires_grad_();
+        auto w2 = (torch::randn({w.K, w.N}, on_gpu) / std::sqrt(static_cast<double>(w.N))).requires_grad_();
+        auto b2 = (0.1 * torch::randn({w.K}, on_gpu)).requires_grad_();
+        torch::Tensor out;
+        {
+          Autocast autocast(true);
+          ASSERT_TRUE(fused_feed_forward_takes(x, w1, b1, w2, b2));
+          EXPECT_FALSE(fused_feed_forward_takes(x, w1.narrow(0, 0, w.N - 4), b1.narrow(0, 0, w.N - 4),
+                                                w2.narrow(1, 0, w.N - 4), b2));
+          out = fused_feed_forward(x, w1, b1, w2, b2);
+        }
+        EXPECT_FALSE(fused_feed_forward_takes(x, w1, b1, w2, b2));  // without autocast
+        ASSERT_EQ(out.scalar_type(), torch::kBFloat16);
+        ASSERT_EQ(out.sizes(), (std::vector<int64_t>{rows, w.K}));
+        const auto dout = torch::randn_like(out);
+        const std::vector<torch::Tensor> params{x, w1, b1, w2, b2};
+        auto g = torch::autograd::grad({out}, params, {dout}, /*retain_graph=*/true);
+        // The composition in fp32 from the operands the products read (the bf16 casts).
+        auto bf = [](const torch::Tensor& t) { return t.detach().to(torch::kBFloat16).to(torch::kFloat32); };
+        auto xr = bf(x).requires_grad_(), w1r = bf(w1).requires_grad_(), b1r = b1.detach().clone().requires_grad_();
+        auto w2r = bf(w2).requires_grad_(), b2r = bf(b2).requires_grad_();
+        namespace F = torch::nn::functional;
+        const auto outr = F::linear(torch::gelu(F::linear(xr, w1r, b1r)), w2r, b2r);
+        const auto gr = torch::autograd::grad({outr}, {xr, w1r, b1r, w2r, b2r}, {dout.to(torch::kFloat32)});
+        auto scale = [](const torch::Tensor& t) { return std::max(1e-6, t.abs().max().item<double>()); };
+        // bf16 rounds y, z and dz to 8 significant bits (2^-8 relative) before the next product.
+        EXPECT_LT(max_abs_diff(out.to(torch::kFloat32), outr), 2e-2 * scale(outr));
+        const char* names[] = {"x", "w1", "b1", "w2", "b2"};
+        for (size_t i = 0; i < 5; ++i) {
+          ASSERT_EQ(g[i].scalar_type(), params[i].scalar_type()) << names[i];
+          EXPECT_LT(max_abs_diff(g[i].to(torch::kFloat32), gr[i]), 3e-2 * scale(gr[i])) << names[i];
+        }
+        auto again = torch::autograd::grad({out}, params, {dout});
+        for (size_t i = 0; i < 5; ++i) EXPECT_TRUE(torch::equal(again[i], g[i])) << names[i] << ": not the same bits";
+        torch::Tensor out2;
+        {
+          Autocast autocast(true);
+          out2 = fused_feed_forward(x, w1, b1, w2, b2);
+        }
+        EXPECT_TRUE(torch::equal(out2, out)) << "the output: not the same bits";
+      }
+  {  // the model: gemm-gelu on against off, the node counted
+    const auto before = fused_feed_forward_counts();
+    const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, off);
+    EXPECT_EQ(fused_feed_forward_counts().forward, before.forward);
+    const auto [loss_on, grads_on] = bf16_loss_and_grads(gpu, on);
+    set_fusions(saved);
+    const auto after = fused_feed_forward_counts();
+    EXPECT_EQ(after.forward - before.forward, genemask::test::small_bert_config(32, 64).num_hidden_layers);
+    EXPECT_EQ(after.backward - before.backward, after.forward - before.forward);
+    EXPECT_NEAR(loss_on.item<double>(), loss_off.item<double>(), 2e-3 * std::abs(loss_off.item<double>()));
+    expect_grads_close(grads_on, grads_off, 3e-2);
+  }
 }
 
 // The linear layers' bias gradient in the weight-gradient product's epilogue (fusions.hpp's

@@ -1,0 +1,229 @@
+// The feed-forward's products with the bias + erf-GELU (forward) and GELU's derivative + the
+// bias gradient (backward) in their epilogues: CUTLASS 3 warp-specialised TMA kernels for
+// Hopper (gemm_gelu_kernels.hpp). Compiled for sm_90a only (wgmma); the host functions exist
+// in every build and say false where the kernels are not compiled in (GENEMASK_HAVE_CUTLASS).
+//
+// Both products are laid out as CUTLASS's D [M', N'] = A [M', K'] · B [N', K']ᵀ with M' the
+// intermediate width N and N' the rows: a row-major [rows, N] matrix is a column-major
+// [N, rows] one, so the bias (or its gradient) is a per-row vector of D (CUTLASS's PerRowBias
+// and DePerRowBias, whose gradient is reduced within the epilogue).
+//   forward:  D = yᵀ [N, rows] = w [N, K] (K-major) · x [rows, K]ᵀ (K-major); aux = zᵀ.
+//   backward: D = dzᵀ [N, rows] = w2ᵀ [N, H] (N-major: w2 is [H, N] row-major) · dy [rows, H]ᵀ.
+#include "model/cuda/gemm_gelu_kernels.hpp"
+
+#include <cstdint>
+
+#if defined(GENEMASK_HAVE_CUTLASS)
+#include <cute/tensor.hpp>
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/epilogue/fusion/operations.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/numeric_types.h>
+#include <cutlass/util/packed_stride.hpp>
+#endif
+
+namespace genemask::model::cuda {
+
+namespace {
+bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
+#if defined(GENEMASK_HAVE_CUTLASS)
+namespace {
+
+using namespace cute;
+
+// ATen's erf-GELU and its derivative in fp32 (the constants and formulas of bias_gelu.cu,
+// so the epilogue computes what the separate kernel computes from the same z).
+constexpr float kAlpha = static_cast<float>(0.70710678118654752440);
+constexpr float kBeta = static_cast<float>(1.12837916709551257390 * 0.70710678118654752440 * 0.5);
+
+template <class T>
+struct GeluErf {
+  CUTLASS_HOST_DEVICE T operator()(T const& x) const {
+    const float v = static_cast<float>(x);
+    return T(v * 0.5f * (1.f + erff(v * kAlpha)));
+  }
+};
+template <class T, int N>
+struct GeluErf<cutlass::Array<T, N>> {
+  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& x) const {
+    cutlass::Array<T, N> y;
+    GeluErf<T> f;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = f(x[i]);
+    return y;
+  }
+};
+
+// d · GELU'(z): CUTLASS's own dGELU is the tanh form's derivative.
+template <class T>
+struct GeluErfGrad {
+  CUTLASS_HOST_DEVICE T operator()(T const& d, T const& z) const {
+    const float x = static_cast<float>(z);
+    const float cdf = 0.5f * (1.f + erff(x * kAlpha));
+    const float pdf = expf(-0.5f * x * x) * kBeta;
+    return T(static_cast<float>(d) * (cdf + x * pdf));
+  }
+};
+template <class T, int N>
+struct GeluErfGrad<cutlass::Array<T, N>> {
+  CUTLASS_HOST_DEVICE cutlass::Array<T, N> operator()(cutlass::Array<T, N> const& d,
+                                                      cutlass::Array<T, N> const& z) const {
+    cutlass::Array<T, N> y;
+    GeluErfGrad<T> f;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < N; ++i) y[i] = f(d[i], z[i]);
+    return y;
+  }
+};
+
+using Bf16 = cutlass::bfloat16_t;
+using ColumnMajor = cutlass::layout::ColumnMajor;
+using RowMajor = cutlass::layout::RowMajor;
+constexpr int kAlign = 8;  // 16 bytes of bf16
+using TileShape = Shape<_128, _128, _64>;
+using ClusterShape = Shape<_2, _1, _1>;
+using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+
+/// A GEMM of this file: A [M', K'] with layout LayoutA, B K-major, D and aux column-major bf16,
+/// no C, the fusion `Fusion`.
+template <class LayoutA, class Fusion>
+struct Product {
+  using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, ColumnMajor, kAlign, Bf16, ColumnMajor,
+      kAlign, EpilogueSchedule, Fusion>::CollectiveOp;
+  using Mainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Bf16, LayoutA, kAlign, Bf16, ColumnMajor, kAlign, float,
+      TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(typename Epilogue::SharedStorage))>,
+      MainloopSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<Shape<int, int, int, int>, Mainloop, Epilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+};
+
+using Forward = Product<RowMajor, cutlass::epilogue::fusion::LinCombPerRowBiasEltActAux<
+                                      ColumnMajor, GeluErf, Bf16, float, Bf16, float, Bf16>>;
+using Backward = Product<ColumnMajor, cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<
+                                          ColumnMajor, GeluErfGrad, Bf16, float, Bf16, float, Bf16>>;
+
+/// The current GPU with `sm_count` multiprocessors (the persistent tile scheduler's grid).
+cutlass::KernelHardwareInfo hardware(int sm_count) {
+  cutlass::KernelHardwareInfo hw;
+  int device = 0;
+  if (cudaGetDevice(&device) == cudaSuccess) hw.device_id = device;
+  hw.sm_count = sm_count;
+  return hw;
+}
+
+typename Forward::Gemm::Arguments forward_arguments(const void* x, const void* w, const float* bias, void* y,
+                                                    void* aux, int rows, int N, int K, int sm_count) {
+  using G = typename Forward::Gemm;
+  using K_ = typename Forward::Kernel;
+  const auto sA = cutlass::make_cute_packed_stride(typename K_::StrideA{}, make_shape(N, K, 1));
+  const auto sB = cutlass::make_cute_packed_stride(typename K_::StrideB{}, make_shape(rows, K, 1));
+  const auto sD = cutlass::make_cute_packed_stride(typename K_::StrideD{}, make_shape(N, rows, 1));
+  typename G::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                             {N, rows, K, 1},
+                             {static_cast<const Bf16*>(w), sA, static_cast<const Bf16*>(x), sB},
+                             {{}, nullptr, sD, static_cast<Bf16*>(y), sD},
+                             hardware(sm_count)};
+  auto& fusion = args.epilogue.thread;
+  fusion.alpha = 1.f;
+  fusion.beta = 0.f;
+  fusion.bias_ptr = bias;
+  fusion.aux_ptr = static_cast<Bf16*>(aux);
+  fusion.dAux = sD;
+  return args;
+}
+
+typename Backward::Gemm::Arguments backward_arguments(const void* dy, const void* w2, const void* aux, void* dz,
+                                                      float* dbias, int rows, int N, int H, int sm_count) {
+  using G = typename Backward::Gemm;
+  using K_ = typename Backward::Kernel;
+  const auto sA = cutlass::make_cute_packed_stride(typename K_::StrideA{}, make_shape(N, H, 1));
+  const auto sB = cutlass::make_cute_packed_stride(typename K_::StrideB{}, make_shape(rows, H, 1));
+  const auto sD = cutlass::make_cute_packed_stride(typename K_::StrideD{}, make_shape(N, rows, 1));
+  typename G::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
+                             {N, rows, H, 1},
+                             {static_cast<const Bf16*>(w2), sA, static_cast<const Bf16*>(dy), sB},
+                             {{}, nullptr, sD, static_cast<Bf16*>(dz), sD},
+                             hardware(sm_count)};
+  auto& fusion = args.epilogue.thread;
+  fusion.alpha = 1.f;
+  fusion.beta = 0.f;
+  fusion.aux_ptr = static_cast<const Bf16*>(aux);
+  fusion.dAux = sD;
+  fusion.dbias_ptr = dbias;
+  return args;
+}
+
+/// Runs `args` on `stream`: false (nothing launched) where CUTLASS cannot take them.
+template <class G>
+bool run(const typename G::Arguments& args, void* workspace, cudaStream_t stream) {
+  G gemm;
+  if (G::can_implement(args) != cutlass::Status::kSuccess) return false;
+  if (gemm.initialize(args, workspace, stream) != cutlass::Status::kSuccess) return false;
+  return gemm.run(stream) == cutlass::Status::kSuccess;
+}
+
+}  // namespace
+
+bool gemm_gelu_built() { return true; }
+
+size_t gemm_bias_gelu_workspace(int64_t rows, int64_t N, int64_t K) {
+  if (!gemm_gelu_shape_supported(rows, N, K)) return 0;
+  const auto args = forward_arguments(nullptr, nullptr, nullptr, nullptr, nullptr, static_cast<int>(rows),
+                                      static_cast<int>(N), static_cast<int>(K), 1);
+  return Forward::Gemm::get_workspace_size(args);
+}
+
+bool gemm_bias_gelu(const void* x, const void* w, const float* bias, void* y, void* aux, int64_t rows, int64_t N,
+                    int64_t K, void* workspace, int sm_count, cudaStream_t stream) {
+  if (!gemm_gelu_shape_supported(rows, N, K) || sm_count < 1) return false;
+  for (const void* p : {x, w, static_cast<const void*>(bias), static_cast<const void*>(y), static_cast<const void*>(aux)})
+    if (!aligned(p)) return false;
+  return run<Forward::Gemm>(forward_arguments(x, w, bias, y, aux, static_cast<int>(rows), static_cast<int>(N),
+                                              static_cast<int>(K), sm_count),
+                            workspace, stream);
+}
+
+size_t gemm_dgelu_workspace(int64_t rows, int64_t N, int64_t H) {
+  if (!gemm_gelu_shape_supported(rows, N, H)) return 0;
+  const auto args = backward_arguments(nullptr, nullptr, nullptr, nullptr, nullptr, static_cast<int>(rows),
+                                       static_cast<int>(N), static_cast<int>(H), 1);
+  return Backward::Gemm::get_workspace_size(args);
+}
+
+bool gemm_dgelu(const void* dy, const void* w2, const void* aux, void* dz, float* dbias, int64_t rows, int64_t N,
+                int64_t H, void* workspace, int sm_count, cudaStream_t stream) {
+  if (!gemm_gelu_shape_supported(rows, N, H) || sm_count < 1) return false;
+  for (const void* p : {dy, w2, aux, static_cast<const void*>(dz), static_cast<const void*>(dbias)})
+    if (!aligned(p)) return false;
+  return run<Backward::Gemm>(backward_arguments(dy, w2, aux, dz, dbias, static_cast<int>(rows), static_cast<int>(N),
+                                                static_cast<int>(H), sm_count),
+                             workspace, stream);
+}
+
+#else  // no CUTLASS: the callers take the separate kernels
+
+bool gemm_gelu_built() { return false; }
+size_t gemm_bias_gelu_workspace(int64_t, int64_t, int64_t) { return 0; }
+bool gemm_bias_gelu(const void*, const void*, const float*, void*, void*, int64_t, int64_t, int64_t, void*, int,
+                    cudaStream_t) {
+  return false;
+}
+size_t gemm_dgelu_workspace(int64_t, int64_t, int64_t) { return 0; }
+bool gemm_dgelu(const void*, const void*, const void*, void*, float*, int64_t, int64_t, int64_t, void*, int,
+                cudaStream_t) {
+  return false;
+}
+
+#endif
+
+}  // namespace genemask::model::cuda
