@@ -51,8 +51,9 @@
 //   ffn_forward, ffn_backward   the feed-forward's first product with the bias + GELU and the
 //                 second's input gradient with GELU's derivative + the bias's gradient: the
 //                 step's default (a cuBLAS product, then the fused bias + GELU kernel) against
-//                 the same work in the products' CUTLASS epilogues (gemm-gelu; Hopper only),
-//                 whose outputs are compared (max_rel_diff); LibTorch: the product alone
+//                 the same work in the products' CUTLASS epilogues (gemm-gelu; Hopper only:
+//                 the cooperative schedule, the step's, and ping-pong), whose outputs are
+//                 compared with the default's (max_rel_diff); LibTorch: the product alone
 //   cross_entropy the MLM loss over the masked rows' logits (15% of the rows x the
 //                 vocabulary), forward and backward, by genemask's kernels (the step takes
 //                 them with GENEMASK_FUSED's ce, on by default); LibTorch: the logits cast to
@@ -267,27 +268,29 @@ int run(int argc, char** argv) {
     add("ffn_backward", "the cuBLAS product alone", "libtorch", I, bytes, median_us([&] { at::mm_out(dy, dout, w2); }, repeats));
     const auto* props = at::cuda::getCurrentDeviceProperties();
     if (cuda::gemm_gelu_built() && props->major == 9 && props->minor == 0) {
-      auto y2 = torch::empty_like(z), z2 = torch::empty_like(z), dz2 = torch::empty_like(z);
-      auto db2 = torch::empty({I}, f32);
-      auto wsf = torch::empty({static_cast<int64_t>(cuda::gemm_bias_gelu_workspace(rows, I, H)) + 1}, bf16.dtype(torch::kUInt8));
-      auto wsb = torch::empty({static_cast<int64_t>(cuda::gemm_dgelu_workspace(rows, I, H)) + 1}, bf16.dtype(torch::kUInt8));
       const int sms = props->multiProcessorCount;
-      const double tf2 = median_us([&] {
-        TORCH_CHECK(cuda::gemm_bias_gelu(x.data_ptr(), w1.data_ptr(), b1.data_ptr<float>(), y2.data_ptr(), z2.data_ptr(),
-                                         rows, I, H, wsf.data_ptr(), sms, stream));
-      }, repeats);
-      check("feed-forward forward (gemm-gelu)");
-      const double tb2 = median_us([&] {
-        TORCH_CHECK(cuda::gemm_dgelu(dout.data_ptr(), w2.data_ptr(), z2.data_ptr(), dz2.data_ptr(), db2.data_ptr<float>(),
-                                     rows, I, H, wsb.data_ptr(), sms, stream));
-      }, repeats);
-      check("feed-forward backward (gemm-gelu)");
-      add("ffn_forward", "gemm-gelu: bias + GELU in the product's epilogue", "genemask", I, bytes, tf2, std::nullopt,
-          max_rel_diff(y2, y));
-      add("ffn_backward", "gemm-gelu: GELU' + bias sum in the epilogue (dz)", "genemask", I, bytes, tb2, std::nullopt,
-          max_rel_diff(dz2, dz));
-      add("ffn_backward", "gemm-gelu: its bias gradient against the sums'", "genemask", I, 0, tb2, std::nullopt,
-          max_rel_diff(db2, db));
+      for (const auto kernel : {cuda::GemmGeluKernel::cooperative, cuda::GemmGeluKernel::pingpong}) {
+        const bool coop = kernel == cuda::GemmGeluKernel::cooperative;
+        const std::string which = coop ? "gemm-gelu (cooperative, the step's)" : "gemm-gelu (ping-pong)";
+        auto y2 = torch::empty_like(z), z2 = torch::empty_like(z), dz2 = torch::empty_like(z);
+        auto db2 = torch::empty({I}, f32);
+        auto u8 = f32.dtype(torch::kUInt8);
+        auto wsf = torch::empty({static_cast<int64_t>(cuda::gemm_bias_gelu_workspace(rows, I, H, sms, kernel)) + 1}, u8);
+        auto wsb = torch::empty({static_cast<int64_t>(cuda::gemm_dgelu_workspace(rows, I, H, sms, kernel)) + 1}, u8);
+        const double tf2 = median_us([&] {
+          TORCH_CHECK(cuda::gemm_bias_gelu(x.data_ptr(), w1.data_ptr(), b1.data_ptr<float>(), y2.data_ptr(),
+                                           z2.data_ptr(), rows, I, H, wsf.data_ptr(), sms, stream, kernel));
+        }, repeats);
+        check("feed-forward forward (gemm-gelu)");
+        const double tb2 = median_us([&] {
+          TORCH_CHECK(cuda::gemm_dgelu(dout.data_ptr(), w2.data_ptr(), z2.data_ptr(), dz2.data_ptr(),
+                                       db2.data_ptr<float>(), rows, I, H, wsb.data_ptr(), sms, stream, kernel));
+        }, repeats);
+        check("feed-forward backward (gemm-gelu)");
+        add("ffn_forward", which + ": y", "genemask", I, bytes, tf2, std::nullopt, max_rel_diff(y2, y));
+        add("ffn_backward", which + ": dz", "genemask", I, bytes, tb2, std::nullopt, max_rel_diff(dz2, dz));
+        add("ffn_backward", which + ": the bias gradient", "genemask", I, 0, tb2, std::nullopt, max_rel_diff(db2, db));
+      }
     } else {
       std::fprintf(stderr, "kernel_bench: gemm-gelu not timed: %s\n",
                    cuda::gemm_gelu_built() ? "its kernels need a GPU of compute capability 9.0"

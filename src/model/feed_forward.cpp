@@ -8,6 +8,8 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <atomic>
+#include <cstdio>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 
@@ -47,7 +49,7 @@ struct FeedForward : torch::autograd::Function<FeedForward> {
     auto sizes = xb.sizes().vec();
     sizes.back() = N;
     auto y = torch::empty(sizes, xb.options()), z = torch::empty(sizes, xb.options());
-    auto ws = workspace(cuda::gemm_bias_gelu_workspace(M, N, K), x.device());
+    auto ws = workspace(cuda::gemm_bias_gelu_workspace(M, N, K, sm_count()), x.device());
     // fused_feed_forward_takes held: the shapes and x's alignment; the rest is fresh memory.
     if (!cuda::gemm_bias_gelu(xb.data_ptr(), w1b.data_ptr(), b1f.data_ptr<float>(), y.data_ptr(), z.data_ptr(), M, N,
                               K, ws.numel() ? ws.data_ptr() : nullptr, sm_count(), c10::cuda::getCurrentCUDAStream()))
@@ -75,7 +77,7 @@ struct FeedForward : torch::autograd::Function<FeedForward> {
     if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
       auto dz = torch::empty({M, N}, xb.options());
       auto dbias = torch::empty({N}, xb.options().dtype(torch::kFloat32));
-      auto ws = workspace(cuda::gemm_dgelu_workspace(M, N, H), xb.device());
+      auto ws = workspace(cuda::gemm_dgelu_workspace(M, N, H, sm_count()), xb.device());
       if (!cuda::gemm_dgelu(dout.data_ptr(), w2b.data_ptr(), z.data_ptr(), dz.data_ptr(), dbias.data_ptr<float>(), M,
                             N, H, ws.numel() ? ws.data_ptr() : nullptr, sm_count(),
                             c10::cuda::getCurrentCUDAStream()))
@@ -102,6 +104,12 @@ bool fp32_on(const torch::Tensor& t, const torch::Device& device, int64_t dim) {
 
 }  // namespace
 
+bool fused_feed_forward_built() { return cuda::gemm_gelu_built(); }
+
+bool fused_feed_forward_can_implement(int64_t rows, int64_t N, int64_t K, int64_t H) {
+  return cuda::gemm_gelu_can_implement(rows, N, K, H);
+}
+
 bool fused_feed_forward_runs_on(const torch::Device& device) {
   if (!cuda::gemm_gelu_built() || !device.is_cuda() || !torch::cuda::is_available()) return false;
   const auto* p = at::cuda::getDeviceProperties(device.index() < 0 ? c10::cuda::current_device() : device.index());
@@ -122,6 +130,17 @@ bool fused_feed_forward_takes(const torch::Tensor& x, const torch::Tensor& w1, c
   if (!cuda::gemm_gelu_shape_supported(M, N, K) || !cuda::gemm_gelu_shape_supported(M, N, H)) return false;
   // A bf16 x is read where it is (a contiguous one; another is copied, aligned, by the node).
   if (x.scalar_type() == torch::kBFloat16 && x.is_contiguous() && !cuda::aligned16(x.data_ptr())) return false;
+  if (!cuda::gemm_gelu_can_implement(M, N, K, H)) {
+    static std::once_flag said;
+    std::call_once(said, [&] {
+      std::fprintf(stderr,
+                   "note: gemm-gelu: CUTLASS cannot take the feed-forward's products at %lld rows x %lld -> %lld -> "
+                   "%lld; the separate kernels run\n",
+                   static_cast<long long>(M), static_cast<long long>(K), static_cast<long long>(N),
+                   static_cast<long long>(H));
+    });
+    return false;
+  }
   return true;
 }
 

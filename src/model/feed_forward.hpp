@@ -20,6 +20,12 @@
 
 namespace genemask::model {
 
+/// Whether this build holds the node's kernels (a CUDA build with CUTLASS's headers found).
+bool fused_feed_forward_built();
+/// Whether CUTLASS takes the node's two products for `rows` rows of width K, an intermediate
+/// width N and an output width H (its own host check of the sizes; no GPU needed). False
+/// without the kernels. fused_feed_forward_takes asks it, and says once when it refuses.
+bool fused_feed_forward_can_implement(int64_t rows, int64_t N, int64_t K, int64_t H);
 /// Whether the node can run on `device`: a CUDA build with the kernels (CUTLASS found) and a
 /// GPU of compute capability 9.0.
 bool fused_feed_forward_runs_on(const torch::Device& device);

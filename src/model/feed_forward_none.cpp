@@ -5,6 +5,10 @@
 
 namespace genemask::model {
 
+bool fused_feed_forward_built() { return false; }
+
+bool fused_feed_forward_can_implement(int64_t, int64_t, int64_t, int64_t) { return false; }
+
 bool fused_feed_forward_runs_on(const torch::Device&) { return false; }
 
 bool fused_feed_forward_takes(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,

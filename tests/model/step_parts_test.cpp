@@ -1413,6 +1413,17 @@ TEST(FusedFeedForward, MatchesTheComposition) {
   EXPECT_FALSE(gemm_gelu_shape_supported(16, 3072, 260));
   EXPECT_FALSE(gemm_gelu_shape_supported(16, 0, 256));
   EXPECT_FALSE(gemm_gelu_shape_supported(int64_t{1} << 31, 3072, 256));
+  // CUTLASS's own check of the two products (host code, so it runs here): the models' sizes,
+  // rows that fill no tile, one row, the test's narrow model; not a width off the rule.
+  if (fused_feed_forward_built()) {
+    EXPECT_TRUE(fused_feed_forward_can_implement(131072, 3072, 256, 256));  // logo, 256 x 512
+    EXPECT_TRUE(fused_feed_forward_can_implement(32768, 3072, 768, 768));   // dnabert, 64 x 512
+    EXPECT_TRUE(fused_feed_forward_can_implement(2053, 3072, 256, 256));
+    EXPECT_TRUE(fused_feed_forward_can_implement(1, 3072, 768, 768));
+    EXPECT_TRUE(fused_feed_forward_can_implement(42, 64, 32, 32));
+  }
+  EXPECT_FALSE(fused_feed_forward_can_implement(16, 3076, 256, 256));
+  EXPECT_FALSE(fused_feed_forward_can_implement(16, 3072, 256, 260));
   const Fusions saved = fusions();
   EXPECT_FALSE(fused_feed_forward_runs_on(torch::Device(torch::kCPU)));
   {

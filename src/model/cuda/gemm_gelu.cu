@@ -85,15 +85,32 @@ using Bf16 = cutlass::bfloat16_t;
 using ColumnMajor = cutlass::layout::ColumnMajor;
 using RowMajor = cutlass::layout::RowMajor;
 constexpr int kAlign = 8;  // 16 bytes of bf16
-using TileShape = Shape<_128, _128, _64>;
-using ClusterShape = Shape<_2, _1, _1>;
-using MainloopSchedule = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
-using EpilogueSchedule = cutlass::epilogue::TmaWarpSpecializedCooperative;
+
+/// The kernels' schedules (gemm_gelu_kernels.hpp's GemmGeluKernel): the step's, two
+/// consumer warp groups sharing each 128 x 128 tile (cooperative); and, for kernel_bench, two
+/// warp groups on alternate 64 x 128 tiles (ping-pong: one's epilogue overlaps the other's
+/// products, which may suit `logo`'s short products, K = 256).
+struct Cooperative {
+  using Tile = Shape<_128, _128, _64>;
+  using Cluster = Shape<_2, _1, _1>;
+  using Mainloop = cutlass::gemm::KernelTmaWarpSpecializedCooperative;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecializedCooperative;
+};
+struct Pingpong {
+  using Tile = Shape<_64, _128, _64>;
+  using Cluster = Shape<_2, _1, _1>;
+  using Mainloop = cutlass::gemm::KernelTmaWarpSpecializedPingpong;
+  using Epilogue = cutlass::epilogue::TmaWarpSpecialized;
+};
 
 /// A GEMM of this file: A [M', K'] with layout LayoutA, B K-major, D and aux column-major bf16,
-/// no C, the fusion `Fusion`.
-template <class LayoutA, class Fusion>
+/// no C, the fusion `Fusion`, the schedule S.
+template <class S, class LayoutA, class Fusion>
 struct Product {
+  using TileShape = typename S::Tile;
+  using ClusterShape = typename S::Cluster;
+  using MainloopSchedule = typename S::Mainloop;
+  using EpilogueSchedule = typename S::Epilogue;
   using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, ColumnMajor, kAlign, Bf16, ColumnMajor,
@@ -107,10 +124,21 @@ struct Product {
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
 };
 
-using Forward = Product<RowMajor, cutlass::epilogue::fusion::LinCombPerRowBiasEltActAux<
-                                      ColumnMajor, GeluErf, Bf16, float, Bf16, float, Bf16>>;
-using Backward = Product<ColumnMajor, cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<
-                                          ColumnMajor, GeluErfGrad, Bf16, float, Bf16, float, Bf16>>;
+using ForwardFusion =
+    cutlass::epilogue::fusion::LinCombPerRowBiasEltActAux<ColumnMajor, GeluErf, Bf16, float, Bf16, float, Bf16>;
+using BackwardFusion =
+    cutlass::epilogue::fusion::LinCombDeEltActDePerRowBias<ColumnMajor, GeluErfGrad, Bf16, float, Bf16, float, Bf16>;
+template <class S>
+using Forward = Product<S, RowMajor, ForwardFusion>;
+template <class S>
+using Backward = Product<S, ColumnMajor, BackwardFusion>;
+
+/// What a shape check needs of the GPU: nothing (CUTLASS's can_implement reads no device).
+cutlass::KernelHardwareInfo no_device() {
+  cutlass::KernelHardwareInfo hw;
+  hw.sm_count = 1;
+  return hw;
+}
 
 /// The current GPU with `sm_count` multiprocessors (the persistent tile scheduler's grid).
 cutlass::KernelHardwareInfo hardware(int sm_count) {
@@ -121,10 +149,12 @@ cutlass::KernelHardwareInfo hardware(int sm_count) {
   return hw;
 }
 
-typename Forward::Gemm::Arguments forward_arguments(const void* x, const void* w, const float* bias, void* y,
-                                                    void* aux, int rows, int N, int K, int sm_count) {
-  using G = typename Forward::Gemm;
-  using K_ = typename Forward::Kernel;
+template <class S>
+typename Forward<S>::Gemm::Arguments forward_arguments(const void* x, const void* w, const float* bias, void* y,
+                                                       void* aux, int rows, int N, int K,
+                                                       const cutlass::KernelHardwareInfo& hw) {
+  using G = typename Forward<S>::Gemm;
+  using K_ = typename Forward<S>::Kernel;
   const auto sA = cutlass::make_cute_packed_stride(typename K_::StrideA{}, make_shape(N, K, 1));
   const auto sB = cutlass::make_cute_packed_stride(typename K_::StrideB{}, make_shape(rows, K, 1));
   const auto sD = cutlass::make_cute_packed_stride(typename K_::StrideD{}, make_shape(N, rows, 1));
@@ -132,7 +162,7 @@ typename Forward::Gemm::Arguments forward_arguments(const void* x, const void* w
                              {N, rows, K, 1},
                              {static_cast<const Bf16*>(w), sA, static_cast<const Bf16*>(x), sB},
                              {{}, nullptr, sD, static_cast<Bf16*>(y), sD},
-                             hardware(sm_count)};
+                             hw};
   auto& fusion = args.epilogue.thread;
   fusion.alpha = 1.f;
   fusion.beta = 0.f;
@@ -142,10 +172,12 @@ typename Forward::Gemm::Arguments forward_arguments(const void* x, const void* w
   return args;
 }
 
-typename Backward::Gemm::Arguments backward_arguments(const void* dy, const void* w2, const void* aux, void* dz,
-                                                      float* dbias, int rows, int N, int H, int sm_count) {
-  using G = typename Backward::Gemm;
-  using K_ = typename Backward::Kernel;
+template <class S>
+typename Backward<S>::Gemm::Arguments backward_arguments(const void* dy, const void* w2, const void* aux, void* dz,
+                                                         float* dbias, int rows, int N, int H,
+                                                         const cutlass::KernelHardwareInfo& hw) {
+  using G = typename Backward<S>::Gemm;
+  using K_ = typename Backward<S>::Kernel;
   const auto sA = cutlass::make_cute_packed_stride(typename K_::StrideA{}, make_shape(N, H, 1));
   const auto sB = cutlass::make_cute_packed_stride(typename K_::StrideB{}, make_shape(rows, H, 1));
   const auto sD = cutlass::make_cute_packed_stride(typename K_::StrideD{}, make_shape(N, rows, 1));
@@ -153,7 +185,7 @@ typename Backward::Gemm::Arguments backward_arguments(const void* dy, const void
                              {N, rows, H, 1},
                              {static_cast<const Bf16*>(w2), sA, static_cast<const Bf16*>(dy), sB},
                              {{}, nullptr, sD, static_cast<Bf16*>(dz), sD},
-                             hardware(sm_count)};
+                             hw};
   auto& fusion = args.epilogue.thread;
   fusion.alpha = 1.f;
   fusion.beta = 0.f;
@@ -172,55 +204,88 @@ bool run(const typename G::Arguments& args, void* workspace, cudaStream_t stream
   return gemm.run(stream) == cutlass::Status::kSuccess;
 }
 
+/// Calls f with the schedule type of `kernel`.
+template <class F>
+auto with_schedule(GemmGeluKernel kernel, F&& f) {
+  return kernel == GemmGeluKernel::pingpong ? f(Pingpong{}) : f(Cooperative{});
+}
+
 }  // namespace
 
 bool gemm_gelu_built() { return true; }
 
-size_t gemm_bias_gelu_workspace(int64_t rows, int64_t N, int64_t K) {
-  if (!gemm_gelu_shape_supported(rows, N, K)) return 0;
-  const auto args = forward_arguments(nullptr, nullptr, nullptr, nullptr, nullptr, static_cast<int>(rows),
-                                      static_cast<int>(N), static_cast<int>(K), 1);
-  return Forward::Gemm::get_workspace_size(args);
+bool gemm_gelu_can_implement(int64_t rows, int64_t N, int64_t K, int64_t H) {
+  if (!gemm_gelu_shape_supported(rows, N, K) || !gemm_gelu_shape_supported(rows, N, H)) return false;
+  const int r = static_cast<int>(rows), n = static_cast<int>(N), k = static_cast<int>(K), h = static_cast<int>(H);
+  using F = Forward<Cooperative>::Gemm;
+  using B = Backward<Cooperative>::Gemm;
+  const auto hw = no_device();
+  return F::can_implement(forward_arguments<Cooperative>(nullptr, nullptr, nullptr, nullptr, nullptr, r, n, k, hw)) ==
+             cutlass::Status::kSuccess &&
+         B::can_implement(backward_arguments<Cooperative>(nullptr, nullptr, nullptr, nullptr, nullptr, r, n, h, hw)) ==
+             cutlass::Status::kSuccess;
+}
+
+size_t gemm_bias_gelu_workspace(int64_t rows, int64_t N, int64_t K, int sm_count, GemmGeluKernel kernel) {
+  if (!gemm_gelu_shape_supported(rows, N, K) || sm_count < 1) return 0;
+  return with_schedule(kernel, [&](auto s) {
+    using S = decltype(s);
+    return Forward<S>::Gemm::get_workspace_size(forward_arguments<S>(nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                                     static_cast<int>(rows), static_cast<int>(N),
+                                                                     static_cast<int>(K), hardware(sm_count)));
+  });
 }
 
 bool gemm_bias_gelu(const void* x, const void* w, const float* bias, void* y, void* aux, int64_t rows, int64_t N,
-                    int64_t K, void* workspace, int sm_count, cudaStream_t stream) {
+                    int64_t K, void* workspace, int sm_count, cudaStream_t stream, GemmGeluKernel kernel) {
   if (!gemm_gelu_shape_supported(rows, N, K) || sm_count < 1) return false;
   for (const void* p : {x, w, static_cast<const void*>(bias), static_cast<const void*>(y), static_cast<const void*>(aux)})
     if (!aligned(p)) return false;
-  return run<Forward::Gemm>(forward_arguments(x, w, bias, y, aux, static_cast<int>(rows), static_cast<int>(N),
-                                              static_cast<int>(K), sm_count),
-                            workspace, stream);
+  return with_schedule(kernel, [&](auto s) {
+    using S = decltype(s);
+    return run<typename Forward<S>::Gemm>(forward_arguments<S>(x, w, bias, y, aux, static_cast<int>(rows),
+                                                               static_cast<int>(N), static_cast<int>(K),
+                                                               hardware(sm_count)),
+                                          workspace, stream);
+  });
 }
 
-size_t gemm_dgelu_workspace(int64_t rows, int64_t N, int64_t H) {
-  if (!gemm_gelu_shape_supported(rows, N, H)) return 0;
-  const auto args = backward_arguments(nullptr, nullptr, nullptr, nullptr, nullptr, static_cast<int>(rows),
-                                       static_cast<int>(N), static_cast<int>(H), 1);
-  return Backward::Gemm::get_workspace_size(args);
+size_t gemm_dgelu_workspace(int64_t rows, int64_t N, int64_t H, int sm_count, GemmGeluKernel kernel) {
+  if (!gemm_gelu_shape_supported(rows, N, H) || sm_count < 1) return 0;
+  return with_schedule(kernel, [&](auto s) {
+    using S = decltype(s);
+    return Backward<S>::Gemm::get_workspace_size(backward_arguments<S>(nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                                       static_cast<int>(rows), static_cast<int>(N),
+                                                                       static_cast<int>(H), hardware(sm_count)));
+  });
 }
 
 bool gemm_dgelu(const void* dy, const void* w2, const void* aux, void* dz, float* dbias, int64_t rows, int64_t N,
-                int64_t H, void* workspace, int sm_count, cudaStream_t stream) {
+                int64_t H, void* workspace, int sm_count, cudaStream_t stream, GemmGeluKernel kernel) {
   if (!gemm_gelu_shape_supported(rows, N, H) || sm_count < 1) return false;
   for (const void* p : {dy, w2, aux, static_cast<const void*>(dz), static_cast<const void*>(dbias)})
     if (!aligned(p)) return false;
-  return run<Backward::Gemm>(backward_arguments(dy, w2, aux, dz, dbias, static_cast<int>(rows), static_cast<int>(N),
-                                                static_cast<int>(H), sm_count),
-                             workspace, stream);
+  return with_schedule(kernel, [&](auto s) {
+    using S = decltype(s);
+    return run<typename Backward<S>::Gemm>(backward_arguments<S>(dy, w2, aux, dz, dbias, static_cast<int>(rows),
+                                                                 static_cast<int>(N), static_cast<int>(H),
+                                                                 hardware(sm_count)),
+                                           workspace, stream);
+  });
 }
 
 #else  // no CUTLASS: the callers take the separate kernels
 
 bool gemm_gelu_built() { return false; }
-size_t gemm_bias_gelu_workspace(int64_t, int64_t, int64_t) { return 0; }
+bool gemm_gelu_can_implement(int64_t, int64_t, int64_t, int64_t) { return false; }
+size_t gemm_bias_gelu_workspace(int64_t, int64_t, int64_t, int, GemmGeluKernel) { return 0; }
 bool gemm_bias_gelu(const void*, const void*, const float*, void*, void*, int64_t, int64_t, int64_t, void*, int,
-                    cudaStream_t) {
+                    cudaStream_t, GemmGeluKernel) {
   return false;
 }
-size_t gemm_dgelu_workspace(int64_t, int64_t, int64_t) { return 0; }
+size_t gemm_dgelu_workspace(int64_t, int64_t, int64_t, int, GemmGeluKernel) { return 0; }
 bool gemm_dgelu(const void*, const void*, const void*, void*, float*, int64_t, int64_t, int64_t, void*, int,
-                cudaStream_t) {
+                cudaStream_t, GemmGeluKernel) {
   return false;
 }
 
