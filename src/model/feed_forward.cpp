@@ -34,23 +34,30 @@ torch::Tensor workspace(size_t bytes, const torch::Device& device) {
 
 int sm_count() { return at::cuda::getCurrentDeviceProperties()->multiProcessorCount; }
 
+/// t as the kernels read it: contiguous, and 16-byte aligned (TMA's rule; a view into another
+/// tensor may not be), copied where it is not.
+torch::Tensor for_kernel(const torch::Tensor& t) {
+  auto c = t.contiguous();
+  return cuda::aligned16(c.data_ptr()) ? c : c.clone();
+}
+
 struct FeedForward : torch::autograd::Function<FeedForward> {
   static torch::Tensor forward(AutogradContext* ctx, const torch::Tensor& x, const torch::Tensor& w1,
                                const torch::Tensor& b1, const torch::Tensor& w2, const torch::Tensor& b2,
                                const std::optional<torch::Tensor>& w1_low, const std::optional<torch::Tensor>& w2_low,
                                const std::optional<torch::Tensor>& b2_low) {
     const c10::cuda::CUDAGuard on_device(x.device());
-    const auto xb = x.to(torch::kBFloat16).contiguous();
-    const auto w1b = bf16_operand(w1, w1_low.value_or(torch::Tensor())).contiguous();
-    const auto w2b = bf16_operand(w2, w2_low.value_or(torch::Tensor())).contiguous();
+    const auto xb = for_kernel(x.to(torch::kBFloat16));
+    const auto w1b = for_kernel(bf16_operand(w1, w1_low.value_or(torch::Tensor())));
+    const auto w2b = for_kernel(bf16_operand(w2, w2_low.value_or(torch::Tensor())));
     const auto b2b = bf16_operand(b2, b2_low.value_or(torch::Tensor()));
-    const auto b1f = b1.contiguous();
+    const auto b1f = for_kernel(b1);
     const int64_t K = xb.size(-1), N = w1b.size(0), M = xb.numel() / K;
     auto sizes = xb.sizes().vec();
     sizes.back() = N;
     auto y = torch::empty(sizes, xb.options()), z = torch::empty(sizes, xb.options());
     auto ws = workspace(cuda::gemm_bias_gelu_workspace(M, N, K, sm_count()), x.device());
-    // fused_feed_forward_takes held: the shapes and x's alignment; the rest is fresh memory.
+    // fused_feed_forward_takes held (the shapes); every operand is aligned, y and z fresh.
     if (!cuda::gemm_bias_gelu(xb.data_ptr(), w1b.data_ptr(), b1f.data_ptr<float>(), y.data_ptr(), z.data_ptr(), M, N,
                               K, ws.numel() ? ws.data_ptr() : nullptr, sm_count(), c10::cuda::getCurrentCUDAStream()))
       throw std::runtime_error("fused feed-forward: the CUTLASS product refused [" + std::to_string(M) + ", " +
@@ -70,7 +77,7 @@ struct FeedForward : torch::autograd::Function<FeedForward> {
     const auto &xb = saved[0], &w1b = saved[1], &w2b = saved[2], &y = saved[3], &z = saved[4];
     const c10::cuda::CUDAGuard on_device(xb.device());
     const int64_t K = xb.size(-1), N = w1b.size(0), H = w2b.size(0), M = xb.numel() / K;
-    const auto dout = grads[0].to(torch::kBFloat16).contiguous().view({M, H});
+    const auto dout = for_kernel(grads[0].to(torch::kBFloat16)).view({M, H});
     torch::Tensor dx, dw1, db1, dw2, db2;
     if (ctx->needs_input_grad(4)) db2 = column_sums(dout);
     if (ctx->needs_input_grad(3)) dw2 = at::mm(dout.t(), y.view({M, N})).to(torch::kFloat32);
@@ -128,8 +135,6 @@ bool fused_feed_forward_takes(const torch::Tensor& x, const torch::Tensor& w1, c
   if (x.size(-1) != K || b1.numel() != N || w2.size(1) != N || b2.numel() != H) return false;
   const int64_t M = K > 0 ? x.numel() / K : 0;
   if (!cuda::gemm_gelu_shape_supported(M, N, K) || !cuda::gemm_gelu_shape_supported(M, N, H)) return false;
-  // A bf16 x is read where it is (a contiguous one; another is copied, aligned, by the node).
-  if (x.scalar_type() == torch::kBFloat16 && x.is_contiguous() && !cuda::aligned16(x.data_ptr())) return false;
   if (!cuda::gemm_gelu_can_implement(M, N, K, H)) {
     static std::once_flag said;
     std::call_once(said, [&] {

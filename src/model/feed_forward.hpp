@@ -32,7 +32,8 @@ bool fused_feed_forward_runs_on(const torch::Device& device);
 /// Whether the node takes these: a build with the kernels, x on a GPU of compute capability
 /// 9.0 (Hopper: H100, H200) in bf16 or fp32 with last size K, bf16 autocast on for CUDA,
 /// fp32 weights w1 [N, K], w2 [K', N] and biases b1 [N], b2 [K'] on that GPU, K, N and K'
-/// multiples of 8, and x 16-byte aligned. BERT's layers use the node where
+/// multiples of 8, and CUTLASS's own check of the sizes (said once where it refuses; an
+/// operand not 16-byte aligned is copied by the node, not refused). BERT's layers use the node where
 /// fusions().gemm_gelu and this hold; elsewhere the product, the bias + GELU and the output
 /// product as separate nodes.
 bool fused_feed_forward_takes(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,

@@ -1396,14 +1396,14 @@ TEST(FusedBiasGelu, RowsInFlightGiveTheSameBits) {
 
 // The feed-forward with the bias + GELU and its derivative + the bias gradient in its products'
 // epilogues (fusions.hpp's gemm-gelu, feed_forward.hpp; CUTLASS kernels for Hopper). Anywhere:
-// the shapes the kernels take, the node not taken on the CPU (it throws if called there), and
-// the MLM step on the CPU the same bits with the switch on and off. On a Hopper GPU in a build
-// with CUTLASS: the output and the five gradients against the fp32 composition from the same
-// bf16 operands (LOGO's and DNABERT's widths, a narrow one; rows that fill no tile, one row),
-// each within bf16 rounding of its largest value; the bias's gradient, summed in fp32 from the
-// unrounded products, closer; the same bits on a repeat; what the node does not take (no
-// autocast, a width not a multiple of 8) refused; and the model's bf16 loss and gradients with
-// the switch on against off (the node counted on, so it ran).
+// the shapes the kernels take, CUTLASS's own check of them, the node not taken on the CPU (it
+// throws if called there), and the MLM step on the CPU the same bits with the switch on and
+// off. On a Hopper GPU in a build with CUTLASS: the output and the five gradients against the
+// fp32 composition from the same bf16 operands (LOGO's and DNABERT's widths, a narrow one;
+// rows that fill no tile, one row), each within bf16 rounding of its largest value; the same
+// bits on a repeat; what the node does not take (no autocast, a width not a multiple of 8)
+// refused; an x not 16-byte aligned copied (the same bits); and the model's bf16 loss and
+// gradients with the switch on against off (the node counted on, so it ran).
 TEST(FusedFeedForward, MatchesTheComposition) {
   using genemask::model::cuda::gemm_gelu_shape_supported;
   EXPECT_TRUE(gemm_gelu_shape_supported(1, 3072, 256));
@@ -1493,6 +1493,17 @@ TEST(FusedFeedForward, MatchesTheComposition) {
         }
         EXPECT_TRUE(torch::equal(out2, out)) << "the output: not the same bits";
       }
+  {  // an x that is no 16-byte aligned view (TMA's rule): copied by the node, the same bits
+    torch::manual_seed(12);
+    auto storage = torch::randn({148 * 256 + 1}, on_gpu.dtype(torch::kBFloat16));
+    const auto x_off = storage.narrow(0, 1, 148 * 256).view({148, 256});
+    const auto x_on = x_off.clone();
+    const auto w1 = torch::randn({3072, 256}, on_gpu) / 16, b1 = torch::randn({3072}, on_gpu);
+    const auto w2 = torch::randn({256, 3072}, on_gpu) / 55, b2 = torch::randn({256}, on_gpu);
+    Autocast autocast(true);
+    ASSERT_TRUE(fused_feed_forward_takes(x_off, w1, b1, w2, b2));
+    EXPECT_TRUE(torch::equal(fused_feed_forward(x_off, w1, b1, w2, b2), fused_feed_forward(x_on, w1, b1, w2, b2)));
+  }
   {  // the model: gemm-gelu on against off, the node counted
     const auto before = fused_feed_forward_counts();
     const auto [loss_off, grads_off] = bf16_loss_and_grads(gpu, off);
