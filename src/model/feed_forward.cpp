@@ -104,7 +104,6 @@ struct FeedForward : torch::autograd::Function<FeedForward> {
   }
 };
 
-
 bool fp32_on(const torch::Tensor& t, const torch::Device& device, int64_t dim) {
   return t.defined() && t.scalar_type() == torch::kFloat32 && t.device() == device && t.dim() == dim;
 }
