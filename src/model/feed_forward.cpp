@@ -56,10 +56,11 @@ struct FeedForward : torch::autograd::Function<FeedForward> {
     auto sizes = xb.sizes().vec();
     sizes.back() = N;
     auto y = torch::empty(sizes, xb.options()), z = torch::empty(sizes, xb.options());
-    auto ws = workspace(cuda::gemm_bias_gelu_workspace(M, N, K, sm_count()), x.device());
+    const int sms = sm_count();
+    auto ws = workspace(cuda::gemm_bias_gelu_workspace(M, N, K, sms), x.device());
     // fused_feed_forward_takes held (the shapes); every operand is aligned, y and z fresh.
     if (!cuda::gemm_bias_gelu(xb.data_ptr(), w1b.data_ptr(), b1f.data_ptr<float>(), y.data_ptr(), z.data_ptr(), M, N,
-                              K, ws.numel() ? ws.data_ptr() : nullptr, sm_count(), c10::cuda::getCurrentCUDAStream()))
+                              K, ws.numel() ? ws.data_ptr() : nullptr, sms, c10::cuda::getCurrentCUDAStream()))
       throw std::runtime_error("fused feed-forward: the CUTLASS product refused [" + std::to_string(M) + ", " +
                                std::to_string(K) + "] x [" + std::to_string(N) + ", " + std::to_string(K) +
                                "]ᵀ (GENEMASK_FUSED without gemm-gelu runs the separate kernels)");
@@ -84,10 +85,10 @@ struct FeedForward : torch::autograd::Function<FeedForward> {
     if (ctx->needs_input_grad(0) || ctx->needs_input_grad(1) || ctx->needs_input_grad(2)) {
       auto dz = torch::empty({M, N}, xb.options());
       auto dbias = torch::empty({N}, xb.options().dtype(torch::kFloat32));
-      auto ws = workspace(cuda::gemm_dgelu_workspace(M, N, H, sm_count()), xb.device());
+      const int sms = sm_count();
+      auto ws = workspace(cuda::gemm_dgelu_workspace(M, N, H, sms), xb.device());
       if (!cuda::gemm_dgelu(dout.data_ptr(), w2b.data_ptr(), z.data_ptr(), dz.data_ptr(), dbias.data_ptr<float>(), M,
-                            N, H, ws.numel() ? ws.data_ptr() : nullptr, sm_count(),
-                            c10::cuda::getCurrentCUDAStream()))
+                            N, H, ws.numel() ? ws.data_ptr() : nullptr, sms, c10::cuda::getCurrentCUDAStream()))
         throw std::runtime_error("fused feed-forward: the CUTLASS input-gradient product refused [" +
                                  std::to_string(M) + ", " + std::to_string(H) + "] x [" + std::to_string(H) + ", " +
                                  std::to_string(N) + "]");

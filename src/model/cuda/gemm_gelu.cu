@@ -10,6 +10,7 @@
 //   forward:  D = yᵀ [N, rows] = w [N, K] (K-major) · x [rows, K]ᵀ (K-major); aux = zᵀ.
 //   backward: D = dzᵀ [N, rows] = w2ᵀ [N, H] (N-major: w2 is [H, N] row-major) · dy [rows, H]ᵀ.
 #include "model/cuda/gemm_gelu_kernels.hpp"
+#include "model/cuda/launch.hpp"
 
 #include <cstdint>
 
@@ -26,10 +27,6 @@
 #endif
 
 namespace genemask::model::cuda {
-
-namespace {
-bool aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-}  // namespace
 
 #if defined(GENEMASK_HAVE_CUTLASS)
 namespace {
@@ -149,26 +146,35 @@ cutlass::KernelHardwareInfo hardware(int sm_count) {
   return hw;
 }
 
-template <class S>
-typename Forward<S>::Gemm::Arguments forward_arguments(const void* x, const void* w, const float* bias, void* y,
-                                                       void* aux, int rows, int N, int K,
-                                                       const cutlass::KernelHardwareInfo& hw) {
-  using G = typename Forward<S>::Gemm;
-  using K_ = typename Forward<S>::Kernel;
+/// A product's arguments: D [N, rows] = A [N, K'] · B [rows, K']ᵀ, packed operands in P's
+/// layouts, D and aux in D's layout, alpha 1, no C; the fusion's own pointers left to set.
+template <class P>
+typename P::Gemm::Arguments product_arguments(const void* a, const void* b, void* d, int rows, int N, int K,
+                                              const cutlass::KernelHardwareInfo& hw) {
+  using G = typename P::Gemm;
+  using K_ = typename P::Kernel;
   const auto sA = cutlass::make_cute_packed_stride(typename K_::StrideA{}, make_shape(N, K, 1));
   const auto sB = cutlass::make_cute_packed_stride(typename K_::StrideB{}, make_shape(rows, K, 1));
   const auto sD = cutlass::make_cute_packed_stride(typename K_::StrideD{}, make_shape(N, rows, 1));
   typename G::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
                              {N, rows, K, 1},
-                             {static_cast<const Bf16*>(w), sA, static_cast<const Bf16*>(x), sB},
-                             {{}, nullptr, sD, static_cast<Bf16*>(y), sD},
+                             {static_cast<const Bf16*>(a), sA, static_cast<const Bf16*>(b), sB},
+                             {{}, nullptr, sD, static_cast<Bf16*>(d), sD},
                              hw};
   auto& fusion = args.epilogue.thread;
   fusion.alpha = 1.f;
   fusion.beta = 0.f;
-  fusion.bias_ptr = bias;
-  fusion.aux_ptr = static_cast<Bf16*>(aux);
   fusion.dAux = sD;
+  return args;
+}
+
+template <class S>
+typename Forward<S>::Gemm::Arguments forward_arguments(const void* x, const void* w, const float* bias, void* y,
+                                                       void* aux, int rows, int N, int K,
+                                                       const cutlass::KernelHardwareInfo& hw) {
+  auto args = product_arguments<Forward<S>>(w, x, y, rows, N, K, hw);
+  args.epilogue.thread.bias_ptr = bias;
+  args.epilogue.thread.aux_ptr = static_cast<Bf16*>(aux);
   return args;
 }
 
@@ -176,22 +182,9 @@ template <class S>
 typename Backward<S>::Gemm::Arguments backward_arguments(const void* dy, const void* w2, const void* aux, void* dz,
                                                          float* dbias, int rows, int N, int H,
                                                          const cutlass::KernelHardwareInfo& hw) {
-  using G = typename Backward<S>::Gemm;
-  using K_ = typename Backward<S>::Kernel;
-  const auto sA = cutlass::make_cute_packed_stride(typename K_::StrideA{}, make_shape(N, H, 1));
-  const auto sB = cutlass::make_cute_packed_stride(typename K_::StrideB{}, make_shape(rows, H, 1));
-  const auto sD = cutlass::make_cute_packed_stride(typename K_::StrideD{}, make_shape(N, rows, 1));
-  typename G::Arguments args{cutlass::gemm::GemmUniversalMode::kGemm,
-                             {N, rows, H, 1},
-                             {static_cast<const Bf16*>(w2), sA, static_cast<const Bf16*>(dy), sB},
-                             {{}, nullptr, sD, static_cast<Bf16*>(dz), sD},
-                             hw};
-  auto& fusion = args.epilogue.thread;
-  fusion.alpha = 1.f;
-  fusion.beta = 0.f;
-  fusion.aux_ptr = static_cast<const Bf16*>(aux);
-  fusion.dAux = sD;
-  fusion.dbias_ptr = dbias;
+  auto args = product_arguments<Backward<S>>(w2, dy, dz, rows, N, H, hw);
+  args.epilogue.thread.aux_ptr = static_cast<const Bf16*>(aux);
+  args.epilogue.thread.dbias_ptr = dbias;
   return args;
 }
 
@@ -240,7 +233,7 @@ bool gemm_bias_gelu(const void* x, const void* w, const float* bias, void* y, vo
                     int64_t K, void* workspace, int sm_count, cudaStream_t stream, GemmGeluKernel kernel) {
   if (!gemm_gelu_shape_supported(rows, N, K) || sm_count < 1) return false;
   for (const void* p : {x, w, static_cast<const void*>(bias), static_cast<const void*>(y), static_cast<const void*>(aux)})
-    if (!aligned(p)) return false;
+    if (!aligned16(p)) return false;
   return with_schedule(kernel, [&](auto s) {
     using S = decltype(s);
     return run<typename Forward<S>::Gemm>(forward_arguments<S>(x, w, bias, y, aux, static_cast<int>(rows),
@@ -264,7 +257,7 @@ bool gemm_dgelu(const void* dy, const void* w2, const void* aux, void* dz, float
                 int64_t H, void* workspace, int sm_count, cudaStream_t stream, GemmGeluKernel kernel) {
   if (!gemm_gelu_shape_supported(rows, N, H) || sm_count < 1) return false;
   for (const void* p : {dy, w2, aux, static_cast<const void*>(dz), static_cast<const void*>(dbias)})
-    if (!aligned(p)) return false;
+    if (!aligned16(p)) return false;
   return with_schedule(kernel, [&](auto s) {
     using S = decltype(s);
     return run<typename Backward<S>::Gemm>(backward_arguments<S>(dy, w2, aux, dz, dbias, static_cast<int>(rows),
