@@ -65,16 +65,8 @@ void register_pmi_vocab(CLI::App& app, Context& ctx) {
   sub->add_option("--kmax", a->kmax, "longest k")
       ->check(CLI::Range(io::kPmiVocabMinK, io::kPmiVocabMaxK))
       ->capture_default_str();
-  sub->add_option("--genome", a->genome,
-                  "with counts of a genome list (`count --genomes`): use this genome's counts instead of the pool "
-                  "(the default: the sum of every genome's counts)")
-      ->check(non_empty_name());
+  add_counts_genome_option(sub, a->genome);
   add_file_force_flag(sub, a->force);
-  sub->footer(
-      "Counts of a genome list (`genemask count --genomes`) hold each genome's counts and their pool. Without "
-      "--genome the pool is used: every probability comes from the summed counts, as if the genomes were one "
-      "corpus, so each genome weighs in by its size (a large genome dominates, and a k-mer frequent in a small "
-      "one can rank low). --genome NAME uses that genome alone.");
   sub->callback([a, &ctx] {
     ctx.inputs = {{"--counts", a->counts}};
     ctx.outputs = {file_output("--out", a->out, {io::OwnFile::Kind::first_line, io::kPmiVocabHeader,

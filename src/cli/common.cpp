@@ -103,6 +103,19 @@ CLI::Option* add_file_force_flag(CLI::App* sub, bool& force, const std::string& 
                        "output of it is replaced without --force); never a file inside a directory genemask manages");
 }
 
+CLI::Option* add_counts_genome_option(CLI::App* sub, std::string& genome) {
+  sub->footer(
+      "Counts of a genome list (`genemask count --genomes`) hold each genome's counts and their pool. Without "
+      "--genome the pool is used: every probability comes from the summed counts, as if the genomes were one "
+      "corpus, so each genome weighs in by its size (a large genome dominates, and a k-mer frequent in a small "
+      "one can rank low). --genome NAME uses that genome alone.");
+  return sub
+      ->add_option("--genome", genome,
+                   "with counts of a genome list (`count --genomes`): use this genome's counts instead of the pool "
+                   "(the default: the sum of every genome's counts)")
+      ->check(non_empty_name());
+}
+
 io::NamedOutput file_output(const std::string& option, const std::string& path, io::OwnFile own, bool force,
                             bool force_flag) {
   io::NamedOutput o{option, path, io::OutputKind::file, std::move(own)};

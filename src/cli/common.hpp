@@ -94,6 +94,10 @@ CLI::Option* add_file_force_flag(CLI::App* sub, bool& force, const std::string& 
 io::NamedOutput file_output(const std::string& option, const std::string& path, io::OwnFile own, bool force,
                             bool force_flag = true);
 
+/// --genome NAME of a command that reads counts.h5 (npmi, pmi-vocab): with counts of a genome
+/// list, that genome's counts instead of the pool; also sets the footer that says so.
+CLI::Option* add_counts_genome_option(CLI::App* sub, std::string& genome);
+
 /// --masking NAME, parsed here into the strategy (genemask/corpus/masking.hpp names them).
 CLI::Option* add_masking_option(CLI::App* sub, MaskingKind& kind);
 
