@@ -267,8 +267,8 @@ torch::Tensor affine(const torch::Tensor& x, const torch::Tensor& weight, const 
   // The bf16 copies of weight and bias kept between steps (weight_copies.hpp), where in force:
   // given, or found for parameters that have one; undefined otherwise (autocast casts).
   const WeightCopies* copies = weight_copies_for(x.device());
-  const torch::Tensor wl = weight_low.defined() ? weight_low : copies ? copies->low(weight) : torch::Tensor();
-  const torch::Tensor bl = bias_low.defined() ? bias_low : copies ? copies->low(bias) : torch::Tensor();
+  const torch::Tensor wl = weight_low.defined() ? weight_low : low_copy(copies, weight);
+  const torch::Tensor bl = bias_low.defined() ? bias_low : low_copy(copies, bias);
   // On a GPU under bf16 with bgrad in force, the node whose backward sums the bias's gradient
   // in the weight-gradient product (linear_bgrad.hpp); with bias-sum (and not bgrad), the
   // same node summing it with the column-sum kernel; on the CPU under bf16, the bias in
@@ -593,8 +593,9 @@ Hidden BertLayerImpl::forward_hidden(const Hidden& x, const AttentionMask& key_m
   const auto &w2 = output->dense->weight, &b2 = output->dense->bias;
   if (fusions().gemm_gelu && fused_feed_forward_takes(in, w1, b1, w2, b2)) {
     const WeightCopies* copies = weight_copies_for(in.device());
-    auto low = [&](const torch::Tensor& p) { return copies ? copies->low(p) : torch::Tensor(); };
-    return output->forward_residual(fused_feed_forward(in, w1, b1, w2, b2, low(w1), low(w2), low(b2)), a.x, copy);
+    return output->forward_residual(
+        fused_feed_forward(in, w1, b1, w2, b2, low_copy(copies, w1), low_copy(copies, w2), low_copy(copies, b2)), a.x,
+        copy);
   }
   return output->forward_hidden(intermediate->forward(a), a.x, copy);
 }
@@ -683,8 +684,8 @@ torch::Tensor decoder_logits(const torch::Tensor& t, const torch::Tensor& weight
   // gradient reaches the padded parameter and, through the padding's backward, the first V
   // rows of the parameter itself.
   const WeightCopies* copies = weight_copies_for(t.device());
-  const torch::Tensor wl = copies ? copies->low(weight) : torch::Tensor();
-  const torch::Tensor bl = copies ? copies->low(bias) : torch::Tensor();
+  const torch::Tensor wl = low_copy(copies, weight);
+  const torch::Tensor bl = low_copy(copies, bias);
   auto rows = [&](const torch::Tensor& x) {
     return x.defined() ? at::constant_pad_nd(x, {0, 0, 0, columns - V}) : x;
   };

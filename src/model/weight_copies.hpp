@@ -103,6 +103,11 @@ std::unique_ptr<WeightCopies> bert_weight_copies(BertForMaskedLMImpl& model);
 /// bf16 autocast is on for `device`'s type; nullptr otherwise.
 const WeightCopies* weight_copies_for(const torch::Device& device);
 
+/// copies->low(p), or undefined where `copies` is null (no copies in force: autocast casts).
+inline torch::Tensor low_copy(const WeightCopies* copies, const torch::Tensor& p) {
+  return copies ? copies->low(p) : torch::Tensor();
+}
+
 /// Puts `copies` in force on this thread while alive (nullptr: none), then what was before.
 class UseWeightCopies {
  public:
