@@ -162,8 +162,16 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
     }
     const std::string source = multi ? req.list.path : req.genome;
     if (T.samples_train + T.samples_valid == 0) {
-      uint64_t bases = 0;
-      for (const auto& r : records) bases += r.length;
+      uint64_t bases = 0, longest = 0;
+      for (const auto& r : records) bases += r.length, longest = std::max<uint64_t>(longest, r.length);
+      // No segment at all: every record is shorter than its start offset and one segment (the
+      // genome may be all A, C, G and T: its N is not the cause).
+      if (T.candidates == 0)
+        throw io::InputError(source, fmt::format("gives no sample: no segment fits in any of its {} record(s) (the "
+                                                 "longest {} bases): each record first skips a start offset drawn "
+                                                 "from [1, --max-offset {}], then needs --min-tokens {} 6-mers; "
+                                                 "lower --max-offset (or --min-tokens), or give a longer genome",
+                                                 records.size(), longest, o.recipe.max_offset, o.recipe.min_tokens));
       throw io::InputError(source, fmt::format("gives no sample: none of its {} candidate segment(s) is all A, C, "
                                                "G and T ({} dropped for N or other codes; {} record(s) of {} "
                                                "bases in all); a corpus needs stretches of at least --min-tokens "

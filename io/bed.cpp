@@ -33,12 +33,12 @@ uint64_t parse_u64(const std::string& path, uint64_t lineno, const std::string& 
   return *out;
 }
 
-char parse_strand(const std::string& path, uint64_t lineno, const std::string& v, bool dot_ok) {
+/// `why`: what the strand orients ("TSS windows are strand-aware").
+char parse_strand(const std::string& path, uint64_t lineno, const std::string& v, bool dot_ok, const char* why) {
   if (v == "+" || v == "-") return v[0];
   if (dot_ok && v == ".") return '+';
-  throw InputError(path, lineno,
-                   fmt::format("strand must be '+' or '-'{}, found '{}' (TSS windows are strand-aware)",
-                               dot_ok ? " (or '.')" : "", v));
+  throw InputError(path, lineno, fmt::format("strand must be '+' or '-'{}, found '{}' ({})", dot_ok ? " (or '.')" : "", v,
+                                             why));
 }
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -63,7 +63,7 @@ std::vector<TssSite> read_tss_bed(const std::string& path, uint64_t tss_offset) 
     TssSite s;
     s.chrom = f[0];
     s.name = f[3];
-    s.strand = parse_strand(path, ln, f[5], false);
+    s.strand = parse_strand(path, ln, f[5], false, "TSS windows are strand-aware");
     s.line = ln;
     bool thick = false;
     // Columns 7-8 present but both empty (a table's blank cells) are as absent, as the docs say.
@@ -105,7 +105,7 @@ std::vector<TssSite> read_tss_sga(const std::string& path) {
     const uint64_t pos = parse_u64(path, ln, f[2], "column 3 (position)");
     if (pos == 0) throw InputError(path, ln, "column 3 (position) is 1-based and cannot be 0");
     s.pos = pos - 1;
-    s.strand = parse_strand(path, ln, f[3], false);
+    s.strand = parse_strand(path, ln, f[3], false, "TSS windows are strand-aware");
     if (f.size() >= 6) s.name = f[5];
     s.line = ln;
     out.push_back(std::move(s));
@@ -166,7 +166,8 @@ std::vector<IntervalRow> read_interval_csv(const std::string& path) {
     r.start = parse_u64(path, ln, f[static_cast<size_t>(cs)], "start");
     r.end = parse_u64(path, ln, f[static_cast<size_t>(ce)], "end");
     if (r.end <= r.start) throw InputError(path, ln, fmt::format("end {} is not after start {}", r.end, r.start));
-    r.strand = parse_strand(path, ln, f[static_cast<size_t>(cst)], true);
+    r.strand = parse_strand(path, ln, f[static_cast<size_t>(cst)], true,
+                            "a '-' interval is read as its reverse complement");
     r.line = ln;
     out.push_back(std::move(r));
   });

@@ -220,16 +220,31 @@ std::vector<std::string> unterminated_inputs() {
   return r.paths;
 }
 
-void warn_unterminated_last_line(const std::string& path, uint64_t line, std::string_view what) {
-  {
-    auto& r = unterminated_record();
-    std::lock_guard<std::mutex> lock(r.m);
-    if (std::find(r.paths.begin(), r.paths.end(), path) == r.paths.end()) r.paths.push_back(path);
-  }
-  std::cerr << fmt::format("genemask: warning: {}:{}: the last line has no line end: if the file was cut short (a "
+namespace {
+/// Records PATH; true when it is new to the record.
+bool record_unterminated(const std::string& path) {
+  auto& r = unterminated_record();
+  std::lock_guard<std::mutex> lock(r.m);
+  if (std::find(r.paths.begin(), r.paths.end(), path) != r.paths.end()) return false;
+  r.paths.push_back(path);
+  return true;
+}
+
+void say_unterminated(const std::string& where, std::string_view what) {
+  std::cerr << fmt::format("genemask: warning: {}: the last line has no line end: if the file was cut short (a "
                            "truncated download or copy), {} and was read as it is; check the file (a whole file "
                            "ends its last line; the summary lists it: unterminated_inputs)\n",
-                           printable(path), line, what);
+                           where, what);
+}
+}  // namespace
+
+void warn_unterminated_last_line(const std::string& path, uint64_t line, std::string_view what) {
+  record_unterminated(path);
+  say_unterminated(fmt::format("{}:{}", printable(path), line), what);
+}
+
+void warn_unterminated_file(const std::string& path, std::string_view what) {
+  if (record_unterminated(path)) say_unterminated(printable(path), what);
 }
 
 }  // namespace genemask::io

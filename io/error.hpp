@@ -61,6 +61,10 @@ void write_error_line(const char* program, const char* what) noexcept;
 /// it beside its numbers, not only on stderr.
 void warn_unterminated_last_line(const std::string& path, uint64_t line, std::string_view what);
 
+/// The same for a file whose last line's number is not known (a genome read in parts by its
+/// ranks): said once per path and process.
+void warn_unterminated_file(const std::string& path, std::string_view what);
+
 /// The inputs this process has read whose last line had no line end (warn_unterminated_last_line),
 /// each once, in the order warned. Every command's summary line lists them
 /// (`unterminated_inputs`, cli/common.cpp's print_summary).

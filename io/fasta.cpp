@@ -95,6 +95,7 @@ std::vector<FastaRecordSummary> read_fasta(const std::string& path, const FastaV
   FileInfo info = probe_file(path);
   RecordHandler h(info, visitor);
   scan_fasta(info, Ownership{}, h);
+  note_fasta_end(info);  // read whole, without a word: its last record may be cut
   return h.take();
 }
 

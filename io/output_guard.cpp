@@ -120,16 +120,19 @@ bool is_input_in_use(const std::string& path) {
   return false;
 }
 
-/// The entries of `dir` that are not genemask's own bookkeeping (lock, marker, staging) nor
-/// an input of the running command (`sweep --plan DIR/plan.yaml --out DIR`).
-std::vector<std::string> user_entries(const std::string& dir) {
+/// The entries of `dir` that are not genemask's own bookkeeping (lock, marker, staging), nor,
+/// with `skip_inputs`, an input of the running command (`sweep --plan DIR/plan.yaml --out
+/// DIR`: a run directory, claimed and written into, never replaced). A directory a command
+/// fills whole holds the user's data even where that data is the command's input
+/// (`shards --genome data/g.fa --out data` made the user's folder a shard set).
+std::vector<std::string> user_entries(const std::string& dir, bool skip_inputs) {
   std::vector<std::string> names;
   DIR* d = ::opendir(dir.c_str());
   if (!d) throw std::runtime_error(fmt::format("cannot read the directory {}: {}", dir, std::strerror(errno)));
   while (const dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
     if (n == "." || n == ".." || n == kLockName || n == kOutputMarker || n == kStaging || n == kReadersLock) continue;
-    if (is_input_in_use(dir + "/" + n)) continue;
+    if (skip_inputs && is_input_in_use(dir + "/" + n)) continue;
     names.push_back(n);
   }
   ::closedir(d);
@@ -205,7 +208,12 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Named
     if (i.path.empty()) continue;
     if (auto st = stat_of(i.path)) ins.push_back(In{&i, identity(*st), S_ISDIR(st->st_mode)});
   }
-  std::vector<std::pair<const NamedOutput*, std::string>> seen;
+  struct Seen {
+    const NamedOutput* out;
+    std::string key, abs;
+    Place place;
+  };
+  std::vector<Seen> seen;
   for (const auto& o : outputs) {
     if (o.path.empty()) continue;
     const NamedPath named{o.option, o.path};
@@ -247,14 +255,32 @@ void check_outputs(const std::vector<NamedPath>& inputs, const std::vector<Named
               quoted(named), quoted(*in.named), o.option));
     }
     // Two outputs under one name: the same file (existing), or the same path (new).
-    const std::string key = p.self ? fmt::format("id:{}:{}", p.self->dev, p.self->ino)
-                                   : "path:" + fs::absolute(o.path).lexically_normal().string();
-    for (const auto& [other, k] : seen)
-      if (k == key)
+    const std::string abs = fs::absolute(o.path).lexically_normal().string();
+    const std::string key = p.self ? fmt::format("id:{}:{}", p.self->dev, p.self->ino) : "path:" + abs;
+    for (const auto& s : seen)
+      if (s.key == key)
         throw std::runtime_error(fmt::format("{} and {} are the same {}: give each output its own name",
-                                             quoted(NamedPath{other->option, other->path}), quoted(named),
+                                             quoted(NamedPath{s.out->option, s.out->path}), quoted(named),
                                              p.self ? (o.kind == OutputKind::file ? "file" : "directory") : "path"));
-    seen.emplace_back(&o, key);
+    // One output inside another's directory: the directory is written whole (staged and
+    // renamed into place, or claimed as a run's), and the other would be inside it, or make it
+    // look taken ("not empty") before it is written. By path, or by identity where both exist.
+    const auto inside = [](const Seen& outer, const Seen& inner) {
+      if (outer.out->kind != OutputKind::directory) return false;
+      const std::string prefix = outer.abs.back() == '/' ? outer.abs : outer.abs + "/";
+      if (inner.abs.compare(0, prefix.size(), prefix) == 0) return true;
+      return outer.place.self && std::any_of(inner.place.above.begin(), inner.place.above.end(),
+                                             [&](const auto& a) { return a.first == *outer.place.self; });
+    };
+    const Seen me{&o, key, abs, p};
+    for (const auto& s : seen)
+      for (const auto& [outer, inner] : {std::pair{&s, &me}, std::pair{&me, &s}})
+        if (inside(*outer, *inner))
+          throw std::runtime_error(fmt::format("{} lies inside {}, another output of this command: give each output "
+                                               "a place of its own, outside the other",
+                                               quoted(NamedPath{inner->out->option, inner->out->path}),
+                                               quoted(NamedPath{outer->out->option, outer->out->path})));
+    seen.push_back(me);
     if (o.kind == OutputKind::file) {
       std::lock_guard<std::mutex> g(g_mutex);
       g_outputs_at_start[output_key(o.path)] = p.self;
@@ -464,7 +490,7 @@ OutputSet::OutputSet(std::string dir, Options options)
   try {
     check_writable_target(dir_);
     lock_ = std::make_unique<DirLock>(dir_, "genemask " + o_.command);
-    const std::vector<std::string> others = user_entries(dir_);
+    const std::vector<std::string> others = user_entries(dir_, /*skip_inputs=*/false);
     if (const auto marker = read_output_marker(dir_)) {
       const std::string cmd = (*marker)["command"].get<std::string>();
       const bool complete = (*marker)["complete"].get<bool>();
@@ -684,7 +710,7 @@ std::shared_ptr<void> hold_output_for_reading(const std::string& dir, const std:
 void claim_run_directory(const std::string& dir, const std::string& command, const std::string& option,
                          const std::vector<std::string>& legacy_entries,
                          const std::function<bool(const std::string&)>& legacy_proof) {
-  const std::vector<std::string> others = user_entries(dir);
+  const std::vector<std::string> others = user_entries(dir, /*skip_inputs=*/true);
   if (const auto marker = read_output_marker(dir)) {
     const std::string cmd = (*marker)["command"].get<std::string>();
     if (cmd != command)

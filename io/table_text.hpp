@@ -9,8 +9,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <iterator>
 #include <string>
 #include <string_view>
+#include <tuple>
 
 #include "io/error.hpp"
 
@@ -40,6 +43,56 @@ inline std::string describe_control_char(std::string_view name, size_t at) {
   if (b(0) == 0xC2) return fmt::format("U+{:04X}", b(1));  // C1: U+0080-U+009F
   if (b(0) == 0xE2) return fmt::format("U+{:04X}", 0x2000u | (b(1) & 0x3Fu) << 6 | (b(2) & 0x3Fu));
   return describe_byte(static_cast<unsigned char>(name[at]));
+}
+
+/// The UTF-8 characters shown as a space (no-break, en to hair, narrow no-break, medium
+/// mathematical, ideographic; `space` true) or not shown at all (zero-width space, non-joiner,
+/// joiner, word joiner, byte-order mark, soft hyphen; `space` false) at name[i]: their length
+/// in bytes, 0 for any other character.
+inline size_t unshown_char_at(std::string_view name, size_t i, bool& space) {
+  static const char* const kSpaces[] = {"\xC2\xA0", "\xE2\x80\x80", "\xE2\x80\x81", "\xE2\x80\x82", "\xE2\x80\x83",
+                                        "\xE2\x80\x84", "\xE2\x80\x85", "\xE2\x80\x86", "\xE2\x80\x87", "\xE2\x80\x88",
+                                        "\xE2\x80\x89", "\xE2\x80\x8A", "\xE2\x80\xAF", "\xE2\x81\x9F", "\xE3\x80\x80"};
+  static const char* const kInvisible[] = {"\xE2\x80\x8B", "\xE2\x80\x8C", "\xE2\x80\x8D",
+                                           "\xE2\x81\xA0", "\xEF\xBB\xBF", "\xC2\xAD"};
+  for (const auto& [list, n, is_space] : {std::tuple{kSpaces, std::size(kSpaces), true},
+                                          std::tuple{kInvisible, std::size(kInvisible), false}})
+    for (size_t k = 0; k < n; ++k)
+      if (const std::string_view c = list[k]; name.substr(i, c.size()) == c) {
+        space = is_space;
+        return c.size();
+      }
+  return 0;
+}
+
+/// The position of the first Unicode space or invisible character (unshown_char_at), or npos.
+inline size_t first_unshown_char(std::string_view name) {
+  bool space = false;
+  for (size_t i = 0; i < name.size(); ++i)
+    if (unshown_char_at(name, i, space) > 0) return i;
+  return std::string_view::npos;
+}
+
+/// A name as a table shows it: without leading and trailing spaces, each run of spaces as one
+/// (ASCII white space and the Unicode spaces alike), without the invisible characters. Two
+/// names with one key are told apart by nothing a reader sees.
+inline std::string shown_alike_key(std::string_view name) {
+  std::string out;
+  bool space = false;
+  for (size_t i = 0; i < name.size();) {
+    bool is_space = false;
+    size_t n = unshown_char_at(name, i, is_space);
+    if (n == 0 && std::isspace(static_cast<unsigned char>(name[i]))) n = 1, is_space = true;
+    if (n > 0) {
+      space = space || is_space;
+      i += n;
+      continue;
+    }
+    if (space && !out.empty()) out += ' ';
+    space = false;
+    out += name[i++];
+  }
+  return out;
 }
 
 /// `text` as one field of a table separated by `sep` ('\t' or ',').

@@ -4,11 +4,13 @@
 #include <algorithm>
 #include <cctype>
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 #include <fstream>
 #include <stdexcept>
 
 #include "io/error.hpp"
 #include "io/output_guard.hpp"
+#include "io/table_text.hpp"
 #include "io/text_source.hpp"
 
 namespace genemask::io {
@@ -81,6 +83,22 @@ bool is_plain_integer(const std::string& s) {
   return std::all_of(s.begin() + static_cast<std::ptrdiff_t>(b), s.end(), is_digit);
 }
 
+/// The position of the first full-width form (U+FF01-U+FF5E: "１", "Ａ"), or npos.
+size_t first_fullwidth_char(std::string_view s) {
+  for (size_t i = 0; i + 2 < s.size(); ++i) {
+    const auto b1 = static_cast<unsigned char>(s[i + 1]), b2 = static_cast<unsigned char>(s[i + 2]);
+    if (static_cast<unsigned char>(s[i]) == 0xEF && ((b1 == 0xBC && b2 >= 0x81 && b2 <= 0xBF) || (b1 == 0xBD && b2 >= 0x80 && b2 <= 0x9E)))
+      return i;
+  }
+  return std::string_view::npos;
+}
+
+/// The code point of the three-byte UTF-8 character at s[at].
+unsigned fullwidth_code_point(std::string_view s, size_t at) {
+  return (static_cast<unsigned char>(s[at]) & 0x0Fu) << 12 | (static_cast<unsigned char>(s[at + 1]) & 0x3Fu) << 6 |
+         (static_cast<unsigned char>(s[at + 2]) & 0x3Fu);
+}
+
 }  // namespace
 
 std::string label_problem(const std::string& label) {
@@ -92,6 +110,17 @@ std::string label_problem(const std::string& label) {
                        "remove the space",
                        label, trimmed);
   }
+  // The same by a space or an invisible character no one sees ("1" + a no-break space from a
+  // spreadsheet, "1" + a zero-width space), or by a full-width form ("１" for "1").
+  if (const size_t at = first_unshown_char(label); at != std::string::npos)
+    return fmt::format("label '{}' (as JSON: {}) holds a space or an invisible character that is not ASCII (at byte {}), "
+                       "which would make it a class apart from '{}', as it reads; write it in ASCII",
+                       label, nlohmann::json(label).dump(-1, ' ', /*ensure_ascii=*/true), at + 1,
+                       shown_alike_key(label));
+  if (const size_t at = first_fullwidth_char(label); at != std::string::npos)
+    return fmt::format("label '{}' holds a full-width character (U+{:04X} at byte {}), which would make it a class apart "
+                       "from the same label in ASCII; write it in ASCII",
+                       label, fullwidth_code_point(label, at), at + 1);
   if (looks_numeric(label) && !is_plain_integer(label))
     return fmt::format("label '{}' is a number not written as a plain integer (0, 1, 2, ...), so it would be a class "
                        "apart from the same number written plainly; write class labels as integers without leading "

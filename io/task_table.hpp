@@ -24,14 +24,17 @@ struct TaskRow {
 /// value (an empty file, a missing column or one given twice, a bad token, an empty sequence
 /// or label, a table without any A, C, G or T). A UTF-8 byte order mark is skipped. Labels
 /// are classes as written, so one that would be a class apart by its spelling (a leading or
-/// trailing space; a number not written as a plain integer: "1.0", "01", "+1") is an error.
+/// trailing space, a no-break or zero-width space, a full-width digit; a number not written as a
+/// plain integer: "1.0", "01", "+1") is an error.
 /// Without `label_required`, a table may lack the label column (unlabelled sequences for a
 /// model to run on); its rows then have empty labels.
 std::vector<TaskRow> read_task_table(const std::string& path, bool label_required = true);
 
 /// Why `label` cannot be a class name as written ("" when it can): a leading or trailing
-/// space, or a number not written as a plain integer ("1.0", "01", "+1"), each of which would
-/// make a class apart from the same label written plainly.
+/// space; a Unicode space or an invisible character not shown as the label reads (a no-break
+/// space, a zero-width space: shown_alike_key); a full-width form ("１"); or a number not
+/// written as a plain integer ("1.0", "01", "+1"), each of which would make a class apart from
+/// the same label written plainly.
 std::string label_problem(const std::string& label);
 
 /// Splits one line of a table on `delim`, honouring double quotes ("" inside quotes is a

@@ -309,6 +309,14 @@ const char* other_compression(const unsigned char* h, size_t n) {
 }
 }  // namespace
 
+void note_fasta_end(const FileInfo& info) {
+  if (info.compression != Compression::none || info.size_bytes == 0) return;
+  const Fd fd(info.path);
+  char last = '\n';
+  if (fd.pread_full(&last, 1, info.size_bytes - 1) == 1 && last != '\n')
+    warn_unterminated_file(info.path, "its last record may be partial, and records after it missing,");
+}
+
 FileInfo probe_file(const std::string& path) {
   Fd fd(path);
   FileInfo info;

@@ -26,6 +26,12 @@ struct FileInfo {
 /// Opens and sniffs the file (by content, not by name). Throws InputError when unreadable.
 FileInfo probe_file(const std::string& path);
 
+/// A plain (uncompressed) FASTA whose last byte is not a line end, the way a file cut short
+/// by a stopped download or copy ends: said (warn_unterminated_file) and listed in the
+/// summary's unterminated_inputs. gzip and BGZF need no such guess (their end is checked).
+/// Reads one byte.
+void note_fasta_end(const FileInfo& info);
+
 /// A block of uncompressed text; the voffset of data[i] is voff_base + i.
 struct TextBlock {
   const char* data = nullptr;

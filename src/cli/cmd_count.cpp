@@ -123,6 +123,7 @@ void count_and_write(const CountArgs& a, const Context& ctx) {
     j["read_s"] = s.read_s;
     j["parse_s"] = s.parse_s;
   }
+  note_genome_ends({a.genome}, ctx);
   print_summary(ctx, j);
 }
 
@@ -200,6 +201,9 @@ void count_list_and_write(const CountArgs& a, const Context& ctx) {
       records[meta.record_genomes[i]].emplace_back(meta.record_names[i], meta.record_lengths[i]);
     for (const auto& w : io::same_genome_warnings(list, records)) std::cerr << "warning: " << w << std::endl;
   }
+  std::vector<std::string> paths;
+  for (const auto& g : list.genomes) paths.push_back(g.path);
+  note_genome_ends(paths, ctx);
   print_summary(ctx, j);
 }
 

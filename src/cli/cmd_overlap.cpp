@@ -86,7 +86,13 @@ double threshold(const std::string& text, const std::vector<double>& f) {
       return x;
     }
   } else if (const auto x = io::parse_decimal_double(text)) {
-    return *x;  // finite: a NaN threshold would drop nothing
+    // Finite (a NaN threshold would drop nothing), and a fraction: 50 for the paper's 50% drops
+    // nothing, a negative value every row, each without a word.
+    if (*x < 0 || *x > 1)
+      throw std::invalid_argument(fmt::format("--drop-above {} is not a fraction in [0, 1] (the fractions are of "
+                                              "k-mers found, 0 to 1): for 50%, give 0.5; for a percentile, p50",
+                                              text));
+    return *x;
   }
   throw std::invalid_argument(
       fmt::format("--drop-above '{}' must be a fraction (e.g. 0.5) or a percentile pNN (e.g. p95)", text));

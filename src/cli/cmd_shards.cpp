@@ -100,6 +100,9 @@ void run_shards(ShardsArgs a, const Context& ctx) {
     if (ctx.rank == 0)
       for (const auto& w : io::same_genome_warnings(a.req.list, records)) std::cerr << "warning: " << w << std::endl;
   }
+  std::vector<std::string> paths;
+  for (const auto& g : a.req.list.genomes) paths.push_back(g.path);
+  note_genome_ends(a.genomes.empty() ? std::vector<std::string>{a.req.genome} : paths, ctx);
   print_summary(ctx, j);
 }
 

@@ -210,7 +210,15 @@ void run_variants(VariantsArgs a, const Context& ctx) {
       throw io::InputError(a.variants, x.line,
                            fmt::format("sequences of {} and {} bases: at least 6 (one 6-mer) are needed{}",
                                        x.ref_seq.size(), x.alt_seq.size(), tsv ? "" : "; widen --flank/--window"));
-  if (v.empty()) throw io::InputError(a.variants, "no variant to score (all skipped: see --flank/--window)");
+  if (v.empty()) {  // why, by reason: no records at all, symbolic alleles only, or windows off the chromosomes
+    if (tsv) throw io::InputError(a.variants, "no variant to score: the table has no rows");
+    if (vs.records == 0) throw io::InputError(a.variants, "no variant to score: the VCF has no data lines (header only)");
+    throw io::InputError(a.variants, fmt::format("no variant to score: of its {} data line(s), {} ALT allele(s) are "
+                                                 "symbolic (<DEL>, *, ., breakends), which are skipped, and {} "
+                                                 "variant(s) have a window running off their chromosome{}",
+                                                 vs.records, vs.skipped_symbolic, off,
+                                                 off > 0 ? " (narrow --flank/--window)" : ""));
+  }
   std::vector<std::string> ref, alt;
   a.score.origins.clear();
   for (const auto& x : v) {
@@ -334,7 +342,7 @@ void run_variants(VariantsArgs a, const Context& ctx) {
     f.commit();
   }
   out.publish();
-  nlohmann::json line = {{"command", "variants"}, {"n", n}, {"class", cls}, {"off_chromosome", off},
+  nlohmann::json line = {{"command", "variants"}, {"n", n}, {"class", cls}, {"class_index", s.class_index}, {"off_chromosome", off},
                          {"skipped_symbolic", vs.skipped_symbolic}, {"truncated", s.truncated}, {"same_tokens", s.same_tokens}, {"out", a.out},
                          {"max_abs_delta", std::fabs(delta[order[0]])}, {"seconds", seconds},
                          {"sequences_per_s", s.sequences_per_s}, {"precision", s.precision}};
@@ -358,7 +366,9 @@ void register_variants(CLI::App& app, Context& ctx) {
   sub->add_option("--flank", a->flank, "bases on each side of the variant")->check(non_negative());
   sub->add_option("--window", a->window, "A:B: bases POS+A .. POS+B (e.g. -249:50)");
   sub->add_option("--out", a->out, "output directory: variants.tsv, summary.json (+ compare.tsv)")->required();
-  sub->add_option("--class", a->score.class_name, "class scored: a label of the model or an index (default 1)");
+  sub->add_option("--class", a->score.class_name,
+                  "class scored: a label of the model, or an index N or #N (default: index 1, the second class of "
+                  "id2label); a value that is one class's label and another's index is refused: #N is index N");
   sub->add_option("--compare", a->compare, "another ranking (variants.tsv) for the top-N overlap")
       ->check(existing_file());
   auto* top = sub->add_option("--top", a->top, "N values of the top-N overlap with --compare, comma-separated")

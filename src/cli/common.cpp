@@ -13,6 +13,7 @@
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
 #include "io/json.hpp"
+#include "io/text_source.hpp"
 
 namespace genemask::cli {
 
@@ -101,6 +102,11 @@ CLI::Option* add_file_force_flag(CLI::App* sub, bool& force, const std::string& 
   return sub->add_flag("--force", force,
                        "replace an existing " + option + " that is not an earlier output of this command (an earlier "
                        "output of it is replaced without --force); never a file inside a directory genemask manages");
+}
+
+void note_genome_ends(const std::vector<std::string>& paths, const Context& ctx) {
+  if (ctx.rank != 0) return;
+  for (const auto& p : paths) io::note_fasta_end(io::probe_file(p));
 }
 
 CLI::Option* add_counts_genome_option(CLI::App* sub, std::string& genome) {

@@ -94,6 +94,11 @@ CLI::Option* add_file_force_flag(CLI::App* sub, bool& force, const std::string& 
 io::NamedOutput file_output(const std::string& option, const std::string& path, io::OwnFile own, bool force,
                             bool force_flag = true);
 
+/// After a command whose ranks read genome FASTAs in parts (count, shards) has read them
+/// whole, before its summary: on rank 0, a plain FASTA whose last line has no line end said
+/// and listed in the summary (io::note_fasta_end), as a cut table is.
+void note_genome_ends(const std::vector<std::string>& paths, const Context& ctx);
+
 /// --genome NAME of a command that reads counts.h5 (npmi, pmi-vocab): with counts of a genome
 /// list, that genome's counts instead of the pool; also sets the footer that says so.
 CLI::Option* add_counts_genome_option(CLI::App* sub, std::string& genome);

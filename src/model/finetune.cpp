@@ -91,8 +91,11 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
     if (log) log(s);
   };
   if (o.shots < 0) throw std::invalid_argument(fmt::format("--shots {} must be positive (or 0: the file as given)", o.shots));
-  if (!std::isfinite(o.lr) || o.lr < 0 || o.epochs < 0 || o.batch < 0 || o.eval_batch <= 0)
-    throw std::invalid_argument(fmt::format("--lr ({}), --epochs and --batch must be positive (0: the paper's regime)", o.lr));
+  if (!std::isfinite(o.lr) || o.lr < 0)
+    throw std::invalid_argument(fmt::format("--lr {} must be a number >= 0 (0: by the paper's regime)", o.lr));
+  for (const auto& [flag, v] : {std::pair{"--epochs", o.epochs}, std::pair{"--batch", o.batch}})
+    if (v < 0) throw std::invalid_argument(fmt::format("{} {} must be an integer >= 0 (0: by the paper's regime)", flag, v));
+  if (o.eval_batch <= 0) throw std::invalid_argument(fmt::format("--eval-batch {} must be an integer >= 1", o.eval_batch));
   for (const auto& [flag, v] : {std::pair{"--weight-decay", o.weight_decay}, std::pair{"--dropout", o.dropout},
                                 std::pair{"--clip", o.clip}})
     if (!std::isfinite(v) || v < 0) throw std::invalid_argument(fmt::format("{} must be a number >= 0, got {}", flag, v));

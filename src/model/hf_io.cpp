@@ -174,9 +174,54 @@ std::vector<std::pair<std::string, torch::Tensor>> read_hf_tensors(const std::st
   return tensors;
 }
 
+namespace {
+/// A tokenizer.json (the fast tokenizer's file, which transformers' save_pretrained writes in
+/// place of vocab.txt): its WordPiece vocabulary must be DNABERT-6's, token for id.
+void check_tokenizer_json(const std::string& path) {
+  const io::JsonParse parsed = io::try_read_json_file(path);
+  if (!parsed.ok())
+    throw io::InputError(path, parsed.line, fmt::format("is not JSON ({}): the model's tokenizer cannot be read, so its "
+                                                        "token ids cannot be checked against genemask's",
+                                                        parsed.error));
+  const nlohmann::json& j = parsed.value;
+  const nlohmann::json* vocab = nullptr;
+  if (j.is_object() && j.contains("model") && j["model"].is_object() && j["model"].contains("vocab") &&
+      j["model"]["vocab"].is_object())
+    vocab = &j["model"]["vocab"];
+  if (!vocab)
+    throw io::InputError(path, fmt::format("holds no WordPiece vocabulary (model.vocab, a token -> id object; model.type "
+                                           "{}): this model's tokenizer is not DNABERT-6's; write its vocab.txt beside "
+                                           "it if its ids are genemask's (genemask vocab --out DIR/vocab.txt)",
+                                           j.is_object() && j.contains("model") && j["model"].is_object() &&
+                                                   j["model"].contains("type")
+                                               ? io::json_excerpt(j["model"]["type"], 40)
+                                               : std::string("absent")));
+  const auto want = vocab_tokens();
+  for (size_t id = 0; id < want.size(); ++id) {
+    const auto it = vocab->find(want[id]);
+    if (it == vocab->end())
+      throw io::InputError(path, fmt::format("its vocabulary (model.vocab) has no token '{}' (DNABERT-6's id {}): this "
+                                             "model uses other token ids than genemask",
+                                             want[id], id));
+    if (!it->is_number_integer() || it->get<int64_t>() != static_cast<int64_t>(id))
+      throw io::InputError(path, fmt::format("its vocabulary (model.vocab) gives '{}' the id {}, DNABERT-6 gives it {}: "
+                                             "this model uses other token ids than genemask",
+                                             want[id], io::json_excerpt(*it, 20), id));
+  }
+  if (vocab->size() != want.size())
+    throw io::InputError(path, fmt::format("its vocabulary (model.vocab) has {} tokens; DNABERT-6's (genemask's ids) has "
+                                           "{}",
+                                           vocab->size(), want.size()));
+}
+}  // namespace
+
 void check_vocab(const std::string& dir) {
   const std::string path = dir + "/vocab.txt";
   std::ifstream in(path);
+  if (!in && std::filesystem::exists(dir + "/tokenizer.json")) {
+    check_tokenizer_json(dir + "/tokenizer.json");
+    return;
+  }
   if (!in) {
     // transformers' model.save_pretrained writes none (the tokenizer's does): the ids are
     // taken to be DNABERT-6's, said once per directory and process.

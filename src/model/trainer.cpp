@@ -351,6 +351,8 @@ struct Run {
   std::vector<uint64_t> genome_tokens;
   std::vector<std::string> genome_names;
   nlohmann::json resumed_genome_tokens;
+  std::string resumed_state;        // --resume: the checkpoint's state.json, for messages
+  std::string resumed_shards_sha256;  // --resume: the manifest digest its run trained on ("" if unrecorded)
   AllReduce how = AllReduce::Local;
   int threads = 1;
   int local_rank = 0;
@@ -685,11 +687,20 @@ void resume_from_checkpoint(Run& r) {
   version = st.contains("format_version") ? static_cast<int>(integer(st, "format_version", "format_version", 1, 1000)) : 1;
   world = static_cast<int>(integer(st, "world_size", "world_size", 1, 1 << 24));
   r.step = integer(st, "step", "step", 0, INT64_MAX);
-  const int64_t per_step = o.batch_per_rank * o.grad_accum;  // samples each rank takes per step
+  // Samples each rank took per step: the run's own where state.json records them (a resume
+  // with a smaller batch is a change of settings, named below, not a damaged cursor).
+  int64_t per_step = o.batch_per_rank * o.grad_accum;
+  if (const auto b = st.find("batch_per_rank"), g = st.find("grad_accum");
+      b != st.end() && g != st.end() && b->is_number_integer() && g->is_number_integer() && b->get<int64_t>() > 0 &&
+      g->get<int64_t>() > 0 && b->get<int64_t>() <= INT32_MAX && g->get<int64_t>() <= INT32_MAX)
+    per_step = std::max(per_step, b->get<int64_t>() * g->get<int64_t>());
   const int64_t samples_seen = r.step > INT64_MAX / std::max<int64_t>(per_step, 1) ? INT64_MAX : r.step * per_step;
   r.cursor.epoch = static_cast<uint64_t>(integer(st.value("cursor", nlohmann::json()), "epoch", "cursor.epoch", 0, samples_seen));
+  // The position within the epoch is held to the shard set's samples per rank when the data
+  // opens (open_training_data): a bound by steps would not hold across a batch changed with
+  // --allow-changes.
   r.cursor.position =
-      static_cast<uint64_t>(integer(st.value("cursor", nlohmann::json()), "position", "cursor.position", 0, samples_seen));
+      static_cast<uint64_t>(integer(st.value("cursor", nlohmann::json()), "position", "cursor.position", 0, INT64_MAX));
   if (st.contains("steps")) integer(st, "steps", "steps", 1, INT64_MAX);
   if (format != kCheckpointFormat || version < 1 || version > kCheckpointVersion)
     throw io::InputError(state, fmt::format("is format \"{}\" version {}; this genemask reads {} versions 1 to {}",
@@ -711,6 +722,9 @@ void resume_from_checkpoint(Run& r) {
                                             st.contains("steps") ? io::json_excerpt(st["steps"], 40) : "not recorded"));
   if (version >= 2) check_checkpoint_files(r, d, st);
   if (st.contains("genome_tokens")) r.resumed_genome_tokens = st["genome_tokens"];
+  r.resumed_state = state;
+  if (st.contains("shards_manifest_sha256") && st["shards_manifest_sha256"].is_string())
+    r.resumed_shards_sha256 = st["shards_manifest_sha256"].get<std::string>();
   r.run_id = version >= 2 ? st["run_id"].get<std::string>() : new_run_id();
   // The run's settings: a different one would silently make another run of this one. Every
   // setting that changes what is trained is compared (settings a checkpoint of an earlier
@@ -811,6 +825,28 @@ std::unique_ptr<DataLoader> open_training_data(Run& r) {
                       "--valid-fraction 0?); eval_loss stays null",
                       valid_samples, r.world));
   r.masking = load_masking(r.o.masking, r.o.npmi, r.o.pmi_vocab);
+  // The checkpoint's place in its epoch against this shard set's samples per rank: past its
+  // end is a damaged cursor on the run's own shards; on another set (--resume --allow-changes)
+  // the run goes on at the start of the next epoch, said.
+  if (r.o.resume) {
+    uint64_t train_samples = 0;
+    for (const auto& sh : manifest.shards)
+      if (sh.split == "train") train_samples += sh.samples;
+    const uint64_t per_rank = train_samples / static_cast<uint64_t>(r.world);
+    if (per_rank > 0 && r.cursor.position > per_rank) {
+      const bool other_set = r.resumed_shards_sha256.empty() || r.resumed_shards_sha256 != r.shards_sha256;
+      if (!other_set)
+        throw io::InputError(r.resumed_state, fmt::format("cursor.position is {}, beyond the {} training samples per "
+                                                          "rank of its shard set {}: the checkpoint is damaged or was "
+                                                          "edited",
+                                                          r.cursor.position, per_rank, r.o.shards));
+      r.say(fmt::format("--resume: the run was {} samples into epoch {}, more than the {} samples per rank of {} "
+                        "hold: continuing at the start of epoch {}",
+                        r.cursor.position, r.cursor.epoch, per_rank, r.o.shards, r.cursor.epoch + 1));
+      r.cursor.epoch += 1;
+      r.cursor.position = 0;
+    }
+  }
   r.loader.shard_dir = r.o.shards;
   r.loader.rank = r.rank;
   r.loader.world = r.world;

@@ -35,18 +35,28 @@ VariantScores score_variants(const VariantScoreOptions& o, const std::vector<std
   if (o.class_name.empty()) {
     s.class_index = 1;
   } else {
-    auto it = std::find(s.class_names.begin(), s.class_names.end(), o.class_name);
+    std::string names;
+    for (const auto& n : s.class_names) names += (names.empty() ? "'" : ", '") + n + "'";
+    // "#N" is index N whatever the labels; a bare N is a label where one is spelt so, else an
+    // index, and refused where it is both (labels "1" and "2": is --class 1 label "1", index
+    // 0, or index 1, label "2"?).
+    const bool hash = o.class_name.size() > 1 && o.class_name[0] == '#';
+    const auto idx = io::parse_decimal_u64(hash ? o.class_name.substr(1) : o.class_name);  // digits only
+    const auto it = hash ? s.class_names.end() : std::find(s.class_names.begin(), s.class_names.end(), o.class_name);
+    const bool index_ok = idx && *idx < static_cast<uint64_t>(C);
     if (it != s.class_names.end()) {
       s.class_index = static_cast<int>(it - s.class_names.begin());
-    } else {
-      const auto idx = io::parse_decimal_u64(o.class_name);  // digits only: stoi read " 1" and "+1" as 1
-      if (!idx || *idx >= static_cast<uint64_t>(C)) {
-        std::string names;
-        for (const auto& n : s.class_names) names += (names.empty() ? "'" : ", '") + n + "'";
-        throw std::invalid_argument(
-            fmt::format("--class '{}' is neither a class of {} ({}) nor an index 0..{}", o.class_name, o.model, names, C - 1));
-      }
+      if (index_ok && *idx != static_cast<uint64_t>(s.class_index))
+        throw std::invalid_argument(fmt::format(
+            "--class '{}' is both the label of class {} and the index of class {} (label '{}') of {} ({}): give "
+            "--class '#{}' for index {}, or '#{}' for the label '{}'",
+            o.class_name, s.class_index, *idx, s.class_names[*idx], o.model, names, *idx, *idx, s.class_index,
+            o.class_name));
+    } else if (index_ok) {
       s.class_index = static_cast<int>(*idx);
+    } else {
+      throw std::invalid_argument(fmt::format("--class '{}' is neither a class of {} ({}) nor an index 0..{} (or #0..#{})",
+                                              o.class_name, o.model, names, C - 1, C - 1));
     }
   }
 

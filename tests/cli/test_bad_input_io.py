@@ -174,6 +174,12 @@ class BadInputIO(unittest.TestCase):
         rows.append(Row("count: only N", a, [t("all-n.fa") + ": has no A, C, G or T base", "1000 bases"], t("c-n.h5")))
         a = ["shards", "--genome", t("all-n.fa"), "--out", t("s-n")]
         rows.append(Row("shards: only N", a, [t("all-n.fa") + ": gives no sample", "--min-tokens"], t("s-n")))
+        # No N at all, but every record shorter than its start offset: --max-offset named.
+        a = ["shards", "--genome", self.fa, "--out", t("s-off"), "--max-offset",
+             "100000000"]
+        rows.append(Row("shards: --max-offset past every record", a,
+                        ["gives no sample: no segment fits in any of its", "--max-offset 100000000",
+                         "lower --max-offset"], t("s-off")))
         self.check_table(rows)
 
     def test_counting_at_several_ranks_refuses_cr_only_files(self):

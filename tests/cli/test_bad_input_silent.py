@@ -198,6 +198,39 @@ class Silent(unittest.TestCase):
 
     # ---- 2. truncated compressed genomes -----------------------------------------------
 
+    def test_a_plain_fasta_cut_inside_a_line_is_said_and_listed(self):
+        """A plain FASTA cut short (its last line without a line end) was counted, sharded and
+        scored as whole without a word; now each reader says so once (rank 0) and its summary
+        lists it, as for tables. A whole FASTA, and a gzip (whose end is checked), say nothing."""
+        t = self.t
+        data = open(self.fa, "rb").read()
+        with open(t("cut-line.fa"), "wb") as f:
+            f.write(data[:len(data) * 2 // 3].rstrip(b"\n"))
+        cut = t("cut-line.fa")
+        warning = f"genemask: warning: {cut}: the last line has no line end"
+        for ranks in (None, 2):
+            for argv in (["count", "--genome", cut, "--out", t(f"cut{ranks}.h5"), "--quiet"],
+                         ["shards", "--genome", cut, "--out", t(f"cut-shards{ranks}")]):
+                with self.subTest(ranks=ranks, command=argv[0]):
+                    p = run(argv, ranks=ranks)
+                    self.assertEqual(p.stderr.count(warning), 1, p.stderr)
+                    self.assertIn("its last record may be partial", p.stderr)
+                    self.assertEqual(summary(p)["unterminated_inputs"], [cut])
+        with open(t("cut-list.tsv"), "w") as f:
+            f.write(f"name\tpath\ncut\t{cut}\nwhole\t{self.fa}\n")
+        p = run(["count", "--genomes", t("cut-list.tsv"), "--out", t("cut-list.h5"), "--quiet"], ranks=2)
+        self.assertEqual((p.stderr.count(warning), summary(p)["unterminated_inputs"]), (1, [cut]))
+        # The same cut in a FASTA of sequences to score.
+        p = run(["embed", "--model", t("hf"), "--input", cut, "--out", t("cut-emb.h5"), "--threads", "1"])
+        self.assertEqual(summary(p)["unterminated_inputs"], [cut])
+        for whole in (self.fa, t("whole.fa.gz")):
+            if whole.endswith(".gz"):
+                with open(whole, "wb") as f:
+                    f.write(gzip.compress(data.rstrip(b"\n")))  # whole, its last line unended: the gzip end says so
+            p = run(["count", "--genome", whole, "--out", t("whole.h5"), "--quiet", "--force"])
+            self.assertNotIn("no line end", p.stderr)
+            self.assertNotIn("unterminated_inputs", summary(p))
+
     def test_a_truncated_bgzf_is_refused_by_every_reader(self):
         t = self.t
         with open(t("bg.fa.gz"), "wb") as f:
@@ -661,6 +694,47 @@ class Silent(unittest.TestCase):
                 json.dump(j, open(st, "w"))
                 self.check_row(Row(field, ["pretrain", "--shards", t("shards"), "--out", d, *self.tiny_pretrain,
                                            "--steps", "3", "--resume"], [st, expect], keep=[d]))
+        # A position past the end of the epoch of the run's own shard set: damaged, named.
+        d = t("res-past")
+        shutil.copytree(t("res"), d)
+        st = os.path.join(d, os.path.relpath(state, t("res")))
+        j = json.load(open(st))
+        j["cursor"]["position"] = 10 ** 9
+        json.dump(j, open(st, "w"))
+        self.check_row(Row("cursor past the epoch", ["pretrain", "--shards", t("shards"), "--out", d,
+                                                     *self.tiny_pretrain, "--steps", "3", "--resume"],
+                           [st, "cursor.position is 1000000000, beyond the", "training samples per rank of its shard "
+                            "set", "damaged or was edited"], keep=[d]))
+        # A smaller batch is a change of settings, named as such (it was "cursor.position is 4,
+        # expected an integer in 0..2: the checkpoint is damaged"); --allow-changes continues,
+        # and again with another change after it.
+        d = t("res-accum")
+        shutil.copytree(t("res"), d)
+        smaller = [a for a in self.tiny_pretrain]
+        smaller[smaller.index("--batch-per-rank") + 1] = "1"
+        self.check_row(Row("a smaller batch", ["pretrain", "--shards", t("shards"), "--out", d, *smaller, "--steps",
+                                               "3", "--resume"],
+                           [os.path.join(d, os.path.relpath(state, t("res"))), "--batch-per-rank is 1 now but 2 in the run",
+                            "--allow-changes"], keep=[d]))
+        p = run(["pretrain", "--shards", t("shards"), "--out", d, *smaller, "--steps", "4", "--resume",
+                 "--allow-changes", "--checkpoint-every", "1"])
+        self.assertIn("--batch-per-rank is 1 now but 2 in the run; continuing with the new value", p.stderr)
+        p = run(["pretrain", "--shards", t("shards"), "--out", d, *self.tiny_pretrain, "--steps", "5", "--resume",
+                 "--allow-changes"])
+        self.assertIn("--batch-per-rank is 2 now but 1 in the run; continuing with the new value", p.stderr)
+        # Onto a shard set of fewer samples per rank than the run was into its epoch (4): the
+        # next epoch, said (it said "resumed", then failed naming no file).
+        with open(t("one-sample.fa"), "w") as f:
+            f.write(">c0\n" + "".join(random.Random(1).choice("ACGT") for _ in range(120)) + "\n")
+        run(["shards", "--genome", t("one-sample.fa"), "--out", t("one-sample"), "--max-tokens", "60", "--min-tokens",
+             "20", "--valid-fraction", "0", "--max-offset", "5"])
+        d = t("res-fewer")
+        shutil.copytree(t("res"), d)
+        p = run(["pretrain", "--shards", t("one-sample"), "--out", d, *self.tiny_pretrain, "--steps", "3", "--resume",
+                 "--allow-changes"])
+        self.assertIn("--resume: the run was 4 samples into epoch 0, more than the 1 samples per rank of "
+                      f"{t('one-sample')} hold: continuing at the start of epoch 1", p.stderr)
+        self.assertEqual((summary(p)["start_step"], summary(p)["steps_done"]), (2, 3))
 
     # ---- 11. FIFOs and process substitution ----------------------------------------------
 
@@ -790,12 +864,34 @@ class Silent(unittest.TestCase):
 
     # ---- 14. a sweep reads its own plan.json ------------------------------------------------
 
-    def write_plan(self, name, model_path, test="test.csv", seeds=2):
+    def write_plan(self, name, model_path, test="test.csv", seeds=2, **more):
         with open(self.t(name), "w") as f:
             json.dump({"models": [{"name": "m", "path": model_path}],
                        "tasks": [{"name": "t", "train": self.t("train.csv"), "test": self.t(test)}],
-                       "shots": [4], "seeds": seeds}, f)
+                       "shots": [4], "seeds": seeds, **more}, f)
         return self.t(name)
+
+    def test_an_fp32_sweep_continues_from_its_own_plan(self):
+        """plan.json leaves the precision out for fp32 (so that the plans of earlier sweeps read
+        the same); read back as a plan, that meant auto, and the sweep's own plan.json was refused
+        as changed, --force then rerunning every job in another precision."""
+        t = self.t
+        plan = self.write_plan("fp32-plan.json", t("hf"), finetune={"precision": "fp32"})
+        run(["sweep", "--plan", plan, "--out", t("fp32"), "--simulate", "0", "--progress-every", "0"])
+        own = t("fp32", "plan.json")
+        self.assertNotIn("precision", json.load(open(own))["finetune"])
+        s = summary(run(["sweep", "--plan", own, "--out", t("fp32"), "--simulate", "0", "--progress-every", "0"]))
+        self.assertEqual((s["jobs_skipped"], s["jobs_total"], s["stale_records"]), (2, 2, 0))
+        # The original plan continues it too, and the own plan plans another fp32 sweep.
+        s = summary(run(["sweep", "--plan", plan, "--out", t("fp32"), "--simulate", "0", "--progress-every", "0"]))
+        self.assertEqual(s["jobs_skipped"], 2)
+        run(["sweep", "--plan", own, "--out", t("fp32-again"), "--simulate", "0", "--progress-every", "0"])
+        self.assertNotIn("precision", json.load(open(t("fp32-again", "plan.json")))["finetune"])
+        # A plan written by hand without a precision is auto, the default: another sweep's.
+        auto = self.write_plan("auto-plan.json", t("hf"))
+        self.check_row(Row("an auto plan onto an fp32 sweep", ["sweep", "--plan", auto, "--out", t("fp32"),
+                                                               "--simulate", "0"],
+                           ["changed incompatibly", '"precision":"auto"'], keep=[own]))
 
     def test_sweep_plan_round_trips_and_inputs_are_pinned(self):
         t = self.t

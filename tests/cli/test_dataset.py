@@ -140,6 +140,18 @@ class PromoterTest(unittest.TestCase):
         rows = read_plain(os.path.join(d, "train.tsv")) + read_plain(os.path.join(d, "test.tsv"))
         pos = {i.split("|")[1]: s for s, y, i in rows if y == "1"}
         neg = {i.split("|")[1]: s for s, y, i in rows if y == "0"}
+        # Each negative is in its positive's split (it keeps 8 of the positive's 20 parts: split
+        # apart, the test split held near copies of training positives), and the training
+        # share is still about 70% (binomial over the pairs, 5 sd).
+        split_of = {}
+        for split in ("train", "test"):
+            for _, y, i in read_plain(os.path.join(d, f"{split}.tsv")):
+                split_of[(i.split("|")[1], y)] = split
+        pairs = [nm for nm in neg if (nm, "1") in split_of]
+        self.assertGreater(len(pairs), 100)
+        self.assertEqual([nm for nm in pairs if split_of[(nm, "0")] != split_of[(nm, "1")]], [])
+        in_train = sum(split_of[(nm, "1")] == "train" for nm in pairs)
+        self.assertLess(abs(in_train - 0.7 * len(pairs)), 5 * (0.21 * len(pairs)) ** 0.5)
         # Every positive the reference expects, except exact duplicates of an earlier one.
         uniq = {}
         for nm, w in exp.items():

@@ -351,6 +351,18 @@ class Finetune(unittest.TestCase):
         # NaN is refused for every floating-point option before anything runs (issue 31).
         self.expect_error("--lr: nan is not a finite number", "--lr", "nan", train=tr, test=te)
         self.expect_error("--dropout: nan is not a finite number", "--dropout", "nan", train=tr, test=te)
+        # Each option named with its own value (the message named --lr's valid 0 for --epochs -1).
+        for flag, value, text in [("--epochs", "-1", "--epochs -1 must be an integer >= 0"),
+                                  ("--batch", "-5", "--batch -5 must be an integer >= 0"),
+                                  ("--lr", "-0.1", "--lr -0.1 must be a number >= 0"),
+                                  ("--eval-batch", "0", "--eval-batch: 0 is not positive")]:
+            self.expect_error(text, flag, value, train=tr, test=te)
+        # --out inside a new --save-model: refused up front, naming both (not "--save-model is
+        # not empty", about a directory that was only made by this command's --out).
+        saved = os.path.join(self.tmp, "nested-model")
+        self.expect_error(f"--out {saved}/metrics lies inside --save-model {saved}, another output of this command",
+                          "--save-model", saved, train=tr, test=te, out="nested-model/metrics")
+        self.assertFalse(os.path.exists(saved))
         short = bad("short.csv", "sequence,label\nACGTACGTAC,0\nACGT,1\n")
         self.expect_error(f"{short}:3: sequence of 4 bases; at least 6 (one 6-mer) are needed", train=short, test=te)
         self.expect_error(f"{tr}: class '0' has 550 distinct sequences, fewer than the 600 shots asked for: "

@@ -268,6 +268,15 @@ class Overlap(unittest.TestCase):
         self.assertIn("'x'", p.stderr)
         self.assertFalse(os.path.exists(self.t("x.tsv")))
         self.assertFalse(os.path.exists(self.t("e5/overlap.tsv")))
+        # A fraction outside [0, 1]: 50 for the paper's 50% dropped nothing, -0.1 every row.
+        for bad in ["50", "-0.1", "1.0001"]:
+            p = self.overlap("e5b", "--train", self.t("train1.tsv"), "--drop-above", bad, "--filtered", self.t("x.tsv"),
+                             check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"--drop-above {bad} is not a fraction in [0, 1]", p.stderr)
+            self.assertIn("give 0.5", p.stderr)
+            self.assertFalse(os.path.exists(self.t("x.tsv")))
+            self.assertFalse(os.path.exists(self.t("e5b")))
         with open(self.t("bad.tsv"), "w") as f:
             f.write("sequence,label\nACGT1,0\n")
         p = run(["overlap", "--test", self.t("bad.tsv"), "--train", self.t("train1.tsv"), "--out", self.t("e6")],

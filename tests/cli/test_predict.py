@@ -232,6 +232,47 @@ class Predict(unittest.TestCase):
                 np.testing.assert_allclose(h["cls"][...], np.array(want_cls), rtol=0, atol=1e-5)
                 np.testing.assert_allclose(h["mean"][...], np.array(want_mean), rtol=0, atol=1e-5)
 
+    def test_a_tokenizer_json_in_place_of_vocab_txt_is_held_to_dnabert_ids(self):
+        """transformers' save_pretrained writes tokenizer.json (a fast tokenizer) and no vocab.txt:
+        its vocabulary is checked as vocab.txt is (it was never read, and a model of other ids
+        ran with DNABERT-6's)."""
+        from transformers import AutoTokenizer
+        fast = os.path.join(self.tmp, "fast")
+        shutil.copytree(self.model, fast)
+        os.remove(os.path.join(fast, ".genemask.json"))  # a model directory from elsewhere
+        os.remove(os.path.join(fast, "vocab.txt"))
+        AutoTokenizer.from_pretrained(self.model).save_pretrained(fast)  # read from vocab.txt, written anew
+        for name in ("vocab.txt",):
+            if os.path.exists(os.path.join(fast, name)):
+                os.remove(os.path.join(fast, name))
+        self.assertTrue(os.path.exists(os.path.join(fast, "tokenizer.json")))
+        _, want = self.predict("tok-want.tsv")
+        out = os.path.join(self.tmp, "tok-fast.tsv")
+        p = run(["predict", "--model", fast, "--input", os.path.join(self.tmp, "all.fa"), "--out", out, "--threads", "1",
+                 "--batch", "4", "--precision", "fp32"])
+        self.assertNotIn("has no vocab.txt", p.stderr)
+        self.assertEqual(read_tsv(out), want)
+        # Two ids swapped, a token missing, one too many: refused, naming tokenizer.json.
+        with open(os.path.join(fast, "tokenizer.json")) as f:
+            good = json.load(f)
+        def edited(change):
+            j = json.loads(json.dumps(good))
+            change(j["model"]["vocab"])
+            with open(os.path.join(fast, "tokenizer.json"), "w") as f:
+                json.dump(j, f)
+        def swap(v):
+            v["AAAAAA"], v["AAAAAT"] = v["AAAAAT"], v["AAAAAA"]
+        for change, want_text in [
+                (swap, "gives 'AAAAAA' the id 6, DNABERT-6 gives it 5"),
+                (lambda v: v.pop("GGGGGG"), "has no token 'GGGGGG' (DNABERT-6's id 4100)"),
+                (lambda v: v.update(NNNNNN=4101), "has 4102 tokens; DNABERT-6's (genemask's ids) has 4101")]:
+            edited(change)
+            p = run(["predict", "--model", fast, "--input", os.path.join(self.tmp, "all.fa"), "--out",
+                     os.path.join(self.tmp, "tok-bad.tsv"), "--threads", "1"], check=False)
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(os.path.join(fast, "tokenizer.json") + ": its vocabulary (model.vocab) " + want_text, p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "tok-bad.tsv")))
+
     def test_bad_input(self):
         p = self.predict("bad.tsv", "--stride", "600", check=False)
         self.assertNotEqual(p.returncode, 0)

@@ -34,8 +34,9 @@ METRICS = ["accuracy", "auc"]
 
 
 def record(model, group, task, shots, seed, status="ok", acc=None, auc=None):
+    classes = 3 if task == "splice-40" else 2
     r = {"job": f"{model}|{task}|{shots}|{seed}", "model": model, "group": group, "task": task, "shots": shots,
-         "seed": seed, "status": status, "n_train": 2 * shots, "n_test": 500, "classes": 3 if task == "splice-40" else 2,
+         "seed": seed, "status": status, "n_train": classes * shots, "n_test": 500, "classes": classes,
          "seconds": 1.5, "host": "node01", "rank": 1, "attempts": 1, "out": "runs/x"}
     if status == "ok":
         r.update(accuracy=acc, auc=auc, f1=acc - 0.01, mcc=2 * acc - 1)
@@ -664,6 +665,25 @@ class ReportErrors(unittest.TestCase):
         p = run(["report", "--results", os.path.join(self.tmp, "nope.jsonl"), "--out", self.tmp], check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("nope.jsonl", p.stderr)
+
+    def test_seeds_take_the_whole_unsigned_range(self):
+        """A sweep and finetune take seeds 0 to 2^64-1: the report reads them all back."""
+        recs = [record(m, "", "t", 10, s, acc=0.6 + 0.01 * i, auc=0.7) for m in ["a", "b"]
+                for i, s in enumerate([0, 2**63, 2**64 - 1])]
+        path = os.path.join(self.tmp, "big.jsonl")
+        with open(path, "w") as f:
+            f.write(self.lines(recs))
+        out = os.path.join(self.tmp, "big")
+        run(["report", "--results", path, "--out", out, "--no-png"])
+        with open(os.path.join(out, "table1.md")) as f:
+            self.assertIn(f"{np.mean([0.6, 0.61, 0.62]):.3f}", f.read())
+        for seed, shown in [(2**64, "1.8446744073709552e+19"), (-1, "-1"), (1.5, "1.5")]:
+            bad = dict(self.good[1], seed=seed, job=f"a|t|10|{seed}")
+            self.assertIn(f'results.jsonl:2: "seed" is {shown}, expected an integer in [0, 2^64-1]',
+                          self.fails(self.lines([self.good[0], bad])))
+
+    def test_a_metric_named_twice(self):
+        self.assertIn("--metric names 'accuracy' twice", self.fails(self.lines(self.good), ["--metric", "accuracy,auc,accuracy"]))
 
     def test_two_baselines_in_one_group(self):
         self.assertIn("both in group ''", self.fails(self.lines(self.good), ["--baseline", "a", "--baseline", "b"]))

@@ -378,7 +378,12 @@ class Variants(unittest.TestCase):
                  f"alias.vcf:3: variant chr1:50:{g[49]}>{other} is also on line 2 (as 1:50): '1' and 'chr1' are both "
                  "the genome's record 'chr1'; list each variant once"),
                 ("same.vcf", f"chr1\t50\t.\t{g[49]}\t{g[49]}\n",
-                 f"same.vcf:2: ALT allele '{g[49]}' is the REF: not a variant")]:
+                 f"same.vcf:2: ALT allele '{g[49]}' is the REF: not a variant"),
+                # Nothing to score, said by its reason (it blamed --flank/--window for each).
+                ("symbolic.vcf", f"chr1\t50\t.\t{g[49]}\t<DEL>\nchr1\t60\t.\t{g[59]}\t*\n",
+                 "symbolic.vcf: no variant to score: of its 2 data line(s), 2 ALT allele(s) are symbolic (<DEL>, *, "
+                 "., breakends), which are skipped, and 0 variant(s) have a window running off their chromosome"),
+                ("header-only.vcf", "", "header-only.vcf: no variant to score: the VCF has no data lines (header only)")]:
             with open(self.t(name), "w") as f:
                 f.write("#CHROM\tPOS\tID\tREF\tALT\n" + body)
             p = run(["variants", "--model", self.t("clf"), "--variants", self.t(name), "--genome", self.t("g.fa"),
@@ -392,6 +397,29 @@ class Variants(unittest.TestCase):
         p = run(["variants", "--model", self.t("clf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
                  "--out", self.t("e3"), "--flank", "10", "--class", "nope"], check=False)
         self.assertIn("'prom'", p.stderr)
+        # Labels that are numbers: "1" is the label of class 0 and the index of class 1 (label
+        # "2"): refused, naming both readings; #N is always index N.
+        shutil.copytree(self.t("clf"), self.t("clf12"))
+        os.remove(os.path.join(self.t("clf12"), ".genemask.json"))  # a model directory from elsewhere
+        with open(os.path.join(self.t("clf12"), "config.json")) as f:
+            cfg = json.load(f)
+        cfg.update(id2label={"0": "1", "1": "2"}, label2id={"1": 0, "2": 1})
+        with open(os.path.join(self.t("clf12"), "config.json"), "w") as f:
+            json.dump(cfg, f)
+        base = ["variants", "--model", self.t("clf12"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),
+                "--flank", "10", "--precision", "fp32"]
+        p = run(base + ["--out", self.t("e5"), "--class", "1"], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("--class '1' is both the label of class 0 and the index of class 1 (label '2')", p.stderr)
+        self.assertIn("give --class '#1' for index 1, or '#0' for the label '1'", p.stderr)
+        self.assertFalse(os.path.exists(self.t("e5")))
+        for i, (arg, cls, index) in enumerate([(None, "2", 1), ("#1", "2", 1), ("#0", "1", 0), ("2", "2", 1),
+                                               ("0", "1", 0)]):
+            s = summary(run(base + ["--out", self.t(f"cls{i}")] + (["--class", arg] if arg else [])))
+            self.assertEqual((s["class"], s["class_index"]), (cls, index), arg)
+        for bad in ["#2", "#", "#x", "3"]:
+            p = run(base + ["--out", self.t("e6"), "--class", bad], check=False)
+            self.assertIn(f"--class '{bad}' is neither a class of", p.stderr)
         # a model without a classifier head (the pretraining-style export) is refused
         os.makedirs(self.t("noclf"), exist_ok=True)
         p = run(["variants", "--model", self.t("noclf"), "--variants", self.t("v.vcf"), "--genome", self.t("g.fa"),

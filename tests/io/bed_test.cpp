@@ -77,7 +77,7 @@ TEST(Bed, ErrorsNameFileLineValue) {
   EXPECT_NE(m.find("d.sga:1:"), std::string::npos) << m;
   EXPECT_NE(m.find("1-based"), std::string::npos) << m;
   m = err("e.sga", "chr1\tTSS\t10\t*\t1\n");
-  EXPECT_NE(m.find("'*'"), std::string::npos) << m;
+  EXPECT_NE(m.find("strand must be '+' or '-', found '*' (TSS windows are strand-aware)"), std::string::npos) << m;
   m = err("f.bed", "# nothing\n");
   EXPECT_NE(m.find("no BED records"), std::string::npos) << m;
 }
@@ -99,6 +99,11 @@ TEST(Bed, IntervalCsv) {
   test::write_file(d.file("bad2.csv"), "id,region,start,end,strand\n1,chr1,50,40,+\n");
   std::string m = test::error_of([&] { io::read_interval_csv(d.file("bad2.csv")); });
   EXPECT_NE(m.find("bad2.csv:2:"), std::string::npos) << m;
+  // An enhancer interval's strand: said as what it does there, not as a TSS's.
+  test::write_file(d.file("bad3.csv"), "id,region,start,end,strand\n1,chr1,40,50,*\n");
+  EXPECT_EQ(test::error_of([&] { io::read_interval_csv(d.file("bad3.csv")); }),
+            d.file("bad3.csv") + ":2: strand must be '+' or '-' (or '.'), found '*' (a '-' interval is read as its "
+                                 "reverse complement)");
 }
 
 TEST(Bed, RefseqNames) {

@@ -81,6 +81,39 @@ TEST(CheckOutputs, SeesThroughSpellingsSymlinksAndHardLinks) {
             "");
 }
 
+// One output inside another's directory: `finetune --out saved/metrics --save-model saved`
+// made --out first, and --save-model then was "not empty" (a directory that did not exist).
+TEST(CheckOutputs, AnOutputInsideAnotherOutputDirectoryIsRefused) {
+  TempDir tmp;
+  const auto check = [](const std::vector<io::NamedOutput>& outs) { return error_of([&] { io::check_outputs({}, outs); }); };
+  const std::string saved = tmp.file("saved");
+  for (const auto& outs :
+       {std::vector<io::NamedOutput>{{"--out", saved + "/metrics", io::OutputKind::directory},
+                                     {"--save-model", saved, io::OutputKind::directory}},
+        std::vector<io::NamedOutput>{{"--save-model", saved, io::OutputKind::directory},
+                                     {"--out", saved + "/./metrics/", io::OutputKind::directory}},
+        std::vector<io::NamedOutput>{{"--save-model", saved + "/", io::OutputKind::directory},
+                                     {"--filtered", saved + "/deep/f.tsv", io::OutputKind::file}}}) {
+    const std::string e = check(outs);
+    EXPECT_NE(e.find("lies inside --save-model " + saved), std::string::npos) << e;
+    EXPECT_NE(e.find("another output of this command"), std::string::npos) << e;
+    EXPECT_FALSE(fs::exists(saved));
+  }
+  // Through a link to an existing directory too.
+  fs::create_directories(tmp.file("real"));
+  ASSERT_EQ(::symlink(tmp.file("real").c_str(), tmp.file("alias").c_str()), 0);
+  EXPECT_NE(check({{"--out", tmp.file("real"), io::OutputKind::directory},
+                   {"--save-model", tmp.file("alias") + "/m", io::OutputKind::directory}})
+                .find("--save-model " + tmp.file("alias") + "/m lies inside --out " + tmp.file("real")),
+            std::string::npos);
+  // Side by side, a name that only begins like the other, and a file output "inside" a file
+  // output's name: allowed.
+  EXPECT_EQ(check({{"--out", saved, io::OutputKind::directory}, {"--save-model", saved + "-model", io::OutputKind::directory}}),
+            "");
+  EXPECT_EQ(check({{"--out", tmp.file("a"), io::OutputKind::directory}, {"--save-model", tmp.file("b"), io::OutputKind::directory}}),
+            "");
+}
+
 // Two commands writing one name: `count --out x` ran long, `npmi --out x` wrote x meanwhile,
 // and count's rename replaced npmi's finished table, both exiting 0. A file output is held to
 // what it was when the command started.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "genemask/corpus/tokenizer.hpp"
@@ -240,8 +241,24 @@ TEST(TaskTable, LabelsThatWouldBeExtraClassesAreRefused) {
     EXPECT_EQ(e.rfind(tmp.file("num.csv") + ":4: label '" + bad + "' is a number not written as a plain integer", 0), 0u)
         << bad << ": " << e;
   }
-  for (const char* good : {"1", "0", "2", "10", "-1", "enhancer", "1a", "e5", "class 1"})
+  for (const char* good : {"1", "0", "2", "10", "-1", "enhancer", "1a", "e5", "class 1", "caf\xC3\xA9", "\xCE\xB1"})
     EXPECT_EQ(table("ok.csv", good), "no error") << good;
+  // A no-break space from a spreadsheet, a zero-width space, a thin space: not shown, yet a
+  // class of their own (a 2-class task run as 3). Anywhere in the label, ends or middle.
+  for (const auto& [bad, json, at, reads] :
+       {std::tuple{"1\xC2\xA0", "\"1\\u00a0\"", 2, "1"}, {"\xE2\x80\x8B" "1", "\"\\u200b1\"", 1, "1"},
+        {"class\xE2\x80\x89" "1", "\"class\\u20091\"", 6, "class 1"}, {"1\xEF\xBB\xBF", "\"1\\ufeff\"", 2, "1"}}) {
+    const std::string e = table("unshown.csv", bad);
+    EXPECT_EQ(e, fmt::format("{}:4: label '{}' (as JSON: {}) holds a space or an invisible character that is not ASCII "
+                             "(at byte {}), which would make it a class apart from '{}', as it reads; write it in ASCII",
+                             tmp.file("unshown.csv"), bad, json, at, reads))
+        << e;
+  }
+  // A full-width digit or letter reads as its ASCII form.
+  EXPECT_EQ(table("wide.csv", "\xEF\xBC\x91"),
+            tmp.file("wide.csv") + ":4: label '\xEF\xBC\x91' holds a full-width character (U+FF11 at byte 1), which "
+                                   "would make it a class apart from the same label in ASCII; write it in ASCII");
+  EXPECT_NE(table("wide.csv", "class\xEF\xBC\xA1").find("(U+FF21 at byte 6)"), std::string::npos);
   // Where labels are not used (predict, embed), they are not classes either.
   table("num.csv", "1.0");
   EXPECT_EQ(io::read_task_table(tmp.file("num.csv"), /*label_required=*/false).back().label, "1.0");

@@ -14,6 +14,10 @@ struct Example {
   std::string sequence;  // bases, upper case, ACGT only
   std::string label;     // class label as written to the tables ("0", "1", "2", ...)
   std::string id;        // provenance, e.g. "chr1:1000-1070(+)" or the input's id
+  // Hashed for the train/test split in place of the sequence: an example derived from another
+  // (a promoter's negative, made from its positive) goes to that one's split. Empty: the
+  // sequence.
+  std::string split_key;
 };
 
 struct DatasetStats {

@@ -528,6 +528,9 @@ Plan plan_from_json(const nlohmann::json& doc, const std::string& source, const 
     c.fail("version", fmt::format("{} is not a plan version this genemask reads (1)", io::json_excerpt(doc["version"])));
   Plan p;
   p.source = source;
+  // A sweep's own plan.json leaves the precision out for fp32 (finetune_to_json): read back,
+  // its absence means fp32, not the default of a plan written by hand (auto).
+  if (doc.contains("format")) p.finetune.precision = "fp32";
   if (doc.contains("shots")) p.shots = parse_list<int64_t>(c, doc["shots"], "shots", 1, "a positive integer");
   if (doc.contains("seeds")) {
     const auto& s = doc["seeds"];

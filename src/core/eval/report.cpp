@@ -16,6 +16,7 @@
 
 #include "genemask/eval/results.hpp"
 #include "io/error.hpp"
+#include "io/table_text.hpp"
 
 namespace genemask::report {
 namespace {
@@ -221,6 +222,16 @@ void check_same_inputs(const std::string& path, const std::vector<const Record*>
           "made from different test tables, and a table would average them; report them from separate results files",
           r->job, r->metrics.test.n, r->metrics.test.classes, f->job, f->line, f->metrics.test.n,
           f->metrics.test.classes, r->task));
+    // An N-shot record trained on N sequences of each class (a sweep checks its shot files so,
+    // and draws N of each): one of fewer or more is not N-shot, and Table 1's N-shot rows would
+    // publish it as such (records of a sweep of before that check, or merged by hand).
+    if (const uint64_t shown = static_cast<uint64_t>(r->shots) * static_cast<uint64_t>(r->metrics.test.classes);
+        r->shots > 0 && differ(shown, r->metrics.n_train))
+      throw io::InputError(path, r->line, fmt::format(
+          "job {} trained on {} sequences, but as {}-shot of {} classes it trains on {} ({} of each class): the record "
+          "is not {}-shot, and Table 1 would publish it as such; rerun the job (genemask sweep --force), or leave it "
+          "out of the results file",
+          r->job, r->metrics.n_train, r->shots, r->metrics.test.classes, shown, r->shots, r->shots));
     f = train_of_cell.emplace(std::pair{r->task, r->shots}, r).first->second;
     if (differ(f->metrics.n_train, r->metrics.n_train))
       throw io::InputError(path, r->line, fmt::format(
@@ -239,6 +250,15 @@ void check_same_inputs(const std::string& path, const std::vector<const Record*>
           "job {} fine-tuned model '{}' from {}, job {} on line {} from {}: the records are of two models under one "
           "name, and a table would average them; report them from separate results files, or rename one",
           r->job, r->model, from(r), f->job, f->line, from(f)));
+    // Two checkpoint directories at one step (two pretraining runs, both at step 1000), or
+    // two model directories without a step: two models, unless their weights' digests say
+    // they are one (a model directory moved between two parts of a sweep).
+    if (known && f->checkpoint != r->checkpoint && (f->model_sha256.empty() || r->model_sha256.empty()))
+      throw io::InputError(path, r->line, fmt::format(
+          "job {} fine-tuned model '{}' from {}, job {} on line {} from {}, and the records carry no SHA-256 of the "
+          "weights to show they are one model: a table would average two models under one name; report them from "
+          "separate results files, or rename one",
+          r->job, r->model, r->checkpoint, f->job, f->line, f->checkpoint));
   }
   for (const Record* r : used) {
     if (r->test_sha256.empty() && r->train_sha256.empty()) ++undigested;
@@ -306,43 +326,6 @@ bool Table::has_groups() const {
   return std::any_of(groups.begin(), groups.end(), [](const std::string& g) { return !g.empty(); });
 }
 
-namespace {
-/// A name as a table shows it: without leading and trailing spaces, each run of spaces as one
-/// (ASCII white space and U+00A0, the no-break space, alike).
-std::string shown_alike_key(const std::string& name) {
-  // UTF-8 of the characters shown as a space (no-break, en to hair, narrow no-break, medium
-  // mathematical, ideographic) and of those not shown at all (zero-width space, non-joiner,
-  // joiner, word joiner, byte-order mark, soft hyphen).
-  static const char* const kSpaces[] = {"\xC2\xA0", "\xE2\x80\x80", "\xE2\x80\x81", "\xE2\x80\x82", "\xE2\x80\x83",
-                                        "\xE2\x80\x84", "\xE2\x80\x85", "\xE2\x80\x86", "\xE2\x80\x87", "\xE2\x80\x88",
-                                        "\xE2\x80\x89", "\xE2\x80\x8A", "\xE2\x80\xAF", "\xE2\x81\x9F", "\xE3\x80\x80"};
-  static const char* const kInvisible[] = {"\xE2\x80\x8B", "\xE2\x80\x8C", "\xE2\x80\x8D",
-                                           "\xE2\x81\xA0", "\xEF\xBB\xBF", "\xC2\xAD"};
-  const auto at = [&](size_t i, const char* const* list, size_t n) -> size_t {
-    for (size_t k = 0; k < n; ++k)
-      if (const std::string_view c = list[k]; name.compare(i, c.size(), c) == 0) return c.size();
-    return 0;
-  };
-  std::string out;
-  bool space = false;
-  for (size_t i = 0; i < name.size();) {
-    if (const size_t n = at(i, kInvisible, std::size(kInvisible))) {
-      i += n;
-      continue;
-    }
-    const size_t n = std::isspace(static_cast<unsigned char>(name[i])) ? 1 : at(i, kSpaces, std::size(kSpaces));
-    if (n > 0) {
-      space = true;
-      i += n;
-      continue;
-    }
-    if (space && !out.empty()) out += ' ';
-    space = false;
-    out += name[i++];
-  }
-  return out;
-}
-}  // namespace
 
 Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   Table t;
@@ -352,6 +335,11 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   for (const auto& m : opt.metrics)
     if (std::find(known_metrics().begin(), known_metrics().end(), m) == known_metrics().end())
       throw std::invalid_argument(fmt::format("report: unknown metric '{}'; choose from {}", m, join(known_metrics())));
+  for (size_t i = 0; i < opt.metrics.size(); ++i)  // a second copy of every column, under one header
+    if (std::find(opt.metrics.begin(), opt.metrics.begin() + static_cast<std::ptrdiff_t>(i), opt.metrics[i]) !=
+        opt.metrics.begin() + static_cast<std::ptrdiff_t>(i))
+      throw std::invalid_argument(fmt::format("report: --metric names '{}' twice; name each metric once",
+                                              opt.metrics[i]));
   t.metrics = opt.metrics;
   if (results.ok.empty())
     throw io::InputError(results.path, fmt::format("no ok records ({} records, {} failed): nothing to report",
@@ -415,7 +403,7 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
         {&t.groups, "groups", "the models of one with --models"}}) {
     std::map<std::string, std::string> first;
     for (const auto& n : *names)
-      if (auto [it, fresh] = first.emplace(shown_alike_key(n), n); !fresh)
+      if (auto [it, fresh] = first.emplace(io::shown_alike_key(n), n); !fresh)
         t.warnings.push_back(fmt::format("{} {} and {} are shown alike in the tables (they differ in spaces or invisible "
                                          "characters only): rename one in the plan, or choose {}",
                                          what, nlohmann::json(it->second).dump(-1, ' ', /*ensure_ascii=*/true),

@@ -94,6 +94,14 @@ class Fields {
       fail(fmt::format("\"{}\" is {}, expected an integer", name, io::json_excerpt(*v)));
     return v->get<int64_t>();
   }
+  /// An integer in [0, 2^64-1] (a seed: sweeps and finetune take the whole range).
+  uint64_t unsigned_integer(const char* name) const {
+    const json* v = find(name);
+    if (!v) fail(fmt::format("the record has no \"{}\"", name));
+    if (!v->is_number_integer() || (!v->is_number_unsigned() && v->get<int64_t>() < 0))
+      fail(fmt::format("\"{}\" is {}, expected an integer in [0, 2^64-1]", name, io::json_excerpt(*v)));
+    return v->is_number_unsigned() ? v->get<uint64_t>() : static_cast<uint64_t>(v->get<int64_t>());
+  }
   [[noreturn]] void fail(const std::string& what) const { throw io::InputError(path_, line_, what); }
 
  private:
@@ -119,9 +127,7 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
                          name == &r.model ? "model" : "task", io::excerpt(*name, 80)));
   }
   r.shots = f.integer("shots");
-  const int64_t seed = f.integer("seed");
-  if (seed < 0) f.fail(fmt::format("\"seed\" is {}, expected an integer >= 0", seed));
-  r.seed = static_cast<uint64_t>(seed);
+  r.seed = f.unsigned_integer("seed");
   r.group = f.string("group", false);
   // A line break in a name started a line of its own in the report's tables and job lists
   // (a `%` comment of table1.tex went on as live LaTeX). A plan refuses such names.

@@ -60,7 +60,7 @@ MotifResult match_motif(const std::string& motif, const std::unordered_map<std::
     }
     if (iupac_bases(c).empty())
       throw std::invalid_argument(
-          fmt::format("motif '{}': '{}' is not an IUPAC nucleotide code (use A C G T R Y S W K M B D H V N)", motif, c));
+          fmt::format("motif '{}': '{}' is not an IUPAC nucleotide code (use A C G T (U) R Y S W K M B D H V N)", motif, c));
     m.push_back(c);
   }
   if (m.empty()) throw std::invalid_argument(fmt::format("motif '{}' has no bases", motif));

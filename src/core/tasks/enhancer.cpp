@@ -169,7 +169,8 @@ std::vector<Example> build_enhancer(const EnhancerOptions& o, DatasetStats& stat
     const auto& f = files[it.file];
     out.push_back({std::move(seqs[i]), class_label(f.cls, classes),
                    fmt::format("{}:{}-{}({})|{}/{}", it.row.chrom, it.row.start, it.row.end, it.row.strand, f.cls,
-                               it.row.id)});
+                               it.row.id),
+                   ""});
     split.push_back(f.split);
   }
   return out;

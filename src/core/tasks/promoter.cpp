@@ -182,8 +182,10 @@ std::vector<Example> build_promoter(const PromoterOptions& o, DatasetStats& stat
       }
       const std::string id = fmt::format("{}:{}({}){}{}", names[r], s.pos, s.strand, s.name.empty() ? "" : "|", s.name);
       Negative neg = deepromoter_negative(w, o.seed, o.shuffle_negatives);
-      per_site[i].push_back({w, "1", id});
-      per_site[i].push_back({std::move(neg.sequence), "0", id + "|negative"});
+      // The negative keeps 8 of its positive's 20 parts in place: split with it (by the
+      // positive's hash), never a near copy of a training positive in the test split.
+      per_site[i].push_back({w, "1", id, ""});
+      per_site[i].push_back({std::move(neg.sequence), "0", id + "|negative", w});
     }
   });
   std::vector<Example> out;

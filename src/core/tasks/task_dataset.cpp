@@ -146,7 +146,8 @@ DatasetStats write_task_dataset(std::vector<Example> examples, const OutputOptio
         throw std::invalid_argument("write_task_dataset: given_split holds values other than 't' and 'e'");
       is_train = given_split[i] == 't';
     } else {
-      is_train = hash_uniform(o.seed, Stream::split, fnv1a(e.sequence)) < o.train_fraction;
+      is_train = hash_uniform(o.seed, Stream::split, fnv1a(e.split_key.empty() ? e.sequence : e.split_key)) <
+                 o.train_fraction;
     }
     (is_train ? train : test).push_back(&e);
     ++stats.per_class[e.label];
@@ -154,10 +155,20 @@ DatasetStats write_task_dataset(std::vector<Example> examples, const OutputOptio
   }
   stats.train = train.size();
   stats.test = test.size();
-  if (train.empty() || test.empty())
+  if (train.empty() || test.empty()) {
+    // What was dropped, by reason: all windows off their chromosomes is the options' doing
+    // (a window or preset wider than the input allows), not too little input.
+    std::string dropped;
+    for (const auto& [why, n] : stats.dropped)
+      if (n > 0) dropped += fmt::format("{}{} {}", dropped.empty() ? "" : ", ", why, n);
     throw std::runtime_error(fmt::format("the dataset would have {} training and {} test examples: both must be non-empty "
-                                         "(give more input or change --train-fraction)",
-                                         train.size(), test.size()));
+                                         "({}; give more input, change the window or preset, or change "
+                                         "--train-fraction)",
+                                         train.size(), test.size(),
+                                         dropped.empty() ? fmt::format("{} example(s) made, none dropped", examples.size())
+                                                         : fmt::format("{} example(s) made; dropped: {}",
+                                                                       examples.size(), dropped)));
+  }
   if (stats.per_class.size() < 2) {
     const uint64_t other = stats.dropped.count("duplicate_other_label") ? stats.dropped.at("duplicate_other_label") : 0;
     throw std::runtime_error(fmt::format(

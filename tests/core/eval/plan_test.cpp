@@ -137,6 +137,12 @@ TEST_F(SweepPlan, FinetunePrecisionDefaultsToAutoAndFp32IsWrittenAsBefore) {
   EXPECT_TRUE(d.settings_changed);
   ASSERT_FALSE(d.changes.empty());
   EXPECT_NE(d.changes.front().find("auto"), std::string::npos) << d.changes.front();
+  // The sweep's own plan.json, read back as a plan, is the fp32 plan it was written from (it
+  // meant auto, and the sweep's own plan was refused as changed, --force rerunning in bf16).
+  const auto own = sweep::plan_from_json(old_json, d_ + "/sw/plan.json", d_);
+  EXPECT_EQ(own.finetune.precision, "fp32");
+  EXPECT_TRUE(sweep::compare_plans(old_json, sweep::plan_to_json(own)).changes.empty());
+  EXPECT_EQ(sweep::plan_from_json(sweep::plan_to_json(dflt), d_ + "/sw/plan.json", d_).finetune.precision, "auto");
   const auto bf16 = json_plan(model + R"("finetune": {"precision": "bf16"}, )" + task + "}");
   EXPECT_EQ(bf16.finetune.precision, "bf16");
   EXPECT_EQ(sweep::plan_to_json(bf16)["finetune"]["precision"], "bf16");

@@ -698,6 +698,33 @@ TEST(Report, RecordsOfOneCellFromTwoTrainingTablesOrCheckpointsAreRefused) {
             std::string::npos);
   EXPECT_NE(error(rec("a", 3, 8, "random", -1)).find("fine-tuned model 'a' from no checkpoint (random)"),
             std::string::npos);
+  // Two checkpoint directories at one step (two pretraining runs), or two model directories
+  // without a step: refused unless the weights' digests show one model.
+  EXPECT_NE(error(rec("a", 3, 8, "/s/step-100", 100))
+                .find("results.jsonl:5: job a|t|4|3 fine-tuned model 'a' from /s/step-100, job a|t|4|1 on line 1 from "
+                      "/r/step-100, and the records carry no SHA-256 of the weights"),
+            std::string::npos);
+  const std::string d1 = R"(,"model_sha256":")" + std::string(64, 'a') + "\"";
+  const std::string d2 = R"(,"model_sha256":")" + std::string(64, 'b') + "\"";
+  EXPECT_NE(test::error_of([&] {
+              aggregate(parse(dir, rec("m", 1, 8, "/models/x", -1) + rec("m", 2, 8, "/models/y", -1)), Plan{}, o);
+            }).find("fine-tuned model 'm' from /models/y, job m|t|4|1 on line 1 from /models/x"),
+            std::string::npos);
+  // A model directory moved between two parts of a sweep: one digest, one model.
+  EXPECT_NO_THROW(aggregate(parse(dir, rec("m", 1, 8, "/models/x", -1, d1) + rec("m", 2, 8, "/moved/x", -1, d1)),
+                            Plan{}, o));
+  EXPECT_NE(test::error_of([&] {
+              aggregate(parse(dir, rec("m", 1, 8, "/models/x", -1, d1) + rec("m", 2, 8, "/models/y", -1, d2)),
+                        Plan{}, o);
+            }).find("the model 'm' of job m|t|4|2"),
+            std::string::npos);
+  // An N-shot record trained on N of each class: 4-shot of 2 classes is 8 sequences, and one
+  // of 6 is not 4-shot (Table 1 would publish it in the 4-shot rows).
+  EXPECT_NO_THROW(aggregate(parse(dir, rec("c", 1, 8, "random", -1, R"(,"classes":2)")), Plan{}, o));
+  EXPECT_NE(test::error_of([&] { aggregate(parse(dir, rec("c", 1, 6, "random", -1, R"(,"classes":2)")), Plan{}, o); })
+                .find("results.jsonl:1: job c|t|4|1 trained on 6 sequences, but as 4-shot of 2 classes it trains on 8 "
+                      "(4 of each class): the record is not 4-shot"),
+            std::string::npos);
   // What each job cut or could not read is said per model and task (sweeps wrote neither).
   const Table t = aggregate(
       parse(dir, rec("a", 1, 8, "/r/step-100", 100, R"(,"truncated":3,"unknown_only":2,"unterminated_tables":1)") +

@@ -260,4 +260,13 @@ TEST(TaskDataset, EveryClassInBothSplitsOrRefused) {
                         "give more input or change --train-fraction",
                         in_train ? "test" : "training"));
   EXPECT_FALSE(std::filesystem::exists(d.file("out")));
+  // No example left at all: what was dropped, by reason (every window off its chromosome is
+  // the window's or preset's doing, not too little input).
+  dataset::DatasetStats dropped;
+  dropped.dropped["off_chromosome"] = 60;
+  dropped.dropped["contains_n"] = 0;
+  EXPECT_EQ(what_of([&] { dataset::write_task_dataset({}, o, dropped); }),
+            "the dataset would have 0 training and 0 test examples: both must be non-empty (0 example(s) made; "
+            "dropped: off_chromosome 60; give more input, change the window or preset, or change --train-fraction)");
+  EXPECT_FALSE(std::filesystem::exists(d.file("out")));
 }
