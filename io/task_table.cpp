@@ -217,7 +217,10 @@ std::vector<TaskRow> read_task_table(const std::string& path, bool label_require
     check_no_zero_byte(path, lineno, line);
     return true;
   };
-  if (!next()) throw InputError(path, 1, "empty file: expected a header with 'sequence' and 'label' columns");
+  if (!next())
+    throw InputError(path, 1, label_required ? "empty file: expected a header with 'sequence' and 'label' columns"
+                                             : "empty file: expected FASTA records, or a table with a 'sequence' "
+                                               "column");
   strip_utf8_bom(line);
   const char delim = line.find('\t') != std::string::npos ? '\t' : ',';
   bool bad = false;

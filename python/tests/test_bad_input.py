@@ -24,6 +24,14 @@ def test_wrong_dtype(masker, batch):
         masker.mask(np.array([["ACGT"]]))
     with pytest.raises(TypeError, match="attention_mask must hold integers"):
         masker.mask(ids, att.astype(np.float32))
+    # Token ids that are booleans ([True, True] read as [UNK] [UNK]); a boolean mask is fine.
+    with pytest.raises(TypeError, match="input_ids must hold integers, got dtype bool"):
+        masker.mask(ids.astype(bool), att)
+    np.testing.assert_array_equal(masker.mask(ids, att.astype(bool), sample_index=[0, 1])[0],
+                                  masker.mask(ids, att, sample_index=[0, 1])[0])
+    # An epoch past 64 bits: the package's own message, not the binding's argument error.
+    with pytest.raises(ValueError, match="epoch must be in 0..2\\^64-1, got 1180591620717411303424"):
+        masker.mask(ids, att, epoch=2**70)
     with pytest.raises(TypeError, match="must be a str"):
         genemask.Tokenizer().encode(b"ACGTACGT")
     with pytest.raises(TypeError, match="sequence 1 must be a str"):

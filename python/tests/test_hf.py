@@ -140,6 +140,13 @@ def test_collator_refuses_an_attention_mask_that_is_not_ones_then_zeros():
                        ([1, 0] + [1] * (n - 2), "example 0: attention_mask is not 1s then 0s: pad on the right")]:
         with pytest.raises(ValueError, match=match):
             c([dict(ids[0], attention_mask=att), ids[1]])
+    # No tokens at all (a batch of width 0 was returned), and boolean ids: refused.
+    for ex, err, match in [(dict(input_ids=[]), ValueError, "example 0 has no tokens"),
+                           (dict(input_ids=ids[0]["input_ids"], attention_mask=[0] * n), ValueError,
+                            "example 0 has no tokens"),
+                           (dict(input_ids=[True, True]), TypeError, "example 0 input_ids must hold integers, got dtype bool")]:
+        with pytest.raises(err, match=match):
+            c([ex, ids[1]])
     # 1s then 0s: the 0s drop the padding
     padded = dict(input_ids=ids[0]["input_ids"] + [genemask.PAD] * 3, attention_mask=[1] * n + [0] * 3)
     assert torch.equal(c([padded, ids[1]])["attention_mask"], DataCollatorForGeneMask(strategy="random", seed=0)(

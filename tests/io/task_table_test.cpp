@@ -50,6 +50,9 @@ TEST(TaskTable, BadRowsNameFileLineAndValue) {
   test::write_file(tmp.file("e.tsv"), "");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("e.tsv")); }),
             tmp.file("e.tsv") + ":1: empty file: expected a header with 'sequence' and 'label' columns");
+  // Sequences to score (predict, embed) need no label, and may be FASTA.
+  EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("e.tsv"), false); }),
+            tmp.file("e.tsv") + ":1: empty file: expected FASTA records, or a table with a 'sequence' column");
   test::write_file(tmp.file("k.tsv"), "sequence\tlabel\n\"AAAAAA AAAAC\"\t1\n");
   EXPECT_EQ(error_of([&] { io::read_task_table(tmp.file("k.tsv")); }),
             tmp.file("k.tsv") + ":2: bad sequence: token 2 'AAAAC' has length 5, token 1 has length 6");

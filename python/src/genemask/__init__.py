@@ -54,14 +54,15 @@ def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch")
 
 
-def _int_array(x, name: str, ndim: Optional[int] = None) -> np.ndarray:
-    """x as a C-contiguous int64 array; TypeError for a non-integer dtype, ValueError for a wrong rank."""
+def _int_array(x, name: str, ndim: Optional[int] = None, allow_bool: bool = True) -> np.ndarray:
+    """x as a C-contiguous int64 array; TypeError for a non-integer dtype (and for booleans
+    unless ``allow_bool``: a mask may be booleans, token ids may not), ValueError for a wrong rank."""
     if type(x) is np.ndarray and x.dtype == np.int64 and x.flags.c_contiguous and (ndim is None or x.ndim == ndim):
         return x  # the common case, at no cost
     if _is_torch(x):
         x = x.detach().cpu().numpy()
     a = np.asarray(x)
-    if a.dtype == object or a.dtype.kind not in "iub":
+    if a.dtype == object or a.dtype.kind not in ("iub" if allow_bool else "iu"):
         if a.size == 0 and a.dtype.kind == "f":
             a = a.astype(np.int64)
         else:
@@ -210,7 +211,7 @@ class Masker:
         [PAD]s (the [CLS]/[SEP] are optional). ``attention_mask`` (1 = real token, a prefix
         of the row) defaults to the tokens before the first [PAD]."""
         is_torch = _is_torch(input_ids)
-        ids = _int_array(input_ids, "input_ids")
+        ids = _int_array(input_ids, "input_ids", allow_bool=False)
         one_row = ids.ndim == 1
         if one_row:
             ids = ids[None, :]
@@ -234,8 +235,8 @@ class Masker:
         seed = self.seed if seed is None else int(seed)
         if not (0 <= seed < 2**64):
             raise ValueError(f"seed must be in 0..2^64-1, got {seed}")
-        if int(epoch) < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        if not (0 <= int(epoch) < 2**64):
+            raise ValueError(f"epoch must be in 0..2^64-1, got {epoch}")
         out_ids, labels = self._core.mask(ids, att, seed, int(epoch), index)
         if one_row:
             out_ids, labels = out_ids[0], labels[0]

@@ -125,7 +125,7 @@ class DataCollatorForGeneMask:
             elif isinstance(ex, Mapping):
                 if "input_ids" not in ex:
                     raise ValueError(f"example {i} has no 'input_ids' (keys: {', '.join(map(str, ex.keys()))})")
-                ids = _int_array(ex["input_ids"], f"example {i} input_ids", 1)
+                ids = _int_array(ex["input_ids"], f"example {i} input_ids", 1, allow_bool=False)
                 if "attention_mask" in ex and ex["attention_mask"] is not None:
                     att = _int_array(ex["attention_mask"], f"example {i} attention_mask", 1)
                     if att.shape != ids.shape:
@@ -138,6 +138,9 @@ class DataCollatorForGeneMask:
                     ids = ids[att.astype(bool)]
             else:
                 raise TypeError(f"example {i} must be a dict with 'input_ids' or a DNA string, got {type(ex).__name__}")
+            if ids.shape[0] == 0:  # a batch of width 0, or a row of [PAD]s the model would read as a sample
+                raise ValueError(f"example {i} has no tokens (empty input_ids, or an attention_mask of 0s): no sequence "
+                                 "to mask")
             if ids.shape[0] > self.max_length:
                 if not self.truncation:
                     raise ValueError(f"example {i} has {ids.shape[0]} tokens, more than max_length={self.max_length}; "
