@@ -81,6 +81,11 @@ gm_log() { printf '[%s] %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
 gm_put() {
   local file=$1 record=$OUT/.genemask-jobs.sha256 staged sum name old
   name=${file#"$OUT"/}
+  if [ -e "$file" ] && [ ! -f "$file" ]; then  # a directory (or a device) where the file goes: the user's
+    echo "genemask jobs: $file is not a regular file (a directory?): not a file these scripts wrote; move it" \
+      "away and run again" >&2
+    return 1
+  fi
   staged=$(mktemp "$file.XXXXXX") || return 1
   if ! cat >"$staged"; then rm -f "$staged"; return 1; fi
   sum=$(sha256sum <"$staged" | cut -d' ' -f1)
@@ -289,13 +294,43 @@ gm_load_config() {
   read -r -a seeds <<<"$PRETRAIN_SEEDS"
   [ -z "$(printf '%s\n' "${seeds[@]}" | sort | uniq -d)" ] ||
     { echo "config: PRETRAIN_SEEDS lists a seed twice: $PRETRAIN_SEEDS" >&2; return 2; }
+  # The rest of what the stages take, checked before anything is submitted: a typo found by
+  # the stage that reads it failed hours later, after the expensive stages; a GPUS_PER_NODE
+  # of "four" was a bash error, and the jobs went out without GPUs.
+  local v least
+  for var in GPUS_PER_NODE:0 THREADS_PER_WORKER:0 RANKS_COUNT:1 RANKS_SHARDS:1 RANKS_PRETRAIN:1 RANKS_SWEEP:1 \
+             RANKS_PER_GPU:1 STEPS:1 WARMUP:0 BATCH_PER_RANK:1 GRAD_ACCUM:1 CHECKPOINT_EVERY:0 EVAL_EVERY:0; do
+    least=${var#*:} var=${var%%:*} v=${!var}
+    case $v in
+      '' | *[!0-9]* | 0?*) echo "config: $var: '$v' is not an integer written plainly (digits, no leading 0)" >&2
+        return 2 ;;
+    esac
+    [ "$v" -ge "$least" ] || { echo "config: $var: $v is below $least" >&2; return 2; }
+  done
+  case $DEVICE in cpu | cuda) ;; *) echo "config: DEVICE: '$DEVICE' is not cpu or cuda" >&2; return 2 ;; esac
+  local -a maskings=()
+  read -r -a maskings <<<"$MASKINGS"
+  [ "${#maskings[@]}" -gt 0 ] || { echo "config: MASKINGS is empty (genemask, random, pmi-vocab)" >&2; return 2; }
+  for v in "${maskings[@]}"; do
+    case $v in genemask | random | pmi-vocab) ;;
+      *) echo "config: MASKINGS: '$v' is not a masking strategy (genemask, random, pmi-vocab)" >&2; return 2 ;;
+    esac
+  done
+  [ -n "$GENOMES" ] || [ -e "$GENOME" ] || { echo "config: GENOME=$GENOME does not exist" >&2; return 2; }
+  [ -z "$GENOMES" ] || [ -e "$GENOMES" ] || { echo "config: GENOMES=$GENOMES does not exist" >&2; return 2; }
+  case $MODEL in logo | dnabert) ;;
+    *) [ -e "$MODEL" ] || { echo "config: MODEL=$MODEL is neither logo, dnabert nor an existing config file" >&2
+      return 2; } ;;
+  esac
 }
 
 # gm_check_tasks: every name in TASKS is known and has its input set and present (before
 # anything is submitted or built).
 gm_check_tasks() {
   local t need what
-  for t in $TASKS; do
+  local -a tasks=()
+  read -r -a tasks <<<"$TASKS"  # never a pattern: "prom*" matched a file of the working folder
+  for t in "${tasks[@]}"; do
     case $t in
       promoter | prom-core | prom-300) need=TSS what="TSS positions, EPDnew BED or SGA" ;;
       splice-40) need=SPLICE_ANNOTATION what="a GTF or GFF3 with exons; default: GENES" ;;
@@ -316,11 +351,14 @@ gm_abspath() {
 # PRETRAIN_SEEDS (the replicates of the strategy).
 gm_pretrain_units() {
   local m s
-  for m in $MASKINGS; do
-    if [ -z "$PRETRAIN_SEEDS" ]; then
+  local -a maskings=() seeds=()
+  read -r -a maskings <<<"$MASKINGS"
+  read -r -a seeds <<<"$PRETRAIN_SEEDS"
+  for m in "${maskings[@]}"; do
+    if [ "${#seeds[@]}" -eq 0 ]; then
       echo "$m"
     else
-      for s in $PRETRAIN_SEEDS; do echo "$m:$s"; done
+      for s in "${seeds[@]}"; do echo "$m:$s"; done
     fi
   done
 }

@@ -168,6 +168,19 @@ for bad in 'PRETRAIN_SEEDS="1 01"' 'SHOTS="05 10"' 'SEEDS=0'; do
   if "$repo/jobs/pipeline.sh" --dry-run "$tmp/bad4.conf" >/dev/null 2>"$tmp/bad4.err"; then echo "$bad was accepted" >&2; fail=1; fi
   grep -q "^config: ${bad%%=*}: " "$tmp/bad4.err" || { echo "$bad: $(cat "$tmp/bad4.err")" >&2; fail=1; }
 done
+# The other values the stages take, refused before anything is submitted (a typo failed hours
+# later; GPUS_PER_NODE=four was a bash error, and the jobs went out without GPUs), each naming
+# the variable; a task pattern is no pattern even where a file matches it.
+touch "$tmp/promoter-file"
+for bad in GPUS_PER_NODE=four 'RANKS_SWEEP=0' 'STEPS=1e4' DEVICE=gpu 'MASKINGS="genemask randm"' GENOME=nope.fa \
+           MODEL=nope.json 'TASKS="promoter-f*"'; do
+  { grep -v "^${bad%%=*}=" "$tmp/pipeline.conf"; echo "$bad"; } >"$tmp/bad6.conf"
+  if (cd "$tmp" && "$repo/jobs/pipeline.sh" --dry-run "$tmp/bad6.conf" >/dev/null 2>"$tmp/bad6.err"); then
+    echo "$bad was accepted" >&2; fail=1
+  fi
+  grep -q "^config: .*${bad%%=*}" "$tmp/bad6.err" || { echo "$bad: $(cat "$tmp/bad6.err")" >&2; fail=1; }
+done
+grep -q "unknown task 'promoter-f\*'" "$tmp/bad6.err" || { echo "TASKS glob: $(cat "$tmp/bad6.err")" >&2; fail=1; }
 # A config in a folder that is not there is named, never taken from another folder.
 if "$repo/jobs/pipeline.sh" --dry-run "$tmp/no-such-dir/p.conf" >/dev/null 2>"$tmp/bad5.err"; then
   echo "a missing config was accepted" >&2; fail=1
