@@ -40,6 +40,7 @@
 #                          (its SHA-256 is the last one OUT/.genemask-jobs.sha256 records) or
 #                          it holds the same bytes, else it is the user's: refused, kept
 #   gm_check_tasks         check the config's TASKS and their inputs
+#   gm_check_inputs        check that the config's GENOME (or GENOMES) and MODEL file exist
 #   gm_load_config FILE    source a pipeline config (jobs/pipeline.conf.example) and fill in
 #                          the defaults of everything it leaves out
 
@@ -316,6 +317,11 @@ gm_load_config() {
       *) echo "config: MASKINGS: '$v' is not a masking strategy (genemask, random, pmi-vocab)" >&2; return 2 ;;
     esac
   done
+}
+
+# gm_check_inputs: the genome (or genome list) and a MODEL config file exist (pipeline.sh,
+# before anything is submitted; a stage that reads neither runs without them).
+gm_check_inputs() {
   [ -n "$GENOMES" ] || [ -e "$GENOME" ] || { echo "config: GENOME=$GENOME does not exist" >&2; return 2; }
   [ -z "$GENOMES" ] || [ -e "$GENOMES" ] || { echo "config: GENOMES=$GENOMES does not exist" >&2; return 2; }
   case $MODEL in logo | dnabert) ;;

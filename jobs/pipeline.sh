@@ -45,6 +45,7 @@ source "$GENEMASK_JOBS_DIR/lib.sh"
 cfg=$(cd "$(dirname -- "$1")" && pwd)/$(basename -- "$1")
 gm_load_config "$cfg"
 gm_check_tasks
+gm_check_inputs
 GENEMASK_BIN=$(gm_bin)
 export GENEMASK_BIN
 read -r -a count_opts <<<"$COUNT_OPTS"
