@@ -244,6 +244,26 @@ assert lines and all(set(l["genome_tokens"]) == {"first", "second"} for l in lin
 print("many genomes: counts per genome, shards labelled, pretrain logs tokens per genome")
 PYEOF
 grep -q -- "--genome-weights list" "$tmp/many.log" || { echo "pretrain did not get --genome-weights list" >&2; fail=1; }
+# Sweep jobs that fail leave the tables short of them: the report stage, and so the pipeline,
+# ends non-zero and says so (it printed "pipeline done" and exited 0 over a table1.md without
+# the model under study). A copy of the run's outputs, its sweep and report removed.
+cp -r "$out" "$tmp/out-fail"
+rm -rf "$tmp/out-fail/sweep" "$tmp/out-fail/report"
+sed "s|^OUT=.*|OUT=out-fail|" "$tmp/pipeline.conf" >"$tmp/fail.conf"
+real_bin=$(cd "$tmp" && source "$repo/jobs/lib.sh" && gm_bin)
+cat >"$tmp/gm-fail" <<WRAP
+#!/usr/bin/env bash
+# genemask, whose sweep fails every job of the genemask-masked model
+if [ "\$1" = sweep ]; then exec "$real_bin" "\$@" --inject-failure '*genemask*:always'; fi
+exec "$real_bin" "\$@"
+WRAP
+chmod +x "$tmp/gm-fail"
+if GENEMASK_BIN=$tmp/gm-fail "$repo/jobs/pipeline.sh" --local --from sweep "$tmp/fail.conf" >"$tmp/fail.log" 2>&1; then
+  echo "a pipeline whose sweep jobs failed ended 0" >&2; fail=1
+fi
+grep -q "report: sweep jobs failed and have no result in the tables" "$tmp/fail.log" || { cat "$tmp/fail.log" >&2; fail=1; }
+if grep -q "pipeline done" "$tmp/fail.log"; then echo "a pipeline whose sweep jobs failed said done" >&2; fail=1; fi
+[ -f "$tmp/out-fail/report/table1.md" ] || { echo "the report of the jobs that ran was not written" >&2; fail=1; }
 # Every stage script and pipeline.sh answer --help with their usage (and run nothing).
 for f in "$repo"/jobs/*.sbatch "$repo/jobs/pipeline.sh"; do
   "$f" --help >"$tmp/help.txt" 2>&1 || { echo "$f --help failed" >&2; fail=1; }
