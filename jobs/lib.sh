@@ -41,6 +41,7 @@
 #                          it holds the same bytes, else it is the user's: refused, kept
 #   gm_check_tasks         check the config's TASKS and their inputs
 #   gm_check_inputs        check that the config's GENOME (or GENOMES) and MODEL file exist
+#   gm_check_baseline      check that BASELINE_MASKING is one of MASKINGS
 #   gm_load_config FILE    source a pipeline config (jobs/pipeline.conf.example) and fill in
 #                          the defaults of everything it leaves out
 
@@ -260,6 +261,7 @@ gm_load_config() {
   SHARDS_OPTS=${SHARDS_OPTS:-}
   PRETRAIN_OPTS=${PRETRAIN_OPTS:-}
   DATASET_OPTS=${DATASET_OPTS:-}
+  SWEEP_OPTS=${SWEEP_OPTS:-}
   REPORT_OPTS=${REPORT_OPTS:-}
   SBATCH_OPTS=${SBATCH_OPTS:-}
   # Relative paths in the config are relative to the config file.
@@ -317,6 +319,19 @@ gm_load_config() {
       *) echo "config: MASKINGS: '$v' is not a masking strategy (genemask, random, pmi-vocab)" >&2; return 2 ;;
     esac
   done
+}
+
+# gm_check_baseline: BASELINE_MASKING is one of MASKINGS (pipeline.sh, before anything is
+# submitted: the report compares every model with the baseline's, and found it missing only
+# after the pretraining and the sweep). A stage run alone (bench/paper_scale.sh with one
+# strategy) may have no baseline, so the stages do not check it.
+gm_check_baseline() {
+  local -a maskings=()
+  read -r -a maskings <<<"$MASKINGS"
+  case " ${maskings[*]} " in *" $BASELINE_MASKING "*) return 0 ;; esac
+  echo "config: BASELINE_MASKING: '$BASELINE_MASKING' is not one of MASKINGS ($MASKINGS): the report's baseline" \
+    "is a model the pipeline pretrains; add it to MASKINGS or choose one of them" >&2
+  return 2
 }
 
 # gm_check_inputs: the genome (or genome list) and a MODEL config file exist (pipeline.sh,

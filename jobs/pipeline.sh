@@ -46,6 +46,7 @@ cfg=$(cd "$(dirname -- "$1")" && pwd)/$(basename -- "$1")
 gm_load_config "$cfg"
 gm_check_tasks
 gm_check_inputs
+gm_check_baseline
 GENEMASK_BIN=$(gm_bin)
 export GENEMASK_BIN
 read -r -a count_opts <<<"$COUNT_OPTS"

@@ -217,11 +217,12 @@ void check_tokenizer_json(const std::string& path) {
 
 void check_vocab(const std::string& dir) {
   const std::string path = dir + "/vocab.txt";
+  // Both files are held to DNABERT-6's ids where present: transformers' AutoTokenizer reads
+  // tokenizer.json first, so a directory whose two disagree would tokenize otherwise there.
+  const bool has_json = std::filesystem::exists(dir + "/tokenizer.json");
+  if (has_json) check_tokenizer_json(dir + "/tokenizer.json");
   std::ifstream in(path);
-  if (!in && std::filesystem::exists(dir + "/tokenizer.json")) {
-    check_tokenizer_json(dir + "/tokenizer.json");
-    return;
-  }
+  if (!in && has_json) return;
   if (!in) {
     // transformers' model.save_pretrained writes none (the tokenizer's does): the ids are
     // taken to be DNABERT-6's, said once per directory and process.

@@ -272,6 +272,20 @@ class Predict(unittest.TestCase):
             self.assertEqual(p.returncode, 1, p.stderr)
             self.assertIn(os.path.join(fast, "tokenizer.json") + ": its vocabulary (model.vocab) " + want_text, p.stderr)
             self.assertFalse(os.path.exists(os.path.join(self.tmp, "tok-bad.tsv")))
+        # With a right vocab.txt beside it, a wrong tokenizer.json is still refused: transformers'
+        # AutoTokenizer reads tokenizer.json first, and would tokenize otherwise than genemask.
+        shutil.copy(os.path.join(self.model, "vocab.txt"), os.path.join(fast, "vocab.txt"))
+        edited(swap)
+        p = run(["predict", "--model", fast, "--input", os.path.join(self.tmp, "all.fa"), "--out",
+                 os.path.join(self.tmp, "tok-bad.tsv"), "--threads", "1"], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(os.path.join(fast, "tokenizer.json") + ": its vocabulary (model.vocab) gives 'AAAAAA' the id 6",
+                      p.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp, "tok-bad.tsv")))
+        edited(lambda v: None)  # both right: runs, as from vocab.txt alone
+        run(["predict", "--model", fast, "--input", os.path.join(self.tmp, "all.fa"), "--out", out + ".2", "--threads",
+             "1", "--batch", "4", "--precision", "fp32"])
+        self.assertEqual(read_tsv(out + ".2"), want)
 
     def test_bad_input(self):
         p = self.predict("bad.tsv", "--stride", "600", check=False)

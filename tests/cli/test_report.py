@@ -682,8 +682,13 @@ class ReportErrors(unittest.TestCase):
             self.assertIn(f'results.jsonl:2: "seed" is {shown}, expected an integer in [0, 2^64-1]',
                           self.fails(self.lines([self.good[0], bad])))
 
-    def test_a_metric_named_twice(self):
+    def test_a_metric_model_or_task_named_twice(self):
+        """One rule for the three lists: a repeat is refused (it doubled columns, or hid a slip
+        for another name)."""
         self.assertIn("--metric names 'accuracy' twice", self.fails(self.lines(self.good), ["--metric", "accuracy,auc,accuracy"]))
+        self.assertIn("--models names 'a' twice; name each model once",
+                      self.fails(self.lines(self.good), ["--models", "a", "b", "a"]))
+        self.assertIn("--tasks names 't' twice; name each task once", self.fails(self.lines(self.good), ["--tasks", "t", "t"]))
 
     def test_two_baselines_in_one_group(self):
         self.assertIn("both in group ''", self.fails(self.lines(self.good), ["--baseline", "a", "--baseline", "b"]))

@@ -125,6 +125,26 @@ rm -rf "$out/report"
 "$repo/jobs/pipeline.sh" --local --from report "$tmp/pipeline.conf" >"$tmp/third.log" 2>&1 || { cat "$tmp/third.log"; fail=1; }
 check "$out/report/table1.md"
 if grep -q '== count' "$tmp/third.log"; then echo "--from report ran the count stage" >&2; fail=1; fi
+# A changed FINETUNE_JSON is refused by the sweep (its records are of other settings); the
+# config's SWEEP_OPTS="--force" reruns the changed jobs, the old records kept aside.
+sed 's/^FINETUNE_JSON=.*/FINETUNE_JSON='"'"'{"epochs": 1}'"'"'/' "$tmp/pipeline.conf" >"$tmp/changed.conf"
+if "$repo/jobs/pipeline.sh" --local --from sweep "$tmp/changed.conf" >"$tmp/changed.log" 2>&1; then
+  echo "a changed FINETUNE_JSON was mixed with the earlier records" >&2; fail=1
+fi
+grep -q "changed incompatibly" "$tmp/changed.log" || { cat "$tmp/changed.log"; echo "changed plan: no message" >&2; fail=1; }
+echo 'SWEEP_OPTS="--force"' >>"$tmp/changed.conf"
+"$repo/jobs/pipeline.sh" --local --from sweep "$tmp/changed.conf" >"$tmp/forced.log" 2>&1 || { cat "$tmp/forced.log"; fail=1; }
+n_stale=$(grep -c '"status": *"ok"' "$out/sweep/results.stale.jsonl" || true)
+n_ok3=$(grep -c '"epochs": *1[,}]' "$out/sweep/results.jsonl" || true)
+if [ "$n_stale" != 24 ] || [ "$n_ok3" != 24 ]; then
+  echo "SWEEP_OPTS=--force: $n_stale stale records, $n_ok3 with the new settings (want 24, 24)" >&2; fail=1
+fi
+# The report's baseline must be one of the pretrained models: refused before anything runs.
+sed 's/^MASKINGS=.*/MASKINGS=genemask/' "$tmp/pipeline.conf" >"$tmp/nobase.conf"
+if "$repo/jobs/pipeline.sh" --dry-run "$tmp/nobase.conf" >/dev/null 2>"$tmp/nobase.err"; then
+  echo "a BASELINE_MASKING outside MASKINGS was accepted" >&2; fail=1
+fi
+grep -q "^config: BASELINE_MASKING: 'random' is not one of MASKINGS" "$tmp/nobase.err" || { echo "nobase: $(cat "$tmp/nobase.err")" >&2; fail=1; }
 # Pretraining replicates (PRETRAIN_SEEDS, issue 33): each strategy pretrained once per seed,
 # the sweep's models marked as replicates of their arm, and the report over replicates.
 rep=$tmp/rep

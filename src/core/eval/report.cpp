@@ -364,7 +364,9 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
       for (const auto& c : chosen) {
         if (std::find(present.begin(), present.end(), c) == present.end())
           throw std::invalid_argument(fmt::format("report: {} '{}' has no ok results; present: {}", what, c, join(present)));
-        if (seen.insert(c).second) out.push_back(c);
+        if (!seen.insert(c).second)  // as --metric: "A A" is more likely a slip for "A B" than meant
+          throw std::invalid_argument(fmt::format("report: --{}s names '{}' twice; name each {} once", what, c, what));
+        out.push_back(c);
       }
       return out;
     }
