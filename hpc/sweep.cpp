@@ -272,10 +272,12 @@ Setup prepare(const SweepOptions& o) {
         if (!p->empty()) inputs.push_back({"the plan's task " + t.name, *p});
     io::check_outputs(inputs, {{"--out", o.out, io::OutputKind::directory}});
   }
-  io::OutputDir out_dir(o.out);  // a new DIR goes again if the set-up fails
+  // A new DIR goes again if the set-up fails (what the sweep wrote there, never anyone else's).
+  io::OutputDir out_dir(o.out, {"plan.json", "results.jsonl", "results.stale.jsonl", "runs"});
   Setup s;
   try {
     s.lock = std::make_shared<io::DirLock>(o.out, "genemask sweep");  // two sweeps would run every job twice
+    out_dir.locked();  // another sweep's directory, made between this one's mkdir and its lock: kept
   } catch (...) {
     out_dir.keep();  // another sweep's directory, maybe made a moment ago: never removed here
     throw;

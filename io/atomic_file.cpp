@@ -189,6 +189,15 @@ int remove_registered(Line& line, int named) {
           line.add(path);
         }
         break;
+      case CleanupKind::part:
+        remove_tree_at(AT_FDCWD, path, 0);
+        break;
+      case CleanupKind::made_dir:
+        if (::rmdir(path) == 0) {
+          line.add(named++ ? ", " : "; removed the unfinished ");
+          line.add(path);
+        }
+        break;
     }
   }
 }
@@ -454,7 +463,9 @@ void AtomicFile::commit() {
   tmp_.commit();
 }
 
-OutputDir::OutputDir(const std::string& path) : exceptions_(std::uncaught_exceptions()) {
+OutputDir::OutputDir(const std::string& path, std::vector<std::string> own)
+    : own_(std::move(own)), exceptions_(std::uncaught_exceptions()) {
+  own_.emplace_back(".genemask.json");  // the run directory's marker (claim_run_directory)
   namespace fs = std::filesystem;
   fs::path p = fs::absolute(path).lexically_normal();
   if (!p.has_filename()) p = p.parent_path();  // "out/"
@@ -466,6 +477,7 @@ OutputDir::OutputDir(const std::string& path) : exceptions_(std::uncaught_except
   fs::create_directories(p);
   if (!top.empty()) created_ = top.string();
   dir_ = p.string();
+  for (auto& n : own_) n = dir_ + "/" + n;  // whole paths now: the destructor may run out of memory
   if (!created_.empty()) {
     std::vector<fs::path> parents;
     for (fs::path q = p.parent_path(); q.string().size() >= created_.size(); q = q.parent_path()) {
@@ -474,8 +486,19 @@ OutputDir::OutputDir(const std::string& path) : exceptions_(std::uncaught_except
     }
     for (auto it = parents.rbegin(); it != parents.rend(); ++it)
       cleanup_slots_.push_back(register_cleanup(it->string(), CleanupKind::empty_dir));
-    cleanup_slots_.push_back(register_cleanup(dir_, CleanupKind::tree));
+    cleanup_slots_.push_back(register_cleanup(dir_, CleanupKind::made_dir));
+    for (const auto& n : own_) cleanup_slots_.push_back(register_cleanup(n, CleanupKind::part));
   }
+}
+
+void OutputDir::locked() {
+  if (created_.empty() || kept_) return;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir_, ec))
+    if (e.path().filename() != ".genemask.lock") {
+      keep();
+      return;
+    }
 }
 
 void OutputDir::keep() {
@@ -487,6 +510,7 @@ void OutputDir::keep() {
 OutputDir::OutputDir(OutputDir&& o) noexcept
     : created_(std::move(o.created_)),
       dir_(std::move(o.dir_)),
+      own_(std::move(o.own_)),
       exceptions_(o.exceptions_),
       kept_(o.kept_),
       cleanup_slots_(std::move(o.cleanup_slots_)) {
@@ -497,13 +521,12 @@ OutputDir::OutputDir(OutputDir&& o) noexcept
 OutputDir::~OutputDir() {
   for (int slot : cleanup_slots_) unregister_cleanup(slot);
   if (created_.empty() || kept_ || std::uncaught_exceptions() <= exceptions_) return;
-  // The directory, then the parents made for it while they are empty: another command may
-  // have started writing beside it in a parent made here.
-  remove_tree(dir_);  // allocates nothing: this runs after an out-of-memory error too
+  // What the command wrote, then the directory and the parents made for it while they are
+  // empty: a file anyone else put there (or another command writing beside it in a parent
+  // made here) keeps its directory.
+  for (const auto& n : own_) remove_tree(n);  // allocates nothing: this runs after an out-of-memory error too
   try {
-    const std::string top = std::filesystem::path(created_).lexically_normal().string();
-    for (auto q = std::filesystem::path(dir_).parent_path(); !q.empty(); q = q.parent_path())
-      if (q.string().size() < top.size() || ::rmdir(q.c_str()) != 0 || q.string() == top) break;
+    remove_empty_dirs(dir_, created_);
   } catch (...) {  // out of memory for the parents' names: they stay (empty)
   }
 }

@@ -81,13 +81,19 @@ class AtomicFile {
 
 /// A command's output directory, created with its parents when missing. When this object
 /// created it and is destroyed by an exception before keep(), or a signal stops the process
-/// before keep(), the directory goes again with whatever the command put there (and the
-/// parents made for it while they are empty), so a refused input leaves nothing behind. A
-/// directory that existed before is never removed.
+/// before keep(), what the command put there goes again (its entries `own`, its marker
+/// .genemask.json), then the directory and the parents made for it, each only while it is
+/// empty: a refused input leaves nothing behind, and a file anyone else put there meanwhile
+/// (a monitoring log, another run's output) is never removed, nor the directory holding it.
+/// A directory that existed before is never removed.
 class OutputDir {
  public:
-  explicit OutputDir(const std::string& path);
+  OutputDir(const std::string& path, std::vector<std::string> own);
   ~OutputDir();
+  /// Once the directory's lock is held: a directory this object made that holds anything
+  /// besides the lock file is not this run's alone (another run made its output there
+  /// between this one's mkdir and its lock, or the user put files in it): keep().
+  void locked();
   OutputDir(OutputDir&& o) noexcept;
   OutputDir& operator=(OutputDir&&) = delete;
   OutputDir(const OutputDir&) = delete;
@@ -104,6 +110,7 @@ class OutputDir {
  private:
   std::string created_;  // the topmost directory this object made, or ""
   std::string dir_;      // the directory, absolute
+  std::vector<std::string> own_;  // the entries the command writes, and the marker
   int exceptions_ = 0;   // std::uncaught_exceptions() when it was made
   bool kept_ = false;
   std::vector<int> cleanup_slots_;  // the directories it made, for a signal that stops the process
@@ -136,9 +143,11 @@ bool remove_tree(const std::string& path) noexcept;
 
 /// What a fatal signal removes besides the temporaries (install_signal_cleanup).
 enum class CleanupKind {
-  tree,       // a directory and everything in it (an unfinished output directory, a staging directory)
+  tree,       // a directory and everything in it, named (the staging directory of an existing output)
+  part,       // the same, not named: an entry a command wrote in an output directory it made
   file,       // a file (a lock file)
   empty_dir,  // a directory, only while it is empty (a parent made for an output)
+  made_dir,   // an output directory a command made: removed while empty (its parts go first), named
 };
 /// Registers `path` (made absolute now) for removal when a signal stops the process; the
 /// newest registration is removed first. Returns a slot for unregister_cleanup (-1 when the

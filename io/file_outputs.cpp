@@ -15,6 +15,7 @@
 #include "io/h5.hpp"
 #include "io/json.hpp"
 #include "io/run_dir.hpp"
+#include "io/sha256.hpp"
 #include "io/shard_manifest.hpp"
 
 namespace genemask::io {
@@ -111,6 +112,7 @@ bool is_own_output(const std::string& path, const OwnFile& own) {
     case OwnFile::Kind::first_line: return first_line(path) == own.value;
     case OwnFile::Kind::first_line_prefix: return first_line(path).rfind(own.value, 0) == 0;
     case OwnFile::Kind::safetensors_metadata: return safetensors_has_metadata(path, own.value);
+    case OwnFile::Kind::sha256: return sha256_file(path) == own.value;
   }
   return false;
 }

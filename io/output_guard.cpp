@@ -132,6 +132,9 @@ std::vector<std::string> user_entries(const std::string& dir, bool skip_inputs) 
   while (const dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
     if (n == "." || n == ".." || n == kLockName || n == kOutputMarker || n == kStaging || n == kReadersLock) continue;
+    // The marker's temporary, left by a process killed while writing it (the caller holds
+    // DIR's lock, so no live writer has one): genemask's, not the user's.
+    if (n.rfind(std::string(kOutputMarker) + ".tmp.", 0) == 0) continue;
     if (skip_inputs && is_input_in_use(dir + "/" + n)) continue;
     names.push_back(n);
   }
@@ -450,7 +453,7 @@ std::optional<std::string> incomplete_output_command(const std::string& dir) {
 void check_output_complete(const std::string& dir) {
   if (const auto cmd = incomplete_output_command(dir))
     throw InputError(dir, fmt::format("is an incomplete output of `genemask {}` (it stopped while moving its files "
-                                      "into place): run that command again with --force",
+                                      "into place): run that command again (it replaces an incomplete output)",
                                       *cmd));
 }
 
@@ -460,7 +463,7 @@ void check_file_in_complete_output(const std::string& file) {
   if (const auto cmd = incomplete_output_command(dir))
     throw InputError(file, fmt::format("is in {}, an incomplete output of `genemask {}` (it stopped while moving its "
                                        "files into place, so its files may be of two runs): run that command again "
-                                       "with --force",
+                                       "(it replaces an incomplete output)",
                                        dir, *cmd));
 }
 
@@ -484,12 +487,26 @@ OutputSet::OutputSet(std::string dir, Options options)
     fs::create_directories(p, ec);
     if (ec) throw std::runtime_error(fmt::format("cannot create {}: {}", what, ec.message()));
     if (!top.empty()) created_ = top.string();
+    // A signal from here on removes DIR and the parents made for it, each only while empty
+    // (the lock file and the staging directory, registered later, go first).
+    if (!created_.empty()) {
+      const fs::path t = fs::absolute(created_).lexically_normal();
+      std::vector<fs::path> parents;
+      for (fs::path q = p.parent_path(); q.string().size() >= t.string().size(); q = q.parent_path()) {
+        parents.push_back(q);
+        if (q == t || q == q.parent_path()) break;
+      }
+      for (auto it = parents.rbegin(); it != parents.rend(); ++it)
+        cleanup_slots_.push_back(register_cleanup(it->string(), CleanupKind::empty_dir));
+      cleanup_slots_.push_back(register_cleanup(dir_, CleanupKind::made_dir));
+    }
   } else {
     throw std::runtime_error(fmt::format("cannot use {}: {}", what, std::strerror(errno)));
   }
   try {
     check_writable_target(dir_);
     lock_ = std::make_unique<DirLock>(dir_, "genemask " + o_.command);
+    remove_stale_temporaries(dir_ + "/" + kOutputMarker);  // of a run killed while writing it
     const std::vector<std::string> others = user_entries(dir_, /*skip_inputs=*/false);
     if (const auto marker = read_output_marker(dir_)) {
       const std::string cmd = (*marker)["command"].get<std::string>();
@@ -533,26 +550,14 @@ OutputSet::OutputSet(std::string dir, Options options)
     staging_ = staging_for(dir_);
     std::error_code ec;
     fs::remove_all(staging_, ec);  // a staging directory left by a killed run (we hold the lock)
-    // A signal from here on removes what this run made: DIR with the parents made for it, or
-    // else the staging directory (the lock file is DirLock's).
-    if (!created_.empty()) {
-      const fs::path top = fs::absolute(created_).lexically_normal();
-      std::vector<fs::path> parents;
-      for (fs::path q = fs::absolute(dir_).lexically_normal().parent_path(); q.string().size() >= top.string().size();
-           q = q.parent_path()) {
-        parents.push_back(q);
-        if (q == top || q == q.parent_path()) break;
-      }
-      for (auto it = parents.rbegin(); it != parents.rend(); ++it)
-        cleanup_slots_.push_back(register_cleanup(it->string(), CleanupKind::empty_dir));
-      cleanup_slots_.push_back(register_cleanup(dir_, CleanupKind::tree));
-    }
     if (!fs::create_directory(staging_, ec) || ec)
       throw std::runtime_error(fmt::format("cannot create {}: {}", staging_, ec ? ec.message() : "it exists"));
-    if (created_.empty()) cleanup_slots_.push_back(register_cleanup(staging_, CleanupKind::tree));
+    // Named on its own when DIR was there before; in a DIR made here, DIR is named.
+    cleanup_slots_.push_back(register_cleanup(staging_, created_.empty() ? CleanupKind::tree : CleanupKind::part));
   } catch (...) {
     for (int slot : cleanup_slots_) unregister_cleanup(slot);
-    if (lock_) remove_created();  // never a directory another writer holds
+    if (!staging_.empty() && lock_) remove_tree(staging_);
+    if (lock_) remove_created();  // what this run made, never another writer's output
     else if (!created_.empty()) remove_empty_dirs(dir_, created_);  // the lock file not written: nobody's
     lock_.reset();
     throw;
@@ -560,17 +565,19 @@ OutputSet::OutputSet(std::string dir, Options options)
 }
 
 void OutputSet::remove_created() {
-  if (created_.empty()) return;
-  // DIR with what this run put there; then the parents it made, while they are empty
-  // (another command may be writing beside it). remove_tree allocates nothing: this runs
-  // after an out-of-memory error too.
-  remove_tree(dir_);
-  try {  // the parents' names are built in memory: a failure leaves them (empty), never throws on
-    const fs::path top = fs::absolute(created_).lexically_normal();
-    for (fs::path p = fs::absolute(dir_).lexically_normal().parent_path(); !p.empty(); p = p.parent_path()) {
-      if (p.string().size() < top.string().size() || ::rmdir(p.c_str()) != 0 || p == top) break;
-    }
-  } catch (...) {
+  // What this run put in a DIR it made (the entries it moved there, its marker), the lock
+  // file, then DIR and the parents made for it, each only while empty: anything another
+  // writer or the user put in DIR meanwhile stays, and DIR with it.
+  if (created_.empty()) return;  // an earlier DIR keeps what was moved, under an "incomplete" marker
+  try {
+    for (const auto& n : moved_) remove_tree(dir_ + "/" + n);
+    if (wrote_marker_) ::unlink((dir_ + "/" + kOutputMarker).c_str());
+  } catch (...) {  // out of memory for the names: they stay, and DIR with them
+  }
+  lock_.reset();
+  try {
+    remove_empty_dirs(dir_, created_);
+  } catch (...) {  // the same for the parents' names: they stay (empty)
   }
 }
 
@@ -633,6 +640,7 @@ void OutputSet::publish(const nlohmann::json& extra) {
     if (!old.count(n)) all.push_back(n);
   nlohmann::json cut_short = new_marker(o_.command, false, all);  // a cut-short publication says so
   if (!tree.empty()) cut_short["tree"] = tree;
+  wrote_marker_ = true;
   write_marker(dir_, cut_short);
   const std::set<std::string> fresh_set(fresh.begin(), fresh.end());
   std::vector<std::string> gone = old_entries_;
@@ -645,9 +653,12 @@ void OutputSet::publish(const nlohmann::json& extra) {
     fs::remove_all(target, ec);
     if (ec) throw std::runtime_error(fmt::format("cannot remove {} (of the earlier output): {}", target, ec.message()));
   }
-  // A signal while the files move: a DIR this run made goes with them; an earlier DIR keeps
-  // what was moved, under a marker that says "incomplete" (readers refuse it).
-  for (const auto& n : fresh) rename_or_throw(staging_ + "/" + n, dir_ + "/" + n);
+  // A signal while the files move: DIR keeps what was moved, under a marker that says
+  // "incomplete" (readers refuse it; the next run of the command replaces it).
+  for (const auto& n : fresh) {
+    rename_or_throw(staging_ + "/" + n, dir_ + "/" + n);
+    moved_.push_back(n);
+  }
   nlohmann::json m = new_marker(o_.command, true, fresh);
   if (!fresh_tree.empty()) m["tree"] = fresh_tree;
   for (const auto& [k, v] : extra.items()) m[k] = v;
@@ -710,6 +721,7 @@ std::shared_ptr<void> hold_output_for_reading(const std::string& dir, const std:
 void claim_run_directory(const std::string& dir, const std::string& command, const std::string& option,
                          const std::vector<std::string>& legacy_entries,
                          const std::function<bool(const std::string&)>& legacy_proof) {
+  remove_stale_temporaries(dir + "/" + kOutputMarker);  // of a run killed while writing it
   const std::vector<std::string> others = user_entries(dir, /*skip_inputs=*/true);
   if (const auto marker = read_output_marker(dir)) {
     const std::string cmd = (*marker)["command"].get<std::string>();

@@ -44,6 +44,8 @@ struct OwnFile {
     first_line,            // a text file whose first line is `value`
     first_line_prefix,     // a text file whose first line starts with `value`
     safetensors_metadata,  // a safetensors file whose __metadata__ has "genemask": `value`
+    sha256,                // a file whose SHA-256 is `value` (a fixed output: vocab.txt, whose first
+                           // line every BERT vocabulary shares)
   };
   Kind kind = Kind::none;
   std::string value;
@@ -149,8 +151,11 @@ void check_file_in_complete_output(const std::string& file);
 /// command writes its files there (staging()). publish() moves them into DIR, removing the
 /// files of the earlier output first (only those its marker lists), and writes the marker
 /// last. Until publish(), DIR's earlier content is untouched; an object destroyed without
-/// publish() removes the staging directory, and DIR too when it created it; so does a signal
-/// that stops the process (install_signal_cleanup), as it removes the lock file.
+/// publish() removes the staging directory, and, when it created DIR, what it moved into DIR
+/// and its marker, then DIR (and the parents made for it) while empty: a file anyone else put
+/// in DIR meanwhile, or another run's output, keeps DIR. A signal that stops the process
+/// (install_signal_cleanup) removes the staging directory and the lock file, then DIR while
+/// empty (a signal during publish() leaves DIR with a marker that says "incomplete").
 class OutputSet {
  public:
   struct Options {
@@ -181,6 +186,8 @@ class OutputSet {
   std::string dir_, staging_, created_;
   Options o_;
   std::vector<std::string> old_entries_;
+  std::vector<std::string> moved_;  // the entries publish() moved into DIR so far
+  bool wrote_marker_ = false;       // publish() wrote DIR's marker
   nlohmann::json old_tree_;
   int readers_fd_ = -1;  // the readers' lock, held exclusively while an earlier output is replaced  // the earlier marker's "tree": the paths inside its directory entries
   std::unique_ptr<DirLock> lock_;

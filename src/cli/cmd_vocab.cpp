@@ -11,7 +11,7 @@ void register_vocab(CLI::App& app, Context& ctx) {
   sub->add_option("--out", *out, "output vocab.txt")->required();
   add_file_force_flag(sub, *force);
   sub->callback([out, force, &ctx] {
-    ctx.outputs = {file_output("--out", *out, {io::OwnFile::Kind::first_line, "[PAD]", "a vocab.txt"}, *force)};
+    ctx.outputs = {file_output("--out", *out, {io::OwnFile::Kind::sha256, vocab_sha256(), "genemask's vocab.txt"}, *force)};
     ctx.run = [out, &ctx] {
       if (ctx.rank != 0) return;
       write_vocab(*out);

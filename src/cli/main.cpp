@@ -193,11 +193,21 @@ int main(int argc, char** argv) {
         if (const std::string why = genemask::io::input_type_problem(in.path, genemask::io::InputKind::file_or_directory);
             !in.path.empty() && !why.empty())
           throw std::runtime_error(in.option + " " + in.path + " " + why);
-      genemask::io::check_outputs(ctx.inputs, ctx.outputs);
       std::string command;
+      const CLI::App* leaf = nullptr;
       for (const CLI::App* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front(); sub;
-           sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front())
+           sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front()) {
         command += (command.empty() ? "" : " ") + sub->get_name();
+        leaf = sub;
+      }
+      // An output given as '' (an unset shell variable): refused now, not after the work
+      // (an empty path means "not given" below).
+      for (const auto& out : ctx.outputs)
+        if (const CLI::Option* opt = leaf && out.path.empty() ? leaf->get_option_no_throw(out.option) : nullptr;
+            opt && opt->count() > 0)
+          throw std::runtime_error(out.option + " is empty: an empty name names nothing; give a " +
+                                   (out.kind == genemask::io::OutputKind::file ? "file" : "directory") + " name");
+      genemask::io::check_outputs(ctx.inputs, ctx.outputs);
       genemask::io::check_replaceable_outputs(ctx.outputs, command);
       if (ctx.check) ctx.check();
     } catch (const std::exception& e) {

@@ -487,9 +487,10 @@ void build_model(Run& r) {
 /// checkpoint), locked for this run; a run that is there already continues only with --resume.
 void open_run_directory(Run& r) {
   if (r.rank == 0) {
-    r.out_dir.emplace(r.o.out);
+    r.out_dir.emplace(r.o.out, std::vector<std::string>{"checkpoints", "metrics.jsonl", "perplexity.svg"});
     try {
       r.lock.emplace(r.o.out, "genemask run");  // before anything in --out is read or written
+      r.out_dir->locked();  // another run's output made there a moment ago is never removed here
     } catch (...) {
       // Another run's directory, maybe made a moment ago, is never removed here; one left
       // empty (the lock file could not be written) is nobody's.

@@ -412,6 +412,11 @@ class BadInput(unittest.TestCase):
             Row("empty FASTA", count("empty.fa", t("c5.h5")), [t("empty.fa"), "empty"], t("c5.h5")),
             Row("--out in a directory that does not exist", count("g.fa", t("no-such-dir", "counts.h5")),
                 [t("no-such-dir")], t("no-such-dir")),
+            # An unset shell variable: refused before the count (it failed after it, with a
+            # library message).
+            Row("an empty --out", count("g.fa", ""), ["--out is empty: an empty name names nothing; give a file name"]),
+            Row("an empty --out directory", ["shards", "--genome", t("g.fa"), "--out", ""],
+                ["--out is empty: an empty name names nothing; give a directory name"]),
         ])
 
     def test_npmi_pmi_vocab_motifs(self):

@@ -83,6 +83,26 @@ class Corpus(unittest.TestCase):
             lines = f.read().splitlines()
         want = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + ["".join(p) for p in itertools.product("ATCG", repeat=6)]
         self.assertEqual(lines, want)
+        run(["vocab", "--out", out])  # its own earlier output: replaced (the same bytes)
+        # Every BERT vocabulary starts with [PAD]: another model's vocab.txt (a DNABERT-3's) is
+        # not genemask's, and is replaced only with --force.
+        other = os.path.join(self.tmp, "dnabert3-vocab.txt")
+        mine = "\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] +
+                         ["".join(p) for p in itertools.product("ATCG", repeat=3)]) + "\n"
+        with open(other, "w") as f:
+            f.write(mine)
+        p = run(["vocab", "--out", other], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("is not an earlier output of `genemask vocab` (it is not genemask's vocab.txt)", p.stderr)
+        with open(other) as f:
+            self.assertEqual(f.read(), mine)
+        run(["vocab", "--out", other, "--force"])
+        with open(other) as f:
+            self.assertEqual(f.read().splitlines(), want)
+        # An empty output name (an unset shell variable) is refused before any work.
+        p = run(["vocab", "--out", ""], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("--out is empty: an empty name names nothing; give a file name", p.stderr)
 
     def test_same_samples_for_any_rank_count_and_valid_segments(self):
         results = {}

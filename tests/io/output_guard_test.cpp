@@ -255,6 +255,91 @@ TEST(OutputSet, AFailureLeavesNothingNewAndTheOldOutputUntouched) {
   EXPECT_EQ(names(old), (std::vector<std::string>{".genemask.json", "table1.md"}));
 }
 
+TEST(OutputSet, AFailureNeverRemovesWhatAnotherPutInTheDirectoryItMade) {
+  TempDir tmp;
+  // A file the user put in the new DIR while the command ran: it stays, and DIR with it;
+  // what the command made (staging, lock) goes.
+  const std::string d = tmp.file("new/out");
+  try {
+    io::OutputSet set(d, {"overlap", "--out", false, "summary.json"});
+    test::write_file(set.staging() + "/summary.json", "{}");
+    test::write_file(d + "/notes.txt", "mine");
+    throw std::runtime_error("the command failed");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(names(d), (std::vector<std::string>{"notes.txt"}));
+  EXPECT_EQ(test::read_file(d + "/notes.txt"), "mine");
+  // So another run's output, made in the DIR this one created before it took the lock (a
+  // run stalled between its mkdir and its lock), keeps DIR when this run is refused or fails.
+  // A user's file where an output goes: refused "in the way", and kept (it was removed with
+  // the DIR the command had made, in the step that told the user to move it away).
+  const std::string w = tmp.file("way");
+  const std::string err = error_of([&] {
+    io::OutputSet set(w, {"overlap", "--out", false, "summary.json"});
+    test::write_file(set.staging() + "/summary.json", "{}");
+    test::write_file(w + "/summary.json", "mine");
+    set.publish();
+  });
+  EXPECT_NE(err.find("is in the way"), std::string::npos) << err;
+  EXPECT_EQ(names(w), (std::vector<std::string>{"summary.json"}));
+  EXPECT_EQ(test::read_file(w + "/summary.json"), "mine");
+}
+
+TEST(OutputSet, AMarkerTemporaryOfAKilledRunIsNotTheUsers) {
+  TempDir tmp;
+  const std::string d = tmp.file("out");
+  fs::create_directories(d);
+  // What a run killed while writing DIR's first marker leaves: DIR is still empty to genemask.
+  const std::string stale = d + "/.genemask.json.tmp." + io::host_name() + ".999999999";
+  test::write_file(stale, "{");
+  {
+    io::OutputSet set(d, {"overlap", "--out", false, "summary.json"});
+    test::write_file(set.staging() + "/summary.json", "{}");
+    set.publish();
+  }
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_EQ(names(d), (std::vector<std::string>{".genemask.json", "summary.json"}));
+  // The same for a run directory (pretrain, sweep).
+  const std::string r = tmp.file("run");
+  fs::create_directories(r);
+  test::write_file(r + "/.genemask.json.tmp." + io::host_name() + ".999999999", "{");
+  EXPECT_NO_THROW(io::claim_run_directory(r, "pretrain", "--out", {}, nullptr));
+  EXPECT_EQ(names(r), (std::vector<std::string>{".genemask.json"}));
+}
+
+TEST(OutputDir, AFailureRemovesOnlyWhatTheCommandWrote) {
+  TempDir tmp;
+  const std::string d = tmp.file("made/run");
+  try {
+    io::OutputDir out(d, {"metrics.jsonl", "checkpoints"});
+    test::write_file(d + "/metrics.jsonl", "{}\n");
+    fs::create_directories(d + "/checkpoints/step-1");
+    throw std::runtime_error("failed before the first checkpoint");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_FALSE(fs::exists(tmp.file("made")));  // all its own: DIR and the parent made for it go
+  try {
+    io::OutputDir out(d, {"metrics.jsonl", "checkpoints"});
+    test::write_file(d + "/metrics.jsonl", "{}\n");
+    test::write_file(d + "/monitor.log", "the user's");
+    throw std::runtime_error("failed before the first checkpoint");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(names(d), (std::vector<std::string>{"monitor.log"}));  // theirs stays, and DIR with it
+  // Another run's output made between this one's mkdir and its lock: locked() keeps DIR.
+  const std::string e = tmp.file("raced");
+  try {
+    io::OutputDir out(e, {"metrics.jsonl", "checkpoints"});
+    test::write_file(e + "/metrics.jsonl", "the other run's\n");
+    fs::create_directories(e + "/checkpoints/step-40");
+    out.locked();
+    throw std::runtime_error("already holds checkpoints");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(test::read_file(e + "/metrics.jsonl"), "the other run's\n");
+  EXPECT_TRUE(fs::exists(e + "/checkpoints/step-40"));
+}
+
 TEST(OutputSet, ReplacesOnlyItsOwnEntriesAndOnlyWithForce) {
   TempDir tmp;
   const std::string d = tmp.file("out");
@@ -741,14 +826,30 @@ TEST(SignalCleanup, ASignalRemovesTheUnfinishedDirectoriesAndLocks) {
   // An OutputDir made and not kept goes; one kept stays.
   const std::string got3 = stderr_of_a_stopped_child([&] {
     io::install_signal_cleanup("genemask", true);
-    static std::unique_ptr<io::OutputDir> a, b;
-    a = std::make_unique<io::OutputDir>(tmp.file("run-a"));
-    b = std::make_unique<io::OutputDir>(tmp.file("run-b"));
+    static std::unique_ptr<io::OutputDir> a, b, c;
+    a = std::make_unique<io::OutputDir>(tmp.file("run-a"), std::vector<std::string>{"checkpoint"});
+    b = std::make_unique<io::OutputDir>(tmp.file("run-b"), std::vector<std::string>{"checkpoint"});
+    c = std::make_unique<io::OutputDir>(tmp.file("run-c"), std::vector<std::string>{"checkpoint"});
+    test::write_file(tmp.file("run-a/checkpoint"), "x");
     test::write_file(tmp.file("run-b/checkpoint"), "x");
     b->keep();
+    test::write_file(tmp.file("run-c/checkpoint"), "x");
+    test::write_file(tmp.file("run-c/notes.txt"), "the user's");
   });
   EXPECT_FALSE(fs::exists(tmp.file("run-a"))) << got3;
   EXPECT_TRUE(fs::exists(tmp.file("run-b/checkpoint"))) << got3;
+  EXPECT_FALSE(fs::exists(tmp.file("run-c/checkpoint"))) << got3;  // its own goes; the user's file stays
+  EXPECT_EQ(names(tmp.file("run-c")), (std::vector<std::string>{"notes.txt"})) << got3;
+  EXPECT_EQ(got3, "genemask: stopped by SIGTERM; removed the unfinished " + tmp.file("run-a") + "\n");
+  // A new OutputSet DIR that someone put a file in meanwhile: staging and lock go, DIR stays.
+  const std::string got4 = stderr_of_a_stopped_child([&] {
+    io::install_signal_cleanup("genemask", true);
+    static std::unique_ptr<io::OutputSet> set;
+    set = std::make_unique<io::OutputSet>(tmp.file("new4"), io::OutputSet::Options{"export-hf", "--out", false, "config.json"});
+    test::write_file(set->staging() + "/config.json", "{}");
+    test::write_file(tmp.file("new4/notes.txt"), "the user's");
+  });
+  EXPECT_EQ(names(tmp.file("new4")), (std::vector<std::string>{"notes.txt"})) << got4;
 }
 
 TEST(InputChecks, PipesDevicesAndLoopsAreNamedWithoutOpeningThem) {

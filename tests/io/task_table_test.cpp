@@ -321,7 +321,7 @@ TEST(TaskTable, ATableInAnIncompleteOutputIsRefused) {
   const std::string e = error_of([&] { io::read_task_table(dir.file("train.tsv")); });
   EXPECT_NE(e.find("train.tsv: is in "), std::string::npos) << e;
   EXPECT_NE(e.find("an incomplete output of `genemask dataset promoter` (it stopped while moving its files into "
-                   "place, so its files may be of two runs): run that command again with --force"),
+                   "place, so its files may be of two runs): run that command again (it replaces an incomplete output)"),
             std::string::npos)
       << e;
 }
