@@ -105,6 +105,60 @@ PATH=$tmp/fakebin:$PATH BENCH_DIR=$bd GENEMASK_BIN=$bin bash "$repo/bench/count_
 check "count_bench.sh: a failed gzip fails the run and leaves no part of bench-1.fa.gz" \
   eval '[ "$rc" != 0 ] && only "$bd" bench-1.fa'
 
+# count_bench.sh: every output whose time it reports is held against genemask's 1-rank
+# counts (KMC at 1 and 2 threads, jellyfish at each k, genemask at 2 ranks) before a ratio.
+bd=$tmp/count-bd
+mkdir -p "$bd"
+cp "$tmp/bench-1.fa" "$bd/"
+rc=0
+BENCH_DIR=$bd GENEMASK_BIN=$bin bash "$repo/bench/count_bench.sh" 1 1 >"$tmp/count-ok.log" 2>&1 || rc=$?
+check "count_bench.sh: 23 peer outputs and the 2-rank counts identical, then the ratios" \
+  eval '[ "$rc" = 0 ] && grep -q ": 23 outputs identical$" "$tmp/count-ok.log" && grep -q "c2.h5: identical for all 10 k$" "$tmp/count-ok.log" && [ "$(grep -c "^ratio " "$tmp/count-ok.log")" = 4 ]'
+# The same with one count changed in KMC's 1-thread output, in jellyfish's 2-thread k=3 one,
+# and in genemask's 2-rank counts.h5: all three named, no ratio, exit 1.
+mkdir -p "$tmp/diffbin"
+cat >"$tmp/diffbin/kmc_tools" <<EOF
+#!/usr/bin/env bash
+$(command -v kmc_tools) "\$@" || exit
+case \$2 in *kmc10-t1) sed -i '1s/[0-9]*\$/999999/' "\$4" ;; esac
+EOF
+cat >"$tmp/diffbin/jellyfish" <<EOF
+#!/usr/bin/env bash
+if [ "\$1" = dump ]; then
+  case \$3 in *j-t2-k3.jf) $(command -v jellyfish) "\$@" | sed '1s/[0-9]*\$/999999/'; exit ;; esac
+fi
+exec $(command -v jellyfish) "\$@"
+EOF
+cat >"$tmp/diffbin/genemask" <<EOF
+#!/usr/bin/env bash
+$(printf '%q' "$bin") "\$@" || exit
+out=; prev=
+for a in "\$@"; do [ "\$prev" = --out ] && out=\$a; prev=\$a; done
+case \$out in
+  *c2.h5) [ "\${OMPI_COMM_WORLD_RANK:-0}" != 0 ] ||
+    $(printf '%q' "$py") -c 'import h5py, sys; f = h5py.File(sys.argv[1], "r+"); f["counts/k4"][0] += 1' "\$out" ;;
+esac
+EOF
+chmod +x "$tmp/diffbin/kmc_tools" "$tmp/diffbin/jellyfish" "$tmp/diffbin/genemask"
+rc=0
+PATH=$tmp/diffbin:$PATH BENCH_DIR=$bd GENEMASK_BIN=$tmp/diffbin/genemask bash "$repo/bench/count_bench.sh" 1 1 \
+  >"$tmp/count-diff.log" 2>&1 || rc=$?
+check "count_bench.sh: counts that differ (KMC 1 thread, jellyfish k=3, genemask 2 ranks) named, no ratio" \
+  eval '[ "$rc" = 1 ] && ! grep -q "^ratio" "$tmp/count-diff.log" && grep -q "kmc10-t1.txt k=10: DIFFERENT in 1 10-mers$" "$tmp/count-diff.log" &&
+    grep -q "j-t2-k3.txt k=3: DIFFERENT in 1 3-mers$" "$tmp/count-diff.log" && grep -q "c2.h5: DIFFERENT in k=4: 1 4-mers$" "$tmp/count-diff.log" &&
+    grep -q "^count_bench: outputs differ from genemask.s 1-rank counts (or could not be read): no ratios$" "$tmp/count-diff.log"'
+check "count_bench.sh: nothing of the runs left in BENCH_DIR" only "$bd" bench-1.fa bench-1.fa.gz bench-1.fa.bgz
+# kmc-equal.py alone: "DIFFERENT" exits 1, an unreadable dump 2 (genomes_bench.sh stops on both).
+printf 'AAAA 1\n' >"$tmp/k4.txt"
+printf 'AAAA x\n' >"$tmp/k4-bad.txt"
+"$bin" count --genome "$tmp/g.fa" --out "$tmp/eq.h5" --quiet >/dev/null
+rc=0
+"$py" "$repo/bench/kmc-equal.py" "$tmp/eq.h5" "$tmp/k4.txt" >"$tmp/eq.log" 2>&1 || rc=$?
+rc2=0
+"$py" "$repo/bench/kmc-equal.py" "$tmp/eq.h5" "$tmp/k4-bad.txt" >>"$tmp/eq.log" 2>&1 || rc2=$?
+check "kmc-equal.py: counts that differ exit 1, a dump it cannot read 2" \
+  eval '[ "$rc" = 1 ] && [ "$rc2" = 2 ] && grep -q "k4.txt k=4: DIFFERENT in [0-9]* 4-mers$" "$tmp/eq.log"'
+
 # make-bench-genome.py: the input as output (itself, or a link to it) refused, input whole.
 cp "$tmp/g.fa" "$tmp/g.copy"
 ln -s g.fa "$tmp/link.fa"
