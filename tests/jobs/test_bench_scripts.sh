@@ -8,7 +8,10 @@
 # two make-bench-genome.py at once write one whole genome; make-bench-genomes.py gives the
 # same corpus whichever of its files were there, keeping the whole ones; finetune_bench.py
 # summary refuses a results file short of rows; graphs_bench.sh on the CPU prints its figures
-# (the fill and shapes among them). Uses the default chr22 (made if missing).
+# (the fill and shapes among them); count_bench.sh prints its ratios only once every timed
+# output (KMC, jellyfish, genemask at 2 ranks) equals genemask's counts, and names each one
+# that differs; packing_bench.sh names a failed pretrain with its message and takes the rate
+# of the last STEPS/2 steps. Uses the default chr22 (made if missing).
 # shellcheck disable=SC2016,SC2317  # check's conditions are eval'ed (expanded there); only and same_corpus run through check
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -158,6 +161,37 @@ rc2=0
 "$py" "$repo/bench/kmc-equal.py" "$tmp/eq.h5" "$tmp/k4-bad.txt" >>"$tmp/eq.log" 2>&1 || rc2=$?
 check "kmc-equal.py: counts that differ exit 1, a dump it cannot read 2" \
   eval '[ "$rc" = 1 ] && [ "$rc2" = 2 ] && grep -q "k4.txt k=4: DIFFERENT in [0-9]* 4-mers$" "$tmp/eq.log"'
+
+# packing_bench.sh: a pretrain that fails is named with its own message (not Python's
+# JSONDecodeError); the rates are of the last STEPS/2 steps (--log-every), STEPS < 2 refused.
+bd=$tmp/packing-bd
+mkdir -p "$bd"
+cp "$tmp/bench-1.fa" "$bd/"
+rc=0
+BENCH_DIR=$bd GENEMASK_BIN=$bin bash "$repo/bench/packing_bench.sh" 2 1 nosuch >"$tmp/packing-bad.log" 2>&1 || rc=$?
+check "packing_bench.sh: a failed pretrain named with genemask's message, no JSONDecodeError" \
+  eval '[ "$rc" = 1 ] && grep -q "^packing_bench: this command failed (exit code [1-9][0-9]*): .* pretrain " "$tmp/packing-bad.log" &&
+    grep -q "nosuch" "$tmp/packing-bad.log" && ! grep -q JSONDecodeError "$tmp/packing-bad.log"'
+cat >"$tmp/pretrain-args" <<EOF
+#!/usr/bin/env bash
+[ "\$1" = pretrain ] || exec $(printf '%q' "$bin") "\$@"
+echo "\$*" >>$(printf '%q' "$tmp/pretrain-args.txt")
+prev=
+for a in "\$@"; do [ "\$prev" = --packing ] && pk=\$a; prev=\$a; done
+echo "{\"precision\": \"fp32\", \"packing\": \"\$pk\", \"tokens_per_s\": 100.0}"
+EOF
+chmod +x "$tmp/pretrain-args"
+rc=0
+BENCH_DIR=$bd GENEMASK_BIN=$tmp/pretrain-args bash "$repo/bench/packing_bench.sh" 6 1 logo >"$tmp/packing-steps.log" 2>&1 || rc=$?
+check "packing_bench.sh: 6 steps logged every 3, the rates of the last 3" \
+  eval '[ "$rc" = 0 ] && grep -q "6 steps (rates of the last 3)" "$tmp/packing-steps.log" &&
+    [ "$(grep -c -- "--steps 6 .*--log-every 3 " "$tmp/pretrain-args.txt")" = "$(wc -l <"$tmp/pretrain-args.txt")" ] &&
+    grep -q "on / off 1.00x" "$tmp/packing-steps.log"'
+rc=0
+BENCH_DIR=$bd bash "$repo/bench/packing_bench.sh" 1 >"$tmp/packing-1.log" 2>&1 || rc=$?
+check "packing_bench.sh: STEPS 1 refused" \
+  eval '[ "$rc" = 2 ] && grep -q "STEPS must be an integer of at least 2, got .1." "$tmp/packing-1.log"'
+check "packing_bench.sh: nothing of the runs left in BENCH_DIR" only "$bd" bench-1.fa
 
 # make-bench-genome.py: the input as output (itself, or a link to it) refused, input whole.
 cp "$tmp/g.fa" "$tmp/g.copy"
