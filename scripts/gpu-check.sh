@@ -89,7 +89,7 @@
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
 #                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"no-ln-smem"/"no-ln-lean"/"no-bias-sum"/"no-ce"/"ce-pad"/"gemm-gelu"/"no-weight-bf16"/"gelu-rows2"/"gelu-rows4"), config, batch, seq, median_tokens_per_s,
-#                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
+#                median_step_s, peak_memory_gib (null on a CPU), and for genemask breakdown_s (eager),
 #                flops_per_token, achieved_tflops, masked_fraction, mfu (against
 #                peak_tflops, one peak for every row: the best its runs measured, or the
 #                one given; null on a CPU), mfu_datasheet
@@ -494,6 +494,7 @@ with open(tmp, "w") as f:
     json.dump(res, f, indent=2)
 os.replace(tmp, out)
 pct = lambda x: f"{x:.1%}" if x is not None else "-"
+num = lambda x, w, d: f"{x:{w}.{d}f}" if x is not None else f"{'-':>{w}s}"  # "-": not measured (a CPU's memory)
 print(f"{'config':8s} {'impl':9s} {'variant':10s} {'batch':>5s} {'tokens/s':>10s} {'step ms':>8s} {'TFLOP/s':>8s} "
       f"{'MFU':>6s} {'MFU ds':>6s} {'peak GiB':>8s} {'vs PyTorch':>10s}")
 for cfg in ("dnabert", "logo"):
@@ -504,8 +505,9 @@ for cfg in ("dnabert", "logo"):
         g = r["impl"] == "genemask"
         ratio = f"{r['ratio_vs_pytorch']:.2f}x" if g and r.get("ratio_vs_pytorch") else "-"
         print(f"{cfg:8s} {r['impl']:9s} {r['variant']:10s} {r['batch']:5d} {r['median_tokens_per_s']:10.0f} "
-              f"{r['median_step_s'] * 1e3:8.2f} {(r['achieved_tflops'] if g else 0):8.1f} {pct(r.get('mfu')) if g else '-':>6s} "
-              f"{pct(r.get('mfu_datasheet')) if g else '-':>6s} {r['peak_memory_gib']:8.2f} {ratio:>10s}")
+              f"{r['median_step_s'] * 1e3:8.2f} {num(r['achieved_tflops'] if g else None, 8, 1)} "
+              f"{pct(r.get('mfu')) if g else '-':>6s} "
+              f"{pct(r.get('mfu_datasheet')) if g else '-':>6s} {num(r.get('peak_memory_gib'), 8, 2)} {ratio:>10s}")
     for r in rows:  # the profiled eager run at the default batch
         if r["config"] == cfg and r["impl"] == "genemask" and r["variant"] == "eager" and r.get("profile") \
                 and r.get("ratio_vs_pytorch") is not None:

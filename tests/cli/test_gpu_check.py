@@ -24,7 +24,8 @@
 - --peak-tflops not a finite number above 0: exit 2 before any part; a crash of the report
   itself says "the report failed"; the report on made-up part outputs: a graph row whose
   losses differ from the eager step's is in no figure (runs, best, ratios), only in
-  "rejected";
+  "rejected"; the small benchmarks' (train_bench, mask_bench, allreduce_bench) bad
+  arguments refused with one line and exit 2;
 - statically: tests/cli/test_gpu.py has no "no GPU: exit 77" path left, and gpu-check.sh's
   module list covers every module the GPU tests and the benchmark import."""
 import ast
@@ -755,6 +756,65 @@ class Report(unittest.TestCase):
         self.assertFalse(res["passed"])
         self.assertIn("logo     genemask  graph         64 REJECTED, in no figure: graph losses differ", p.stdout)
         self.assertNotIn("250000", p.stdout)
+
+
+class BenchArguments(unittest.TestCase):
+    """The small benchmarks' arguments: a bad one is one line and exit 2 before anything is
+    timed (no crash, no figure for work never done, no precision run under another name)."""
+
+    def run_bench(self, name, *args, mpi=False):
+        cmd = [os.path.join(BUILD, "bench", name), *args]
+        if mpi:
+            cmd = ["mpiexec", "-n", "2", "--oversubscribe", *cmd]
+        e = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        return subprocess.run(cmd, capture_output=True, text=True, env=e)
+
+    def test_train_bench(self):
+        for args, msg in [(["16", "0"], "STEPS must be a positive integer, got '0'"),
+                          (["16", "-3"], "STEPS must be a positive integer, got '-3'"),
+                          (["0", "1"], "SEQ must be a positive integer, got '0'"),
+                          (["16", "1", "cpu", "fp16"], "PRECISION must be fp32 or bf16, got 'fp16'"),
+                          (["16", "1", "cpu", "bf61"], "PRECISION must be fp32 or bf16, got 'bf61'")]:
+            p = self.run_bench("train_bench", "logo", "1", "1", *args)
+            self.assertEqual((p.returncode, p.stdout, p.stderr.strip()), (2, "", f"train_bench: error: {msg}"), args)
+        p = self.run_bench("train_bench", "logo", "1", "0", "16", "1")
+        self.assertEqual((p.returncode, p.stderr.strip()), (2, "train_bench: error: BATCH must be a positive integer, got '0'"))
+        p = self.run_bench("train_bench", "logo", "1", "1", "16", "1", "cpu", "fp32")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertIsNone(r["peak_memory_gib"])  # no GPU allocator on a CPU: not measured
+        self.assertEqual(r["precision"], "fp32")
+        # Its Python twin likewise.
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "train_bench.py"), "logo", "1", "1", "16", "1",
+                            "cpu", "fp16"], capture_output=True, text=True)
+        self.assertEqual((p.returncode, p.stdout, p.stderr.strip()),
+                         (2, "", "train_bench.py: PRECISION must be fp32 or bf16, got 'fp16'"))
+
+    def test_mask_bench(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tok = os.path.join(tmp, "tok.bin")
+            for n, msg in [("19", "SEQUENCES must be a multiple of 10 (the batch), got '19'"),
+                           ("5", "SEQUENCES must be a multiple of 10 (the batch), got '5'"),
+                           ("0", "SEQUENCES must be a positive integer, got '0'"),
+                           ("abc", "SEQUENCES must be an integer, got 'abc'")]:
+                p = self.run_bench("mask_bench", tok, n)
+                self.assertEqual((p.returncode, p.stdout, p.stderr.strip()), (2, "", f"mask_bench: error: {msg}"), n)
+            p = self.run_bench("mask_bench", tok, "20")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual({json.loads(l)["sequences"] for l in p.stdout.splitlines()}, {20})
+
+    def test_allreduce_bench(self):
+        for args, msg in [(["1000", "0"], "ITERS must be a positive integer, got '0'"),
+                          (["abc", "5"], "FLOATS must be an integer, got 'abc'"),
+                          (["0"], "FLOATS must be a positive integer, got '0'")]:
+            p = self.run_bench("allreduce_bench", *args)
+            self.assertEqual((p.returncode, p.stdout, p.stderr.strip()), (2, "", f"allreduce_bench: error: {msg}"), args)
+        p = self.run_bench("allreduce_bench", "1000", "x", mpi=True)  # one line, from rank 0
+        self.assertNotEqual(p.returncode, 0)
+        self.assertEqual(p.stderr.count("allreduce_bench: error: ITERS must be an integer, got 'x'"), 1, p.stderr)
+        p = self.run_bench("allreduce_bench", "1000", "3")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["floats"], 1000)
 
 
 class KernelBenchOnTheCpu(unittest.TestCase):
