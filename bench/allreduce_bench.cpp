@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <iostream>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "bench/bench_args.hpp"
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
 
@@ -22,8 +24,15 @@ int main(int argc, char** argv) {
     std::cerr << "usage: mpirun -n P allreduce_bench FLOATS [ITERS]\n";
     return 2;
   }
-  const uint64_t n = std::strtoull(argv[1], nullptr, 10);
-  const int iters = argc > 2 ? std::atoi(argv[2]) : 20;
+  uint64_t n = 0;
+  int iters = 20;
+  try {  // every rank reads the same arguments: rank 0 says what is wrong
+    n = static_cast<uint64_t>(genemask::bench::positive_integer("FLOATS", argv[1]));
+    if (argc > 2) iters = static_cast<int>(genemask::bench::positive_integer("ITERS", argv[2]));
+  } catch (const std::invalid_argument& e) {
+    if (env.rank() == 0) std::cerr << "allreduce_bench: error: " << e.what() << "\n";
+    return 2;
+  }
   std::vector<float> buf(n, 1.0f);
   std::vector<double> t;
   for (int i = 0; i < iters + 3; ++i) {

@@ -33,6 +33,21 @@ to_cache() {
   mv -T "$partial" "$dst" || return
   partial=
 }
+# logged CMD...: CMD with its stderr kept in $run/logged.err (genemask's progress lines would
+# crowd the figures); when CMD fails, its command line, exit code and last messages go to
+# stderr and the script stops (exit 1), before anything reads its missing output. Call it
+# in the script's own shell (not in a pipeline or $(...)), with stdout to a file.
+logged() {
+  local rc=0
+  "$@" 2>"$run/logged.err" || rc=$?
+  [ "$rc" = 0 ] && return 0
+  {
+    echo "$(basename "$0" .sh): this command failed (exit code $rc):$(printf ' %q' "$@")"
+    echo "its last messages:"
+    tail -n 20 "$run/logged.err"
+  } >&2
+  exit 1
+}
 # q ARG: ARG quoted for the sh -c of hyperfine's command lines (a path with spaces stays one)
 q() { printf '%q' "$1"; }
 chr22=$("$root/scripts/default-genome.sh")

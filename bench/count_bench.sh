@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # genemask count against jellyfish and KMC on the same FASTA, in one run; prints medians
-# (hyperfine) and ratios, the read/parse/count split, and a check that KMC's 10-mer
-# counts equal ours.
+# (hyperfine) and ratios, and the read/parse/count split. A ratio is printed only for
+# outputs shown equal to genemask's 1-rank counts in this run (each peer run's last output,
+# every k it counted, and genemask's 2-rank one): any difference stops the script (exit 1).
 # Usage: bench/count_bench.sh [COPIES (default 8)] [RUNS (default 5)]
 # Input: the default chr22 with long N runs shortened, repeated COPIES times (~22.5 Mbp each).
 set -euo pipefail
@@ -20,13 +21,13 @@ G=$(q "$g") B=$(q "$bin") R=$(q "$run")
 hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$run/fast.json" \
   -n "genemask k=1..10, 1 rank" "$B count --genome $G --out $R/c1.h5 --quiet" \
   -n "genemask k=1..10, 2 ranks" "mpiexec -n 2 --oversubscribe $B count --genome $G --out $R/c2.h5 --quiet" \
-  -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m2 $G $R/kmc10 $R/kmctmp" \
-  -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m2 $G $R/kmc10 $R/kmctmp" \
+  -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m2 $G $R/kmc10-t1 $R/kmctmp" \
+  -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m2 $G $R/kmc10-t2 $R/kmctmp" \
   -n "jellyfish k=10, 1 thread" "jellyfish count -m 10 -s 4M -t 1 -o $R/j10.jf $G" \
   > "$run/fast.txt"
 hyperfine --style basic --runs "$(( runs < 3 ? runs : 3 ))" --export-json "$run/jf.json" \
-  -n "jellyfish k=1..10, 1 thread" "$(q "$root/bench/jellyfish-all-k.sh") 1 $G $R/j.jf" \
-  -n "jellyfish k=1..10, 2 threads" "$(q "$root/bench/jellyfish-all-k.sh") 2 $G $R/j.jf" > "$run/jf.txt"
+  -n "jellyfish k=1..10, 1 thread" "$(q "$root/bench/jellyfish-all-k.sh") 1 $G $R/j-t1" \
+  -n "jellyfish k=1..10, 2 threads" "$(q "$root/bench/jellyfish-all-k.sh") 2 $G $R/j-t2" > "$run/jf.txt"
 
 echo "== time split on 1 rank (read = decompress only, parse = read + FASTA scan, count = everything)"
 for f in "$g" "$g.gz" "$g.bgz"; do
@@ -62,9 +63,36 @@ print("{:5s} {} rank(s): count_s {:.3f} s = {:.3f} Gbp/s per rank".format(
   done
 done
 
-echo "== KMC's 10-mer counts equal ours?"
-kmc_tools transform "$run/kmc10" dump "$run/kmc10.txt" >/dev/null 2>&1
-"$python" "$root/bench/kmc-equal.py" "$run/c1.h5" "$run/kmc10.txt"
+echo "== the same counts? (genemask at 2 ranks, KMC and jellyfish against genemask at 1 rank)"
+# dump NAME CMD...: CMD's k-mer dump into $run/NAME.txt; a failure named, with its message.
+dump() {
+  local name=$1
+  shift
+  "$@" >"$run/$name.txt" 2>"$run/$name.err" ||
+    { echo "count_bench: '$*' failed (exit $?): $(tail -3 "$run/$name.err")" >&2; exit 1; }
+}
+dumps=()
+for t in 1 2; do
+  kmc_tools transform "$run/kmc10-t$t" dump "$run/kmc10-t$t.txt" >"$run/kmc10-t$t.err" 2>&1 ||
+    { echo "count_bench: kmc_tools could not dump $run/kmc10-t$t: $(tail -3 "$run/kmc10-t$t.err")" >&2; exit 1; }
+  dumps+=("$run/kmc10-t$t.txt")
+  for k in 1 2 3 4 5 6 7 8 9 10; do
+    dump "j-t$t-k$k" jellyfish dump -c "$run/j-t$t-k$k.jf"
+    dumps+=("$run/j-t$t-k$k.txt")
+  done
+done
+dump j10 jellyfish dump -c "$run/j10.jf"
+dumps+=("$run/j10.txt")
+# Both checks before stopping, so that one run names every output that differs.
+same=0
+"$python" "$root/bench/kmc-equal.py" "$run/c1.h5" --same "$run/c2.h5" || same=$?
+"$python" "$root/bench/kmc-equal.py" "$run/c1.h5" "${dumps[@]}" >"$run/equal.txt" || same=$?
+if [ "$same" != 0 ]; then
+  grep -v ": identical$" "$run/equal.txt" || true
+  echo "count_bench: outputs differ from genemask's 1-rank counts (or could not be read): no ratios" >&2
+  exit 1
+fi
+echo "KMC (1 and 2 threads, k=10) and jellyfish (1 and 2 threads, k=1..10; k=10 alone): ${#dumps[@]} outputs identical"
 
 echo "== medians and ratios"
 "$python" - "$run/fast.json" "$run/jf.json" "$g" <<'PY'

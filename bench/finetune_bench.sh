@@ -31,14 +31,14 @@ echo "== fine-tuning, logo config, $rows sequences x $epochs epochs, median of $
       for t in 1 2; do
         for _ in $(seq "$runs"); do
           for p in $precisions; do
-            "$bin" finetune --model random --config logo --train "$work/ft-$len-$rows.csv" --test "$work/ft-$len-$rows.csv" \
+            logged "$bin" finetune --model random --config logo --train "$work/ft-$len-$rows.csv" --test "$work/ft-$len-$rows.csv" \
               --out "$run/ft-out" --force --epochs "$epochs" --batch "$batch" --threads "$t" --precision "$p" \
-              2>/dev/null |
-              LEN=$len BATCH=$batch T=$t P=$p "$python" -c 'import json, os, sys
+              >"$run/summary.json"
+            LEN=$len BATCH=$batch T=$t P=$p "$python" -c 'import json, os, sys
 s = json.loads(sys.stdin.read().splitlines()[-1])
 print(json.dumps({"impl": "genemask", "len": int(os.environ["LEN"]), "batch": int(os.environ["BATCH"]),
                   "threads": int(os.environ["T"]), "precision": os.environ["P"],
-                  "train_examples_per_s": s["train_examples_per_s"]}))'
+                  "train_examples_per_s": s["train_examples_per_s"]}))' <"$run/summary.json"
             "$python" "$py" run "$work/ft-$len-$rows.csv" logo "$t" "$batch" "$epochs" "$p" |
               LEN=$len "$python" -c 'import json, os, sys
 r = json.loads(sys.stdin.read())

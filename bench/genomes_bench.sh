@@ -3,8 +3,9 @@
 # 30 genomes of uneven sizes (the real chr22 and 29 generated ones, about TOTAL_MBP in all,
 # plain FASTA), at 1 and 2 ranks, against jellyfish and KMC counting the same files in the
 # same run. Prints medians (hyperfine; jellyfish, minutes per run here, once unless
-# JF_RUNS), ratios, per-rank memory and balance, and checks that KMC's 10-mer counts equal
-# the pool's.
+# JF_RUNS), ratios, and per-rank memory and balance. A ratio is printed only for outputs
+# shown equal to the pool's 10-mer counts at 1 rank in this run (each KMC and jellyfish run's
+# last output, and genemask's 2-rank pool): any difference stops the script (exit 1).
 # Usage: bench/genomes_bench.sh [TOTAL_MBP (default 3000)] [RUNS (default 3)]
 set -euo pipefail
 unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
@@ -27,13 +28,13 @@ F=$(for f in "${files[@]}"; do printf '%q ' "$f"; done)
 hyperfine --style basic --warmup 1 --runs "$runs" --export-json "$run/genomes.json" \
   -n "genemask count --genomes k=1..10, 1 rank" "$B count --genomes $L --out $R/g1.h5 --quiet --force" \
   -n "genemask count --genomes k=1..10, 2 ranks" "mpiexec -n 2 --oversubscribe $B count --genomes $L --out $R/g2.h5 --quiet --force" \
-  -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m4 @$R/files.txt $R/kmcg $R/kmctmp" \
-  -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m4 @$R/files.txt $R/kmcg $R/kmctmp" \
+  -n "KMC k=10, 1 thread" "kmc -k10 -ci1 -cs4294967295 -b -fm -t1 -m4 @$R/files.txt $R/kmcg-t1 $R/kmctmp" \
+  -n "KMC k=10, 2 threads" "kmc -k10 -ci1 -cs4294967295 -b -fm -t2 -m4 @$R/files.txt $R/kmcg-t2 $R/kmctmp" \
   >"$run/genomes.txt"
 # jellyfish takes minutes per run on this input: one run each (JF_RUNS to change).
 hyperfine --style basic --runs "${JF_RUNS:-1}" --export-json "$run/genomes-jf.json" \
-  -n "jellyfish k=10, 1 thread" "jellyfish count -m 10 -s 4M -t 1 -o $R/jg.jf $F" \
-  -n "jellyfish k=10, 2 threads" "jellyfish count -m 10 -s 4M -t 2 -o $R/jg.jf $F" \
+  -n "jellyfish k=10, 1 thread" "jellyfish count -m 10 -s 4M -t 1 -o $R/jg-t1.jf $F" \
+  -n "jellyfish k=10, 2 threads" "jellyfish count -m 10 -s 4M -t 2 -o $R/jg-t2.jf $F" \
   >"$run/genomes-jf.txt"
 
 echo "== genemask count --genomes: memory and balance (one more run each)"
@@ -50,7 +51,12 @@ for d in rows:
     bal = ", ".join("rank {}: {:.2f} GB in {:.1f} s".format(r["rank"], r["file_bytes"] / 1e9, r["count_s"]) for r in d["rank_balance"])
     print("{} rank(s): {:.1f} s, peak RSS {:.0f} MiB (largest rank), spool {:.0f} MiB; {}".format(
         d["ranks"], d["seconds"], d["peak_rss_mib"], d["spool_mib"], bal))' "$run/memory.jsonl"
-if cmp "$run/count-r1/g.h5" "$run/count-r2/g.h5"; then echo "1 and 2 ranks: byte-identical counts.h5"; else echo "1 and 2 ranks: counts.h5 DIFFER"; fi
+if cmp "$run/count-r1/g.h5" "$run/count-r2/g.h5"; then
+  echo "1 and 2 ranks: byte-identical counts.h5"
+else
+  echo "genomes_bench: counts.h5 at 1 and 2 ranks differ: no figures" >&2
+  exit 1
+fi
 
 echo "== genemask shards --genomes (once per rank count)"
 for n in 1 2; do
@@ -67,9 +73,22 @@ for d in rows:
     print("{} rank(s): {:.1f} s, {:.2f} G tokens, {:.0f} MB/s of FASTA per rank, {} genomes".format(
         d["ranks"], d["seconds"], t / 1e9, d["fasta_mb_per_s_per_rank"], len(d["genomes"])))' "$run/shards.jsonl"
 
-echo "== KMC's 10-mer counts equal the pool's?"
-kmc_tools transform "$run/kmcg" dump "$run/kmcg.txt" >/dev/null 2>&1
-"$python" "$root/bench/kmc-equal.py" "$run/g1.h5" "$run/kmcg.txt"
+echo "== the same counts? (genemask at 2 ranks, KMC's and jellyfish's 10-mers against the pool at 1 rank)"
+dumps=()
+for t in 1 2; do
+  kmc_tools transform "$run/kmcg-t$t" dump "$run/kmcg-t$t.txt" >"$run/kmcg-t$t.err" 2>&1 ||
+    { echo "genomes_bench: kmc_tools could not dump $run/kmcg-t$t: $(tail -3 "$run/kmcg-t$t.err")" >&2; exit 1; }
+  jellyfish dump -c "$run/jg-t$t.jf" >"$run/jg-t$t.txt" 2>"$run/jg-t$t.err" ||
+    { echo "genomes_bench: jellyfish could not dump $run/jg-t$t.jf: $(tail -3 "$run/jg-t$t.err")" >&2; exit 1; }
+  dumps+=("$run/kmcg-t$t.txt" "$run/jg-t$t.txt")
+done
+same=0  # both checks before stopping, so that one run names every output that differs
+"$python" "$root/bench/kmc-equal.py" "$run/g1.h5" --same "$run/g2.h5" || same=$?
+"$python" "$root/bench/kmc-equal.py" "$run/g1.h5" "${dumps[@]}" || same=$?
+if [ "$same" != 0 ]; then
+  echo "genomes_bench: outputs differ from genemask's 1-rank pool (or could not be read): no ratios" >&2
+  exit 1
+fi
 
 echo "== medians and ratios"
 "$python" - "$run/genomes.json" "$run/genomes-jf.json" <<'PY'

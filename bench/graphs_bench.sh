@@ -33,10 +33,11 @@ for _ in $(seq "$runs"); do
     for cg in off on; do
       rm -rf "$run/graphs-run"  # this run's own, from the last iteration
       if [ "$cg" = on ]; then mode=("${on[@]}"); else mode=(--cuda-graphs off); fi
-      "$bin" pretrain --shards "$run/graphs-shards" --masking random --model "$m" --out "$run/graphs-run" \
+      logged "$bin" pretrain --shards "$run/graphs-shards" --masking random --model "$m" --out "$run/graphs-run" \
         --steps "$steps" --warmup 1 --batch-per-rank "$batch" --grad-accum 1 --log-every "$((steps / 2))" \
-        --eval-every 0 --checkpoint-every 100000 --device "$device" --precision "$precision" "${mode[@]}" 2>/dev/null |
-        "$python" -c "import json,sys; s=json.load(sys.stdin); print(json.dumps({'model': sys.argv[1], 'mode': sys.argv[2], **{k: s[k] for k in ('cuda_graphs', 'tokens_per_s', 'model_tflops', 'mfu_datasheet', 'fill', 'rows_per_micro_batch', 'eager_micro_batches', 'fixed_shapes', 'shape_setup_steps', 'shape_setup_s')}}))" "$m" "$cg"
+        --eval-every 0 --checkpoint-every 100000 --device "$device" --precision "$precision" "${mode[@]}" \
+        >"$run/summary.json"
+      "$python" -c "import json,sys; s=json.load(sys.stdin); print(json.dumps({'model': sys.argv[1], 'mode': sys.argv[2], **{k: s[k] for k in ('cuda_graphs', 'tokens_per_s', 'model_tflops', 'mfu_datasheet', 'fill', 'rows_per_micro_batch', 'eager_micro_batches', 'fixed_shapes', 'shape_setup_steps', 'shape_setup_s')}}))" "$m" "$cg" <"$run/summary.json"
     done
   done
 done > "$run/graphs.jsonl"

@@ -3,13 +3,20 @@
 // With a shard directory it also times the whole DataLoader (HDF5 reads, shuffle, masking,
 // batching, prefetch thread) on real shards.
 // Usage: mask_bench OUT_TOKENS_FILE [SEQUENCES [SHARD_DIR]]
+// SEQUENCES (default 20000) is a positive multiple of 10, the batch: every sequence counted
+// in seq_per_s is one the masking processed.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
 #include <random>
+#include <stdexcept>
 #include <string>
+
+#include <fmt/format.h>
+
+#include "bench/bench_args.hpp"
 
 #include "genemask/kmer/kmer.hpp"
 #include "genemask/corpus/loader.hpp"
@@ -19,10 +26,20 @@ using namespace genemask;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: mask_bench OUT_TOKENS_FILE [SEQUENCES]\n");
+    std::fprintf(stderr, "usage: mask_bench OUT_TOKENS_FILE [SEQUENCES [SHARD_DIR]]\n");
     return 2;
   }
-  const size_t nseq = argc > 2 ? std::stoul(argv[2]) : 20000;
+  const size_t batch = 10;  // sequences a batch
+  size_t nseq = 20000;
+  try {
+    if (argc > 2) nseq = static_cast<size_t>(bench::positive_integer("SEQUENCES", argv[2]));
+    if (nseq % batch != 0)
+      throw std::invalid_argument(
+          fmt::format("SEQUENCES must be a multiple of {} (the batch), got '{}'", batch, argv[2]));
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "mask_bench: error: %s\n", e.what());
+    return 2;
+  }
   std::mt19937_64 rng(1);
   std::vector<std::vector<uint16_t>> seqs(nseq);
   std::string bases(515, 'A');
@@ -46,7 +63,6 @@ int main(int argc, char** argv) {
     cfg.grank = grank;
     cfg.pmi_units = units;
     Masker m(cfg);
-    const size_t batch = 10;
     std::vector<std::vector<uint16_t>> b(batch);
     std::vector<uint64_t> idx(batch);
     Batch out;

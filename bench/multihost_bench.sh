@@ -6,10 +6,11 @@
 #     bytes each host sent per call (its eth0 counters) against the ring all-reduce's closed
 #     form 2 (p-1)/p x 4 x FLOATS;
 #  2. the same pretraining (3 ranks, a small BERT, fixed steps) on 1, 2 and 3 hosts: tokens/s
-#     and the ratio to one host.
+#     of the last STEPS/2 steps (the last log window: the cold first steps left out) and the
+#     ratio to one host.
 # All hosts share this machine's cores, so the figures show what crossing hosts costs (TCP
 # instead of shared memory), not what more nodes gain.
-# Usage: bench/multihost_bench.sh [STEPS (default 40)]
+# Usage: bench/multihost_bench.sh [STEPS (default 40, at least 2)]
 set -euo pipefail
 unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +19,7 @@ bin=${GENEMASK_BIN:-$build/src/cli/genemask}
 ab=$build/bench/allreduce_bench
 py=${PYTHON:-$root/.venv/bin/python3}
 steps=${1:-40}
+case $steps in *[!0-9]* | '' | 0 | 1) echo "multihost_bench: STEPS must be an integer of at least 2, got '$steps'" >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || { echo "multihost_bench: needs root (network namespaces, slurmd)" >&2; exit 2; }
 [ -x "$ab" ] || { echo "multihost_bench: $ab missing: run scripts/build.sh" >&2; exit 2; }
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/genemask-mhbench-XXXXXX")
@@ -45,7 +47,9 @@ job() {
   shift
   { echo '#!/usr/bin/env bash'; printf '%q ' "$@"; echo; } >"$tmp/$name.sh"
   on_node 1 "${net[@]}" sbatch --parsable --wait --output="$tmp/$name.out" --chdir="$tmp" "${opts[@]}" \
-    "$tmp/$name.sh" >/dev/null
+    "$tmp/$name.sh" >/dev/null && return
+  { echo "multihost_bench: job $name failed:$(printf ' %q' "$@")"; echo "its last output:"; tail -n 20 "$tmp/$name.out"; } >&2
+  exit 1
 }
 # shellcheck disable=SC2016  # awk's fields
 tx() { on_node "$1" awk '$1 == "eth0:" {print $10}' /proc/net/dev; }
@@ -80,8 +84,12 @@ json.dump({"model_type": "bert", "vocab_size": 4101, "hidden_size": 256, "num_hi
 PY
 (cd "$tmp" && "$bin" shards --genome genome.fa --out shards --max-tokens 120 --min-tokens 60 >/dev/null)
 pre=("$bin" pretrain --shards "$tmp/shards" --masking random --model "$tmp/small.json" --steps "$steps" --warmup 1
-  --batch-per-rank 8 --grad-accum 1 --checkpoint-every 100000 --eval-every 0 --threads 1 --log-every 1000)
-mpiexec --oversubscribe -n 3 "${pre[@]}" --out "$tmp/pre-1" >"$tmp/pre-1.out" 2>/dev/null
+  --batch-per-rank 8 --grad-accum 1 --checkpoint-every 100000 --eval-every 0 --threads 1 --log-every "$(((steps + 1) / 2))")
+if ! mpiexec --oversubscribe -n 3 "${pre[@]}" --out "$tmp/pre-1" >"$tmp/pre-1.out" 2>"$tmp/pre-1.err"; then
+  { echo "multihost_bench: the one-host pretraining failed:$(printf ' %q' mpiexec --oversubscribe -n 3 "${pre[@]}")"
+    echo "its last messages:"; tail -n 20 "$tmp/pre-1.err"; } >&2
+  exit 1
+fi
 job pre-2 -N 2 -n 3 -- mpirun "${pre[@]}" --out "$tmp/pre-2"
 job pre-3 -N 3 -n 3 -- mpirun "${pre[@]}" --out "$tmp/pre-3"
 "$py" - "$tmp" <<'PY'
@@ -93,5 +101,5 @@ for hosts in (1, 2, 3):
     s = summary(f"{sys.argv[1]}/pre-{hosts}.out")
     base = base or s["tokens_per_s"]
     placed = sorted({p["host"] for p in s["layout"]})
-    print(f"{hosts} host(s) {placed}: {s['tokens_per_s']:9.0f} tokens/s  ({s['tokens_per_s'] / base:.2f}x one host)")
+    print(f"{hosts} host(s) {placed}: {s['tokens_per_s']:9.0f} tokens/s of the last steps  ({s['tokens_per_s'] / base:.2f}x one host)")
 PY

@@ -4,7 +4,9 @@
 # of its micro-batch) and --packing on (several per row, attention within each sample),
 # alternating, RUNS runs each; the median real tokens/s of each and their ratio, per model
 # and precision (bf16 too where the CPU multiplies bf16 in hardware: AMX-BF16, AVX512-BF16).
-# Usage: bench/packing_bench.sh [STEPS (default 6)] [RUNS (default 3)] [MODELS (default "logo dnabert")]
+# A run's rate is that of its last STEPS/2 steps (the last log window): the first
+# steps (oneDNN's first products, the heap growing, the loader starting) are left out.
+# Usage: bench/packing_bench.sh [STEPS (default 6, at least 2)] [RUNS (default 3)] [MODELS (default "logo dnabert")]
 set -euo pipefail
 unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,21 +14,22 @@ steps=${1:-6}
 runs=${2:-3}
 models=${3:-logo dnabert}
 copies=1
+case $steps in *[!0-9]* | '' | 0 | 1) echo "packing_bench: STEPS must be an integer of at least 2, got '$steps'" >&2; exit 2 ;; esac
 # shellcheck source=bench/common.sh
 source "$root/bench/common.sh"
 bench_precisions
 "$bin" shards --genome "$g" --out "$run/packing-shards" >/dev/null
 threads=$(nproc)
-echo "== genemask pretrain on real shards, batch 8, $steps steps, $threads threads, packing off vs on"
+echo "== genemask pretrain on real shards, batch 8, $steps steps (rates of the last $((steps / 2))), $threads threads, packing off vs on"
 for _ in $(seq "$runs"); do
   for m in $models; do
     for p in $precisions; do
       for pk in off on; do
         rm -rf "$run/packing-run"  # this run's own, from the last iteration
-        "$bin" pretrain --shards "$run/packing-shards" --masking random --model "$m" --out "$run/packing-run" \
-          --steps "$steps" --warmup 1 --batch-per-rank 8 --grad-accum 1 --log-every "$steps" --eval-every 0 \
-          --checkpoint-every 100000 --threads "$threads" --precision "$p" --packing "$pk" 2>/dev/null |
-          "$python" -c "import json,sys; s=json.load(sys.stdin); print(json.dumps({'model': '$m', 'precision': s['precision'], 'packing': s['packing'], 'tokens_per_s': s['tokens_per_s']}))"
+        logged "$bin" pretrain --shards "$run/packing-shards" --masking random --model "$m" --out "$run/packing-run" \
+          --steps "$steps" --warmup 1 --batch-per-rank 8 --grad-accum 1 --log-every "$(((steps + 1) / 2))" --eval-every 0 \
+          --checkpoint-every 100000 --threads "$threads" --precision "$p" --packing "$pk" >"$run/summary.json"
+        "$python" -c "import json,sys; s=json.load(sys.stdin); print(json.dumps({'model': '$m', 'precision': s['precision'], 'packing': s['packing'], 'tokens_per_s': s['tokens_per_s']}))" <"$run/summary.json"
       done
     done
   done

@@ -97,6 +97,7 @@
 #include <chrono>
 #include <cstdio>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -121,11 +122,13 @@
 
 using namespace genemask::model;
 using genemask::bench::integer;
+using genemask::bench::positive_integer;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
 double median(std::vector<double> v) {
+  if (v.empty()) throw std::logic_error("train_bench: the median of no step times");
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
@@ -187,7 +190,7 @@ int main(int argc, char** argv) {
 
 int run(int argc, char** argv) {
   if (argc > 2 && std::string(argv[1]) == "peaks") {
-    torch::set_num_threads(static_cast<int>(integer("THREADS", argv[2])));
+    torch::set_num_threads(static_cast<int>(positive_integer("THREADS", argv[2])));
     const torch::Device dev = pick_device(argc > 3 ? argv[3] : "cpu", 0, "--device");
     use_device(dev, /*tf32=*/true);
     std::printf("{\"threads\":%s,%s}\n", argv[2], peaks_json(dev).c_str());
@@ -244,10 +247,13 @@ int run(int argc, char** argv) {
   }
   auto arg = [&](size_t i, const char* fallback) { return i < pos.size() ? pos[i] : std::string(fallback); };
   const std::string name = arg(0, "logo");
-  const int threads = static_cast<int>(integer("THREADS", arg(1, "1")));
-  const int64_t batch = integer("BATCH", arg(2, "10")), seq = integer("SEQ", arg(3, "512"));
-  const int steps = static_cast<int>(integer("STEPS", arg(4, "5")));
+  const int threads = static_cast<int>(positive_integer("THREADS", arg(1, "1")));
+  const int64_t batch = positive_integer("BATCH", arg(2, "10")), seq = positive_integer("SEQ", arg(3, "512"));
+  const int steps = static_cast<int>(positive_integer("STEPS", arg(4, "5")));
   const std::string device_name = arg(5, "cpu"), precision = arg(6, "fp32");
+  // Any other name would run fp32 under it, and take MFU against the fp32 peak.
+  if (precision != "fp32" && precision != "bf16")
+    throw std::invalid_argument(fmt::format("PRECISION must be fp32 or bf16, got '{}'", precision));
   const double mask_fraction = 0.15;
   torch::set_num_threads(threads);
   const torch::Device dev = pick_device(device_name, 0, "--device");
@@ -475,9 +481,10 @@ int run(int argc, char** argv) {
   const double tokens = real_tokens;
   const double step_flops = training_flops(shape, tokens, len_sq, masked);
   const double flops_per_token = step_flops / tokens;
-  double peak_gib = 0;
+  std::string peak_gib = "null";  // the GPU allocator's peak; none measured on a CPU
   if (dev.is_cuda())
-    peak_gib = static_cast<double>(at::accelerator::getDeviceStats(dev.index()).allocated_bytes[0].peak) / (1 << 30);
+    peak_gib = fmt::format(
+        "{:.3f}", static_cast<double>(at::accelerator::getDeviceStats(dev.index()).allocated_bytes[0].peak) / (1 << 30));
   // MFU against this machine's own peaks, measured now with the same threads. A CPU without
   // bf16 instructions has no bf16 peak worth the name (emulated): fp32 only, and it says so.
   double peak32 = 0, peak16 = 0;
@@ -503,7 +510,7 @@ int run(int argc, char** argv) {
       "{\"impl\":\"genemask\",\"config\":\"%s\",\"threads\":%d,\"device\":\"%s\",\"precision\":\"%s\",\"batch\":%lld,"
       "\"seq\":%lld,\"cuda_graph\":%s,\"fused_qkv\":%s,\"fused_ln\":%s,\"ln_bf16\":%s,\"fused_gelu\":%s,\"gelu_rows_in_flight\":%s,\"bgrad\":%s,\"bgrad_products\":%s,\"cpu_bias\":%s,\"ln_smem\":%s,\"ln_lean\":%s,\"bias_sum\":%s,\"fused_ce\":%s,\"ce_pad\":%s,\"cudnn_varlen\":%s,\"gemm_gelu\":%s,\"weight_bf16\":%s,\"sdpa\":\"%s\",\"step_s\":%.5f,\"median_step_s\":%.5f,\"tokens_per_s\":%.0f,"
       "\"median_tokens_per_s\":%.0f,\"lengths\":\"%s\",\"packing\":%s,\"packed_attention\":%s,\"real_tokens\":%.0f,\"positions\":%lld,\"breakdown_s\":%s,\"flops_per_token\":%.4g,\"masked_fraction\":%.5f,"
-      "\"achieved_tflops\":%.2f,\"peak_memory_gib\":%.3f,\"measured_peak_tflops\":%.1f,\"mfu\":%.4f,\"gpu\":\"%s\","
+      "\"achieved_tflops\":%.4g,\"peak_memory_gib\":%s,\"measured_peak_tflops\":%.4g,\"mfu\":%.4f,\"gpu\":\"%s\","
       "\"datasheet_tflops\":%s,\"mfu_datasheet\":%s,\"profile\":%s,\"graph_check\":%s,%s}\n",
       name.c_str(), threads, device_name.c_str(), precision.c_str(), static_cast<long long>(batch),
       static_cast<long long>(seq), graph ? "true" : "false", unfused_qkv ? "false" : "true",
@@ -521,7 +528,7 @@ int run(int argc, char** argv) {
       sdpa.empty() ? "auto" : sdpa.c_str(), best, med, tokens / best, tokens / med, lengths.c_str(), packing ? "true" : "false",
       packed_paths.c_str(), real_tokens,
       static_cast<long long>(positions), breakdown.c_str(),
-      flops_per_token, masked / tokens, achieved_tflops, peak_gib, measured_peak_tflops,
+      flops_per_token, masked / tokens, achieved_tflops, peak_gib.c_str(), measured_peak_tflops,
       mfu(achieved_tflops, measured_peak_tflops), json_text(gpu).c_str(),
       datasheet > 0 ? fmt::format("{:.0f}", datasheet).c_str() : "null",
       datasheet > 0 ? fmt::format("{:.4f}", achieved_tflops / datasheet).c_str() : "null", profile_json.c_str(),

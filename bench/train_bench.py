@@ -73,7 +73,11 @@ class Bert(Encoder):
 def main():
     name, threads, batch, seq, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
     device = sys.argv[6] if len(sys.argv) > 6 else "cpu"
-    bf16 = len(sys.argv) > 7 and sys.argv[7] == "bf16"
+    precision = sys.argv[7] if len(sys.argv) > 7 else "fp32"
+    if precision not in ("fp32", "bf16"):  # another name would run fp32 under it
+        print(f"train_bench.py: PRECISION must be fp32 or bf16, got '{precision}'", file=sys.stderr)
+        sys.exit(2)
+    bf16 = precision == "bf16"
     torch.set_num_threads(threads)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.manual_seed(0)
@@ -106,7 +110,7 @@ def main():
         sync()
         times.append(time.perf_counter() - t0)
     best, med = min(times), sorted(times)[len(times) // 2]
-    peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else 0.0
+    peak = torch.cuda.max_memory_allocated() / 2**30 if device == "cuda" else None  # none measured on a CPU
     print(json.dumps({"impl": "pytorch", "config": name, "threads": threads, "device": device,
                       "precision": "bf16" if bf16 else "fp32", "batch": batch, "seq": seq, "step_s": best,
                       "median_step_s": med, "tokens_per_s": batch * seq / best,

@@ -89,13 +89,17 @@
 #   peak_tflops, peak_how   the bf16 peak that MFU divides by, and where it came from
 #   runs         one row per benchmark run that passed: impl ("genemask"/"pytorch"),
 #                variant ("eager"/"graph"/"no-ln-bf16"/"no-gelu"/"bgrad"/"no-ln-smem"/"no-ln-lean"/"no-bias-sum"/"no-ce"/"ce-pad"/"gemm-gelu"/"no-weight-bf16"/"gelu-rows2"/"gelu-rows4"), config, batch, seq, median_tokens_per_s,
-#                median_step_s, peak_memory_gib, and for genemask breakdown_s (eager),
-#                flops_per_token, achieved_tflops, masked_fraction, mfu (against the bf16
-#                peak train_bench measured in its own run; null on a CPU), mfu_datasheet
+#                median_step_s, peak_memory_gib (null on a CPU), and for genemask breakdown_s (eager),
+#                flops_per_token, achieved_tflops, masked_fraction, mfu (against
+#                peak_tflops, one peak for every row: the best its runs measured, or the
+#                one given; null on a CPU), mfu_datasheet
 #                (against the GPU's datasheet peak; null for a GPU not in the table),
 #                profile (the step's time by kernel class, src/model/step_profile.hpp),
 #                graph_check, and ratio_vs_pytorch (against PyTorch at the same batch;
 #                null when that run failed)
+#   rejected     the rows of runs whose CUDA graph's losses differ from the eager step's
+#                by more than 2e-3 (their part failed), each with "rejected" saying so; in
+#                no other figure (runs, best, ratios, pretrain's synthetic)
 #   best         per config: the fastest genemask row, and its ratio to the fastest
 #                PyTorch row
 #   packing      per config: the padded and the packed run of bench_CFG_packing (rows as in
@@ -120,8 +124,9 @@
 #                vs_synthetic_same_rows, and profile (pretrain --profile-steps' on rank 0:
 #                the classes of bench rows' "profile", for the real step; null if none)
 # Exit codes: 0 every part passed (or was skipped by --no-build); 1 a part failed (or was
-# skipped because its program did not build); 143 or 130: stopped by TERM or INT (the
-# JSON written as above); 2 before any part ran: a bad option, a
+# skipped because its program did not build, or the report itself failed: it says so); 143
+# or 130: stopped by TERM or INT (the JSON written as above); 2 before any part ran: a bad
+# option (--peak-tflops not a number above 0 among them), a
 # Python module missing (all missing ones are named), no GPU visible without --cpu, or a
 # bundle (gpu-bundle.sh) built with another PyTorch version than --python's.
 # docs/build.md ("A GPU node") explains the prefix and what each figure means.
@@ -137,6 +142,7 @@ batch_logo=64
 sweep_dnabert="16 32 64"
 sweep_logo="64 128 256"
 peak=""
+peak_given=0
 genome=""
 pretrain_steps=300
 only=""
@@ -163,7 +169,7 @@ while [ $# -gt 0 ]; do
     --batch-logo) batch_logo=$2; shift 2 ;;
     --sweep-dnabert) sweep_dnabert=$2; shift 2 ;;
     --sweep-logo) sweep_logo=$2; shift 2 ;;
-    --peak-tflops) peak=$2; shift 2 ;;
+    --peak-tflops) peak=$2; peak_given=1; shift 2 ;;
     --genome) genome=$2; shift 2 ;;
     --pretrain-steps) pretrain_steps=$2; shift 2 ;;
     --only) only=$2; only_given=1; shift 2 ;;
@@ -191,6 +197,15 @@ counts --batch-logo "$batch_logo"
 counts --sweep-dnabert $sweep_dnabert
 # shellcheck disable=SC2086
 counts --sweep-logo $sweep_logo
+# --peak-tflops: a finite number above 0 (MFU divides by it; nan or inf would write a JSON
+# no reader takes, and a word would stop the report only after every part has run).
+if [ "$peak_given" = 1 ]; then
+  if ! [[ $peak =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]{1,2})?$ ]] ||
+    ! awk -v x="$peak" 'BEGIN { v = x + 0; exit !(v > 0 && v * 0 == 0) }'; then
+    echo "gpu-check.sh: --peak-tflops takes a number above 0 (the bf16 peak in TFLOP/s), got '$peak'" >&2
+    exit 2
+  fi
+fi
 # --only: every name one of the parts.
 # The benchmark parts of one train_bench run each, in the report's order (bench_CFG_VARIANT;
 # "genemask" is the eager step): the report reads their results by these names and labels
@@ -330,7 +345,14 @@ for line in open(os.path.join(work, "parts.tsv")):
 def last_row(path):
     lines = [l for l in open(path) if l.strip().startswith("{")]
     return json.loads(lines[-1])
-rows = []
+# graph_check_failed ROW: why a graph row's losses are not the eager step's (None if they are
+# within 2e-3, or the row has no check).
+def graph_check_failed(r):
+    gc = r.get("graph_check")
+    if gc and not gc["max_rel_diff"] <= 2e-3:
+        return f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)"
+    return None
+rows, rejected = [], []
 for cfg in ("dnabert", "logo"):
     for impl in one_run_variants.split() + ["pytorch"]:
         part = parts.get(f"bench_{cfg}_{impl}", {})
@@ -342,9 +364,11 @@ for cfg in ("dnabert", "logo"):
             part.update(status="failed", note=f"no result line in its output ({type(e).__name__})")
             continue
         r["variant"] = {"genemask": "eager", "pytorch": "eager"}.get(impl, impl.replace("_", "-"))
-        gc = r.get("graph_check")
-        if gc and not gc["max_rel_diff"] <= 2e-3:
-            part.update(status="failed", note=f"graph losses differ from the eager step's by {gc['max_rel_diff']:.3g} (> 2e-3)")
+        note = graph_check_failed(r)
+        if note:  # its rate is not the eager step's work: kept apart, out of every figure
+            part.update(status="failed", note=note)
+            rejected.append(dict(r, rejected=note))
+            continue
         rows.append(r)
     path = os.path.join(work, f"bench-{cfg}-sweep.jsonl")
     if os.path.exists(path):  # the rows of a sweep that partly failed still count
@@ -352,6 +376,11 @@ for cfg in ("dnabert", "logo"):
             if l.strip().startswith("{"):
                 r = json.loads(l)
                 r["variant"] = "graph" if r.get("cuda_graph") else "eager"
+                note = graph_check_failed(r)
+                if note:
+                    parts.get(f"bench_{cfg}_sweep", {}).update(status="failed", note=note)
+                    rejected.append(dict(r, rejected=note))
+                    continue
                 rows.append(r)
 import torch
 try:
@@ -457,6 +486,7 @@ passed = all(p["status"] != "failed" for p in parts.values()) and not interrupte
 res["passed"] = passed
 rows.sort(key=lambda r: (("dnabert", "logo").index(r["config"]), r["batch"], r["impl"] != "genemask", r["variant"]))
 res["runs"] = rows
+res["rejected"] = rejected
 # Before the table (a row that cannot be printed loses nothing), and under its final name only
 # once whole: a run stopped while writing leaves no half-written file.
 tmp = f"{out}.tmp.{os.getpid()}"
@@ -464,6 +494,7 @@ with open(tmp, "w") as f:
     json.dump(res, f, indent=2)
 os.replace(tmp, out)
 pct = lambda x: f"{x:.1%}" if x is not None else "-"
+num = lambda x, w, d: f"{x:{w}.{d}f}" if x is not None else f"{'-':>{w}s}"  # "-": not measured (a CPU's memory)
 print(f"{'config':8s} {'impl':9s} {'variant':10s} {'batch':>5s} {'tokens/s':>10s} {'step ms':>8s} {'TFLOP/s':>8s} "
       f"{'MFU':>6s} {'MFU ds':>6s} {'peak GiB':>8s} {'vs PyTorch':>10s}")
 for cfg in ("dnabert", "logo"):
@@ -474,12 +505,15 @@ for cfg in ("dnabert", "logo"):
         g = r["impl"] == "genemask"
         ratio = f"{r['ratio_vs_pytorch']:.2f}x" if g and r.get("ratio_vs_pytorch") else "-"
         print(f"{cfg:8s} {r['impl']:9s} {r['variant']:10s} {r['batch']:5d} {r['median_tokens_per_s']:10.0f} "
-              f"{r['median_step_s'] * 1e3:8.2f} {(r['achieved_tflops'] if g else 0):8.1f} {pct(r.get('mfu')) if g else '-':>6s} "
-              f"{pct(r.get('mfu_datasheet')) if g else '-':>6s} {r['peak_memory_gib']:8.2f} {ratio:>10s}")
+              f"{r['median_step_s'] * 1e3:8.2f} {num(r['achieved_tflops'] if g else None, 8, 1)} "
+              f"{pct(r.get('mfu')) if g else '-':>6s} "
+              f"{pct(r.get('mfu_datasheet')) if g else '-':>6s} {num(r.get('peak_memory_gib'), 8, 2)} {ratio:>10s}")
     for r in rows:  # the profiled eager run at the default batch
         if r["config"] == cfg and r["impl"] == "genemask" and r["variant"] == "eager" and r.get("profile") \
                 and r.get("ratio_vs_pytorch") is not None:
             print(f"{cfg:8s} genemask / PyTorch: {r['ratio_vs_pytorch']:.2f}x tokens/s (batch {r['batch']}, eager)")
+    for r in (r for r in rejected if r["config"] == cfg):
+        print(f"{cfg:8s} {r['impl']:9s} {r['variant']:10s} {r['batch']:5d} REJECTED, in no figure: {r['rejected']}")
     b = res["best"].get(cfg)
     if b and b["ratio_vs_pytorch_best"]:
         print(f"{cfg:8s} best: genemask {b['variant']} batch {b['batch']} {b['tokens_per_s']:.0f} tokens/s, "
@@ -545,7 +579,7 @@ failed = [n for n, p in parts.items() if p["status"] == "failed"]
 if interrupted:
     print(f"gpu-check: interrupted by {interrupted}; the parts after it did not run")
 print("gpu-check: every part passed" if passed else f"gpu-check: {len(failed)} part(s) failed: {', '.join(failed)}")
-sys.exit(0 if passed else 1)
+sys.exit(0 if passed else 3)  # 3, not 1: a crash of this report itself exits 1
 PY
 }
 set -m  # each part a job with its own process group (part())
@@ -808,6 +842,6 @@ report_rc=0
 report || report_rc=$?
 case $report_rc in
   0) exit 0 ;;
-  1) exit 1 ;;
+  3) exit 1 ;;
   *) echo "gpu-check.sh: the report failed (exit code $report_rc)" >&2; exit 1 ;;
 esac

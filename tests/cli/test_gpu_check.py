@@ -21,6 +21,11 @@
   runs it) reports its real tokens/s and model TFLOP/s against the synthetic step's at the
   same batch; without --genome it is skipped with the reason;
 - a Python without numpy and h5py: one message naming both, exit 2, before any part;
+- --peak-tflops not a finite number above 0: exit 2 before any part; a crash of the report
+  itself says "the report failed"; the report on made-up part outputs: a graph row whose
+  losses differ from the eager step's is in no figure (runs, best, ratios), only in
+  "rejected"; the small benchmarks' (train_bench, mask_bench, allreduce_bench) bad
+  arguments refused with one line and exit 2;
 - statically: tests/cli/test_gpu.py has no "no GPU: exit 77" path left, and gpu-check.sh's
   module list covers every module the GPU tests and the benchmark import."""
 import ast
@@ -655,6 +660,161 @@ class TrainBenchFusions(unittest.TestCase):
                            capture_output=True, text=True)
         self.assertEqual((p.returncode, p.stdout, p.stderr.strip()),
                          (2, "", "train_bench: error: the fused bias + GELU's rows in flight: 3; the kernels take 1, 2 or 4"))
+
+
+def report_code():
+    """The report's Python, as gpu-check.sh runs it (report(): `"$python" - WORK OUT DEVICE
+    PEAK INTERRUPTED VARIANTS`)."""
+    with open(SCRIPT) as f:
+        text = f.read()
+    m = re.search(r"\nreport\(\) \{\n[^\n]*<<'PY'\n(.*?)\nPY\n\}", text, re.S)
+    assert m, "gpu-check.sh: report() not found"
+    return m.group(1)
+
+
+class Report(unittest.TestCase):
+    """What the report makes of the parts' outputs, and options it needs checked before any
+    part runs."""
+
+    def fake_build(self, tmp):
+        """A build directory whose model_tests only leaves a mark that it ran."""
+        build = os.path.join(tmp, "build")
+        os.makedirs(os.path.join(build, "tests"))
+        with open(os.path.join(build, "tests", "model_tests"), "w") as f:
+            f.write(f"#!/bin/sh\ntouch {tmp}/ran\nexit 0\n")
+        os.chmod(os.path.join(build, "tests", "model_tests"), 0o755)
+        return build
+
+    def test_peak_tflops_checked_before_any_part(self):
+        for v in ("-5", "nan", "inf", "abc", "0", "0.0", "1e999", "", "5e", "1 2"):
+            with self.subTest(peak=v), tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "gpu-check.json")
+                p = gpu_check(out, "--only", "model_tests", "--peak-tflops", v, build=self.fake_build(tmp))
+                self.assertEqual((p.returncode, p.stdout), (2, ""), p.stderr)
+                self.assertEqual(p.stderr.strip(), "gpu-check.sh: --peak-tflops takes a number above 0 "
+                                                   f"(the bf16 peak in TFLOP/s), got '{v}'")
+                self.assertFalse(os.path.exists(os.path.join(tmp, "ran")))
+                self.assertFalse(os.path.exists(out))
+        for v, want in (("989", 989.0), ("1e3", 1000.0), (".5", 0.5)):
+            with self.subTest(peak=v), tempfile.TemporaryDirectory() as tmp:
+                out = os.path.join(tmp, "gpu-check.json")
+                p = gpu_check(out, "--only", "model_tests", "--peak-tflops", v, build=self.fake_build(tmp))
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                with open(out) as f:
+                    res = json.load(f)
+                self.assertEqual((res["peak_tflops"], res["peak_how"]), (want, "given (--peak-tflops)"))
+
+    def test_a_report_that_crashes_says_so(self):
+        # Every part passed, then the report's Python fails: not "a part failed".
+        with tempfile.TemporaryDirectory() as tmp:
+            python = os.path.join(tmp, "python")
+            with open(python, "w") as f:
+                f.write('#!/bin/sh\nif [ "$1" = - ] && [ $# = 7 ]; then cat >/dev/null; '
+                        'echo "Traceback (most recent call last): ValueError" >&2; exit 1; fi\n'
+                        f'exec "{sys.executable}" "$@"\n')
+            os.chmod(python, 0o755)
+            out = os.path.join(tmp, "gpu-check.json")
+            p = gpu_check(out, "--only", "model_tests", build=self.fake_build(tmp), python=python)
+            self.assertEqual(p.returncode, 1, p.stdout + p.stderr)
+            self.assertIn("gpu-check.sh: the report failed (exit code 1)", p.stderr)
+
+    def test_a_graph_row_that_fails_its_check_is_in_no_figure(self):
+        eager = {"impl": "genemask", "config": "logo", "batch": 64, "seq": 512, "median_tokens_per_s": 100000,
+                 "median_step_s": 0.3, "achieved_tflops": 300, "peak_memory_gib": 10, "measured_peak_tflops": 750,
+                 "graph_check": None, "cuda_graph": False, "profile": None}
+        graph = dict(eager, median_tokens_per_s=250000, median_step_s=0.13, achieved_tflops=700, cuda_graph=True,
+                     graph_check={"eager": [8.3], "graph": [4.1], "max_rel_diff": 0.5})
+        good = dict(graph, batch=128, median_tokens_per_s=200000,
+                    graph_check={"eager": [8.3], "graph": [8.3], "max_rel_diff": 1e-5})
+        torch_row = {"impl": "pytorch", "config": "logo", "batch": 64, "seq": 512, "median_tokens_per_s": 90000,
+                     "median_step_s": 0.35, "peak_memory_gib": 12}
+        with tempfile.TemporaryDirectory() as work:
+            for name, row in (("genemask", eager), ("graph", graph), ("pytorch", torch_row)):
+                with open(os.path.join(work, f"bench-logo-{name}.json"), "w") as f:
+                    f.write(json.dumps(row) + "\n")
+            with open(os.path.join(work, "bench-logo-sweep.jsonl"), "w") as f:  # a sweep row that fails too
+                f.write(json.dumps(good) + "\n" + json.dumps(dict(graph, batch=256)) + "\n")
+            with open(os.path.join(work, "parts.tsv"), "w") as f:
+                for part in ("bench_logo_genemask", "bench_logo_graph", "bench_logo_pytorch", "bench_logo_sweep"):
+                    f.write(f"{part}\tpassed\t0\t1000\t\n")
+            out = os.path.join(work, "out.json")
+            p = subprocess.run([sys.executable, "-", work, out, "cpu", "1000", "", "genemask graph"],
+                               input=report_code(), capture_output=True, text=True)
+            log = p.stdout + p.stderr
+            self.assertEqual(p.returncode, 3, log)  # a part failed
+            with open(out) as f:
+                res = json.load(f)
+        self.assertEqual(sorted((r["variant"], r["batch"]) for r in res["runs"] if r["impl"] == "genemask"),
+                         [("eager", 64), ("graph", 128)], log)
+        self.assertEqual((res["best"]["logo"]["variant"], res["best"]["logo"]["tokens_per_s"]), ("graph", 200000))
+        self.assertAlmostEqual(res["best"]["logo"]["ratio_vs_pytorch_best"], 200000 / 90000)
+        self.assertEqual([(r["variant"], r["batch"], r["rejected"]) for r in res["rejected"]],
+                         [("graph", 64, "graph losses differ from the eager step's by 0.5 (> 2e-3)"),
+                          ("graph", 256, "graph losses differ from the eager step's by 0.5 (> 2e-3)")])
+        for part in ("bench_logo_graph", "bench_logo_sweep"):
+            self.assertEqual(res["parts"][part]["status"], "failed")
+        self.assertFalse(res["passed"])
+        self.assertIn("logo     genemask  graph         64 REJECTED, in no figure: graph losses differ", p.stdout)
+        self.assertNotIn("250000", p.stdout)
+
+
+class BenchArguments(unittest.TestCase):
+    """The small benchmarks' arguments: a bad one is one line and exit 2 before anything is
+    timed (no crash, no figure for work never done, no precision run under another name)."""
+
+    def run_bench(self, name, *args, mpi=False):
+        cmd = [os.path.join(BUILD, "bench", name), *args]
+        if mpi:
+            cmd = ["mpiexec", "-n", "2", "--oversubscribe", *cmd]
+        e = dict(os.environ, CUDA_VISIBLE_DEVICES="", OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        return subprocess.run(cmd, capture_output=True, text=True, env=e)
+
+    def test_train_bench(self):
+        for args, msg in [(["16", "0"], "STEPS must be a positive integer, got '0'"),
+                          (["16", "-3"], "STEPS must be a positive integer, got '-3'"),
+                          (["0", "1"], "SEQ must be a positive integer, got '0'"),
+                          (["16", "1", "cpu", "fp16"], "PRECISION must be fp32 or bf16, got 'fp16'"),
+                          (["16", "1", "cpu", "bf61"], "PRECISION must be fp32 or bf16, got 'bf61'")]:
+            p = self.run_bench("train_bench", "logo", "1", "1", *args)
+            self.assertEqual((p.returncode, p.stdout, p.stderr.strip()), (2, "", f"train_bench: error: {msg}"), args)
+        p = self.run_bench("train_bench", "logo", "1", "0", "16", "1")
+        self.assertEqual((p.returncode, p.stderr.strip()), (2, "train_bench: error: BATCH must be a positive integer, got '0'"))
+        p = self.run_bench("train_bench", "logo", "1", "1", "16", "1", "cpu", "fp32")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        r = json.loads(p.stdout.strip().splitlines()[-1])
+        self.assertIsNone(r["peak_memory_gib"])  # no GPU allocator on a CPU: not measured
+        self.assertEqual(r["precision"], "fp32")
+        # Its Python twin likewise.
+        p = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "train_bench.py"), "logo", "1", "1", "16", "1",
+                            "cpu", "fp16"], capture_output=True, text=True)
+        self.assertEqual((p.returncode, p.stdout, p.stderr.strip()),
+                         (2, "", "train_bench.py: PRECISION must be fp32 or bf16, got 'fp16'"))
+
+    def test_mask_bench(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tok = os.path.join(tmp, "tok.bin")
+            for n, msg in [("19", "SEQUENCES must be a multiple of 10 (the batch), got '19'"),
+                           ("5", "SEQUENCES must be a multiple of 10 (the batch), got '5'"),
+                           ("0", "SEQUENCES must be a positive integer, got '0'"),
+                           ("abc", "SEQUENCES must be an integer, got 'abc'")]:
+                p = self.run_bench("mask_bench", tok, n)
+                self.assertEqual((p.returncode, p.stdout, p.stderr.strip()), (2, "", f"mask_bench: error: {msg}"), n)
+            p = self.run_bench("mask_bench", tok, "20")
+            self.assertEqual(p.returncode, 0, p.stderr)
+            self.assertEqual({json.loads(l)["sequences"] for l in p.stdout.splitlines()}, {20})
+
+    def test_allreduce_bench(self):
+        for args, msg in [(["1000", "0"], "ITERS must be a positive integer, got '0'"),
+                          (["abc", "5"], "FLOATS must be an integer, got 'abc'"),
+                          (["0"], "FLOATS must be a positive integer, got '0'")]:
+            p = self.run_bench("allreduce_bench", *args)
+            self.assertEqual((p.returncode, p.stdout, p.stderr.strip()), (2, "", f"allreduce_bench: error: {msg}"), args)
+        p = self.run_bench("allreduce_bench", "1000", "x", mpi=True)  # one line, from rank 0
+        self.assertNotEqual(p.returncode, 0)
+        self.assertEqual(p.stderr.count("allreduce_bench: error: ITERS must be an integer, got 'x'"), 1, p.stderr)
+        p = self.run_bench("allreduce_bench", "1000", "3")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(json.loads(p.stdout)["floats"], 1000)
 
 
 class KernelBenchOnTheCpu(unittest.TestCase):

@@ -8,7 +8,10 @@
 # two make-bench-genome.py at once write one whole genome; make-bench-genomes.py gives the
 # same corpus whichever of its files were there, keeping the whole ones; finetune_bench.py
 # summary refuses a results file short of rows; graphs_bench.sh on the CPU prints its figures
-# (the fill and shapes among them). Uses the default chr22 (made if missing).
+# (the fill and shapes among them); count_bench.sh prints its ratios only once every timed
+# output (KMC, jellyfish, genemask at 2 ranks) equals genemask's counts, and names each one
+# that differs; packing_bench.sh names a failed pretrain with its message and takes the rate
+# of the last STEPS/2 steps. Uses the default chr22 (made if missing).
 # shellcheck disable=SC2016,SC2317  # check's conditions are eval'ed (expanded there); only and same_corpus run through check
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -104,6 +107,91 @@ rc=0
 PATH=$tmp/fakebin:$PATH BENCH_DIR=$bd GENEMASK_BIN=$bin bash "$repo/bench/count_bench.sh" 1 1 >"$tmp/count.log" 2>&1 || rc=$?
 check "count_bench.sh: a failed gzip fails the run and leaves no part of bench-1.fa.gz" \
   eval '[ "$rc" != 0 ] && only "$bd" bench-1.fa'
+
+# count_bench.sh: every output whose time it reports is held against genemask's 1-rank
+# counts (KMC at 1 and 2 threads, jellyfish at each k, genemask at 2 ranks) before a ratio.
+bd=$tmp/count-bd
+mkdir -p "$bd"
+cp "$tmp/bench-1.fa" "$bd/"
+rc=0
+BENCH_DIR=$bd GENEMASK_BIN=$bin bash "$repo/bench/count_bench.sh" 1 1 >"$tmp/count-ok.log" 2>&1 || rc=$?
+check "count_bench.sh: 23 peer outputs and the 2-rank counts identical, then the ratios" \
+  eval '[ "$rc" = 0 ] && grep -q ": 23 outputs identical$" "$tmp/count-ok.log" && grep -q "c2.h5: identical for all 10 k$" "$tmp/count-ok.log" && [ "$(grep -c "^ratio " "$tmp/count-ok.log")" = 4 ]'
+# The same with one count changed in KMC's 1-thread output, in jellyfish's 2-thread k=3 one,
+# and in genemask's 2-rank counts.h5: all three named, no ratio, exit 1.
+mkdir -p "$tmp/diffbin"
+cat >"$tmp/diffbin/kmc_tools" <<EOF
+#!/usr/bin/env bash
+$(command -v kmc_tools) "\$@" || exit
+case \$2 in *kmc10-t1) sed -i '1s/[0-9]*\$/999999/' "\$4" ;; esac
+EOF
+cat >"$tmp/diffbin/jellyfish" <<EOF
+#!/usr/bin/env bash
+if [ "\$1" = dump ]; then
+  case \$3 in *j-t2-k3.jf) $(command -v jellyfish) "\$@" | sed '1s/[0-9]*\$/999999/'; exit ;; esac
+fi
+exec $(command -v jellyfish) "\$@"
+EOF
+cat >"$tmp/diffbin/genemask" <<EOF
+#!/usr/bin/env bash
+$(printf '%q' "$bin") "\$@" || exit
+out=; prev=
+for a in "\$@"; do [ "\$prev" = --out ] && out=\$a; prev=\$a; done
+case \$out in
+  *c2.h5) [ "\${OMPI_COMM_WORLD_RANK:-0}" != 0 ] ||
+    $(printf '%q' "$py") -c 'import h5py, sys; f = h5py.File(sys.argv[1], "r+"); f["counts/k4"][0] += 1' "\$out" ;;
+esac
+EOF
+chmod +x "$tmp/diffbin/kmc_tools" "$tmp/diffbin/jellyfish" "$tmp/diffbin/genemask"
+rc=0
+PATH=$tmp/diffbin:$PATH BENCH_DIR=$bd GENEMASK_BIN=$tmp/diffbin/genemask bash "$repo/bench/count_bench.sh" 1 1 \
+  >"$tmp/count-diff.log" 2>&1 || rc=$?
+check "count_bench.sh: counts that differ (KMC 1 thread, jellyfish k=3, genemask 2 ranks) named, no ratio" \
+  eval '[ "$rc" = 1 ] && ! grep -q "^ratio" "$tmp/count-diff.log" && grep -q "kmc10-t1.txt k=10: DIFFERENT in 1 10-mers$" "$tmp/count-diff.log" &&
+    grep -q "j-t2-k3.txt k=3: DIFFERENT in 1 3-mers$" "$tmp/count-diff.log" && grep -q "c2.h5: DIFFERENT in k=4: 1 4-mers$" "$tmp/count-diff.log" &&
+    grep -q "^count_bench: outputs differ from genemask.s 1-rank counts (or could not be read): no ratios$" "$tmp/count-diff.log"'
+check "count_bench.sh: nothing of the runs left in BENCH_DIR" only "$bd" bench-1.fa bench-1.fa.gz bench-1.fa.bgz
+# kmc-equal.py alone: "DIFFERENT" exits 1, an unreadable dump 2 (genomes_bench.sh stops on both).
+printf 'AAAA 1\n' >"$tmp/k4.txt"
+printf 'AAAA x\n' >"$tmp/k4-bad.txt"
+"$bin" count --genome "$tmp/g.fa" --out "$tmp/eq.h5" --quiet >/dev/null
+rc=0
+"$py" "$repo/bench/kmc-equal.py" "$tmp/eq.h5" "$tmp/k4.txt" >"$tmp/eq.log" 2>&1 || rc=$?
+rc2=0
+"$py" "$repo/bench/kmc-equal.py" "$tmp/eq.h5" "$tmp/k4-bad.txt" >>"$tmp/eq.log" 2>&1 || rc2=$?
+check "kmc-equal.py: counts that differ exit 1, a dump it cannot read 2" \
+  eval '[ "$rc" = 1 ] && [ "$rc2" = 2 ] && grep -q "k4.txt k=4: DIFFERENT in [0-9]* 4-mers$" "$tmp/eq.log"'
+
+# packing_bench.sh: a pretrain that fails is named with its own message (not Python's
+# JSONDecodeError); the rates are of the last STEPS/2 steps (--log-every), STEPS < 2 refused.
+bd=$tmp/packing-bd
+mkdir -p "$bd"
+cp "$tmp/bench-1.fa" "$bd/"
+rc=0
+BENCH_DIR=$bd GENEMASK_BIN=$bin bash "$repo/bench/packing_bench.sh" 2 1 nosuch >"$tmp/packing-bad.log" 2>&1 || rc=$?
+check "packing_bench.sh: a failed pretrain named with genemask's message, no JSONDecodeError" \
+  eval '[ "$rc" = 1 ] && grep -q "^packing_bench: this command failed (exit code [1-9][0-9]*): .* pretrain " "$tmp/packing-bad.log" &&
+    grep -q "nosuch" "$tmp/packing-bad.log" && ! grep -q JSONDecodeError "$tmp/packing-bad.log"'
+cat >"$tmp/pretrain-args" <<EOF
+#!/usr/bin/env bash
+[ "\$1" = pretrain ] || exec $(printf '%q' "$bin") "\$@"
+echo "\$*" >>$(printf '%q' "$tmp/pretrain-args.txt")
+prev=
+for a in "\$@"; do [ "\$prev" = --packing ] && pk=\$a; prev=\$a; done
+echo "{\"precision\": \"fp32\", \"packing\": \"\$pk\", \"tokens_per_s\": 100.0}"
+EOF
+chmod +x "$tmp/pretrain-args"
+rc=0
+BENCH_DIR=$bd GENEMASK_BIN=$tmp/pretrain-args bash "$repo/bench/packing_bench.sh" 6 1 logo >"$tmp/packing-steps.log" 2>&1 || rc=$?
+check "packing_bench.sh: 6 steps logged every 3, the rates of the last 3" \
+  eval '[ "$rc" = 0 ] && grep -q "6 steps (rates of the last 3)" "$tmp/packing-steps.log" &&
+    [ "$(grep -c -- "--steps 6 .*--log-every 3 " "$tmp/pretrain-args.txt")" = "$(wc -l <"$tmp/pretrain-args.txt")" ] &&
+    grep -q "on / off 1.00x" "$tmp/packing-steps.log"'
+rc=0
+BENCH_DIR=$bd bash "$repo/bench/packing_bench.sh" 1 >"$tmp/packing-1.log" 2>&1 || rc=$?
+check "packing_bench.sh: STEPS 1 refused" \
+  eval '[ "$rc" = 2 ] && grep -q "STEPS must be an integer of at least 2, got .1." "$tmp/packing-1.log"'
+check "packing_bench.sh: nothing of the runs left in BENCH_DIR" only "$bd" bench-1.fa
 
 # make-bench-genome.py: the input as output (itself, or a link to it) refused, input whole.
 cp "$tmp/g.fa" "$tmp/g.copy"
