@@ -377,10 +377,32 @@ void TempOutput::commit() {
   // Another command may have written the output since this one checked it at its start (two
   // writers of one name): refused, not replaced. A target that was absent then is renamed to
   // without replacing anything, so one that appears in the last instant is refused too.
-  if (output_at_start(path_) == OutputAtStart::absent)
+  const OutputAtStart then = output_at_start(path_);
+  // Testing hook: the moment between that check and the rename (another writer's rename
+  // lands there in tests/io/output_guard_test.cpp).
+  if (const char* hold = std::getenv("GENEMASK_TEST_HOLD_RENAME")) ::usleep(static_cast<useconds_t>(std::atoi(hold)) * 1000);
+  if (then == OutputAtStart::absent) {
     rename_no_replace_or_throw(tmp_, path_);
-  else
+  } else if (then == OutputAtStart::present &&
+             ::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE) == 0) {
+    // The check above and this rename are two steps: another writer's rename may have come
+    // between them. The exchange puts what it displaced at the temporary's name, where it is
+    // checked to be the file of the start: if not, it goes back, and this result is not kept.
+    if (!is_output_at_start(path_, tmp_)) {
+      if (::renameat2(AT_FDCWD, tmp_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE) != 0)
+        throw std::runtime_error(fmt::format("{} was replaced while this command ran, and the other writer's file, "
+                                             "displaced to {}, could not be put back: {}; move it back by hand",
+                                             path_, tmp_, std::strerror(errno)));
+      throw another_writers_output(path_, "was replaced");
+    }
+    ::unlink(tmp_.c_str());  // the earlier output, replaced
+  } else {
+    // Not a checked output, or a file system without RENAME_EXCHANGE (NFS): a plain rename,
+    // after the check above.
+    if (then == OutputAtStart::present && errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
+      throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp_, path_, std::strerror(errno)));
     rename_or_throw(tmp_, path_);
+  }
   output_written(path_);
   committed_ = true;
   unregister_temp(slot_);

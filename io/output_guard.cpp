@@ -306,6 +306,18 @@ OutputAtStart output_at_start(const std::string& path) {
   return then ? OutputAtStart::present : OutputAtStart::absent;
 }
 
+bool is_output_at_start(const std::string& path, const std::string& file) {
+  std::optional<Identity> then;
+  {
+    std::lock_guard<std::mutex> g(g_mutex);
+    const auto it = g_outputs_at_start.find(output_key(path));
+    if (it == g_outputs_at_start.end()) return false;
+    then = it->second;
+  }
+  struct stat st {};
+  return then && ::lstat(file.c_str(), &st) == 0 && identity(st) == *then;
+}
+
 std::runtime_error another_writers_output(const std::string& path, const char* how) {
   return std::runtime_error(fmt::format("{} {} while this command ran: another command wrote it, and genemask never "
                                         "writes over another writer's output; this command's result was not kept: "

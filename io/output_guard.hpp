@@ -78,6 +78,9 @@ enum class OutputAtStart { unknown, absent, present };
 /// meanwhile, and a rename would silently replace that writer's output. A rename over an
 /// `absent` target must not replace a file either (TempOutput::commit uses RENAME_NOREPLACE).
 OutputAtStart output_at_start(const std::string& path);
+/// Whether `file` is the very file (device and inode) that the output `path` was when the
+/// command started: the file a replacement displaced (TempOutput::commit's exchange).
+bool is_output_at_start(const std::string& path, const std::string& file);
 
 /// The error for an output that another command wrote (`how`: "appeared", "was replaced",
 /// "was removed") while this one ran.

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.hpp"
@@ -155,6 +156,23 @@ TEST(CheckOutputs, AFileOutputWrittenByAnotherCommandMeanwhileIsNeverReplaced) {
   size_t entries = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(tmp.path())) ++entries;
   EXPECT_EQ(entries, 2u);  // a.tsv, c.tsv
+  // Another writer's rename between the check and this one's rename: the exchange finds it
+  // displaced, puts it back and refuses (both had exited 0, one's result silently gone).
+  const std::string d = tmp.file("d.tsv");
+  test::write_file(d, "earlier\n");
+  io::check_outputs({}, {{"--out", d, io::OutputKind::file}});
+  ::setenv("GENEMASK_TEST_HOLD_RENAME", "400", 1);
+  std::thread other([&] {
+    ::usleep(150 * 1000);
+    test::write_file(tmp.file("other-d.tsv"), "the other command's table\n");
+    fs::rename(tmp.file("other-d.tsv"), d);
+  });
+  const std::string raced = error_of([&] { write_out(d, "mine\n"); });
+  other.join();
+  ::unsetenv("GENEMASK_TEST_HOLD_RENAME");
+  EXPECT_NE(raced.find(d + " was replaced while this command ran"), std::string::npos) << raced;
+  EXPECT_EQ(test::read_file(d), "the other command's table\n");
+  fs::remove(d);
   // The rename itself never replaces a file that appears in the last instant.
   test::write_file(tmp.file("t"), "x");
   test::write_file(tmp.file("u"), "y");
