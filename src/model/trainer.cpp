@@ -342,6 +342,7 @@ struct Run {
   // --cuda-graphs: the fixed-shape step (captured, or eagerly with --static-step); why not.
   bool fixed_shapes = false;
   std::string graphs_off, gpus_shared;  // why the eager step runs; which ranks share a GPU
+  std::vector<std::string> rank_gpus;   // per rank: "HOST GPU-UUID", "" on the CPU
   /// The fixed-shape step captured as CUDA graphs (decided in build_model; false before).
   bool capture() const { return fixed_shapes && graphs_off.empty(); }
   bool valid_checksums_done = false;  // the validation shards' SHA-256 checked (at the first evaluation)
@@ -404,6 +405,8 @@ void choose_runtime(Run& r) {
   const std::vector<RankGpu> gpus = gather_rank_gpus(r.device, r.comm);
   r.how = decide_allreduce(r.o.allreduce, gpus, nccl_built());
   r.gpus_shared = shared_gpu(gpus);  // for the CUDA graphs' decision, once the model is known
+  r.rank_gpus.clear();
+  for (const auto& g : gpus) r.rank_gpus.push_back(g.gpu.empty() ? "" : g.host + " " + g.gpu);
   r.threads = set_intra_op_threads(r.o.threads, local_size, r.rank == 0);
 }
 
@@ -1189,11 +1192,15 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   auto t_window = clock::now();
   DivergenceWatch watch(r.device);
   const ModelShape shape = shape_of(r.model->config);
-  // The datasheet peak of this rank's GPU in bf16; 0 (no MFU) on a CPU, in fp32, or for a
-  // GPU not in the table. Summed over ranks: the peak of all the run's GPUs.
+  // The datasheet peak of this rank's GPU in bf16; 0 (no MFU) on a CPU, in fp32, for a GPU
+  // not in the table or a MIG slice. Summed over the run's GPUs, each once: ranks that share
+  // a GPU share its peak.
   const double peak_here = r.device.is_cuda() && r.bf16 ? datasheet_bf16_tflops(cuda_device_name(r.device.index())) : 0;
-  const double peak_all = hpc::allreduce_sum_double(peak_here, r.comm);
-  const bool peak_known = hpc::allreduce_sum_double(peak_here > 0 ? 0.0 : 1.0, r.comm) == 0;
+  std::vector<double> rank_peaks(static_cast<size_t>(r.world), 0.0);
+  rank_peaks[static_cast<size_t>(r.rank)] = peak_here;
+  hpc::allreduce_sum_doubles(rank_peaks.data(), r.world, r.comm);
+  const double peak_all = run_peak_tflops(r.rank_gpus, rank_peaks);
+  const bool peak_known = peak_all > 0;
   // The window's sums (its seconds are the clock's since t_window, less evaluations and
   // checkpoints). The input pipeline's: the seconds the loop waited for a step's batches (what
   // the loader could not hide), and those each of the loader's threads worked on them (reading
