@@ -158,6 +158,15 @@ TEST(StepProfile, KernelAndOperatorClasses) {
   EXPECT_EQ(profile_class("Memcpy HtoD (Pinned -> Device)", true), "copies_casts");
   EXPECT_EQ(profile_class("void at::native::vectorized_layer_norm_kernel<float, float, false>", true), "elementwise_norm");
   EXPECT_EQ(profile_class("aten::addmm", false), "matmul");
+  // A bf16 product on a CPU with AVX-512 goes to oneDNN under its own names: products too.
+  EXPECT_EQ(profile_class("mkldnn::_linear_pointwise", false), "matmul");
+  EXPECT_EQ(profile_class("mkldnn::_linear_pointwise.binary", false), "matmul");
+  EXPECT_EQ(profile_class("aten::mkldnn_linear", false), "matmul");
+  EXPECT_EQ(profile_class("aten::_mkldnn_matmul", false), "matmul");
+  EXPECT_EQ(profile_class("onednn::qlinear_pointwise", false), "matmul");
+  EXPECT_EQ(profile_class("aten::_addmm_activation", false), "matmul");
+  EXPECT_EQ(profile_class("aten::mkldnn_convolution", false), "elementwise_norm");  // not a product of the model
+  EXPECT_EQ(profile_class("aten::mkldnn_reshape", false), "elementwise_norm");
   EXPECT_EQ(profile_class("aten::_fused_adamw_", false), "optimizer");
   EXPECT_EQ(profile_class("aten::_to_copy", false), "copies_casts");
   EXPECT_EQ(profile_class("aten::native_layer_norm", false), "elementwise_norm");
