@@ -51,12 +51,13 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   std::vector<uint16_t> t;
   std::vector<uint8_t> is_masked;
   MaskedSample m;
-  // A genome list's set: samples spread evenly over the split (its genomes come one after
-  // another), and the figures per genome.
+  // Samples spread evenly over the split (sample k of n: k x size / n), not its first ones:
+  // the split is in sample order, so chromosome after chromosome and, for a genome list,
+  // genome after genome. A genome list's set also gets the figures per genome.
   const size_t ngenomes = set.genomes().size();
   std::vector<uint64_t> g_samples(ngenomes, 0), g_tokens(ngenomes, 0), g_masked(ngenomes, 0);
   for (uint64_t k = 0; k < n; ++k) {
-    const size_t i = ngenomes > 0 ? static_cast<size_t>(static_cast<unsigned __int128>(k) * set.size() / n) : k;
+    const auto i = static_cast<size_t>(static_cast<unsigned __int128>(k) * set.size() / n);
     set.read(i, t);
     masker.mask(t.data(), t.size(), a.seed, a.epoch, set.sample_index(i), m);
     if (ngenomes > 0) {
@@ -85,7 +86,9 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   }
   const uint64_t tokens = audit.tokens(), masked = audit.masked();
   const double frac = audit.masked_fraction();
-  std::cerr << fmt::format("masking {}: {} samples, {} tokens, masked fraction {:.4f}\n", to_string(a.masking), n, tokens, frac);
+  std::cerr << fmt::format("masking {}: {} of {} {} samples (spread over the split; seed {}, epoch {}), {} tokens, "
+                           "masked fraction {:.4f}\n",
+                           to_string(a.masking), n, set.size(), a.split, a.seed, a.epoch, tokens, frac);
   std::cerr << "span length\tspans\n";
   nlohmann::json hist = nlohmann::json::object();
   for (auto [len, cnt] : audit.spans()) {
@@ -136,6 +139,10 @@ void run_mask_stats(const MaskStatsArgs& a, const Context& ctx) {
   nlohmann::json summary = {{"command", "mask-stats"},
                             {"shards", a.shards},
                             {"masking", to_string(a.masking)},
+                            {"split", a.split},
+                            {"split_samples", set.size()},
+                            {"seed", a.seed},
+                            {"epoch", a.epoch},
                             {"samples", n},
                             {"tokens", tokens},
                             {"masked_tokens", masked},
@@ -230,7 +237,7 @@ void register_mask_stats(CLI::App& app, Context& ctx) {
   sub->add_option("--npmi", a->npmi, "npmi.tsv (needed by genemask; gives GRANK deciles for any strategy)")
       ->check(existing_file());
   sub->add_option("--pmi-vocab", a->pmi_vocab, "pmi_vocab.tsv (needed by pmi-vocab)")->check(existing_file());
-  sub->add_option("--samples", a->samples, "samples to mask (in sample order)")
+  sub->add_option("--samples", a->samples, "samples to mask, spread evenly over the split (all of it when it has fewer)")
       ->capture_default_str()
       ->check(CLI::Range(uint64_t{1}, std::numeric_limits<uint64_t>::max()));  // 0: every figure undefined
   sub->add_option("--seed", a->seed, "masking seed")->capture_default_str();

@@ -1,6 +1,7 @@
 // genemask pretrain: MLM pretraining, data-parallel over MPI ranks. The LibTorch code lives
 // in libgenemask_model.so, loaded on first use, so other subcommands start without it.
 #include <iostream>
+#include <optional>
 
 #include "common.hpp"
 #include "genemask/corpus/genome_sampling.hpp"
@@ -9,6 +10,9 @@
 
 namespace genemask::cli {
 namespace {
+
+/// A number that may not have been measured: null then, never a stand-in 0.
+nlohmann::json or_null(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); }
 
 void run_pretrain(model::PretrainOptions o, Context& ctx) {
   o.command_line = ctx.command_line;
@@ -38,18 +42,19 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
                             {"shape_setup_s", s.shape_setup_s},
                             {"start_step", s.start_step},
                             {"steps_done", s.steps_done},
-                            {"loss", s.last_loss ? nlohmann::json(*s.last_loss) : nlohmann::json()},
-                            {"eval_loss", s.last_eval_loss ? nlohmann::json(*s.last_eval_loss) : nlohmann::json()},
+                            {"loss", or_null(s.last_loss)},
+                            {"eval_loss", or_null(s.last_eval_loss)},
                             {"eval_samples", s.last_eval_samples},
+                            {"eval_split_samples", s.last_eval_split_samples},
                             {"eval_masked_tokens", s.last_eval_masked_tokens},
-                            {"tokens_per_s", s.tokens_per_s},
-                            {"fill", s.fill},
-                            {"rows_per_micro_batch", s.rows_per_micro_batch},
-                            {"input_wait", s.input_wait},
-                            {"loader_busy", s.loader_busy},
-                            {"loader_ms_per_step", {{"read", s.loader_read_ms}, {"stage", s.loader_stage_ms}}},
-                            {"model_tflops", s.model_tflops},
-                            {"mfu_datasheet", s.mfu_datasheet ? nlohmann::json(*s.mfu_datasheet) : nlohmann::json()},
+                            {"tokens_per_s", or_null(s.tokens_per_s)},
+                            {"fill", or_null(s.fill)},
+                            {"rows_per_micro_batch", or_null(s.rows_per_micro_batch)},
+                            {"input_wait", or_null(s.input_wait)},
+                            {"loader_busy", or_null(s.loader_busy)},
+                            {"loader_ms_per_step", {{"read", or_null(s.loader_read_ms)}, {"stage", or_null(s.loader_stage_ms)}}},
+                            {"model_tflops", or_null(s.model_tflops)},
+                            {"mfu_datasheet", or_null(s.mfu_datasheet)},
                             {"seconds", s.seconds},
                             {"interrupted", s.interrupted},
                             {"checkpoint", s.last_checkpoint}};
@@ -88,7 +93,8 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->add_option("--weight-decay", o->weight_decay, "AdamW weight decay (not on bias/LayerNorm)")->capture_default_str();
   sub->add_option("--seed", o->seed, "seed (initialisation, data order, masks)")->capture_default_str();
   sub->add_option("--eval-every", o->eval_every, "steps between validation runs (0 = never)")->capture_default_str();
-  sub->add_option("--eval-batches", o->eval_batches, "validation batches per rank")->capture_default_str();
+  sub->add_option("--eval-batches", o->eval_batches, "validation batches of --batch-per-rank, over all ranks: the loss is over the validation "
+                  "split's first N x --batch-per-rank samples (all of them when fewer), at any rank count")->capture_default_str();
   sub->add_option("--checkpoint-every", o->checkpoint_every, "steps between checkpoints")->capture_default_str();
   sub->add_option("--keep-checkpoints", o->keep_checkpoints, "checkpoints kept")->capture_default_str();
   sub->add_option("--log-every", o->log_every, "steps between metrics lines")->capture_default_str();

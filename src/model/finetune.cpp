@@ -283,7 +283,9 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
   const int64_t n = static_cast<int64_t>(s.metrics.n_train);
   const int64_t per_epoch = (n + s.batch - 1) / s.batch;
   s.steps = per_epoch * s.epochs;
-  s.warmup_steps = static_cast<int64_t>(o.warmup_fraction * static_cast<double>(s.steps));  // HF: int(ratio * steps)
+  // Rounded down, as DNABERT's run_finetune.py does (int(ratio * steps)); transformers'
+  // warmup_ratio rounds up (math.ceil), one step more for 36 steps x 0.1.
+  s.warmup_steps = static_cast<int64_t>(o.warmup_fraction * static_cast<double>(s.steps));
   say(fmt::format("{} classes ({}), {} training sequences ({} per class, {} regime), {} test; model {}{}; lr {:g}, "
                   "{} epochs x {} steps of batch {}, warmup {} steps, {} threads",
                   C, joined(names), n, per_class, s.regime, s.metrics.test.n, s.model_source,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 
 namespace genemask::model {
 
@@ -20,7 +21,10 @@ double datasheet_bf16_tflops(const std::string& gpu_name) {
   std::string n = gpu_name;
   std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   const auto has = [&](const char* s) { return n.find(s) != std::string::npos; };
-  if (has("H200")) return 989;
+  // A MIG slice ("NVIDIA A100-SXM4-40GB MIG 1g.5gb") has a share of the GPU's units that no
+  // datasheet gives: no peak.
+  if (has(" MIG ")) return 0;
+  if (has("H200")) return has("NVL") ? 835 : 989;  // NVL: 1671 with sparsity; SXM and GH200: 1979
   if (has("H100")) {
     if (has("PCIE")) return 756;
     if (has("NVL")) return 835;
@@ -28,6 +32,18 @@ double datasheet_bf16_tflops(const std::string& gpu_name) {
   }
   if (has("A100")) return 312;
   return 0;
+}
+
+double run_peak_tflops(const std::vector<std::string>& gpus, const std::vector<double>& peaks) {
+  if (gpus.empty() || gpus.size() != peaks.size()) return 0;
+  std::map<std::string, double> once;  // per GPU: its peak (ranks sharing it agree)
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    if (!(peaks[i] > 0) || gpus[i].empty()) return 0;
+    once[gpus[i]] = peaks[i];
+  }
+  double sum = 0;
+  for (const auto& [gpu, peak] : once) sum += peak;
+  return sum;
 }
 
 double mfu(double achieved_tflops, double peak_tflops) { return peak_tflops > 0 ? achieved_tflops / peak_tflops : -1; }

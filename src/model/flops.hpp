@@ -13,6 +13,7 @@
 // Embedding look-ups, normalisation and elementwise work are not model FLOPs.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace genemask::model {
 
@@ -29,10 +30,17 @@ double matrix_parameters(const ModelShape& m);
 double training_flops(const ModelShape& m, double real_tokens, double sum_len_sq, double masked);
 
 /// The dense bf16 matrix peak of a GPU from its datasheet, in TFLOP/s, by the name CUDA
-/// reports ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", ...): H100 SXM
-/// and H200 989, H100 PCIe 756, H100 NVL 835, A100 312; 0 for a GPU not in the table
-/// (printed as "unknown").
+/// reports ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", ...): H100 SXM,
+/// H200 SXM and GH200 989, H100 NVL and H200 NVL 835, H100 PCIe 756, A100 312 (half the
+/// datasheets' "with sparsity" figures); 0 for a GPU not in the table and for a MIG slice
+/// ("... MIG 1g.10gb", a share of a GPU no datasheet gives), printed as "unknown".
 double datasheet_bf16_tflops(const std::string& gpu_name);
+
+/// The datasheet peak of a run's GPUs, in TFLOP/s: rank i runs on the GPU `gpus[i]` (its host
+/// and identity, e.g. "node1 GPU-8f6b..."), whose peak is `peaks[i]`. Each GPU counts once
+/// however many ranks share it. 0 (unknown: no MFU) when any rank's peak is 0 or its GPU is
+/// "" (a rank on the CPU), or the lists' lengths differ. Pure.
+double run_peak_tflops(const std::vector<std::string>& gpus, const std::vector<double>& peaks);
 
 /// achieved / peak, or a negative number when the peak is unknown (0).
 double mfu(double achieved_tflops, double peak_tflops);

@@ -51,10 +51,21 @@ std::string profile_class(const std::string& raw, bool cuda) {
     if (contains_any(n, {"memcpy", "memset", "copy"})) return "copies_casts";
     return "elementwise_norm";
   }
-  std::string op = n.rfind("aten::", 0) == 0 ? n.substr(6) : n;
+  // ATen's operators, and oneDNN's (mkldnn::, onednn::, aten::mkldnn_*): a bf16 product on a
+  // CPU with AVX-512 runs as mkldnn::_linear_pointwise (model/linear_cpu.cpp), a product all
+  // the same.
+  std::string op = n;
+  bool onednn = false;
+  for (const std::string ns : {"aten::", "mkldnn::", "onednn::"})
+    if (op.rfind(ns, 0) == 0) {
+      onednn = ns != "aten::";
+      op = op.substr(ns.size());
+      break;
+    }
+  onednn = onednn || op.rfind("mkldnn_", 0) == 0 || op.rfind("_mkldnn_", 0) == 0 || op.rfind("onednn_", 0) == 0;
   if (contains_any(op, {"attention", "sdpa", "flash"})) return "attention";
-  if (op == "mm" || op == "addmm" || op == "bmm" || op == "baddbmm" || op == "matmul" || op == "linear" ||
-      op == "addmv" || op == "mv")
+  if (op == "mm" || op == "addmm" || op == "_addmm_activation" || op == "bmm" || op == "baddbmm" || op == "matmul" ||
+      op == "linear" || op == "addmv" || op == "mv" || (onednn && contains_any(op, {"linear", "matmul", "gemm", "_mm"})))
     return "matmul";
   if (contains_any(op, {"adam", "_foreach"})) return "optimizer";
   if (op == "copy_" || op == "to" || op == "_to_copy" || op == "clone" || op == "contiguous" || op == "empty_strided" ||

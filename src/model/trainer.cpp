@@ -342,6 +342,7 @@ struct Run {
   // --cuda-graphs: the fixed-shape step (captured, or eagerly with --static-step); why not.
   bool fixed_shapes = false;
   std::string graphs_off, gpus_shared;  // why the eager step runs; which ranks share a GPU
+  std::vector<std::string> rank_gpus;   // per rank: "HOST GPU-UUID", "" on the CPU
   /// The fixed-shape step captured as CUDA graphs (decided in build_model; false before).
   bool capture() const { return fixed_shapes && graphs_off.empty(); }
   bool valid_checksums_done = false;  // the validation shards' SHA-256 checked (at the first evaluation)
@@ -404,6 +405,8 @@ void choose_runtime(Run& r) {
   const std::vector<RankGpu> gpus = gather_rank_gpus(r.device, r.comm);
   r.how = decide_allreduce(r.o.allreduce, gpus, nccl_built());
   r.gpus_shared = shared_gpu(gpus);  // for the CUDA graphs' decision, once the model is known
+  r.rank_gpus.clear();
+  for (const auto& g : gpus) r.rank_gpus.push_back(g.gpu.empty() ? "" : g.host + " " + g.gpu);
   r.threads = set_intra_op_threads(r.o.threads, local_size, r.rank == 0);
 }
 
@@ -818,13 +821,11 @@ std::unique_ptr<DataLoader> open_training_data(Run& r) {
   uint64_t valid_samples = 0;
   for (const auto& sh : manifest.shards)
     if (sh.split == "valid") valid_samples += sh.samples;
-  r.has_validation = valid_samples >= static_cast<uint64_t>(r.world) && r.o.eval_batches > 0;
+  r.has_validation = valid_samples > 0 && r.o.eval_batches > 0;
   if (r.o.eval_every > 0 && r.o.eval_batches == 0)
     r.say("no evaluation: --eval-batches 0; eval_loss stays null");
   else if (!r.has_validation && r.o.eval_every > 0)
-    r.say(fmt::format("no evaluation: the shard set has {} validation samples for {} ranks (shards "
-                      "--valid-fraction 0?); eval_loss stays null",
-                      valid_samples, r.world));
+    r.say("no evaluation: the shard set has no validation sample (shards --valid-fraction 0?); eval_loss stays null");
   r.masking = load_masking(r.o.masking, r.o.npmi, r.o.pmi_vocab);
   // The checkpoint's place in its epoch against this shard set's samples per rank: past its
   // end is a damaged cursor on the run's own shards; on another set (--resume --allow-changes)
@@ -896,23 +897,31 @@ void write_metrics(Run& r, const nlohmann::json& j) {
   r.metrics.flush();
 }
 
-/// An evaluation: the masked-token loss (nullopt when the batches hold no masked token), and
-/// the validation samples and masked tokens it is over (all ranks). Each rank evaluates its
-/// share of whole batches, so how many samples that is depends on the rank count: logged
-/// with the loss, so that losses of runs at other rank counts are compared knowingly.
+/// An evaluation: the masked-token loss (nullopt when the batches hold no masked token), the
+/// validation samples and masked tokens it is over (all ranks), and the split's samples.
 struct Evaluation {
   std::optional<double> loss;
-  uint64_t samples = 0, masked = 0;
+  uint64_t samples = 0, masked = 0, split_samples = 0;
 };
 
-/// Masked-token loss on the validation split (the first --eval-batches batches of each
-/// rank). Called only when the shard set has validation data (r.has_validation): a
+/// The validation samples an evaluation takes: the first --eval-batches x --batch-per-rank of
+/// the split in sample order (all of them when that is more), whatever the rank count.
+uint64_t eval_sample_count(const PretrainOptions& o) {
+  const auto b = static_cast<uint64_t>(o.eval_batches), per = static_cast<uint64_t>(o.batch_per_rank);
+  return b > UINT64_MAX / per ? UINT64_MAX : b * per;
+}
+
+/// Masked-token loss on the validation split: its first eval_sample_count() samples, the same
+/// samples and masks at every rank count (the ranks share them: rank r takes r, r+R, ...; a
+/// rank past them evaluates nothing), so that runs at other rank counts log the same
+/// quantity. Called only when the shard set has validation data (r.has_validation): a
 /// validation shard that cannot be read is an error, not a skipped evaluation. Collective.
 Evaluation evaluate(Run& r) {
   LoaderOptions vo = r.loader;
   vo.split = "valid";
   vo.shuffle = false;
   vo.genome_weights.clear();  // the validation loss is over the validation samples as they are
+  vo.first_samples = eval_sample_count(r.o);
   // --verify covered both splits when the training loader opened them; else the validation
   // shards' SHA-256 once, at the first evaluation (each rank its share).
   vo.checks = ShardChecks{false, !r.o.verify_shards && !r.valid_checksums_done, r.rank, r.world};
@@ -922,8 +931,8 @@ Evaluation evaluate(Run& r) {
   r.model->eval();
   uint64_t counts[2] = {0, 0};  // samples, masked tokens
   torch::Tensor acc = torch::zeros({}, torch::TensorOptions().dtype(torch::kFloat64).device(r.device));
-  const int64_t nb = std::min<int64_t>(r.o.eval_batches, static_cast<int64_t>(valid.batches_per_epoch()));
-  for (int64_t i = 0; i < nb; ++i) {
+  const auto nb = valid.batches_per_epoch();  // this rank's share, the last batch short
+  for (uint64_t i = 0; i < nb; ++i) {
     const HostBatch h = stage(valid.next(), r.device.is_cuda(), r.packing, r.model->config.max_tokens() + 2);
     counts[0] += static_cast<uint64_t>(h.packed ? h.segments : h.rows);
     counts[1] += static_cast<uint64_t>(h.masked);
@@ -935,6 +944,7 @@ Evaluation evaluate(Run& r) {
   Evaluation e;
   e.samples = counts[0];
   e.masked = counts[1];
+  e.split_samples = valid.dataset_size();
   if (e.masked > 0) e.loss = sum / static_cast<double>(e.masked);
   return e;
 }
@@ -1190,11 +1200,15 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
   auto t_window = clock::now();
   DivergenceWatch watch(r.device);
   const ModelShape shape = shape_of(r.model->config);
-  // The datasheet peak of this rank's GPU in bf16; 0 (no MFU) on a CPU, in fp32, or for a
-  // GPU not in the table. Summed over ranks: the peak of all the run's GPUs.
+  // The datasheet peak of this rank's GPU in bf16; 0 (no MFU) on a CPU, in fp32, for a GPU
+  // not in the table or a MIG slice. Summed over the run's GPUs, each once: ranks that share
+  // a GPU share its peak.
   const double peak_here = r.device.is_cuda() && r.bf16 ? datasheet_bf16_tflops(cuda_device_name(r.device.index())) : 0;
-  const double peak_all = hpc::allreduce_sum_double(peak_here, r.comm);
-  const bool peak_known = hpc::allreduce_sum_double(peak_here > 0 ? 0.0 : 1.0, r.comm) == 0;
+  std::vector<double> rank_peaks(static_cast<size_t>(r.world), 0.0);
+  rank_peaks[static_cast<size_t>(r.rank)] = peak_here;
+  hpc::allreduce_sum_doubles(rank_peaks.data(), r.world, r.comm);
+  const double peak_all = run_peak_tflops(r.rank_gpus, rank_peaks);
+  const bool peak_known = peak_all > 0;
   // The window's sums (its seconds are the clock's since t_window, less evaluations and
   // checkpoints). The input pipeline's: the seconds the loop waited for a step's batches (what
   // the loader could not hide), and those each of the loader's threads worked on them (reading
@@ -1381,28 +1395,28 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       const double per_s = w.secs > 0 ? 1 / w.secs : 0, per_step_ms = w.steps > 0 ? 1e3 / static_cast<double>(w.steps) : 0;
       double slowest[] = {w.wait * per_s, std::max(w.read, w.stage) * per_s, w.read * per_step_ms, w.stage * per_step_ms};
       hpc::allreduce_max_doubles(slowest, 4, r.comm);
-      const double tps = all_tokens * per_s;
+      const double tps = all_tokens * per_s, tflops = all_flops * per_s / 1e12;
       sum.tokens_per_s = tps;
-      sum.model_tflops = all_flops * per_s / 1e12;
+      sum.model_tflops = tflops;
       sum.mfu_datasheet.reset();
-      if (peak_known) sum.mfu_datasheet = sum.model_tflops / peak_all;
+      if (peak_known) sum.mfu_datasheet = tflops / peak_all;
       // The share of the positions computed that were real tokens, and a micro-batch's mean
       // rows (all ranks): what a packed step computes beside the synthetic benchmark's full
       // rows of 512.
-      sum.fill = all_positions > 0 ? all_tokens / all_positions : 0;
+      const double fill = all_positions > 0 ? all_tokens / all_positions : 0;
+      sum.fill = fill;
       sum.rows_per_micro_batch = all_micro > 0 ? all_rows / all_micro : 0;
       sum.input_wait = slowest[0];
       sum.loader_busy = slowest[1];
       sum.loader_read_ms = slowest[2];
       sum.loader_stage_ms = slowest[3];
       // Said once, from the second window on (the first holds the loader's start).
-      if (sum.input_wait > kInputBoundShare && !said_input_bound && first_step - 1 > sum.start_step) {
+      if (slowest[0] > kInputBoundShare && !said_input_bound && first_step - 1 > sum.start_step) {
         said_input_bound = true;
         r.say(fmt::format("note: steps {}-{} waited for their batches {:.0f}% of the time (the loader: reading and "
                           "masking {:.1f} ms, staging {:.1f} ms a step, slowest rank): the input, not the model, bounds "
                           "the rate (the summary's input_wait)",
-                          first_step, r.step, sum.input_wait * 100,
-                          sum.loader_read_ms, sum.loader_stage_ms));
+                          first_step, r.step, slowest[0] * 100, slowest[2], slowest[3]));
       }
       nlohmann::json genome_tokens;  // null for a shard set of one genome
       if (ngenomes > 0) {
@@ -1414,15 +1428,15 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       nlohmann::json line = {{"step", r.step},
                         {"loss", or_null(loss)},
                         {"perplexity", loss ? nlohmann::json(std::exp(*loss)) : nlohmann::json()},
-                        {"masked_tokens", total_masked},
+                        {"masked_tokens", static_cast<uint64_t>(total_masked)},  // a count: an integer
                         {"lr", lr},
                         {"grad_norm", norm},
                         {"tokens_per_s", tps},
-                        {"fill", sum.fill},
+                        {"fill", fill},
                         {"rate_steps", w.steps},
-                        {"input_wait", sum.input_wait},
-                        {"loader_busy", sum.loader_busy},
-                        {"model_tflops", sum.model_tflops},
+                        {"input_wait", slowest[0]},
+                        {"loader_busy", slowest[1]},
+                        {"model_tflops", tflops},
                         {"precision", precision_name(r.bf16)},
                         {"seconds", std::chrono::duration<double>(clock::now() - r.t_start).count()}};
       if (!genome_tokens.is_null()) line["genome_tokens"] = genome_tokens;  // tokens seen per genome since the last line
@@ -1446,14 +1460,18 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         sum.last_eval_loss = el;
         sum.last_eval_samples = ev.samples;
         sum.last_eval_masked_tokens = ev.masked;
+        sum.last_eval_split_samples = ev.split_samples;
         write_metrics(r, {{"step", r.step},
                           {"eval_loss", *el},
                           {"eval_perplexity", std::exp(*el)},
                           {"eval_samples", ev.samples},
+                          {"eval_split_samples", ev.split_samples},
                           {"eval_masked_tokens", ev.masked}});
-        r.say(fmt::format("step {}  eval loss {:.4f}  eval ppl {:.2f}", r.step, *el, std::exp(*el)));
+        r.say(fmt::format("step {}  eval loss {:.4f}  eval ppl {:.2f}  over {} of {} validation samples", r.step, *el,
+                          std::exp(*el), ev.samples, ev.split_samples));
       } else {
-        r.say(fmt::format("step {}  eval loss n/a (no token of the validation batches was masked)", r.step));
+        r.say(fmt::format("step {}  eval loss n/a (no token of {} of {} validation samples was masked)", r.step,
+                          ev.samples, ev.split_samples));
       }
     }
     if (checkpoint_now) {

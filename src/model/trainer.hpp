@@ -64,23 +64,26 @@ struct PretrainSummary {
   // stand-in number.
   std::optional<double> last_loss, last_eval_loss;
   /// What last_eval_loss is over (0 while it is nullopt): the validation samples and masked
-  /// tokens of the last evaluation, summed over ranks.
-  uint64_t last_eval_samples = 0, last_eval_masked_tokens = 0;
-  double seconds = 0, tokens_per_s = 0;
+  /// tokens of the last evaluation, summed over ranks (the split's first --eval-batches x
+  /// --batch-per-rank samples, at any rank count), and the validation split's samples.
+  uint64_t last_eval_samples = 0, last_eval_masked_tokens = 0, last_eval_split_samples = 0;
+  double seconds = 0;
+  /// The rates below are those of the last logged window, and nullopt when no window was
+  /// timed (no step ran: a --resume of a finished run, a stop before the first log line),
+  /// never a stand-in 0. Real tokens per second over all ranks.
+  std::optional<double> tokens_per_s;
   /// Model FLOP/s of the last logged window over all ranks (model/flops.hpp: real tokens
-  /// only), and that over the ranks' GPUs' datasheet bf16 peak (bf16 on a GPU in the table;
-  /// else nullopt).
-  double model_tflops = 0;
-  std::optional<double> mfu_datasheet;
+  /// only), and that over the run's GPUs' datasheet bf16 peak, each GPU once however many
+  /// ranks share it (bf16 on GPUs in the table, no MIG slice; else nullopt).
+  std::optional<double> model_tflops, mfu_datasheet;
   /// Of the last logged window (all ranks): the real tokens over the positions the model
-  /// computed (rows x columns as staged, padding included), and a micro-batch's mean rows
-  /// (0 before a logged step).
-  double fill = 0, rows_per_micro_batch = 0;
+  /// computed (rows x columns as staged, padding included), and a micro-batch's mean rows.
+  std::optional<double> fill, rows_per_micro_batch;
   /// The input pipeline in the last logged window, of the slowest rank: the share of the
   /// window the loop waited for a step's batches, the share the loader's busier thread worked
   /// (DataLoader's reading and masking, or the staging; on a GPU beside the step, the staging
   /// on a CPU in turn), and the milliseconds a step of each.
-  double input_wait = 0, loader_busy = 0, loader_read_ms = 0, loader_stage_ms = 0;
+  std::optional<double> input_wait, loader_busy, loader_read_ms, loader_stage_ms;
   int ranks = 1;
   bool interrupted = false;  // a signal asked for a checkpoint and exit
   std::string last_checkpoint;

@@ -259,6 +259,18 @@ class Corpus(unittest.TestCase):
         self.shards(d)
         s = summary(run(["mask-stats", "--shards", d, "--masking", "random", "--samples", "2000"]))
         self.assertAlmostEqual(s["masked_fraction"], 0.14, delta=0.015)
+        with open(os.path.join(d, "manifest.json")) as f:
+            train = sum(sh["samples"] for sh in json.load(f)["shards"] if sh["split"] == "train")
+        self.assertEqual((s["split"], s["split_samples"], s["seed"], s["epoch"], s["samples"]),
+                         ("train", train, 42, 0, min(2000, train)))
+        # Only rank 0 masks: the same summary at 1, 2 and 4 ranks.
+        outs = {r: run(["mask-stats", "--shards", d, "--masking", "random", "--samples", "300", "--split", "valid",
+                        "--seed", "5", "--epoch", "2"], ranks=r).stdout for r in (1, 2, 4)}
+        self.assertEqual(outs[1], outs[2])
+        self.assertEqual(outs[1], outs[4])
+        v = summary(run(["mask-stats", "--shards", d, "--masking", "random", "--split", "valid", "--seed", "5",
+                         "--epoch", "2", "--samples", "300"]))
+        self.assertEqual((v["split"], v["seed"], v["epoch"]), ("valid", 5, 2))
         self.assertAlmostEqual(s["replacement"]["mask"], 0.8, delta=0.02)
         self.assertIn("6", s["span_histogram"])
         p = run(["mask-stats", "--shards", d, "--masking", "genemask"], check=False)

@@ -155,7 +155,11 @@ class MaskAudit(unittest.TestCase):
                 off, tok, idx = h["offsets"][...], h["tokens"][...], h["sample_index"][...]
                 samples += [(int(idx[i]), [int(x) for x in tok[off[i]:off[i + 1]]]) for i in range(len(idx))]
         samples.sort()
-        cls.samples = samples[:1500]
+        # mask-stats takes --samples spread evenly over the split (k x size // n), not its
+        # first ones (those of the first chromosome).
+        cls.split_samples = len(samples)
+        n = min(1500, len(samples) * 2 // 3)
+        cls.samples = [samples[k * len(samples) // n] for k in range(n)]
 
     @classmethod
     def tearDownClass(cls):
@@ -169,9 +173,14 @@ class MaskAudit(unittest.TestCase):
         t = self.t
         seed, epoch = 7, 1
         tsv = t(f"by-kmer-{strategy}.tsv")
-        s = summary(run(["mask-stats", "--shards", t("shards"), "--masking", strategy, "--samples",
-                         str(len(self.samples)), "--seed", str(seed), "--epoch", str(epoch), "--by-kmer", tsv,
-                         "--flag-factor", "1.5", "--min-occurrences", "20", *extra]))
+        p = run(["mask-stats", "--shards", t("shards"), "--masking", strategy, "--samples",
+                 str(len(self.samples)), "--seed", str(seed), "--epoch", str(epoch), "--by-kmer", tsv,
+                 "--flag-factor", "1.5", "--min-occurrences", "20", *extra])
+        s = summary(p)
+        # The summary and the first line say what the figures are of.
+        self.assertEqual((s["split"], s["split_samples"], s["seed"], s["epoch"]),
+                         ("train", self.split_samples, seed, epoch))
+        self.assertIn(f"{len(self.samples)} of {self.split_samples} train samples", p.stderr.splitlines()[0])
         masks = [mask(tokens, Rng(seed, MASK_STREAM, epoch, index)) for index, tokens in self.samples]
         a = audit([tokens for _, tokens in self.samples], masks)
         self.assertEqual((s["samples"], s["tokens"], s["masked_tokens"]), (len(self.samples), a["tokens"], a["masked"]))

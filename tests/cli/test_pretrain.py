@@ -72,12 +72,12 @@ class Pretrain(unittest.TestCase):
         s = summary(self.pretrain(b, ["--resume"]))
         self.assertEqual(s["start_step"], 4)
         self.assertEqual(metrics(b), want)  # exactly, not approximately
-        # Each evaluation says what its loss is over: at most --eval-batches 2 of 2 samples.
+        # Each evaluation says what its loss is over: --eval-batches 2 x --batch-per-rank 2.
         with open(os.path.join(a, "metrics.jsonl")) as f:
             evals = [e for e in map(json.loads, f) if "eval_loss" in e]
         self.assertEqual([e["step"] for e in evals], [4, 8])
         for e in evals:
-            self.assertTrue(0 < e["eval_samples"] <= 4, e)
+            self.assertEqual(e["eval_samples"], 4, e)
             self.assertGreater(e["eval_masked_tokens"], 0, e)
         # The summary's eval_loss is the last evaluation's, with what it is over.
         self.assertEqual((sa["eval_loss"], sa["eval_samples"], sa["eval_masked_tokens"]),
@@ -178,6 +178,26 @@ class Pretrain(unittest.TestCase):
         self.assertEqual(strip(fast_rows), strip(slow_rows))
         self.assertEqual(fast["loss"], slow["loss"])
 
+    def test_a_run_with_no_timed_step_reports_no_rates(self):
+        # --resume of a finished run trains nothing: its rates are null, not 0.0, as the loss
+        # is; metrics.jsonl's counts are integers.
+        out = os.path.join(self.tmp, "untimed")
+        s = summary(self.pretrain(out, steps=4))
+        self.assertGreater(s["tokens_per_s"], 0)
+        self.assertTrue(0 < s["fill"] <= 1, s)
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            lines = [json.loads(l) for l in f if l.strip()]
+        for r in lines:
+            for key in ("masked_tokens", "eval_masked_tokens", "eval_samples", "eval_split_samples", "rate_steps"):
+                if key in r:
+                    self.assertIs(type(r[key]), int, (key, r))
+        s = summary(self.pretrain(out, ["--resume"], steps=4))
+        self.assertEqual((s["start_step"], s["steps_done"]), (4, 4))
+        for key in ("loss", "tokens_per_s", "model_tflops", "mfu_datasheet", "fill", "rows_per_micro_batch",
+                    "input_wait", "loader_busy"):
+            self.assertIsNone(s[key], key)
+        self.assertEqual(s["loader_ms_per_step"], {"read": None, "stage": None})
+
     def test_samples_longer_than_the_model_are_refused_before_training(self):
         # 60-token samples (62 positions) and a model of 40 positions: one line naming
         # both and what to do, before any step (it used to be an index error and a LibTorch
@@ -200,15 +220,33 @@ class Pretrain(unittest.TestCase):
     def test_one_rank_with_accumulation_equals_two_and_four_ranks(self):
         # The same effective batch (8 sequences) as 1 x 4, 2 x 2 and 4 x 1 (ranks x
         # accumulation): gradients summed in flat buckets through MPI on 2 and 4 ranks.
-        runs = {}
+        # The validation loss too: --eval-batches 3 x --batch-per-rank 2 is the validation
+        # split's first 6 samples at every rank count (on 4 ranks 2, 2, 1 and 1), not 6 per rank.
+        with open(os.path.join(self.shards, "manifest.json")) as f:
+            valid_total = sum(sh["samples"] for sh in json.load(f)["shards"] if sh["split"] == "valid")
+        self.assertGreater(valid_total, 6 * 4)
+        runs, evals = {}, {}
         for ranks, accum in [(1, 4), (2, 2), (4, 1)]:
             out = os.path.join(self.tmp, f"layout-{ranks}")
-            s = summary(self.pretrain(out, grad_accum=accum, steps=5, model="tiny0.json",
-                                      ranks=ranks if ranks > 1 else None))
+            p = self.pretrain(out, grad_accum=accum, steps=5, model="tiny0.json", eval_batches=3,
+                              ranks=ranks if ranks > 1 else None)
+            s = summary(p)
             self.assertEqual(s["ranks"], ranks)
             self.assertEqual(s["effective_batch"], 8)
             self.assertEqual(s["allreduce"], "none (one rank)" if ranks == 1 else "MPI")
             runs[ranks] = metrics(out)
+            with open(os.path.join(out, "metrics.jsonl")) as f:
+                evals[ranks] = [e for e in map(json.loads, f) if "eval_loss" in e]
+            self.assertEqual([e["step"] for e in evals[ranks]], [4, 5], ranks)
+            for e in evals[ranks]:
+                self.assertEqual((e["eval_samples"], e["eval_split_samples"]), (6, valid_total), e)
+            self.assertEqual((s["eval_samples"], s["eval_split_samples"]), (6, valid_total))
+            self.assertIn(f"over 6 of {valid_total} validation samples", p.stderr)
+        for ranks in (2, 4):
+            for e1, e2 in zip(evals[1], evals[ranks]):
+                self.assertEqual(e1["eval_masked_tokens"], e2["eval_masked_tokens"], f"{ranks} ranks")
+                self.assertAlmostEqual(e1["eval_loss"], e2["eval_loss"], delta=1e-5 * abs(e1["eval_loss"]),
+                                       msg=f"{ranks} ranks")
         m1 = runs[1]
         self.assertEqual(len(m1), 5)
         for ranks in (2, 4):
@@ -244,8 +282,8 @@ class Pretrain(unittest.TestCase):
                 self.assertEqual((s1, lr1), (s2, lr2))
                 self.assertAlmostEqual(l2, l1, delta=1e-4 * abs(l1), msg=str(key))
                 self.assertAlmostEqual(g2, g1, delta=1e-3 * abs(g1), msg=str(key))
-            # Validation takes --eval-batches per rank: the same batches at the same rank count.
-            want_eval = runs["off", key[1]][1]
+            # Validation takes the same samples at every rank count and packing.
+            want_eval = runs["off", 1][1]
             self.assertAlmostEqual(got_eval, want_eval, delta=1e-4 * abs(want_eval), msg=str(key))
         p = self.pretrain(os.path.join(self.tmp, "packing-bad"), ["--packing", "maybe"], check=False)
         self.assertNotEqual(p.returncode, 0)

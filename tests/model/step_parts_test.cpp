@@ -116,10 +116,33 @@ TEST(Flops, DatasheetPeaksByName) {
   EXPECT_EQ(datasheet_bf16_tflops("NVIDIA H200"), 989);
   EXPECT_EQ(datasheet_bf16_tflops("NVIDIA H100 PCIe"), 756);
   EXPECT_EQ(datasheet_bf16_tflops("NVIDIA A100-SXM4-80GB"), 312);
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA A100 80GB PCIe"), 312);
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA H100 NVL"), 835);
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA H200 NVL"), 835);  // not the SXM's 989
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA GH200 480GB"), 989);
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA H100 SXM5 80GB"), 989);
+  // A MIG slice has a share of the GPU's units: no datasheet peak, so no MFU.
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA A100-SXM4-40GB MIG 1g.5gb"), 0);
+  EXPECT_EQ(datasheet_bf16_tflops("NVIDIA H100 80GB HBM3 MIG 3g.40gb"), 0);
   EXPECT_EQ(datasheet_bf16_tflops("NVIDIA GeForce RTX 4090"), 0);
   EXPECT_EQ(datasheet_bf16_tflops(""), 0);
   EXPECT_DOUBLE_EQ(mfu(500, 1000), 0.5);
   EXPECT_LT(mfu(500, 0), 0);
+}
+
+// Ranks that share a GPU share its peak: two ranks on one H200 divide by 989, not 1978.
+TEST(Flops, RunPeakCountsEachGpuOnce) {
+  EXPECT_EQ(run_peak_tflops({"n1 GPU-a"}, {989}), 989);
+  EXPECT_EQ(run_peak_tflops({"n1 GPU-a", "n1 GPU-a"}, {989, 989}), 989);
+  EXPECT_EQ(run_peak_tflops({"n1 GPU-a", "n1 GPU-b", "n1 GPU-a", "n1 GPU-b"}, {989, 756, 989, 756}), 989 + 756);
+  // The same identity on two hosts is two GPUs (the key holds the host).
+  EXPECT_EQ(run_peak_tflops({"n1 GPU-a", "n2 GPU-a"}, {312, 312}), 624);
+  // Any rank without a known peak (a CPU rank, fp32, a GPU not in the table, a MIG slice):
+  // no peak at all, not the others' sum.
+  EXPECT_EQ(run_peak_tflops({"n1 GPU-a", "n1 GPU-b"}, {989, 0}), 0);
+  EXPECT_EQ(run_peak_tflops({"n1 GPU-a", ""}, {989, 989}), 0);
+  EXPECT_EQ(run_peak_tflops({}, {}), 0);
+  EXPECT_EQ(run_peak_tflops({"n1 GPU-a"}, {989, 989}), 0);
 }
 
 TEST(StepProfile, KernelAndOperatorClasses) {
@@ -135,6 +158,15 @@ TEST(StepProfile, KernelAndOperatorClasses) {
   EXPECT_EQ(profile_class("Memcpy HtoD (Pinned -> Device)", true), "copies_casts");
   EXPECT_EQ(profile_class("void at::native::vectorized_layer_norm_kernel<float, float, false>", true), "elementwise_norm");
   EXPECT_EQ(profile_class("aten::addmm", false), "matmul");
+  // A bf16 product on a CPU with AVX-512 goes to oneDNN under its own names: products too.
+  EXPECT_EQ(profile_class("mkldnn::_linear_pointwise", false), "matmul");
+  EXPECT_EQ(profile_class("mkldnn::_linear_pointwise.binary", false), "matmul");
+  EXPECT_EQ(profile_class("aten::mkldnn_linear", false), "matmul");
+  EXPECT_EQ(profile_class("aten::_mkldnn_matmul", false), "matmul");
+  EXPECT_EQ(profile_class("onednn::qlinear_pointwise", false), "matmul");
+  EXPECT_EQ(profile_class("aten::_addmm_activation", false), "matmul");
+  EXPECT_EQ(profile_class("aten::mkldnn_convolution", false), "elementwise_norm");  // not a product of the model
+  EXPECT_EQ(profile_class("aten::mkldnn_reshape", false), "elementwise_norm");
   EXPECT_EQ(profile_class("aten::_fused_adamw_", false), "optimizer");
   EXPECT_EQ(profile_class("aten::_to_copy", false), "copies_casts");
   EXPECT_EQ(profile_class("aten::native_layer_norm", false), "elementwise_norm");

@@ -7,6 +7,8 @@
 // them drawn from (seed, epoch); rank r takes permutation positions r, r+R, r+2R, ...,
 // floor(N/R) of them, so every sample is seen at most once per epoch across ranks and
 // every rank has the same number of steps. A cursor (epoch, position) resumes exactly.
+// With first_samples (validation) only the first first_samples of the epoch's order are
+// taken, every one of them: positions r, r+R, ... below it, so ranks may differ by one.
 // With --genome-weights (a shard set of a genome list) the epoch's order is drawn per genome
 // instead (genemask/corpus/genome_sampling.hpp); positions are taken the same way.
 // The mask of a sample depends only on (seed, epoch, sample_index).
@@ -91,6 +93,10 @@ struct LoaderOptions {
   size_t prefetch_batches = 8;
   ShardChecks checks;
   std::string genome_weights;  // "" = a plain permutation; else bases | uniform | list | temperature:T
+  /// 0: the whole split, floor(N/R) samples per rank (training). Else only the first
+  /// min(first_samples, N) samples of each epoch's order, all of them over the ranks (rank r
+  /// takes positions r, r+R, ... below it; a rank may take none, and then has no batch).
+  uint64_t first_samples = 0;
 };
 
 /// Builds one padded, masked batch from samples (shared by the loader and benchmarks).

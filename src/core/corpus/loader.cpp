@@ -119,8 +119,14 @@ DataLoader::DataLoader(const LoaderOptions& opts, Masker masker, LoaderCursor st
   if (opts_.world < 1 || opts_.rank < 0 || opts_.rank >= opts_.world) throw std::invalid_argument("bad rank/world");
   if (opts_.batch_size == 0) throw std::invalid_argument("batch size must be positive");
   if (set_.size() > UINT32_MAX) throw std::invalid_argument("more than 2^32 samples in one split");
-  per_rank_ = set_.size() / static_cast<uint64_t>(opts_.world);
-  if (per_rank_ == 0)
+  const uint64_t world = static_cast<uint64_t>(opts_.world), rank = static_cast<uint64_t>(opts_.rank);
+  if (opts_.first_samples > 0) {
+    const uint64_t n = std::min<uint64_t>(opts_.first_samples, set_.size());
+    per_rank_ = n > rank ? (n - rank + world - 1) / world : 0;
+  } else {
+    per_rank_ = set_.size() / world;
+  }
+  if (per_rank_ == 0 && opts_.first_samples == 0)
     throw io::InputError(opts_.shard_dir, fmt::format("{} '{}' samples cannot feed {} ranks", set_.size(), opts_.split,
                                                       opts_.world));
   if (!opts_.genome_weights.empty()) {
@@ -147,7 +153,7 @@ DataLoader::DataLoader(const LoaderOptions& opts, Masker masker, LoaderCursor st
   if (cursor_.position > per_rank_)
     throw std::invalid_argument(fmt::format("resume cursor position {} is beyond the epoch ({} samples per rank)",
                                             cursor_.position, per_rank_));
-  thread_ = std::thread([this] { produce(); });
+  if (per_rank_ > 0) thread_ = std::thread([this] { produce(); });  // else no batch to make
 }
 
 DataLoader::~DataLoader() {
@@ -215,6 +221,7 @@ void DataLoader::produce() {
 }
 
 Batch DataLoader::next() {
+  if (per_rank_ == 0) throw std::logic_error("DataLoader::next: this rank has no sample of the split's first samples");
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return !queue_.empty() || error_; });
   if (queue_.empty() && error_) std::rethrow_exception(error_);

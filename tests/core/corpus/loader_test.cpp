@@ -10,7 +10,9 @@
 #include <functional>
 #include <hdf5.h>
 
+#include <algorithm>
 #include <set>
+#include <stdexcept>
 
 #include "genemask/corpus/tokenizer.hpp"
 #include "io/sha256.hpp"
@@ -97,6 +99,38 @@ TEST(DataLoader, EpochsCoverEverySampleOnceAcrossRanks) {
       EXPECT_EQ(dl.next().next.epoch, 1u);  // then the next epoch starts
     }
     EXPECT_EQ(seen.size(), (50u / static_cast<unsigned>(world)) * static_cast<unsigned>(world));
+  }
+}
+
+// Validation takes the split's first samples, every one of them, at any rank count: the
+// 50 % world samples that training leaves out of an epoch are evaluated too, and a rank
+// beyond the samples has no batch.
+TEST(DataLoader, FirstSamplesAreTakenWholeAtEveryRankCount) {
+  TempDir tmp;
+  make_shards(tmp.path(), 50);
+  for (uint64_t first : {uint64_t{23}, uint64_t{50}, uint64_t{1000}, uint64_t{2}}) {
+    const uint64_t n = std::min<uint64_t>(first, 50);
+    for (int world : {1, 2, 3, 4}) {
+      std::set<uint64_t> seen;
+      for (int r = 0; r < world; ++r) {
+        LoaderOptions o = opts(tmp.path(), r, world);
+        o.shuffle = false;
+        o.first_samples = first;
+        DataLoader dl(o, Masker(MaskingConfig{}));
+        uint64_t got = 0;
+        for (uint64_t b = 0; b < dl.batches_per_epoch(); ++b) {
+          Batch batch = dl.next();
+          EXPECT_EQ(batch.next.epoch, 0u);
+          for (uint64_t s : batch.sample_index) EXPECT_TRUE(seen.insert(s).second) << "sample seen twice: " << s;
+          got += static_cast<uint64_t>(batch.rows);
+        }
+        EXPECT_EQ(got, dl.samples_per_epoch());
+        if (dl.samples_per_epoch() == 0) EXPECT_THROW(dl.next(), std::logic_error);
+      }
+      std::set<uint64_t> expected;
+      for (uint64_t i = 0; i < n; ++i) expected.insert(i * 7);  // the first n in sample order
+      EXPECT_EQ(seen, expected) << "first " << first << ", world " << world;
+    }
   }
 }
 
