@@ -500,6 +500,7 @@ OutputDir::OutputDir(const std::string& path, std::vector<std::string> own)
   if (!top.empty()) created_ = top.string();
   dir_ = p.string();
   for (auto& n : own_) n = dir_ + "/" + n;  // whole paths now: the destructor may run out of memory
+  if (!created_.empty()) chain_ = empty_dir_chain(dir_, created_);
   if (!created_.empty()) {
     std::vector<fs::path> parents;
     for (fs::path q = p.parent_path(); q.string().size() >= created_.size(); q = q.parent_path()) {
@@ -533,6 +534,7 @@ OutputDir::OutputDir(OutputDir&& o) noexcept
     : created_(std::move(o.created_)),
       dir_(std::move(o.dir_)),
       own_(std::move(o.own_)),
+      chain_(std::move(o.chain_)),
       exceptions_(o.exceptions_),
       kept_(o.kept_),
       cleanup_slots_(std::move(o.cleanup_slots_)) {
@@ -547,10 +549,23 @@ OutputDir::~OutputDir() {
   // empty: a file anyone else put there (or another command writing beside it in a parent
   // made here) keeps its directory.
   for (const auto& n : own_) remove_tree(n);  // allocates nothing: this runs after an out-of-memory error too
-  try {
-    remove_empty_dirs(dir_, created_);
-  } catch (...) {  // out of memory for the parents' names: they stay (empty)
+  remove_empty_chain(chain_);
+}
+
+std::vector<std::string> empty_dir_chain(const std::string& dir, const std::string& top) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> chain;
+  const fs::path t = fs::absolute(top).lexically_normal();
+  for (fs::path p = fs::absolute(dir).lexically_normal(); p.string().size() >= t.string().size(); p = p.parent_path()) {
+    chain.push_back(p.string());
+    if (p == t || p == p.parent_path()) break;
   }
+  return chain;
+}
+
+void remove_empty_chain(const std::vector<std::string>& chain) noexcept {
+  for (const auto& d : chain)
+    if (::rmdir(d.c_str()) != 0) break;
 }
 
 void remove_empty_dirs(const std::string& dir, const std::string& top) {

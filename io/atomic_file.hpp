@@ -110,7 +110,8 @@ class OutputDir {
  private:
   std::string created_;  // the topmost directory this object made, or ""
   std::string dir_;      // the directory, absolute
-  std::vector<std::string> own_;  // the entries the command writes, and the marker
+  std::vector<std::string> own_;  // the entries the command writes, and the marker (whole paths)
+  std::vector<std::string> chain_;  // the directory and the parents made for it (empty_dir_chain)
   int exceptions_ = 0;   // std::uncaught_exceptions() when it was made
   bool kept_ = false;
   std::vector<int> cleanup_slots_;  // the directories it made, for a signal that stops the process
@@ -119,6 +120,12 @@ class OutputDir {
 /// rmdir(2) of `dir`, then of its parents up to and including `top` (a directory made for
 /// it), each only while it is empty: never a directory another command has put anything in.
 void remove_empty_dirs(const std::string& dir, const std::string& top);
+/// The directories remove_empty_dirs(dir, top) would remove, absolute, `dir` first: made
+/// ahead, so that the removal itself allocates nothing (remove_empty_chain).
+std::vector<std::string> empty_dir_chain(const std::string& dir, const std::string& top);
+/// rmdir(2) of each directory of `chain` in order, stopping at the first that is not empty
+/// (or not there). Allocates nothing: it runs after an out-of-memory error too.
+void remove_empty_chain(const std::vector<std::string>& chain) noexcept;
 
 /// This machine's host name (gethostname), "localhost" when it has none: the HOST of
 /// temporary names and lock holders, and how ranks tell nodes apart.

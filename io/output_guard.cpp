@@ -502,6 +502,8 @@ OutputSet::OutputSet(std::string dir, Options options)
     // A signal from here on removes DIR and the parents made for it, each only while empty
     // (the lock file and the staging directory, registered later, go first).
     if (!created_.empty()) {
+      chain_ = empty_dir_chain(dir_, created_);
+      marker_path_ = dir_ + "/" + kOutputMarker;
       const fs::path t = fs::absolute(created_).lexically_normal();
       std::vector<fs::path> parents;
       for (fs::path q = p.parent_path(); q.string().size() >= t.string().size(); q = q.parent_path()) {
@@ -570,7 +572,7 @@ OutputSet::OutputSet(std::string dir, Options options)
     for (int slot : cleanup_slots_) unregister_cleanup(slot);
     if (!staging_.empty() && lock_) remove_tree(staging_);
     if (lock_) remove_created();  // what this run made, never another writer's output
-    else if (!created_.empty()) remove_empty_dirs(dir_, created_);  // the lock file not written: nobody's
+    else remove_empty_chain(chain_);  // the lock file not written: nobody's
     lock_.reset();
     throw;
   }
@@ -580,17 +582,13 @@ void OutputSet::remove_created() {
   // What this run put in a DIR it made (the entries it moved there, its marker), the lock
   // file, then DIR and the parents made for it, each only while empty: anything another
   // writer or the user put in DIR meanwhile stays, and DIR with it.
+  // Every name was made ahead: this allocates nothing, and runs after an out-of-memory
+  // error too.
   if (created_.empty()) return;  // an earlier DIR keeps what was moved, under an "incomplete" marker
-  try {
-    for (const auto& n : moved_) remove_tree(dir_ + "/" + n);
-    if (wrote_marker_) ::unlink((dir_ + "/" + kOutputMarker).c_str());
-  } catch (...) {  // out of memory for the names: they stay, and DIR with them
-  }
+  for (const auto& p : moved_) remove_tree(p);
+  if (wrote_marker_) ::unlink(marker_path_.c_str());
   lock_.reset();
-  try {
-    remove_empty_dirs(dir_, created_);
-  } catch (...) {  // the same for the parents' names: they stay (empty)
-  }
+  remove_empty_chain(chain_);
 }
 
 std::string OutputSet::staging_for(const std::string& dir) {
@@ -668,8 +666,8 @@ void OutputSet::publish(const nlohmann::json& extra) {
   // A signal while the files move: DIR keeps what was moved, under a marker that says
   // "incomplete" (readers refuse it; the next run of the command replaces it).
   for (const auto& n : fresh) {
+    moved_.push_back(dir_ + "/" + n);  // before the rename: pushing allocates, the removal must not
     rename_or_throw(staging_ + "/" + n, dir_ + "/" + n);
-    moved_.push_back(n);
   }
   nlohmann::json m = new_marker(o_.command, true, fresh);
   if (!fresh_tree.empty()) m["tree"] = fresh_tree;

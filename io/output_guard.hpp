@@ -189,8 +189,10 @@ class OutputSet {
   std::string dir_, staging_, created_;
   Options o_;
   std::vector<std::string> old_entries_;
-  std::vector<std::string> moved_;  // the entries publish() moved into DIR so far
+  std::vector<std::string> moved_;  // the entries publish() moved into DIR so far (whole paths)
   bool wrote_marker_ = false;       // publish() wrote DIR's marker
+  std::string marker_path_;         // DIR/.genemask.json; with chain_, made ahead: the removal
+  std::vector<std::string> chain_;  // allocates nothing (DIR and the parents made for it)
   nlohmann::json old_tree_;
   int readers_fd_ = -1;  // the readers' lock, held exclusively while an earlier output is replaced  // the earlier marker's "tree": the paths inside its directory entries
   std::unique_ptr<DirLock> lock_;
