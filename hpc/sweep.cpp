@@ -460,7 +460,9 @@ class Manager {
     }
     if (!r.ok && (g_stop_signal || worker_stop_) && attempts_[i] <= s_.retries) return nullptr;  // retried by the next run
     ++(r.ok ? sum_.ok : sum_.failed);
-    return std::make_unique<nlohmann::json>(result_record(job, r, attempts_[i], o_.simulated).to_json());
+    results::Record rec = result_record(job, r, attempts_[i], o_.simulated);
+    rec.jobs_total = static_cast<int64_t>(s_.total);
+    return std::make_unique<nlohmann::json>(rec.to_json());
   }
 
   void write(const nlohmann::json& record) {

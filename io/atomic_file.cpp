@@ -336,6 +336,30 @@ void unregister_cleanup(int slot) {
   if (slot >= 0) g_cleanup_state[slot].store(0);
 }
 
+void sync_to_disk(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;  // a link (never fsync'ed through) or gone: its own writer's
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  // EINVAL/EROFS/ENOTSUP: a file system (or a directory) that cannot be synced; nothing lost.
+  if (rc != 0 && err != EINVAL && err != EROFS && err != ENOTSUP && err != EBADF)
+    throw std::runtime_error(fmt::format("cannot write {}: {} (the data did not reach the disk)", path,
+                                         std::strerror(err)));
+}
+
+void sync_tree_to_disk(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto st = fs::symlink_status(path, ec);
+  if (ec || fs::is_symlink(st)) return;
+  if (fs::is_directory(st))
+    for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec))
+      if (it->is_regular_file() || (it->is_directory() && !it->is_symlink())) sync_to_disk(it->path().string());
+  sync_to_disk(path);
+}
+
 void rename_or_throw(const std::string& from, const std::string& to) {
   if (std::rename(from.c_str(), to.c_str()) != 0)
     throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", from, to, std::strerror(errno)));
@@ -374,6 +398,9 @@ void TempOutput::commit() {
     ::sleep(static_cast<unsigned>(std::atoi(hold)));
   }
   check_writable_target(path_);  // it may have become one while the output was written
+  // The data on the disk before the name points to it: a node that loses power after the
+  // rename must not leave the output's name on an empty or partial file.
+  sync_to_disk(tmp_);
   // Another command may have written the output since this one checked it at its start (two
   // writers of one name): refused, not replaced. A target that was absent then is renamed to
   // without replacing anything, so one that appears in the last instant is refused too.
@@ -403,6 +430,9 @@ void TempOutput::commit() {
       throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", tmp_, path_, std::strerror(errno)));
     rename_or_throw(tmp_, path_);
   }
+  // And the rename itself (the directory's entry), once it is made.
+  const std::string parent = std::filesystem::path(path_).parent_path().string();
+  sync_to_disk(parent.empty() ? "." : parent);
   output_written(path_);
   committed_ = true;
   unregister_temp(slot_);
@@ -500,16 +530,9 @@ OutputDir::OutputDir(const std::string& path, std::vector<std::string> own)
   if (!top.empty()) created_ = top.string();
   dir_ = p.string();
   for (auto& n : own_) n = dir_ + "/" + n;  // whole paths now: the destructor may run out of memory
-  if (!created_.empty()) chain_ = empty_dir_chain(dir_, created_);
   if (!created_.empty()) {
-    std::vector<fs::path> parents;
-    for (fs::path q = p.parent_path(); q.string().size() >= created_.size(); q = q.parent_path()) {
-      parents.push_back(q);
-      if (q.string() == created_ || q == q.parent_path()) break;
-    }
-    for (auto it = parents.rbegin(); it != parents.rend(); ++it)
-      cleanup_slots_.push_back(register_cleanup(it->string(), CleanupKind::empty_dir));
-    cleanup_slots_.push_back(register_cleanup(dir_, CleanupKind::made_dir));
+    chain_ = empty_dir_chain(dir_, created_);
+    cleanup_slots_ = register_made_dirs(chain_, dir_);
     for (const auto& n : own_) cleanup_slots_.push_back(register_cleanup(n, CleanupKind::part));
   }
 }
@@ -568,15 +591,15 @@ void remove_empty_chain(const std::vector<std::string>& chain) noexcept {
     if (::rmdir(d.c_str()) != 0) break;
 }
 
-void remove_empty_dirs(const std::string& dir, const std::string& top) {
-  namespace fs = std::filesystem;
-  const fs::path t = fs::absolute(top).lexically_normal();
-  for (fs::path p = fs::absolute(dir).lexically_normal(); p.string().size() >= t.string().size(); p = p.parent_path())
-    if (::rmdir(p.c_str()) != 0 || p == t || p == p.parent_path()) break;
+std::vector<int> register_made_dirs(const std::vector<std::string>& chain, const std::string& dir) {
+  std::vector<int> slots;
+  for (size_t i = chain.size(); i-- > 1;) slots.push_back(register_cleanup(chain[i], CleanupKind::empty_dir));
+  slots.push_back(register_cleanup(dir, CleanupKind::made_dir));
+  return slots;
 }
 
 void OutputDir::keep_unless_empty() {
-  if (!created_.empty() && !kept_) remove_empty_dirs(dir_, created_);
+  if (!created_.empty() && !kept_) remove_empty_chain(chain_);
   keep();
 }
 

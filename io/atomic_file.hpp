@@ -117,15 +117,17 @@ class OutputDir {
   std::vector<int> cleanup_slots_;  // the directories it made, for a signal that stops the process
 };
 
-/// rmdir(2) of `dir`, then of its parents up to and including `top` (a directory made for
-/// it), each only while it is empty: never a directory another command has put anything in.
-void remove_empty_dirs(const std::string& dir, const std::string& top);
-/// The directories remove_empty_dirs(dir, top) would remove, absolute, `dir` first: made
-/// ahead, so that the removal itself allocates nothing (remove_empty_chain).
+/// `dir` and its parents up to and including `top` (a directory made for it), absolute, `dir`
+/// first: what remove_empty_chain removes, each only while it is empty (never a directory
+/// another command has put anything in). Made ahead, so that the removal allocates nothing.
 std::vector<std::string> empty_dir_chain(const std::string& dir, const std::string& top);
 /// rmdir(2) of each directory of `chain` in order, stopping at the first that is not empty
 /// (or not there). Allocates nothing: it runs after an out-of-memory error too.
 void remove_empty_chain(const std::vector<std::string>& chain) noexcept;
+/// The same removal for a signal that stops the process: the parents of `chain` (outermost
+/// first) while empty, then `dir` (chain's first, as the user named it: the message names it)
+/// as a directory the command made. Returns the cleanup slots (unregister_cleanup).
+std::vector<int> register_made_dirs(const std::vector<std::string>& chain, const std::string& dir);
 
 /// This machine's host name (gethostname), "localhost" when it has none: the HOST of
 /// temporary names and lock holders, and how ranks tell nodes apart.
@@ -140,6 +142,12 @@ std::string temp_name_for(const std::string& path, const std::string& suffix = "
 int remove_stale_temporaries(const std::string& path);
 /// rename(2) with an error that names both paths.
 void rename_or_throw(const std::string& from, const std::string& to);
+/// fsync(2) of a file or directory (not through a link): an output's data reaches the disk
+/// before its name is published. A file system that cannot sync it is not an error; an I/O
+/// error is (std::runtime_error).
+void sync_to_disk(const std::string& path);
+/// The same for a directory and everything in it (a staged output), or a file.
+void sync_tree_to_disk(const std::string& path);
 /// The same, never replacing an existing `to`: "TO appeared while this command ran" then.
 void rename_no_replace_or_throw(const std::string& from, const std::string& to);
 

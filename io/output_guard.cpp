@@ -161,6 +161,18 @@ nlohmann::json new_marker(const std::string& command, bool complete, const std::
                                 {"pid", static_cast<long>(::getpid())}};
 }
 
+/// A path relative to a directory and inside it: names joined by '/', none empty, "." or "..".
+bool is_plain_relative_path(const std::string& p) {
+  size_t from = 0;
+  while (true) {
+    const size_t to = p.find('/', from);
+    const std::string n = p.substr(from, to == std::string::npos ? std::string::npos : to - from);
+    if (n.empty() || n == "." || n == "..") return false;
+    if (to == std::string::npos) return true;
+    from = to + 1;
+  }
+}
+
 /// The paths under `dir` (files, links and directories, not followed), relative to it,
 /// sorted: what a marker records of an entry that is a directory.
 std::vector<std::string> tree_of(const std::string& dir) {
@@ -436,7 +448,7 @@ std::map<std::string, std::string> verify_output_files(const std::string& dir,
     throw InputError(marker, "its \"files\" is not an object of file names and SHA-256: the marker was changed by hand");
   const std::string cmd = (*m)["command"].get<std::string>();
   for (const auto& [name, sum] : files.items()) {
-    if (!sum.is_string() || name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    if (!sum.is_string() || !is_plain_relative_path(name))
       throw InputError(marker, fmt::format("lists a file entry {} that is not a file name and SHA-256", excerpt(name, 40)));
     out[name] = sum.get<std::string>();
     if (which && !which(name)) continue;
@@ -470,13 +482,44 @@ void check_output_complete(const std::string& dir) {
 }
 
 void check_file_in_complete_output(const std::string& file) {
-  std::string dir = std::filesystem::path(file).parent_path().string();
-  if (dir.empty()) dir = ".";
-  if (const auto cmd = incomplete_output_command(dir))
+  // The nearest directory above FILE with a marker: its parent (DIR/train.tsv) or one
+  // further up (DIR/fewshot/10/train.tsv, where only DIR has a marker).
+  const fs::path abs = fs::absolute(file).lexically_normal();
+  std::string dir;
+  for (fs::path d = abs.parent_path();; d = d.parent_path()) {
+    if (fs::exists(fs::symlink_status(d / kOutputMarker))) {
+      dir = d.string();
+      break;
+    }
+    if (d == d.parent_path()) return;  // in no genemask output
+  }
+  const auto m = read_output_marker(dir);
+  if (!m) return;
+  const std::string rel = abs.lexically_relative(dir).generic_string();
+  const bool in_parent = rel.find('/') == std::string::npos;
+  const std::string top = rel.substr(0, rel.find('/'));
+  const auto& entries = (*m)["entries"];
+  const bool written = std::find(entries.begin(), entries.end(), top) != entries.end();
+  if (!in_parent && !written) return;  // a file of the user's inside an output
+  const std::string cmd = (*m)["command"].get<std::string>();
+  if (!(*m)["complete"].get<bool>())
     throw InputError(file, fmt::format("is in {}, an incomplete output of `genemask {}` (it stopped while moving its "
                                        "files into place, so its files may be of two runs): run that command again "
                                        "(it replaces an incomplete output)",
-                                       dir, *cmd));
+                                       dir, cmd));
+  // A table the marker records a SHA-256 of (`dataset` outputs) is read only as written: a
+  // copy cut at a line end has every line whole, and read as a smaller task before.
+  if (!m->contains("files") || !(*m)["files"].is_object() || !(*m)["files"].contains(rel)) return;
+  const auto& sum = (*m)["files"][rel];
+  if (!sum.is_string())
+    throw InputError(dir + "/" + kOutputMarker,
+                     fmt::format("lists a file entry {} that is not a file name and SHA-256", excerpt(rel, 40)));
+  const std::string have = sha256_file(file);
+  if (have != sum.get<std::string>())
+    throw InputError(file, fmt::format("is not the file `genemask {}` wrote (SHA-256 {}, recorded in {}/{} {}): it was "
+                                       "cut short, changed or replaced since; copy the whole output again, or write "
+                                       "it again",
+                                       cmd, have.substr(0, 16), dir, kOutputMarker, sum.get<std::string>().substr(0, 16)));
 }
 
 OutputSet::OutputSet(std::string dir, Options options)
@@ -504,15 +547,7 @@ OutputSet::OutputSet(std::string dir, Options options)
     if (!created_.empty()) {
       chain_ = empty_dir_chain(dir_, created_);
       marker_path_ = dir_ + "/" + kOutputMarker;
-      const fs::path t = fs::absolute(created_).lexically_normal();
-      std::vector<fs::path> parents;
-      for (fs::path q = p.parent_path(); q.string().size() >= t.string().size(); q = q.parent_path()) {
-        parents.push_back(q);
-        if (q == t || q == q.parent_path()) break;
-      }
-      for (auto it = parents.rbegin(); it != parents.rend(); ++it)
-        cleanup_slots_.push_back(register_cleanup(it->string(), CleanupKind::empty_dir));
-      cleanup_slots_.push_back(register_cleanup(dir_, CleanupKind::made_dir));
+      cleanup_slots_ = register_made_dirs(chain_, dir_);
     }
   } else {
     throw std::runtime_error(fmt::format("cannot use {}: {}", what, std::strerror(errno)));
@@ -645,6 +680,9 @@ void OutputSet::publish(const nlohmann::json& extra) {
   }
   for (const auto& n : old_entries_)
     check_tree_is_known(dir_, n, tree, old_tree_.is_object() && old_tree_.contains(n));
+  // The new files on the disk before any of them is moved into place and the marker says
+  // "complete" (its own write is synced, and DIR with it).
+  for (const auto& n : fresh) sync_tree_to_disk(staging_ + "/" + n);
   std::vector<std::string> all = old_entries_;
   for (const auto& n : fresh)
     if (!old.count(n)) all.push_back(n);
@@ -674,8 +712,14 @@ void OutputSet::publish(const nlohmann::json& extra) {
   for (const auto& [k, v] : extra.items()) m[k] = v;
   if (o_.digests) {  // of the files as they now are in DIR, which readers check (verify_output_files)
     nlohmann::json files = nlohmann::json::object();
-    for (const auto& n : fresh)
+    for (const auto& n : fresh) {
       if (fs::is_regular_file(fs::symlink_status(dir_ + "/" + n))) files[n] = sha256_file(dir_ + "/" + n);
+      if (!fresh_tree.contains(n)) continue;
+      for (const auto& x : fresh_tree[n]) {  // and of the files inside a directory entry (fewshot/10/train.tsv)
+        const std::string rel = n + "/" + x.get<std::string>();
+        if (fs::is_regular_file(fs::symlink_status(dir_ + "/" + rel))) files[rel] = sha256_file(dir_ + "/" + rel);
+      }
+    }
     m["files"] = files;
   }
   for (int slot : cleanup_slots_) unregister_cleanup(slot);  // complete now: nothing for a signal to remove

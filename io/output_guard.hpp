@@ -140,9 +140,12 @@ std::map<std::string, std::string> verify_output_files(const std::string& dir,
 /// Readers of a genemask directory call this first: an output whose publication was cut
 /// short (marker "complete": false) is an InputError that says to run the command again.
 void check_output_complete(const std::string& dir);
-/// The same for a file read on its own (a task table of `genemask dataset`): a file in a
-/// directory whose marker says incomplete may be of another run than its neighbours (the
-/// publication replaces them one by one) and is an InputError naming the file.
+/// The same for a file read on its own (a task table of `genemask dataset`), in the nearest
+/// directory above it with a marker (DIR/train.tsv, DIR/fewshot/10/train.tsv): a file of an
+/// output whose marker says incomplete may be of another run than its neighbours (the
+/// publication replaces them one by one), and one whose SHA-256 differs from the marker's
+/// "files" was cut short or changed; either is an InputError naming the file. A file of the
+/// user's inside the output (not under one of its entries) is not checked.
 void check_file_in_complete_output(const std::string& file);
 
 /// A command's output directory whose files are published as one unit.

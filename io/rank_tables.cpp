@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <optional>
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
@@ -78,6 +79,8 @@ struct TableReader {
       throw InputError(path, lineno, fmt::format("rank {} out of order (expected {})", r, expected));
   }
 };
+
+std::string pmi_vocab_end_line(size_t rows) { return fmt::format("# end: {} rows", rows); }
 
 // -0 (an NPMI of a k-mer seen once: 0 / -log p) written as 0.
 std::string fmt_double(double v) { return std::isnan(v) ? std::string("nan") : fmt::format("{}", v == 0 ? 0.0 : v); }
@@ -180,6 +183,7 @@ void write_pmi_vocab_tsv(const std::string& path, const std::vector<PmiVocabRow>
   o << kPmiVocabHeader << '\n';
   for (const auto& r : rows)
     o << r.rank << '\t' << r.kmer << '\t' << r.kmer.size() << '\t' << r.count << '\t' << fmt_double(r.pmi) << '\n';
+  o << pmi_vocab_end_line(rows.size()) << '\n';  // last: a copy cut at a line end lacks it
   f.commit();
 }
 
@@ -188,8 +192,22 @@ std::vector<PmiVocabRow> read_pmi_vocab_tsv(const std::string& path) {
   std::vector<PmiVocabRow> rows;
   std::unordered_map<std::string, uint64_t> first_line;  // k-mer -> its line
   std::string line;
+  std::optional<uint64_t> end_line;  // the line of `# end: N rows`
   while (t.next(line)) {
     if (line.empty()) continue;
+    if (end_line)
+      throw InputError(path, t.lineno, fmt::format("a line after the table's end line (line {}): the table ends with "
+                                                   "it; use the table `genemask pmi-vocab` wrote",
+                                                   *end_line));
+    if (line[0] == '#') {
+      if (line != pmi_vocab_end_line(rows.size()))
+        throw InputError(path, t.lineno, fmt::format("'{}' after {} rows: the table ends with the line '{}' (the "
+                                                     "number of rows above it); use the table `genemask pmi-vocab` "
+                                                     "wrote",
+                                                     excerpt(line, 60), rows.size(), pmi_vocab_end_line(rows.size())));
+      end_line = t.lineno;
+      continue;
+    }
     auto f = split_tabs(line);
     if (f.size() != 5) throw InputError(path, t.lineno, fmt::format("expected 5 tab-separated columns, found {}", f.size()));
     PmiVocabRow r;
@@ -227,6 +245,14 @@ std::vector<PmiVocabRow> read_pmi_vocab_tsv(const std::string& path) {
     }
     rows.push_back(std::move(r));
   }
+  // Every line whole and in order is not enough: a copy cut at a line end (a download or
+  // `head` stopped there) reads as a shorter vocabulary, and trained with it silently.
+  if (!end_line)
+    throw InputError(path, fmt::format("ends after {} rows without its last line '# end: N rows': the file was cut "
+                                       "short at a line end (genemask writes that line last), or it was written "
+                                       "before pmi_vocab.tsv had it; use the whole file, or write it again with "
+                                       "`genemask pmi-vocab`",
+                                       rows.size()));
   return rows;
 }
 

@@ -2,6 +2,7 @@
 // Tab-separated ranking tables (layouts in docs/formats.md):
 //   npmi.tsv:      rank kmer count pmi npmi below_min_count     (GRANK; rank 1 = highest NPMI)
 //   pmi_vocab.tsv: rank kmer k count pmi                        (Gene-PMI-VOC)
+//                  and a last line `# end: N rows` (a copy cut at a line end lacks it)
 // Floats are written in shortest round-trip form, NaN as "nan".
 #include <cstdint>
 #include <string>

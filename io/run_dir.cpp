@@ -102,7 +102,15 @@ void verify_checkpoint(ResolvedModel& r) {
     throw InputError(state, fmt::format("is not a JSON object ({}): the checkpoint is damaged; use an earlier one",
                                         parsed.ok() ? "another JSON value" : parsed.error));
   const nlohmann::json& st = parsed.value;
-  if (!st.contains("files")) return;  // format 1: no digests recorded
+  // Format 1 recorded no digests; from format 2 on, a state.json without them was edited (the
+  // checkpoint's files would go unchecked: another step's weights read as this step's).
+  const bool v2 = st.contains("format_version") &&
+                  !(st["format_version"].is_number_integer() && st["format_version"].get<int64_t>() == 1);
+  if (!st.contains("files")) {
+    if (!v2) return;
+    throw InputError(state, "is format version 2 or later but has no \"files\" (the SHA-256 of the checkpoint's "
+                            "files): the checkpoint is damaged or its state.json was edited; use another checkpoint");
+  }
   if (!st["files"].is_object())
     throw InputError(state, "its \"files\" is not an object of file names and SHA-256: the checkpoint is damaged");
   const std::string weights_name = fs::path(r.weights).filename().string();
@@ -194,6 +202,12 @@ std::string unfinished_run_reason(const ResolvedModel& m, const std::string& giv
                        "{}): it was continued (pretrain --resume with more --steps) and stopped before its next "
                        "checkpoint; finish it with `genemask pretrain ... --resume`, or {}",
                        given, m.logged_step, m.step, other);
+  if (m.marker_missing)
+    return fmt::format("the run \"{}\" has no {} (copied without its hidden files, e.g. `cp -r RUN/* DEST`?): the "
+                       "--steps of its latest start are recorded there, so whether it stopped before its next "
+                       "checkpoint cannot be told, and its newest checkpoint (step {}) is not known to be its final "
+                       "model; copy the run with its hidden files (cp -a RUN DEST), or {}",
+                       given, kOutputMarker, m.step, other);
   return "";
 }
 
@@ -233,8 +247,9 @@ ResolvedModel resolve_model(const std::string& path) {
     r.dir = checkpoint_dir(path, r.step);
     r.run_steps = recorded_run_steps(r.dir);
     r.logged_step = last_logged_step(path);
-    if (const auto mk = read_output_marker(path); mk && mk->contains("steps") && (*mk)["steps"].is_number_integer())
-      r.started_steps = (*mk)["steps"].get<int64_t>();
+    const auto mk = read_output_marker(path);
+    if (mk && mk->contains("steps") && (*mk)["steps"].is_number_integer()) r.started_steps = (*mk)["steps"].get<int64_t>();
+    r.marker_missing = !mk && fs::exists(path + "/checkpoints/" + kCheckpointReadersLock, ec);
   }
   r.weights = r.dir + (fs::exists(r.dir + "/model.safetensors", ec) ? "/model.safetensors" : "/pytorch_model.bin");
   if (r.step >= 0) {

@@ -50,6 +50,10 @@ struct ResolvedModel {
   // (a run extended with --resume --steps M, killed).
   int64_t logged_step = -1;
   int64_t started_steps = -1;  // the --steps of the run's latest start (its marker's "steps"); -1 unknown
+  // A run of a genemask that writes markers (its checkpoints/ has the readers lock) without its
+  // marker: copied without its hidden files (`cp -r RUN/* DEST`), so its latest start's --steps
+  // is unknown, and a start stopped before its next checkpoint cannot be told from a finished run.
+  bool marker_missing = false;
   std::string weights;    // the weights file: DIR/model.safetensors or DIR/pytorch_model.bin
   /// SHA-256 of the weights file when it was checked against a checkpoint's state.json
   /// ("" for a model directory that records none: model_weights_sha256 computes it).

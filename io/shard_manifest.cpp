@@ -284,6 +284,22 @@ ShardManifest read_manifest(const std::string& dir, bool verify_checksums) {
       (m.dropped_non_acgt > m.candidates || m.candidates - m.dropped_non_acgt != samples[0] + samples[1]))
     f.fail("candidates", fmt::format("{} segments cut, {} dropped, but the shards listed hold {} samples", m.candidates,
                                      m.dropped_non_acgt, samples[0] + samples[1]));
+  // The set's marker lists every file `genemask shards` wrote: a shard it lists is in the
+  // manifest (a shard left out of the list, with the totals, candidates and genomes adjusted
+  // to match, read as a smaller corpus). A set of before the markers has none. (A shard added
+  // to the list is another set's: its samples' indices, seed or chromosomes give it away.)
+  if (const auto marker = read_output_marker(dir)) {
+    const auto is_shard = [](const std::string& n) { return n.size() > 3 && n.compare(n.size() - 3, 3, ".h5") == 0; };
+    std::set<std::string> written;
+    for (const auto& e : (*marker)["entries"])
+      if (is_shard(e.get<std::string>())) written.insert(e.get<std::string>());
+    for (const auto& n : written)
+      if (!by_name.count(n))
+        throw InputError(path, fmt::format("does not list the shard {}, which `genemask shards` wrote into the set ({}/{} "
+                                           "lists it): the manifest was edited, and its samples would be left out; "
+                                           "build the shards again",
+                                           n, dir, kOutputMarker));
+  }
   return m;
 }
 

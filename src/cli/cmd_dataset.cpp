@@ -22,7 +22,7 @@ bool dataset_single_process(const Context& ctx, const char* builder) {
 
 std::unique_ptr<io::OutputSet> prepare_dataset_output(dataset::OutputOptions& o) {
   auto set = std::make_unique<io::OutputSet>(o.out, io::OutputSet::Options{"dataset " + o.builder, "--out", o.force,
-                                                                          "summary.json"});
+                                                                          "summary.json", /*digests=*/true});
   o.write_dir = set->staging();
   return set;
 }

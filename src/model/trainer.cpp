@@ -865,6 +865,7 @@ std::unique_ptr<DataLoader> open_training_data(Run& r) {
 void open_metrics(Run& r) {
   if (r.rank != 0) return;
   std::vector<std::string> kept;
+  int64_t last = 0;  // the last step of the lines kept
   if (r.o.resume && fs::exists(r.metrics_path)) {
     std::ifstream in(r.metrics_path);
     std::string line;
@@ -877,9 +878,21 @@ void open_metrics(Run& r) {
         r.say(fmt::format("{}:{}: dropped a line that is not a complete metrics record", r.metrics_path, lineno));
         continue;
       }
-      if (j["step"].get<int64_t>() <= r.step) kept.push_back(line);
+      if (j["step"].get<int64_t>() <= r.step) {
+        kept.push_back(line);
+        last = std::max(last, j["step"].get<int64_t>());
+      }
     }
   }
+  // The log of the steps up to the checkpoint is the one this run continues: lines missing
+  // from it (a metrics.jsonl cut at a line end, or lost) stay missing from the log and the
+  // plot, which is said rather than left as a silent gap.
+  if (const int64_t want = r.step / r.o.log_every * r.o.log_every; r.o.resume && want > 0 && last < want)
+    r.say(fmt::format("{}: the log of the run so far ends {} but the checkpoint resumed is step {} (the log is "
+                      "written every {} steps): the lines of steps {}..{} are missing from it (the file was cut short, "
+                      "edited or removed), and stay missing from metrics.jsonl and its plot",
+                      r.metrics_path, last > 0 ? fmt::format("at step {}", last) : std::string("before step 1"),
+                      r.step, r.o.log_every, std::max<int64_t>(last + 1, 1), want));
   // Written anew and renamed into place, then appended to: a metrics.jsonl that is a link (to
   // a file elsewhere, or a hard link of a `cp -al` snapshot of the run) is replaced, never
   // written through.
@@ -1002,8 +1015,11 @@ std::string save_checkpoint(Run& r, int64_t at) {
       f.stream() << io::json_text(st, 2) << '\n';
       f.commit();
     }
+    // On the disk before it is named a checkpoint (and the rotation below removes older ones).
+    io::sync_tree_to_disk(tmp);
     fs::remove_all(final_dir);
     fs::rename(tmp, final_dir);
+    io::sync_to_disk(fs::path(final_dir).parent_path().string());
     r.out_dir->keep();  // the run has a checkpoint to resume from: a later failure keeps it
     const auto all = io::checkpoint_steps(r.o.out);
     std::vector<std::string> old;

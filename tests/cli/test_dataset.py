@@ -4,6 +4,7 @@ genome generated here. The expected windows come from a separate, deliberately s
 Python implementation (slicing + reverse complement), not from the tool's code.
 FinetuneOnDataset (registered only with LibTorch) runs `genemask finetune` on the result."""
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -257,6 +258,45 @@ class PromoterTest(unittest.TestCase):
         self.assertFalse({r[0] for r in shots} & test)
         self.assertEqual(slurp(os.path.join(out, "my-notes.txt")), "mine\n")
         self.assertEqual(json.loads(slurp(os.path.join(out, "summary.json")))["options"]["seed"], 2)
+
+
+    def test_tables_cut_or_changed_after_the_build_are_refused(self):
+        """The marker records the SHA-256 of every table, inside fewshot/ too; every reader of
+        a task table checks it. A copy cut at a line end (every line whole, fewer examples)
+        was read as a smaller task; a table under fewshot/ of an output whose publication was
+        cut short was read too (only DIR's own files were checked)."""
+        out = os.path.join(self.tmp, "digests")
+        self.build("digests", "--shots", "10")
+        marker = json.loads(slurp(os.path.join(out, ".genemask.json")))
+        tables = ["fewshot/10/train.tsv", "fewshot/test.tsv", "fewshot/train.tsv", "summary.json", "test.tsv",
+                  "train.tsv"]
+        self.assertEqual(sorted(marker["files"]), tables)
+        for t in tables:
+            with open(os.path.join(out, t), "rb") as f:
+                self.assertEqual(marker["files"][t], hashlib.sha256(f.read()).hexdigest(), t)
+        shots, test = os.path.join(out, "fewshot", "10", "train.tsv"), os.path.join(out, "fewshot", "test.tsv")
+
+        def overlap(name, train=shots):
+            return run(["overlap", "--test", test, "--train", train, "--k", "6", "--out",
+                        os.path.join(self.tmp, name)], check=False)
+        self.assertEqual(overlap("ov-whole").returncode, 0)
+        whole = slurp(shots)
+        lines = whole.splitlines(keepends=True)
+        spit(shots, "".join(lines[:-3]))  # cut at a line end: 3 examples fewer
+        p = overlap("ov-cut")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(shots + ": is not the file `genemask dataset promoter` wrote (SHA-256 ", p.stderr)
+        self.assertIn("it was cut short, changed or replaced since", p.stderr.replace("\n", " "))
+        spit(shots, whole)
+        # A file of the user's inside the output is not genemask's: read as it is.
+        spit(os.path.join(out, "mine.tsv"), "".join(lines[:-3]))
+        self.assertEqual(overlap("ov-mine", train=os.path.join(out, "mine.tsv")).returncode, 0)
+        # An output whose publication was cut short: its tables under fewshot/ are refused too.
+        marker["complete"] = False
+        spit(os.path.join(out, ".genemask.json"), json.dumps(marker))
+        p = overlap("ov-incomplete")
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn(f"{test}: is in {out}, an incomplete output of `genemask dataset promoter`", p.stderr)
 
 
 class EnhancerTest(unittest.TestCase):

@@ -7,6 +7,7 @@ shares that cross file boundaries), and `npmi`/`pmi-vocab` of the pool and of on
 import csv
 import filecmp
 import gzip
+import hashlib
 import os
 import random
 import shutil
@@ -396,19 +397,36 @@ class Genomes(unittest.TestCase):
                          [(m, g, seen[g]) for m in ("tiny-a", "tiny-b") for g in "abc"])
         for r in rows:
             self.assertAlmostEqual(float(r["share"]), seen[r["genome"]] / total, places=12)
-        # A key given twice (an edit that pasted the totals again) is not read as its last
-        # value: the report leaves the model out and says why.
+        # The export's file is held to its marker's SHA-256, as its other readers hold it: an
+        # edited total (one genome's line left) was published as that genome's share 1.0.
         pj_path = os.path.join(d, "model-a", "genemask_pretraining.json")
         with open(pj_path) as f:
             pj_text = f.read()
+        edited = json.loads(pj_text)
+        edited["genome_tokens"] = {"a": seen["a"]}
         with open(pj_path, "w") as f:
-            f.write(pj_text.replace("{", '{"genome_tokens": {"a": 1}, ', 1))
-        p = run(["report", "--results", os.path.join(d, "results.jsonl"), "--plan", os.path.join(d, "plan.json"),
-                 "--out", os.path.join(d, "report2"), "--no-png"])
-        self.assertIn('genemask_pretraining.json:2: the key "genome_tokens" appears twice in one object', p.stderr)
-        self.assertIn("genomes.md leaves model 'tiny-a' out", p.stderr)
-        with open(os.path.join(d, "report2", "genomes.csv")) as f:
-            self.assertEqual({r["model"] for r in csv.DictReader(f)}, {"tiny-b"})
+            json.dump(edited, f)
+        def left_out(out, why):
+            """The report in OUT leaves tiny-a out of genomes.md, saying WHY."""
+            p = run(["report", "--results", os.path.join(d, "results.jsonl"), "--plan", os.path.join(d, "plan.json"),
+                     "--out", os.path.join(d, out), "--no-png"])
+            self.assertIn(why, p.stderr)
+            self.assertIn("genomes.md leaves model 'tiny-a' out", p.stderr)
+            with open(os.path.join(d, out, "genomes.csv")) as f:
+                self.assertEqual({r["model"] for r in csv.DictReader(f)}, {"tiny-b"})
+        left_out("report3", "genemask_pretraining.json: is not the file `genemask export-hf` wrote")
+        # A key given twice (an edit that pasted the totals again, the marker's digest edited
+        # to match) is not read as its last value: the report leaves the model out and says why.
+        text = pj_text.replace("{", '{"genome_tokens": {"a": 1}, ', 1)
+        with open(pj_path, "w") as f:
+            f.write(text)
+        marker_path = os.path.join(d, "model-a", ".genemask.json")
+        with open(marker_path) as f:
+            marker = json.load(f)
+        marker["files"]["genemask_pretraining.json"] = hashlib.sha256(text.encode()).hexdigest()
+        with open(marker_path, "w") as f:
+            json.dump(marker, f)
+        left_out("report2", 'genemask_pretraining.json:2: the key "genome_tokens" appears twice in one object')
         # A changed weighting is a changed run.
         p = pretrain("b", ["--resume"], weights="list", check=False)
         self.assertIn('--genome-weights is "list" now but "uniform" in the run', p.stderr)

@@ -83,6 +83,20 @@ class Pretrain(unittest.TestCase):
         self.assertEqual((sa["eval_loss"], sa["eval_samples"], sa["eval_masked_tokens"]),
                          (evals[-1]["eval_loss"], evals[-1]["eval_samples"], evals[-1]["eval_masked_tokens"]))
         self.assertTrue(os.path.exists(os.path.join(b, "perplexity.svg")))
+        # A log cut at a line end before the checkpoint's step: the lines lost stay lost, and
+        # the resume says so instead of leaving a silent gap in metrics.jsonl and the plot.
+        c = os.path.join(self.tmp, "c")
+        self.pretrain(c, stop_after=6)
+        with open(os.path.join(c, "metrics.jsonl")) as f:
+            lines = f.readlines()
+        with open(os.path.join(c, "metrics.jsonl"), "w") as f:
+            f.writelines(lines[:2])  # steps 1 and 2
+        p = self.pretrain(c, ["--resume"])
+        self.assertIn(os.path.join(c, "metrics.jsonl") + ": the log of the run so far ends at step 2 but the "
+                      "checkpoint resumed is step 4 (the log is written every 1 steps): the lines of steps 3..4 are "
+                      "missing from it", p.stderr.replace("\n", " "))
+        self.assertEqual([m[0] for m in metrics(c)], [1, 2, 5, 6, 7, 8])
+        self.assertNotIn("are missing from it", self.pretrain(b, ["--resume"], steps=10).stderr)
 
     def test_resume_on_the_cpu_from_a_checkpoint_written_on_a_gpu(self):
         # A GPU run's optimizer.pt records its tensors' device ("cuda:0"). Made here by

@@ -405,6 +405,8 @@ class ReportPrecision(unittest.TestCase):
                 recs.append(r)
         name = "r%d" % len(os.listdir(self.tmp))
         path = os.path.join(self.tmp, name + ".jsonl")
+        for r in recs:
+            r["jobs_total"] = len(recs)  # as a sweep writes them: counted without a plan
         with open(path, "w") as f:
             f.write("".join(json.dumps(r) + "\n" for r in recs))
         out = os.path.join(self.tmp, name)
@@ -463,6 +465,8 @@ class ReportTestInTrain(unittest.TestCase):
                     r.update(count(model, task, seed))
                     recs.append(r)
         path = os.path.join(tmp, "r.jsonl")
+        for r in recs:
+            r["jobs_total"] = len(recs)  # as a sweep writes them: counted without a plan
         with open(path, "w") as f:
             f.write("".join(json.dumps(r) + "\n" for r in recs))
         return run(["report", "--results", path, "--out", os.path.join(tmp, "out"), "--no-png"])
@@ -480,6 +484,58 @@ class ReportTestInTrain(unittest.TestCase):
         self.assertEqual(summary(p)["warnings"], 1, p.stderr)
         self.assertIn("task 't1': 2 record(s) scored a test table that repeats sequences (up to 5 repeats", p.stderr)
         self.assertNotIn("task 't2'", p.stderr)
+
+
+class ReportWithoutPlan(unittest.TestCase):
+    """A results file reported without its sweep's plan.json (a copy taken off the cluster):
+    its records say how many jobs the sweep had, so a copy cut at a line end (every record
+    whole) is refused instead of read as a smaller sweep, its cells' means over fewer seeds
+    unmarked and ranked. Records of before (no jobs_total) are reported with a warning."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="genemask-report-noplan-")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        # In the sweep's order: shots descending, then model, task, seed.
+        self.recs = [record(m, "", "t", shots, seed, acc=0.6 + 0.01 * seed + (0.05 if m == "a" else 0), auc=0.7)
+                     for shots in (100, 10) for m in ("a", "b") for seed in range(3)]
+
+    def report(self, recs, name, plan=None):
+        path = os.path.join(self.tmp, name + ".jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in recs))
+        args = ["report", "--results", path, "--out", os.path.join(self.tmp, name), "--no-png"]
+        return run(args + (["--plan", plan] if plan else []), check=False)
+
+    def test_a_copy_cut_at_a_line_end_is_refused(self):
+        recs = [dict(r, jobs_total=len(self.recs)) for r in self.recs]
+        p = self.report(recs, "whole")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(summary(p)["warnings"], 0, p.stderr)
+        for keep in (len(recs) - 1, 8, 6):  # inside a cell; a cell gone; the whole 10-shot block gone
+            p = self.report(recs[:keep], f"cut{keep}")
+            self.assertEqual(p.returncode, 1, p.stderr)
+            self.assertIn(f"cut{keep}.jsonl: holds records of {keep} of the 12 jobs of the sweep that wrote them (their "
+                          '"jobs_total"), and no sweep plan.json is beside it or given with --plan: the file was cut '
+                          "short, or the sweep has not finished", p.stderr.replace("\n", " "))
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, f"cut{keep}", "table1.md")))
+        # A plan of the user's (order and groups only) does not count the seeds either.
+        plan = os.path.join(self.tmp, "order.json")
+        with open(plan, "w") as f:
+            json.dump({"models": [{"name": "b", "path": "random"}, {"name": "a", "path": "random"}], "tasks": ["t"]}, f)
+        p = self.report(recs[:8], "cut-order", plan=plan)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("and the plan given is not a sweep's own plan.json", p.stderr.replace("\n", " "))
+        # A failed job is a job: its record counts.
+        failed = recs[:-1] + [dict(record("b", "", "t", 10, 2, status="failed"), jobs_total=12)]
+        self.assertEqual(self.report(failed, "failed").returncode, 0)
+
+    def test_records_of_before_are_reported_with_a_warning(self):
+        p = self.report(self.recs[:8], "before")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertEqual(summary(p)["warnings"], 1, p.stderr)
+        self.assertIn("its records do not say how many jobs their sweep had (written by an earlier genemask): the "
+                      "cells' seeds are not counted against a plan, so a results file cut short reads as a smaller "
+                      "sweep", p.stderr.replace("\n", " "))
 
 
 class ReportReplicates(unittest.TestCase):

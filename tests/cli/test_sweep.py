@@ -23,6 +23,7 @@ TASKS = ["t1", "t2"]
 SHOTS = [10, 100, 1000]
 SEEDS = [1, 2, 3]
 VOLATILE = ("seconds", "host", "rank", "out", "device")  # differ between runs by nature
+# "jobs_total" (the jobs of the plan the record was written under) is checked on its own.
 M64 = (1 << 64) - 1
 TABLE = "sequence,label\nACGTACGTAC,0\nTTGACCATGA,1\n"  # train.csv and test.csv
 TABLE_SHA256 = hashlib.sha256(TABLE.encode()).hexdigest()
@@ -79,7 +80,8 @@ def read_records(out, allow_torn=True):
 
 
 def stable(records):
-    return sorted(({k: v for k, v in r.items() if k not in VOLATILE} for r in records), key=lambda r: r["job"])
+    return sorted(({k: v for k, v in r.items() if k not in VOLATILE + ("jobs_total",)} for r in records),
+                  key=lambda r: r["job"])
 
 
 def last_per_job(records):
@@ -152,6 +154,7 @@ class SweepSimulated(SweepBase):
             recs = read_records(out, allow_torn=False)
             self.assertEqual(len(recs), 36)  # every job exactly once
             self.assertEqual(stable(recs), want, f"ranks={ranks}")
+            self.assertEqual({r["jobs_total"] for r in recs}, {36})  # how many jobs its sweep had
             for r in recs:
                 self.assertTrue(os.path.exists(os.path.join(r["out"], "metrics.json")), r["out"])
                 self.assertEqual(os.path.dirname(r["out"]), os.path.join(out, "runs"))
@@ -447,6 +450,8 @@ class SweepSimulated(SweepBase):
         self.assertEqual((s["jobs_total"], s["jobs_skipped"], s["ok"]), (72, 36, 36), s)
         self.assertEqual(stable(read_records(out)),
                          self.expected(models=MODELS + [{"name": "C", "path": "random"}], seeds=[1, 2, 3, 4]))
+        # Each record says how many jobs the plan it ran under had.
+        self.assertEqual([r["jobs_total"] for r in read_records(out)], [36] * 36 + [72] * 36)
         # Changing a model's definition would mix results: an error unless --force.
         changed = self.write_plan("changed.json", seeds=[1, 2, 3, 4],
                                   models=[{"name": "A", "path": "random", "config": "dnabert"}, MODELS[1],

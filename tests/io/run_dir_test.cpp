@@ -95,6 +95,25 @@ TEST(RunDir, ResolveRunCheckpointAndModelDirectory) {
             std::string::npos);
 }
 
+// Regression: a format-2 state.json with its "files" deleted turned every digest check off:
+// export-hf published another step's weights as this step's.
+TEST(RunDir, AFormatTwoCheckpointWithoutDigestsIsRefused) {
+  TempDir tmp;
+  const std::string run = tmp.file("run");
+  make_checkpoint(run, "step-00000004", true, R"({"format_version": 2, "step": 4, "steps": 4})");
+  EXPECT_EQ(test::error_of([&] { io::resolve_model(run); }),
+            run + "/checkpoints/step-00000004/state.json: is format version 2 or later but has no \"files\" (the "
+                  "SHA-256 of the checkpoint's files): the checkpoint is damaged or its state.json was edited; use "
+                  "another checkpoint");
+  // With them, the weights are checked; format 1 (no version) recorded none and reads as before.
+  test::write_file(run + "/checkpoints/step-00000004/state.json",
+                   R"({"format_version": 2, "step": 4, "steps": 4, "files": {"model.safetensors": "00"}})");
+  EXPECT_NE(test::error_of([&] { io::resolve_model(run); }).find("model.safetensors: is not the file its checkpoint's"),
+            std::string::npos);
+  test::write_file(run + "/checkpoints/step-00000004/state.json", R"({"step": 4, "steps": 4})");
+  EXPECT_EQ(io::resolve_model(run).step, 4);
+}
+
 TEST(RunDir, LockHolderNamesALiveLockOnly) {
   TempDir tmp;
   EXPECT_EQ(io::lock_holder(tmp.path()), "");           // no lock file
@@ -135,4 +154,20 @@ TEST(RunDir, StepsLoggedPastTheNewestCheckpointMarkARunUnfinished) {
   for (int i = 0; i < 40000; ++i) many += "{\"loss\":1.0,\"step\":1}\n";
   EXPECT_NE(reason(many + "{\"loss\":1.0,\"step\":9}\n").find("logs step 9"), std::string::npos);
   EXPECT_EQ(reason(many + done), "");
+  // A run of a genemask that writes markers (the readers lock in checkpoints/) copied without
+  // its marker (`cp -r RUN/* DEST`): the --steps of its latest start are not known, so a start
+  // stopped before its next checkpoint (its log cut) read as a finished run.
+  test::write_file(run + "/checkpoints/.genemask-readers.lock", "");
+  EXPECT_EQ(reason(done), "the run \"" + run + "\" has no .genemask.json (copied without its hidden files, e.g. `cp -r "
+                          "RUN/* DEST`?): the --steps of its latest start are recorded there, so whether it stopped "
+                          "before its next checkpoint cannot be told, and its newest checkpoint (step 4) is not known "
+                          "to be its final model; copy the run with its hidden files (cp -a RUN DEST), or OTHER");
+  test::write_file(run + "/.genemask.json", R"({"format": "genemask-output", "command": "pretrain", "complete": true, )"
+                                            R"("entries": ["checkpoints", "metrics.jsonl"], "steps": 4})");
+  EXPECT_EQ(reason(done), "");
+  // A checkpoint named explicitly is that step, whatever the run's marker says.
+  fs::remove(run + "/.genemask.json");
+  EXPECT_EQ(io::unfinished_run_reason(io::resolve_model(run + "/checkpoints/step-00000004"),
+                                      run + "/checkpoints/step-00000004", "OTHER"),
+            "");
 }

@@ -49,7 +49,7 @@ TEST(NpmiTsv, AByteOrderMarkBeforeTheHeaderIsSkipped) {
   const auto back = io::read_npmi_tsv(tmp.file("b.tsv"));
   ASSERT_EQ(back.size(), 16u);
   EXPECT_EQ(back[0].kmer, "AA");
-  test::write_file(tmp.file("v.tsv"), "\xEF\xBB\xBFrank\tkmer\tk\tcount\tpmi\n1\tAC\t2\t9\t1.5\n");
+  test::write_file(tmp.file("v.tsv"), "\xEF\xBB\xBFrank\tkmer\tk\tcount\tpmi\n1\tAC\t2\t9\t1.5\n# end: 1 rows\n");
   EXPECT_EQ(io::read_pmi_vocab_tsv(tmp.file("v.tsv")).size(), 1u);
 }
 
@@ -145,7 +145,8 @@ TEST(PmiVocabTsv, OnlyWhatPmiVocabWritesIsRead) {
     test::write_file(tmp.file(name), header + body);
     return tmp.file(name);
   };
-  EXPECT_EQ(io::read_pmi_vocab_tsv(write("ok.tsv", "1\tACG\t3\t9\t2.5\n2\tAC\t2\t9\t1.5\n3\tGT\t2\t9\t1.5\n4\tAAC\t3\t9\t1.5\n"))
+  EXPECT_EQ(io::read_pmi_vocab_tsv(
+                write("ok.tsv", "1\tACG\t3\t9\t2.5\n2\tAC\t2\t9\t1.5\n3\tGT\t2\t9\t1.5\n4\tAAC\t3\t9\t1.5\n# end: 4 rows\n"))
                 .size(),
             4u);
   EXPECT_EQ(error_of([&] { io::read_pmi_vocab_tsv(write("one.tsv", "1\tA\t1\t9\t2.5\n")); }),
@@ -168,14 +169,42 @@ TEST(PmiVocabTsv, OnlyWhatPmiVocabWritesIsRead) {
 // writes: a last line without its end is refused, for the NPMI ranking too.
 TEST(RankTables, ATableCutShortIsRefused) {
   TempDir tmp;
-  const std::string whole = "rank\tkmer\tk\tcount\tpmi\n1\tACG\t3\t9\t2.5\n2\tAC\t2\t9\t1.5\n";
-  for (const size_t cut : {whole.size() - 1, whole.size() - 3, whole.size() - 12}) {
+  const std::string table = "rank\tkmer\tk\tcount\tpmi\n1\tACG\t3\t9\t2.5\n2\tAC\t2\t9\t1.5\n";
+  const std::string whole = table + "# end: 2 rows\n";
+  for (const size_t cut : {table.size() - 1, table.size() - 3, table.size() - 12}) {
     test::write_file(tmp.file("cut.tsv"), whole.substr(0, cut));
     const std::string e = error_of([&] { io::read_pmi_vocab_tsv(tmp.file("cut.tsv")); });
     EXPECT_NE(e.find(":3: the last line has no line end: the file was cut short"), std::string::npos) << cut << e;
   }
   test::write_file(tmp.file("whole.tsv"), whole);
   EXPECT_EQ(io::read_pmi_vocab_tsv(tmp.file("whole.tsv")).size(), 2u);
+  // Cut at a line end, every line left whole: a shorter vocabulary, read as one before.
+  for (const size_t keep : {table.size(), table.size() - 13}) {
+    test::write_file(tmp.file("cut.tsv"), whole.substr(0, keep));
+    EXPECT_EQ(error_of([&] { io::read_pmi_vocab_tsv(tmp.file("cut.tsv")); }),
+              fmt::format("{}: ends after {} rows without its last line '# end: N rows': the file was cut short at a "
+                          "line end (genemask writes that line last), or it was written before pmi_vocab.tsv had it; "
+                          "use the whole file, or write it again with `genemask pmi-vocab`",
+                          tmp.file("cut.tsv"), keep == table.size() ? 2 : 1));
+  }
+  test::write_file(tmp.file("cut.tsv"), whole.substr(0, whole.size() - 1));  // the end line's own end cut off
+  EXPECT_NE(error_of([&] { io::read_pmi_vocab_tsv(tmp.file("cut.tsv")); }).find(":4: the last line has no line end"),
+            std::string::npos);
+  // The end line counts the rows above it; nothing comes after it.
+  test::write_file(tmp.file("count.tsv"), table + "# end: 3 rows\n");
+  EXPECT_EQ(error_of([&] { io::read_pmi_vocab_tsv(tmp.file("count.tsv")); }),
+            tmp.file("count.tsv") + ":4: '# end: 3 rows' after 2 rows: the table ends with the line '# end: 2 rows' "
+                                    "(the number of rows above it); use the table `genemask pmi-vocab` wrote");
+  test::write_file(tmp.file("after.tsv"), whole + "3\tGT\t2\t9\t1.5\n");
+  EXPECT_EQ(error_of([&] { io::read_pmi_vocab_tsv(tmp.file("after.tsv")); }),
+            tmp.file("after.tsv") + ":5: a line after the table's end line (line 4): the table ends with it; use the "
+                                    "table `genemask pmi-vocab` wrote");
+  // What the writer writes reads back, the empty vocabulary too.
+  const std::vector<io::PmiVocabRow> vocab{{1, "ACG", 9, 2.5}, {2, "AC", 9, 1.5}};
+  io::write_pmi_vocab_tsv(tmp.file("w.tsv"), vocab);
+  EXPECT_EQ(test::read_file(tmp.file("w.tsv")), whole);
+  io::write_pmi_vocab_tsv(tmp.file("w0.tsv"), {});
+  EXPECT_TRUE(io::read_pmi_vocab_tsv(tmp.file("w0.tsv")).empty());
   std::vector<io::NpmiRow> rows;
   for (uint64_t i = 0; i < 16; ++i)
     rows.push_back(io::NpmiRow{i + 1, {"ACGT"[i / 4], "ACGT"[i % 4]}, (16 - i) * 7, 0.1 / static_cast<double>(i + 1),

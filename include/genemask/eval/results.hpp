@@ -80,6 +80,9 @@ struct Record {
   std::string arm;         // the model's arm (pretraining strategy) when it is a replicate, else ""
   int64_t replicate = -1;  // its replicate (pretraining seed), -1 when none
   int64_t checkpoint_step = -1;          // its pretraining step; -1: not a checkpoint (null in the file)
+  // The number of jobs of the sweep's plan when the record was written (-1 in records of
+  // before): without the plan, a results file cut short at a line end still shows its gap.
+  int64_t jobs_total = -1;
   // The fine-tuning settings the job ran with (the plan's "finetune", as plan_to_json writes
   // it); null in records of before. The report refuses to mix records of different settings.
   nlohmann::json finetune;

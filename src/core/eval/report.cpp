@@ -299,6 +299,7 @@ Results read_results(const std::string& path) {
                                                        "a model belongs to one group",
                                                        rec.model, rec.group, g->second.first, g->second.second));
     ++r.records;
+    r.jobs_total = std::max(r.jobs_total, rec.jobs_total);
     if (!rec.ok) {
       ++r.failed_records;
       failed_order.push_back(rec.job);

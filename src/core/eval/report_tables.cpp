@@ -10,6 +10,7 @@
 #include "genemask/eval/report.hpp"
 #include "io/atomic_file.hpp"
 #include "io/json.hpp"
+#include "io/output_guard.hpp"
 
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -306,6 +307,29 @@ std::vector<GenomeTokens> genome_tokens(const Table& t, const Plan& plan, std::v
         if (dir.empty()) continue;
         std::string f = dir + "/genemask_pretraining.json";
         auto body = text(f);
+        if (body) {
+          // An export's file is checked as its other readers check it (the marker's SHA-256),
+          // and the export must be the one the sweep evaluated (the plan's weights digest).
+          std::string why;
+          try {
+            const auto recorded = io::verify_output_files(dir, [](const std::string& n) {
+              return n == "genemask_pretraining.json";
+            });
+            const bool same = pm.weights_sha256.empty() || recorded.empty() ||
+                              std::any_of(recorded.begin(), recorded.end(),
+                                          [&](const auto& e) { return e.second == pm.weights_sha256; });
+            if (!same)
+              why = fmt::format("{}: its weights are not the ones the sweep's plan records (SHA-256 {}): the model "
+                                "directory was written again since the sweep",
+                                dir, pm.weights_sha256.substr(0, 16));
+          } catch (const io::InputError& e) {
+            why = e.what();
+          }
+          if (!why.empty()) {
+            warnings.push_back(fmt::format("{}; genomes.md leaves model '{}' out", why, m.name));
+            break;
+          }
+        }
         if (!body) {  // a run's checkpoint: its state.json keeps the totals (when it was on a genome list)
           f = dir + "/state.json";
           body = text(f);
@@ -375,6 +399,28 @@ Summary write_report(const Options& opt) {
     if (fs::exists(p)) plan_path = p.string();
   }
   if (!plan_path.empty()) plan = sweep::read_plan_order(plan_path);
+  if (!plan.grid_given) {
+    // Without the sweep's plan the cells' seeds are counted against the records themselves: a
+    // results file cut at a line end (every record whole) read as a smaller sweep, its cells'
+    // means over fewer seeds unmarked and ranked. The records say how many jobs there were.
+    const uint64_t jobs = results.ok.size() + results.failed_jobs.size();
+    if (results.jobs_total > 0 && jobs < static_cast<uint64_t>(results.jobs_total))
+      throw io::InputError(
+          opt.results,
+          fmt::format("holds records of {} of the {} jobs of the sweep that wrote them (their \"jobs_total\"), and {}: "
+                      "the file was cut short, or the sweep has not finished; report it with the sweep's own "
+                      "plan.json (--plan DIR/plan.json: cells short of seeds are then marked and not ranked), or "
+                      "finish the sweep",
+                      jobs, results.jobs_total,
+                      plan_path.empty() ? "no sweep plan.json is beside it or given with --plan"
+                                        : "the plan given is not a sweep's own plan.json"));
+    if (results.jobs_total < 0 && plan_path.empty())
+      results.warnings.push_back(fmt::format(
+          "no plan.json beside {} and no --plan, and its records do not say how many jobs their sweep had (written "
+          "by an earlier genemask): the cells' seeds are not counted against a plan, so a results file cut short "
+          "reads as a smaller sweep; give the sweep's plan.json with --plan",
+          opt.results));
+  }
   const Table t = aggregate(results, plan, opt);
   // A plan that is not a sweep's own plan.json gives the order and groups only.
   if (!plan_path.empty() && !plan.grid_given)

@@ -39,6 +39,7 @@ json Record::to_json() const {
   j["test_sha256"] = digest(test_sha256);
   j["model_sha256"] = digest(model_sha256);
   if (simulated) j["simulated"] = true;
+  if (jobs_total >= 0) j["jobs_total"] = jobs_total;
   if (!arm.empty()) {
     j["arm"] = arm;
     j["replicate"] = replicate;
@@ -203,6 +204,10 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
   }
   if (f.find("rank")) r.rank = static_cast<int>(f.integer("rank"));
   if (f.find("attempts")) r.attempts = static_cast<int>(f.integer("attempts"));
+  if (f.find("jobs_total")) {  // absent in records of before
+    r.jobs_total = f.integer("jobs_total");
+    if (r.jobs_total < 1) f.fail(fmt::format("job {}: \"jobs_total\" is {}, expected a count >= 1", r.job, r.jobs_total));
+  }
   return r;
 }
 

@@ -370,6 +370,28 @@ TEST(ShardSet, AShardListedTwiceOrCopiedIsRefused) {
             std::string::npos);
   test::write_file(path, original);
   EXPECT_NO_THROW(ShardSet(tmp.path(), "train"));
+  // A shard left out with the totals AND the cut's count made to agree (every count of the
+  // manifest a record of the same, smaller corpus): the set's marker lists what `genemask
+  // shards` wrote, and the manifest must list the same shards.
+  nlohmann::json marker = {{"format", "genemask-output"}, {"format_version", 1}, {"command", "shards"},
+                           {"complete", true}, {"entries", nlohmann::json::array({"manifest.json"})}};
+  for (const auto& sh : m.shards) marker["entries"].push_back(sh.file);
+  test::write_file(tmp.path() + "/.genemask.json", marker.dump());
+  EXPECT_NO_THROW(io::read_manifest(tmp.path()));
+  const std::string last = m.shards.back().file;
+  rewrite([&](nlohmann::json& j) {
+    const auto gone = j["shards"][j["shards"].size() - 1];
+    j["shards"].erase(j["shards"].size() - 1);
+    for (const char* k : {"samples", "tokens"})
+      j["totals"]["train"][k] = j["totals"]["train"][k].get<uint64_t>() - gone[k].get<uint64_t>();
+    j["candidates"] = j["candidates"].get<uint64_t>() - gone["samples"].get<uint64_t>();
+  });
+  EXPECT_EQ(test::error_of([&] { io::read_manifest(tmp.path()); }),
+            path + ": does not list the shard " + last + ", which `genemask shards` wrote into the set (" + tmp.path() +
+                "/.genemask.json lists it): the manifest was edited, and its samples would be left out; build the "
+                "shards again");
+  test::write_file(path, original);
+  EXPECT_NO_THROW(ShardSet(tmp.path(), "train"));
 }
 
 // A shard set written with another vocabulary's ids (its manifest says so) was read as
