@@ -238,6 +238,7 @@ struct Setup {
   uint64_t total = 0, skipped = 0, stale = 0, repaired = 0;
   int retries = 2, threads = 1, ranks_per_gpu = 1;
   std::string device = "cpu";
+  std::string sweep_id;               // the sweep's id (DIR's marker), in every record
   std::shared_ptr<io::DirLock> lock;  // DIR is this sweep's until it ends
 };
 
@@ -296,6 +297,15 @@ Setup prepare(const SweepOptions& o) {
                                    fs::is_regular_file(fs::path(d) / "results.jsonl");
                           });
   fs::create_directories(fs::path(o.out) / "runs");
+  // The sweep's id, made when DIR is first claimed and kept by every restart: each record
+  // carries it with the plan's job count, so that a report of a results file without its
+  // plan counts each sweep's jobs (records of two sweeps concatenated too).
+  if (const auto mk = io::read_output_marker(o.out); mk && mk->contains("sweep_id") && (*mk)["sweep_id"].is_string()) {
+    s.sweep_id = (*mk)["sweep_id"].get<std::string>();
+  } else {
+    s.sweep_id = io::random_id();
+    io::set_output_marker_value(o.out, "sweep_id", s.sweep_id);
+  }
   const std::string results_path = (fs::path(o.out) / "results.jsonl").string();
   const nlohmann::json new_plan = sweep::plan_to_json(plan);
   std::vector<Job> all = sweep::expand_jobs(plan, fs::absolute(o.out).lexically_normal().string());
@@ -462,6 +472,7 @@ class Manager {
     ++(r.ok ? sum_.ok : sum_.failed);
     results::Record rec = result_record(job, r, attempts_[i], o_.simulated);
     rec.jobs_total = static_cast<int64_t>(s_.total);
+    rec.sweep_id = s_.sweep_id;
     return std::make_unique<nlohmann::json>(rec.to_json());
   }
 

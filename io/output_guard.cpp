@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <random>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -736,6 +737,13 @@ void OutputSet::publish(const nlohmann::json& extra) {
   readers_fd_ = -1;
   published_ = true;
   lock_.reset();
+}
+
+std::string random_id() {
+  std::random_device rd;
+  std::string id;
+  for (int i = 0; i < 4; ++i) id += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
+  return id;
 }
 
 void set_output_marker_value(const std::string& dir, const std::string& key, const nlohmann::json& value) {

@@ -204,6 +204,9 @@ class OutputSet {
   bool published_ = false;
 };
 
+/// 128 random bits in hex: the id of a pretrain run or of a sweep directory.
+std::string random_id();
+
 /// For commands that keep writing into one directory across runs (pretrain's run, sweep's
 /// DIR): DIR must be new, empty, or already one of this command's: its marker, or, for
 /// directories written before markers existed, nothing but `legacy_entries` (such as

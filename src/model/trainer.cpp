@@ -579,12 +579,7 @@ void digest_inputs(Run& r) {
 }
 
 /// A run's id: 128 random bits in hex, made when the run starts.
-std::string new_run_id() {
-  std::random_device rd;
-  std::string id;
-  for (int i = 0; i < 4; ++i) id += fmt::format("{:08x}", static_cast<uint32_t>(rd()));
-  return id;
-}
+std::string new_run_id() { return io::random_id(); }
 
 /// The files of a checkpoint directory (all but state.json) and their SHA-256, for state.json.
 nlohmann::json checkpoint_files(const std::string& dir) {

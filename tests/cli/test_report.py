@@ -528,6 +528,26 @@ class ReportWithoutPlan(unittest.TestCase):
         # A failed job is a job: its record counts.
         failed = recs[:-1] + [dict(record("b", "", "t", 10, 2, status="failed"), jobs_total=12)]
         self.assertEqual(self.report(failed, "failed").returncode, 0)
+        # Each sweep's jobs are counted on their own: a cut sweep followed by another sweep's
+        # whole records (more jobs in all than the first sweep had) was taken as whole.
+        a = [dict(r, sweep_id="a" * 32) for r in recs]
+        b = [dict(record("c", "", "t", 10, seed, acc=0.7, auc=0.8), jobs_total=6, sweep_id="b" * 32) for seed in range(6)]
+        self.assertEqual(self.report(a + b, "two").returncode, 0)
+        p = self.report(a[:8] + b, "cut-two")  # 14 jobs in all, 8 of the first sweep's 12
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("holds records of 8 of the 12 jobs of the sweep aaaaaaaaaaaa that wrote them", p.stderr)
+
+    def test_records_without_their_counts_are_named(self):
+        """n_train, n_test and classes hold the one-test-table and N-shot checks: a record
+        without them (not as a sweep writes it) passed both by default, without a word."""
+        recs = [dict(r, jobs_total=12) for r in self.recs]
+        for k in ("n_train", "n_test", "classes"):
+            del recs[3][k]
+        p = self.report(recs, "uncounted")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("1 of the 12 records shown give no n_train, n_test or classes, which the others give (first: "
+                      "job b|t|100|0 on line 4",
+                      p.stderr.replace("\n", " "))
 
     def test_records_of_before_are_reported_with_a_warning(self):
         p = self.report(self.recs[:8], "before")

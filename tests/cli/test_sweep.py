@@ -23,7 +23,8 @@ TASKS = ["t1", "t2"]
 SHOTS = [10, 100, 1000]
 SEEDS = [1, 2, 3]
 VOLATILE = ("seconds", "host", "rank", "out", "device")  # differ between runs by nature
-# "jobs_total" (the jobs of the plan the record was written under) is checked on its own.
+# "jobs_total" (the jobs of the plan the record was written under) and "sweep_id" (the sweep
+# directory's id, random) are checked on their own.
 M64 = (1 << 64) - 1
 TABLE = "sequence,label\nACGTACGTAC,0\nTTGACCATGA,1\n"  # train.csv and test.csv
 TABLE_SHA256 = hashlib.sha256(TABLE.encode()).hexdigest()
@@ -80,7 +81,7 @@ def read_records(out, allow_torn=True):
 
 
 def stable(records):
-    return sorted(({k: v for k, v in r.items() if k not in VOLATILE + ("jobs_total",)} for r in records),
+    return sorted(({k: v for k, v in r.items() if k not in VOLATILE + ("jobs_total", "sweep_id")} for r in records),
                   key=lambda r: r["job"])
 
 
@@ -155,6 +156,9 @@ class SweepSimulated(SweepBase):
             self.assertEqual(len(recs), 36)  # every job exactly once
             self.assertEqual(stable(recs), want, f"ranks={ranks}")
             self.assertEqual({r["jobs_total"] for r in recs}, {36})  # how many jobs its sweep had
+            ids = {r["sweep_id"] for r in recs}  # and which sweep: the one id of its directory
+            self.assertEqual(len(ids), 1)
+            self.assertRegex(ids.pop(), "^[0-9a-f]{32}$")
             for r in recs:
                 self.assertTrue(os.path.exists(os.path.join(r["out"], "metrics.json")), r["out"])
                 self.assertEqual(os.path.dirname(r["out"]), os.path.join(out, "runs"))
@@ -452,6 +456,7 @@ class SweepSimulated(SweepBase):
                          self.expected(models=MODELS + [{"name": "C", "path": "random"}], seeds=[1, 2, 3, 4]))
         # Each record says how many jobs the plan it ran under had.
         self.assertEqual([r["jobs_total"] for r in read_records(out)], [36] * 36 + [72] * 36)
+        self.assertEqual(len({r["sweep_id"] for r in read_records(out)}), 1)  # a restart keeps the sweep's id
         # Changing a model's definition would mix results: an error unless --force.
         changed = self.write_plan("changed.json", seeds=[1, 2, 3, 4],
                                   models=[{"name": "A", "path": "random", "config": "dnabert"}, MODELS[1],

@@ -36,7 +36,13 @@ struct Results {
   std::vector<Record> ok;                // the LAST ok record per job key, in order of first appearance
   std::vector<std::string> failed_jobs;  // keys with failed records and no ok record, in file order
   std::vector<std::string> warnings;     // e.g. an ignored truncated last line
-  int64_t jobs_total = -1;               // the most jobs a record says its sweep planned (-1: none says)
+  /// Per sweep (its records' sweep_id; "" for records without one): the distinct jobs its
+  /// records hold, and the most jobs a record says the sweep planned (-1: none says).
+  struct SweepJobs {
+    std::set<std::string> jobs;
+    int64_t total = -1;
+  };
+  std::map<std::string, SweepJobs> sweeps;
 };
 
 /// Reads results.jsonl (results::read_results: a torn last line is left out with a warning,

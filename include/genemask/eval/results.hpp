@@ -83,6 +83,7 @@ struct Record {
   // The number of jobs of the sweep's plan when the record was written (-1 in records of
   // before): without the plan, a results file cut short at a line end still shows its gap.
   int64_t jobs_total = -1;
+  std::string sweep_id;  // the sweep that wrote it ("" in records of before): jobs_total is counted per sweep
   // The fine-tuning settings the job ran with (the plan's "finetune", as plan_to_json writes
   // it); null in records of before. The report refuses to mix records of different settings.
   nlohmann::json finetune;

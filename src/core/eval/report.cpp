@@ -240,7 +240,9 @@ void check_same_inputs(const std::string& path, const std::vector<const Record*>
           r->job, r->metrics.n_train, f->job, f->line, f->metrics.n_train, r->task, r->shots));
     f = model_first.emplace(r->model, r).first->second;
     const auto from = [](const Record* x) {
-      if (x->checkpoint == "random") return std::string("no checkpoint (random)");
+      if (x->checkpoint == "random")
+        return x->checkpoint_step >= 0 ? fmt::format("no checkpoint (random), yet with step {}", x->checkpoint_step)
+                                       : std::string("no checkpoint (random)");
       return x->checkpoint_step >= 0 ? fmt::format("step {} ({})", x->checkpoint_step, x->checkpoint) : x->checkpoint;
     };
     const bool known = !f->checkpoint.empty() && !r->checkpoint.empty();
@@ -260,8 +262,13 @@ void check_same_inputs(const std::string& path, const std::vector<const Record*>
           "separate results files, or rename one",
           r->job, r->model, r->checkpoint, f->job, f->line, f->checkpoint));
   }
+  uint64_t uncounted = 0;
+  const Record* first_uncounted = nullptr;
   for (const Record* r : used) {
     if (r->test_sha256.empty() && r->train_sha256.empty()) ++undigested;
+    if (r->metrics.n_train == 0 || r->metrics.test.n == 0 || r->metrics.test.classes == 0) {
+      if (!uncounted++) first_uncounted = r;
+    }
     same(test_of, r->task, r->test_sha256, r, fmt::format("the test table of task '{}'", r->task));
     same(train_of, fmt::format("{}\t{}", r->task, r->shots), r->train_sha256, r,
          fmt::format("the training table of task '{}' at {} shots", r->task, r->shots));
@@ -275,6 +282,15 @@ void check_same_inputs(const std::string& path, const std::vector<const Record*>
     warnings.push_back(fmt::format("{} of the {} records shown are pseudo-metrics of a simulated sweep (sweep "
                                    "--simulate, for testing), not fine-tuning results",
                                    simulated, used.size()));
+  // A sweep writes n_train, n_test and classes in every ok record: without them the checks
+  // above (one test table per task, N sequences per class at N shots) pass by default. A
+  // record without them beside records with them was edited or written by another tool.
+  if (uncounted > 0 && uncounted < used.size())
+    warnings.push_back(fmt::format("{} of the {} records shown give no n_train, n_test or classes, which the others "
+                                   "give (first: job {} on line {}; not as `genemask sweep` writes them): the report "
+                                   "cannot check that they were scored on the others' test table and trained on N "
+                                   "sequences per class at N shots",
+                                   uncounted, used.size(), first_uncounted->job, first_uncounted->line));
   if (undigested > 0 && undigested < used.size())
     warnings.push_back(fmt::format("{} of the {} records shown carry no SHA-256 of their inputs (written by an earlier "
                                    "genemask): the report cannot check that they share their test tables and weights "
@@ -299,7 +315,9 @@ Results read_results(const std::string& path) {
                                                        "a model belongs to one group",
                                                        rec.model, rec.group, g->second.first, g->second.second));
     ++r.records;
-    r.jobs_total = std::max(r.jobs_total, rec.jobs_total);
+    auto& sweep = r.sweeps[rec.sweep_id];
+    sweep.jobs.insert(rec.job);
+    sweep.total = std::max(sweep.total, rec.jobs_total);
     if (!rec.ok) {
       ++r.failed_records;
       failed_order.push_back(rec.job);

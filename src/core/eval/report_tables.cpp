@@ -403,18 +403,22 @@ Summary write_report(const Options& opt) {
     // Without the sweep's plan the cells' seeds are counted against the records themselves: a
     // results file cut at a line end (every record whole) read as a smaller sweep, its cells'
     // means over fewer seeds unmarked and ranked. The records say how many jobs there were.
-    const uint64_t jobs = results.ok.size() + results.failed_jobs.size();
-    if (results.jobs_total > 0 && jobs < static_cast<uint64_t>(results.jobs_total))
-      throw io::InputError(
-          opt.results,
-          fmt::format("holds records of {} of the {} jobs of the sweep that wrote them (their \"jobs_total\"), and {}: "
-                      "the file was cut short, or the sweep has not finished; report it with the sweep's own "
-                      "plan.json (--plan DIR/plan.json: cells short of seeds are then marked and not ranked), or "
-                      "finish the sweep",
-                      jobs, results.jobs_total,
-                      plan_path.empty() ? "no sweep plan.json is beside it or given with --plan"
-                                        : "the plan given is not a sweep's own plan.json"));
-    if (results.jobs_total < 0 && plan_path.empty())
+    bool counted = false;
+    for (const auto& [id, sw] : results.sweeps) {
+      if (sw.total < 0) continue;
+      counted = true;
+      if (sw.jobs.size() < static_cast<uint64_t>(sw.total))
+        throw io::InputError(
+            opt.results,
+            fmt::format("holds records of {} of the {} jobs of the sweep{} that wrote them (their \"jobs_total\"), "
+                        "and {}: the file was cut short, or the sweep has not finished; report it with the sweep's "
+                        "own plan.json (--plan DIR/plan.json: cells short of seeds are then marked and not ranked), "
+                        "or finish the sweep",
+                        sw.jobs.size(), sw.total, id.empty() ? "" : " " + id.substr(0, 12),
+                        plan_path.empty() ? "no sweep plan.json is beside it or given with --plan"
+                                          : "the plan given is not a sweep's own plan.json"));
+    }
+    if (!counted && plan_path.empty())
       results.warnings.push_back(fmt::format(
           "no plan.json beside {} and no --plan, and its records do not say how many jobs their sweep had (written "
           "by an earlier genemask): the cells' seeds are not counted against a plan, so a results file cut short "

@@ -40,6 +40,7 @@ json Record::to_json() const {
   j["model_sha256"] = digest(model_sha256);
   if (simulated) j["simulated"] = true;
   if (jobs_total >= 0) j["jobs_total"] = jobs_total;
+  if (!sweep_id.empty()) j["sweep_id"] = sweep_id;
   if (!arm.empty()) {
     j["arm"] = arm;
     j["replicate"] = replicate;
@@ -208,6 +209,7 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
     r.jobs_total = f.integer("jobs_total");
     if (r.jobs_total < 1) f.fail(fmt::format("job {}: \"jobs_total\" is {}, expected a count >= 1", r.job, r.jobs_total));
   }
+  r.sweep_id = f.string("sweep_id", false);  // absent in records of before
   return r;
 }
 

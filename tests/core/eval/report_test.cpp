@@ -698,6 +698,11 @@ TEST(Report, RecordsOfOneCellFromTwoTrainingTablesOrCheckpointsAreRefused) {
             std::string::npos);
   EXPECT_NE(error(rec("a", 3, 8, "random", -1)).find("fine-tuned model 'a' from no checkpoint (random)"),
             std::string::npos);
+  // A random model's record with a step (edited): the two sides are told apart.
+  EXPECT_NE(error(rec("b", 3, 8, "random", 100))
+                .find("job b|t|4|3 fine-tuned model 'b' from no checkpoint (random), yet with step 100, job b|t|4|1 on "
+                      "line 3 from no checkpoint (random):"),
+            std::string::npos);
   // Two checkpoint directories at one step (two pretraining runs), or two model directories
   // without a step: refused unless the weights' digests show one model.
   EXPECT_NE(error(rec("a", 3, 8, "/s/step-100", 100))
