@@ -82,8 +82,9 @@ def checkpoints(run):
     print(f"checkpoints: {', '.join(names)} intact")
 
 
-# The fields of a sweep record that depend on where and when it ran, not on what it computed.
-VOLATILE = {"seconds", "host", "rank", "out"}
+# The fields of a sweep record that depend on where and when it ran, not on what it computed
+# (sweep_id: the sweep directory's random id, another in each directory).
+VOLATILE = {"seconds", "host", "rank", "out", "sweep_id"}
 
 
 def records(path):
