@@ -28,6 +28,7 @@
 #include "io/dir_lock.hpp"
 #include "io/error.hpp"
 #include "io/json.hpp"
+#include "io/plain_names.hpp"
 #include "io/sha256.hpp"
 
 namespace genemask::io {
@@ -160,18 +161,6 @@ nlohmann::json new_marker(const std::string& command, bool complete, const std::
                                 {"written", now_utc()},
                                 {"host", host_name()},
                                 {"pid", static_cast<long>(::getpid())}};
-}
-
-/// A path relative to a directory and inside it: names joined by '/', none empty, "." or "..".
-bool is_plain_relative_path(const std::string& p) {
-  size_t from = 0;
-  while (true) {
-    const size_t to = p.find('/', from);
-    const std::string n = p.substr(from, to == std::string::npos ? std::string::npos : to - from);
-    if (n.empty() || n == "." || n == "..") return false;
-    if (to == std::string::npos) return true;
-    from = to + 1;
-  }
 }
 
 /// The paths under `dir` (files, links and directories, not followed), relative to it,
@@ -432,7 +421,7 @@ std::optional<nlohmann::json> read_output_marker(const std::string& dir) {
                            "another directory");
   for (const auto& e : j["entries"]) {
     const std::string n = e.get<std::string>();
-    if (n.empty() || n == "." || n == ".." || n.find('/') != std::string::npos)
+    if (!is_plain_name(n))
       throw InputError(path, fmt::format("lists the entry '{}', which is not a plain name in the directory", excerpt(n, 80)));
   }
   return j;
@@ -460,7 +449,8 @@ std::map<std::string, std::string> verify_output_files(const std::string& dir,
     const std::string have = sha256_file(f);
     if (have != sum.get<std::string>())
       throw InputError(f, fmt::format("is not the file `genemask {}` wrote (SHA-256 {}, recorded in {} {}): it was "
-                                      "changed or replaced since; write the output again, or use another directory",
+                                      "cut short, changed or replaced since; copy the whole output again, or write "
+                                      "it again",
                                       cmd, have.substr(0, 16), marker, sum.get<std::string>().substr(0, 16)));
   }
   return out;
@@ -510,17 +500,7 @@ void check_file_in_complete_output(const std::string& file) {
                                        dir, cmd));
   // A table the marker records a SHA-256 of (`dataset` outputs) is read only as written: a
   // copy cut at a line end has every line whole, and read as a smaller task before.
-  if (!m->contains("files") || !(*m)["files"].is_object() || !(*m)["files"].contains(rel)) return;
-  const auto& sum = (*m)["files"][rel];
-  if (!sum.is_string())
-    throw InputError(dir + "/" + kOutputMarker,
-                     fmt::format("lists a file entry {} that is not a file name and SHA-256", excerpt(rel, 40)));
-  const std::string have = sha256_file(file);
-  if (have != sum.get<std::string>())
-    throw InputError(file, fmt::format("is not the file `genemask {}` wrote (SHA-256 {}, recorded in {}/{} {}): it was "
-                                       "cut short, changed or replaced since; copy the whole output again, or write "
-                                       "it again",
-                                       cmd, have.substr(0, 16), dir, kOutputMarker, sum.get<std::string>().substr(0, 16)));
+  verify_output_files(dir, [&](const std::string& name) { return name == rel; });
 }
 
 OutputSet::OutputSet(std::string dir, Options options)

@@ -196,8 +196,8 @@ class OutputSet {
   bool wrote_marker_ = false;       // publish() wrote DIR's marker
   std::string marker_path_;         // DIR/.genemask.json; with chain_, made ahead: the removal
   std::vector<std::string> chain_;  // allocates nothing (DIR and the parents made for it)
-  nlohmann::json old_tree_;
-  int readers_fd_ = -1;  // the readers' lock, held exclusively while an earlier output is replaced  // the earlier marker's "tree": the paths inside its directory entries
+  nlohmann::json old_tree_;  // the earlier marker's "tree": the paths inside its directory entries
+  int readers_fd_ = -1;      // the readers' lock, held exclusively while an earlier output is replaced
   std::unique_ptr<DirLock> lock_;
   std::vector<int> cleanup_slots_;  // what a fatal signal removes while the set is unpublished
   int exceptions_ = 0;

@@ -16,6 +16,7 @@
 #include "io/json.hpp"
 #include "io/output_guard.hpp"
 #include "io/parse_number.hpp"
+#include "io/plain_names.hpp"
 #include "io/sha256.hpp"
 
 namespace fs = std::filesystem;
@@ -119,7 +120,7 @@ void verify_checkpoint(ResolvedModel& r) {
                                         "its weights were replaced",
                                         weights_name));
   for (const auto& [name, sum] : st["files"].items()) {
-    if (!sum.is_string() || name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    if (!sum.is_string() || !is_plain_name(name))
       throw InputError(state, fmt::format("lists a file entry {}: {} that is not a file name and SHA-256; the "
                                           "checkpoint is damaged",
                                           excerpt(name, 40), json_excerpt(sum, 80)));

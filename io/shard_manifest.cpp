@@ -16,6 +16,7 @@
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
 #include "io/output_guard.hpp"
+#include "io/plain_names.hpp"
 #include "io/json.hpp"
 #include "io/sha256.hpp"
 
@@ -227,7 +228,7 @@ ShardManifest read_manifest(const std::string& dir, bool verify_checksums) {
     sh.tokens = f.u64(s, "tokens", at + ".tokens");
     sh.first_sample = f.u64(s, "first_sample", at + ".first_sample");
     sh.last_sample = f.u64(s, "last_sample", at + ".last_sample");
-    if (sh.file.empty() || sh.file == "." || sh.file == ".." || sh.file.find('/') != std::string::npos)
+    if (!is_plain_name(sh.file))
       f.fail(at + ".file", fmt::format("'{}' is not a file name in the shard directory", excerpt(sh.file, 80)));
     if (sh.split != "train" && sh.split != "valid")
       f.fail(at + ".split", fmt::format("'{}' is not train or valid", excerpt(sh.split, 40)));

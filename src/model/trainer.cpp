@@ -30,6 +30,7 @@
 #include "io/error.hpp"
 #include "io/output_guard.hpp"
 #include "io/json.hpp"
+#include "io/plain_names.hpp"
 #include "io/run_dir.hpp"
 #include "io/safetensors.hpp"
 #include "io/sha256.hpp"
@@ -578,9 +579,6 @@ void digest_inputs(Run& r) {
   r.shards_sha256 = io::sha256_file(r.o.shards + "/manifest.json");
 }
 
-/// A run's id: 128 random bits in hex, made when the run starts.
-std::string new_run_id() { return io::random_id(); }
-
 /// The files of a checkpoint directory (all but state.json) and their SHA-256, for state.json.
 nlohmann::json checkpoint_files(const std::string& dir) {
   nlohmann::json files = nlohmann::json::object();
@@ -620,7 +618,7 @@ void check_checkpoint_files(const Run& r, const std::string& d, const nlohmann::
   }
   if (r.rank != 0) return;  // rank 0 reads each file once; its error ends the job
   for (const auto& [name, sum] : files.items()) {
-    if (!sum.is_string() || name.empty() || name.find('/') != std::string::npos || name == "." || name == "..")
+    if (!sum.is_string() || !io::is_plain_name(name))
       throw io::InputError(state, fmt::format("lists a file entry {}: {} that is not a file name and SHA-256; the "
                                               "checkpoint is damaged",
                                               io::excerpt(name, 40), io::excerpt(sum.dump(), 80)));
@@ -724,7 +722,7 @@ void resume_from_checkpoint(Run& r) {
   r.resumed_state = state;
   if (st.contains("shards_manifest_sha256") && st["shards_manifest_sha256"].is_string())
     r.resumed_shards_sha256 = st["shards_manifest_sha256"].get<std::string>();
-  r.run_id = version >= 2 ? st["run_id"].get<std::string>() : new_run_id();
+  r.run_id = version >= 2 ? st["run_id"].get<std::string>() : io::random_id();
   // The run's settings: a different one would silently make another run of this one. Every
   // setting that changes what is trained is compared (settings a checkpoint of an earlier
   // version did not record are not); --allow-changes accepts a change deliberately, and each
@@ -795,7 +793,7 @@ void resume_from_checkpoint(Run& r) {
 
 /// A new run: an id, rank 0's initial weights everywhere, and a dropout stream per rank.
 void start_fresh(Run& r) {
-  r.run_id = new_run_id();
+  r.run_id = io::random_id();
   broadcast_params(r.params, r.comm);
   torch::manual_seed(r.o.seed + static_cast<uint64_t>(r.rank) + 1);
 }

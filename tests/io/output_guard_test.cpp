@@ -23,6 +23,7 @@
 #include "io/file_outputs.hpp"
 #include "io/h5.hpp"
 #include "io/host_name.hpp"
+#include "io/plain_names.hpp"
 #include "io/table_text.hpp"
 #include "test_util.hpp"
 
@@ -904,4 +905,17 @@ TEST(TableText, FieldsComeBackWholeInTsvAndCsv) {
   EXPECT_EQ(io::tsv_field("two\nlines"), "\"two\nlines\"");
   EXPECT_EQ(io::tsv_field("cr\r"), "\"cr\r\"");
   EXPECT_EQ(io::tsv_field("latin\xff"), "latin\\xff");
+}
+
+// The names a marker, a checkpoint's state.json or a shard manifest records of other files:
+// each must stay inside its directory, whatever an edit put there.
+TEST(PlainNames, NamesAndRelativePathsStayInsideTheirDirectory) {
+  for (const char* ok : {"a", "model.safetensors", "...", ".hidden", "a b"}) {
+    EXPECT_TRUE(io::is_plain_name(ok)) << ok;
+    EXPECT_TRUE(io::is_plain_relative_path(ok)) << ok;
+  }
+  for (const char* bad : {"", ".", "..", "a/b", "/a", "a/", "/"}) EXPECT_FALSE(io::is_plain_name(bad)) << bad;
+  for (const char* ok : {"fewshot/10/train.tsv", "a/...", "a/.b/c"}) EXPECT_TRUE(io::is_plain_relative_path(ok)) << ok;
+  for (const char* bad : {"", ".", "..", "/a", "a/", "a//b", "a/./b", "a/../b", "../a", "a/..", "/"})
+    EXPECT_FALSE(io::is_plain_relative_path(bad)) << bad;
 }
