@@ -367,7 +367,9 @@ FinetuneSummary finetune(const FinetuneOptions& o, const std::function<void(cons
       io::AtomicFile f(o.out + "/predictions.tsv");
       auto& out = f.stream();
       out << "id\tlabel";
-      for (int c = 0; c < C; ++c) out << "\tprob_" << c;
+      // prob_<label>, as `predict` names them (and transformers' id2label): P(label 1) is prob_1
+      // in both, whatever the labels are.
+      for (int c = 0; c < C; ++c) out << '\t' << io::tsv_field("prob_" + names[static_cast<size_t>(c)]);
       out << '\n';
       for (size_t i = 0; i < s.metrics.test.n; ++i) {
         out << "line" << test_rows[i].line << '\t' << io::tsv_field(test_rows[i].label);

@@ -185,6 +185,7 @@ class TTest(unittest.TestCase):
             self.assertTrue(r["defined"])
             self.assertTrue(close(r["t"], want.statistic, abs_tol=1e-11), (r["t"], want.statistic))
             self.assertTrue(close(r["p"], want.pvalue, rel=1e-9, abs_tol=1e-300), (r["p"], want.pvalue, len(a), len(b)))
+            self.assertTrue(close(r["df"], want.df, rel=1e-10), (r["df"], want.df))
             ps.append(want.pvalue)
         ps = np.array(ps)
         self.assertGreater(np.sum(ps > 0.3), 50)
@@ -194,6 +195,9 @@ class TTest(unittest.TestCase):
                                {"kind": "welch", "a": [0.6, 0.6], "b": [0.5, 0.5]}])
         self.assertEqual([r["p"] for r in degenerate], [1.0, 1.0, 0.0])
         self.assertEqual(degenerate[2]["t"], "inf")
+        # No degrees of freedom where Welch-Satterthwaite's is 0/0 (both variances 0) or a side
+        # has one value: none (JSON null), where 0 was given (SciPy puts 1 in place of its nan).
+        self.assertEqual([r["df"] for r in degenerate], [None, None, None])
 
     def test_degenerate_ttest(self):
         out = run_tool([{"kind": "ttest", "a": [0.5], "b": [0.4]},

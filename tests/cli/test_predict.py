@@ -128,6 +128,9 @@ class Predict(unittest.TestCase):
         header, ft = read_tsv(os.path.join(self.tmp, "ft", "predictions.tsv"))
         self.assertEqual(header[:2], ["id", "label"])
         self.assertEqual([r[0] for r in rows], [r[0] for r in ft])  # both name rows line<N>
+        # Both name a class's column by its label (finetune named it by the class's index:
+        # prob_1 was P(label 2) of labels 1 and 2 there, P(label 1) in predict's output).
+        self.assertEqual(header[2:], ["prob_no", "prob_yes"])
         np.testing.assert_allclose(np.array([[float(x) for x in r[2:4]] for r in rows]),
                                    np.array([[float(x) for x in r[2:4]] for r in ft]), rtol=0, atol=1e-6)
 

@@ -639,9 +639,31 @@ class ReportReplicates(unittest.TestCase):
             self.assertEqual(row["test"], kind, row)
             self.assertTrue(math.isclose(float(row["t"]), want.statistic, rel_tol=1e-9, abs_tol=1e-12))
             self.assertTrue(math.isclose(float(row["p"]), want.pvalue, rel_tol=1e-9, abs_tol=1e-300))
+            self.assertTrue(math.isclose(float(row["df"]), want.df, rel_tol=1e-9), (row["df"], want.df))
             seen += 1
         # GeneMask (paired) and PMI (Welch, and one cell with one replicate) on 2 tasks x 2 shots x 2 metrics
         self.assertEqual(seen, 8 + 6)
+
+    def test_welch_without_spread_has_no_degrees_of_freedom(self):
+        """Two arms whose replicates agree exactly (other ids: Welch's test): t is inf, p 0,
+        and df is left empty, where 0 was written (Welch-Satterthwaite's df is 0/0 there)."""
+        recs = []
+        for arm, reps, acc in (("a", (1, 2), 0.7), ("base", (3, 4), 0.6)):
+            for rep in reps:
+                for seed in range(2):
+                    r = record(f"{arm} s{rep}", "", "t1", 10, seed, acc=acc, auc=acc)
+                    r.update(arm=arm, replicate=rep)
+                    recs.append(r)
+        path = os.path.join(self.tmp, "flat.jsonl")
+        with open(path, "w") as f:
+            f.write("".join(json.dumps(r) + "\n" for r in recs))
+        out = os.path.join(self.tmp, "flat")
+        run(["report", "--results", path, "--out", out, "--baseline", "base", "--no-png"])
+        with open(os.path.join(out, "replicates.csv"), newline="") as f:
+            rows = [r for r in csv.DictReader(f) if r["arm"] == "a"]
+        self.assertEqual(len(rows), 2)  # accuracy, auc
+        for r in rows:
+            self.assertEqual((r["test"], r["t"], r["p"], r["df"]), ("welch", "inf", "0", ""), r)
 
     def test_table1_pairs_each_replicate_with_the_baseline_replicate_of_its_id(self):
         with open(os.path.join(self.out, "table1.csv"), newline="") as f:
@@ -707,6 +729,10 @@ class ReportErrors(unittest.TestCase):
         bad = dict(self.good[1], shots="ten")
         err = self.fails(self.lines([self.good[0], bad] + self.good[2:]))
         self.assertIn("results.jsonl:2: \"shots\" is \"ten\", expected an integer", err)
+        for shots in (0, -10):  # no few-shot job; Table 1 showed them as rows "0" and "-10"
+            bad = dict(self.good[1], shots=shots, job=f"a|t|{shots}|1")
+            self.assertIn(f"results.jsonl:2: \"shots\" is {shots}: a few-shot job trains on N >= 1 sequences",
+                          self.fails(self.lines([self.good[0], bad] + self.good[2:])))
         bad = dict(self.good[1], status="done")
         self.assertIn("results.jsonl:2: \"status\" is \"done\"", self.fails(self.lines([self.good[0], bad])))
         bad = dict(self.good[1])

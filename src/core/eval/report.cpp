@@ -226,7 +226,7 @@ void check_same_inputs(const std::string& path, const std::vector<const Record*>
     // and draws N of each): one of fewer or more is not N-shot, and Table 1's N-shot rows would
     // publish it as such (records of a sweep of before that check, or merged by hand).
     if (const uint64_t shown = static_cast<uint64_t>(r->shots) * static_cast<uint64_t>(r->metrics.test.classes);
-        r->shots > 0 && differ(shown, r->metrics.n_train))
+        differ(shown, r->metrics.n_train))
       throw io::InputError(path, r->line, fmt::format(
           "job {} trained on {} sequences, but as {}-shot of {} classes it trains on {} ({} of each class): the record "
           "is not {}-shot, and Table 1 would publish it as such; rerun the job (genemask sweep --force), or leave it "

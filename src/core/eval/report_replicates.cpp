@@ -228,7 +228,7 @@ std::string replicates_csv(const ReplicateTable& r) {
                            st.compared ? io::csv_field(r.baseline) : "", st.test, tested ? std::to_string(st.n) : "",
                            tested ? std::to_string(st.baseline_n) : "",
                            tested ? (std::isinf(st.t.t) ? (st.t.t > 0 ? "inf" : "-inf") : full(st.t.t)) : "",
-                           tested ? full(st.t.df) : "", tested ? full(st.t.p) : "");
+                           tested && std::isfinite(st.t.df) ? full(st.t.df) : "", tested ? full(st.t.p) : "");
         }
   return o;
 }

@@ -129,6 +129,12 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
                          name == &r.model ? "model" : "task", io::excerpt(*name, 80)));
   }
   r.shots = f.integer("shots");
+  // N sequences of each class, N >= 1 (a plan refuses others): a record of 0 or -10 shots,
+  // merged or written by hand, was shown as Table 1's rows "0" and "-10".
+  if (r.shots < 1)
+    f.fail(fmt::format("\"shots\" is {}: a few-shot job trains on N >= 1 sequences of each class; repair or remove "
+                       "the line",
+                       r.shots));
   r.seed = f.unsigned_integer("seed");
   r.group = f.string("group", false);
   // A line break in a name started a line of its own in the report's tables and job lists

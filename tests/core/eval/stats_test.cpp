@@ -44,6 +44,7 @@ TEST(Stats, PairedTTestDegenerateCases) {
   EXPECT_FALSE(r.defined);
   EXPECT_EQ(r.p, 1.0);
   EXPECT_EQ(r.t, 0.0);
+  EXPECT_TRUE(std::isnan(r.df));  // no degrees of freedom, not 0
   r = paired_t_test({}, {});
   EXPECT_FALSE(r.defined);
   EXPECT_EQ(r.p, 1.0);
