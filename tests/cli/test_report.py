@@ -150,7 +150,8 @@ class Report(unittest.TestCase):
         # The plan orders models and tasks differently from their names.
         cls.order = [m for g in GROUPS.values() for m in g]
         plan = {"models": [{"name": m, "group": g, "model": "runs/" + m} for g, ms in GROUPS.items() for m in ms],
-                "tasks": [{"name": t, "train": t + ".tsv"} for t in TASKS], "shots": SHOTS, "seeds": SEEDS}
+                "tasks": [{"name": t, "dir": "fewshot/" + t} if t == "splice-40" else {"name": t, "train": t + ".tsv"}
+                          for t in TASKS], "shots": SHOTS, "seeds": SEEDS}
         with open(os.path.join(cls.sweep, "plan.json"), "w") as f:
             json.dump(plan, f)
         cls.out = os.path.join(cls.tmp, "report")
@@ -242,6 +243,10 @@ class Report(unittest.TestCase):
                 text = {1: f"**{text}**", 2: f"_{text}_", 0: text}[want[m + "_rank"]]
                 text += want[m + "_marker"].replace("*", "\\*")
                 self.assertEqual(cells[2 + i], text, (what, t, m))
+        # splice-40 is of the released few-shot layout in the plan: its std is not over samples.
+        self.assertIn("\nIn splice-40, every seed fine-tunes on the same N-shot file (the released few-shot layout), so "
+                      "the std is that of fine-tuning alone (initialisation, dropout, batch order); the other tasks draw "
+                      "N of each class per seed.\n", md)
 
     def test_table1_latex(self):
         tex = self.read("table1.tex")
@@ -265,6 +270,8 @@ class Report(unittest.TestCase):
                         text = {1: f"\\textbf{{{text}}}", 2: f"\\cellcolor{{yellow}} {text}", 0: text}[want[m + "_rank"]]
                         text += want[m + "_marker"].replace("\u2020", "$\\dagger$")
                         self.assertEqual(cells[2 + j], text)
+        caption = tex[tex.index("\\caption{"):]
+        self.assertIn(" In splice-40, every seed fine-tunes on the same N-shot file", caption)
 
     def test_improvement_tables(self):
         rows = list(csv.DictReader(io.StringIO(self.read("improvement.csv"))))
@@ -354,6 +361,7 @@ class ReportOptions(unittest.TestCase):
         with open(os.path.join(out, "table1.md")) as f:
             md = f.read()
         self.assertIn("no significance markers", md)
+        self.assertNotIn("N-shot file", md)  # no plan: nothing known of fixed shot files
         self.assertNotIn("(no group)", md)  # no group rows without groups
         self.assertIn("**0.610 \u00b1 0.010**", md)  # b is best; equal AUCs all bold
         self.assertEqual(md.count("**0.600 \u00b1 0.000**"), 6)

@@ -95,6 +95,10 @@ struct Table {
   std::vector<Model> models;        // the models of a group are contiguous
   std::vector<std::string> groups;  // distinct groups in model order
   std::vector<std::string> tasks;
+  // The shown tasks whose plan entry is the released few-shot layout (`dir`): every seed
+  // fine-tunes on the same N-shot file, so their std over seeds is of fine-tuning alone, where
+  // a task with a full training table draws N of each class per seed. Said under Table 1.
+  std::vector<std::string> fixed_shot_tasks;
   std::vector<int64_t> shots;       // ascending
   std::vector<std::string> baselines;
   std::string baseline_arm;   // --baseline named an arm: each replicate is compared with the

@@ -678,6 +678,9 @@ Plan read_plan_order(const std::string& path) {
         if (e.is_object()) {
           t.test_sha256 = digest(e, "test_sha256");
           t.train_sha256 = digest(e, "train_sha256");
+          // The released few-shot layout: every seed fine-tunes on one fixed N-shot file
+          // (Table 1 says so under the table).
+          if (e.contains("dir") && e["dir"].is_string()) t.dir = e["dir"].get<std::string>();
           if (sweeps_own && e.contains("shot_train_sha256") && e["shot_train_sha256"].is_object())
             for (const auto& [shots, d] : e["shot_train_sha256"].items())
               if (const auto n = io::parse_decimal_i64(shots); n && d.is_string()) t.shot_train_sha256[*n] = d.get<std::string>();

@@ -409,6 +409,12 @@ Table aggregate(const Results& results, const Plan& plan, const Options& opt) {
   std::vector<std::string> planned_tasks;
   for (const auto& pt : plan.tasks) planned_tasks.push_back(pt.name);
   t.tasks = order(opt.tasks, planned_tasks, present_tasks, "task");
+  for (const auto& name : t.tasks)
+    for (const auto& pt : plan.tasks)
+      if (pt.name == name && !pt.dir.empty()) {
+        t.fixed_shot_tasks.push_back(name);
+        break;
+      }
   // Groups in order of first appearance; a stable sort keeps the models of a group together.
   for (const auto& m : models)
     if (std::find(t.groups.begin(), t.groups.end(), group_of[m]) == t.groups.end()) t.groups.push_back(group_of[m]);

@@ -79,6 +79,18 @@ std::string improvement_text(const Improvement& i, size_t table_tasks, bool late
   return v;
 }
 
+/// Under Table 1 when some shown task has fixed N-shot files: what its std is over.
+std::string fixed_shots_sentence(const Table& t, bool latex) {
+  if (t.fixed_shot_tasks.empty()) return "";
+  std::string names;
+  for (const auto& n : t.fixed_shot_tasks) names += (names.empty() ? "" : ", ") + (latex ? tex_escape(n) : md_escape(n));
+  const bool all = t.fixed_shot_tasks.size() == t.tasks.size();
+  return fmt::format("{} every seed fine-tunes on the same N-shot file (the released few-shot layout), so the std is "
+                     "that of fine-tuning alone (initialisation, dropout, batch order){}.",
+                     all ? "In every task," : "In " + names + ",",
+                     all ? "" : "; the other tasks draw N of each class per seed");
+}
+
 std::string baseline_sentence(const Table& t, bool latex) {
   if (t.baselines.empty()) return "No baseline was given, so there are no significance markers.";
   std::string names;
@@ -132,6 +144,7 @@ std::string table1_markdown(const Table& t, int d) {
   o += "\nBold: best value of its column within a shots block of a group (ties on the shown digits are all "
        "bold); italic: second best (only in blocks of 3 or more models). " +
        baseline_sentence(t, false) + "\n";
+  if (const std::string f = fixed_shots_sentence(t, false); !f.empty()) o += "\n" + f + "\n";
   if (const std::string p = t.precision_sentence(); !p.empty()) o += "\nFine-tuning precision: " + p + ".\n";
   if (std::any_of(t.cells.begin(), t.cells.end(),
                   [](const std::vector<MetricStat>& c) { return !c.empty() && c[0].incomplete(); }))
@@ -188,7 +201,8 @@ std::string table1_latex(const Table& t, int d) {
   if (const std::string p = t.precision_sentence(); !p.empty()) o += "% fine-tuning precision: " + p + "\n";
   o += "\\end{tabular}\n\\caption{Mean $\\pm$ std over seeds, rounded to " + std::to_string(d) +
        " decimals. The best value is in \\textbf{bold}, the second best highlighted in yellow (within each "
-       "shots block of a group). " + baseline_sentence(t, true) + "}\n\\label{tab:perf-compare}\n\\end{table*}\n";
+       "shots block of a group). " + baseline_sentence(t, true) +
+       (t.fixed_shot_tasks.empty() ? std::string() : " " + fixed_shots_sentence(t, true)) + "}\n\\label{tab:perf-compare}\n\\end{table*}\n";
   return o;
 }
 
