@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import re
 import sys
 import tempfile
 import time
@@ -23,6 +24,7 @@ TASKS = ["t1", "t2"]
 SHOTS = [10, 100, 1000]
 SEEDS = [1, 2, 3]
 VOLATILE = ("seconds", "host", "rank", "out", "device")  # differ between runs by nature
+# "record_sha256" (over the others, the volatile ones too) is checked on its own.
 # "jobs_total" (the jobs of the plan the record was written under) and "sweep_id" (the sweep
 # directory's id, random) are checked on their own.
 M64 = (1 << 64) - 1
@@ -81,8 +83,8 @@ def read_records(out, allow_torn=True):
 
 
 def stable(records):
-    return sorted(({k: v for k, v in r.items() if k not in VOLATILE + ("jobs_total", "sweep_id")} for r in records),
-                  key=lambda r: r["job"])
+    return sorted(({k: v for k, v in r.items() if k not in VOLATILE + ("jobs_total", "sweep_id", "record_sha256")}
+                   for r in records), key=lambda r: r["job"])
 
 
 def last_per_job(records):
@@ -155,6 +157,7 @@ class SweepSimulated(SweepBase):
             recs = read_records(out, allow_torn=False)
             self.assertEqual(len(recs), 36)  # every job exactly once
             self.assertEqual(stable(recs), want, f"ranks={ranks}")
+            self.assertTrue(all(re.fullmatch("[0-9a-f]{64}", r["record_sha256"]) for r in recs), recs[0])
             self.assertEqual({r["jobs_total"] for r in recs}, {36})  # how many jobs its sweep had
             ids = {r["sweep_id"] for r in recs}  # and which sweep: the one id of its directory
             self.assertEqual(len(ids), 1)
@@ -168,6 +171,47 @@ class SweepSimulated(SweepBase):
             self.assertEqual([m["name"] for m in plan["models"]], ["A", "B 2"])
             self.assertEqual([m["group"] for m in plan["models"]], ["", "G"])
             self.assertEqual(plan["seeds"], SEEDS)
+
+    def test_a_record_changed_after_the_sweep_is_refused(self):
+        """Each record carries the SHA-256 of its fields: a value edited in place (here an
+        accuracy, within its range) is refused by `report` and by a restarted sweep, naming the
+        line; the same values rewritten by another JSON writer are accepted."""
+        out = self.out("sealed")
+        self.sweep(out, ranks=2)
+        path = os.path.join(out, "results.jsonl")
+        with open(path) as f:
+            lines = f.read().splitlines()
+        r = json.loads(lines[4])
+        # Another writer, other spacing and key order, the same values: still as written.
+        rewritten = [json.dumps(json.loads(l), indent=None, sort_keys=False) for l in lines]
+        self.assertNotEqual(rewritten[4], lines[4])
+        copy = self.out("sealed-copy.jsonl")
+        with open(copy, "w") as f:
+            f.write("\n".join(rewritten) + "\n")
+        p = run(["report", "--results", copy, "--plan", os.path.join(out, "plan.json"), "--out",
+                 self.out("sealed-rep0"), "--no-png"], check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertNotIn("record_sha256", p.stderr)
+        edited = dict(r, accuracy=round(r["accuracy"], 2) + 0.001)  # a plausible value, within [0, 1]
+        lines[4] = json.dumps(edited)
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        want = f"{path}:5: the record is not as `genemask sweep` wrote it: its fields do not match its record_sha256"
+        p = run(["report", "--results", path, "--out", self.out("sealed-rep"), "--no-png"], check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(want, p.stderr)
+        self.assertFalse(os.path.exists(self.out("sealed-rep")))
+        p = self.sweep(out, ranks=2, check=False)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn(want, p.stderr)
+        # Written by hand (no record_sha256) beside sealed records: reported, with a warning.
+        del edited["record_sha256"]
+        lines[4] = json.dumps(edited)
+        with open(path, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        p = run(["report", "--results", path, "--out", self.out("sealed-rep2"), "--no-png"], check=False)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn(f"{path}:5: 1 of the 36 records carry no record_sha256", p.stderr)
 
     def test_long_jobs_are_dispatched_first(self):
         # One worker runs the jobs in dispatch order: shots descending, then plan order.

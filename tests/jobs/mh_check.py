@@ -83,8 +83,9 @@ def checkpoints(run):
 
 
 # The fields of a sweep record that depend on where and when it ran, not on what it computed
-# (sweep_id: the sweep directory's random id, another in each directory).
-VOLATILE = {"seconds", "host", "rank", "out", "sweep_id"}
+# (sweep_id: the sweep directory's random id, another in each directory; record_sha256: the
+# SHA-256 of all the others, these included).
+VOLATILE = {"seconds", "host", "rank", "out", "sweep_id", "record_sha256"}
 
 
 def records(path):

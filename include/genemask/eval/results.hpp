@@ -84,6 +84,10 @@ struct Record {
   // before): without the plan, a results file cut short at a line end still shows its gap.
   int64_t jobs_total = -1;
   std::string sweep_id;  // the sweep that wrote it ("" in records of before): jobs_total is counted per sweep
+  // The line carries "record_sha256", the SHA-256 of its other fields (checked when read:
+  // a line edited since, or rewritten by another program with other digits, is refused);
+  // false in records of before and in records written by hand.
+  bool sealed = false;
   // The fine-tuning settings the job ran with (the plan's "finetune", as plan_to_json writes
   // it); null in records of before. The report refuses to mix records of different settings.
   nlohmann::json finetune;
@@ -91,8 +95,13 @@ struct Record {
   uint64_t line = 0;                     // 1-based line it was read from
   std::string text;                      // the line as read (kept as is when records are moved)
 
+  /// The record as one JSON object, with "record_sha256" over the others (record_digest).
   nlohmann::json to_json() const;
 };
+
+/// SHA-256 (hex) of a record's fields but "record_sha256", as compact JSON with sorted keys
+/// (io::json_text of an nlohmann::json): a line read back and parsed gives the same text.
+std::string record_digest(const nlohmann::json& record);
 
 /// An ok or failed record for a job, as the sweep writes it.
 Record make_record(const std::string& model, const std::string& group, const std::string& task, int64_t shots,

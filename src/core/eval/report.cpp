@@ -308,6 +308,17 @@ Results read_results(const std::string& path) {
   std::map<std::string, size_t> ok_index;                            // job key -> index in r.ok
   std::map<std::string, std::pair<std::string, uint64_t>> group_of;  // model -> (group, first line)
   std::vector<std::string> failed_order;
+  uint64_t unsealed = 0;
+  uint64_t first_unsealed = 0;
+  for (const auto& rec : file.records)
+    if (!rec.sealed && !unsealed++) first_unsealed = rec.line;
+  // Records without their record_sha256 beside records with it: written or rewritten by
+  // hand (or by a genemask of before): whether they were changed cannot be told.
+  if (unsealed > 0 && unsealed < file.records.size())
+    r.warnings.push_back(fmt::format("{}:{}: {} of the {} records carry no record_sha256 (written by hand, merged from "
+                                     "another file, or by a genemask of before), beside records that do: whether they "
+                                     "are as `genemask sweep` wrote them cannot be checked",
+                                     path, first_unsealed, unsealed, file.records.size()));
   for (auto& rec : file.records) {
     auto [g, inserted] = group_of.emplace(rec.model, std::make_pair(rec.group, rec.line));
     if (!inserted && g->second.first != rec.group)

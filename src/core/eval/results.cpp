@@ -11,6 +11,7 @@
 
 #include "io/error.hpp"
 #include "io/json.hpp"
+#include "io/sha256.hpp"
 #include "io/table_text.hpp"
 
 namespace genemask::results {
@@ -46,7 +47,14 @@ json Record::to_json() const {
     j["replicate"] = replicate;
   }
   if (!ok) j["error"] = error;
+  j["record_sha256"] = record_digest(j);
   return j;
+}
+
+std::string record_digest(const nlohmann::json& record) {
+  json rest = record;
+  rest.erase("record_sha256");
+  return io::sha256_hex(io::json_text(rest));
 }
 
 Record make_record(const std::string& model, const std::string& group, const std::string& task, int64_t shots,
@@ -116,6 +124,15 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
   const Fields f(j, path, line);
   Record r;
   r.line = line;
+  // First: a line changed after the sweep wrote it is named as such, whatever else it says.
+  if (const json* v = f.find("record_sha256")) {
+    if (!v->is_string() || v->get<std::string>() != record_digest(j))
+      f.fail(fmt::format("the record is not as `genemask sweep` wrote it: its fields do not match its record_sha256 "
+                         "(a value was edited, or the line was rewritten by another program, e.g. with other digits); "
+                         "restore the line from a copy of the file, or remove it (`genemask sweep` then runs the job "
+                         "again)"));
+    r.sealed = true;
+  }
   r.model = f.string("model");
   r.task = f.string("task");
   if (r.model.empty() || r.task.empty()) f.fail("empty \"model\" or \"task\" name");

@@ -227,8 +227,59 @@ TEST(Results, InputDigestsRoundTripAndMustBeDigests) {
   EXPECT_EQ(rf.records[1].model_sha256, "");
   auto j = ok.to_json();
   j["test_sha256"] = "not-a-digest";
+  j.erase("record_sha256");  // written by hand: the field's own check speaks
   test::write_file(tmp.file("bad.jsonl"), j.dump() + "\n");
   EXPECT_EQ(error_of([&] { results::read_results(tmp.file("bad.jsonl"), false, false); }),
             tmp.file("bad.jsonl") + ":1: job m|t|10|1: \"test_sha256\" is \"not-a-digest\", not a SHA-256 (64 lower-case "
                                     "hex digits)");
+}
+
+// A record carries the SHA-256 of its other fields: read back as written (whatever the
+// spacing or key order another JSON writer gives the same values), it is sealed; a value
+// changed since is refused, naming the line.
+TEST(Results, RecordsAreSealedAndAnEditIsRefused) {
+  test::TempDir tmp;
+  auto m = some_metrics();
+  m.test.accuracy = 0.1 + 0.2;  // digits that a shorter rewrite would lose
+  m.test.auc = 1e-300;
+  auto r = results::make_record("GeneMask \u00e9", "G", "t", 1000, UINT64_MAX, &m, "");
+  r.seconds = 123456789.125;
+  r.train_sha256 = std::string(64, 'a');
+  auto failed = results::make_record("B", "", "t", 50, 1, nullptr, std::string("bad byte \xff here"));
+  const auto a = r.to_json(), b = failed.to_json();
+  ASSERT_TRUE(a.contains("record_sha256"));
+  EXPECT_EQ(a["record_sha256"], results::record_digest(a));
+  EXPECT_EQ(a["record_sha256"].get<std::string>().size(), 64u);
+  const std::string good = io::json_text(a) + "\n" + io::json_text(b) + "\n";
+  test::write_file(tmp.file("r.jsonl"), good);
+  const auto rf = results::read_results(tmp.file("r.jsonl"), false, false);
+  ASSERT_EQ(rf.records.size(), 2u);
+  EXPECT_TRUE(rf.records[0].sealed);
+  EXPECT_TRUE(rf.records[1].sealed);
+  EXPECT_EQ(rf.records[0].metrics.test.accuracy, 0.1 + 0.2);
+  // Keys in another order: the same values, still sealed.
+  nlohmann::ordered_json reordered;
+  for (auto it = a.rbegin(); it != a.rend(); ++it) reordered[it.key()] = *it;
+  test::write_file(tmp.file("o.jsonl"), reordered.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                                            "\n");
+  EXPECT_TRUE(results::read_results(tmp.file("o.jsonl"), false, false).records[0].sealed);
+  // An accuracy rewritten with fewer digits, a seed changed, the digest itself changed.
+  for (const auto& [key, value] : {std::pair<std::string, nlohmann::json>{"accuracy", 0.3}, {"seed", 5},
+                                   {"record_sha256", std::string(64, '0')}, {"record_sha256", 7}}) {
+    auto e = a;
+    e[key] = value;
+    if (key == "seed") e["job"] = "GeneMask \u00e9|t|1000|5";
+    test::write_file(tmp.file("e.jsonl"), good + io::json_text(e) + "\n");
+    EXPECT_EQ(error_of([&] { results::read_results(tmp.file("e.jsonl"), false, false); }),
+              tmp.file("e.jsonl") + ":3: the record is not as `genemask sweep` wrote it: its fields do not match its "
+                                    "record_sha256 (a value was edited, or the line was rewritten by another program, "
+                                    "e.g. with other digits); restore the line from a copy of the file, or remove it "
+                                    "(`genemask sweep` then runs the job again)")
+        << key;
+  }
+  // Without the key (by hand, or a genemask of before): read, not sealed.
+  auto h = a;
+  h.erase("record_sha256");
+  test::write_file(tmp.file("h.jsonl"), io::json_text(h) + "\n");
+  EXPECT_FALSE(results::read_results(tmp.file("h.jsonl"), false, false).records[0].sealed);
 }
