@@ -36,6 +36,15 @@ def test_collator_pads_and_returns_tensors(work):
     assert set(b) == {"input_ids", "attention_mask", "labels"}
     for v in b.values():
         assert isinstance(v, torch.Tensor) and v.dtype == torch.int64
+    # A tokenizer's examples carry token types: returned padded (all 0), as transformers'
+    # collator does; a sentence pair's 1s are refused.
+    typed = [dict(e, token_type_ids=[0] * len(e["input_ids"])) for e in ex]
+    t = c(typed)
+    assert set(t) == {"input_ids", "attention_mask", "labels", "token_type_ids"}
+    assert t["token_type_ids"].shape == t["input_ids"].shape and not t["token_type_ids"].any()
+    pair = [dict(typed[0], token_type_ids=[0] * 3 + [1] * (len(typed[0]["input_ids"]) - 3))] + typed[1:]
+    with pytest.raises(ValueError, match="example 0: token_type_ids holds 1: a sentence pair"):
+        c(pair)
     longest = max(len(e["input_ids"]) for e in ex)
     assert b["input_ids"].shape == (5, (longest + 7) // 8 * 8)
     assert b["attention_mask"].sum(1).tolist() == [len(e["input_ids"]) for e in ex]

@@ -82,6 +82,25 @@ def test_workers_and_ranks_share_an_epoch_without_overlap_or_loss(genomes):
     assert sorted(p for r in range(3) for p in range(r, 3 * n, 3)) == list(range(3 * n))
 
 
+def test_epochs_follow_as_one_stream_at_every_rank_count(genomes):
+    """As pretrain reads them: stream position g is position g mod N of epoch g // N, rank r
+    of R takes positions r, r+R, ... across the epochs' ends (none of an epoch's last N mod R
+    left out), every rank the same number."""
+    one = genemask.ShardDataset(genomes / "shards", genome_weights="uniform", seed=3, epochs=2)
+    n = len(one.sample_index)
+    stream = [(x["epoch"], x["sample_index"]) for x in one]
+    assert len(stream) == len(one) == 2 * n
+    assert stream == [(g // n, int(one.sample_index[one.epoch_order(g // n)[g % n]])) for g in range(2 * n)]
+    for world in (2, 3, 4):
+        seen = [[(x["epoch"], x["sample_index"]) for x in genemask.ShardDataset(
+            genomes / "shards", genome_weights="uniform", seed=3, epochs=2, rank=r, world_size=world)]
+            for r in range(world)]
+        k = 2 * n // world
+        assert [len(s) for s in seen] == [k] * world
+        for r in range(world):
+            assert seen[r] == [stream[j * world + r] for j in range(k)], (world, r)
+
+
 def test_genome_frequencies_follow_the_weights(genomes):
     ds = genemask.ShardDataset(genomes / "shards", genome_weights="list", seed=1, epochs=40)
     counts = np.zeros(3)

@@ -298,9 +298,11 @@ namespace {
 /// The checkpoint format state.json declares (format, format_version); --resume refuses others.
 /// Version 2 adds the run id, the run's --steps and the SHA-256 of every file of the
 /// checkpoint (`files`), which bind the checkpoint's files to its state.json; version 1
-/// (without them) still resumes.
+/// (without them) still resumes. Version 3: the data cursor's position is a place in the
+/// stream of all ranks' samples (loader.hpp), where before it counted one rank's samples of
+/// the epoch (resumed as that times the ranks).
 constexpr const char* kCheckpointFormat = "genemask-checkpoint";
-constexpr int kCheckpointVersion = 2;
+constexpr int kCheckpointVersion = 3;
 /// A logged window whose loop waited for its batches more than this share of the time says
 /// once that the input, not the model, bounds the rate.
 constexpr double kInputBoundShare = 0.05;
@@ -354,6 +356,7 @@ struct Run {
   std::vector<std::string> genome_names;
   nlohmann::json resumed_genome_tokens;
   std::string resumed_state;        // --resume: the checkpoint's state.json, for messages
+  int resumed_version = 0;          // --resume: its format_version
   std::string resumed_shards_sha256;  // --resume: the manifest digest its run trained on ("" if unrecorded)
   AllReduce how = AllReduce::Local;
   int threads = 1;
@@ -710,6 +713,13 @@ void resume_from_checkpoint(Run& r) {
   if (world != r.world)
     throw io::InputError(state, fmt::format("was written by {} ranks; resume with the same number (now {})", world,
                                             r.world));
+  // Before version 3 the position counted one rank's samples of the epoch, rank r taking
+  // epoch positions r, r+R, ...: the stream position of the next sample is that times R.
+  if (version < 3) {
+    if (r.cursor.position > static_cast<uint64_t>(INT64_MAX) / static_cast<uint64_t>(world))
+      throw io::InputError(state, fmt::format("cursor.position is {}: the checkpoint is damaged", r.cursor.position));
+    r.cursor.position *= static_cast<uint64_t>(world);
+  }
   // A run is never "continued" to an end it has passed: it would exit 0 having trained
   // nothing, its schedule decaying to a step already behind it.
   if (o.steps < r.step)
@@ -718,6 +728,7 @@ void resume_from_checkpoint(Run& r) {
                                             o.steps, r.step, r.step,
                                             st.contains("steps") ? io::json_excerpt(st["steps"], 40) : "not recorded"));
   if (version >= 2) check_checkpoint_files(r, d, st);
+  r.resumed_version = version;
   if (st.contains("genome_tokens")) r.resumed_genome_tokens = st["genome_tokens"];
   r.resumed_state = state;
   if (st.contains("shards_manifest_sha256") && st["shards_manifest_sha256"].is_string())
@@ -820,25 +831,29 @@ std::unique_ptr<DataLoader> open_training_data(Run& r) {
   else if (!r.has_validation && r.o.eval_every > 0)
     r.say("no evaluation: the shard set has no validation sample (shards --valid-fraction 0?); eval_loss stays null");
   r.masking = load_masking(r.o.masking, r.o.npmi, r.o.pmi_vocab);
-  // The checkpoint's place in its epoch against this shard set's samples per rank: past its
-  // end is a damaged cursor on the run's own shards; on another set (--resume --allow-changes)
-  // the run goes on at the start of the next epoch, said.
+  // The checkpoint's place in its epoch against this shard set's training samples: at or
+  // past their end is a damaged cursor on the run's own shards (a checkpoint of before,
+  // whose epochs left out the last N mod R, may stand exactly at the end: the next epoch);
+  // on another set (--resume --allow-changes) the run goes on at the start of the next
+  // epoch, said.
   if (r.o.resume) {
     uint64_t train_samples = 0;
     for (const auto& sh : manifest.shards)
       if (sh.split == "train") train_samples += sh.samples;
-    const uint64_t per_rank = train_samples / static_cast<uint64_t>(r.world);
-    if (per_rank > 0 && r.cursor.position > per_rank) {
+    const bool whole_epoch = r.cursor.position == train_samples && r.cursor.position > 0;
+    if (train_samples > 0 && r.cursor.position >= train_samples && !(whole_epoch && r.resumed_version < 3)) {
       const bool other_set = r.resumed_shards_sha256.empty() || r.resumed_shards_sha256 != r.shards_sha256;
       if (!other_set)
-        throw io::InputError(r.resumed_state, fmt::format("cursor.position is {}, beyond the {} training samples per "
-                                                          "rank of its shard set {}: the checkpoint is damaged or was "
-                                                          "edited",
-                                                          r.cursor.position, per_rank, r.o.shards));
-      r.say(fmt::format("--resume: the run was {} samples into epoch {}, more than the {} samples per rank of {} "
+        throw io::InputError(r.resumed_state, fmt::format("cursor.position is {}, at or beyond the {} training samples "
+                                                          "of its shard set {}: the checkpoint is damaged or was edited",
+                                                          r.cursor.position, train_samples, r.o.shards));
+      r.say(fmt::format("--resume: the run was {} samples into epoch {}, more than the {} training samples of {} "
                         "hold: continuing at the start of epoch {}",
-                        r.cursor.position, r.cursor.epoch, per_rank, r.o.shards, r.cursor.epoch + 1));
+                        r.cursor.position, r.cursor.epoch, train_samples, r.o.shards, r.cursor.epoch + 1));
       r.cursor.epoch += 1;
+      r.cursor.position = 0;
+    } else if (train_samples > 0 && r.cursor.position >= train_samples) {
+      r.cursor.epoch += 1;  // a checkpoint of before at its epoch's end
       r.cursor.position = 0;
     }
   }
@@ -1166,7 +1181,9 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
       for (size_t row = 0; row < static_cast<size_t>(b.rows); ++row) {
         uint64_t n = 0;
         for (int64_t c = 0; c < b.cols; ++c) n += static_cast<uint64_t>(b.attention_mask[row * static_cast<size_t>(b.cols) + static_cast<size_t>(c)]);
-        if (row < b.genome.size()) sd.genome_tokens[b.genome[row]] += n;
+        // Per genome its 6-mers, [CLS] and [SEP] left out: the unit of the manifest's and
+        // mask-stats' tokens of a genome (a share of short samples was counted higher).
+        if (row < b.genome.size()) sd.genome_tokens[b.genome[row]] += n >= 2 ? n - 2 : 0;
         sd.len_sq += static_cast<double>(n) * static_cast<double>(n);
       }
       int64_t masked = 0, rows = 0;

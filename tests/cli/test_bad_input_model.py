@@ -337,7 +337,7 @@ class BadModelInput(unittest.TestCase):
         ])
         with open(t("run", ck, "state.json")) as f:
             st = json.load(f)
-        self.assertEqual((st["format_version"], st["steps"], st["step"]), (2, 4, 4))
+        self.assertEqual((st["format_version"], st["steps"], st["step"]), (3, 4, 4))
         self.assertRegex(st["run_id"], r"^[0-9a-f]{32}$")
         self.assertEqual(sorted(st["files"]), ["config.json", "model.safetensors", "optimizer.pt", "rng-rank00000.pt",
                                                "special_tokens_map.json", "tokenizer_config.json", "vocab.txt"])
@@ -359,7 +359,7 @@ class BadModelInput(unittest.TestCase):
         s = summary(run(self.pretrain(old, "--resume", steps=6)))
         self.assertEqual((s["start_step"], s["steps_done"]), (4, 6))
         with open(os.path.join(old, "checkpoints", "step-00000006", "state.json")) as f:
-            self.assertEqual(json.load(f)["format_version"], 2)
+            self.assertEqual(json.load(f)["format_version"], 3)
         # --model ./tiny.json, then the same file by its absolute path: the same config.
         run(self.pretrain("respelt", model="./tiny.json"), cwd=self.tmp)
         s = summary(run(self.pretrain(t("respelt"), "--resume", steps=6)))

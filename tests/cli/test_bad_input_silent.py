@@ -703,8 +703,8 @@ class Silent(unittest.TestCase):
         json.dump(j, open(st, "w"))
         self.check_row(Row("cursor past the epoch", ["pretrain", "--shards", t("shards"), "--out", d,
                                                      *self.tiny_pretrain, "--steps", "3", "--resume"],
-                           [st, "cursor.position is 1000000000, beyond the", "training samples per rank of its shard "
-                            "set", "damaged or was edited"], keep=[d]))
+                           [st, "cursor.position is 1000000000, at or beyond the", "training samples of its shard set",
+                            "damaged or was edited"], keep=[d]))
         # A smaller batch is a change of settings, named as such (it was "cursor.position is 4,
         # expected an integer in 0..2: the checkpoint is damaged"); --allow-changes continues,
         # and again with another change after it.
@@ -732,7 +732,7 @@ class Silent(unittest.TestCase):
         shutil.copytree(t("res"), d)
         p = run(["pretrain", "--shards", t("one-sample"), "--out", d, *self.tiny_pretrain, "--steps", "3", "--resume",
                  "--allow-changes"])
-        self.assertIn("--resume: the run was 4 samples into epoch 0, more than the 1 samples per rank of "
+        self.assertIn("--resume: the run was 4 samples into epoch 0, more than the 1 training samples of "
                       f"{t('one-sample')} hold: continuing at the start of epoch 1", p.stderr)
         self.assertEqual((summary(p)["start_step"], summary(p)["steps_done"]), (2, 3))
 

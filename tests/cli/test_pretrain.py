@@ -98,6 +98,27 @@ class Pretrain(unittest.TestCase):
         self.assertEqual([m[0] for m in metrics(c)], [1, 2, 5, 6, 7, 8])
         self.assertNotIn("are missing from it", self.pretrain(b, ["--resume"], steps=10).stderr)
 
+    def test_a_checkpoint_of_format_2_resumes_where_it_stood(self):
+        """Format 2 counted the cursor's position in one rank's samples of the epoch; format 3
+        in the stream of all ranks' samples. A checkpoint of 2 ranks written as format 2 (its
+        position halved) resumes exactly where the same checkpoint as format 3 does."""
+        a = os.path.join(self.tmp, "v3")
+        self.pretrain(a, ranks=2, stop_after=6)
+        ck = os.path.join(a, "checkpoints", "step-00000004")
+        with open(os.path.join(ck, "state.json")) as f:
+            st = json.load(f)
+        self.assertEqual((st["format_version"], st["world_size"]), (3, 2))
+        self.assertEqual(st["cursor"], {"epoch": 0, "position": 4 * 2 * 2 * 2})  # 4 steps of 2 ranks x 2 x 2
+        b = os.path.join(self.tmp, "v2")
+        shutil.copytree(a, b)
+        st.update(format_version=2, cursor={"epoch": 0, "position": 16})  # one rank's 16 of the 32
+        with open(os.path.join(b, "checkpoints", "step-00000004", "state.json"), "w") as f:
+            json.dump(st, f)
+        self.pretrain(a, ["--resume"], ranks=2)
+        self.pretrain(b, ["--resume"], ranks=2)
+        self.assertEqual(metrics(b), metrics(a))
+        self.assertEqual([m[0] for m in metrics(a)], list(range(1, 9)))
+
     def test_resume_on_the_cpu_from_a_checkpoint_written_on_a_gpu(self):
         # A GPU run's optimizer.pt records its tensors' device ("cuda:0"). Made here by
         # rewriting a CPU checkpoint's device records, as a GPU would have written them (the
@@ -757,9 +778,9 @@ class Pretrain(unittest.TestCase):
         state = os.path.join(out, "checkpoints", "step-00000004", "state.json")
         with open(state) as f:
             good = json.load(f)
-        self.assertEqual((good["format"], good["format_version"]), ("genemask-checkpoint", 2))
-        for bad, want in [(dict(good, format_version=3), 'state.json: is format "genemask-checkpoint" version 3; '
-                                                          "this genemask reads genemask-checkpoint versions 1 to 2"),
+        self.assertEqual((good["format"], good["format_version"]), ("genemask-checkpoint", 3))
+        for bad, want in [(dict(good, format_version=4), 'state.json: is format "genemask-checkpoint" version 4; '
+                                                          "this genemask reads genemask-checkpoint versions 1 to 3"),
                           (dict(good, step="four"), 'state.json: step is "four", expected an integer in 0..'),
                           # the device, TF32 (null on a CPU) and the sum over ranks are settings
                           (dict(good, device="cuda"), '--resume: --device is "cpu" now but "cuda" in the run'),

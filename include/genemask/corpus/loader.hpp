@@ -4,11 +4,17 @@
 // the trainer never waits on I/O.
 //
 // Order: all samples of the split sorted by sample_index; each epoch is a permutation of
-// them drawn from (seed, epoch); rank r takes permutation positions r, r+R, r+2R, ...,
-// floor(N/R) of them, so every sample is seen at most once per epoch across ranks and
-// every rank has the same number of steps. A cursor (epoch, position) resumes exactly.
+// them drawn from (seed, epoch), and the epochs follow one another as one stream: stream
+// position g is position g mod N of epoch g / N. Micro-batch k of every rank covers the
+// stream positions [kMR, (k+1)MR) (M samples a rank, R ranks), rank r taking kMR + r,
+// kMR + r + R, ...: every micro-batch is whole, every sample is trained once an epoch, and
+// the samples of a step (R ranks x M x accumulation) are the same for any R, M and
+// accumulation of the same product; a micro-batch may hold samples of two epochs, each
+// masked by its own. A cursor (epoch, position) is the stream position of the next
+// micro-batch, the same on every rank, and resumes exactly.
 // With first_samples (validation) only the first first_samples of the epoch's order are
-// taken, every one of them: positions r, r+R, ... below it, so ranks may differ by one.
+// taken, every one of them: positions r, r+R, ... below it, so ranks may differ by one;
+// each rank's last batch of it may be short, and `position` counts that rank's samples.
 // With --genome-weights (a shard set of a genome list) the epoch's order is drawn per genome
 // instead (genemask/corpus/genome_sampling.hpp); positions are taken the same way.
 // The mask of a sample depends only on (seed, epoch, sample_index).
@@ -43,6 +49,7 @@ struct Batch {
   std::vector<int64_t> attention_mask;    // 1 on real positions, 0 on padding
   std::vector<uint64_t> sample_index;
   std::vector<uint32_t> genome;           // genome index per row (shard sets of a genome list; else empty)
+  std::vector<uint64_t> epoch;            // the epoch of each row (its mask's; two in a batch at an epoch's end)
   LoaderCursor next;                      // cursor after this batch (for checkpoints)
   double produce_s = 0;                   // seconds DataLoader's thread spent reading and masking it
   uint64_t real_tokens() const;
@@ -93,13 +100,17 @@ struct LoaderOptions {
   size_t prefetch_batches = 8;
   ShardChecks checks;
   std::string genome_weights;  // "" = a plain permutation; else bases | uniform | list | temperature:T
-  /// 0: the whole split, floor(N/R) samples per rank (training). Else only the first
+  /// 0: the whole split, epoch after epoch as one stream (training). Else only the first
   /// min(first_samples, N) samples of each epoch's order, all of them over the ranks (rank r
   /// takes positions r, r+R, ... below it; a rank may take none, and then has no batch).
   uint64_t first_samples = 0;
 };
 
-/// Builds one padded, masked batch from samples (shared by the loader and benchmarks).
+/// Builds one padded, masked batch from samples (shared by the loader and benchmarks), each
+/// sample masked by (seed, its epoch, its sample index).
+void build_batch(const std::vector<std::vector<uint16_t>>& samples, const std::vector<uint64_t>& sample_index,
+                 const Masker& masker, uint64_t seed, const std::vector<uint64_t>& epochs, Batch& out);
+/// The same with one epoch for every sample.
 void build_batch(const std::vector<std::vector<uint16_t>>& samples, const std::vector<uint64_t>& sample_index,
                  const Masker& masker, uint64_t seed, uint64_t epoch, Batch& out);
 
@@ -112,7 +123,9 @@ class DataLoader {
 
   /// The next batch (blocks until the prefetch thread has it). Never ends: epochs follow.
   Batch next();
-  /// Samples this rank sees per epoch, and batches per epoch (the last one may be short).
+  /// With first_samples: the samples this rank takes of them, and its batches (the last one
+  /// may be short). In training, an epoch's share of a rank, N / R (a rank may take one more
+  /// or one less of a given epoch), and the micro-batches that hold it, rounded up.
   uint64_t samples_per_epoch() const { return per_rank_; }
   uint64_t batches_per_epoch() const { return (per_rank_ + opts_.batch_size - 1) / opts_.batch_size; }
   size_t dataset_size() const { return set_.size(); }

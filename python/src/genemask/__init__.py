@@ -170,7 +170,8 @@ class Masker:
     - ``"pmi-vocab"``: Gene-PMI-VOC (needs ``pmi_vocab=`` from ``genemask pmi-vocab``).
 
     ``rate`` is the probability that a token is a masking centre (None: the paper's, 0.0176
-    for genemask, 0.025 otherwise; about 15% of tokens end up masked). Masked tokens become
+    for genemask, 0.025 otherwise; about 15% of tokens end up masked with random and genemask,
+    22% to 27% with pmi-vocab's longer units; ``genemask mask-stats`` measures it). Masked tokens become
     [MASK] 80%, a random 6-mer 10%, unchanged 10% of the time.
 
     The mask of a sample depends only on (seed, epoch, sample index), as in the CLI:

@@ -7,12 +7,15 @@ shards`` (one genome or a genome list), in the order ``genemask pretrain`` reads
 
 Order: the epoch's order is genemask's own (``_core.epoch_permutation`` without weights,
 ``_core.weighted_epoch_order`` with ``genome_weights``), a pure function of (seed, epoch).
-Distributed rank r of R takes positions r, r+R, ... (N // R of them), as ``pretrain``'s
-ranks do; within a rank, DataLoader worker w of W takes the rank's blocks of ``batch_size``
-positions w, w+W, ... (the DataLoader hands batches out from its workers in turn, so with the
-DataLoader's ``batch_size`` the batches come in ``pretrain``'s order, within an epoch:
-``pretrain``'s last batch of an epoch is short, a DataLoader batch may span two epochs). No
-position is given to two workers or ranks, and none is left out.
+The epochs follow one another as one stream (position g is position g mod N of epoch
+``epoch + g // N``), as ``pretrain`` reads them: distributed rank r of R takes stream
+positions r, r+R, r+2R, ...; within a rank, DataLoader worker w of W takes the rank's blocks
+of ``batch_size`` positions w, w+W, ... (the DataLoader hands batches out from its workers in
+turn, so with the DataLoader's ``batch_size`` the batches are ``pretrain``'s micro-batches,
+also across an epoch's end, where a batch holds samples of two epochs, each item with its
+own ``epoch``). No position is given to two workers or ranks. With ``epochs`` set, the
+stream holds epochs x N positions and each rank yields (epochs x N) // R of them, the same
+number on every rank: the last (epochs x N) mod R positions are not yielded.
 
 Each item is a dict: ``input_ids`` ([CLS] 6-mer ids [SEP], int64), ``sample_index`` (the
 corpus sample, the masks' key), ``epoch``, ``genome`` (the genome's index in
@@ -265,12 +268,15 @@ class ShardDataset(torch.utils.data.IterableDataset):
         self.per_rank = len(self.sample_index) // self.world_size
         if self.per_rank == 0:
             raise InputError(f"{self.dir}: {len(self.sample_index)} {split!r} samples cannot feed {self.world_size} ranks")
+        # Items this rank yields: all ranks the same number (None: without end).
+        self.rank_items = None if self.epochs is None else self.epochs * len(self.sample_index) // self.world_size
         self._files: Dict[int, Any] = {}
         self._pid = os.getpid()
 
     def __len__(self) -> int:
-        """Samples this rank yields per epoch (all workers together)."""
-        return self.per_rank
+        """Samples this rank yields (all workers together): (epochs x N) // R; without end
+        (``epochs=None``), an epoch's share, N // R."""
+        return self.per_rank if self.rank_items is None else self.rank_items
 
     def epoch_order(self, epoch: int) -> np.ndarray:
         """The epoch's order: positions -> sample (index into the split, in sample_index order)."""
@@ -296,13 +302,16 @@ class ShardDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         info = torch.utils.data.get_worker_info()
         worker, workers = (0, 1) if info is None else (info.id, info.num_workers)
-        epoch = self.first_epoch
-        while self.epochs is None or epoch < self.first_epoch + self.epochs:
-            order = self.epoch_order(epoch)
-            for j in range(self.per_rank):
-                if (j // self.batch_size) % workers != worker:
-                    continue
-                i = int(order[j * self.world_size + self.rank])
+        n = len(self.sample_index)
+        order_epoch, order = None, None
+        j = 0
+        while self.rank_items is None or j < self.rank_items:
+            if (j // self.batch_size) % workers == worker:
+                at = j * self.world_size + self.rank  # stream position
+                epoch = self.first_epoch + at // n
+                if epoch != order_epoch:
+                    order_epoch, order = epoch, self.epoch_order(epoch)
+                i = int(order[at % n])
                 yield {"input_ids": self._tokens(i), "sample_index": int(self.sample_index[i]), "epoch": epoch,
                        "genome": int(self.sample_genome[i]), "seed": self.seed}
-            epoch += 1
+            j += 1

@@ -202,6 +202,22 @@ class DataCollatorForGeneMask:
     def __call__(self, examples: Sequence[Any]) -> Dict[str, "torch.Tensor"]:
         if len(examples) == 0:
             raise ValueError("an empty batch")
+        typed = False
+        for i, ex in enumerate(examples):
+            if isinstance(ex, Mapping) and ex.get("token_type_ids") is not None:
+                types = _int_array(ex["token_type_ids"], f"example {i} token_type_ids", 1)
+                if types.size and types.any():
+                    raise ValueError(f"example {i}: token_type_ids holds {int(types[types != 0][0])}: a sentence pair, "
+                                     "which masked-language pretraining of one sequence does not take")
+                typed = True
+        out = self._collate(examples)
+        # Examples that carry token types (a tokenizer's output) get them back padded, as
+        # transformers' collator returns them: all 0.
+        if typed:
+            out["token_type_ids"] = torch.zeros_like(out["input_ids"])
+        return out
+
+    def _collate(self, examples: Sequence[Any]) -> Dict[str, "torch.Tensor"]:
         ids, att = self._pad(self._rows(examples))
         keyed = self._keyed(examples)
         if keyed:  # genemask.ShardDataset's items: the masks of `pretrain --seed` for these samples

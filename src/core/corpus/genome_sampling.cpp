@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <fmt/format.h>
 #include <numeric>
 #include <stdexcept>
@@ -71,6 +72,20 @@ std::vector<double> genome_probabilities(const GenomeWeighting& w, const GenomeT
   }
   double total = 0;
   for (double v : p) total += v;
+  if (total > 0 && !std::isfinite(total)) {
+    // Weights each finite but too large to add up (list weights near 1e308), or bases^(1/T)
+    // past the largest double (a small T): the same proportions, scaled to the largest 1.
+    if (w.kind == GenomeWeighting::Kind::temperature) {
+      double top = -std::numeric_limits<double>::infinity();
+      for (size_t g = 0; g < n; ++g) top = std::max(top, std::log(static_cast<double>(t.bases[g])) / w.temperature);
+      for (size_t g = 0; g < n; ++g) p[g] = std::exp(std::log(static_cast<double>(t.bases[g])) / w.temperature - top);
+    } else {
+      const double top = *std::max_element(p.begin(), p.end());
+      for (double& v : p) v /= top;
+    }
+    total = 0;
+    for (double v : p) total += v;
+  }
   if (!(total > 0) || !std::isfinite(total))
     throw std::invalid_argument(fmt::format("--genome-weights {}: the weights sum to {}: nothing to draw", w.text(), total));
   for (double& v : p) v /= total;

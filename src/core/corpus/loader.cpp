@@ -93,6 +93,11 @@ void ShardSet::read(size_t i, std::vector<uint16_t>& out) const {
 
 void build_batch(const std::vector<std::vector<uint16_t>>& samples, const std::vector<uint64_t>& sample_index,
                  const Masker& masker, uint64_t seed, uint64_t epoch, Batch& out) {
+  build_batch(samples, sample_index, masker, seed, std::vector<uint64_t>(samples.size(), epoch), out);
+}
+
+void build_batch(const std::vector<std::vector<uint16_t>>& samples, const std::vector<uint64_t>& sample_index,
+                 const Masker& masker, uint64_t seed, const std::vector<uint64_t>& epochs, Batch& out) {
   size_t longest = 0;
   for (const auto& s : samples) longest = std::max(longest, s.size());
   out.rows = static_cast<int64_t>(samples.size());
@@ -102,9 +107,10 @@ void build_batch(const std::vector<std::vector<uint16_t>>& samples, const std::v
   out.labels.assign(cells, kIgnoreLabel);
   out.attention_mask.assign(cells, 0);
   out.sample_index = sample_index;
+  out.epoch = epochs;
   thread_local MaskedSample m;
   for (size_t r = 0; r < samples.size(); ++r) {
-    masker.mask(samples[r].data(), samples[r].size(), seed, epoch, sample_index[r], m);
+    masker.mask(samples[r].data(), samples[r].size(), seed, epochs[r], sample_index[r], m);
     const size_t base = r * (longest + 2);
     for (size_t j = 0; j < m.input_ids.size(); ++j) {
       out.input_ids[base + j] = m.input_ids[j];
@@ -150,9 +156,10 @@ DataLoader::DataLoader(const LoaderOptions& opts, Masker masker, LoaderCursor st
       throw io::InputError(opts_.shard_dir, fmt::format("'{}' split: {}", opts_.split, e.what()));
     }
   }
-  if (cursor_.position > per_rank_)
-    throw std::invalid_argument(fmt::format("resume cursor position {} is beyond the epoch ({} samples per rank)",
-                                            cursor_.position, per_rank_));
+  if (opts_.first_samples > 0 ? cursor_.position > per_rank_ : cursor_.position >= set_.size())
+    throw std::invalid_argument(fmt::format("resume cursor position {} is beyond the epoch ({} samples{})",
+                                            cursor_.position, opts_.first_samples > 0 ? per_rank_ : set_.size(),
+                                            opts_.first_samples > 0 ? " of this rank" : ""));
   if (per_rank_ > 0) thread_ = std::thread([this] { produce(); });  // else no batch to make
 }
 
@@ -181,29 +188,43 @@ void DataLoader::produce() {
   try {
     LoaderCursor c = cursor_;
     std::vector<std::vector<uint16_t>> samples;
-    std::vector<uint64_t> index;
+    std::vector<uint64_t> index, epochs;
     std::vector<uint32_t> genome;
+    const uint64_t world = static_cast<uint64_t>(opts_.world), rank = static_cast<uint64_t>(opts_.rank);
+    const uint64_t total = set_.size();
+    const bool stream = opts_.first_samples == 0;  // training: the epochs as one stream
     while (true) {
       const auto t0 = std::chrono::steady_clock::now();
-      if (c.position >= per_rank_) {
+      if (!stream && c.position >= per_rank_) {
         c.epoch += 1;
         c.position = 0;
       }
-      const auto& perm = permutation(c.epoch);
-      const uint64_t n = std::min<uint64_t>(opts_.batch_size, per_rank_ - c.position);
+      const uint64_t n = stream ? opts_.batch_size : std::min<uint64_t>(opts_.batch_size, per_rank_ - c.position);
       samples.resize(n);
       index.resize(n);
+      epochs.resize(n);
       genome.resize(set_.genomes().empty() ? 0 : n);
       for (uint64_t j = 0; j < n; ++j) {
-        const size_t i = perm[(c.position + j) * static_cast<uint64_t>(opts_.world) + static_cast<uint64_t>(opts_.rank)];
+        // Stream position c.position + j*R + r of epoch c.epoch (training), or this rank's
+        // position c.position + j of the epoch (validation's first samples).
+        const uint64_t at = stream ? c.position + j * world + rank : (c.position + j) * world + rank;
+        const uint64_t e = stream ? c.epoch + at / total : c.epoch;
+        const size_t i = permutation(e)[stream ? at % total : at];
         set_.read(i, samples[j]);
         index[j] = set_.sample_index(i);
+        epochs[j] = e;
         if (!genome.empty()) genome[j] = set_.genome(i);
       }
       Batch b;
-      build_batch(samples, index, masker_, opts_.seed, c.epoch, b);
+      build_batch(samples, index, masker_, opts_.seed, epochs, b);
       b.genome = genome;
-      c.position += n;
+      if (stream) {
+        const uint64_t end = c.position + n * world;  // the next micro-batch's first stream position
+        c.epoch += end / total;
+        c.position = end % total;
+      } else {
+        c.position += n;
+      }
       b.next = c;
       if (slow_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s));
       b.produce_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

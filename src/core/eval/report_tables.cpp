@@ -376,8 +376,9 @@ std::vector<GenomeTokens> genome_tokens(const Table& t, const Plan& plan, std::v
 }
 
 std::string genomes_markdown(const std::vector<GenomeTokens>& g) {
-  std::string o = "Pretraining tokens per genome (real tokens trained on, all ranks; from each model's "
-                  "genemask_pretraining.json)\n\n| Model | Genome | Tokens | Share |\n|---|---|---:|---:|\n";
+  std::string o = "Pretraining tokens per genome (6-mer tokens trained on, all ranks; from each model's "
+                  "genemask_pretraining.json, or for a run its checkpoint's state.json)\n\n| Model | Genome | Tokens | "
+                  "Share |\n|---|---|---:|---:|\n";
   for (const auto& m : g) {
     uint64_t total = 0;
     for (const auto& [name, n] : m.tokens) total += n;

@@ -56,6 +56,27 @@ TEST(GenomeSampling, ProbabilitiesAreTheClosedForms) {
   check("temperature:1", {3000000, 2500000, 140000, 12000});
 }
 
+// Weights that are each finite but do not add up in a double (list weights near 1e308;
+// bases^(1/T) past the largest double at a small T) give their proportions, where they were
+// refused as "the weights sum to inf".
+TEST(GenomeSampling, WeightsTooLargeToAddUpGiveTheirProportions) {
+  GenomeTable t = table();
+  t.list_weights = {1e308, 1e308, 1e307, 0.5};
+  auto p = genome_probabilities(parse_genome_weighting("list"), t);
+  const double s = 1 + 1 + 0.1 + 0.5e-308;
+  EXPECT_NEAR(p[0], 1 / s, 1e-15);
+  EXPECT_NEAR(p[1], 1 / s, 1e-15);
+  EXPECT_NEAR(p[2], 0.1 / s, 1e-15);
+  EXPECT_LT(p[3], 1e-300);  // 0.5 against 1e308
+  // temperature:0.01: bases^100, by logs: (b_g / b_max)^100.
+  p = genome_probabilities(parse_genome_weighting("temperature:0.01"), t);
+  const std::vector<double> b = {3000000, 2500000, 140000, 12000};
+  double total = 0;
+  for (double v : b) total += std::pow(v / b[0], 100);
+  for (size_t g = 0; g < b.size(); ++g) EXPECT_NEAR(p[g], std::pow(b[g] / b[0], 100) / total, 1e-12) << g;
+  EXPECT_GT(p[1], 1e-9);  // (2.5/3)^100 ~ 1.2e-8: the second genome is still drawn, rarely
+}
+
 TEST(GenomeSampling, RefusesAWeightForAGenomeWithoutSamplesAndAMissingListWeight) {
   GenomeTable t = table();
   t.samples[2] = 0;

@@ -11,6 +11,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <stdexcept>
 
@@ -81,24 +82,50 @@ TEST(ShardSet, SamplesInGlobalOrder) {
   }
 }
 
-TEST(DataLoader, EpochsCoverEverySampleOnceAcrossRanks) {
+// The epochs are one stream: micro-batch k of R ranks x M samples covers stream positions
+// [kMR, (k+1)MR), rank r every R-th from r. Every micro-batch is whole, every sample is
+// trained once an epoch (none of the last N mod R left out), and the samples of each step are
+// the same for any layout of one size (ranks x micro-batch x accumulation): 50 samples, steps
+// of 12, at 1 x 12, 1 x 4 x 3, 2 x 6, 2 x 2 x 3, 3 x 4, 4 x 3, 6 x 2, 12 x 1.
+TEST(DataLoader, EpochsAreOneStreamWholeAndTheSameForEveryLayout) {
   TempDir tmp;
   make_shards(tmp.path(), 50);
-  for (int world : {1, 2, 3}) {
-    std::set<uint64_t> seen;
+  const uint64_t steps = 13, step_size = 12;  // 156 samples: 3 epochs and 6 of a fourth
+  std::vector<std::vector<std::pair<uint64_t, uint64_t>>> reference;  // per step: sorted (epoch, sample)
+  for (const auto& [world, micro] : std::vector<std::pair<int, size_t>>{
+           {1, 12}, {1, 4}, {2, 6}, {2, 2}, {3, 4}, {4, 3}, {6, 2}, {12, 1}}) {
+    const uint64_t accum = step_size / (static_cast<uint64_t>(world) * micro);
+    std::vector<std::vector<std::pair<uint64_t, uint64_t>>> per_step(steps);
     for (int r = 0; r < world; ++r) {
-      DataLoader dl(opts(tmp.path(), r, world), Masker(MaskingConfig{}));
-      EXPECT_EQ(dl.samples_per_epoch(), 50u / static_cast<unsigned>(world));
-      uint64_t got = 0;
-      while (got < dl.samples_per_epoch()) {
-        Batch b = dl.next();
-        EXPECT_EQ(b.next.epoch, 0u);
-        for (uint64_t s : b.sample_index) EXPECT_TRUE(seen.insert(s).second) << "sample seen twice: " << s;
-        got += static_cast<uint64_t>(b.rows);
-      }
-      EXPECT_EQ(dl.next().next.epoch, 1u);  // then the next epoch starts
+      LoaderOptions o = opts(tmp.path(), r, world);
+      o.batch_size = micro;
+      DataLoader dl(o, Masker(MaskingConfig{}));
+      for (uint64_t s = 0; s < steps; ++s)
+        for (uint64_t a = 0; a < accum; ++a) {
+          const Batch b = dl.next();
+          ASSERT_EQ(b.rows, static_cast<int64_t>(micro)) << "a short micro-batch";
+          ASSERT_EQ(b.epoch.size(), micro);
+          for (size_t i = 0; i < micro; ++i) per_step[s].emplace_back(b.epoch[i], b.sample_index[i]);
+          // The cursor after it: the stream position of the next micro-batch, on every rank.
+          const uint64_t end = (s * accum + a + 1) * micro * static_cast<uint64_t>(world);
+          EXPECT_EQ(b.next, (LoaderCursor{end / 50, end % 50}));
+        }
     }
-    EXPECT_EQ(seen.size(), (50u / static_cast<unsigned>(world)) * static_cast<unsigned>(world));
+    for (auto& st : per_step) std::sort(st.begin(), st.end());
+    if (reference.empty()) {
+      reference = per_step;
+      // Each epoch holds every sample once: the stream of 1 x 12 is epochs 0, 1, 2 whole.
+      std::map<uint64_t, std::multiset<uint64_t>> by_epoch;
+      for (const auto& st : per_step)
+        for (const auto& [e, i] : st) by_epoch[e].insert(i);
+      for (uint64_t e = 0; e < 3; ++e) {
+        ASSERT_EQ(by_epoch[e].size(), 50u) << e;
+        EXPECT_EQ(std::set<uint64_t>(by_epoch[e].begin(), by_epoch[e].end()).size(), 50u) << e;
+      }
+      EXPECT_EQ(by_epoch[3].size(), 6u);
+    } else {
+      EXPECT_EQ(per_step, reference) << world << " ranks x " << micro;
+    }
   }
 }
 
@@ -180,7 +207,7 @@ TEST(DataLoader, ResumeFromCursorGivesTheSameBatches) {
 TEST(DataLoader, MaskOfASampleDoesNotDependOnRankCount) {
   TempDir tmp;
   make_shards(tmp.path(), 24);
-  std::map<uint64_t, std::vector<int64_t>> labels_by_sample;
+  std::map<std::pair<uint64_t, uint64_t>, std::vector<int64_t>> labels_by_sample;  // (epoch, sample)
   for (int world : {1, 2, 4}) {
     for (int r = 0; r < world; ++r) {
       DataLoader dl(opts(tmp.path(), r, world), Masker(MaskingConfig{}));
@@ -190,7 +217,8 @@ TEST(DataLoader, MaskOfASampleDoesNotDependOnRankCount) {
           std::vector<int64_t> lab;
           for (int64_t c = 0; c < b.cols; ++c)
             if (b.attention_mask[static_cast<size_t>(row * b.cols + c)]) lab.push_back(b.labels[static_cast<size_t>(row * b.cols + c)]);
-          auto [it, fresh] = labels_by_sample.emplace(b.sample_index[static_cast<size_t>(row)], lab);
+          auto [it, fresh] = labels_by_sample.emplace(
+              std::pair{b.epoch[static_cast<size_t>(row)], b.sample_index[static_cast<size_t>(row)]}, lab);
           if (!fresh) EXPECT_EQ(it->second, lab) << "world " << world;
         }
         got += static_cast<uint64_t>(b.rows);
