@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <random>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -20,6 +19,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <stdexcept>
 

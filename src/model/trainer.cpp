@@ -18,7 +18,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <mutex>
-#include <random>
 #include <thread>
 
 #include "genemask/corpus/loader.hpp"
@@ -840,8 +839,11 @@ std::unique_ptr<DataLoader> open_training_data(Run& r) {
     uint64_t train_samples = 0;
     for (const auto& sh : manifest.shards)
       if (sh.split == "train") train_samples += sh.samples;
-    const bool whole_epoch = r.cursor.position == train_samples && r.cursor.position > 0;
-    if (train_samples > 0 && r.cursor.position >= train_samples && !(whole_epoch && r.resumed_version < 3)) {
+    if (r.resumed_version < 3 && train_samples > 0 && r.cursor.position == train_samples) {
+      r.cursor.epoch += 1;  // a checkpoint of before at its epoch's end: the next epoch
+      r.cursor.position = 0;
+    }
+    if (train_samples > 0 && r.cursor.position >= train_samples) {
       const bool other_set = r.resumed_shards_sha256.empty() || r.resumed_shards_sha256 != r.shards_sha256;
       if (!other_set)
         throw io::InputError(r.resumed_state, fmt::format("cursor.position is {}, at or beyond the {} training samples "
@@ -851,9 +853,6 @@ std::unique_ptr<DataLoader> open_training_data(Run& r) {
                         "hold: continuing at the start of epoch {}",
                         r.cursor.position, r.cursor.epoch, train_samples, r.o.shards, r.cursor.epoch + 1));
       r.cursor.epoch += 1;
-      r.cursor.position = 0;
-    } else if (train_samples > 0 && r.cursor.position >= train_samples) {
-      r.cursor.epoch += 1;  // a checkpoint of before at its epoch's end
       r.cursor.position = 0;
     }
   }

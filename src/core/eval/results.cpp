@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <fmt/format.h>
 #include <fstream>
@@ -183,19 +184,25 @@ Record parse_record(const json& j, const std::string& path, uint64_t line) {
                            r.job, m.name, io::json_excerpt(*v), m.min, m.max));
       r.metrics.test.*m.member = r.values[m.name] = x;
     }
-    r.metrics.n_train = static_cast<uint64_t>(std::max<int64_t>(0, f.integer("n_train", false)));
-    r.metrics.test.n = static_cast<uint64_t>(std::max<int64_t>(0, f.integer("n_test", false)));
-    r.metrics.test.classes = static_cast<int>(f.integer("classes", false));
+    // Counts: absent (records of before) is 0; a negative one was read as 0 (n_train,
+    // n_test) or as 2^64 - 3 sequences of each class (classes), and is refused.
+    const auto count = [&](const char* name, int64_t max = INT64_MAX) {
+      const int64_t v = f.integer(name, false);
+      if (v < 0 || v > max)
+        f.fail(fmt::format("job {}: \"{}\" is {}, expected a count >= 0{}", r.job, name, v,
+                           max == INT64_MAX ? "" : fmt::format(" and <= {}", max)));
+      return v;
+    };
+    r.metrics.n_train = static_cast<uint64_t>(count("n_train"));
+    r.metrics.test.n = static_cast<uint64_t>(count("n_test"));
+    r.metrics.test.classes = static_cast<int>(count("classes", INT_MAX));
     r.metrics.precision = f.string("precision", false);  // absent in records of before
-    for (auto [name, count] : {std::pair{"test_in_train", &r.metrics.test_in_train},
+    for (auto [name, field] : {std::pair{"test_in_train", &r.metrics.test_in_train},
                                std::pair{"test_duplicates", &r.metrics.test_duplicates},
                                std::pair{"truncated", &r.metrics.truncated},
                                std::pair{"unknown_only", &r.metrics.unknown_only},
                                std::pair{"unterminated_tables", &r.metrics.unterminated_tables}})
-      if (f.find(name)) {
-        *count = f.integer(name);
-        if (*count < 0) f.fail(fmt::format("job {}: \"{}\" is {}, expected a count >= 0", r.job, name, *count));
-      }
+      if (f.find(name)) *field = count(name);
   } else {
     r.error = f.string("error", false);
   }

@@ -132,6 +132,16 @@ TEST(Results, BadLinesNameFileLineAndField) {
             p + ":1: job a|t|10|1: \"test_in_train\" is -2, expected a count >= 0");
   EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","test_duplicates":-1})" "\n"),
             p + ":1: job a|t|10|1: \"test_duplicates\" is -1, expected a count >= 0");
+  // The counts the report checks with: a negative one was read as 0 (n_train, n_test) or as
+  // 2^64 - 3 (classes), as the shots' bound below 1 was missing too.
+  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","n_train":-1})" "\n"),
+            p + ":1: job a|t|10|1: \"n_train\" is -1, expected a count >= 0");
+  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","n_test":-5})" "\n"),
+            p + ":1: job a|t|10|1: \"n_test\" is -5, expected a count >= 0");
+  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","classes":-3})" "\n"),
+            p + ":1: job a|t|10|1: \"classes\" is -3, expected a count >= 0 and <= 2147483647");
+  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","classes":4294967298})" "\n"),
+            p + ":1: job a|t|10|1: \"classes\" is 4294967298, expected a count >= 0 and <= 2147483647");
   EXPECT_NE(error(R"({"model":"a","task":"t\n%x","shots":10,"seed":1,"status":"ok"})" "\n")
                 .find(p + ":1: task name \"t\\x0a%x\" holds a control character (byte 0x0a"),
             std::string::npos);
