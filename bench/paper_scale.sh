@@ -133,7 +133,9 @@ for m in $maskings; do
     [ -d "$run" ] && resume=(--resume)  # an arm stopped earlier continues
     profile=()
     [ "$profile_steps" -gt 0 ] && profile=(--profile-steps "$profile_steps")
-    "$bin" pretrain --shards "$out/shards" --masking "$m" --npmi "$out/npmi.tsv" --model "$model" \
+    tables=()
+    [ "$m" = genemask ] && tables=(--npmi "$out/npmi.tsv")  # read by genemask masking only
+    "$bin" pretrain --shards "$out/shards" --masking "$m" "${tables[@]}" --model "$model" \
       --out "$run" "${resume[@]}" --steps "$steps" --batch-per-rank "$batch" --grad-accum "$accum" \
       --device "$device" --precision "$precision" --cuda-graphs "$graphs" --log-every 100 --eval-every 0 \
       --checkpoint-every "$steps" "${profile[@]}" >"$run.summary.tmp" 2>"$log"

@@ -66,12 +66,13 @@ class TableSpool {
     while (left > 0) {
       const ssize_t w = ::pwrite(fd_, p, left, static_cast<off_t>(end_));
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0)
-        throw std::runtime_error(fmt::format("cannot keep the k-mer tables of finished genomes in {} ({} bytes so "
-                                             "far): {}; set TMPDIR to a disk with room (each genome part takes {} "
-                                             "bytes)",
-                                             dir_, end_, io::write_error_reason(w < 0 ? errno : EIO),
-                                             v.size() * sizeof(uint64_t)));
+      if (w <= 0) {
+        const int err = w < 0 ? errno : EIO;
+        throw io::WriteError(fmt::format("cannot keep the k-mer tables of finished genomes in {} ({} bytes so far): "
+                                         "{}; set TMPDIR to a disk with room (each genome part takes {} bytes)",
+                                         dir_, end_, io::write_error_reason(err), v.size() * sizeof(uint64_t)),
+                             err);
+      }
       p += w;
       left -= static_cast<size_t>(w);
       end_ += static_cast<uint64_t>(w);

@@ -79,12 +79,17 @@ void bcast_u64(std::vector<uint64_t>& data, int root, MPI_Comm comm) {
 long mpi_timeout_s(const EnvLookup& env) {
   const char* v = env("GENEMASK_MPI_TIMEOUT");
   if (!v || !*v) return kDefaultMpiTimeoutS;
-  const long n = env_int(env, "GENEMASK_MPI_TIMEOUT", -1);
-  if (n < 0)
+  // Digits only (no sign, space or exponent), and at most kMaxMpiTimeoutS: a larger number
+  // of seconds would overflow the watchdog's nanoseconds and end the job at once.
+  constexpr long kMaxMpiTimeoutS = 1000000000;  // 31 years
+  const std::string text = v;
+  const bool digits = text.size() <= 10 && text.find_first_not_of("0123456789") == std::string::npos;
+  const long n = digits ? std::stol(text) : -1;
+  if (n < 0 || n > kMaxMpiTimeoutS)
     throw std::invalid_argument(fmt::format(
-        "GENEMASK_MPI_TIMEOUT='{}': not a whole number of seconds >= 0 (the longest wait of one rank for the "
+        "GENEMASK_MPI_TIMEOUT='{}': not a whole number of seconds from 0 to {} (the longest wait of one rank for the "
         "others; 0: no limit; default {})",
-        v, kDefaultMpiTimeoutS));
+        v, kMaxMpiTimeoutS, kDefaultMpiTimeoutS));
   return n;
 }
 

@@ -194,6 +194,9 @@ JobResult run_job(const JobRunner& runner, const Job& job, const WorkerSetup& w,
     check_job_inputs(job, r);
     r.metrics = runner(job, w);
     r.ok = true;
+  } catch (const io::WriteError& e) {
+    r.error = e.what();
+    r.disk_error = e.of_the_disk();
   } catch (const std::exception& e) {
     r.error = e.what();
   } catch (...) {
@@ -204,32 +207,15 @@ JobResult run_job(const JobRunner& runner, const Job& job, const WorkerSetup& w,
 }
 
 /// Appends one line per record with a single write(2) on an O_APPEND descriptor, then
-/// fsync: after a crash the file holds whole lines plus at most one torn last line.
+/// fsync: after a crash the file holds whole lines plus at most one torn last line, which
+/// the next run repairs.
 class ResultsWriter {
  public:
-  explicit ResultsWriter(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open {} for appending: {}", path, std::strerror(errno)));
-  }
-  ~ResultsWriter() { ::close(fd_); }
-  ResultsWriter(const ResultsWriter&) = delete;
-  ResultsWriter& operator=(const ResultsWriter&) = delete;
-  void append(const nlohmann::json& record) {
-    const std::string line = io::json_text(record) + "\n";
-    const ssize_t n = ::write(fd_, line.data(), line.size());
-    if (n != static_cast<ssize_t>(line.size())) {
-      // A short write (a full disk, `ulimit -f`) leaves a torn last line, which the next run
-      // repairs; the second write gives the reason.
-      const ssize_t again = n >= 0 ? ::write(fd_, line.data() + n, line.size() - static_cast<size_t>(n)) : -1;
-      throw std::runtime_error(fmt::format("cannot append to {}: {}", path_,
-                                           again < 0 ? io::write_error_reason(errno) : "a short write"));
-    }
-    if (::fsync(fd_) != 0) throw std::runtime_error(fmt::format("fsync of {} failed: {}", path_, io::write_error_reason(errno)));
-  }
+  explicit ResultsWriter(const std::string& path) : file_(path, /*sync=*/true) {}
+  void append(const nlohmann::json& record) { file_.append(io::json_text(record) + "\n"); }
 
  private:
-  std::string path_;
-  int fd_ = -1;
+  io::AppendFile file_;
 };
 
 /// What rank 0 prepares before any job runs.
@@ -386,10 +372,22 @@ Setup prepare(const SweepOptions& o) {
       (valid ? keep : stale).push_back(&r);
     }
     if (!stale.empty()) {  // the lines move as they were written
-      std::ofstream st(fs::path(o.out) / "results.stale.jsonl", std::ios::app);
-      for (const auto* r : stale) st << r->text << "\n";
-      st.close();
-      if (!st) throw std::runtime_error("cannot write " + (fs::path(o.out) / "results.stale.jsonl").string());
+      // Written whole and renamed into place (the earlier stale records, then these): a write
+      // refused half-way leaves the earlier file as it was, and a rerun moves the records once.
+      const std::string stale_path = (fs::path(o.out) / "results.stale.jsonl").string();
+      io::AtomicFile st(stale_path);
+      if (fs::exists(stale_path)) {
+        std::ifstream earlier(stale_path, std::ios::binary);
+        st.stream() << earlier.rdbuf();
+        if (earlier.bad()) throw std::runtime_error(fmt::format("cannot read {}: {}", stale_path, std::strerror(errno)));
+        if (fs::file_size(stale_path) > 0) {  // its last record whole: the next one starts a line
+          earlier.clear();
+          earlier.seekg(-1, std::ios::end);
+          if (earlier.get() != '\n') st.stream() << '\n';
+        }
+      }
+      for (const auto* r : stale) st.stream() << r->text << "\n";
+      st.commit();
       io::AtomicFile f(results_path);
       for (const auto* r : keep) f.stream() << r->text << "\n";
       f.commit();
@@ -435,7 +433,7 @@ class Manager {
   /// A retry goes to another worker when there is other work for this one.
   const Job* next(int worker) {
     if (g_stop_signal || worker_stop_) sum_.interrupted = true;
-    if (queue_.empty() || g_stop_signal || worker_stop_) return nullptr;
+    if (queue_.empty() || g_stop_signal || worker_stop_ || !sum_.disk_error.empty()) return nullptr;
     auto it = std::find_if(queue_.begin(), queue_.end(), [&](size_t j) { return failed_on_[j] != worker; });
     if (it == queue_.end()) it = queue_.begin();
     const size_t i = *it;
@@ -457,6 +455,16 @@ class Manager {
                 << std::endl;
     }
     if (r.declined) {  // never started: the next run does it
+      --attempts_[i];
+      queue_.push_front(i);
+      return nullptr;
+    }
+    if (!r.ok && r.disk_error) {
+      // The disk, not the job: every job after it would fail the same way, and be recorded
+      // as failed. No new jobs; this one is not recorded, so the next run does it.
+      if (sum_.disk_error.empty())
+        sum_.disk_error = fmt::format("job {} on rank {} ({}) could not write its output: {}", job.key, r.rank, r.host,
+                                      r.error);
       --attempts_[i];
       queue_.push_front(i);
       return nullptr;

@@ -42,6 +42,7 @@ struct JobResult {
   int rank = 0;
   int stop_signal = 0;    // the worker got SIGTERM/SIGINT/SIGUSR1: the whole sweep stops
   bool declined = false;  // not run: the job came after the worker's stop signal
+  bool disk_error = false;  // failed writing its output to a full or failing disk (io::WriteError): the sweep stops
   // SHA-256 of what the worker read (the tables, the weights or a random model's config
   // file; "" for none), checked against the job's before it ran.
   std::string train_sha256, test_sha256, model_sha256;
@@ -51,7 +52,7 @@ struct JobResult {
     ar & key & ok;
     metrics.serialize(ar, version);
     ar & seconds & host & error & device & rank & stop_signal & declined;
-    ar & train_sha256 & test_sha256 & model_sha256;
+    ar & train_sha256 & test_sha256 & model_sha256 & disk_error;
   }
 };
 
@@ -77,6 +78,9 @@ struct SweepSummary {
   double overhead_ms_per_job = 0;  // manager: result arrived -> next job sent
   double write_ms_per_job = 0;     // manager: appending + fsync of the result line
   bool interrupted = false;        // SIGTERM/SIGINT: no new jobs were handed out
+  /// A job could not write its output to a full or failing disk: no new jobs were handed out,
+  /// and the jobs so failed are not recorded (the next run does them). Its error, or "".
+  std::string disk_error;
   bool setup_failed = false;       // ranks > 0: rank 0 threw the plan/setup error
 };
 

@@ -344,8 +344,8 @@ void sync_to_disk(const std::string& path) {
   ::close(fd);
   // EINVAL/EROFS/ENOTSUP: a file system (or a directory) that cannot be synced; nothing lost.
   if (rc != 0 && err != EINVAL && err != EROFS && err != ENOTSUP && err != EBADF)
-    throw std::runtime_error(fmt::format("cannot write {}: {} (the data did not reach the disk)", path,
-                                         std::strerror(err)));
+    throw WriteError(fmt::format("cannot write {}: {} (the data did not reach the disk)", path, std::strerror(err)),
+                     err);
 }
 
 void sync_tree_to_disk(const std::string& path) {
@@ -440,7 +440,13 @@ void TempOutput::commit() {
 }
 
 FdStreamBuf::~FdStreamBuf() {
-  if (fd_ >= 0) ::close(fd_);
+  if (fd_ >= 0 && owned_) ::close(fd_);
+}
+
+void FdStreamBuf::attach(int fd) {
+  fd_ = fd;
+  owned_ = false;
+  setp(buf_, buf_ + sizeof buf_);
 }
 
 bool FdStreamBuf::open(const std::string& path) {
@@ -495,6 +501,7 @@ std::streamsize FdStreamBuf::xsputn(const char* s, std::streamsize n) {
 bool FdStreamBuf::close() {
   if (fd_ < 0) return error_ == 0;
   drain();
+  if (!owned_) return error_ == 0;
   if (::close(fd_) != 0 && error_ == 0) error_ = errno;  // NFS reports write errors here
   fd_ = -1;
   return error_ == 0;
@@ -505,14 +512,45 @@ AtomicFile::AtomicFile(std::string path) : tmp_(std::move(path)) {
     throw std::runtime_error(fmt::format("cannot create {}: {}", tmp_.path(), open_error_reason(errno)));
 }
 
-void AtomicFile::commit() {
+void AtomicFile::finish() {
+  if (finished_) return;
   out_.flush();
   if (!buf_.close() || !out_) {
     const int err = buf_.error();
-    throw std::runtime_error(fmt::format("cannot write {}: {}", tmp_.path(),
-                                         err ? write_error_reason(err) : "a write failed"));
+    throw WriteError(fmt::format("cannot write {}: {}", tmp_.path(), err ? write_error_reason(err) : "a write failed"),
+                     err ? err : EIO);
   }
+  finished_ = true;
+}
+
+void AtomicFile::commit() {
+  finish();
   tmp_.commit();
+}
+
+AppendFile::AppendFile(std::string path, bool sync) : path_(std::move(path)), sync_(sync) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error(fmt::format("cannot open {} for appending: {}", path_, open_error_reason(errno)));
+}
+
+AppendFile::~AppendFile() { ::close(fd_); }
+
+void AppendFile::append(std::string_view record) {
+  ssize_t n = ::write(fd_, record.data(), record.size());
+  while (n < 0 && errno == EINTR) n = ::write(fd_, record.data(), record.size());
+  if (n != static_cast<ssize_t>(record.size())) {
+    // A short write (a full disk, `ulimit -f`) leaves a torn last record; the second write
+    // gives the reason.
+    const ssize_t again = n >= 0 ? ::write(fd_, record.data() + n, record.size() - static_cast<size_t>(n)) : -1;
+    const int err = again < 0 ? errno : EIO;
+    throw WriteError(fmt::format("cannot append to {}: {}", path_, again < 0 ? write_error_reason(err) : "a short write"),
+                     err);
+  }
+  if (sync_ && ::fsync(fd_) != 0 && errno != EINVAL && errno != ENOTSUP) {
+    const int err = errno;
+    throw WriteError(fmt::format("cannot append to {}: {} (the data did not reach the disk)", path_, std::strerror(err)),
+                     err);
+  }
 }
 
 OutputDir::OutputDir(const std::string& path, std::vector<std::string> own)

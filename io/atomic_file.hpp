@@ -8,6 +8,7 @@
 #include <ostream>
 #include <streambuf>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace genemask::io {
@@ -44,6 +45,9 @@ class FdStreamBuf : public std::streambuf {
   FdStreamBuf& operator=(const FdStreamBuf&) = delete;
   /// Creates (truncates) `path`; false with errno set when it cannot.
   bool open(const std::string& path);
+  /// Writes to `fd`, which stays open (the standard output): close() only writes what is
+  /// buffered.
+  void attach(int fd);
   /// Writes what is buffered and closes; false when any write or the close failed.
   bool close();
   int error() const { return error_; }  // errno of the first failure, 0 if none
@@ -57,6 +61,7 @@ class FdStreamBuf : public std::streambuf {
   bool write_all(const char* p, size_t n);
   bool drain();
   int fd_ = -1;
+  bool owned_ = true;  // close(2) it in close() and the destructor
   int error_ = 0;
   char buf_[1 << 16];
 };
@@ -69,14 +74,39 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
   std::ostream& stream() { return out_; }
   const std::string& temp_path() const { return tmp_.path(); }
-  /// Flushes, checks for write errors (naming the file and the system's reason, e.g. a full
-  /// disk), renames onto the final path.
+  /// Flushes and closes the temporary, checking for write errors (a WriteError naming the file
+  /// and the system's reason, e.g. a full disk): what is left for commit() is the rename, so a
+  /// command with other outputs can finish this one, publish those, then commit this.
+  void finish();
+  /// finish(), then renames onto the final path.
   void commit();
 
  private:
+  bool finished_ = false;
   TempOutput tmp_;
   FdStreamBuf buf_;
   std::ostream out_{&buf_};
+};
+
+/// A log or record file that is appended to, one whole record at a time: each append() is
+/// one write(2) on an O_APPEND descriptor, checked (a short write is followed by a second
+/// one, which gives the reason), then, with `sync`, fsync(2). After a crash or a refused
+/// write the file holds whole records and at most one torn last one; every failure is a
+/// WriteError naming the file ("cannot append to PATH: No space left on device (the disk is
+/// full)"). The file is created when missing, never truncated.
+class AppendFile {
+ public:
+  AppendFile(std::string path, bool sync);
+  ~AppendFile();
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+  void append(std::string_view record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  bool sync_;
+  int fd_ = -1;
 };
 
 /// A command's output directory, created with its parents when missing. When this object

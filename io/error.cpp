@@ -127,6 +127,10 @@ std::string excerpt(std::string_view text, size_t max_bytes) {
   return text.size() > max_bytes ? printable(text.substr(0, max_bytes)) + "..." : printable(text);
 }
 
+bool WriteError::of_the_disk() const {
+  return err_ == ENOSPC || err_ == EDQUOT || err_ == EIO || err_ == EROFS || err_ == EFBIG;
+}
+
 std::string write_error_reason(int err) {
   std::string reason = std::strerror(err);
   if (err == ENOSPC || err == EDQUOT) reason += " (the disk is full)";

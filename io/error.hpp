@@ -70,6 +70,22 @@ void warn_unterminated_file(const std::string& path, std::string_view what);
 /// (`unterminated_inputs`, cli/common.cpp's print_summary).
 std::vector<std::string> unterminated_inputs();
 
+/// A write that the system refused (a full disk or quota, an I/O error, a read-only or
+/// size-limited file system): what() names the file and says why; err() is the errno. Raised
+/// by every checked write of an output (AtomicFile, AppendFile, HDF5 files, fsync), so that a
+/// caller that goes on after one command's failure (a sweep's jobs) can tell a failure of the
+/// machine's disk, which every following job would meet too, from a failure of the job.
+class WriteError : public std::runtime_error {
+ public:
+  WriteError(const std::string& message, int err) : std::runtime_error(message), err_(err) {}
+  int err() const { return err_; }
+  /// The disk itself failed or is full (ENOSPC, EDQUOT, EIO, EROFS, EFBIG): not the job's fault.
+  bool of_the_disk() const;
+
+ private:
+  int err_;
+};
+
 /// The system's reason for a failed write: strerror(err), and what it usually means for a
 /// full disk or quota ("(the disk is full)") or a file size limit ("(... ulimit -f)").
 std::string write_error_reason(int err);

@@ -149,7 +149,8 @@ void close_file(Handle& file) {
   if (::close(fd) != 0 && err == 0) err = errno;
   if (err != 0) {
     ::unlink(name.c_str());
-    throw std::runtime_error(fmt::format("{}: cannot write the file ({} bytes): {}", name, image.size(), write_error_reason(err)));
+    throw WriteError(fmt::format("{}: cannot write the file ({} bytes): {}", name, image.size(), write_error_reason(err)),
+                     err);
   }
 }
 
@@ -162,10 +163,11 @@ Handle create_file_on_disk(const std::string& path, uint64_t expected_bytes) {
     const uint64_t free_bytes = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
     const uint64_t need = expected_bytes + expected_bytes / 100 + (1u << 20);
     if (free_bytes < need)
-      throw std::runtime_error(fmt::format("{}: cannot write the file: it takes about {:.1f} MiB and {} has {:.1f} "
-                                           "MiB free (the disk is full); free space or write elsewhere",
-                                           path, static_cast<double>(need) / (1 << 20), dir,
-                                           static_cast<double>(free_bytes) / (1 << 20)));
+      throw WriteError(fmt::format("{}: cannot write the file: it takes about {:.1f} MiB and {} has {:.1f} MiB free (the "
+                                   "disk is full); free space or write elsewhere",
+                                   path, static_cast<double>(need) / (1 << 20), dir,
+                                   static_cast<double>(free_bytes) / (1 << 20)),
+                       ENOSPC);
   }
   Handle fcpl(H5Pcreate(H5P_FILE_CREATE), H5Pclose, "H5Pcreate");
   Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose, "H5Pcreate");

@@ -232,7 +232,9 @@ void register_count(CLI::App& app, Context& ctx) {
   sub->add_option("--out", a->out, "output counts.h5")->required();
   sub->add_option("--kmax", a->kmax, "count k = 1..kmax")->check(CLI::Range(1, kMaxDenseK))->capture_default_str();
   sub->add_flag("--presence15", a->presence15, "also store the set of 15-mers present (128 MiB per rank)");
-  sub->add_option("--progress-interval", a->progress_s, "seconds between progress lines")->capture_default_str();
+  sub->add_option("--progress-interval", a->progress_s, "seconds between progress lines (> 0; --quiet for none)")
+      ->capture_default_str()
+      ->check(positive());
   sub->add_flag("--quiet", a->quiet, "no progress lines");
   add_file_force_flag(sub, a->force);
   sub->add_flag("--profile", a->profile,

@@ -94,7 +94,7 @@ void register_finetune(CLI::App& app, Context& ctx) {
                   "also write the fine-tuned classifier here (HF layout: config.json, vocab.txt, model.safetensors)");
   sub->add_option("--threads", o->threads, "intra-op threads (0: all cores; capped at the cores available)")->capture_default_str();
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  sub->add_option("--gpu", o->device_index, "GPU ordinal for --device cuda")->capture_default_str();
+  auto* gpu = add_gpu_option(sub, o->device_index);
   sub->add_option("--precision", o->precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "auto"}))->capture_default_str();
   sub->footer(
       "Regimes (the paper's, by n = --shots, or the smallest class of a --train used as given): n < 500: lr 4e-4, "
@@ -104,7 +104,7 @@ void register_finetune(CLI::App& app, Context& ctx) {
       "Single-process: under mpirun with several ranks it refuses; use `genemask sweep` for many runs.");
   auto force = std::make_shared<bool>(false);
   add_force_flag(sub, *force, "--out and --save-model");
-  sub->callback([o, force, config_opt, &ctx] {
+  sub->callback([o, force, config_opt, gpu, &ctx] {
     // A pretrained model brings its own config.json: a --config beside it would be ignored.
     if (o->model != "random" && config_opt->count() > 0)
       throw CLI::ValidationError("--config", fmt::format("applies to --model random only; the model {} has its own "
@@ -114,6 +114,7 @@ void register_finetune(CLI::App& app, Context& ctx) {
     ctx.inputs = {{"--model", o->model}, {"--config", o->config}, {"--train", o->train}, {"--test", o->test}};
     ctx.outputs = {{"--out", o->out, io::OutputKind::directory},
                    {"--save-model", o->save_model, io::OutputKind::directory}};
+    ctx.check = [gpu, o] { check_gpu_option(gpu, o->device); };  // after the numbers' own checks
     ctx.run = [o, force, &ctx] { run_finetune(*o, *force, ctx); };
   });
 }

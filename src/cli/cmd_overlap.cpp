@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fmt/format.h>
+#include <memory>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -99,19 +100,23 @@ double threshold(const std::string& text, const std::vector<double>& f) {
 }
 
 /// Copies `path` to `out` without the given 1-based lines (bytes of other lines unchanged).
-void copy_without_lines(const std::string& path, const std::set<uint64_t>& drop, const std::string& out) {
+/// `path` without the lines `drop`, written whole to a temporary of `out` (finished, not yet
+/// committed: it is published after --out).
+std::unique_ptr<io::AtomicFile> copy_without_lines(const std::string& path, const std::set<uint64_t>& drop,
+                                                   const std::string& out) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw io::InputError(path, "cannot be read: " + io::open_error_reason(errno));
-  io::AtomicFile f(out);
+  auto f = std::make_unique<io::AtomicFile>(out);
   std::string line;
   uint64_t n = 0;
   while (std::getline(in, line)) {
     ++n;
     if (drop.count(n)) continue;
-    f.stream() << line;
-    if (!in.eof()) f.stream() << '\n';  // keep a missing final newline missing
+    f->stream() << line;
+    if (!in.eof()) f->stream() << '\n';  // keep a missing final newline missing
   }
-  f.commit();
+  f->finish();
+  return f;
 }
 
 void run_overlap(const OverlapArgs& a, const Context& ctx) {
@@ -184,6 +189,7 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
   nlohmann::ordered_json filter = nullptr;
   std::set<uint64_t> dropped_lines;
   size_t dropped = 0;
+  std::unique_ptr<io::AtomicFile> filtered;  // written now, published once --out is
   if (!a.drop_above.empty()) {
     std::vector<double> f(n);
     for (size_t i = 0; i < n; ++i)
@@ -194,7 +200,7 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
         ++dropped;
         for (uint64_t l = test[i].line; l <= test[i].last_line; ++l) dropped_lines.insert(l);  // a record's every line
       }
-    copy_without_lines(a.test, dropped_lines, a.filtered);
+    filtered = copy_without_lines(a.test, dropped_lines, a.filtered);
     filter = {{"source", source}, {"drop_above", a.drop_above}, {"threshold", x},
               {"dropped", dropped}, {"kept", n - dropped}, {"filtered", a.filtered}};
   }
@@ -244,6 +250,7 @@ void run_overlap(const OverlapArgs& a, const Context& ctx) {
     f.commit();
   }
   out.publish();
+  if (filtered) filtered->commit();  // last: a failure before leaves no filtered table of a run that failed
   nlohmann::json line = {{"command", "overlap"}, {"task", task}, {"n_test", n}, {"no_kmers", no_kmers}, {"k", a.k},
                          {"out", a.out}, {"seconds", seconds}};
   if (!a.train.empty()) line["train_median"] = sources["train"]["median"], line["train_p95"] = sources["train"]["p95"];

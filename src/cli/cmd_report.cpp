@@ -90,7 +90,9 @@ void register_report(CLI::App& app, Context& ctx) {
   sub->add_option("--tasks", opts->tasks, "tasks to show, in this order")->take_all();
   sub->add_option("--plan", opts->plan, "plan.json with model groups and order (default: next to --results)")
       ->check(existing_file());
-  sub->add_option("--decimals", opts->decimals, "decimals shown in the tables")->capture_default_str();
+  sub->add_option("--decimals", opts->decimals, "decimals shown in the tables (0..10)")
+      ->check(CLI::Range(0, 10))
+      ->capture_default_str();
   sub->add_flag("!--no-png", opts->png, "do not convert the SVG plots to PNG");
   auto force = std::make_shared<bool>(false);
   add_force_flag(sub, *force);

@@ -1,6 +1,7 @@
 // genemask shards: the sharded HDF5 pretraining corpus (MPI: ranks split the genome).
 #include <algorithm>
 #include <filesystem>
+#include <cmath>
 #include <fmt/format.h>
 #include <iostream>
 #include <new>
@@ -126,10 +127,19 @@ void register_shards(CLI::App& app, Context& ctx) {
       ->check(existing_file())
       ->excludes(many);
   sub->add_option("--seed", a->seed, "seed of the offsets, lengths and split")->capture_default_str();
-  sub->add_option("--valid-fraction", o.valid_fraction, "fraction of samples for validation")
-      ->check(CLI::Range(0.0, 1.0))
+  sub->add_option("--valid-fraction", o.valid_fraction, "fraction of samples for validation, in [0, 1) (1 would leave "
+                  "no sample to train on)")
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            const double v = std::strtod(text.c_str(), nullptr);
+            if (!std::isfinite(v)) return text + " is not a finite number";
+            return v >= 0 && v < 1 ? std::string() : "must be >= 0 and < 1 (1 leaves no training sample)";
+          },
+          "[0, 1)"))
       ->capture_default_str();
-  sub->add_option("--shard-tokens", o.shard_tokens, "tokens per shard file")->check(positive())->capture_default_str();
+  sub->add_option("--shard-tokens", o.shard_tokens, "tokens per shard file (at least 512, one whole sample)")
+      ->check(CLI::Range(uint64_t{512}, uint64_t{1} << 40))
+      ->capture_default_str();
   sub->add_option("--max-offset", o.recipe.max_offset, "start offset per chromosome is uniform in [1, this]")
       ->check(positive())
       ->capture_default_str();

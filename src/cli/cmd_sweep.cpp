@@ -115,12 +115,26 @@ void run_sweep_command(SweepCli& c, const Context& ctx) {
                       {"overhead_ms_per_job", s.overhead_ms_per_job},
                       {"write_ms_per_job", s.write_ms_per_job},
                       {"interrupted", s.interrupted},
+                      {"disk_error", s.disk_error.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.disk_error)},
                       {"stale_records", s.stale_records},
                       {"repaired_bytes", s.repaired_bytes},
                       {"simulated", c.simulate_s >= 0}});
   // Stopped by a signal with jobs left, or --strict with failed or unfinished jobs: every rank
   // exits with kExitStopped (without MPI_Abort, which would also kill the summary's reader
   // with a scary banner).
+  // A job that found the disk full (or failing) stopped the sweep: an error, whatever --strict.
+  if (hpc::any_rank(ctx.rank == 0 && !s.disk_error.empty(), MPI_COMM_WORLD)) {
+    if (ctx.rank == 0)
+      std::cerr << "genemask: error: sweep stopped: " << s.disk_error << "; no new jobs were handed out and "
+                << s.remaining << " job(s) did not run (the ones the disk stopped are not recorded as failed): free "
+                << "space (or fix the disk) and run the same command again to continue" << std::endl;
+    std::cout.flush();
+    if (hpc::mpi_active()) MPI_Finalize();
+    std::exit(1);
+  }
+  if (ctx.rank == 0 && s.failed > 0 && !c.strict && s.ok + s.jobs_skipped > 0)
+    std::cerr << "genemask: warning: " << s.failed << " job(s) failed; the error of each is in " << c.o.out
+              << "/results.jsonl (report leaves them out and says so; --strict makes this an error)" << std::endl;
   const bool stopped = ctx.rank == 0 && s.interrupted && s.remaining > 0;
   const bool bad = ctx.rank == 0 && c.strict && (s.failed > 0 || s.remaining > 0);
   // Every job failed (none ok, now or in an earlier run): nothing to report, so not a
@@ -160,7 +174,8 @@ void register_sweep(CLI::App& app, Context& ctx) {
                 "run although the plan changed incompatibly; the affected old records move to results.stale.jsonl");
   sub->add_flag("--strict", c->strict, "exit non-zero (3) when a job failed or was not run");
   sub->add_option("--progress-every", c->o.progress_interval_s, "seconds between progress lines (0 = none)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(non_negative());
   sub->add_flag("--verbose", c->verbose, "show the fine-tuning log lines of every job");
   sub->add_option("--simulate", c->simulate_s,
                   "testing/benchmarks: no fine-tuning; a job sleeps SECONDS x shots / 1000 and returns "

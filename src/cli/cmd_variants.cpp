@@ -386,16 +386,17 @@ void register_variants(CLI::App& app, Context& ctx) {
   sub->add_option("--batch", a->score.batch, "sequences per forward pass")->check(positive())->capture_default_str();
   sub->add_option("--threads", a->score.threads, "intra-op threads (0: all cores; capped at the cores available)")->capture_default_str();
   sub->add_option("--device", a->score.device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  sub->add_option("--gpu", a->score.device_index, "GPU ordinal for --device cuda")->capture_default_str();
+  auto* gpu = add_gpu_option(sub, a->score.device_index);
   sub->add_option("--precision", a->score.precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "auto"}))->capture_default_str();
   add_force_flag(sub, a->force);
-  sub->callback([a, top, &ctx] {
+  sub->callback([a, top, gpu, &ctx] {
     // --top sizes the overlap with --compare: alone it did nothing, without a word.
     if (top->count() > 0 && a->compare.empty())
       throw CLI::ValidationError("--top", "applies to the overlap with --compare R.tsv, which is not given");
     ctx.inputs = {{"--model", a->score.model}, {"--variants", a->variants}, {"--genome", a->genome},
                   {"--compare", a->compare}};
     ctx.outputs = {{"--out", a->out, io::OutputKind::directory}};
+    ctx.check = [gpu, a] { check_gpu_option(gpu, a->score.device); };  // after the numbers' own checks
     ctx.run = [a, &ctx] { run_variants(*a, ctx); };
   });
 }

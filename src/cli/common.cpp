@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 #include <iostream>
 #include <stdexcept>
+#include <string_view>
+#include <unistd.h>
 
 #include "hpc/mpi.hpp"
 #include "io/atomic_file.hpp"
@@ -29,6 +31,38 @@ void print_summary(const Context& ctx, const nlohmann::json& summary) {
   // was read, and here beside the numbers that came from it (a command's ranks each read the
   // tables and lists it reads line by line, so rank 0's record holds them all).
   std::cout << io::json_text(io::with_unterminated_inputs(summary)) << std::endl;
+}
+
+namespace {
+io::FdStreamBuf* g_stdout = nullptr;  // never freed: std::cout flushes it at exit
+}  // namespace
+
+void route_standard_output() {
+  if (g_stdout) return;
+  g_stdout = new io::FdStreamBuf;
+  g_stdout->attach(STDOUT_FILENO);
+  std::cout.rdbuf(g_stdout);
+}
+
+std::string standard_output_problem() {
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  int err = g_stdout && g_stdout->error() ? g_stdout->error() : flushed ? 0 : errno;
+  bool failed = err != 0 || !flushed || std::ferror(stdout) || std::cout.bad();
+  if (!failed) {
+    const int fd = ::dup(STDOUT_FILENO);
+    if (fd >= 0 && ::close(fd) != 0) {
+      err = errno;
+      failed = true;
+    }
+  }
+  if (!failed || err == EBADF) return "";  // all written, or no standard output to write to
+  char target[4096];
+  const ssize_t n = ::readlink("/proc/self/fd/1", target, sizeof target - 1);
+  return fmt::format("cannot write the standard output{}: {}",
+                     n > 0 ? fmt::format(" ({})", std::string_view(target, static_cast<size_t>(n))) : std::string(),
+                     err ? io::write_error_reason(err) : "a write failed; what was printed is incomplete");
 }
 
 Progress::Progress(std::string label, double interval_s, bool enabled)
@@ -58,7 +92,8 @@ CLI::Validator number_at_least(bool strict) {
   return CLI::Validator(
       [strict](std::string& text) -> std::string {
         double v = 0;
-        if (!CLI::detail::lexical_cast(text, v) || !std::isfinite(v)) return fmt::format("'{}' is not a number", text);
+        if (!CLI::detail::lexical_cast(text, v)) return fmt::format("'{}' is not a number", text);
+        if (!std::isfinite(v)) return fmt::format("{} is not a finite number", text);
         if (strict ? !(v > 0) : !(v >= 0)) return fmt::format("{} is {}", text, strict ? "not positive" : "negative");
         return std::string();
       },
@@ -79,6 +114,19 @@ CLI::Option* add_force_flag(CLI::App* sub, bool& force, const std::string& optio
                        "replace an earlier output of this command in " + option +
                            " (a directory genemask wrote: .genemask.json); without it, an existing non-empty " + option +
                            " is refused, and nothing genemask did not write is ever removed");
+}
+
+CLI::Option* add_gpu_option(CLI::App* sub, int& index) {
+  return sub->add_option("--gpu", index, "GPU ordinal for --device cuda (0 = the first visible GPU)")
+      ->check(non_negative())
+      ->capture_default_str();
+}
+
+void check_gpu_option(const CLI::Option* gpu, const std::string& device) {
+  if (gpu->count() > 0 && device != "cuda")
+    throw CLI::ValidationError("--gpu", fmt::format("chooses a GPU for --device cuda; the device is {}: give --device "
+                                                    "cuda, or leave --gpu out",
+                                                    device));
 }
 
 namespace {

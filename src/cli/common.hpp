@@ -38,6 +38,15 @@ inline constexpr int kExitStopped = 3;
 /// Prints the one-line JSON summary (rank 0 only).
 void print_summary(const Context& ctx, const nlohmann::json& summary);
 
+/// std::cout writes to the standard output through a buffer that keeps the errno of a refused
+/// write (the C library's does not): called first thing in main.
+void route_standard_output();
+/// Flushes the standard output and says why what was written to it did not all arrive ("" when
+/// it did, or when it is not open at all): "cannot write the standard output (PATH): No space
+/// left on device (the disk is full)". A file it is redirected to on NFS reports write errors
+/// only when a descriptor of it is closed: a duplicate is closed, so stdout stays usable.
+std::string standard_output_problem();
+
 /// The help of every --precision option.
 inline constexpr const char* kPrecisionHelp =
     "auto (the default): bf16 where the device has bf16 matrix hardware (a GPU of compute capability 8.0+, a CPU with "
@@ -84,6 +93,12 @@ CLI::Validator existing_directory();
 /// --force: an existing directory that holds an earlier output of this command (genemask's
 /// marker) is replaced; without it such a directory is refused. Nothing else is replaced.
 CLI::Option* add_force_flag(CLI::App* sub, bool& force, const std::string& option = "--out");
+
+/// --gpu N (a GPU ordinal, >= 0) of a single-process command with --device. Call
+/// check_gpu_option in the subcommand's callback: --gpu without --device cuda is refused (it
+/// was ignored, without a word).
+CLI::Option* add_gpu_option(CLI::App* sub, int& index);
+void check_gpu_option(const CLI::Option* gpu, const std::string& device);
 
 /// --force for a command whose output is a file: replace --out even when it is not an earlier
 /// output of this command (which is replaced without it).

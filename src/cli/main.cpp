@@ -2,6 +2,7 @@
 // prints the JSON summary. A failure on any rank prints one line and aborts the job.
 #include <mpi.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -121,6 +122,7 @@ std::string join_argv(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  genemask::cli::route_standard_output();
   genemask::cli::Context ctx;
   ctx.command_line = join_argv(argc, argv);
   std::unique_ptr<genemask::hpc::MpiEnv> mpi;
@@ -246,11 +248,24 @@ int main(int argc, char** argv) {
   try {
     const genemask::io::InputsInUse protect(ctx.inputs);  // no output may replace or enter them
     if (ctx.run) ctx.run();
+    // What went to the standard output (a summary line, `motifs`' table, redirected to a
+    // file by a job script) is an output too: one cut short by a full disk fails the command.
+    if (const std::string why = genemask::cli::standard_output_problem(); !why.empty()) throw std::runtime_error(why);
   } catch (const std::bad_alloc&) {
     // Out of memory with nothing to say where (a message could not even be built on the way
-    // here): words that need no memory.
-    return fail("out of memory; use a smaller batch or fewer threads, or run where more memory is available (a "
-                "limit such as ulimit -v or Slurm's --mem may be what ran out)");
+    // here): words that need no memory, with the address-space limit where there is one.
+    char what[512];
+    struct rlimit limit {};
+    if (::getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+      std::snprintf(what, sizeof what,
+                    "out of memory under a virtual memory limit of %llu MiB (ulimit -v); use a smaller batch or fewer "
+                    "threads, raise the limit, or run where more memory is available",
+                    static_cast<unsigned long long>(limit.rlim_cur >> 20));
+    else
+      std::snprintf(what, sizeof what,
+                    "out of memory; use a smaller batch or fewer threads, or run where more memory is available (a "
+                    "limit such as Slurm's --mem may be what ran out)");
+    return fail(what);
   } catch (const std::exception& e) {
     return fail(e.what());
   }

@@ -17,7 +17,11 @@ void* model_symbol(const char* symbol) {
   // dynamic linker finds through the binary's RUNPATH ($ORIGIN/../lib when installed).
   static void* handle = [] {
     std::string path;
-    if (const char* env = std::getenv("GENEMASK_MODEL_LIB")) {
+    const char* env = std::getenv("GENEMASK_MODEL_LIB");
+    if (env && !*env)
+      throw std::runtime_error("GENEMASK_MODEL_LIB is set but empty: give the path of libgenemask_model.so, or unset "
+                               "it (the library next to the binary, or in the lib/ of its install prefix, is used)");
+    if (env) {
       path = env;
     } else {
       char exe[4096];
@@ -41,6 +45,9 @@ void* model_symbol(const char* symbol) {
                                      "(ulimit -v unlimited, or Slurm's --mem) or run where more memory is available",
                                      static_cast<uint64_t>(rl.rlim_cur) >> 20)
                        : std::string("not enough memory to map LibTorch; run where more memory is available");
+      } else if (env) {  // the path is the user's: the hint is about it, not about setting it
+        hint = "GENEMASK_MODEL_LIB names it: give the path of a libgenemask_model.so built with this genemask, or "
+               "unset GENEMASK_MODEL_LIB to use the one next to the binary";
       } else if (why.find("No such file") != std::string::npos && path.find('/') != std::string::npos) {
         hint = "keep libgenemask_model.so next to the genemask binary or in the lib/ of its install prefix, or set "
                "GENEMASK_MODEL_LIB; a build without LibTorch (-DGENEMASK_WITH_TORCH=OFF) has none";

@@ -70,7 +70,7 @@ void tune_cpu_for_training() {
 }
 
 int set_intra_op_threads(int requested, int ranks_on_node, bool announce) {
-  if (requested < 0) throw std::invalid_argument(fmt::format("--threads must be >= 0 (0: all cores), got {}", requested));
+  if (requested < 0) throw std::invalid_argument(fmt::format("--threads must be >= 0, got {}", requested));
   const CoreBudget b = available_cores();
   int threads = requested > 0 ? requested : std::max(1, b.cores / std::max(1, ranks_on_node));
   if (threads > b.cores) {

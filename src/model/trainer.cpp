@@ -306,11 +306,29 @@ constexpr int kCheckpointVersion = 3;
 /// once that the input, not the model, bounds the rate.
 constexpr double kInputBoundShare = 0.05;
 
+/// The most steps a run may have (and the most of any option counted in steps): 10^12.
+constexpr int64_t kMaxSteps = 1000000000000;
+
 /// Every check of the options that needs no file: NaN compares false, so every check is
 /// written so that NaN fails it.
 void check_options(const PretrainOptions& o) {
-  if (o.steps <= 0 || o.batch_per_rank <= 0 || o.grad_accum <= 0)
-    throw std::invalid_argument("--steps, --batch-per-rank and --grad-accum must be positive");
+  // Bounds far past any run, under which the step, sample and log arithmetic cannot overflow.
+  const auto within = [](const char* option, int64_t v, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi) throw std::invalid_argument(fmt::format("{} must be in {}..{}, got {}", option, lo, hi, v));
+  };
+  within("--steps", o.steps, 1, kMaxSteps);
+  within("--batch-per-rank", o.batch_per_rank, 1, 1 << 20);
+  within("--grad-accum", o.grad_accum, 1, 1 << 20);
+  // A table the masking does not read was ignored without a word (a script that passes it for
+  // every arm, or a --masking that is not the one meant).
+  if (!o.npmi.empty() && o.masking != MaskingKind::genemask)
+    throw std::invalid_argument(fmt::format("--npmi is read by --masking genemask only, and the masking is {}: leave "
+                                            "--npmi out (or give --masking genemask)",
+                                            to_string(o.masking)));
+  if (!o.pmi_vocab.empty() && o.masking != MaskingKind::pmi_vocab)
+    throw std::invalid_argument(fmt::format("--pmi-vocab is read by --masking pmi-vocab only, and the masking is {}: "
+                                            "leave --pmi-vocab out (or give --masking pmi-vocab)",
+                                            to_string(o.masking)));
   if (!(std::isfinite(o.lr) && o.lr > 0)) throw std::invalid_argument(fmt::format("--lr must be a positive number, got {}", o.lr));
   if (!(std::isfinite(o.weight_decay) && o.weight_decay >= 0))
     throw std::invalid_argument(fmt::format("--weight-decay must be a number >= 0, got {}", o.weight_decay));
@@ -321,8 +339,11 @@ void check_options(const PretrainOptions& o) {
     throw std::invalid_argument(fmt::format(
         "--keep-checkpoints must be at least 1 (the last checkpoint holds the trained model), got {}",
         o.keep_checkpoints));
-  if (o.warmup < 0 || o.log_every <= 0 || o.checkpoint_every < 0 || o.eval_every < 0 || o.eval_batches < 0)
-    throw std::invalid_argument("--warmup, --checkpoint-every, --eval-every and --eval-batches must be >= 0, --log-every > 0");
+  within("--warmup", o.warmup, 0, kMaxSteps);
+  within("--log-every", o.log_every, 1, kMaxSteps);
+  within("--checkpoint-every", o.checkpoint_every, 0, kMaxSteps);
+  within("--eval-every", o.eval_every, 0, kMaxSteps);
+  within("--eval-batches", o.eval_batches, 0, kMaxSteps);
   if (o.profile_steps < 0 || (o.profile_steps > 0 && o.profile_steps >= o.steps))
     throw std::invalid_argument(fmt::format("--profile-steps {} must be in 0..{} (--steps {} less one: the profiled steps "
                                             "end before the last step, whose log line, evaluation and checkpoint are "
@@ -378,7 +399,7 @@ struct Run {
   std::optional<io::DirLock> lock;       // rank 0: one run per --out
   MaskingConfig masking;
   LoaderOptions loader;
-  std::ofstream metrics;                 // rank 0: RUN/metrics.jsonl
+  std::optional<io::AppendFile> metrics;  // rank 0: RUN/metrics.jsonl (a refused write stops the run)
   std::string metrics_path;
 
   Run(const PretrainOptions& options, MPI_Comm c, const std::function<void(const std::string&)>& log)
@@ -908,13 +929,12 @@ void open_metrics(Run& r) {
     for (const auto& l : kept) f.stream() << l << '\n';
     f.commit();
   }
-  r.metrics.open(r.metrics_path, std::ios::app);
+  r.metrics.emplace(r.metrics_path, /*sync=*/false);
 }
 
 void write_metrics(Run& r, const nlohmann::json& j) {
   if (r.rank != 0) return;
-  r.metrics << io::json_text(j) << '\n';
-  r.metrics.flush();
+  r.metrics->append(io::json_text(j) + "\n");
 }
 
 /// An evaluation: the masked-token loss (nullopt when the batches hold no masked token), the

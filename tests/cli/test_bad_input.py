@@ -415,6 +415,9 @@ class BadInput(unittest.TestCase):
             # An unset shell variable: refused before the count (it failed after it, with a
             # library message).
             Row("an empty --out", count("g.fa", ""), ["--out is empty: an empty name names nothing; give a file name"]),
+            # 0 or less printed a line at every update (sweep's --progress-every 0 means none).
+            Row("--progress-interval 0", count("g.fa", t("c8.h5"))[:-1] + ["--progress-interval", "0"],
+                ["--progress-interval", "0"], t("c8.h5"), usage=True),
             Row("an empty --out directory", ["shards", "--genome", t("g.fa"), "--out", ""],
                 ["--out is empty: an empty name names nothing; give a directory name"]),
         ])
@@ -456,6 +459,12 @@ class BadInput(unittest.TestCase):
             Row("a gene past its chromosome's end",
                 ["shards", "--genome", self.fa, "--out", t("s2"), "--genes", t("past-end.gff3")],
                 [t("past-end.gff3") + ":3:", "past the end", str(len(self.seqs[0]) + 100)], t("s2")),
+            # A corpus with no training sample (pretrain refused it later), and a shard file per
+            # token (hundreds of thousands of files).
+            Row("--valid-fraction 1", ["shards", "--genome", self.fa, "--out", t("s3"), "--valid-fraction", "1"],
+                ["--valid-fraction", "must be >= 0 and < 1 (1 leaves no training sample)"], t("s3"), usage=True),
+            Row("--shard-tokens 1", ["shards", "--genome", self.fa, "--out", t("s4"), "--shard-tokens", "1"],
+                ["--shard-tokens", "1 not in range 512"], t("s4"), usage=True),
         ])
 
     def test_mask_stats(self):
@@ -499,6 +508,9 @@ class BadInput(unittest.TestCase):
             Row("a k-mer listed twice in --npmi",
                 pretrain("shards", "p7", "--npmi", t("dup-npmi.tsv"), masking="genemask"),
                 [t("dup-npmi.tsv") + ":", "AAAAAA", "twice"], t("p7")),
+            # A table the masking does not read was ignored without a word.
+            Row("--npmi with --masking random", pretrain("shards", "p8", "--npmi", t("npmi.tsv")),
+                ["--npmi is read by --masking genemask only, and the masking is random"], t("p8")),
         ])
 
     def model_rows(self, argv):
@@ -533,6 +545,10 @@ class BadInput(unittest.TestCase):
                 [t("nul.tsv") + ":3:", "1 zero byte(s) from byte 11 of the line"], t("f6")),
             Row("NUL in a 6-mer text table", self.finetune("hf", "f7", train="nul-kmers.tsv"),
                 [t("nul-kmers.tsv") + ":2:", "1 zero byte(s) from byte 19 of the line"], t("f7")),
+            # --gpu was ignored on the CPU, and not checked at all.
+            Row("--gpu 1 on the CPU", self.finetune("hf", "f8") + ["--gpu", "1"],
+                ["--gpu", "chooses a GPU for --device cuda; the device is cpu"], t("f8"), usage=True),
+            Row("--gpu -3", self.finetune("hf", "f9") + ["--gpu", "-3"], ["--gpu", "-3"], t("f9"), usage=True),
         ]
         self.check_table(rows)
 
@@ -565,6 +581,9 @@ class BadInput(unittest.TestCase):
                 [t("plan-seeds.yaml"), "seeds", "1000000000000"], t("w2")),
             Row("a model name of 300 characters", sweep("plan-long-name.yaml", "w3"),
                 [t("plan-long-name.yaml"), "models[0].name", "file-name limit"], t("w3")),
+            Row("--progress-every -1", ["sweep", "--plan", t("plan-seeds.yaml"), "--out", t("w4"), "--simulate", "0",
+                                        "--progress-every", "-1"],
+                ["--progress-every", "-1"], t("w4"), usage=True),
         ])
 
     def test_report(self):
@@ -581,6 +600,9 @@ class BadInput(unittest.TestCase):
             Row("--flank -5", ["variants", "--model", t("clf"), "--variants", t("v.vcf"), "--genome", self.fa,
                                "--flank", "-5", "--out", t("va1")],
                 ["--flank", "-5"], t("va1"), usage=True),
+            Row("--gpu 0 on the CPU", ["variants", "--model", t("clf"), "--variants", t("v.vcf"), "--genome", self.fa,
+                                       "--gpu", "0", "--out", t("va2")],
+                ["--gpu", "chooses a GPU for --device cuda; the device is cpu"], t("va2"), usage=True),
         ])
 
 

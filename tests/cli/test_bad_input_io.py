@@ -232,8 +232,9 @@ class BadInputIO(unittest.TestCase):
         # A shard set is opened whole (every file at once): past `ulimit -n` the open that
         # fails names the file, EMFILE and the limit, instead of "missing or not HDF5".
         t = self.t
-        run(["shards", "--genome", self.fa, "--out", t("many"), "--max-tokens", "60", "--min-tokens", "20",
-             "--shard-tokens", "200"])
+        write_genome(t("many.fa"), random.Random(25), records=2, length=(20000, 25000))
+        run(["shards", "--genome", t("many.fa"), "--out", t("many"), "--max-tokens", "60", "--min-tokens", "20",
+             "--shard-tokens", "512"])
         self.assertGreater(len(os.listdir(t("many"))), 40)
         self.check_table([
             LimitedRow("mask-stats, ulimit -n 24", ["mask-stats", "--shards", t("many"), "--masking", "random"],

@@ -1098,10 +1098,18 @@ class Pretrain(unittest.TestCase):
         for opts, text in [({"keep_checkpoints": 0}, "--keep-checkpoints must be at least 1"),
                            ({"lr": "nan"}, "--lr: nan is not a finite number"),
                            ({"lr": "-1"}, "--lr must be a positive number, got -1"),
-                           ({"weight_decay": -1}, "--weight-decay must be a number >= 0")]:
+                           ({"weight_decay": -1}, "--weight-decay must be a number >= 0"),
+                           # Past the bounds the step arithmetic holds: the run looped before
+                           # its first step (and did not stop on SIGTERM).
+                           ({"steps": 2**63 - 1}, "--steps must be in 1..1000000000000, got 9223372036854775807"),
+                           ({"steps": 0}, "--steps must be in 1..1000000000000, got 0"),
+                           ({"grad_accum": 0}, "--grad-accum must be in 1..1048576, got 0"),
+                           ({"log_every": 0}, "--log-every must be in 1..1000000000000, got 0"),
+                           ({"eval_batches": -1}, "--eval-batches must be in 0..1000000000000, got -1")]:
             p = self.pretrain(os.path.join(self.tmp, "badopt"), check=False, **opts)
             self.assertNotEqual(p.returncode, 0)
             self.assertIn(text, p.stderr)
+            self.assertFalse(os.path.exists(os.path.join(self.tmp, "badopt")))
         p = self.pretrain(os.path.join(self.tmp, "nccl"), ["--allreduce", "nccl"], check=False)
         self.assertNotEqual(p.returncode, 0)
         self.assertIn("--allreduce nccl needs --device cuda", p.stderr)

@@ -82,7 +82,11 @@ TEST(Launch, MpiTimeoutComesFromTheEnvironmentAndRefusesNonsense) {
   EXPECT_EQ(mpi_timeout_s(env_of({{"GENEMASK_MPI_TIMEOUT", ""}})), kDefaultMpiTimeoutS);
   EXPECT_EQ(mpi_timeout_s(env_of({{"GENEMASK_MPI_TIMEOUT", "0"}})), 0);  // no limit
   EXPECT_EQ(mpi_timeout_s(env_of({{"GENEMASK_MPI_TIMEOUT", "15"}})), 15);
-  for (const char* bad : {"-1", "1.5", "ten", "15s"}) {
+  EXPECT_EQ(mpi_timeout_s(env_of({{"GENEMASK_MPI_TIMEOUT", "1000000000"}})), 1000000000);
+  // A sign or space, and a value whose nanoseconds would overflow the watchdog's clock (which
+  // then ended the job at the first wait of a second), are refused.
+  for (const char* bad : {"-1", "1.5", "ten", "15s", " 5", "+5", "5 ", "1000000001", "10000000000",
+                          "99999999999999999999"}) {
     try {
       mpi_timeout_s(env_of({{"GENEMASK_MPI_TIMEOUT", bad}}));
       ADD_FAILURE() << "accepted GENEMASK_MPI_TIMEOUT=" << bad;

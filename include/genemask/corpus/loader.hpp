@@ -134,7 +134,17 @@ class DataLoader {
   const std::vector<double>& genome_probabilities() const { return probabilities_; }
 
  private:
+  /// One sample of a micro-batch: slot `slot` of epoch `epoch`'s permutation.
+  struct Draw {
+    uint64_t epoch, slot;
+  };
   void produce();
+  /// Training: the next micro-batch of the epochs as one stream (rank r takes stream positions
+  /// c.position + j*R + r), and the cursor moved past it on every rank.
+  void stream_draws(LoaderCursor& c, std::vector<Draw>& out) const;
+  /// Validation's first samples: this rank's next batch of its share of epoch c.epoch
+  /// (the last one short), and the cursor moved past it.
+  void first_sample_draws(LoaderCursor& c, std::vector<Draw>& out) const;
   const std::vector<uint32_t>& permutation(uint64_t epoch);
 
   LoaderOptions opts_;

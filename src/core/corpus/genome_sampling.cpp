@@ -76,9 +76,9 @@ std::vector<double> genome_probabilities(const GenomeWeighting& w, const GenomeT
     // Weights each finite but too large to add up (list weights near 1e308), or bases^(1/T)
     // past the largest double (a small T): the same proportions, scaled to the largest 1.
     if (w.kind == GenomeWeighting::Kind::temperature) {
-      double top = -std::numeric_limits<double>::infinity();
-      for (size_t g = 0; g < n; ++g) top = std::max(top, std::log(static_cast<double>(t.bases[g])) / w.temperature);
-      for (size_t g = 0; g < n; ++g) p[g] = std::exp(std::log(static_cast<double>(t.bases[g])) / w.temperature - top);
+      for (size_t g = 0; g < n; ++g) p[g] = std::log(static_cast<double>(t.bases[g])) / w.temperature;
+      const double top = *std::max_element(p.begin(), p.end());
+      for (double& v : p) v = std::exp(v - top);
     } else {
       const double top = *std::max_element(p.begin(), p.end());
       for (double& v : p) v /= top;

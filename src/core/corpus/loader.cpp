@@ -180,6 +180,29 @@ const std::vector<uint32_t>& DataLoader::permutation(uint64_t epoch) {
   return perm_;
 }
 
+void DataLoader::stream_draws(LoaderCursor& c, std::vector<Draw>& out) const {
+  const uint64_t world = static_cast<uint64_t>(opts_.world), total = set_.size();
+  out.resize(opts_.batch_size);
+  for (uint64_t j = 0; j < out.size(); ++j) {
+    const uint64_t at = c.position + j * world + static_cast<uint64_t>(opts_.rank);
+    out[j] = {c.epoch + at / total, at % total};
+  }
+  const uint64_t end = c.position + out.size() * world;  // the next micro-batch's first stream position
+  c.epoch += end / total;
+  c.position = end % total;
+}
+
+void DataLoader::first_sample_draws(LoaderCursor& c, std::vector<Draw>& out) const {
+  if (c.position >= per_rank_) {
+    c.epoch += 1;
+    c.position = 0;
+  }
+  out.resize(std::min<uint64_t>(opts_.batch_size, per_rank_ - c.position));
+  for (uint64_t j = 0; j < out.size(); ++j)
+    out[j] = {c.epoch, (c.position + j) * static_cast<uint64_t>(opts_.world) + static_cast<uint64_t>(opts_.rank)};
+  c.position += out.size();
+}
+
 void DataLoader::produce() {
   // Tests: a slow input (GENEMASK_TEST_SLOW_LOADER_S seconds more per batch), to check that
   // pretrain's input_wait and loader_busy see it.
@@ -187,44 +210,29 @@ void DataLoader::produce() {
   const double slow_s = slow ? std::atof(slow) : 0.0;
   try {
     LoaderCursor c = cursor_;
+    std::vector<Draw> draws;
     std::vector<std::vector<uint16_t>> samples;
     std::vector<uint64_t> index, epochs;
     std::vector<uint32_t> genome;
-    const uint64_t world = static_cast<uint64_t>(opts_.world), rank = static_cast<uint64_t>(opts_.rank);
-    const uint64_t total = set_.size();
-    const bool stream = opts_.first_samples == 0;  // training: the epochs as one stream
     while (true) {
       const auto t0 = std::chrono::steady_clock::now();
-      if (!stream && c.position >= per_rank_) {
-        c.epoch += 1;
-        c.position = 0;
-      }
-      const uint64_t n = stream ? opts_.batch_size : std::min<uint64_t>(opts_.batch_size, per_rank_ - c.position);
+      if (opts_.first_samples == 0) stream_draws(c, draws);
+      else first_sample_draws(c, draws);
+      const size_t n = draws.size();
       samples.resize(n);
       index.resize(n);
       epochs.resize(n);
       genome.resize(set_.genomes().empty() ? 0 : n);
-      for (uint64_t j = 0; j < n; ++j) {
-        // Stream position c.position + j*R + r of epoch c.epoch (training), or this rank's
-        // position c.position + j of the epoch (validation's first samples).
-        const uint64_t at = stream ? c.position + j * world + rank : (c.position + j) * world + rank;
-        const uint64_t e = stream ? c.epoch + at / total : c.epoch;
-        const size_t i = permutation(e)[stream ? at % total : at];
+      for (size_t j = 0; j < n; ++j) {
+        const size_t i = permutation(draws[j].epoch)[draws[j].slot];
         set_.read(i, samples[j]);
         index[j] = set_.sample_index(i);
-        epochs[j] = e;
+        epochs[j] = draws[j].epoch;
         if (!genome.empty()) genome[j] = set_.genome(i);
       }
       Batch b;
       build_batch(samples, index, masker_, opts_.seed, epochs, b);
       b.genome = genome;
-      if (stream) {
-        const uint64_t end = c.position + n * world;  // the next micro-batch's first stream position
-        c.epoch += end / total;
-        c.position = end % total;
-      } else {
-        c.position += n;
-      }
       b.next = c;
       if (slow_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(slow_s));
       b.produce_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "io/atomic_file.hpp"
 #include "io/error.hpp"
 #include "io/json.hpp"
 #include "io/sha256.hpp"
@@ -311,11 +312,8 @@ ResultsFile read_results(const std::string& path, bool repair, bool missing_ok) 
   if (repair && (rf.repaired_bytes > 0 || needs_newline)) {
     if (::truncate(path.c_str(), static_cast<off_t>(good_end)) != 0)
       throw std::runtime_error(fmt::format("cannot truncate the torn last line of {}: {}", path, std::strerror(errno)));
-    if (needs_newline) {  // a complete record without its newline: the next append starts a line
-      std::ofstream out(path, std::ios::binary | std::ios::app);
-      out << '\n';
-      if (!out) throw std::runtime_error(fmt::format("cannot append to {}: {}", path, std::strerror(errno)));
-    }
+    if (needs_newline)  // a complete record without its newline: the next append starts a line
+      io::AppendFile(path, /*sync=*/true).append("\n");
   }
   return rf;
 }

@@ -131,9 +131,12 @@ SpliceCounts splice_windows(const std::string& chrom, const std::string& seq,
     }
     Rng rng(o.seed, Stream::shuffle, chrom_key ^ 0x5b1ce5b1ce5b1ceULL,
             splitmix64(a) ^ splitmix64(b + (strand == '-' ? 1ULL << 62 : 0)));
-    const auto whole = static_cast<uint64_t>(std::floor(per_intron));
-    uint64_t n = whole + (rng.uniform() < per_intron - static_cast<double>(whole) ? 1 : 0);
-    n = std::min(n, room);
+    const double u = rng.uniform();
+    uint64_t n = room;  // a rate past the room (up to 1e300: past 2^64) takes every allowed position
+    if (per_intron < static_cast<double>(room)) {
+      const auto whole = static_cast<uint64_t>(std::floor(per_intron));
+      n = std::min(whole + (u < per_intron - static_cast<double>(whole) ? 1 : 0), room);
+    }
     std::vector<uint64_t> picked;
     for (uint64_t tries = 0; picked.size() < n && tries < 20 * n + 20; ++tries) {
       uint64_t k = rng.below(room);

@@ -155,6 +155,27 @@ TEST(Splice, NegativesHandCheckedInANarrowIntronAndMinusStrandReverseComplemente
   EXPECT_EQ(neg, std::vector<std::string>{"chr1:16-24(-):T2 ATGCTCAT"});
 }
 
+TEST(Splice, ARatePastTheRoomTakesEveryAllowedPositionEvenPast2To64) {
+  // T1's second intron [35,50) with W = 8 allows starts 36..41 (s > 35 and s + 8 < 50: 6
+  // windows). A rate of 1e6 per site takes all 6; 1e19 and 1e300 (past 2^64, where a conversion to an integer is
+  // undefined and once gave the 0.5 rate's count) must take the same 6.
+  io::TranscriptExons t1{"T1", "chr1", '+', 1, {{25, 35}, {50, 60}}};
+  auto negatives = [&](double rate) {
+    std::vector<Example> out;
+    dataset::DatasetStats st;
+    dataset::splice_windows("chr1", kChr1, {&t1}, small(rate), out, st);
+    std::set<std::string> ids;
+    for (const auto& e : out)
+      if (e.label == "2") ids.insert(e.id);
+    return ids;
+  };
+  const auto all = negatives(1e6);
+  EXPECT_EQ(all.size(), 6u);
+  EXPECT_EQ(negatives(1e19), all);
+  EXPECT_EQ(negatives(1e300), all);
+  EXPECT_LT(negatives(0.5).size(), all.size());
+}
+
 TEST(Splice, GtfAndGff3GiveIdenticalWindows) {
   TempDir tmp;
   test::write_file(tmp.file("g.fa"), fasta());
