@@ -72,8 +72,9 @@ def first_batches(work):
     for strategy in ("genemask", "random", "pmi-vocab"):
         run = str(work["dir"] / f"run-{strategy}")
         dump = str(work["dir"] / f"first-{strategy}.safetensors")
+        tables = {"genemask": ["--npmi", work["npmi"]], "pmi-vocab": ["--pmi-vocab", work["pmi_vocab"]]}
         cli("pretrain", "--shards", work["shards"], "--model", work["model"], "--out", run, "--masking", strategy,
-            "--npmi", work["npmi"], "--pmi-vocab", work["pmi_vocab"], "--steps", 1, "--warmup", 1,
+            *tables.get(strategy, []), "--steps", 1, "--warmup", 1,
             "--batch-per-rank", 16, "--grad-accum", 1, "--eval-every", 0, "--threads", 1, "--seed", SEED,
             "--dump-first-batch", dump)
         out[strategy] = (run, dump)

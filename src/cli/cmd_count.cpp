@@ -22,8 +22,7 @@ struct CountArgs {
   io::GenomeList list;  // --genomes, read once when the options are parsed
   int kmax = 10;
   bool presence15 = false;
-  double progress_s = 10.0;
-  bool quiet = false;
+  ProgressOptions progress;  // every 10 s by default
   bool profile = false;
   bool force = false;
 };
@@ -89,7 +88,7 @@ void count_and_write(const CountArgs& a, const Context& ctx) {
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
   if (ctx.rank == 0) check_writable(a.out);
-  Progress progress("count", a.progress_s, ctx.rank == 0 && !a.quiet);
+  Progress progress("count", a.progress.interval_s, ctx.rank == 0 && !a.progress.quiet);
   CountOptions opts;
   opts.kmax = a.kmax;
   opts.presence15 = a.presence15;
@@ -133,7 +132,7 @@ void count_list_and_write(const CountArgs& a, const Context& ctx) {
   auto t0 = clock::now();
   const io::GenomeList& list = a.list;
   if (ctx.rank == 0) check_writable(a.out);
-  Progress progress("count", a.progress_s, ctx.rank == 0 && !a.quiet);
+  Progress progress("count", a.progress.interval_s, ctx.rank == 0 && !a.progress.quiet);
   CountOptions opts;
   opts.kmax = a.kmax;
   opts.presence15 = a.presence15;
@@ -232,10 +231,7 @@ void register_count(CLI::App& app, Context& ctx) {
   sub->add_option("--out", a->out, "output counts.h5")->required();
   sub->add_option("--kmax", a->kmax, "count k = 1..kmax")->check(CLI::Range(1, kMaxDenseK))->capture_default_str();
   sub->add_flag("--presence15", a->presence15, "also store the set of 15-mers present (128 MiB per rank)");
-  sub->add_option("--progress-interval", a->progress_s, "seconds between progress lines (> 0; --quiet for none)")
-      ->capture_default_str()
-      ->check(positive());
-  sub->add_flag("--quiet", a->quiet, "no progress lines");
+  add_progress_options(sub, a->progress);
   add_file_force_flag(sub, a->force);
   sub->add_flag("--profile", a->profile,
                 "also time a read-only and a parse-only pass (read_s, parse_s in the summary)");

@@ -30,18 +30,23 @@ void register_embed(CLI::App& app, Context& ctx) {
   em->add_option("--threads", eo->threads, "intra-op threads per rank (0: cores / ranks per node; capped at the cores available)")->capture_default_str();
   em->add_option("--device", eo->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   em->add_option("--precision", eo->precision, kPrecisionHelp)->check(CLI::IsMember({"fp32", "bf16", "auto"}))->capture_default_str();
+  auto progress = std::make_shared<ProgressOptions>(ProgressOptions{30, false});
+  add_progress_options(em, *progress);
   auto force = std::make_shared<bool>(false);
   add_file_force_flag(em, *force);
-  em->callback([eo, force, &ctx] {
+  em->callback([eo, force, progress, &ctx] {
     ctx.inputs = {{"--model", eo->model}, {"--input", eo->input}};
     ctx.outputs = {file_output("--out", eo->out,
                                {io::OwnFile::Kind::hdf5_format, "genemask-embeddings", "a genemask embeddings file"},
                                *force)};
-    ctx.run = [eo, &ctx] {
+    ctx.run = [eo, progress, &ctx] {
       eo->command_line = ctx.command_line;
       if (ctx.rank == 0) check_writable(eo->out);
       model::EmbedSummary s;
+      Progress shown("embed", progress->interval_s, ctx.rank == 0 && !progress->quiet);  // rank 0's share of windows
+      eo->progress = [&shown](double f) { shown.update(f); };
       GENEMASK_MODEL_ENTRY(genemask_model_embed)(eo.get(), MPI_COMM_WORLD, &s);
+      shown.done();
       print_summary(ctx, {{"command", "embed"}, {"model", s.model_dir}, {"input", eo->input}, {"out", eo->out},
                           {"sequences", s.sequences}, {"hidden", s.hidden}, {"layer", s.layer},
                           {"windows", s.windows}, {"long_sequences", s.long_sequences}, {"unknown_only_sequences", s.unknown_only},

@@ -65,7 +65,8 @@ void register_finetune(CLI::App& app, Context& ctx) {
   sub->add_option("--model", o->model,
                   "\"random\", a model directory (config.json + model.safetensors or pytorch_model.bin) or a "
                   "`genemask pretrain` run (newest checkpoint)")
-      ->required();
+      ->required()
+      ->check(non_empty_name());
   auto* config_opt = sub->add_option("--config", o->config, "architecture of --model random: logo, dnabert or a config.json")
       ->capture_default_str();
   sub->add_option("--train", o->train, "training table: released 6-mer TSV or sequence,label CSV/TSV")

@@ -279,7 +279,10 @@ void register_overlap(CLI::App& app, Context& ctx) {
   sub->add_option("--drop-source", a->drop_source, "fraction used by --drop-above: train, corpus or max (default: train if given)")
       ->check(CLI::IsMember({"train", "corpus", "max"}));
   sub->add_option("--filtered", a->filtered, "the filtered test table (same layout as --test)");
-  add_force_flag(sub, a->force, "--out and --filtered");
+  sub->add_flag("--force", a->force,
+                "replace an earlier output of this command in --out (a directory genemask wrote: .genemask.json; "
+                "nothing genemask did not write is removed), and an existing --filtered table (a filtered table "
+                "looks like any task table, so it always needs --force)");
   sub->callback([a, &ctx] {
     ctx.inputs = {{"--test", a->test}, {"--counts", a->counts}};
     for (const auto& t : a->train) ctx.inputs.push_back({"--train", t});

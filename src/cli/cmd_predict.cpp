@@ -29,17 +29,22 @@ void register_predict(CLI::App& app, Context& ctx) {
       ->capture_default_str();
   sub->footer("A sequence longer than the model (more than 510 6-mers) is scored in windows of 510 tokens, --stride "
               "apart, the last ending at its end; its probabilities are the mean over its windows.");
+  auto progress = std::make_shared<ProgressOptions>(ProgressOptions{30, false});
+  add_progress_options(sub, *progress);
   auto force = std::make_shared<bool>(false);
   add_file_force_flag(sub, *force);
-  sub->callback([o, force, &ctx] {
+  sub->callback([o, force, progress, &ctx] {
     ctx.inputs = {{"--model", o->model}, {"--input", o->input}};
     ctx.outputs = {file_output("--out", o->out, {io::OwnFile::Kind::first_line_prefix, "id\twindows\tprob_",
                                                  "a predictions.tsv of `genemask predict`"}, *force)};
-    ctx.run = [o, &ctx] {
+    ctx.run = [o, progress, &ctx] {
       o->command_line = ctx.command_line;
       if (ctx.rank == 0) check_writable(o->out);
       model::PredictSummary s;
+      Progress shown("predict", progress->interval_s, ctx.rank == 0 && !progress->quiet);  // rank 0's share of windows
+      o->progress = [&shown](double f) { shown.update(f); };
       GENEMASK_MODEL_ENTRY(genemask_model_predict)(o.get(), MPI_COMM_WORLD, &s);
+      shown.done();
       print_summary(ctx, {{"command", "predict"}, {"model", o->model}, {"input", o->input}, {"out", o->out},
                           {"sequences", s.sequences}, {"classes", s.classes}, {"windows", s.windows},
                           {"long_sequences", s.long_sequences}, {"unknown_only_sequences", s.unknown_only},

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <cmath>
+#include <limits>
 #include <fmt/format.h>
 #include <iostream>
 #include <new>
@@ -141,7 +142,7 @@ void register_shards(CLI::App& app, Context& ctx) {
       ->check(CLI::Range(uint64_t{512}, uint64_t{1} << 40))
       ->capture_default_str();
   sub->add_option("--max-offset", o.recipe.max_offset, "start offset per chromosome is uniform in [1, this]")
-      ->check(positive())
+      ->check(CLI::Range(uint32_t{1}, std::numeric_limits<uint32_t>::max()))
       ->capture_default_str();
   sub->add_option("--full-prob", o.recipe.full_prob, "probability of a full-length (510-token) segment")
       ->check(CLI::Range(0.0, 1.0))

@@ -116,6 +116,13 @@ CLI::Option* add_force_flag(CLI::App* sub, bool& force, const std::string& optio
                            " is refused, and nothing genemask did not write is ever removed");
 }
 
+void add_progress_options(CLI::App* sub, ProgressOptions& o) {
+  sub->add_option("--progress-interval", o.interval_s, "seconds between progress lines on stderr (> 0; --quiet for none)")
+      ->capture_default_str()
+      ->check(positive());
+  sub->add_flag("--quiet", o.quiet, "no progress lines");
+}
+
 CLI::Option* add_gpu_option(CLI::App* sub, int& index) {
   return sub->add_option("--gpu", index, "GPU ordinal for --device cuda (0 = the first visible GPU)")
       ->check(non_negative())

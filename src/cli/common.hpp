@@ -30,6 +30,11 @@ struct Context {
   std::function<void()> check;
 };
 
+/// Exit status of a usage error: an unknown, missing, repeated or conflicting option, or a
+/// value out of its range (what `--help` describes), for every subcommand. 1 is any other
+/// error (an input, an output, the machine).
+inline constexpr int kExitUsage = 2;
+
 /// Exit status of a command stopped early by SIGTERM/SIGINT/SIGUSR1 after saving what it
 /// needs to continue (pretrain: a checkpoint, for --resume; sweep: the finished jobs, for a
 /// restart). Non-zero so that scripts and Slurm dependencies do not take it for a finished run.
@@ -54,6 +59,14 @@ inline constexpr const char* kPrecisionHelp =
     "on a CPU without those instructions many times slower). The summary names the precision used";
 
 /// Rank-0 progress lines on stderr, at most every interval_s seconds.
+/// --progress-interval S (> 0, default `interval_s`) and --quiet: progress lines on stderr for a
+/// long command (count, embed, predict).
+struct ProgressOptions {
+  double interval_s = 10;
+  bool quiet = false;
+};
+void add_progress_options(CLI::App* sub, ProgressOptions& o);
+
 class Progress {
  public:
   Progress(std::string label, double interval_s, bool enabled);

@@ -181,8 +181,12 @@ int main(int argc, char** argv) {
       for (const auto* sub = app.get_subcommands().empty() ? nullptr : app.get_subcommands().front(); sub;
            sub = sub->get_subcommands().empty() ? nullptr : sub->get_subcommands().front())
         usage += " " + sub->get_name();
-      error = std::string(e.what()) + " (see " + usage + " --help)";
-      error_code = e.get_exit_code();
+      std::string what = e.what();
+      // CLI11's words for an option given twice ("--kmax: At Most 1 required but received 2").
+      if (const size_t at = what.find(": At Most 1 required but received "); at != std::string::npos)
+        what = what.substr(0, at) + ": given " + what.substr(at + 34) + " times; give it once";
+      error = what + " (see " + usage + " --help)";
+      error_code = genemask::cli::kExitUsage;
     }
   } catch (const std::exception& e) {  // a subcommand's callback that reads an input (a genome list)
     error = e.what();
@@ -212,6 +216,9 @@ int main(int argc, char** argv) {
       genemask::io::check_outputs(ctx.inputs, ctx.outputs);
       genemask::io::check_replaceable_outputs(ctx.outputs, command);
       if (ctx.check) ctx.check();
+    } catch (const CLI::Error& e) {  // an option that conflicts with another (--gpu without cuda)
+      error = e.what();
+      error_code = genemask::cli::kExitUsage;
     } catch (const std::exception& e) {
       error = e.what();
       error_code = 1;

@@ -171,6 +171,7 @@ EmbedSummary embed(const EmbedOptions& o, MPI_Comm comm) {
       }
       if (++done_windows == nwin[w.seq]) finish(w.seq);
     }
+    if (rank == 0 && o.progress) o.progress(static_cast<double>(e) / static_cast<double>(windows.size()));
   }
 
   // Gather (index, windows, cls, mean[, tokens]) of every rank onto rank 0, in input order.

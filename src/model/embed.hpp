@@ -2,6 +2,7 @@
 // `genemask embed`: per-sequence embeddings from a model (Torch-free header).
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 
 namespace genemask::model {
@@ -16,6 +17,7 @@ struct EmbedOptions {
   int threads = 0;
   std::string device = "cpu";
   std::string precision = "auto";  // fp32, bf16 (autocast) or auto (bf16 where the device has bf16 hardware)
+  std::function<void(double)> progress;  // rank 0, after each batch: the share of its windows done (null: none)
 };
 
 struct EmbedSummary {

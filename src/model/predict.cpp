@@ -74,6 +74,7 @@ PredictSummary predict(const PredictOptions& o, MPI_Comm comm) {
       for (int64_t c = 0; c < C; ++c) sums[j * static_cast<size_t>(C) + static_cast<size_t>(c)] += pp[r * C + c];
       ++counts[j];
     }
+    if (rank == 0 && o.progress) o.progress(static_cast<double>(e) / static_cast<double>(windows.size()));
   }
   for (size_t j = 0; j < mine.size(); ++j)
     for (int64_t c = 0; c < C; ++c) sums[j * static_cast<size_t>(C) + static_cast<size_t>(c)] /= counts[j];

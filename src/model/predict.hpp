@@ -3,6 +3,7 @@
 // classifier (Torch-free header).
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 
 namespace genemask::model {
@@ -13,6 +14,7 @@ struct PredictOptions {
   int64_t stride = 0;   // tokens between window starts for long sequences; 0 = half a window
   int threads = 0;
   std::string device = "cpu", precision = "auto";
+  std::function<void(double)> progress;  // rank 0, after each batch: the share of its windows done (null: none)
 };
 
 struct PredictSummary {

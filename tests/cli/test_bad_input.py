@@ -415,6 +415,8 @@ class BadInput(unittest.TestCase):
             # An unset shell variable: refused before the count (it failed after it, with a
             # library message).
             Row("an empty --out", count("g.fa", ""), ["--out is empty: an empty name names nothing; give a file name"]),
+            Row("--kmax given twice", count("g.fa", t("c9.h5")) + ["--kmax", "4", "--kmax", "5"],
+                ["--kmax: given 2 times; give it once"], t("c9.h5"), usage=True),
             # 0 or less printed a line at every update (sweep's --progress-every 0 means none).
             Row("--progress-interval 0", count("g.fa", t("c8.h5"))[:-1] + ["--progress-interval", "0"],
                 ["--progress-interval", "0"], t("c8.h5"), usage=True),

@@ -7,6 +7,7 @@ table, and finetune's own predictions for the short sequences."""
 import itertools
 import json
 import os
+import re
 import random
 import shutil
 import tempfile
@@ -122,6 +123,25 @@ class Predict(unittest.TestCase):
         self.assertEqual([r[0] for r in tab], [f"line{i + 2}" for i in range(len(self.seqs))])
         np.testing.assert_allclose(np.array([[float(x) for x in r[2:4]] for r in tab]),
                                    np.array([[float(x) for x in r[2:4]] for r in one]), rtol=0, atol=1e-6)
+
+    def test_progress_lines_of_predict_and_embed(self):
+        # Rank 0's share of its windows after each batch, at most one line per --progress-interval
+        # (here every batch), rising to 100%; --quiet prints none. The numbers are not changed by it.
+        for cmd in ("predict", "embed"):
+            with self.subTest(cmd):
+                out = os.path.join(self.tmp, f"progress-{cmd}")
+                args = [cmd, "--model", self.model, "--input", os.path.join(self.tmp, "all.fa"), "--out", out,
+                        "--threads", "1", "--batch", "2", "--precision", "fp32"]
+                p = run(args + ["--progress-interval", "1e-9"], ranks=2)
+                shares = [float(m) for m in re.findall(rf"^\[genemask {cmd}\]\s+([0-9.]+)%  elapsed", p.stderr, re.M)]
+                self.assertGreater(len(shares), 2, p.stderr)
+                self.assertEqual(shares, sorted(shares), p.stderr)
+                self.assertEqual(shares[-1], 100.0, p.stderr)
+                self.assertRegex(p.stderr, rf"\[genemask {cmd}\] done in [0-9.]+ s")
+                os.remove(out)
+                p = run(args + ["--quiet"], ranks=2)
+                self.assertNotIn(f"[genemask {cmd}]", p.stderr)
+                os.remove(out)
 
     def test_short_sequences_match_finetunes_predictions(self):
         _, (_, rows) = self.predict("short.tsv", inp="short.csv")

@@ -117,8 +117,12 @@ DatasetStats write_task_dataset(std::vector<Example> examples, const OutputOptio
     throw std::invalid_argument("write_task_dataset: given_split and examples differ in length");
   if (given_split.empty() && !(o.train_fraction > 0.0 && o.train_fraction < 1.0))
     throw std::invalid_argument(fmt::format("--train-fraction must be in (0, 1), got {}", o.train_fraction));
-  for (int64_t n : o.shots)
-    if (n <= 0) throw std::invalid_argument(fmt::format("--shots values must be positive, got {}", n));
+  for (size_t i = 0; i < o.shots.size(); ++i) {
+    if (o.shots[i] <= 0) throw std::invalid_argument(fmt::format("--shots values must be positive, got {}", o.shots[i]));
+    if (std::find(o.shots.begin(), o.shots.begin() + static_cast<std::ptrdiff_t>(i), o.shots[i]) !=
+        o.shots.begin() + static_cast<std::ptrdiff_t>(i))
+      throw std::invalid_argument(fmt::format("--shots lists {} twice: give each shot count once", o.shots[i]));
+  }
 
   // Exact duplicates: the first occurrence wins. A repeat under another label is counted
   // apart because it means the input itself is contradictory.

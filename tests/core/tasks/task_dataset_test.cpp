@@ -217,6 +217,21 @@ TEST(TaskDataset, TooFewForShotsNamesClassAndCount) {
   EXPECT_FALSE(std::filesystem::exists(d.file("out/train.tsv")));
 }
 
+// --shots 5,5 made the 5-shot files twice (the second over the first) without a word.
+TEST(TaskDataset, ShotCountsListedTwiceAreRefused) {
+  test::TempDir d;
+  dataset::OutputOptions o;
+  o.out = d.file("out");
+  o.shots = {5, 10, 5};
+  try {
+    dataset::write_task_dataset(random_examples(200, 5), o, {});
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--shots lists 5 twice"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(d.file("out")));
+}
+
 // A class with no example in one split (its test rows all repeats of training sequences, or
 // too few rows for the hashed split) was written without a word: a test set without a class
 // has no ROC AUC, a class never trained on cannot be predicted. Refused, nothing written.
