@@ -622,7 +622,8 @@ OutputSet::~OutputSet() {
   lock_.reset();
 }
 
-void OutputSet::publish(const nlohmann::json& extra) {
+void OutputSet::prepare() {
+  if (prepared_) return;
   std::vector<std::string> fresh;
   {
     DIR* d = ::opendir(staging_.c_str());
@@ -664,6 +665,18 @@ void OutputSet::publish(const nlohmann::json& extra) {
   // The new files on the disk before any of them is moved into place and the marker says
   // "complete" (its own write is synced, and DIR with it).
   for (const auto& n : fresh) sync_tree_to_disk(staging_ + "/" + n);
+  fresh_ = std::move(fresh);
+  fresh_tree_ = std::move(fresh_tree);
+  tree_ = std::move(tree);
+  prepared_ = true;
+}
+
+void OutputSet::publish(const nlohmann::json& extra) {
+  prepare();
+  const std::vector<std::string>& fresh = fresh_;
+  const nlohmann::json& fresh_tree = fresh_tree_;
+  const nlohmann::json& tree = tree_;
+  const std::set<std::string> old(old_entries_.begin(), old_entries_.end());
   std::vector<std::string> all = old_entries_;
   for (const auto& n : fresh)
     if (!old.count(n)) all.push_back(n);

@@ -184,6 +184,11 @@ class OutputSet {
   const std::string& staging() const { return staging_; }
   /// True when DIR held an earlier output that publish() replaces.
   bool replaces() const { return !old_entries_.empty(); }
+  /// Everything publish() does before DIR changes: the staged files listed, checked against
+  /// DIR (in the way, not writable) and synced to the disk. A command with two outputs
+  /// prepares both before it publishes either, so that a failure of that work (a full disk,
+  /// an I/O error) publishes neither. publish() calls it when it was not called.
+  void prepare();
   /// Moves the staged files into DIR and writes the marker (with `extra` fields merged in).
   void publish(const nlohmann::json& extra = nlohmann::json::object());
 
@@ -197,6 +202,10 @@ class OutputSet {
   std::string marker_path_;         // DIR/.genemask.json; with chain_, made ahead: the removal
   std::vector<std::string> chain_;  // allocates nothing (DIR and the parents made for it)
   nlohmann::json old_tree_;  // the earlier marker's "tree": the paths inside its directory entries
+  bool prepared_ = false;    // prepare() ran: fresh_, fresh_tree_ and tree_ hold its results
+  std::vector<std::string> fresh_;  // the staged entries, in publication order
+  nlohmann::json fresh_tree_;       // what each staged directory entry holds
+  nlohmann::json tree_;             // the marker's "tree" while both outputs' entries are in DIR
   int readers_fd_ = -1;      // the readers' lock, held exclusively while an earlier output is replaced
   std::unique_ptr<DirLock> lock_;
   std::vector<int> cleanup_slots_;  // what a fatal signal removes while the set is unpublished

@@ -33,6 +33,10 @@ void run_finetune(model::FinetuneOptions o, bool force, const Context& ctx) {
   const model::LogFn log = [](const std::string& line) { std::cerr << "[finetune] " << line << std::endl; };
   model::FinetuneSummary s;
   GENEMASK_MODEL_ENTRY(genemask_model_finetune)(&o, &log, &s);
+  // Both checked and on the disk before either is published: a failure there (a full disk)
+  // publishes neither; the model goes first, since metrics.json names it.
+  if (model_dir) model_dir->prepare();
+  out_dir.prepare();
   if (model_dir) model_dir->publish();
   out_dir.publish();
   o.out = out_dir.dir();

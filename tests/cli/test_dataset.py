@@ -208,6 +208,17 @@ class PromoterTest(unittest.TestCase):
     def test_prom300_shuffle(self):
         self.build("p300", "--preset", "prom-300", "--negatives", "shuffle")
         self.check_dataset("p300", -249, 50, shuffle=True)
+        # Below 60 bp a part is 1-2 bases, which a shuffle barely changes: the negatives were
+        # near copies of their positives under the other label. Refused; 60 bp works.
+        out = os.path.join(self.tmp, "short-shuffle")
+        p = run(["dataset", "promoter", "--genome", os.path.join(self.tmp, "g.fa"), "--tss",
+                 os.path.join(self.tmp, "t.bed"), "--out", out, "--window=-20:19", "--negatives", "shuffle"], check=False)
+        self.assertEqual(p.returncode, 1, p.stderr)
+        self.assertIn("--negatives shuffle needs a window of at least 60 bp (parts of 3 bases or more to shuffle); "
+                      "the window is 40 bp", p.stderr)
+        self.assertFalse(os.path.exists(out))
+        self.build("shuffle60", "--window=-30:29", "--negatives", "shuffle")
+        self.check_dataset("shuffle60", -30, 29, shuffle=True)
 
     def test_errors(self):
         bad = os.path.join(self.tmp, "bad.bed")

@@ -274,6 +274,31 @@ TEST(OutputSet, AFailureLeavesNothingNewAndTheOldOutputUntouched) {
   EXPECT_EQ(names(old), (std::vector<std::string>{".genemask.json", "table1.md"}));
 }
 
+// A command with two outputs (finetune --out and --save-model) prepares both before it
+// publishes either: a failure in the second's preparation (a file in its way, a full disk
+// when its files are synced) publishes neither.
+TEST(OutputSet, TwoOutputsPreparedFirstPublishNeitherWhenTheSecondFails) {
+  TempDir tmp;
+  const std::string model = tmp.file("model"), out = tmp.file("out");
+  try {
+    io::OutputSet m(model, {"finetune --save-model", "--save-model", false, "config.json", true});
+    io::OutputSet o(out, {"finetune", "--out", false, "metrics.json"});
+    test::write_file(m.staging() + "/config.json", "{}");
+    test::write_file(o.staging() + "/metrics.json", "{}");
+    test::write_file(out + "/metrics.json", "mine");  // put there while the command ran
+    m.prepare();
+    o.prepare();
+    m.publish();
+    o.publish();
+    ADD_FAILURE() << "published over a file in the way";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("is in the way"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(model));  // made by the command, never published: gone
+  EXPECT_EQ(test::read_file(out + "/metrics.json"), "mine");
+  EXPECT_EQ(names(out), (std::vector<std::string>{"metrics.json"}));
+}
+
 TEST(OutputSet, AFailureNeverRemovesWhatAnotherPutInTheDirectoryItMade) {
   TempDir tmp;
   // A file the user put in the new DIR while the command ran: it stays, and DIR with it;

@@ -43,10 +43,13 @@ Negative deepromoter_negative(const std::string& positive, uint64_t seed, bool s
 /// (EPD's "-28 +/- 3") on the TSS's strand.
 bool has_tata_box(const std::string& chrom, uint64_t tss, char strand);
 
+/// The shortest window `--negatives shuffle` takes: its 20 parts of 3 bases or more.
+inline constexpr uint64_t kMinShuffleWindow = 60;
+
 struct PromoterOptions {
   std::string genome, tss;        // FASTA; BED or SGA (by name: *.sga[.gz] is SGA)
   TssWindow window;
-  bool shuffle_negatives = false; // --negatives shuffle
+  bool shuffle_negatives = false; // --negatives shuffle (a window of at least kMinShuffleWindow bp)
   uint64_t seed = 42;
   enum class Tata { all, tata_only, non_tata_only } tata = Tata::all;
   std::string tata_list;          // promoter names that have a TATA box (else the motif rule)

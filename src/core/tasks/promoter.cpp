@@ -105,6 +105,13 @@ bool has_tata_box(const std::string& chrom, uint64_t tss, char strand) {
 }
 
 std::vector<Example> build_promoter(const PromoterOptions& o, DatasetStats& stats) {
+  // A shuffled part of one or two bases is (nearly) itself: below 60 bp (parts of 3 bases)
+  // the "negatives" were near copies of their positives under the other label.
+  if (o.shuffle_negatives && o.window.length() < kMinShuffleWindow)
+    throw std::invalid_argument(fmt::format("--negatives shuffle needs a window of at least {} bp (parts of 3 bases "
+                                            "or more to shuffle); the window is {} bp: use --negatives deepromoter "
+                                            "or a longer --window",
+                                            kMinShuffleWindow, o.window.length()));
   const auto sites = io::read_tss(o.tss, o.bed_tss_offset);
   const auto records = io::genome_records(o.genome);
   std::vector<std::string> names;
