@@ -16,6 +16,7 @@
 
 #include "io/atomic_file.hpp"
 #include "io/host_name.hpp"
+#include "io/parse_number.hpp"
 
 namespace genemask::hpc {
 
@@ -82,15 +83,13 @@ long mpi_timeout_s(const EnvLookup& env) {
   // Digits only (no sign, space or exponent), and at most kMaxMpiTimeoutS: a larger number
   // of seconds would overflow the watchdog's nanoseconds and end the job at once.
   constexpr long kMaxMpiTimeoutS = 1000000000;  // 31 years
-  const std::string text = v;
-  const bool digits = text.size() <= 10 && text.find_first_not_of("0123456789") == std::string::npos;
-  const long n = digits ? std::stol(text) : -1;
-  if (n < 0 || n > kMaxMpiTimeoutS)
+  const auto n = io::parse_decimal_u64(v);
+  if (!n || *n > static_cast<uint64_t>(kMaxMpiTimeoutS))
     throw std::invalid_argument(fmt::format(
         "GENEMASK_MPI_TIMEOUT='{}': not a whole number of seconds from 0 to {} (the longest wait of one rank for the "
         "others; 0: no limit; default {})",
         v, kMaxMpiTimeoutS, kDefaultMpiTimeoutS));
-  return n;
+  return static_cast<long>(*n);
 }
 
 namespace {

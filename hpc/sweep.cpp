@@ -378,13 +378,12 @@ Setup prepare(const SweepOptions& o) {
       io::AtomicFile st(stale_path);
       if (fs::exists(stale_path)) {
         std::ifstream earlier(stale_path, std::ios::binary);
-        st.stream() << earlier.rdbuf();
+        std::ostringstream text;
+        text << earlier.rdbuf();
         if (earlier.bad()) throw std::runtime_error(fmt::format("cannot read {}: {}", stale_path, std::strerror(errno)));
-        if (fs::file_size(stale_path) > 0) {  // its last record whole: the next one starts a line
-          earlier.clear();
-          earlier.seekg(-1, std::ios::end);
-          if (earlier.get() != '\n') st.stream() << '\n';
-        }
+        const std::string records = text.str();
+        st.stream() << records;
+        if (!records.empty() && records.back() != '\n') st.stream() << '\n';  // the next record starts a line
       }
       for (const auto* r : stale) st.stream() << r->text << "\n";
       st.commit();
@@ -454,17 +453,13 @@ class Manager {
                                r.rank, r.host, r.stop_signal)
                 << std::endl;
     }
-    if (r.declined) {  // never started: the next run does it
-      --attempts_[i];
-      queue_.push_front(i);
-      return nullptr;
-    }
-    if (!r.ok && r.disk_error) {
-      // The disk, not the job: every job after it would fail the same way, and be recorded
-      // as failed. No new jobs; this one is not recorded, so the next run does it.
-      if (sum_.disk_error.empty())
-        sum_.disk_error = fmt::format("job {} on rank {} ({}) could not write its output: {}", job.key, r.rank, r.host,
-                                      r.error);
+    // The disk, not the job: every job after it would fail the same way, and be recorded as
+    // failed. No new jobs; this one is not recorded.
+    const bool disk = !r.ok && r.disk_error;
+    if (disk && sum_.disk_error.empty())
+      sum_.disk_error = fmt::format("job {} on rank {} ({}) could not write its output: {}", job.key, r.rank, r.host,
+                                    r.error);
+    if (r.declined || disk) {  // never started, or stopped by the disk: the next run does it
       --attempts_[i];
       queue_.push_front(i);
       return nullptr;

@@ -99,9 +99,8 @@ double threshold(const std::string& text, const std::vector<double>& f) {
       fmt::format("--drop-above '{}' must be a fraction (e.g. 0.5) or a percentile pNN (e.g. p95)", text));
 }
 
-/// Copies `path` to `out` without the given 1-based lines (bytes of other lines unchanged).
-/// `path` without the lines `drop`, written whole to a temporary of `out` (finished, not yet
-/// committed: it is published after --out).
+/// `path` without the given 1-based lines `drop` (bytes of other lines unchanged), written
+/// whole to a temporary of `out`: finished, not yet committed (it is published after --out).
 std::unique_ptr<io::AtomicFile> copy_without_lines(const std::string& path, const std::set<uint64_t>& drop,
                                                    const std::string& out) {
   std::ifstream in(path, std::ios::binary);

@@ -119,9 +119,6 @@ void run_sweep_command(SweepCli& c, const Context& ctx) {
                       {"stale_records", s.stale_records},
                       {"repaired_bytes", s.repaired_bytes},
                       {"simulated", c.simulate_s >= 0}});
-  // Stopped by a signal with jobs left, or --strict with failed or unfinished jobs: every rank
-  // exits with kExitStopped (without MPI_Abort, which would also kill the summary's reader
-  // with a scary banner).
   // A job that found the disk full (or failing) stopped the sweep: an error, whatever --strict.
   if (hpc::any_rank(ctx.rank == 0 && !s.disk_error.empty(), MPI_COMM_WORLD)) {
     if (ctx.rank == 0)
@@ -135,6 +132,9 @@ void run_sweep_command(SweepCli& c, const Context& ctx) {
   if (ctx.rank == 0 && s.failed > 0 && !c.strict && s.ok + s.jobs_skipped > 0)
     std::cerr << "genemask: warning: " << s.failed << " job(s) failed; the error of each is in " << c.o.out
               << "/results.jsonl (report leaves them out and says so; --strict makes this an error)" << std::endl;
+  // Stopped by a signal with jobs left, or --strict with failed or unfinished jobs: every rank
+  // exits with kExitStopped (without MPI_Abort, which would also kill the summary's reader
+  // with a scary banner).
   const bool stopped = ctx.rank == 0 && s.interrupted && s.remaining > 0;
   const bool bad = ctx.rank == 0 && c.strict && (s.failed > 0 || s.remaining > 0);
   // Every job failed (none ok, now or in an earlier run): nothing to report, so not a

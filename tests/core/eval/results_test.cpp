@@ -5,6 +5,10 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+#include <tuple>
+#include <vector>
+
 #include "io/error.hpp"
 #include "io/json.hpp"
 #include "io/table_text.hpp"
@@ -128,20 +132,18 @@ TEST(Results, BadLinesNameFileLineAndField) {
   EXPECT_EQ(error(R"({"job":"a|t|10|9","model":"a","task":"t","shots":10,"seed":1,"status":"ok"})" "\n"),
             p + ":1: \"job\" is \"a|t|10|9\" but its model, task, shots and seed make \"a|t|10|1\"");
   EXPECT_EQ(error(R"({"task":"t","shots":10,"seed":1,"status":"ok"})" "\n"), p + ":1: the record has no \"model\"");
-  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","test_in_train":-2})" "\n"),
-            p + ":1: job a|t|10|1: \"test_in_train\" is -2, expected a count >= 0");
-  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","test_duplicates":-1})" "\n"),
-            p + ":1: job a|t|10|1: \"test_duplicates\" is -1, expected a count >= 0");
-  // The counts the report checks with: a negative one was read as 0 (n_train, n_test) or as
-  // 2^64 - 3 (classes), as the shots' bound below 1 was missing too.
-  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","n_train":-1})" "\n"),
-            p + ":1: job a|t|10|1: \"n_train\" is -1, expected a count >= 0");
-  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","n_test":-5})" "\n"),
-            p + ":1: job a|t|10|1: \"n_test\" is -5, expected a count >= 0");
-  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","classes":-3})" "\n"),
-            p + ":1: job a|t|10|1: \"classes\" is -3, expected a count >= 0 and <= 2147483647");
-  EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok","classes":4294967298})" "\n"),
-            p + ":1: job a|t|10|1: \"classes\" is 4294967298, expected a count >= 0 and <= 2147483647");
+  // The count fields. Those the report checks with: a negative one was read as 0 (n_train,
+  // n_test) or as 2^64 - 3 (classes), as the shots' bound below 1 was missing too.
+  const std::string classes_bound = " and <= 2147483647";
+  for (const auto& [field, value, bound] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{{"test_in_train", "-2", ""},
+                                                                      {"test_duplicates", "-1", ""},
+                                                                      {"n_train", "-1", ""},
+                                                                      {"n_test", "-5", ""},
+                                                                      {"classes", "-3", classes_bound},
+                                                                      {"classes", "4294967298", classes_bound}})
+    EXPECT_EQ(error(R"({"model":"a","task":"t","shots":10,"seed":1,"status":"ok",")" + field + "\":" + value + "}\n"),
+              p + ":1: job a|t|10|1: \"" + field + "\" is " + value + ", expected a count >= 0" + bound);
   EXPECT_NE(error(R"({"model":"a","task":"t\n%x","shots":10,"seed":1,"status":"ok"})" "\n")
                 .find(p + ":1: task name \"t\\x0a%x\" holds a control character (byte 0x0a"),
             std::string::npos);
