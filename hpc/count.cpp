@@ -36,18 +36,9 @@ DistributedCountResult count_distributed(const std::string& genome, const CountO
   const io::FileInfo info = io::probe_file(genome);
   const io::Ownership own = io::partition(info, rank, size);
 
-  ProgressFn on_pos;
-  if (rank == 0 && progress) {
-    const uint64_t begin = info.compression == io::Compression::bgzf ? (own.begin >> 16) : own.begin;
-    uint64_t end = info.size_bytes;
-    if (own.kind == io::Ownership::Kind::contiguous && own.end != UINT64_MAX)
-      end = info.compression == io::Compression::bgzf ? (own.end >> 16) : own.end;
-    if (own.kind == io::Ownership::Kind::round_robin) end = info.size_bytes;
-    on_pos = [=](uint64_t pos) {
-      const double span = end > begin ? static_cast<double>(end - begin) : 1.0;
-      progress(std::min(1.0, static_cast<double>(pos - std::min(pos, begin)) / span));
-    };
-  }
+  const PartsProgress shown({info}, {FilePart{0, own, info.size_bytes}},
+                            rank == 0 ? progress : std::function<void(double)>());
+  const ProgressFn on_pos = shown.at(0);
 
   ScanProfile prof;
   if (profile) prof = profile_scan(info, own);

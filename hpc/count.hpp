@@ -46,6 +46,27 @@ struct FilePart {
 std::vector<FilePart> partition_files(const std::vector<io::FileInfo>& files, int rank, int nranks,
                                       uint64_t gzip_chunk_bytes = 8u << 20);
 
+/// Rank 0's progress through its parts (in order), in one or more passes over each, as a
+/// fraction of its on-disk bytes: at(i, pass) is the position callback to give the reader of
+/// part i in that pass (empty when `progress` is), which calls `progress(fraction)`. A pass's
+/// share of the whole is its weight (e.g. a parse-only pass that takes a fifth of the time of
+/// the next: weights {1, 5}).
+class PartsProgress {
+ public:
+  PartsProgress(const std::vector<io::FileInfo>& files, const std::vector<FilePart>& parts,
+                std::function<void(double)> progress, std::vector<double> pass_weights = {1.0});
+  ProgressFn at(size_t part, size_t pass = 0) const;
+
+ private:
+  struct Span {
+    uint64_t start = 0, end = 0;  // file positions the reader reports (compressed bytes)
+    double before = 0, weight = 0;  // this part's share of one pass
+  };
+  std::vector<Span> spans_;
+  std::function<void(double)> progress_;
+  std::vector<double> pass_start_, pass_share_;  // fractions of the whole
+};
+
 /// What count_genomes_distributed hands over, on rank 0, for each genome in list order.
 struct GenomeCounted {
   size_t index = 0;

@@ -153,6 +153,48 @@ std::vector<FilePart> partition_files(const std::vector<io::FileInfo>& files, in
   return parts;
 }
 
+PartsProgress::PartsProgress(const std::vector<io::FileInfo>& files, const std::vector<FilePart>& parts,
+                             std::function<void(double)> progress, std::vector<double> pass_weights)
+    : progress_(std::move(progress)) {
+  double sum = 0;
+  for (double w : pass_weights) sum += w;
+  for (double w : pass_weights) {
+    pass_start_.push_back(pass_start_.empty() ? 0.0 : pass_start_.back() + pass_share_.back());
+    pass_share_.push_back(w / sum);
+  }
+  uint64_t total = 0;
+  for (const auto& p : parts) total += p.bytes;
+  double before = 0;
+  for (const auto& p : parts) {
+    const auto& f = files[p.file];
+    const bool bgzf = f.compression == io::Compression::bgzf;
+    Span s;
+    // The reader reports compressed positions; a round-robin (plain gzip) part reads the whole file.
+    if (p.own.kind == io::Ownership::Kind::contiguous) {
+      s.start = bgzf ? p.own.begin >> 16 : p.own.begin;
+      s.end = p.own.end == UINT64_MAX ? f.size_bytes : (bgzf ? p.own.end >> 16 : p.own.end);
+    } else {
+      s.end = f.size_bytes;
+    }
+    s.before = before;
+    s.weight = total > 0 ? static_cast<double>(p.bytes) / static_cast<double>(total)
+                         : 1.0 / static_cast<double>(parts.size());
+    before += s.weight;
+    spans_.push_back(s);
+  }
+}
+
+ProgressFn PartsProgress::at(size_t part, size_t pass) const {
+  if (!progress_ || part >= spans_.size() || pass >= pass_share_.size()) return {};
+  const Span s = spans_[part];
+  const double start = pass_start_[pass], share = pass_share_[pass];
+  return [s, start, share, fn = progress_](uint64_t pos) {
+    const double done = static_cast<double>(pos - std::min(pos, s.start));
+    const double within = s.end > s.start ? std::min(1.0, done / static_cast<double>(s.end - s.start)) : 1.0;
+    fn(std::min(1.0, start + share * (s.before + within * s.weight)));
+  };
+}
+
 DistributedCountResult count_genomes_distributed(const std::vector<std::string>& files, const CountOptions& opts,
                                                  MPI_Comm comm, const std::function<void(GenomeCounted&&)>& on_genome,
                                                  GenomesCountSummary& summary,
@@ -175,27 +217,10 @@ DistributedCountResult count_genomes_distributed(const std::vector<std::string>&
   RankCounts last;
   std::vector<uint64_t> presence;
   if (opts.presence15) presence.assign(num_kmers(15) / 64, 0);
-  uint64_t done_bytes = 0;
+  const PartsProgress shown(infos, parts, rank == 0 ? progress : std::function<void(double)>());
   for (size_t i = 0; i < parts.size(); ++i) {
     const auto& p = parts[i];
-    const auto& info = infos[p.file];
-    ProgressFn on_pos;
-    if (rank == 0 && progress && my_bytes > 0) {
-      const uint64_t base = done_bytes, span = p.bytes;
-      const uint64_t start = info.compression == io::Compression::bgzf ? (p.own.begin >> 16)
-                             : p.own.kind == io::Ownership::Kind::contiguous ? p.own.begin
-                                                                              : 0;
-      const uint64_t file_span = p.own.kind == io::Ownership::Kind::round_robin ? info.size_bytes : span;
-      on_pos = [=, &progress](uint64_t pos) {
-        const double within = file_span ? std::min(1.0, static_cast<double>(pos - std::min(pos, start)) /
-                                                            static_cast<double>(file_span))
-                                        : 1.0;
-        progress(std::min(1.0, (static_cast<double>(base) + within * static_cast<double>(span)) /
-                                   static_cast<double>(my_bytes)));
-      };
-    }
-    RankCounts rc = count_owned(info, p.own, opts, on_pos);
-    done_bytes += p.bytes;
+    RankCounts rc = count_owned(infos[p.file], p.own, opts, shown.at(i));
     for (size_t w = 0; w < presence.size() && w < rc.presence15.size(); ++w) presence[w] |= rc.presence15[w];
     rc.presence15.clear();
     rc.presence15.shrink_to_fit();

@@ -21,7 +21,7 @@
 
 namespace genemask::hpc {
 
-ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
+ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm, const std::function<void(double)>& progress) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
   const int rank = comm_rank(comm), size = comm_size(comm);
@@ -43,10 +43,14 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
     parts.push_back(FilePart{0, io::partition(infos[0], rank, size), infos[0].size_bytes});
   }
 
+  // Progress: pass 1 (a parse) takes about a sixth of the time of pass 2 (measured on chr22).
+  const PartsProgress shown(infos, parts, rank == 0 ? progress : std::function<void(double)>(), {1.0, 6.0});
+
   // Pass 1: where every owned stretch lies, per file; rank 0 stitches and shares.
   std::vector<std::vector<RecordSegment>> mine(nfiles);
-  for (const auto& p : parts) {
-    auto segs = scan_records(infos[p.file], p.own);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const auto& p = parts[i];
+    auto segs = scan_records(infos[p.file], p.own, shown.at(i, 0));
     mine[p.file].insert(mine[p.file].end(), segs.begin(), segs.end());
   }
   auto all = gather_serialized(mine, 0, comm);
@@ -126,7 +130,9 @@ ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm) {
   o.genomes = multi ? static_cast<uint32_t>(nfiles) : 0;
   const std::vector<ChromPlan> plan = plan_chromosomes(records, o.recipe, boundaries);
   std::vector<OwnedText> texts;
-  for (const auto& p : parts) texts.push_back(OwnedText{&infos[p.file], p.own, &starts[p.file], static_cast<uint32_t>(p.file)});
+  for (size_t i = 0; i < parts.size(); ++i)
+    texts.push_back(OwnedText{&infos[parts[i].file], parts[i].own, &starts[parts[i].file],
+                              static_cast<uint32_t>(parts[i].file), shown.at(i, 1)});
   ShardBuildStats local = build_owned_shards(texts, plan, o);
   const auto t2 = clock::now();
 

@@ -2,6 +2,7 @@
 // Distributed corpus building: `genemask shards`.
 #include <mpi.h>
 
+#include <functional>
 #include <string>
 
 #include "genemask/corpus/shard_build.hpp"
@@ -34,6 +35,7 @@ struct ShardsResult {
 /// does), chromosomes are numbered across the list in list order, every sample records its
 /// genome, and the manifest lists the genomes with their samples and tokens.
 /// Writes DIR/*.h5 shards (each rank its own) and DIR/manifest.json (rank 0, last).
-ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm);
+/// `progress(fraction)` is called on rank 0 as its share advances through both passes.
+ShardsResult build_shards(const ShardsRequest& req, MPI_Comm comm, const std::function<void(double)>& progress = {});
 
 }  // namespace genemask::hpc

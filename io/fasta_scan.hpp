@@ -65,7 +65,7 @@ std::string duplicate_record_problem(std::string_view name, std::string_view fir
 ///                                       // continuing: the lookahead was still running, so the
 ///                                       // text is contiguous with what came before
 ///   void finish();       // end of the scan (end of file or nothing more to own)
-///   void block_done(uint64_t file_pos);  // after each block of text (progress)
+///   void block_done(uint64_t file_pos);  // after each block of text, and once before finish() (progress)
 /// In lookahead the scanner stops delivering at the first header (after reporting it) or
 /// when bases() returns false.
 template <class Handler>
@@ -189,6 +189,7 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
         lookahead = false;
       }
       if (!next_owned && (!lookahead || lookahead_done) && own.done_after(nl_voff)) {
+        h.block_done(reader->file_pos());  // the last block this rank reads (its share done)
         h.finish();
         return;
       }
@@ -205,6 +206,7 @@ void scan_fasta(const FileInfo& info, const Ownership& own, Handler& h) {
   }
   // The file ends inside a header line (">chr1" without a newline): it is complete too.
   if (!at_line_start && in_header && !skipping_partial && (owned || (lookahead && !lookahead_done))) complete_header();
+  h.block_done(info.size_bytes);  // the whole file read (a BGZF file's end-of-file block too)
   h.finish();
 }
 

@@ -167,6 +167,18 @@ NoMoreFiles::~NoMoreFiles() {
   ::setrlimit(RLIMIT_NOFILE, &rl);
 }
 
+std::string progress_problem(const std::vector<double>& seen) {
+  if (seen.empty()) return "no progress reported";
+  for (size_t i = 0; i < seen.size(); ++i) {
+    if (!(seen[i] >= 0 && seen[i] <= 1)) return "value " + std::to_string(i) + " is " + std::to_string(seen[i]);
+    if (i > 0 && seen[i] < seen[i - 1])
+      return "value " + std::to_string(i) + " (" + std::to_string(seen[i]) + ") is below the one before (" +
+             std::to_string(seen[i - 1]) + ")";
+  }
+  if (seen.back() < 1 - 1e-9) return "ends at " + std::to_string(seen.back());
+  return std::string();
+}
+
 std::string error_of(const std::function<void()>& f) {
   try {
     f();

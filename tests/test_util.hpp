@@ -63,6 +63,10 @@ class NoMoreFiles {
   uint64_t old_soft_ = 0, limit_ = 0;
 };
 
+/// What is wrong with a run's progress fractions: empty when there are some, each in [0, 1],
+/// none below the one before, and the last within 1e-9 of 1.
+std::string progress_problem(const std::vector<double>& seen);
+
 /// The message of the io::InputError that f throws, or "no error".
 std::string error_of(const std::function<void()>& f);
 

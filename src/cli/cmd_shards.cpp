@@ -23,6 +23,7 @@ struct ShardsArgs {
   std::string genomes;
   uint64_t seed = 42;
   bool force = false;
+  ProgressOptions progress;  // every 10 s by default
 };
 
 /// What ran out of memory, how much it takes, and which option lowers it.
@@ -46,14 +47,16 @@ void run_shards(ShardsArgs a, const Context& ctx) {
   if (ctx.rank == 0) out_dir.emplace(a.req.out_dir, io::OutputSet::Options{"shards", "--out", a.force, "manifest.json", false, /*readers_lock=*/true});
   const std::string final_dir = a.req.out_dir;
   a.req.out_dir = io::OutputSet::staging_for(final_dir);
+  Progress progress("shards", a.progress.interval_s, ctx.rank == 0 && !a.progress.quiet);
   const auto r = [&] {
     try {
-      return hpc::build_shards(a.req, MPI_COMM_WORLD);
+      return hpc::build_shards(a.req, MPI_COMM_WORLD, [&](double f) { progress.update(f); });
     } catch (const std::bad_alloc&) {
       throw std::runtime_error(shards_out_of_memory(a.req.options));
     }
   }();
   if (out_dir) out_dir->publish();
+  progress.done();
   a.req.out_dir = final_dir;
   const auto& t = r.totals;
   const double mb = static_cast<double>(r.file_bytes) / 1e6;
@@ -153,6 +156,7 @@ void register_shards(CLI::App& app, Context& ctx) {
               "6-mers with probability full-prob, else a uniform length; segments with N or other non-ACGT bases "
               "are dropped. Each rank writes its own shard files; manifest.json is written last.");
   add_force_flag(sub, a->force);
+  add_progress_options(sub, a->progress);
   sub->callback([a, &ctx] {
     if (a->req.options.recipe.min_tokens > a->req.options.recipe.max_tokens)
       throw CLI::ValidationError("--min-tokens", "must not exceed --max-tokens");

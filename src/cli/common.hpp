@@ -60,7 +60,7 @@ inline constexpr const char* kPrecisionHelp =
 
 /// Rank-0 progress lines on stderr, at most every interval_s seconds.
 /// --progress-interval S (> 0, default `interval_s`) and --quiet: progress lines on stderr for a
-/// long command (count, embed, predict).
+/// long command (count, shards, embed, predict).
 struct ProgressOptions {
   double interval_s = 10;
   bool quiet = false;

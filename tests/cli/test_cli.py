@@ -6,6 +6,7 @@ import json
 import math
 import os
 import random
+import re
 import shlex
 import shutil
 import subprocess
@@ -61,6 +62,16 @@ def run(args, cwd=None, ranks=None, check=True, env=None):
 
 def summary(p):
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def check_progress(test, stderr, cmd, least=3):
+    """The `[genemask CMD]` progress lines of a run with a tiny --progress-interval: at least
+    `least`, never falling, the last at 100%, then `done in`."""
+    shares = [float(m) for m in re.findall(rf"^\[genemask {cmd}\]\s+([0-9.]+)%  elapsed", stderr, re.M)]
+    test.assertGreaterEqual(len(shares), least, stderr)
+    test.assertEqual(shares, sorted(shares), stderr)
+    test.assertEqual(shares[-1], 100.0, stderr)
+    test.assertRegex(stderr, rf"\[genemask {cmd}\] done in [0-9.]+ s")
 
 
 def random_genome(rng, records=4, length=(2000, 40000)):

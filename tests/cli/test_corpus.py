@@ -15,7 +15,7 @@ import unittest
 import h5py
 import numpy as np
 
-from test_cli import BIN, ENV, MPIEXEC, run, summary
+from test_cli import BIN, ENV, MPIEXEC, check_progress, run, summary
 
 ATCG = "ATCG"
 
@@ -106,9 +106,17 @@ class Corpus(unittest.TestCase):
 
     def test_same_samples_for_any_rank_count_and_valid_segments(self):
         results = {}
-        for ranks in [None, 2, 4]:
+        # Progress lines (rank 0's share of both passes) at 2 ranks, none with --quiet at 4: the
+        # samples are the same either way.
+        for ranks, shown in [(None, []), (2, ["--progress-interval", "1e-9"]), (4, ["--quiet"])]:
             d = os.path.join(self.tmp, f"s{ranks}")
-            s = self.shards(d, ranks, ["--shard-tokens", "20000"])
+            p = run(["shards", "--genome", self.fa, "--out", d, "--seed", "7", "--shard-tokens", "20000", *shown],
+                    ranks=ranks)
+            s = summary(p)
+            if shown == ["--quiet"]:
+                self.assertNotIn("[genemask shards]", p.stderr)
+            elif shown:
+                check_progress(self, p.stderr, "shards", least=2)  # one read block: a line per pass
             results[ranks] = load_samples(d)
             self.assertEqual(s["segments_kept"], len(results[ranks][1]))
         self.assertEqual(results[None][1], results[2][1])

@@ -20,7 +20,7 @@ import json
 import h5py
 import numpy as np
 
-from test_cli import python_counts, random_genome, run, summary
+from test_cli import check_progress, python_counts, random_genome, run, summary
 from test_corpus import load_samples
 
 TINY = {"model_type": "bert", "vocab_size": 4101, "hidden_size": 32, "num_hidden_layers": 1,
@@ -74,10 +74,12 @@ class Genomes(unittest.TestCase):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     @classmethod
-    def count(cls, ranks, extra=()):
+    def count(cls, ranks, extra=("--quiet",), stderr=None):
         d = tempfile.mkdtemp(dir=cls.tmp)
-        p = run(["count", "--genomes", cls.list, "--out", "counts.h5", "--kmax", str(KMAX), "--quiet", *extra],
+        p = run(["count", "--genomes", cls.list, "--out", "counts.h5", "--kmax", str(KMAX), *extra],
                 cwd=d, ranks=ranks)
+        if stderr is not None:
+            stderr.append(p.stderr)
         return os.path.join(d, "counts.h5"), summary(p)
 
     def test_each_genome_and_the_pool_match_python(self):
@@ -112,6 +114,14 @@ class Genomes(unittest.TestCase):
             # Every rank had a share, and the shares add up to the files.
             self.assertEqual(len(s["rank_balance"]), ranks)
             self.assertEqual(sum(r["file_bytes"] for r in s["rank_balance"]), s["file_bytes"])
+        # Progress lines over the genomes of rank 0's share (the files are smaller than one read
+        # block: a line per file), the same counts (the command line, kept in the file, differs).
+        stderr = []
+        path, _ = self.count(2, ["--progress-interval", "1e-9"], stderr)
+        check_progress(self, stderr[0], "count", least=1)
+        with h5py.File(ref, "r") as a, h5py.File(path, "r") as b:
+            for k in range(1, KMAX + 1):
+                np.testing.assert_array_equal(a[f"counts/k{k}"][...], b[f"counts/k{k}"][...], err_msg=f"k={k}")
 
     def test_pool_equals_the_concatenation_and_genome_equals_its_file(self):
         d = tempfile.mkdtemp(dir=self.tmp)
@@ -261,7 +271,13 @@ class Genomes(unittest.TestCase):
         got = {}
         for ranks in (None, 2, 4):
             d = os.path.join(self.tmp, f"shards-{ranks}")
-            s = self.shards(d, self.list, ranks, ["--shard-tokens", "20000"])
+            # Progress over the genomes of rank 0's share, at 1 rank (the samples are compared below).
+            shown = ["--progress-interval", "1e-9"] if ranks is None else []
+            p = run(["shards", "--genomes", self.list, "--out", d, "--max-tokens", "60", "--min-tokens", "20",
+                     "--shard-tokens", "20000", *shown], ranks=ranks)
+            s = summary(p)
+            if shown:
+                check_progress(self, p.stderr, "shards", least=2)
             m, samples = load_samples(d)
             genome_of = {}
             for f in m["shards"]:

@@ -50,14 +50,56 @@ TEST_F(DistributedCount, EqualsBruteForceOnEveryFormat) {
   opts.presence15 = true;
   const auto want = brute_force_counts(genome_.upper(), 10, true);
   for (const char* f : {"/g.fa", "/g.fa.gz", "/g.bgz"}) {
-    auto res = hpc::count_distributed(dir_ + f, opts, MPI_COMM_WORLD);
+    std::vector<double> seen;  // rank 0's progress: rises to 1 within [0, 1]
+    auto res = hpc::count_distributed(dir_ + f, opts, MPI_COMM_WORLD, [&](double x) { seen.push_back(x); });
     EXPECT_EQ(res.summary.ranks, hpc::comm_size(MPI_COMM_WORLD));
-    if (rank_ != 0) continue;
+    if (rank_ != 0) {
+      EXPECT_TRUE(seen.empty()) << f;
+      continue;
+    }
+    EXPECT_EQ(test::progress_problem(seen), "") << f;
     for (int k = 1; k <= 10; ++k) EXPECT_EQ(res.counts.counts[static_cast<size_t>(k)], want.counts[static_cast<size_t>(k)]) << f << " k=" << k;
     EXPECT_EQ(res.counts.presence15, want.presence15) << f;
     ASSERT_EQ(res.records.size(), genome_.records.size());
     for (size_t i = 0; i < res.records.size(); ++i) EXPECT_EQ(res.records[i].length, genome_.records[i].second.size());
   }
+}
+
+// Two parts (300 and 100 bytes of a 1000-byte plain file and a whole 400-byte BGZF file), two
+// passes weighted 1 and 3: each position maps to the fraction of the weighted bytes before it.
+TEST(PartsProgress, MapsPositionsToTheWeightedShareOfBothPasses) {
+  io::FileInfo plain, bgzf;
+  plain.size_bytes = 1000;
+  bgzf.size_bytes = 400;
+  bgzf.compression = io::Compression::bgzf;
+  hpc::FilePart a, b;
+  a.file = 0;
+  a.own.begin = 700;
+  a.own.end = 1000;  // contiguous, ending at a cut
+  a.bytes = 300;
+  b.file = 1;
+  b.own.begin = 0;
+  b.own.end = UINT64_MAX;  // to the end of the file
+  b.bytes = 100;
+  double last = -1;
+  const hpc::PartsProgress p({plain, bgzf}, {a, b}, [&](double x) { last = x; }, {1.0, 3.0});
+  const auto at = [&](size_t part, size_t pass, uint64_t pos) {
+    p.at(part, pass)(pos);
+    return last;
+  };
+  EXPECT_DOUBLE_EQ(at(0, 0, 0), 0.0);  // before its text: nothing done yet
+  EXPECT_DOUBLE_EQ(at(0, 0, 700), 0.0);
+  EXPECT_DOUBLE_EQ(at(0, 0, 850), 0.25 * 0.75 * 0.5);
+  EXPECT_DOUBLE_EQ(at(0, 0, 5000), 0.25 * 0.75);  // read past the end: capped at the part
+  EXPECT_DOUBLE_EQ(at(1, 0, 200), 0.25 * (0.75 + 0.25 * 0.5));
+  EXPECT_DOUBLE_EQ(at(1, 0, 400), 0.25);
+  EXPECT_DOUBLE_EQ(at(0, 1, 700), 0.25);
+  EXPECT_DOUBLE_EQ(at(1, 1, 100), 0.25 + 0.75 * (0.75 + 0.25 * 0.25));
+  EXPECT_DOUBLE_EQ(at(1, 1, 400), 1.0);
+  EXPECT_FALSE(p.at(2, 0));  // no such part
+  EXPECT_FALSE(p.at(0, 2));  // no such pass
+  const hpc::PartsProgress none({plain}, {a}, {});
+  EXPECT_FALSE(none.at(0));  // no callback: readers get none
 }
 
 TEST(MpiHelpers, GatherSerializedAndReductions) {

@@ -93,8 +93,13 @@ TEST(DistributedShards, EqualTheReferenceOnEveryFormat) {
   for (const char* f : {"/g.fa", "/g.fa.gz", "/g.bgz"}) {
     req.genome = dir + f;
     req.out_dir = dir + f + ".shards";
-    auto res = hpc::build_shards(req, MPI_COMM_WORLD);
-    if (rank != 0) continue;
+    std::vector<double> seen;  // rank 0's progress over both passes: rises to 1 within [0, 1]
+    auto res = hpc::build_shards(req, MPI_COMM_WORLD, [&](double x) { seen.push_back(x); });
+    if (rank != 0) {
+      EXPECT_TRUE(seen.empty()) << f;
+      continue;
+    }
+    EXPECT_EQ(test::progress_problem(seen), "") << f;
     auto got = read_samples(req.out_dir);
     ASSERT_EQ(got.size(), want.size()) << f;
     EXPECT_TRUE(got == want) << f;

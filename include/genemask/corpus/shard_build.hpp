@@ -17,7 +17,9 @@
 namespace genemask {
 
 /// Pass 1: the record stretches this rank owns (no counting; one parse of its text).
-std::vector<RecordSegment> scan_records(const io::FileInfo& file, const io::Ownership& own);
+/// `progress` is called with the reader's file position after each block.
+std::vector<RecordSegment> scan_records(const io::FileInfo& file, const io::Ownership& own,
+                                        const ProgressFn& progress = {});
 
 /// Where an owned stretch starts: chromosome and base offset. Computed on rank 0 from all
 /// ranks' segments (sorted by voffset), then shared.
@@ -76,6 +78,7 @@ struct OwnedText {
   io::Ownership own;
   const std::vector<StretchStart>* starts = nullptr;
   uint32_t genome = 0;
+  ProgressFn progress;  // called with the reader's file position after each block
 };
 
 /// Pass 2 for one rank. Throws io::InputError on bad input.

@@ -17,7 +17,7 @@ namespace {
 /// Pass 1 handler: bases per owned stretch.
 class RecordScanHandler {
  public:
-  explicit RecordScanHandler(const io::FileInfo& f) : file_(f) {}
+  RecordScanHandler(const io::FileInfo& f, const ProgressFn& progress) : file_(f), progress_(progress) {}
   void header(std::string_view name, uint64_t voff, bool owned) {
     if (owned) segs_.push_back(RecordSegment{voff, std::string(name), 0});
   }
@@ -34,12 +34,15 @@ class RecordScanHandler {
   }
   void end_owned() {}
   void begin_owned(bool, uint64_t voff) { segs_.push_back(RecordSegment{voff, std::string(), 0}); }
-  void block_done(uint64_t) {}
+  void block_done(uint64_t pos) {
+    if (progress_) progress_(pos);
+  }
   void finish() {}
   std::vector<RecordSegment> take() { return std::move(segs_); }
 
  private:
   const io::FileInfo& file_;
+  const ProgressFn& progress_;
   std::vector<RecordSegment> segs_;
 };
 
@@ -84,8 +87,9 @@ class ShardHandler {
  public:
   ShardHandler(const io::FileInfo& file, const std::vector<ChromPlan>& plan, const std::vector<StretchStart>& starts,
                const ShardBuildOptions& o, ShardWriter& train, ShardWriter& valid, ShardBuildStats& stats,
-               uint32_t genome)
-      : file_(file), plan_(plan), o_(o), train_(train), valid_(valid), stats_(stats), genome_(genome) {
+               uint32_t genome, const ProgressFn& progress)
+      : file_(file), plan_(plan), o_(o), train_(train), valid_(valid), stats_(stats), genome_(genome),
+        progress_(progress) {
     for (const auto& s : starts) starts_.emplace(s.voff, s);
   }
 
@@ -101,7 +105,9 @@ class ShardHandler {
     if (!continuing) enter(voff);
   }
   void end_owned() { done_ = !active_; }
-  void block_done(uint64_t) {}
+  void block_done(uint64_t pos) {
+    if (progress_) progress_(pos);
+  }
   void finish() {}  // the writers are flushed after the rank's last stretch
 
   bool bases(const char* p, size_t n, uint64_t voff, bool owned) {
@@ -192,6 +198,7 @@ class ShardHandler {
   ShardWriter& valid_;
   ShardBuildStats& stats_;
   uint32_t genome_;
+  const ProgressFn& progress_;
   int64_t chrom_ = -1;
   std::vector<Candidate> cands_;
   size_t next_ = 0;
@@ -214,8 +221,9 @@ bool is_validation(uint64_t seed, uint64_t sample_index, double valid_fraction) 
   return hash_uniform(seed, Stream::split, sample_index) < valid_fraction;
 }
 
-std::vector<RecordSegment> scan_records(const io::FileInfo& file, const io::Ownership& own) {
-  RecordScanHandler h(file);
+std::vector<RecordSegment> scan_records(const io::FileInfo& file, const io::Ownership& own,
+                                        const ProgressFn& progress) {
+  RecordScanHandler h(file, progress);
   io::scan_fasta(file, own, h);
   return h.take();
 }
@@ -262,7 +270,7 @@ ShardBuildStats build_owned_shards(const std::vector<OwnedText>& parts, const st
                   &stats.genome_tokens_valid})
     v->assign(opts.genomes, 0);
   for (const auto& p : parts) {
-    ShardHandler h(*p.file, plan, *p.starts, opts, train, valid, stats, p.genome);
+    ShardHandler h(*p.file, plan, *p.starts, opts, train, valid, stats, p.genome, p.progress);
     io::scan_fasta(*p.file, p.own, h);
   }
   train.flush();
@@ -275,7 +283,7 @@ ShardBuildStats build_owned_shards(const std::vector<OwnedText>& parts, const st
 ShardBuildStats build_owned_shards(const io::FileInfo& file, const io::Ownership& own,
                                    const std::vector<ChromPlan>& plan, const std::vector<StretchStart>& starts,
                                    const ShardBuildOptions& opts) {
-  return build_owned_shards({OwnedText{&file, own, &starts, 0}}, plan, opts);
+  return build_owned_shards({OwnedText{&file, own, &starts, 0, {}}}, plan, opts);
 }
 
 }  // namespace genemask
