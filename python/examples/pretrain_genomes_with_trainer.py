@@ -12,7 +12,8 @@ config = BertConfig(vocab_size=genemask.VOCAB_SIZE, hidden_size=128, num_hidden_
 args = TrainingArguments(out, max_steps=steps, per_device_train_batch_size=16, learning_rate=1e-3,
                          dataloader_num_workers=2, remove_unused_columns=False, report_to="none",
                          save_strategy="no", seed=42)
+tok = genemask.Tokenizer()  # saved with the model: AutoTokenizer.from_pretrained(out) reads it
 trainer = Trainer(model=BertForMaskedLM(config), args=args, train_dataset=train,  # GeneMask masking,
-                  data_collator=DataCollatorForGeneMask(npmi=npmi, seed=42))      # pretrain's masks
+                  data_collator=DataCollatorForGeneMask(tok, npmi=npmi, seed=42))  # pretrain's masks
 trainer.train()
 trainer.save_model(out)

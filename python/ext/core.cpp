@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -182,6 +183,36 @@ T load_table(const std::string& path, std::vector<Row> (*read)(const std::string
   }
   t.source = path;
   return t;
+}
+
+/// Pickling (a DataLoader's spawned workers, copy.deepcopy): the source and the rows, every
+/// value exact (a Python float is the double).
+using NpmiState = std::tuple<std::string, std::vector<std::tuple<uint64_t, std::string, uint64_t, double, double, bool>>>;
+using PmiVocabState = std::tuple<std::string, std::vector<std::tuple<uint64_t, std::string, uint64_t, double>>>;
+
+NpmiState npmi_state(const NpmiTable& t) {
+  NpmiState s{t.source, {}};
+  for (const auto& r : t.rows) std::get<1>(s).emplace_back(r.rank, r.kmer, r.count, r.pmi, r.npmi, r.below_min_count);
+  return s;
+}
+
+void set_npmi_state(NpmiTable& t, const NpmiState& s) {
+  new (&t) NpmiTable();
+  t.source = std::get<0>(s);
+  for (const auto& [rank, kmer, count, pmi, npmi, below] : std::get<1>(s))
+    t.rows.push_back(io::NpmiRow{rank, kmer, count, pmi, npmi, below});
+}
+
+PmiVocabState pmi_vocab_state(const PmiVocab& v) {
+  PmiVocabState s{v.source, {}};
+  for (const auto& r : v.rows) std::get<1>(s).emplace_back(r.rank, r.kmer, r.count, r.pmi);
+  return s;
+}
+
+void set_pmi_vocab_state(PmiVocab& v, const PmiVocabState& s) {
+  new (&v) PmiVocab();
+  v.source = std::get<0>(s);
+  for (const auto& [rank, kmer, count, pmi] : std::get<1>(s)) v.rows.push_back(io::PmiVocabRow{rank, kmer, count, pmi});
 }
 
 template <class T>
@@ -483,6 +514,11 @@ NB_MODULE(_core, m) {
   using namespace genemask::py;
   m.doc() = "genemask's C++ core: tokenizer, k-mer counts, NPMI and the masking strategies";
   m.attr("__version__") = kVersion;
+  // nanobind lists the instances still alive when the interpreter ends. A DataLoader worker
+  // (spawn) that returned torch tensors ends with the collator's Masker still referenced by
+  // torch's shutdown, and the list is printed for objects that were never leaked; refcounts
+  // are tested in python/tests (test_masker's pickling and workers).
+  nb::set_leak_warnings(false);
   nb::exception<io::InputError>(m, "InputError", PyExc_ValueError);
 
   m.attr("VOCAB_SIZE") = kVocabSize;
@@ -514,8 +550,10 @@ NB_MODULE(_core, m) {
   }, "code"_a);
 
   nb::class_<NpmiTable>(m, "NpmiTable", "The GRANK list of `genemask npmi` (npmi.tsv): all 4^k k-mers by NPMI, rank 1 highest.")
-      .def_static("load", [](const std::string& path) { return load_table<NpmiTable>(path, io::read_npmi_tsv); },
-                  "path"_a, "Reads npmi.tsv; InputError (file:line, value) when malformed.")
+      .def_static("load", [](const std::filesystem::path& path) { return load_table<NpmiTable>(path.string(), io::read_npmi_tsv); },
+                  "path"_a, "Reads npmi.tsv (a str or os.PathLike); InputError (file:line, value) when malformed.")
+      .def("__getstate__", &npmi_state)
+      .def("__setstate__", &set_npmi_state)
       .def_prop_ro("k", &NpmiTable::k, "k-mer length")
       .def_ro("source", &NpmiTable::source)
       .def("__len__", &table_size<NpmiTable>)
@@ -533,8 +571,10 @@ NB_MODULE(_core, m) {
            "Rank of each 6-mer by 2-bit code (A=0 C=1 G=2 T=3), what GeneMask masking uses; InputError unless k = 6.");
 
   nb::class_<PmiVocab>(m, "PmiVocab", "The Gene-PMI-VOC vocabulary of `genemask pmi-vocab` (pmi_vocab.tsv), by PMI_k.")
-      .def_static("load", [](const std::string& path) { return load_table<PmiVocab>(path, io::read_pmi_vocab_tsv); },
-                  "path"_a, "Reads pmi_vocab.tsv; InputError (file:line, value) when malformed.")
+      .def_static("load", [](const std::filesystem::path& path) { return load_table<PmiVocab>(path.string(), io::read_pmi_vocab_tsv); },
+                  "path"_a, "Reads pmi_vocab.tsv (a str or os.PathLike); InputError (file:line, value) when malformed.")
+      .def("__getstate__", &pmi_vocab_state)
+      .def("__setstate__", &set_pmi_vocab_state)
       .def_ro("source", &PmiVocab::source)
       .def("__len__", &table_size<PmiVocab>)
       .def_prop_ro("rank", [](const PmiVocab& v) { return column<io::PmiVocabRow, uint64_t>(v.rows, [](auto& r) { return r.rank; }); }, nb::rv_policy::move)

@@ -128,7 +128,7 @@ def test_bad_fasta_and_counts(tmp_path):
         genemask.npmi([counts[1], counts[2][:-1], counts[3]], k=3, min_count=2)
     with pytest.raises(TypeError, match="counts of k=1 must hold integers"):
         genemask.npmi([counts[1].astype(float), counts[2], counts[3]], k=3, min_count=2)
-    with pytest.raises(ValueError, match="min_count must be at least 2"):
+    with pytest.raises(ValueError, match="min_count must be in 2..2\\^64-1, got 1"):
         genemask.npmi(counts, k=3, min_count=1)
 
 
@@ -237,3 +237,80 @@ def test_decode_keeps_positions_and_refuses_ids_of_no_sequence():
     a, c = tok.encode("AAAAAA", False)[0], tok.encode("CCCCCC", False)[0]
     with pytest.raises(ValueError, match="ids\\[1\\] \\(CCCCCC\\) does not overlap ids\\[0\\] \\(AAAAAA\\) by 5 bases"):
         tok.decode(np.array([a, c]))
+
+
+def test_numbers_of_the_wrong_kind_are_named(masker, batch, work, tmp_path):
+    """A float where an integer is meant (cut silently before), a scalar where a row is meant, an
+    unsigned value past int64 (read as a negative one before), and the ints 0/1 as flags."""
+    ids, att = batch
+    with pytest.raises(TypeError, match="seed must be an integer, got 1.9"):
+        genemask.Masker("random", seed=1.9)
+    with pytest.raises(TypeError, match="epoch must be an integer, got 1.7"):
+        masker.mask(ids, att, epoch=1.7)
+    with pytest.raises(TypeError, match="kmax must be an integer, got 2.9"):
+        genemask.count_kmers(work["fasta"], kmax=2.9)
+    with pytest.raises(TypeError, match="a token id must be an integer, got 5.7"):
+        genemask.Tokenizer().convert_ids_to_tokens([5.7])
+    assert genemask.Masker("random", seed=np.uint64(3)).seed == 3  # numpy integers are integers
+    with pytest.raises(ValueError, match="input_ids must be an array \\(1-D or 2-D\\), got the scalar 5"):
+        masker.mask(5)
+    big = ids.astype(np.uint64)
+    big[0, 3] = 2**64 - 1
+    with pytest.raises(ValueError, match="input_ids holds 18446744073709551615, past the int64 range"):
+        masker.mask(big, att)
+    with pytest.raises(ValueError, match="sample_index holds 9223372036854775808, past the int64 range"):
+        masker.mask(ids, att, sample_index=np.array([0, 2**63], dtype=np.uint64))
+    with pytest.raises(TypeError, match="ids must hold integers, got dtype bool"):
+        genemask.Tokenizer().decode(np.array([True, True]))
+    tok = genemask.Tokenizer()
+    assert tok.encode("ACGTACGT", add_special_tokens=0).tolist() == tok.encode("ACGTACGT", False).tolist()
+    with pytest.raises(TypeError, match="add_special_tokens must be True or False, got 2"):
+        tok.encode("ACGTACGT", add_special_tokens=2)
+    with pytest.raises(ValueError, match="max_length=18446744073709551616 is past any model's"):
+        tok.batch(["ACGTACGT"], max_length=2**64)
+    counts = genemask.count_kmers(work["fasta"], kmax=6)
+    with pytest.raises(ValueError, match="min_count must be in 2..2\\^64-1, got -1"):
+        genemask.npmi(counts, min_count=-1)
+    with pytest.raises(ValueError, match="size must be in 1..2\\^64-1, got -1"):
+        genemask.pmi_vocab(counts, kmax=6, size=-1)
+    from genemask.hf import DataCollatorForGeneMask
+    with pytest.raises(TypeError, match="max_length must be an int, the most tokens of a row"):
+        DataCollatorForGeneMask(strategy="random", max_length=None)
+    with pytest.raises(ValueError, match="epoch must be in 0..2\\^64-1, got 18446744073709551616"):
+        genemask.ShardDataset(work["shards"], epoch=2**64)
+    with pytest.raises(ValueError, match="epoch 18446744073709551615 \\+ 2 epochs passes epoch 2\\^64-1"):
+        genemask.ShardDataset(work["shards"], epoch=2**64 - 1, epochs=2)
+    # Paths as pathlib.Path, as everywhere else in the package.
+    import pathlib
+    assert len(genemask.NpmiTable.load(pathlib.Path(work["npmi"]))) == 4096
+    assert len(genemask.PmiVocab.load(pathlib.Path(work["pmi_vocab"]))) == \
+        len(genemask.PmiVocab.load(work["pmi_vocab"]))
+
+
+def test_truncation_without_max_length_cuts_at_the_model_length(tmp_path):
+    """Hugging Face's meaning: truncation=True without max_length cuts at model_max_length
+    (512) and pads to the longest row; the exported BertTokenizer cuts the 6-mer text alike."""
+    tok = genemask.Tokenizer()
+    long, short = "ACGT" * 200, "ACGTTGCAAC"
+    ids, att = tok.batch([long, short], truncation=True)
+    assert ids.shape == (2, 512) and att[0].sum() == 512 and att[1].sum() == 7
+    want, _ = tok.batch([long, short], max_length=512, truncation=True)
+    np.testing.assert_array_equal(ids, want)
+    ids, att = tok.batch([short, short], truncation=True)
+    assert ids.shape == (2, 7)  # the longest row, not 512
+    transformers = pytest.importorskip("transformers")
+    tok.save_pretrained(tmp_path)
+    hf = transformers.AutoTokenizer.from_pretrained(str(tmp_path))
+    text = " ".join(long[i:i + 6] for i in range(len(long) - 5))
+    assert hf(text, truncation=True)["input_ids"] == tok.batch([long], truncation=True)[0][0].tolist()
+
+
+def test_npmi_of_too_few_counts_warns_as_the_cli_does(work):
+    counts = genemask.count_kmers(work["fasta"], kmax=6)
+    with pytest.warns(UserWarning, match=r"of the 4096 6-mers are below min_count 101 .* the ranking says little"):
+        t = genemask.npmi(counts, k=6)
+    assert t.below_min_count.sum() * 2 > len(t)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        genemask.npmi(counts, k=6, min_count=3)  # the session's table: most 6-mers seen 3 times or more

@@ -9,6 +9,7 @@ import torch
 
 import genemask
 from genemask.hf import DataCollatorForGeneMask
+from conftest import SEED
 
 
 def dna(rng, n):
@@ -194,3 +195,97 @@ def test_collator_refuses_a_batch_that_mixes_keyed_and_plain_examples():
     c(keyed)  # all keyed, or none
     c(ex)
     DataCollatorForGeneMask(strategy="random")(keyed[:2] + ex[2:])  # seed=None: the keys are not used
+
+
+def spawn_masks(collator, context):
+    """The labels of one pass of a 2-worker DataLoader started by `context`."""
+    same = [{"input_ids": examples(1, seed=3)[0]["input_ids"]} for _ in range(16)]
+    dl = torch.utils.data.DataLoader(same, batch_size=4, num_workers=2, collate_fn=collator,
+                                     multiprocessing_context=context)
+    return [b["labels"] for b in dl]
+
+
+def test_the_collator_pickles_and_spawned_workers_mask_as_forked_ones(work):
+    """spawn (macOS, Windows) and forkserver (Linux from Python 3.14) pickle the collator into
+    each worker: with an integer seed a worker's masks depend on (seed, worker, samples), so
+    they are those of fork's workers. Masker, NpmiTable and PmiVocab pickle with their values."""
+    import copy
+    import pickle
+
+    c = DataCollatorForGeneMask(npmi=work["npmi"], seed=5)
+    forked = spawn_masks(c, "fork")
+    for context in ("spawn", "forkserver"):
+        got = spawn_masks(c, context)
+        assert len(got) == len(forked) == 4
+        for x, y in zip(got, forked):
+            assert torch.equal(x, y), context
+    batch = examples(6, seed=9)
+    want = c(batch)
+    twins = (pickle.loads(pickle.dumps(c)), copy.deepcopy(c))
+    after = c(batch)  # rows 6..11: the twins number on from c's count too
+    assert not torch.equal(after["labels"], want["labels"])
+    for twin in twins:
+        assert torch.equal(twin(batch)["labels"], after["labels"])
+    table, vocab = genemask.NpmiTable.load(work["npmi"]), genemask.PmiVocab.load(work["pmi_vocab"])
+    for t in (table, vocab):
+        back = pickle.loads(pickle.dumps(t))
+        assert back.source == t.source and len(back) == len(t)
+        assert back.kmer == t.kmer and np.array_equal(back.count, t.count)
+        assert np.array_equal(back.pmi, t.pmi, equal_nan=True)  # every double exact (nan: never seen)
+        assert np.array_equal(back.rank, t.rank)
+    back = pickle.loads(pickle.dumps(table))
+    assert np.array_equal(back.npmi, table.npmi, equal_nan=True)
+    assert np.array_equal(back.below_min_count, table.below_min_count)
+    assert np.array_equal(back.grank(), table.grank())
+    ids, att = genemask.Tokenizer().batch(["ACGTTGCA" * 20, "TTGACCA" * 11])
+    m = genemask.Masker("pmi-vocab", pmi_vocab=vocab, seed=7)
+    m.mask(ids, att)
+    twin = pickle.loads(pickle.dumps(m))
+    assert twin.strategy == "pmi-vocab" and twin.rate == m.rate and twin.seed == 7
+    a, b = m.mask(ids, att), twin.mask(ids, att)  # both number on from the same row
+    assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+def test_a_shard_item_that_lost_its_keys_is_refused(work):
+    """transformers.Trainer (remove_unused_columns=True, its default) hands the collator only
+    the keys its model takes: a ShardDataset item without sample_index and epoch would be
+    masked otherwise than `pretrain --seed` masks it, without a word. It is an error that
+    names the setting; with the setting the keys come through."""
+    transformers = pytest.importorskip("transformers")
+    from transformers.trainer_utils import RemoveColumnsCollator
+
+    ds = genemask.ShardDataset(work["shards"], seed=SEED, batch_size=4)
+    items = [x for _, x in zip(range(4), iter(ds))]
+    assert isinstance(items[0]["input_ids"], genemask.ShardIds)
+    c = DataCollatorForGeneMask(npmi=work["npmi"], seed=SEED)
+    stripped = RemoveColumnsCollator(c, ["input_ids", "attention_mask", "labels"],
+                                     transformers.utils.logging.get_logger("t"))
+    with pytest.raises(ValueError, match=r"example 0 is a genemask.ShardDataset item without its sample_index and "
+                                         r"epoch.*TrainingArguments\(remove_unused_columns=False\)"):
+        stripped(items)
+    keyed = c(items)
+    kept = RemoveColumnsCollator(c, ["input_ids", "attention_mask", "labels", "sample_index", "epoch", "seed"],
+                                 transformers.utils.logging.get_logger("t"))(items)
+    assert torch.equal(kept["labels"], keyed["labels"])
+    plain = [{"input_ids": np.asarray(x["input_ids"])} for x in items]  # a plain copy: numbered on
+    assert DataCollatorForGeneMask(npmi=work["npmi"], seed=SEED)(plain)["labels"].shape == \
+        keyed["labels"].shape
+    DataCollatorForGeneMask(npmi=work["npmi"])([{"input_ids": x["input_ids"]} for x in items])  # seed=None
+
+
+def test_pre_padded_examples_without_an_attention_mask():
+    """A tokenizer's output padded to max_length whose attention_mask was dropped: the row's
+    tokens are those before its first [PAD] (as Masker.mask reads it), so the batch equals the
+    one of the unpadded examples; a [PAD] with tokens after it is refused."""
+    ex = examples(3, seed=4)
+    padded = [{"input_ids": np.concatenate([e["input_ids"], np.zeros(7 + i, dtype=np.int64)])}
+              for i, e in enumerate(ex)]
+    want = DataCollatorForGeneMask(strategy="random", seed=2)(ex)
+    got = DataCollatorForGeneMask(strategy="random", seed=2)(padded)
+    for k in ("input_ids", "attention_mask", "labels"):
+        assert torch.equal(got[k], want[k]), k
+    hole = padded[0]["input_ids"].copy()
+    hole[5] = genemask.PAD
+    with pytest.raises(ValueError, match=r"example 0: input_ids\[5\] is \[PAD\] but input_ids\[6\] is not.*pass the "
+                                         r"example's attention_mask"):
+        DataCollatorForGeneMask(strategy="random")([{"input_ids": hole}])

@@ -132,6 +132,7 @@ def test_the_genomes_example_trains_with_a_trainer(genomes, tmp_path):
                        capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert (out / "config.json").exists() and (out / "model.safetensors").exists()
+    assert (out / "vocab.txt").read_text().splitlines() == genemask.Tokenizer().vocab()  # the tokenizer too
 
 
 def edited(src, dst, manifest=None, shard=None, split="train"):
@@ -362,3 +363,28 @@ def test_the_vocabulary_digest_is_the_clis(work, tmp_path):
     assert summary["sha256"] == vocab_sha256()
     with open(os.path.join(work["shards"], "manifest.json")) as f:
         assert json.load(f)["vocab_sha256"] == vocab_sha256()
+
+
+def test_a_dataset_pickles_after_it_was_read_and_spawned_workers_read_as_forked_ones(genomes):
+    """A look at an item in the main process opens a shard; the dataset still pickles (without
+    its open files) into spawned workers, whose batches and masks are fork's and pretrain's."""
+    import pickle
+
+    ds = genemask.ShardDataset(genomes / "shards", genome_weights="uniform", seed=SEED, batch_size=4)
+    first = next(iter(ds))
+    assert ds._files  # a shard is open
+    twin = pickle.loads(pickle.dumps(ds))
+    assert not twin._files
+    assert next(iter(twin))["sample_index"] == first["sample_index"]
+    c = DataCollatorForGeneMask(npmi=str(genomes / "npmi.tsv"), seed=SEED)
+    got = {}
+    for context in ("fork", "spawn"):
+        loader = torch.utils.data.DataLoader(ds, batch_size=4, num_workers=2, collate_fn=c,
+                                             multiprocessing_context=context)
+        got[context] = [(b["input_ids"], b["labels"]) for b in loader]
+    assert len(got["spawn"]) == len(got["fork"]) >= 2
+    for (a, x), (b, y) in zip(got["fork"], got["spawn"]):
+        assert torch.equal(a, b) and torch.equal(x, y)
+    whole = [x for x in ds]
+    keyed = c(whole[:4])  # the first batch, masked by (seed, epoch, sample_index)
+    assert torch.equal(got["spawn"][0][1], keyed["labels"])

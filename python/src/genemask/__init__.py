@@ -16,7 +16,9 @@ list) in ``genemask pretrain``'s order. torch and transformers are needed only b
 """
 from __future__ import annotations
 
+import operator
 import os
+import warnings
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -28,7 +30,7 @@ __version__: str = _core.__version__
 
 __all__ = [
     "__version__", "InputError", "Tokenizer", "NpmiTable", "PmiVocab", "Masker", "count_kmers", "npmi", "pmi_vocab",
-    "VOCAB_SIZE", "PAD", "UNK", "CLS", "SEP", "MASK", "STRATEGIES",
+    "VOCAB_SIZE", "PAD", "UNK", "CLS", "SEP", "MASK", "STRATEGIES", "ShardIds",
 ]  # and ShardDataset, imported on first use (it needs torch and h5py; `import *` does not)
 
 
@@ -54,9 +56,35 @@ def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch")
 
 
+def _integer(x, name: str, least: Optional[int] = None, most: Optional[int] = None) -> int:
+    """x as a Python int: an int or a numpy integer (a float, even 2.0, is a TypeError: it was
+    meant as something else, or would be cut), within [least, most] (ValueError)."""
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got {x!r}")
+    try:
+        v = operator.index(x)
+    except TypeError:
+        raise TypeError(f"{name} must be an integer, got {x!r} ({type(x).__name__})") from None
+    if (least is not None and v < least) or (most is not None and v > most):
+        lo = "" if least is None else f"{least}"
+        hi = "" if most is None else ("2^64-1" if most == 2**64 - 1 else f"{most}")
+        raise ValueError(f"{name} must be in {lo}..{hi}, got {v}")
+    return v
+
+
+def _flag(x, name: str) -> bool:
+    """x as a bool: True/False (numpy's too) or the ints 1 and 0."""
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, (int, np.integer)) and x in (0, 1):
+        return bool(x)
+    raise TypeError(f"{name} must be True or False, got {x!r}")
+
+
 def _int_array(x, name: str, ndim: Optional[int] = None, allow_bool: bool = True) -> np.ndarray:
     """x as a C-contiguous int64 array; TypeError for a non-integer dtype (and for booleans
-    unless ``allow_bool``: a mask may be booleans, token ids may not), ValueError for a wrong rank."""
+    unless ``allow_bool``: a mask may be booleans, token ids may not), ValueError for a wrong rank,
+    a scalar, or an unsigned value past the int64 range (it would wrap to a negative one)."""
     if type(x) is np.ndarray and x.dtype == np.int64 and x.flags.c_contiguous and (ndim is None or x.ndim == ndim):
         return x  # the common case, at no cost
     if _is_torch(x):
@@ -69,14 +97,26 @@ def _int_array(x, name: str, ndim: Optional[int] = None, allow_bool: bool = True
             raise TypeError(f"{name} must hold integers, got dtype {a.dtype}")
     if ndim is not None and a.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-D, got shape {tuple(a.shape)}")
+    if a.ndim == 0:
+        raise ValueError(f"{name} must be an array (1-D or 2-D), got the scalar {a.item()!r}")
+    if a.dtype == np.uint64 and a.size and a.max() > np.iinfo(np.int64).max:
+        raise ValueError(f"{name} holds {int(a.max())}, past the int64 range of token ids, masks and sample indices")
     return np.ascontiguousarray(a, dtype=np.int64)
+
+
+class ShardIds(np.ndarray):
+    """The ``input_ids`` of a ``genemask.ShardDataset`` item: an int64 numpy array (a view of
+    this class), so that ``DataCollatorForGeneMask`` can tell such an item that lost its
+    ``sample_index`` and ``epoch`` (removed by ``transformers.Trainer``) from a plain example."""
 
 
 class Tokenizer:
     """The DNABERT-6 tokenizer: overlapping 6-mers, ids in DNABERT's vocab.txt order
     ([PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3 [MASK]=4, then the 4096 6-mers in
-    itertools.product("ATCG", repeat=6) order). The same ids as ``genemask`` and as
-    ``transformers.AutoTokenizer`` on a model exported by ``genemask export-hf``.
+    itertools.product("ATCG", repeat=6) order). The same ids as ``genemask``, and as
+    ``transformers.AutoTokenizer`` of a model exported by ``genemask export-hf`` on DNABERT's
+    upper-case 6-mer text (``AutoTokenizer`` reads bases as one unknown word, and lower-case
+    6-mers as [UNK]: give it 6-mer text, or use this tokenizer).
     A sequence is bases (A, C, G, T, N and the other IUPAC codes; lowercase is upper-cased),
     or DNABERT's 6-mer text ("ACGTAC CGTACG ...", read when it has a space), as the CLI reads
     a table's sequences; any other character (a line end, a digit, U) is a ValueError that
@@ -97,24 +137,38 @@ class Tokenizer:
         """int64 ids of one sequence: [CLS] 6-mers [SEP] (L bases give L-5 6-mers; L >= 6)."""
         if not isinstance(bases, str):
             raise TypeError(f"bases must be a str, got {type(bases).__name__}")
-        return _core.tokenize(bases, add_special_tokens)
+        return _core.tokenize(bases, _flag(add_special_tokens, "add_special_tokens"))
 
     def batch(self, seqs: Sequence[str], add_special_tokens: bool = True, max_length: Optional[int] = None,
               truncation: bool = False) -> Tuple[np.ndarray, np.ndarray]:
         """(input_ids, attention_mask), both int64 [len(seqs), L], padded with [PAD] to the
         longest row, or to max_length. A row longer than max_length is an error unless
-        truncation=True (then its last tokens are dropped, [SEP] kept)."""
+        truncation=True (then its last tokens are dropped, [SEP] kept). truncation=True
+        without max_length cuts at ``model_max_length`` (512) and pads to the longest row,
+        as Hugging Face tokenizers do."""
         if isinstance(seqs, str):
             raise TypeError("batch() takes a list of sequences; use encode() for one")
         seqs = list(seqs)
         for i, s in enumerate(seqs):
             if not isinstance(s, str):
                 raise TypeError(f"sequence {i} must be a str, got {type(s).__name__}")
+        add_special_tokens = _flag(add_special_tokens, "add_special_tokens")
+        truncation = _flag(truncation, "truncation")
         # A row holds at least one 6-mer: [CLS] [SEP] alone is no sequence's (it was returned).
         least = 3 if add_special_tokens else 1
-        if max_length is not None and max_length < least:
-            raise ValueError(f"max_length must be at least {least} ("
-                             f"{'[CLS], one 6-mer, [SEP]' if add_special_tokens else 'one 6-mer'}), got {max_length}")
+        if max_length is not None:
+            max_length = _integer(max_length, "max_length")
+            if max_length < least:
+                raise ValueError(f"max_length must be at least {least} ("
+                                 f"{'[CLS], one 6-mer, [SEP]' if add_special_tokens else 'one 6-mer'}), got "
+                                 f"{max_length}")
+            if max_length >= 2**63:
+                raise ValueError(f"max_length={max_length} is past any model's; pass your model's (512 for DNABERT-6 "
+                                 "models)")
+        elif truncation:  # Hugging Face's: cut at the model's length, pad to the longest row
+            ids, att = _core.tokenize_batch(seqs, add_special_tokens, self.model_max_length, True)
+            longest = int(att.sum(axis=1).max()) if att.shape[0] else 0
+            return np.ascontiguousarray(ids[:, :longest]), np.ascontiguousarray(att[:, :longest])
         return _core.tokenize_batch(seqs, add_special_tokens, max_length, truncation)
 
     __call__ = batch
@@ -125,10 +179,10 @@ class Tokenizer:
         it (a masked 6-mer's bases its neighbours show are shown), and every base keeps its
         position. Known 6-mers must agree on the bases they share (5 for neighbours): ids that
         do not are no sequence's, and a ValueError."""
-        return _core.decode(_int_array(ids, "ids", 1))
+        return _core.decode(_int_array(ids, "ids", 1, allow_bool=False))
 
     def convert_ids_to_tokens(self, ids: Iterable[int]) -> List[str]:
-        return [_core.token_text(int(i)) for i in ids]
+        return [_core.token_text(_integer(i, "a token id")) for i in ids]
 
     def get_vocab(self) -> Dict[str, int]:
         return {t: i for i, t in enumerate(self.vocab())}
@@ -178,6 +232,9 @@ class Masker:
     ``mask(ids, attention, epoch=e, sample_index=i)`` with the seed of ``genemask pretrain
     --seed`` reproduces its masks exactly. Without ``sample_index``, rows are numbered on
     from the previous call (0, 1, 2, ...), so a run is reproducible from its seed.
+
+    A Masker pickles (and so goes to a DataLoader's spawned workers) with its tables, seed
+    and numbering.
     """
 
     def __init__(self, strategy: str = "genemask", npmi: Union[NpmiTable, PathLike, None] = None,
@@ -187,14 +244,18 @@ class Masker:
             raise ValueError(f"unknown strategy {strategy!r} (expected one of: {', '.join(STRATEGIES)})")
         if rate is not None and not (0.0 < float(rate) < 1.0):
             raise ValueError(f"rate must be in (0, 1), got {rate}")
-        seed = int(seed)
-        if not (0 <= seed < 2**64):
-            raise ValueError(f"seed must be in 0..2^64-1, got {seed}")
-        self.seed = seed
+        self.seed = _integer(seed, "seed", 0, 2**64 - 1)
         self._next_index = 0
-        self._core = _core.Masker(strategy, _table(npmi, NpmiTable, "npmi"), _table(pmi_vocab, PmiVocab, "pmi_vocab"),
-                                  -1.0 if rate is None else float(rate), float(mask_token_prob),
-                                  float(random_token_prob))
+        self._args = (strategy, _table(npmi, NpmiTable, "npmi"), _table(pmi_vocab, PmiVocab, "pmi_vocab"),
+                      -1.0 if rate is None else float(rate), float(mask_token_prob), float(random_token_prob))
+        self._core = _core.Masker(*self._args)
+
+    def __getstate__(self):
+        return {"args": self._args, "seed": self.seed, "next_index": self._next_index}
+
+    def __setstate__(self, state) -> None:
+        self._args, self.seed, self._next_index = state["args"], state["seed"], state["next_index"]
+        self._core = _core.Masker(*self._args)
 
     @property
     def strategy(self) -> str:
@@ -233,12 +294,9 @@ class Masker:
             index = _int_array(sample_index, "sample_index", 1)
             if index.shape[0] != rows:
                 raise ValueError(f"sample_index has {index.shape[0]} entries for {rows} rows")
-        seed = self.seed if seed is None else int(seed)
-        if not (0 <= seed < 2**64):
-            raise ValueError(f"seed must be in 0..2^64-1, got {seed}")
-        if not (0 <= int(epoch) < 2**64):
-            raise ValueError(f"epoch must be in 0..2^64-1, got {epoch}")
-        out_ids, labels = self._core.mask(ids, att, seed, int(epoch), index)
+        seed = self.seed if seed is None else _integer(seed, "seed", 0, 2**64 - 1)
+        epoch = _integer(epoch, "epoch", 0, 2**64 - 1)
+        out_ids, labels = self._core.mask(ids, att, seed, epoch, index)
         if one_row:
             out_ids, labels = out_ids[0], labels[0]
         if is_torch:
@@ -250,9 +308,9 @@ class Masker:
 def count_kmers(fasta: PathLike, kmax: int = 6) -> Dict[int, np.ndarray]:
     """Exact counts of every k-mer, k = 1..kmax, of a FASTA file (plain, gzip or bgzip) as
     ``genemask count`` makes them: {k: uint64 array of 4^k counts}, indexed by the 2-bit
-    code (A=0 C=1 G=2 T=3, first base most significant). k-mers do not cross N/IUPAC codes
-    or record ends; lowercase counts as uppercase."""
-    counts = _core.count_kmers(os.fspath(fasta), int(kmax))
+    code (A=0 C=1 G=2 T=3, first base most significant). k-mers do not cross N, the other
+    IUPAC codes (U among them), ``-`` or ``*``, or record ends; lowercase counts as uppercase."""
+    counts = _core.count_kmers(os.fspath(fasta), _integer(kmax, "kmax"))
     return {k + 1: c for k, c in enumerate(counts)}
 
 
@@ -280,11 +338,23 @@ def _count_list(counts, kneeded: int) -> List[np.ndarray]:
 def npmi(counts, k: int = 6, min_count: int = 101) -> NpmiTable:
     """The NPMI ranking of all k-mers (the GRANK list; ``genemask npmi``) from the counts of
     ``count_kmers`` (a dict {k: array}, or a list for k = 1, 2, ...). k-mers seen fewer
-    than min_count times are ranked last and flagged."""
-    return _core.npmi(_count_list(counts, int(k)), int(k), int(min_count))
+    than min_count times are ranked last and flagged; when more than half of them are, a
+    UserWarning says so (the ranking says little), as the CLI does."""
+    k = _integer(k, "k")
+    min_count = _integer(min_count, "min_count", 2, 2**64 - 1)
+    table = _core.npmi(_count_list(counts, k), k, min_count)
+    below = int(table.below_min_count.sum())
+    if below * 2 > len(table):
+        warnings.warn(f"{below} of the {len(table)} {k}-mers are below min_count {min_count} (flagged, ranked after "
+                      "the others by an NPMI of too few occurrences): the ranking says little; count a longer genome, "
+                      "or lower min_count", UserWarning, stacklevel=2)
+    return table
 
 
 def pmi_vocab(counts, kmin: int = 2, kmax: int = 10, min_count: int = 10000, size: int = 40000) -> PmiVocab:
     """The Gene-PMI-VOC vocabulary (``genemask pmi-vocab``): the k-mers with kmin <= k <= kmax
     seen at least min_count times, ranked by PMI_k, the top ``size``."""
-    return _core.pmi_vocab(_count_list(counts, int(kmax)), int(kmin), int(kmax), int(min_count), int(size))
+    kmin, kmax = _integer(kmin, "kmin"), _integer(kmax, "kmax")
+    min_count = _integer(min_count, "min_count", 0, 2**64 - 1)
+    size = _integer(size, "size", 1, 2**64 - 1)
+    return _core.pmi_vocab(_count_list(counts, kmax), kmin, kmax, min_count, size)

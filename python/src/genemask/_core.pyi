@@ -3,6 +3,7 @@ genemask's C++ core: tokenizer, k-mer counts, NPMI and the masking strategies
 """
 
 from collections.abc import Sequence
+import os
 from typing import Annotated
 
 import numpy
@@ -56,8 +57,14 @@ class NpmiTable:
     """
 
     @staticmethod
-    def load(path: str) -> NpmiTable:
-        """Reads npmi.tsv; InputError (file:line, value) when malformed."""
+    def load(path: str | os.PathLike) -> NpmiTable:
+        """
+        Reads npmi.tsv (a str or os.PathLike); InputError (file:line, value) when malformed.
+        """
+
+    def __getstate__(self) -> tuple[str, list[tuple[int, str, int, float, float, bool]]]: ...
+
+    def __setstate__(self, arg: tuple[str, Sequence[tuple[int, str, int, float, float, bool]]], /) -> None: ...
 
     @property
     def k(self) -> int:
@@ -97,8 +104,14 @@ class PmiVocab:
     """
 
     @staticmethod
-    def load(path: str) -> PmiVocab:
-        """Reads pmi_vocab.tsv; InputError (file:line, value) when malformed."""
+    def load(path: str | os.PathLike) -> PmiVocab:
+        """
+        Reads pmi_vocab.tsv (a str or os.PathLike); InputError (file:line, value) when malformed.
+        """
+
+    def __getstate__(self) -> tuple[str, list[tuple[int, str, int, float]]]: ...
+
+    def __setstate__(self, arg: tuple[str, Sequence[tuple[int, str, int, float]]], /) -> None: ...
 
     @property
     def source(self) -> str: ...

@@ -17,11 +17,16 @@ own ``epoch``). No position is given to two workers or ranks. With ``epochs`` se
 stream holds epochs x N positions and each rank yields (epochs x N) // R of them, the same
 number on every rank: the last (epochs x N) mod R positions are not yielded.
 
-Each item is a dict: ``input_ids`` ([CLS] 6-mer ids [SEP], int64), ``sample_index`` (the
+Each item is a dict: ``input_ids`` ([CLS] 6-mer ids [SEP], an int64 numpy array of the
+subclass ``genemask.ShardIds``), ``sample_index`` (the
 corpus sample, the masks' key), ``epoch``, ``genome`` (the genome's index in
 ``ds.genomes``; 0 for a set of one genome) and ``seed`` (the dataset's). ``DataCollatorForGeneMask``
 with an integer ``seed`` masks rows that carry ``sample_index`` and ``epoch`` exactly as
-``pretrain`` does with that ``--seed``, and refuses items of another ``seed``.
+``pretrain`` does with that ``--seed``, and refuses items of another ``seed`` and items
+without those keys: with ``transformers.Trainer``, pass ``TrainingArguments(
+remove_unused_columns=False)``, or the Trainer removes them.
+
+A ShardDataset pickles without its open files (a DataLoader's spawned workers open their own).
 
 The shard set is checked when opened, as ``pretrain`` checks it: the manifest (complete,
 its version, every field, the totals equal to the shards listed, genemask's vocabulary) and
@@ -38,7 +43,7 @@ from typing import Any, Dict, Iterator, List, Optional
 import numpy as np
 import torch
 
-from . import _core
+from . import ShardIds, _core, _integer
 from ._core import InputError
 
 CLS, SEP = _core.CLS, _core.SEP
@@ -199,16 +204,12 @@ class ShardDataset(torch.utils.data.IterableDataset):
 
         self.dir = os.fspath(shards_dir)
         self.split = split
-        self.seed = int(seed)
-        if not 0 <= self.seed <= U64_MAX:
-            raise ValueError(f"seed must be in 0..2^64-1, got {seed}")
-        self.first_epoch = int(epoch)
-        if self.first_epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        if epochs is not None and int(epochs) < 1:
+        self.seed = _integer(seed, "seed", 0, U64_MAX)
+        self.first_epoch = _integer(epoch, "epoch", 0, U64_MAX)
+        if epochs is not None and _integer(epochs, "epochs") < 1:
             raise ValueError(f"epochs must be None (without end) or at least 1, got {epochs}")
-        self.epochs = None if epochs is None else int(epochs)
-        self.batch_size = int(batch_size)
+        self.epochs = None if epochs is None else _integer(epochs, "epochs")
+        self.batch_size = _integer(batch_size, "batch_size")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         if (rank is None) != (world_size is None):
@@ -218,6 +219,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
             dist = torch.distributed.is_available() and torch.distributed.is_initialized()
             rank = torch.distributed.get_rank() if dist else 0
             world_size = torch.distributed.get_world_size() if dist else 1
+        rank, world_size = _integer(rank, "rank"), _integer(world_size, "world_size")
         if not 0 <= rank < world_size:
             raise ValueError(f"rank {rank} is not in 0..{world_size - 1}")
         self.rank, self.world_size = int(rank), int(world_size)
@@ -270,8 +272,15 @@ class ShardDataset(torch.utils.data.IterableDataset):
             raise InputError(f"{self.dir}: {len(self.sample_index)} {split!r} samples cannot feed {self.world_size} ranks")
         # Items this rank yields: all ranks the same number (None: without end).
         self.rank_items = None if self.epochs is None else self.epochs * len(self.sample_index) // self.world_size
+        if self.epochs is not None and self.first_epoch + self.epochs - 1 > U64_MAX:
+            raise ValueError(f"epoch {self.first_epoch} + {self.epochs} epochs passes epoch 2^64-1")
         self._files: Dict[int, Any] = {}
         self._pid = os.getpid()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_files"] = {}  # open h5py files do not pickle; each process opens its own
+        return state
 
     def __len__(self) -> int:
         """Samples this rank yields (all workers together): (epochs x N) // R; without end
@@ -297,7 +306,7 @@ class ShardDataset(torch.utils.data.IterableDataset):
         t = f["tokens"][offsets[local]:offsets[local + 1]].astype(np.int64)
         if t.size and (t.min() < _core.FIRST_KMER_TOKEN or t.max() >= _core.VOCAB_SIZE):
             raise InputError(f"{path}: damaged shard: sample {local} has a token id outside the 6-mer ids")
-        return np.concatenate([[CLS], t, [SEP]]).astype(np.int64)
+        return np.concatenate([[CLS], t, [SEP]]).astype(np.int64).view(ShardIds)
 
     def __iter__(self) -> Iterator[Dict[str, Any]]:
         info = torch.utils.data.get_worker_info()

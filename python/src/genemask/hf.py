@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
-from . import MASK, PAD, SEP, VOCAB_SIZE, Masker, NpmiTable, PmiVocab, Tokenizer, _int_array
+from . import MASK, PAD, SEP, VOCAB_SIZE, Masker, NpmiTable, PmiVocab, ShardIds, Tokenizer, _int_array, _integer
 
 try:
     import torch
@@ -72,8 +72,8 @@ class DataCollatorForGeneMask:
 
     Examples may be dicts with ``input_ids`` (lists, numpy arrays or tensors of DNABERT-6
     ids, as ``genemask.Tokenizer`` or an exported Hugging Face tokenizer makes them, with
-    [CLS]/[SEP]), optionally ``attention_mask`` (0s and 1s, 1s first); or DNA strings, which
-    are tokenized here. A ``tokenizer`` given must have DNABERT-6's id for every token.
+    [CLS]/[SEP]), optionally ``attention_mask`` (0s and 1s, 1s first; without it, the tokens
+    before the first [PAD]); or DNA strings, which are tokenized here. A ``tokenizer`` given must have DNABERT-6's id for every token.
     Returns ``{"input_ids", "attention_mask", "labels"}`` as int64 torch tensors; labels are
     -100 where not masked (Hugging Face's convention).
 
@@ -86,7 +86,8 @@ class DataCollatorForGeneMask:
     carry ``sample_index`` and ``epoch`` (``genemask.ShardDataset``'s) are masked by
     (seed, epoch, sample_index) instead: the masks ``genemask pretrain --seed`` gives them; a
     batch that mixes such examples with others, or an example whose own ``seed`` is not the
-    collator's, is an error. DataLoader workers that are not persistent start each epoch
+    collator's, is an error; so is a ShardDataset item that lost those keys (``Trainer``
+    removes them unless ``TrainingArguments(remove_unused_columns=False)``). DataLoader workers that are not persistent start each epoch
     afresh, so with an integer seed each epoch repeats the previous epoch's draws (on the
     epoch's own, reshuffled samples).
 
@@ -94,6 +95,8 @@ class DataCollatorForGeneMask:
     ``pmi_vocab``); ``rate``: the centre probability (None: the paper's). ``max_length``
     (default 512, DNABERT's) bounds a row, [CLS] and [SEP] included: a longer example is an
     error unless ``truncation=True``. ``pad_to_multiple_of`` rounds the batch's length up.
+
+    The collator pickles (a DataLoader's spawned workers each get a copy).
     """
 
     def __init__(self, tokenizer=None, npmi: Union[NpmiTable, str, None] = None,
@@ -102,6 +105,14 @@ class DataCollatorForGeneMask:
                  truncation: bool = False, pad_to_multiple_of: Optional[int] = None,
                  mask_token_prob: float = 0.8, random_token_prob: float = 0.1) -> None:
         _check_tokenizer(tokenizer)
+        if max_length is None:
+            raise TypeError("max_length must be an int, the most tokens of a row with [CLS] and [SEP] (512 for "
+                            "DNABERT-6 models): a row longer than the model's positions fails inside it")
+        max_length = _integer(max_length, "max_length")
+        if seed is not None:
+            seed = _integer(seed, "seed", 0, 2**64 - 1)
+        if pad_to_multiple_of is not None:
+            pad_to_multiple_of = _integer(pad_to_multiple_of, "pad_to_multiple_of")
         if max_length < 3:
             raise ValueError(f"max_length must be at least 3 ([CLS], one 6-mer, [SEP]), got {max_length}")
         if pad_to_multiple_of is not None and pad_to_multiple_of < 1:
@@ -136,6 +147,16 @@ class DataCollatorForGeneMask:
                     if np.any(att[1:] > att[:-1]):
                         raise ValueError(f"example {i}: attention_mask is not 1s then 0s: pad on the right")
                     ids = ids[att.astype(bool)]
+                else:  # the tokens before the first [PAD], as Masker.mask reads a row
+                    pads = np.flatnonzero(ids == PAD)
+                    if pads.size:
+                        first = int(pads[0])
+                        if np.any(ids[first:] != PAD):
+                            after = first + int(np.flatnonzero(ids[first:] != PAD)[0])
+                            raise ValueError(f"example {i}: input_ids[{first}] is [PAD] but input_ids[{after}] is not: "
+                                             "without an attention_mask a row's tokens are those before its first "
+                                             "[PAD]; pass the example's attention_mask")
+                        ids = ids[:first]
             else:
                 raise TypeError(f"example {i} must be a dict with 'input_ids' or a DNA string, got {type(ex).__name__}")
             if ids.shape[0] == 0:  # a batch of width 0, or a row of [PAD]s the model would read as a sample
@@ -175,6 +196,11 @@ class DataCollatorForGeneMask:
         for i, ex in enumerate(examples):
             index = isinstance(ex, Mapping) and "sample_index" in ex
             epoch = isinstance(ex, Mapping) and "epoch" in ex
+            if isinstance(ex, Mapping) and isinstance(ex.get("input_ids"), ShardIds) and not (index or epoch):
+                raise ValueError(f"example {i} is a genemask.ShardDataset item without its sample_index and epoch, "
+                                 "which the masks of `pretrain --seed` are keyed by: transformers' Trainer removes the "
+                                 "keys its model does not take unless TrainingArguments(remove_unused_columns=False); "
+                                 "pass that (or seed=None for masks of torch's generator)")
             if index != epoch:
                 raise ValueError(f"example {i} carries {'sample_index' if index else 'epoch'} but not "
                                  f"{'epoch' if index else 'sample_index'}: the masks of `pretrain --seed` need both")
