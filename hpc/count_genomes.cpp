@@ -37,8 +37,9 @@ class TableSpool {
   uint64_t put(const std::vector<uint64_t>& a, const std::vector<uint64_t>& b) {
     open_if_needed();
     const uint64_t at = end_;
-    write_all(a);
-    write_all(b);
+    const uint64_t part = (a.size() + b.size()) * sizeof(uint64_t);
+    write_all(a, part);
+    write_all(b, part);
     return at;
   }
   void get(uint64_t at, std::vector<uint64_t>& a, std::vector<uint64_t>& b) const {
@@ -60,7 +61,8 @@ class TableSpool {
                                            dir_, io::open_error_reason(errno)));
     ::unlink(name.c_str());
   }
-  void write_all(const std::vector<uint64_t>& v) {
+  /// `part`: the bytes of a genome part's tables (both vectors), for the message.
+  void write_all(const std::vector<uint64_t>& v, uint64_t part) {
     const char* p = reinterpret_cast<const char*>(v.data());
     size_t left = v.size() * sizeof(uint64_t);
     while (left > 0) {
@@ -70,7 +72,7 @@ class TableSpool {
         const int err = w < 0 ? errno : EIO;
         throw io::WriteError(fmt::format("cannot keep the k-mer tables of finished genomes in {} ({} bytes so far): "
                                          "{}; set TMPDIR to a disk with room (each genome part takes {} bytes)",
-                                         dir_, end_, io::write_error_reason(err), v.size() * sizeof(uint64_t)),
+                                         dir_, end_, io::write_error_reason(err), part),
                              err);
       }
       p += w;

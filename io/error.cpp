@@ -133,7 +133,8 @@ bool WriteError::of_the_disk() const {
 
 std::string write_error_reason(int err) {
   std::string reason = std::strerror(err);
-  if (err == ENOSPC || err == EDQUOT) reason += " (the disk is full)";
+  if (err == ENOSPC) reason += " (the disk is full)";
+  else if (err == EDQUOT) reason += " (a quota: free space in it, or ask for a larger one)";
   else if (err == EFBIG) reason += " (a file size limit: ulimit -f)";
   return reason;
 }

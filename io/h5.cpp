@@ -60,17 +60,24 @@ int stack_errno() {
   return found;
 }
 
-/// "<file>: cannot <what>[: <reason>]", the reason from the error stack, else errno.
-std::string failure(const std::string& file, const std::string& what) {
+/// "<file>: cannot <what>[: <reason>]", the reason from the error stack, else errno; and that errno.
+std::pair<std::string, int> failure_and_errno(const std::string& file, const std::string& what) {
   int err = stack_errno();
   if (err == 0) err = errno;
   const bool known = err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO || err == EROFS || err == EACCES ||
                      err == ENOMEM || err == EMFILE;
   H5Eclear2(H5E_DEFAULT);
   const std::string reason = err == EMFILE ? open_error_reason(err) : write_error_reason(err);
-  return fmt::format("{}: cannot {}{}", file.empty() ? "HDF5" : file, what, known ? ": " + reason : "");
+  return {fmt::format("{}: cannot {}{}", file.empty() ? "HDF5" : file, what, known ? ": " + reason : ""), err};
 }
-[[noreturn]] void fail(const std::string& file, const std::string& what) { throw std::runtime_error(failure(file, what)); }
+std::string failure(const std::string& file, const std::string& what) { return failure_and_errno(file, what).first; }
+/// A failure of the disk (full, quota, EIO, read-only, a size limit) is a WriteError, so that
+/// a sweep tells it from a job's own failure.
+[[noreturn]] void fail(const std::string& file, const std::string& what) {
+  const auto [message, err] = failure_and_errno(file, what);
+  if (err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO || err == EROFS) throw WriteError(message, err);
+  throw std::runtime_error(message);
+}
 [[noreturn]] void fail(hid_t loc, const std::string& what) { fail(file_name(loc), what); }
 
 void check(herr_t rc, hid_t loc, const std::string& what) {
@@ -182,8 +189,11 @@ void close_file_on_disk(Handle& file) {
   const std::string name = file_name(file);
   errno = 0;
   if (H5Fflush(file, H5F_SCOPE_GLOBAL) < 0) fail(file, "write the file");
-  if (H5Fclose(file.release()) < 0) throw std::runtime_error(fmt::format("{}: cannot close the file", name));
+  errno = 0;
+  if (H5Fclose(file.release()) < 0) fail(name, "write the file (closing it)");  // NFS reports write errors here
 }
+
+void skip_library_cleanup_at_exit() { H5dont_atexit(); }
 
 Handle open_file_ro(const std::string& path) {
   check_input_type(path);  // H5Fopen of a FIFO would wait for a writer

@@ -78,4 +78,10 @@ std::vector<uint64_t> get_attr_u64s(hid_t obj, const std::string& name);
 /// Silences HDF5's own error printing (we report errors ourselves).
 void quiet_errors();
 
+/// Keeps HDF5 from closing the files still open when the process exits (call before any other
+/// HDF5 call). Every file genemask writes is closed (and checked) before it is published; one
+/// still open at exit is the temporary of a write that failed, and HDF5 1.10's library cleanup
+/// crashes closing an on-disk file whose write failed (a segfault after the error message).
+void skip_library_cleanup_at_exit();
+
 }  // namespace genemask::io::h5

@@ -672,9 +672,14 @@ void OutputSet::prepare() {
 }
 
 void OutputSet::publish(const nlohmann::json& extra) {
+  move_into_place();
+  complete(extra);
+}
+
+void OutputSet::move_into_place() {
+  if (moved_into_place_) return;
   prepare();
   const std::vector<std::string>& fresh = fresh_;
-  const nlohmann::json& fresh_tree = fresh_tree_;
   const nlohmann::json& tree = tree_;
   const std::set<std::string> old(old_entries_.begin(), old_entries_.end());
   std::vector<std::string> all = old_entries_;
@@ -701,6 +706,14 @@ void OutputSet::publish(const nlohmann::json& extra) {
     moved_.push_back(dir_ + "/" + n);  // before the rename: pushing allocates, the removal must not
     rename_or_throw(staging_ + "/" + n, dir_ + "/" + n);
   }
+  moved_into_place_ = true;
+}
+
+void OutputSet::complete(const nlohmann::json& extra) {
+  move_into_place();
+  if (published_) return;
+  const std::vector<std::string>& fresh = fresh_;
+  const nlohmann::json& fresh_tree = fresh_tree_;
   nlohmann::json m = new_marker(o_.command, true, fresh);
   if (!fresh_tree.empty()) m["tree"] = fresh_tree;
   for (const auto& [k, v] : extra.items()) m[k] = v;
@@ -730,6 +743,14 @@ void OutputSet::publish(const nlohmann::json& extra) {
   readers_fd_ = -1;
   published_ = true;
   lock_.reset();
+}
+
+void OutputSet::withdraw() noexcept {
+  if (!published_) return;
+  try {
+    set_output_marker_value(dir_, "complete", false);
+  } catch (...) {  // a disk that refuses this small write too: the output stays marked complete
+  }
 }
 
 std::string random_id() {

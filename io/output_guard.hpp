@@ -189,8 +189,18 @@ class OutputSet {
   /// prepares both before it publishes either, so that a failure of that work (a full disk,
   /// an I/O error) publishes neither. publish() calls it when it was not called.
   void prepare();
-  /// Moves the staged files into DIR and writes the marker (with `extra` fields merged in).
+  /// Moves the staged files into DIR and writes the marker (with `extra` fields merged in):
+  /// move_into_place(), then complete().
   void publish(const nlohmann::json& extra = nlohmann::json::object());
+  /// publish() in two steps, for a command with two outputs: both sets' files are moved (under
+  /// markers that say "incomplete", which readers refuse and the next run replaces) before
+  /// either's marker says "complete", so that a failure while moving leaves neither complete.
+  void move_into_place();
+  void complete(const nlohmann::json& extra = nlohmann::json::object());
+  /// After complete(): the marker says "incomplete" again (best effort, nothing thrown), for
+  /// a command whose other output then failed: readers refuse this one, and the next run of
+  /// the command replaces it without --force.
+  void withdraw() noexcept;
 
  private:
   void remove_created();
@@ -210,7 +220,7 @@ class OutputSet {
   std::unique_ptr<DirLock> lock_;
   std::vector<int> cleanup_slots_;  // what a fatal signal removes while the set is unpublished
   int exceptions_ = 0;
-  bool published_ = false;
+  bool published_ = false, moved_into_place_ = false;
 };
 
 /// 128 random bits in hex: the id of a pretrain run or of a sweep directory.

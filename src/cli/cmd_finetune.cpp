@@ -34,11 +34,20 @@ void run_finetune(model::FinetuneOptions o, bool force, const Context& ctx) {
   model::FinetuneSummary s;
   GENEMASK_MODEL_ENTRY(genemask_model_finetune)(&o, &log, &s);
   // Both checked and on the disk before either is published: a failure there (a full disk)
-  // publishes neither; the model goes first, since metrics.json names it.
+  // publishes neither; both moved into place (marked incomplete) before either's marker says
+  // complete; the model first, since metrics.json names it, and withdrawn if --out then fails:
+  // a failed command leaves no complete output, and its rerun needs no --force.
   if (model_dir) model_dir->prepare();
   out_dir.prepare();
-  if (model_dir) model_dir->publish();
-  out_dir.publish();
+  if (model_dir) model_dir->move_into_place();
+  out_dir.move_into_place();
+  if (model_dir) model_dir->complete();
+  try {
+    out_dir.complete();
+  } catch (...) {
+    if (model_dir) model_dir->withdraw();
+    throw;
+  }
   o.out = out_dir.dir();
   nlohmann::json summary = {{"command", "finetune"},
                              {"model", s.model_source},

@@ -38,7 +38,7 @@ std::string shards_out_of_memory(const ShardBuildOptions& o) {
                      mib(shard_buffer_bytes(smaller)));
 }
 
-void run_shards(ShardsArgs a, const Context& ctx) {
+void run_shards(ShardsArgs a, Context& ctx) {
   a.req.options.recipe.seed = a.seed;
   a.req.command_line = ctx.command_line;
   // Rank 0 owns --out: every rank writes its shard files into the staging directory, and
@@ -50,9 +50,16 @@ void run_shards(ShardsArgs a, const Context& ctx) {
   Progress progress("shards", a.progress.interval_s, ctx.rank == 0 && !a.progress.quiet);
   const auto r = [&] {
     try {
-      return hpc::build_shards(a.req, MPI_COMM_WORLD, [&](double f) { progress.update(f); });
-    } catch (const std::bad_alloc&) {
-      throw std::runtime_error(shards_out_of_memory(a.req.options));
+      try {
+        return hpc::build_shards(a.req, MPI_COMM_WORLD, [&](double f) { progress.update(f); });
+      } catch (const std::bad_alloc&) {
+        throw std::runtime_error(shards_out_of_memory(a.req.options));
+      }
+    } catch (const std::exception& e) {
+      // Rank 0's error goes out before out_dir removes the staging directory the other ranks
+      // still write into (their "No such file or directory" would come first, or alone).
+      if (out_dir && ctx.size > 1) report_error_now(ctx, e);
+      throw;
     }
   }();
   if (out_dir) out_dir->publish();

@@ -116,6 +116,13 @@ CLI::Option* add_force_flag(CLI::App* sub, bool& force, const std::string& optio
                            " is refused, and nothing genemask did not write is ever removed");
 }
 
+void report_error_now(Context& ctx, const std::exception& e) {
+  if (ctx.error_reported) return;
+  std::cerr.flush();
+  io::write_error_line(ctx.program.c_str(), e.what());
+  ctx.error_reported = true;
+}
+
 void add_progress_options(CLI::App* sub, ProgressOptions& o) {
   sub->add_option("--progress-interval", o.interval_s, "seconds between progress lines on stderr (> 0; --quiet for none)")
       ->capture_default_str()

@@ -28,7 +28,17 @@ struct Context {
   // (a BGZF without its end-of-file block): an error there is one line from rank 0, not one
   // per rank and an abort.
   std::function<void()> check;
+  // The head of this process's error line ("genemask", or "genemask[rank R]" in a job of
+  // several ranks), and whether the error of this run was printed already (report_error_now).
+  std::string program = "genemask";
+  bool error_reported = false;
 };
+
+/// Prints the error line of `e` now (once; main then only ends the job). For a multi-rank
+/// command whose unwinding would remove what the other ranks still write into (rank 0's
+/// staging directory): its own error goes out before their "No such file" and before the
+/// job's abort can end this process.
+void report_error_now(Context& ctx, const std::exception& e);
 
 /// Exit status of a usage error: an unknown, missing, repeated or conflicting option, or a
 /// value out of its range (what `--help` describes), for every subcommand. 1 is any other

@@ -17,6 +17,7 @@
 #include "io/atomic_file.hpp"
 #include "io/error.hpp"
 #include "io/file_outputs.hpp"
+#include "io/h5.hpp"
 #include "io/output_guard.hpp"
 #include "io/parse_number.hpp"
 #include "model_plugin.hpp"
@@ -122,6 +123,7 @@ std::string join_argv(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  genemask::io::h5::skip_library_cleanup_at_exit();
   genemask::cli::route_standard_output();
   genemask::cli::Context ctx;
   ctx.command_line = join_argv(argc, argv);
@@ -240,15 +242,15 @@ int main(int argc, char** argv) {
 
   // A signal that stops a command removes its unfinished outputs and says so; pretrain and
   // sweep replace the handlers of the signals they stop on gracefully (the name is copied).
-  const std::string program =
-      ctx.size > 1 ? "genemask[rank " + std::to_string(ctx.rank) + "]" : std::string("genemask");
+  ctx.program = ctx.size > 1 ? "genemask[rank " + std::to_string(ctx.rank) + "]" : std::string("genemask");
+  const std::string& program = ctx.program;
   genemask::io::install_signal_cleanup(program.c_str(), ctx.rank == 0);
   // One line, whatever bytes the input put into the message, in one write(2) so that the
   // lines of several ranks on one terminal or pipe do not interleave; it needs no memory when
   // none is left (io::write_error_line), which is often the error being reported.
   const auto fail = [&](const char* what) noexcept {
     std::cerr.flush();
-    genemask::io::write_error_line(program.c_str(), what);
+    if (!ctx.error_reported) genemask::io::write_error_line(program.c_str(), what);
     if (ctx.size > 1) genemask::hpc::abort_job(1);
     return 1;
   };

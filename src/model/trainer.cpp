@@ -537,6 +537,16 @@ void open_run_directory(Run& r) {
                             });
     fs::create_directories(r.o.out + "/checkpoints");
     io::create_checkpoint_readers_lock(r.o.out);  // readers share it; rotation waits for them
+    // A checkpoint an earlier run of this directory began and never named (its job ended while
+    // writing it, e.g. a disk that filled): a whole model and optimizer of space, which --resume
+    // never reads. This run holds the directory's lock.
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(r.o.out + "/checkpoints", ec)) {
+      const std::string n = e.path().filename().string();
+      if (n.rfind("step-", 0) == 0 && n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0 &&
+          e.is_directory(ec) && !e.is_symlink(ec))
+        fs::remove_all(e.path(), ec);
+    }
   }
   if (!r.o.resume && latest_checkpoint(r.o.out) >= 0)
     throw io::InputError(r.o.out, "already holds checkpoints of a run: continue it with --resume, or choose a new --out");
@@ -1037,15 +1047,23 @@ std::string save_checkpoint(Run& r, int64_t at) {
       st["genome_tokens"] = g;  // tokens trained on per genome up to this step
     }
     st["files"] = checkpoint_files(tmp);  // every rank's random state is there: after the barrier
-    {
-      io::AtomicFile f(tmp + "/state.json");
-      f.stream() << io::json_text(st, 2) << '\n';
-      f.commit();
+    try {
+      {
+        io::AtomicFile f(tmp + "/state.json");
+        f.stream() << io::json_text(st, 2) << '\n';
+        f.commit();
+      }
+      // On the disk before it is named a checkpoint (and the rotation below removes older ones).
+      io::sync_tree_to_disk(tmp);
+      fs::remove_all(final_dir);
+      std::error_code ec;
+      fs::rename(tmp, final_dir, ec);
+      if (ec) throw io::WriteError(fmt::format("cannot rename {} to {}: {}", tmp, final_dir, ec.message()), ec.value());
+    } catch (...) {  // not named a checkpoint: its space goes now
+      std::error_code ec;
+      fs::remove_all(tmp, ec);
+      throw;
     }
-    // On the disk before it is named a checkpoint (and the rotation below removes older ones).
-    io::sync_tree_to_disk(tmp);
-    fs::remove_all(final_dir);
-    fs::rename(tmp, final_dir);
     io::sync_to_disk(fs::path(final_dir).parent_path().string());
     r.out_dir->keep();  // the run has a checkpoint to resume from: a later failure keeps it
     const auto all = io::checkpoint_steps(r.o.out);

@@ -69,8 +69,14 @@ class Pretrain(unittest.TestCase):
         self.assertTrue(os.path.isdir(os.path.join(b, "checkpoints", "step-00000004")))
         with open(os.path.join(b, "metrics.jsonl"), "a") as f:
             f.write('{"step": 7, "lo')  # a line torn by the kill: dropped on resume, not fatal
+        # A checkpoint the killed job had begun and never named (a whole model's space): removed.
+        torn = os.path.join(b, "checkpoints", "step-00000006.tmp")
+        os.makedirs(torn)
+        with open(os.path.join(torn, "model.safetensors"), "wb") as f:
+            f.write(b"\0" * 1000)
         s = summary(self.pretrain(b, ["--resume"]))
         self.assertEqual(s["start_step"], 4)
+        self.assertFalse(os.path.exists(torn))
         self.assertEqual(metrics(b), want)  # exactly, not approximately
         # Each evaluation says what its loss is over: --eval-batches 2 x --batch-per-rank 2.
         with open(os.path.join(a, "metrics.jsonl")) as f:

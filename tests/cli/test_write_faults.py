@@ -24,10 +24,14 @@ TABLE = "sequence,label\n" + "".join(f"{s},{i % 2}\n" for i, s in enumerate(
     "".join(random.Random(i).choices("ACGT", k=40)) for i in range(24)))
 
 
-def faulty(path, errno=ENOSPC, after=0, nfail=None):
+def faulty(path, errno=ENOSPC, after=0, nfail=None, op=None, content=None):
     env = {"LD_PRELOAD": SHIM, "FAULT_PATH": path, "FAULT_ERRNO": str(errno), "FAULT_AFTER": str(after)}
+    if content is not None:
+        env["FAULT_CONTENT"] = content
     if nfail is not None:
         env["FAULT_NFAIL"] = str(nfail)
+    if op is not None:
+        env["FAULT_OP"] = op
     return env
 
 
@@ -209,6 +213,76 @@ class WriteFaults(unittest.TestCase):
         self.assertEqual(os.listdir(d), [])
         run(args)
         self.assertEqual(sorted(os.listdir(d)), ["filtered.csv", "ov"])
+
+
+    # ---- count --genomes: counts.h5 written on disk by HDF5 -----------------------------------
+    def test_a_refused_write_of_a_genome_list_count_exits_1_with_its_reason(self):
+        """counts.h5 of a genome list is written by HDF5 straight to disk: a write refused midway
+        (a disk filling, a quota) or a close that reports a deferred error (NFS) ends the command
+        with exit 1 and the reason, not a crash in HDF5's cleanup at exit (exit 139 before), and
+        leaves nothing; the rerun writes the file."""
+        d = os.path.join(self.tmp, "genomes")
+        os.makedirs(d)
+        for name, seed in (("a", 1), ("b", 2)):
+            write_genome(os.path.join(d, f"{name}.fa"), random.Random(seed), records=2, length=(3000, 5000))
+        with open(os.path.join(d, "genomes.tsv"), "w") as f:
+            f.write("a\ta.fa\nb\tb.fa\n")
+        out = os.path.join(d, "out")
+        os.makedirs(out)
+        args = ["count", "--genomes", os.path.join(d, "genomes.tsv"), "--out", f"{out}/counts.h5", "--kmax", "8",
+                "--quiet"]
+        for env, reason in [(faulty("counts.h5", ENOSPC, after=100000), "No space left on device (the disk is full)"),
+                            (faulty("counts.h5", EIO, op="close"), "cannot write the file (closing it): "
+                                                                   "Input/output error")]:
+            line = self.fails(args, env)
+            self.assertIn(reason, line)
+            self.assertEqual(os.listdir(out), [])
+        run(args)
+        self.assertEqual(os.listdir(out), ["counts.h5"])
+
+
+    # ---- shards at 2 ranks: rank 0's error comes first --------------------------------------
+    def test_rank_0s_disk_error_is_said_before_the_other_ranks_lose_the_staging_directory(self):
+        """Rank 0 owns the staging directory every rank writes its shards into; when rank 0's
+        write is refused, its line (the reason) is printed before the staging directory goes
+        (rank 1 then meets "No such file or directory" there): before, rank 1's line came
+        first or alone in some runs. Repeated: the order was a race."""
+        d = os.path.join(self.tmp, "shards2")
+        os.makedirs(d)
+        args = ["shards", "--genome", self.fa, "--out", f"{d}/sh", "--shard-tokens", "2000", "--quiet"]
+        for attempt in range(4):
+            p = run(args, ranks=2, check=False, env=faulty("train-r00000", ENOSPC))
+            self.assertEqual(p.returncode, 1, p.stderr)
+            errors = [l for l in p.stderr.splitlines() if "error:" in l]
+            self.assertTrue(errors and errors[0].startswith("genemask[rank 0]: error:"), (attempt, p.stderr))
+            self.assertIn("No space left on device (the disk is full)", errors[0])
+            self.assertEqual(os.listdir(d), [], attempt)
+
+
+    # ---- finetune's two outputs --------------------------------------------------------------
+    def test_finetune_leaves_no_complete_output_when_its_out_fails_last(self):
+        """--save-model and --out are moved into place (marked incomplete) before either says
+        complete; when --out's final marker is refused, the model's is withdrawn: a failed
+        command leaves no complete output, and its rerun needs no --force (before, the model
+        stayed complete and the rerun was refused)."""
+        d = os.path.join(self.tmp, "finetune")
+        os.makedirs(d)
+        model = os.path.join(self.tmp, "tiny-model.json")
+        with open(model, "w") as f:
+            json.dump(TINY, f)
+        args = ["finetune", "--model", "random", "--config", model, "--train", os.path.join(self.tmp, "train.csv"),
+                "--test", os.path.join(self.tmp, "test.csv"), "--out", f"{d}/ft", "--save-model", f"{d}/clf",
+                "--epochs", "1", "--threads", "1", "--precision", "fp32"]
+        line = self.fails(args, faulty("ft/.genemask.json", ENOSPC, content='"complete": true'))
+        self.assertIn("No space left on device (the disk is full)", line)
+        self.assertFalse(os.path.exists(f"{d}/ft"), os.listdir(d))  # a directory it made: removed
+        with open(f"{d}/clf/.genemask.json") as f:
+            self.assertFalse(json.load(f)["complete"])  # readers refuse it
+        p = run(args)  # no --force
+        self.assertIn("was never completed; it is replaced", p.stderr)
+        for out in ("ft", "clf"):
+            with open(f"{d}/{out}/.genemask.json") as f:
+                self.assertTrue(json.load(f)["complete"], out)
 
 
 if __name__ == "__main__":

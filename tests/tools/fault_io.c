@@ -2,7 +2,9 @@
 // refused with FAULT_ERRNO (default EIO) once FAULT_AFTER bytes (summed over those files;
 // default 0) have been written, the write that crosses the limit being cut short there, as
 // a disk that fills up does. With FAULT_NFAIL=N only the first N refused writes fail; later
-// ones pass (space freed again). tests/cli/test_write_faults.py uses it to check that every
+// ones pass (space freed again). With FAULT_OP=close the writes pass and close(2) of such a
+// file fails instead (after closing it), as NFS reports a deferred write error. With
+// FAULT_CONTENT=TEXT only the writes whose bytes hold TEXT count (a marker's final version). tests/cli/test_write_faults.py uses it to check that every
 // output notices a refused write, names the file and leaves nothing half-written.
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -29,8 +31,15 @@ static int targeted(int fd) {
 }
 
 // How many of n bytes may be written to fd now: n, fewer (cut short), or -1 (refused, errno set).
-static ssize_t allowed(int fd, size_t n) {
-  if (!targeted(fd)) return (ssize_t)n;
+static int close_faults(void) {
+  const char* op = getenv("FAULT_OP");
+  return op && strcmp(op, "close") == 0;
+}
+
+static ssize_t allowed(int fd, const void* buf, size_t n) {
+  if (close_faults() || !targeted(fd)) return (ssize_t)n;
+  const char* content = getenv("FAULT_CONTENT");
+  if (content && *content && (!buf || !memmem(buf, n, content, strlen(content)))) return (ssize_t)n;
   const char* after = getenv("FAULT_AFTER");
   const char* nfail = getenv("FAULT_NFAIL");
   const long long left = (after ? atoll(after) : 0) - written;
@@ -49,21 +58,21 @@ static ssize_t allowed(int fd, size_t n) {
 ssize_t write(int fd, const void* buf, size_t n) {
   static ssize_t (*real)(int, const void*, size_t);
   if (!real) real = (ssize_t(*)(int, const void*, size_t))dlsym(RTLD_NEXT, "write");
-  const ssize_t k = allowed(fd, n);
+  const ssize_t k = allowed(fd, buf, n);
   return k < 0 ? -1 : real(fd, buf, (size_t)k);
 }
 
 ssize_t pwrite(int fd, const void* buf, size_t n, off_t at) {
   static ssize_t (*real)(int, const void*, size_t, off_t);
   if (!real) real = (ssize_t(*)(int, const void*, size_t, off_t))dlsym(RTLD_NEXT, "pwrite");
-  const ssize_t k = allowed(fd, n);
+  const ssize_t k = allowed(fd, buf, n);
   return k < 0 ? -1 : real(fd, buf, (size_t)k, at);
 }
 
 ssize_t pwrite64(int fd, const void* buf, size_t n, off_t at) {
   static ssize_t (*real)(int, const void*, size_t, off_t);
   if (!real) real = (ssize_t(*)(int, const void*, size_t, off_t))dlsym(RTLD_NEXT, "pwrite64");
-  const ssize_t k = allowed(fd, n);
+  const ssize_t k = allowed(fd, buf, n);
   return k < 0 ? -1 : real(fd, buf, (size_t)k, at);
 }
 
@@ -72,7 +81,7 @@ ssize_t writev(int fd, const struct iovec* v, int count) {
   if (!real) real = (ssize_t(*)(int, const struct iovec*, int))dlsym(RTLD_NEXT, "writev");
   size_t n = 0;
   for (int i = 0; i < count; ++i) n += v[i].iov_len;
-  const ssize_t k = allowed(fd, n);
+  const ssize_t k = allowed(fd, count == 1 ? v[0].iov_base : NULL, n);  // FAULT_CONTENT: one buffer only
   if (k < 0) return -1;
   if ((size_t)k == n) return real(fd, v, count);
   // Cut short: the first k bytes, through the real write.
@@ -87,4 +96,14 @@ ssize_t writev(int fd, const struct iovec* v, int count) {
     done += w;
   }
   return done;
+}
+
+int close(int fd) {
+  static int (*real)(int);
+  if (!real) real = (int (*)(int))dlsym(RTLD_NEXT, "close");
+  if (!close_faults() || !targeted(fd)) return real(fd);
+  real(fd);
+  const char* e = getenv("FAULT_ERRNO");
+  errno = e ? atoi(e) : EIO;
+  return -1;
 }
