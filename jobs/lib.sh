@@ -30,7 +30,7 @@
 #                          after it has made progress is requeued too, so that it continues
 #                          on the nodes Slurm gives it next: progress is measured by the
 #                          command in the array GM_PROGRESS (prints a number; the scripts use
-#                          gm_checkpoint_step RUN and gm_line_count FILE), before and after.
+#                          gm_checkpoint_step RUN and gm_ok_records FILE), before and after.
 #                          At most GENEMASK_MAX_REQUEUES (default 5) such requeues per job; a
 #                          failure without progress (a bad input, a deterministic error) ends
 #                          the job FAILED as before.
@@ -42,8 +42,11 @@
 #   gm_check_tasks         check the config's TASKS and their inputs
 #   gm_check_inputs        check that the config's GENOME (or GENOMES) and MODEL file exist
 #   gm_check_baseline      check that BASELINE_MASKING is one of MASKINGS
-#   gm_load_config FILE    source a pipeline config (jobs/pipeline.conf.example) and fill in
-#                          the defaults of everything it leaves out
+#   gm_load_config FILE    source a pipeline config (jobs/pipeline.conf.example), fill in
+#                          the defaults of everything it leaves out and check the values
+#   gm_save_config FILE    the loaded config, every value resolved (absolute paths), as a
+#                          config file: what pipeline.sh submits, so that an edit of the
+#                          user's file after submission changes nothing of the chain
 
 unset CDPATH  # `cd DIR && pwd` must give DIR, not a folder of the same name elsewhere
 gm_repo=$(cd "${GENEMASK_JOBS_DIR:-$(dirname "${BASH_SOURCE[0]}")}/.." && pwd)
@@ -111,7 +114,9 @@ gm_launch_cmd() {
   shift
   local -a opts=()
   if [ -n "${SLURM_JOB_ID:-}" ] && [ "${GENEMASK_LAUNCHER:-srun}" = srun ] && command -v srun >/dev/null; then
-    GM_CMD=(srun -n "${SLURM_NTASKS:-$n}" "$@")
+    # srun does not take the job's --cpus-per-task on every Slurm version (22.05 to 23.02 do
+    # not): without it each rank may be bound to one CPU and run its threads there.
+    GM_CMD=(srun -n "${SLURM_NTASKS:-$n}" ${SLURM_CPUS_PER_TASK:+"--cpus-per-task=$SLURM_CPUS_PER_TASK"} "$@")
   elif [ -n "${SLURM_JOB_ID:-}" ] || [ "$n" -gt 1 ]; then
     read -r -a opts <<<"${GENEMASK_MPIRUN_OPTS:-}"
     # A node whose link fails silently: mpirun's daemons notice it by TCP keepalive after
@@ -151,9 +156,11 @@ gm_checkpoint_step() {
   echo "$best"
 }
 
-# gm_line_count FILE: the lines of FILE (0 when it does not exist).
-gm_line_count() {
-  if [ -f "$1" ]; then wc -l <"$1" | tr -d ' '; else echo 0; fi
+# gm_ok_records FILE: the records of a sweep's results.jsonl whose job succeeded (0 when it
+# does not exist). A failed job's record is no progress: a sweep whose jobs all fail the same
+# way adds such records on every run, and was requeued for them.
+gm_ok_records() {
+  if [ -f "$1" ]; then grep -c '"status": *"ok"' "$1" || true; else echo 0; fi
 }
 
 gm_run_requeueable() {
@@ -216,11 +223,22 @@ gm_run_requeueable() {
   return "$rc"
 }
 
+# The variables of a config (gm_load_config fills in their defaults, gm_save_config writes them).
+GM_CONFIG_VARS=(GENOME OUT GENES GENOMES GENOME_WEIGHTS TSS MODEL MODEL_LABEL MASKINGS PRETRAIN_SEEDS
+  BASELINE_MASKING STEPS WARMUP BATCH_PER_RANK GRAD_ACCUM CHECKPOINT_EVERY EVAL_EVERY DEVICE PRECISION
+  GPUS_PER_NODE RANKS_COUNT RANKS_SHARDS RANKS_PRETRAIN RANKS_SWEEP PROMOTER_WINDOW TASKS SPLICE_ANNOTATION
+  ENHANCER_INTERVALS SHOTS SEEDS THREADS_PER_WORKER RANKS_PER_GPU FINETUNE_JSON COUNT_OPTS NPMI_OPTS
+  PMI_VOCAB_OPTS MOTIFS SHARDS_OPTS PRETRAIN_OPTS DATASET_OPTS SWEEP_OPTS REPORT_OPTS SBATCH_OPTS)
+
 gm_load_config() {
   local cfg=${1:?config file}
   [ -f "$cfg" ] || { echo "genemask jobs: no config file $cfg" >&2; return 2; }
+  # A command in the config that fails (OUT=$(ws_find space)/out on an expired workspace)
+  # ends the script (set -e) with this line, not in silence.
+  trap 'echo "config $cfg: line $LINENO: a command failed (exit status $?)" >&2' ERR
   # shellcheck source=jobs/pipeline.conf.example
   source "$cfg"
+  trap - ERR
   : "${GENOME:?config: GENOME (genome FASTA) is not set}"
   : "${OUT:?config: OUT (output root) is not set}"
   GENES=${GENES:-}
@@ -311,6 +329,24 @@ gm_load_config() {
     [ "$v" -ge "$least" ] || { echo "config: $var: $v is below $least" >&2; return 2; }
   done
   case $DEVICE in cpu | cuda) ;; *) echo "config: DEVICE: '$DEVICE' is not cpu or cuda" >&2; return 2 ;; esac
+  case $PRECISION in auto | fp32 | bf16) ;;
+    *) echo "config: PRECISION: '$PRECISION' is not auto, fp32 or bf16" >&2; return 2 ;;
+  esac
+  if ! [[ $PROMOTER_WINDOW =~ ^(prom-core|prom-300|-?[0-9]+:-?[0-9]+)$ ]]; then
+    echo "config: PROMOTER_WINDOW: '$PROMOTER_WINDOW' is not prom-core, prom-300 or FIRST:LAST (e.g. -249:50)" >&2
+    return 2
+  fi
+  if [ -n "$GENOME_WEIGHTS" ] && ! [[ $GENOME_WEIGHTS =~ ^(bases|uniform|list|temperature:[0-9]*\.?[0-9]+)$ ]]; then
+    echo "config: GENOME_WEIGHTS: '$GENOME_WEIGHTS' is not bases, uniform, list or temperature:T (T > 0)" >&2
+    return 2
+  fi
+  # FINETUNE_JSON goes into the sweep's plan as it is: a JSON object, checked here (with python3
+  # where there is one) rather than by the sweep, after the pretraining.
+  if [ -n "$FINETUNE_JSON" ] && command -v python3 >/dev/null &&
+    ! python3 -c 'import json, sys; assert isinstance(json.loads(sys.argv[1]), dict)' "$FINETUNE_JSON" 2>/dev/null; then
+    echo "config: FINETUNE_JSON: '$FINETUNE_JSON' is not a JSON object (e.g. {\"epochs\": 5, \"lr\": 2e-5})" >&2
+    return 2
+  fi
   local -a maskings=()
   read -r -a maskings <<<"$MASKINGS"
   [ "${#maskings[@]}" -gt 0 ] || { echo "config: MASKINGS is empty (genemask, random, pmi-vocab)" >&2; return 2; }
@@ -319,6 +355,18 @@ gm_load_config() {
       *) echo "config: MASKINGS: '$v' is not a masking strategy (genemask, random, pmi-vocab)" >&2; return 2 ;;
     esac
   done
+}
+
+# gm_save_config FILE: the loaded config as a file of plain assignments (printf %q quoting),
+# written whole (gm_put).
+gm_save_config() {
+  {
+    printf '# The config as jobs/pipeline.sh read it (%s), every path absolute: the stages of that\n' \
+      "$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    printf '# submission read this copy, so that an edit of the original changes nothing of them.\n'
+    local v
+    for v in "${GM_CONFIG_VARS[@]}"; do printf '%s=%q\n' "$v" "${!v}"; done
+  } | gm_put "$1"
 }
 
 # gm_check_baseline: BASELINE_MASKING is one of MASKINGS (pipeline.sh, before anything is

@@ -14,7 +14,9 @@
 #   --from STAGE                       (with any of the above) start at STAGE, taking the
 #                                      earlier stages' outputs as they are in OUT: count,
 #                                      npmi, shards, pretrain, dataset, sweep or report
-# The binary: $GENEMASK_BIN, else build/src/cli/genemask of this checkout.
+# The binary: $GENEMASK_BIN, else build/src/cli/genemask of this checkout. The stages read a
+# copy of CONFIG as it was checked here (OUT/logs/config-TIME.conf, every path absolute), so
+# that editing CONFIG for the next experiment changes nothing of a chain already submitted.
 set -euo pipefail
 unset CDPATH  # cd DIR must not go to a folder of that name on CDPATH
 usage() { echo "usage: jobs/pipeline.sh [--local|--dry-run] [--from STAGE] CONFIG" >&2; exit 2; }
@@ -31,7 +33,7 @@ while [ $# -gt 0 ]; do
       shift 2
       case " ${stages[*]} " in *" $from "*) ;; *)
         echo "jobs/pipeline.sh: --from $from: not a stage (${stages[*]})" >&2; exit 2 ;; esac ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) usage ;;
     *) break ;;
   esac
@@ -53,8 +55,15 @@ read -r -a count_opts <<<"$COUNT_OPTS"
 count_input=("$GENOME")
 [ -z "$GENOMES" ] || count_input=(--genomes "$GENOMES")
 mapfile -t units < <(gm_pretrain_units)
-mkdir -p "$OUT/logs"
 J=$GENEMASK_JOBS_DIR
+if [ "$mode" != dry ]; then  # a dry run writes nothing
+  mkdir -p "$OUT/logs"
+  # The config as checked now, for every stage: not the user's file, which they may edit for
+  # the next experiment while this chain waits in the queue.
+  snapshot=$OUT/logs/config-$(date -u +%Y%m%dT%H%M%SZ)-$$.conf
+  gm_save_config "$snapshot"
+  cfg=$snapshot
+fi
 
 # wanted STAGE: true when STAGE is at or after --from.
 wanted() {
@@ -126,30 +135,49 @@ submit() {
   fi
 }
 # say NAME ID: the "stage job-id" line, for submitted stages only.
-say() { [ -z "$2" ] || echo "$1 $2"; }
+submitted=()
+say() {
+  [ -z "$2" ] || { echo "$1 $2"; submitted+=("$2"); }
+}
+# refused NAME: sbatch refused stage NAME (its message is above). The stages submitted before it
+# would run as a chain without it, and a second pipeline.sh would run them all again: they are
+# cancelled (scancel), and the line says which.
+refused() {
+  if [ "${#submitted[@]}" -gt 0 ]; then
+    echo "jobs/pipeline.sh: sbatch refused stage $1 (above); cancelling the ${#submitted[@]} stage job(s) submitted" \
+      "before it (${submitted[*]}): correct the config or SBATCH_OPTS_* and run jobs/pipeline.sh again" >&2
+    scancel "${submitted[@]}" || echo "jobs/pipeline.sh: scancel failed: cancel jobs ${submitted[*]} yourself" >&2
+  else
+    echo "jobs/pipeline.sh: sbatch refused stage $1 (above); nothing was submitted" >&2
+  fi
+  exit 1
+}
 gpu_opts=()
 if [ "$GPUS_PER_NODE" -gt 0 ]; then
   gpu_opts=(--nodes=$(((RANKS_PRETRAIN + GPUS_PER_NODE - 1) / GPUS_PER_NODE))
     --ntasks-per-node="$GPUS_PER_NODE" --gpus-per-node="$GPUS_PER_NODE")
 fi
-count=$(submit count "" --ntasks="$RANKS_COUNT" -- "$J/count.sbatch" "${count_input[@]}" "$OUT/count" "${count_opts[@]}")
+count=$(submit count "" --ntasks="$RANKS_COUNT" -- "$J/count.sbatch" "${count_input[@]}" "$OUT/count" \
+  "${count_opts[@]}") || refused count
 say count "$count"
-npmi=$(submit npmi "$count" -- "$J/npmi.sbatch" "$cfg")
+npmi=$(submit npmi "$count" -- "$J/npmi.sbatch" "$cfg") || refused npmi
 say npmi "$npmi"
-shards=$(submit shards "" --ntasks="$RANKS_SHARDS" -- "$J/shards.sbatch" "$cfg")
+shards=$(submit shards "" --ntasks="$RANKS_SHARDS" -- "$J/shards.sbatch" "$cfg") || refused shards
 say shards "$shards"
 pre=()
 for u in "${units[@]}"; do
   name=pretrain-$(gm_run_name "$u")
-  id=$(submit "$name" "$npmi:$shards" --ntasks="$RANKS_PRETRAIN" "${gpu_opts[@]}" -- "$J/pretrain.sbatch" "$cfg" "$u")
+  id=$(submit "$name" "$npmi:$shards" --ntasks="$RANKS_PRETRAIN" "${gpu_opts[@]}" -- "$J/pretrain.sbatch" "$cfg" \
+    "$u") || refused "$name"
   say "$name" "$id"
   pre+=("$id")
 done
-dataset=$(submit dataset "" -- "$J/dataset.sbatch" "$cfg")
+dataset=$(submit dataset "" -- "$J/dataset.sbatch" "$cfg") || refused dataset
 say dataset "$dataset"
 sweep_gpu=()
 if [ "$DEVICE" = cuda ] && [ "$GPUS_PER_NODE" -gt 0 ]; then sweep_gpu=(--gpus-per-node="$GPUS_PER_NODE"); fi
-sweep=$(submit sweep "$(IFS=:; echo "${pre[*]}"):$dataset" --ntasks="$RANKS_SWEEP" "${sweep_gpu[@]}" -- "$J/sweep.sbatch" "$cfg")
+sweep=$(submit sweep "$(IFS=:; echo "${pre[*]}"):$dataset" --ntasks="$RANKS_SWEEP" "${sweep_gpu[@]}" -- \
+  "$J/sweep.sbatch" "$cfg") || refused sweep
 say sweep "$sweep"
-report=$(submit report "$sweep" -- "$J/report.sbatch" "$cfg")
+report=$(submit report "$sweep" -- "$J/report.sbatch" "$cfg") || refused report
 say report "$report"

@@ -108,6 +108,41 @@ grep -qF -- "--output=${out//%/%%}/logs/count-%j.out" "$tmp/sbatch.calls" || { e
 grep -q '^104 .*--dependency=afterok:102:103 .*pretrain.sbatch .* genemask$' "$tmp/sbatch.calls" || { echo "pretrain dependency" >&2; fail=1; }
 grep -q '^107 .*--dependency=afterok:104:105:106 .*sweep.sbatch' "$tmp/sbatch.calls" || { echo "sweep dependency" >&2; fail=1; }
 grep -q '^108 .*--dependency=afterok:107 .*report.sbatch' "$tmp/sbatch.calls" || { echo "report dependency" >&2; fail=1; }
+# The stages read a copy of the config as checked at submission: an edit of the user's file
+# afterwards (the next experiment's STEPS) changes nothing of the chain already submitted.
+snap=$(sed -n 's/^104 .*pretrain.sbatch \(.*\) genemask$/\1/p' "$tmp/sbatch.calls")
+case $snap in "$out"/logs/config-*.conf) ;; *) echo "pretrain was given '$snap', not a copy in OUT/logs" >&2; fail=1 ;; esac
+cp "$tmp/pipeline.conf" "$tmp/pipeline.conf.keep"
+echo 'STEPS=999' >>"$tmp/pipeline.conf"
+# shellcheck source=jobs/lib.sh
+got=$(source "$repo/jobs/lib.sh" && gm_load_config "$snap" && echo "$STEPS $OUT")
+want_steps=$(source "$repo/jobs/lib.sh" && gm_load_config "$tmp/pipeline.conf.keep" && echo "$STEPS $OUT")
+[ "$got" = "$want_steps" ] || { echo "the copy reads '$got', the config as submitted '$want_steps'" >&2; fail=1; }
+cp "$tmp/pipeline.conf.keep" "$tmp/pipeline.conf"
+# sbatch refusing a stage (a typo in SBATCH_OPTS_REPORT): the stages submitted before it are
+# cancelled and named, so that the next pipeline.sh does not run them twice.
+cat >"$tmp/bin/scancel" <<'STUB'
+#!/usr/bin/env bash
+echo "$*" >>"$SCANCEL_CALLS"
+STUB
+chmod +x "$tmp/bin/scancel"
+cp "$tmp/bin/sbatch" "$tmp/bin/sbatch.ok"
+cat >"$tmp/bin/sbatch" <<'STUB'
+#!/usr/bin/env bash
+case " $* " in *" --tme=5 "*) echo "sbatch: unrecognized option '--tme=5'" >&2; exit 255 ;; esac
+exec "$(dirname "$0")/sbatch.ok" "$@"
+STUB
+chmod +x "$tmp/bin/sbatch"
+{ cat "$tmp/pipeline.conf"; echo 'SBATCH_OPTS_REPORT="--tme=5"'; } >"$tmp/refused.conf"
+if SBATCH_CALLS=$tmp/sbatch3.calls SCANCEL_CALLS=$tmp/scancel.calls PATH=$tmp/bin:$PATH \
+  "$repo/jobs/pipeline.sh" "$tmp/refused.conf" >"$tmp/refused.out" 2>"$tmp/refused.err"; then
+  echo "pipeline.sh exited 0 with a refused stage" >&2; fail=1
+fi
+[ "$(cat "$tmp/scancel.calls" 2>/dev/null)" = "101 102 103 104 105 106 107" ] ||
+  { echo "scancel: '$(cat "$tmp/scancel.calls" 2>/dev/null)'" >&2; fail=1; }
+grep -q "sbatch refused stage report (above); cancelling the 7 stage job(s) submitted before it" "$tmp/refused.err" ||
+  { echo "refused: $(cat "$tmp/refused.err")" >&2; fail=1; }
+mv "$tmp/bin/sbatch.ok" "$tmp/bin/sbatch"
 # --from pretrain: the earlier stages are not submitted and nothing waits for them.
 ids=$(SBATCH_CALLS=$tmp/sbatch2.calls PATH=$tmp/bin:$PATH "$repo/jobs/pipeline.sh" --from pretrain "$tmp/pipeline.conf")
 want="pretrain-genemask 101
@@ -193,7 +228,8 @@ done
 # the variable; a task pattern is no pattern even where a file matches it.
 touch "$tmp/promoter-file"
 for bad in GPUS_PER_NODE=four 'RANKS_SWEEP=0' 'STEPS=1e4' DEVICE=gpu 'MASKINGS="genemask randm"' GENOME=nope.fa \
-           MODEL=nope.json 'TASKS="promoter-f*"'; do
+           MODEL=nope.json PRECISION=bf61 PROMOTER_WINDOW=core 'GENOME_WEIGHTS=temp:2' \
+           "FINETUNE_JSON='{\"epochs\": 2,}'" 'TASKS="promoter-f*"'; do
   { grep -v "^${bad%%=*}=" "$tmp/pipeline.conf"; echo "$bad"; } >"$tmp/bad6.conf"
   if (cd "$tmp" && "$repo/jobs/pipeline.sh" --dry-run "$tmp/bad6.conf" >/dev/null 2>"$tmp/bad6.err"); then
     echo "$bad was accepted" >&2; fail=1
@@ -201,6 +237,25 @@ for bad in GPUS_PER_NODE=four 'RANKS_SWEEP=0' 'STEPS=1e4' DEVICE=gpu 'MASKINGS="
   grep -q "^config: .*${bad%%=*}" "$tmp/bad6.err" || { echo "$bad: $(cat "$tmp/bad6.err")" >&2; fail=1; }
 done
 grep -q "unknown task 'promoter-f\*'" "$tmp/bad6.err" || { echo "TASKS glob: $(cat "$tmp/bad6.err")" >&2; fail=1; }
+# A command in the config that fails is named with its line (the scripts ended in silence).
+# shellcheck disable=SC2016  # the config's own command substitution, written as it is
+{ cat "$tmp/pipeline.conf"; echo 'OUT=$(false)/out'; } >"$tmp/cmdfail.conf"
+if "$repo/jobs/pipeline.sh" --dry-run "$tmp/cmdfail.conf" >/dev/null 2>"$tmp/cmdfail.err"; then
+  echo "a config whose command failed was accepted" >&2; fail=1
+fi
+grep -qF "config $tmp/cmdfail.conf: line $(wc -l <"$tmp/cmdfail.conf"): a command failed (exit status 1)" \
+  "$tmp/cmdfail.err" || { echo "cmdfail: $(cat "$tmp/cmdfail.err")" >&2; fail=1; }
+# A dry run writes nothing.
+sed "s|^OUT=.*|OUT=dry-out|" "$tmp/pipeline.conf" >"$tmp/dry.conf"
+"$repo/jobs/pipeline.sh" --dry-run "$tmp/dry.conf" >/dev/null 2>&1 || { echo "dry run failed" >&2; fail=1; }
+[ ! -e "$tmp/dry-out" ] || { echo "a dry run made $(ls -R "$tmp/dry-out")" >&2; fail=1; }
+# A sweep's progress (a requeue after a failure) counts the jobs that succeeded, not the records:
+# a sweep whose jobs all fail alike adds failed records on every run and was requeued 5 times.
+printf '%s\n' '{"status":"ok","job":"a"}' '{"status":"failed","job":"b","error":"x"}' '{"status": "ok","job":"c"}' \
+  >"$tmp/records.jsonl"
+# shellcheck source=jobs/lib.sh
+got=$(source "$repo/jobs/lib.sh" && gm_ok_records "$tmp/records.jsonl" && gm_ok_records "$tmp/none.jsonl")
+[ "$got" = $'2\n0' ] || { echo "gm_ok_records: '$got'" >&2; fail=1; }
 # A config in a folder that is not there is named, never taken from another folder.
 if "$repo/jobs/pipeline.sh" --dry-run "$tmp/no-such-dir/p.conf" >/dev/null 2>"$tmp/bad5.err"; then
   echo "a missing config was accepted" >&2; fail=1

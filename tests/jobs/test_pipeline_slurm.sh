@@ -315,3 +315,34 @@ PYEOF
 if [ "$fail" != 0 ]; then cat "$log" >&2; echo "FAILED" >&2; exit 1; fi
 grep -E 'time limit near|requeueing' "$log" || true
 echo "slurm sweep requeue test passed ($((SECONDS - t3)) s; $SECONDS s in all)"
+
+# Phase 4: (a) a stage script submitted on its own from another folder, without
+# GENEMASK_JOBS_DIR: Slurm runs a copy from its spool, and the script finds lib.sh beside the
+# file submitted (it failed with "lib.sh: No such file or directory"); (b) a sweep whose jobs all
+# fail alike (more shots than the task has) ends FAILED at once: a failed job's record is no
+# progress (it was requeued 5 times).
+t4=$SECONDS
+elsewhere=$tmp/elsewhere
+mkdir -p "$elsewhere"
+log=$elsewhere/count.out
+jid=$(cd "$elsewhere" && env -u GENEMASK_JOBS_DIR sbatch --parsable --wait --output="$log" --ntasks=1 --mem-per-cpu=1G --time=5 \
+  "$repo/jobs/count.sbatch" "$tmp/genome.fa" "$elsewhere/count" --kmax 6 --quiet | cut -d';' -f1) || true
+if [ "$(jobfield "$jid" JobState)" != COMPLETED ] || [ ! -s "$elsewhere/count/counts.h5" ]; then
+  cat "$log" >&2
+  sayfail "count.sbatch submitted from another folder: $(jobfield "$jid" JobState)"
+fi
+sed -e "s|^SHOTS=.*|SHOTS=200|" -e "s|^SEEDS=.*|SEEDS=1|" -e "s|^OUT=.*|OUT=$elsewhere/allfail|" "$sw/sweep.conf" \
+  >"$elsewhere/allfail.conf"
+mkdir -p "$elsewhere/allfail"
+ln -s "$out/models" "$elsewhere/allfail/models"
+ln -s "$out/dataset" "$elsewhere/allfail/dataset"
+log=$elsewhere/allfail.out
+jid=$(sbatch --parsable --output="$log" --ntasks=2 --mem-per-cpu=1G --time=5 "$repo/jobs/sweep.sbatch" \
+  "$elsewhere/allfail.conf" | cut -d';' -f1)
+wait_requeued "$jid" "$log"
+[ "$state" = FAILED ] || sayfail "all-failing sweep: $state, want FAILED"
+[ "${restarts:-0}" = 0 ] || sayfail "all-failing sweep: Restarts=$restarts, want 0"
+grep -q "progress 0 -> 0, requeues so far 0 of at most 5: not requeued" "$log" ||
+  sayfail "all-failing sweep: $(tail -5 "$log")"
+if [ "$fail" != 0 ]; then echo "FAILED" >&2; exit 1; fi
+echo "slurm stage-alone and all-failing sweep test passed ($((SECONDS - t4)) s; $SECONDS s in all)"
