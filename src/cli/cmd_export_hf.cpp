@@ -14,8 +14,8 @@ void register_export_hf(CLI::App& app, Context& ctx) {
       ->required()
       ->check(existing_directory());
   ex->add_option("--out", *out,
-                 "output directory: config.json, vocab.txt, model.safetensors (new, empty, or an earlier export with "
-                 "--force)")
+                 "output directory: config.json, model.safetensors, vocab.txt, tokenizer_config.json, "
+                 "special_tokens_map.json (new, empty, or an earlier export with --force)")
       ->required();
   add_force_flag(ex, *force);
   ex->footer("The model appears in --out complete or not at all: it is written into --out/.genemask-staging and "

@@ -105,7 +105,8 @@ void register_finetune(CLI::App& app, Context& ctx) {
       ->check(positive())
       ->capture_default_str();
   sub->add_option("--save-model", o->save_model,
-                  "also write the fine-tuned classifier here (HF layout: config.json, vocab.txt, model.safetensors)");
+                  "also write the fine-tuned classifier here (HF layout: config.json, model.safetensors, vocab.txt, "
+                  "tokenizer_config.json, special_tokens_map.json)");
   sub->add_option("--threads", o->threads, "intra-op threads (0: all cores; capped at the cores available)")->capture_default_str();
   sub->add_option("--device", o->device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   auto* gpu = add_gpu_option(sub, o->device_index);

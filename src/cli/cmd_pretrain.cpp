@@ -148,7 +148,8 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->add_option("--static-capacity", o->static_capacity, "testing: the fixed-shape step's masked rows")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
       ->group("");
-  sub->add_option("--dump-first-batch", o->dump_first_batch, "testing: first micro-batch to a safetensors file")->group("");
+  sub->add_option("--dump-first-batch", o->dump_first_batch, "the first micro-batch (ids, masks, labels, sample indices) to a safetensors file, "
+                  "to check a data pipeline against this one (docs/formats.md)");
   sub->footer("AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, gradient clipping 1.0. SIGTERM or "
               "SIGUSR1 (Slurm's warning signal) writes a checkpoint and exits; --resume continues exactly.");
   sub->callback([o, &ctx] {

@@ -1090,7 +1090,7 @@ std::string shown(double v) { return std::isnan(v) ? "nan" : fmt::format("{}", v
   const int64_t last = latest_checkpoint(r.o.out);
   const std::string next =
       last >= 0 ? fmt::format("nothing of it was saved; the last good checkpoint is {} (step {}): continue from it "
-                              "with --resume and a lower --lr (now {:g}) or a longer --warmup",
+                              "with --resume --allow-changes and a lower --lr (now {:g}) or a longer --warmup",
                               io::checkpoint_dir(r.o.out, last), last, r.o.lr)
                 : fmt::format("nothing was saved (the run has no checkpoint): train again with a lower --lr (now {:g}) "
                               "or a longer --warmup",

@@ -273,7 +273,7 @@ class BadModelInput(unittest.TestCase):
         self.check_table([
             Row("--lr 1e10 on --resume", args,
                 [div + ": ", diverged, "nothing of it was saved; the last good checkpoint is",
-                 "continue from it with --resume"]),
+                 "continue from it with --resume --allow-changes and a lower --lr"]),
             Row("--lr 1e10 on a new run",
                 self.pretrain(t("div-new"), "--lr", "1e10", steps=12, every=100),
                 [t("div-new") + ": ", diverged, "nothing was saved (the run has no checkpoint)"], t("div-new")),
