@@ -64,6 +64,7 @@ struct HostBatch {
   bool padded = false;
   bool packed = false;     // samples packed several to a row (model/packing.hpp)
   int64_t segments = 0;    // packed: segment count (boundaries: segments + 1)
+  int64_t samples = 0;     // the samples in it (packed: the segments that are not a row's padding)
   int64_t max_seqlen = 0;  // packed: the longest segment
   bool fixed = false;      // buf is stage_static's fixed layout (model/graph_step.hpp) of this shape:
   StaticShape shape;
@@ -96,6 +97,7 @@ HostBatch stage_cells(int64_t rows, int64_t cols, const std::vector<int64_t>& id
 HostBatch stage(const Batch& b, bool pinned) {
   HostBatch h = stage_cells(b.rows, b.cols, b.input_ids, b.attention_mask, b.labels, {}, pinned);
   h.padded = static_cast<int64_t>(b.real_tokens()) < b.rows * b.cols;
+  h.samples = b.rows;
   return h;
 }
 
@@ -103,6 +105,7 @@ HostBatch stage(const PackedBatch& b, bool pinned) {
   HostBatch h = stage_cells(b.rows, b.cols, b.input_ids, b.position_ids, b.labels, b.cu_seqlens, pinned);
   h.packed = true;
   h.segments = static_cast<int64_t>(b.cu_seqlens.size()) - 1;
+  h.samples = std::count_if(b.segment_sample.begin(), b.segment_sample.end(), [](int64_t s) { return s >= 0; });
   h.max_seqlen = b.max_seqlen;
   return h;
 }
@@ -984,7 +987,7 @@ Evaluation evaluate(Run& r) {
   const auto nb = valid.batches_per_epoch();  // this rank's share, the last batch short
   for (uint64_t i = 0; i < nb; ++i) {
     const HostBatch h = stage(valid.next(), r.device.is_cuda(), r.packing, r.model->config.max_tokens() + 2);
-    counts[0] += static_cast<uint64_t>(h.packed ? h.segments : h.rows);
+    counts[0] += static_cast<uint64_t>(h.samples);  // not a packed row's padding segment
     counts[1] += static_cast<uint64_t>(h.masked);
     acc += summed_loss(r.model, to_device(h, r.device), r.bf16).to(torch::kFloat64);
   }

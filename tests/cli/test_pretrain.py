@@ -219,6 +219,21 @@ class Pretrain(unittest.TestCase):
         self.assertEqual(strip(fast_rows), strip(slow_rows))
         self.assertEqual(fast["loss"], slow["loss"])
 
+    def test_eval_samples_count_samples_not_packed_padding_at_every_rank_count(self):
+        # Packed validation rows (the default) end in a run of padding, a segment of its own:
+        # eval_samples counted those, 15 / 17 / 16 at 1 / 2 / 4 ranks for the same 15 samples,
+        # and more than the split holds when it asked for all of them.
+        with open(os.path.join(self.shards, "manifest.json")) as f:
+            valid_total = sum(sh["samples"] for sh in json.load(f)["shards"] if sh["split"] == "valid")
+        for ranks, batch, accum, want in [(1, 3, 4, 15), (2, 3, 2, 15), (4, 3, 1, 15),
+                                          (1, valid_total, 1, valid_total)]:
+            out = os.path.join(self.tmp, f"eval-samples-{ranks}-{batch}")
+            p = self.pretrain(out, batch_per_rank=batch, grad_accum=accum, steps=2, warmup=1, eval_every=2,
+                              eval_batches=5, checkpoint_every=2, model="tiny0.json", ranks=ranks if ranks > 1 else None)
+            s = summary(p)
+            self.assertEqual((s["eval_samples"], s["eval_split_samples"]), (want, valid_total), (ranks, batch))
+            self.assertIn(f"over {want} of {valid_total} validation samples", p.stderr)
+
     def test_a_run_with_no_timed_step_reports_no_rates(self):
         # --resume of a finished run trains nothing: its rates are null, not 0.0, as the loss
         # is; metrics.jsonl's counts are integers.
