@@ -362,7 +362,7 @@ void sync_tree_to_disk(const std::string& path) {
 
 void rename_or_throw(const std::string& from, const std::string& to) {
   if (std::rename(from.c_str(), to.c_str()) != 0)
-    throw std::runtime_error(fmt::format("cannot rename {} to {}: {}", from, to, std::strerror(errno)));
+    throw WriteError(fmt::format("cannot rename {} to {}: {}", from, to, std::strerror(errno)), errno);
 }
 
 /// rename(2) that never replaces an existing `to` (renameat2's RENAME_NOREPLACE; on a file

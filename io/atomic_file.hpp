@@ -170,7 +170,7 @@ std::string temp_name_for(const std::string& path, const std::string& suffix = "
 /// Removes "<path>.tmp.<host>.<pid>" files left by processes of this host that no longer
 /// run; returns how many.
 int remove_stale_temporaries(const std::string& path);
-/// rename(2) with an error that names both paths.
+/// rename(2) with an error that names both paths (an io::WriteError: the errno is kept).
 void rename_or_throw(const std::string& from, const std::string& to);
 /// fsync(2) of a file or directory (not through a link): an output's data reaches the disk
 /// before its name is published. A file system that cannot sync it is not an error; an I/O

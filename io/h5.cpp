@@ -75,7 +75,8 @@ std::string failure(const std::string& file, const std::string& what) { return f
 /// a sweep tells it from a job's own failure.
 [[noreturn]] void fail(const std::string& file, const std::string& what) {
   const auto [message, err] = failure_and_errno(file, what);
-  if (err == ENOSPC || err == EDQUOT || err == EFBIG || err == EIO || err == EROFS) throw WriteError(message, err);
+  WriteError e(message, err);
+  if (e.of_the_disk()) throw e;
   throw std::runtime_error(message);
 }
 [[noreturn]] void fail(hid_t loc, const std::string& what) { fail(file_name(loc), what); }

@@ -1059,9 +1059,7 @@ std::string save_checkpoint(Run& r, int64_t at) {
       // On the disk before it is named a checkpoint (and the rotation below removes older ones).
       io::sync_tree_to_disk(tmp);
       fs::remove_all(final_dir);
-      std::error_code ec;
-      fs::rename(tmp, final_dir, ec);
-      if (ec) throw io::WriteError(fmt::format("cannot rename {} to {}: {}", tmp, final_dir, ec.message()), ec.value());
+      io::rename_or_throw(tmp, final_dir);
     } catch (...) {  // not named a checkpoint: its space goes now
       std::error_code ec;
       fs::remove_all(tmp, ec);
