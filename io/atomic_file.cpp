@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <iostream>
 #include <stdexcept>
+#include <utility>
 
 #include "io/error.hpp"
 #include "io/host_name.hpp"
@@ -127,36 +128,59 @@ struct LinuxDirent64 {
   char d_name[1];
 };
 
+bool remove_entries(int fd, int depth);
+
 /// Removes `name` (relative to dirfd) with everything below it, depth-first, with system
 /// calls only (openat, getdents64, unlinkat, close): async-signal-safe. Symlinks are removed,
 /// never followed. Each directory is read again until a pass removes nothing (removing
-/// entries while reading may skip some). True when `name` is gone.
+/// entries while reading may skip some), and again when an entry appeared after that pass
+/// (another rank still writing into a staging directory being removed). True when `name` is
+/// gone.
 bool remove_tree_at(int dirfd, const char* name, int depth) {
   const int fd = ::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return errno == ENOENT || ::unlinkat(dirfd, name, 0) == 0 || errno == ENOENT;  // a file or symlink
-  if (depth < 32) {
-    alignas(8) char buf[4096];
-    for (bool removed_any = true; removed_any;) {
-      removed_any = false;
-      if (::lseek(fd, 0, SEEK_SET) != 0) break;
-      for (;;) {
-        const long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
-        if (n <= 0) break;
-        for (long off = 0; off < n;) {
-          const auto* e = reinterpret_cast<const LinuxDirent64*>(buf + off);
-          off += e->d_reclen;
-          const char* child = e->d_name;
-          if (child[0] == '.' && (child[1] == '\0' || (child[1] == '.' && child[2] == '\0'))) continue;
-          const bool gone = e->d_type == DT_DIR ? remove_tree_at(fd, child, depth + 1)
-                                                : (::unlinkat(fd, child, 0) == 0 ||
-                                                   (errno == EISDIR && remove_tree_at(fd, child, depth + 1)));
-          removed_any = removed_any || gone;
-        }
+  for (int round = 0;; ++round) {
+    const bool removed = depth < 32 && remove_entries(fd, depth);
+    if (::unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT) {
+      ::close(fd);
+      return true;
+    }
+    // ENOTEMPTY: a writer added an entry after the last pass (the next round removes it, and
+    // once the directory is gone, the writer's creations fail), or an entry cannot be removed
+    // (a round that removes nothing ends it).
+    if ((errno != ENOTEMPTY && errno != EEXIST) || !removed || round == 64) {
+      ::close(fd);
+      return false;
+    }
+  }
+}
+
+/// Removes the entries of the directory open as `fd` for remove_tree_at; true when it removed any.
+bool remove_entries(int fd, int depth) {
+  bool removed = false;
+  int pass = 0;
+  alignas(8) char buf[4096];
+  // Bounded: a writer that keeps adding entries (another thread, while a signal's cleanup runs)
+  // must not hold the removal forever.
+  for (bool removed_any = true; removed_any && pass < 256; removed = removed || removed_any, ++pass) {
+    removed_any = false;
+    if (::lseek(fd, 0, SEEK_SET) != 0) break;
+    for (;;) {
+      const long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
+      if (n <= 0) break;
+      for (long off = 0; off < n;) {
+        const auto* e = reinterpret_cast<const LinuxDirent64*>(buf + off);
+        off += e->d_reclen;
+        const char* child = e->d_name;
+        if (child[0] == '.' && (child[1] == '\0' || (child[1] == '.' && child[2] == '\0'))) continue;
+        const bool gone = e->d_type == DT_DIR ? remove_tree_at(fd, child, depth + 1)
+                                              : (::unlinkat(fd, child, 0) == 0 ||
+                                                 (errno == EISDIR && remove_tree_at(fd, child, depth + 1)));
+        removed_any = removed_any || gone;
       }
     }
   }
-  ::close(fd);
-  return ::unlinkat(dirfd, name, AT_REMOVEDIR) == 0 || errno == ENOENT;
+  return removed;
 }
 
 /// Removes the registered directories and files, newest registration first, naming the
@@ -604,13 +628,22 @@ OutputDir::OutputDir(OutputDir&& o) noexcept
 }
 
 OutputDir::~OutputDir() {
+  if (!created_.empty() && !kept_ && std::uncaught_exceptions() > exceptions_) {
+    // What the command wrote, then the directory and the parents made for it while they are
+    // empty: a file anyone else put there (or another command writing beside it in a parent
+    // made here) keeps its directory. Each entry's signal cleanup is dropped once the entry is
+    // removed, the directories' last (they are removed only while empty): a signal meanwhile
+    // (mpirun's SIGTERM once another rank aborted) finishes the removal.
+    for (size_t i = 0; i < own_.size(); ++i) {
+      remove_tree(own_[i]);  // allocates nothing: this runs after an out-of-memory error too
+      if (chain_.size() + i < cleanup_slots_.size()) unregister_cleanup(std::exchange(cleanup_slots_[chain_.size() + i], -1));
+    }
+    // Testing hook: a pause here, for a signal to come between the two removals
+    // (tests/io/output_guard_test.cpp).
+    if (const char* hold = std::getenv("GENEMASK_TEST_HOLD_CLEANUP")) ::usleep(static_cast<useconds_t>(std::atoi(hold)) * 1000);
+    remove_empty_chain(chain_);
+  }
   for (int slot : cleanup_slots_) unregister_cleanup(slot);
-  if (created_.empty() || kept_ || std::uncaught_exceptions() <= exceptions_) return;
-  // What the command wrote, then the directory and the parents made for it while they are
-  // empty: a file anyone else put there (or another command writing beside it in a parent
-  // made here) keeps its directory.
-  for (const auto& n : own_) remove_tree(n);  // allocates nothing: this runs after an out-of-memory error too
-  remove_empty_chain(chain_);
 }
 
 std::vector<std::string> empty_dir_chain(const std::string& dir, const std::string& top) {

@@ -22,6 +22,7 @@
 #include <random>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "genemask/version.hpp"
 #include "io/atomic_file.hpp"
@@ -38,6 +39,7 @@ namespace {
 constexpr const char* kMarkerFormat = "genemask-output";
 constexpr int kMarkerVersion = 1;
 constexpr const char* kStaging = ".genemask-staging";
+constexpr const char* kStagingRemoved = ".genemask-staging-removed";  // a failed run's, while it is removed
 constexpr const char* kLockName = ".genemask.lock";
 
 struct Identity {
@@ -133,7 +135,9 @@ std::vector<std::string> user_entries(const std::string& dir, bool skip_inputs) 
   if (!d) throw std::runtime_error(fmt::format("cannot read the directory {}: {}", dir, std::strerror(errno)));
   while (const dirent* e = ::readdir(d)) {
     const std::string n = e->d_name;
-    if (n == "." || n == ".." || n == kLockName || n == kOutputMarker || n == kStaging || n == kReadersLock) continue;
+    if (n == "." || n == ".." || n == kLockName || n == kOutputMarker || n == kStaging || n == kStagingRemoved ||
+        n == kReadersLock)
+      continue;
     // The marker's temporary, left by a process killed while writing it (the caller holds
     // DIR's lock, so no live writer has one): genemask's, not the user's.
     if (n.rfind(std::string(kOutputMarker) + ".tmp.", 0) == 0) continue;
@@ -578,17 +582,22 @@ OutputSet::OutputSet(std::string dir, Options options)
           what, others.size(), others.size() == 1 ? "y" : "ies", others.front(), kOutputMarker, o_.option));
     }
     staging_ = staging_for(dir_);
+    removing_ = dir_ + "/" + kStagingRemoved;
     std::error_code ec;
     fs::remove_all(staging_, ec);  // a staging directory left by a killed run (we hold the lock)
+    fs::remove_all(removing_, ec);
     if (!fs::create_directory(staging_, ec) || ec)
       throw std::runtime_error(fmt::format("cannot create {}: {}", staging_, ec ? ec.message() : "it exists"));
+    removing_slot_ = register_cleanup(removing_, CleanupKind::part);
     // Named on its own when DIR was there before; in a DIR made here, DIR is named.
-    cleanup_slots_.push_back(register_cleanup(staging_, created_.empty() ? CleanupKind::tree : CleanupKind::part));
+    staging_slot_ = register_cleanup(staging_, created_.empty() ? CleanupKind::tree : CleanupKind::part);
   } catch (...) {
-    for (int slot : cleanup_slots_) unregister_cleanup(slot);
-    if (!staging_.empty() && lock_) remove_tree(staging_);
+    // As in the destructor: each slot is dropped once its removal is done.
+    if (!staging_.empty() && lock_) remove_staging();
+    drop_staging_cleanup();
     if (lock_) remove_created();  // what this run made, never another writer's output
     else remove_empty_chain(chain_);  // the lock file not written: nobody's
+    for (int slot : cleanup_slots_) unregister_cleanup(slot);
     lock_.reset();
     throw;
   }
@@ -615,11 +624,35 @@ std::string OutputSet::staging_for(const std::string& dir) {
 
 OutputSet::~OutputSet() {
   if (readers_fd_ >= 0) ::close(readers_fd_);
+  if (!published_) {
+    // The removal runs with the signal cleanup still registered, so that a signal meanwhile
+    // finishes it instead of leaving DIR behind: mpirun ends every rank with SIGTERM once one
+    // aborts, and the other ranks abort as soon as the staging directory they write into
+    // is gone. The staging directory's slot goes once it is removed (after the lock is
+    // released, another run may make a staging directory there); the directories' slots
+    // only remove them while empty.
+    if (!staging_.empty()) remove_staging();
+    drop_staging_cleanup();
+    // Testing hook: a pause here, for a signal to come between the two removals
+    // (tests/io/output_guard_test.cpp).
+    if (const char* hold = std::getenv("GENEMASK_TEST_HOLD_CLEANUP")) ::usleep(static_cast<useconds_t>(std::atoi(hold)) * 1000);
+    if (lock_) remove_created();
+  }
+  drop_staging_cleanup();
   for (int slot : cleanup_slots_) unregister_cleanup(slot);
-  if (published_) return;
-  if (!staging_.empty()) remove_tree(staging_);
-  if (lock_) remove_created();
   lock_.reset();
+}
+
+void OutputSet::remove_staging() noexcept {
+  // Renamed away first: the other ranks' next file in it then fails at once (and they abort),
+  // instead of the removal chasing what they keep writing. Allocates nothing.
+  if (::rename(staging_.c_str(), removing_.c_str()) == 0) remove_tree(removing_);
+  else remove_tree(staging_);
+}
+
+void OutputSet::drop_staging_cleanup() noexcept {
+  unregister_cleanup(std::exchange(staging_slot_, -1));
+  unregister_cleanup(std::exchange(removing_slot_, -1));
 }
 
 void OutputSet::prepare() {
@@ -731,6 +764,7 @@ void OutputSet::complete(const nlohmann::json& extra) {
   }
   for (int slot : cleanup_slots_) unregister_cleanup(slot);  // complete now: nothing for a signal to remove
   cleanup_slots_.clear();
+  drop_staging_cleanup();
   if (o_.readers_lock) {  // before the marker: a reader of the complete output finds it
     const std::string path = dir_ + "/" + kReadersLock;
     const int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);

@@ -204,7 +204,10 @@ class OutputSet {
 
  private:
   void remove_created();
+  void remove_staging() noexcept;
+  void drop_staging_cleanup() noexcept;
   std::string dir_, staging_, created_;
+  std::string removing_;  // DIR/.genemask-staging-removed: the staging directory's name while it is removed
   Options o_;
   std::vector<std::string> old_entries_;
   std::vector<std::string> moved_;  // the entries publish() moved into DIR so far (whole paths)
@@ -218,7 +221,9 @@ class OutputSet {
   nlohmann::json tree_;             // the marker's "tree" while both outputs' entries are in DIR
   int readers_fd_ = -1;      // the readers' lock, held exclusively while an earlier output is replaced
   std::unique_ptr<DirLock> lock_;
-  std::vector<int> cleanup_slots_;  // what a fatal signal removes while the set is unpublished
+  std::vector<int> cleanup_slots_;  // DIR and the parents made for it: a fatal signal removes them while empty
+  int staging_slot_ = -1;           // the staging directory: a fatal signal removes it
+  int removing_slot_ = -1;          // and removing_
   int exceptions_ = 0;
   bool published_ = false, moved_into_place_ = false;
 };

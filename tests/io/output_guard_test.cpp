@@ -3,11 +3,14 @@
 // wrote them and --force says so, the marker last, one writer, names of any legal length.
 #include "io/output_guard.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -894,6 +897,108 @@ TEST(SignalCleanup, ASignalRemovesTheUnfinishedDirectoriesAndLocks) {
     test::write_file(tmp.file("new4/notes.txt"), "the user's");
   });
   EXPECT_EQ(names(tmp.file("new4")), (std::vector<std::string>{"notes.txt"})) << got4;
+}
+
+TEST(SignalCleanup, ASignalDuringAFailedOutputsRemovalFinishesIt) {
+  // A rank whose write failed removes its unfinished output while the other ranks, which lose
+  // the staging directory they write into, abort the job: mpirun's SIGTERM then comes in the
+  // middle of the removal. The signal cleanup stays registered until the removal is done
+  // (before, it was dropped first, and such a signal left DIR behind: a CI run of shards).
+  TempDir tmp;
+  ::setenv("GENEMASK_TEST_HOLD_CLEANUP", "5000", 1);  // between the staging directory and DIR
+  const auto signal_soon = [] {
+    std::thread([] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ::kill(::getpid(), SIGTERM);
+    }).detach();
+  };
+  const std::string dir = tmp.file("made/out");
+  const std::string got = stderr_of_a_stopped_child([&] {
+    io::install_signal_cleanup("genemask", true);
+    auto set = std::make_unique<io::OutputSet>(dir, io::OutputSet::Options{"shards", "--out", false, "manifest.json"});
+    test::write_file(set->staging() + "/train-r00001-00000.h5", "x");
+    signal_soon();
+    set.reset();  // never published: removed, and the signal comes during the pause
+  });
+  EXPECT_FALSE(fs::exists(tmp.file("made"))) << got;
+  EXPECT_EQ(got, "genemask: stopped by SIGTERM; removed the unfinished " + dir + "\n");
+  // The same for an OutputDir removed by an exception.
+  const std::string run = tmp.file("run");
+  const std::string got2 = stderr_of_a_stopped_child([&] {
+    io::install_signal_cleanup("genemask", true);
+    try {
+      io::OutputDir out(run, std::vector<std::string>{"checkpoint"});
+      test::write_file(run + "/checkpoint", "x");
+      signal_soon();
+      throw std::runtime_error("the command failed");
+    } catch (const std::exception&) {
+    }
+  });
+  EXPECT_FALSE(fs::exists(run)) << got2;
+  EXPECT_EQ(got2, "genemask: stopped by SIGTERM; removed the unfinished " + run + "\n");
+  ::unsetenv("GENEMASK_TEST_HOLD_CLEANUP");
+}
+
+namespace {
+/// Makes empty files DIR/w0, w1, ... in a thread of its own until one cannot be made (DIR is
+/// gone: `refused`) or until stopped.
+struct EndlessWriter {
+  std::atomic<bool> stop{false}, refused{false};
+  std::atomic<int> made{0};
+  std::thread thread;
+  explicit EndlessWriter(const std::string& dir) {
+    thread = std::thread([this, dir] {
+      for (int i = 0; !stop; ++i) {
+        const int fd = ::open((dir + "/w" + std::to_string(i)).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+          refused = true;
+          return;
+        }
+        ::close(fd);
+        ++made;
+      }
+    });
+    while (made == 0 && !refused) std::this_thread::yield();
+  }
+  /// Waits up to `ms` for the writer to be refused, then stops it.
+  void end(int ms = 0) {
+    for (int i = 0; i < ms && !refused; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    stop = true;
+    thread.join();
+  }
+};
+}  // namespace
+
+TEST(OutputSet, AFailedSetIsRemovedWhileAnotherRankStillWritesIntoIt) {
+  // Rank 0's write failed and its set is destroyed while another rank still writes its shard
+  // files into the staging directory: DIR goes all the same (before, the removal chased the
+  // writer, or the writer's file made after the last pass kept the staging directory and DIR:
+  // a CI run of shards), and the writer's next file cannot be made, so that rank aborts.
+  TempDir tmp;
+  for (int attempt = 0; attempt < 200; ++attempt) {  // a race: each attempt is one try
+    const std::string dir = tmp.file("made/out" + std::to_string(attempt));
+    auto set = std::make_unique<io::OutputSet>(dir, io::OutputSet::Options{"shards", "--out", false, "manifest.json"});
+    for (int i = 0; i < 100; ++i) test::write_file(set->staging() + "/train-r00000-" + std::to_string(i) + ".h5", "x");
+    EndlessWriter writer(set->staging());
+    set.reset();
+    writer.end(2000);
+    EXPECT_TRUE(writer.refused) << attempt;
+    EXPECT_FALSE(fs::exists(dir)) << attempt << ": " << writer.made << " files written";
+  }
+  EXPECT_FALSE(fs::exists(tmp.file("made")));
+}
+
+TEST(RemoveTree, AWriterThatNeverStopsCannotHoldItForever) {
+  // The removal reads a directory again until a pass removes nothing: a writer that keeps
+  // adding entries (another thread while a signal's cleanup runs) would hold it forever.
+  TempDir tmp;
+  const std::string dir = tmp.file("busy");
+  fs::create_directories(dir);
+  EndlessWriter writer(dir);
+  io::remove_tree(dir);  // returns (the directory may stay: the writer refills it)
+  writer.end();
+  EXPECT_TRUE(io::remove_tree(dir));
+  EXPECT_FALSE(fs::exists(dir));
 }
 
 TEST(InputChecks, PipesDevicesAndLoopsAreNamedWithoutOpeningThem) {
