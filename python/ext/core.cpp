@@ -14,7 +14,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -310,6 +312,22 @@ nb::dict read_manifest(const std::string& dir) {
   return d;
 }
 
+/// A progress callback for long work run with the GIL released: about every 0.1 s it takes the
+/// GIL and runs Python's signal handlers, so that Ctrl-C (KeyboardInterrupt, or a handler's
+/// exception) stops the work there, not after it has run to its end; the exception leaves the
+/// work (which writes nothing) and reaches the caller.
+ProgressFn interruptible() {
+  using clock = std::chrono::steady_clock;
+  auto last = std::make_shared<clock::time_point>(clock::now());
+  return [last](uint64_t) {
+    const auto now = clock::now();
+    if (now - *last < std::chrono::milliseconds(100)) return;
+    *last = now;
+    nb::gil_scoped_acquire locked;
+    if (PyErr_CheckSignals() != 0) throw nb::python_error();
+  };
+}
+
 std::vector<Array<uint64_t>> count_kmers(const std::string& path, int kmax) {
   if (kmax < 1 || kmax > kMaxDenseK)
     throw std::invalid_argument(fmt::format("kmax must be in 1..{}, got {}", kMaxDenseK, kmax));
@@ -319,7 +337,7 @@ std::vector<Array<uint64_t>> count_kmers(const std::string& path, int kmax) {
     const io::FileInfo info = io::probe_file(path);
     CountOptions opts;
     opts.kmax = kmax;
-    RankCounts rc = count_owned(info, io::partition(info, 0, 1), opts);
+    RankCounts rc = count_owned(info, io::partition(info, 0, 1), opts, interruptible());
     stitch_records(info, rc.segments);  // the CLI's checks: duplicate names, empty records
     counts = finalize_counts(rc);
   }
