@@ -101,6 +101,31 @@ class WriteFaults(unittest.TestCase):
                 want = [json.loads(l) for l in lines]
                 self.assertEqual([j["loss"] for j in got[:4]], [j["loss"] for j in want[:4]])
 
+    def test_another_ranks_refused_checkpoint_write_leaves_no_unfinished_step(self):
+        """At 2 ranks, rank 1's random state for checkpoint step 4 cannot be written: every rank
+        stops with rank 1's reason, and rank 0 removes step-00000004.tmp first (before, it
+        waited in the checkpoint's barrier until mpirun killed it, and the unnamed step, a whole
+        model's space, stayed until the next run); the earlier checkpoint is kept."""
+        shards = os.path.join(self.tmp, "shards-ckpt")
+        run(["shards", "--genome", self.fa, "--out", shards, "--max-tokens", "60", "--min-tokens", "20"])
+        cfg = os.path.join(self.tmp, "tiny-ckpt.json")
+        with open(cfg, "w") as f:
+            json.dump(TINY, f)
+        for attempt in range(3):
+            out = os.path.join(self.tmp, f"ckpt{attempt}")
+            p = run(["pretrain", "--shards", shards, "--model", cfg, "--out", out, "--masking", "random", "--steps", "6",
+                     "--warmup", "2", "--batch-per-rank", "2", "--grad-accum", "1", "--log-every", "1",
+                     "--eval-every", "0", "--checkpoint-every", "2", "--threads", "1"],
+                    ranks=2, check=False, env=faulty("step-00000004.tmp/rng-rank00001", ENOSPC))
+            self.assertEqual(p.returncode, 1, p.stderr)
+            errors = [l for l in p.stderr.splitlines() if "error:" in l]
+            self.assertTrue(errors, p.stderr)
+            for line in errors:  # whichever rank's line is printed says why
+                self.assertIn("rng-rank00001", line)
+                self.assertIn("No space left on device (the disk is full)", line)
+            self.assertEqual(sorted(os.listdir(os.path.join(out, "checkpoints"))),
+                             [".genemask-readers.lock", "step-00000002"], (attempt, p.stderr))
+
     # ---- the standard output ---------------------------------------------------------------
     def test_a_summary_or_table_cut_short_on_stdout_fails_the_command(self):
         out = os.path.join(self.tmp, "stdout")
