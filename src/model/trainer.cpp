@@ -11,6 +11,7 @@
 #include <future>
 #include <cmath>
 #include <csignal>
+#include <exception>
 #include <optional>
 #include <cstring>
 #include <filesystem>
@@ -1024,27 +1025,29 @@ std::string save_checkpoint(Run& r, int64_t at) {
     }
   }
   hpc::barrier(r.comm);  // the directory exists before others write into it
-  std::string why;  // why this rank's random state could not be written
+  std::exception_ptr failed;  // this rank's error, rethrown as it was (an out-of-memory error stays one)
+  std::string why;              // and its words, for the other ranks
   try {
     save_torch_file(rng_state(torch::kCPU), rng_file(tmp, "rng-", r.rank));
     if (r.device.is_cuda()) save_torch_file(rng_state(r.device), rng_file(tmp, "cuda-rng-", r.rank));
   } catch (const std::exception& e) {
+    failed = std::current_exception();
     why = e.what();
   } catch (...) {
+    failed = std::current_exception();
     why = "cannot write the random state";
   }
   // Agreed by every rank: rank 0 removes the step's directory, and every rank stops with the
   // first failing rank's reason, so that whichever line is printed says why (before, rank 0
   // waited here until mpirun killed it, and step-N.tmp stayed until the next run).
-  if (const uint64_t first = hpc::allreduce_max_u64(why.empty() ? 0 : UINT64_MAX - static_cast<uint64_t>(r.rank), r.comm)) {
+  if (const uint64_t first = hpc::allreduce_max_u64(failed ? UINT64_MAX - static_cast<uint64_t>(r.rank) : 0, r.comm)) {
     const int who = static_cast<int>(UINT64_MAX - first);
     std::error_code ec;
     if (r.rank == 0) fs::remove_all(tmp, ec);
     hpc::bcast_bytes(why, who, r.comm);
     hpc::barrier(r.comm);  // the step's directory is gone before any rank ends the job
-    throw std::runtime_error(who == r.rank || r.world == 1
-                                 ? why
-                                 : fmt::format("{} (rank {}; checkpoint step {} not written)", why, who, at));
+    if (failed) std::rethrow_exception(failed);
+    throw std::runtime_error(fmt::format("{} (rank {}; checkpoint step {} not written)", why, who, at));
   }
   if (r.rank == 0) {
     nlohmann::json st = {{"format", kCheckpointFormat},
