@@ -301,7 +301,11 @@ class Pretrain(unittest.TestCase):
         for ranks in (2, 4):
             for e1, e2 in zip(evals[1], evals[ranks]):
                 self.assertEqual(e1["eval_masked_tokens"], e2["eval_masked_tokens"], f"{ranks} ranks")
-                self.assertAlmostEqual(e1["eval_loss"], e2["eval_loss"], delta=1e-5 * abs(e1["eval_loss"]),
+                # The same samples and masks, scored with weights trained as below (their
+                # losses agree within 1e-4): the same tolerance (a CI machine's AMD EPYC came
+                # to 1.2e-5 at 2 ranks). A rank counting its own 6 samples, or a mean over
+                # ranks rather than over the masked tokens, is off by far more.
+                self.assertAlmostEqual(e1["eval_loss"], e2["eval_loss"], delta=1e-4 * abs(e1["eval_loss"]),
                                        msg=f"{ranks} ranks")
         m1 = runs[1]
         self.assertEqual(len(m1), 5)

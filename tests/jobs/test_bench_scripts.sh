@@ -178,8 +178,8 @@ cat >"$tmp/pretrain-args" <<EOF
 [ "\$1" = pretrain ] || exec $(printf '%q' "$bin") "\$@"
 echo "\$*" >>$(printf '%q' "$tmp/pretrain-args.txt")
 prev=
-for a in "\$@"; do [ "\$prev" = --packing ] && pk=\$a; prev=\$a; done
-echo "{\"precision\": \"fp32\", \"packing\": \"\$pk\", \"tokens_per_s\": 100.0}"
+for a in "\$@"; do [ "\$prev" = --packing ] && pk=\$a; [ "\$prev" = --precision ] && pr=\$a; prev=\$a; done
+echo "{\"precision\": \"\$pr\", \"packing\": \"\$pk\", \"tokens_per_s\": 100.0}"
 EOF
 chmod +x "$tmp/pretrain-args"
 rc=0
