@@ -209,43 +209,50 @@ void check_same_inputs(const std::string& path, const std::vector<const Record*>
   // word): a task's records were scored on one test table (its size and classes), its
   // records at one shot count trained on as many sequences, and a model's records were
   // fine-tuned from one checkpoint (its step). Counts a record does not give (0) are not
-  // compared.
-  std::map<std::string, const Record*> test_of_task, model_first;
+  // compared; each record is compared with the first that gives the same count (a first
+  // record without it must not hide a difference among the later ones).
+  std::map<std::string, const Record*> test_n_of_task, classes_of_task, model_first;
   std::map<std::pair<std::string, int64_t>, const Record*> train_of_cell;
-  const auto differ = [](uint64_t a, uint64_t b) { return a > 0 && b > 0 && a != b; };
+  // The record `r` is compared with for a count: the first of `key` that gave one, or `r`
+  // itself (nothing to compare) when it gives none.
+  const auto reference = [](auto& seen, const auto& key, bool given, const Record* r) {
+    return given ? seen.emplace(key, r).first->second : r;
+  };
   for (const Record* r : used) {
-    const Record* f = test_of_task.emplace(r->task, r).first->second;
-    if (differ(f->metrics.test.n, r->metrics.test.n) ||
-        differ(static_cast<uint64_t>(f->metrics.test.classes), static_cast<uint64_t>(r->metrics.test.classes)))
+    const Record* fn = reference(test_n_of_task, r->task, r->metrics.test.n > 0, r);
+    const Record* fc = reference(classes_of_task, r->task, r->metrics.test.classes > 0, r);
+    if (fn->metrics.test.n != r->metrics.test.n || fc->metrics.test.classes != r->metrics.test.classes) {
+      const Record* f = fn->metrics.test.n != r->metrics.test.n ? fn : fc;
       throw io::InputError(path, r->line, fmt::format(
           "job {} scored {} test sequences of {} classes, job {} on line {} {} of {}: the records of task '{}' were "
           "made from different test tables, and a table would average them; report them from separate results files",
           r->job, r->metrics.test.n, r->metrics.test.classes, f->job, f->line, f->metrics.test.n,
           f->metrics.test.classes, r->task));
+    }
     // An N-shot record trained on N sequences of each class (a sweep checks its shot files so,
     // and draws N of each): one of fewer or more is not N-shot, and Table 1's N-shot rows would
     // publish it as such (records of a sweep of before that check, or merged by hand).
     if (const uint64_t shown = static_cast<uint64_t>(r->shots) * static_cast<uint64_t>(r->metrics.test.classes);
-        differ(shown, r->metrics.n_train))
+        shown > 0 && r->metrics.n_train > 0 && shown != r->metrics.n_train)
       throw io::InputError(path, r->line, fmt::format(
           "job {} trained on {} sequences, but as {}-shot of {} classes it trains on {} ({} of each class): the record "
           "is not {}-shot, and Table 1 would publish it as such; rerun the job (genemask sweep --force), or leave it "
           "out of the results file",
           r->job, r->metrics.n_train, r->shots, r->metrics.test.classes, shown, r->shots, r->shots));
-    f = train_of_cell.emplace(std::pair{r->task, r->shots}, r).first->second;
-    if (differ(f->metrics.n_train, r->metrics.n_train))
+    const Record* f = reference(train_of_cell, std::pair{r->task, r->shots}, r->metrics.n_train > 0, r);
+    if (f->metrics.n_train != r->metrics.n_train)
       throw io::InputError(path, r->line, fmt::format(
           "job {} trained on {} sequences, job {} on line {} on {}: the records of task '{}' at {} shots were made "
           "from different training tables, and a table would average them; report them from separate results files",
           r->job, r->metrics.n_train, f->job, f->line, f->metrics.n_train, r->task, r->shots));
-    f = model_first.emplace(r->model, r).first->second;
+    f = reference(model_first, r->model, !r->checkpoint.empty(), r);
     const auto from = [](const Record* x) {
       if (x->checkpoint == "random")
         return x->checkpoint_step >= 0 ? fmt::format("no checkpoint (random), yet with step {}", x->checkpoint_step)
                                        : std::string("no checkpoint (random)");
       return x->checkpoint_step >= 0 ? fmt::format("step {} ({})", x->checkpoint_step, x->checkpoint) : x->checkpoint;
     };
-    const bool known = !f->checkpoint.empty() && !r->checkpoint.empty();
+    const bool known = f != r;  // both name their checkpoint
     if (known && ((f->checkpoint == "random") != (r->checkpoint == "random") ||
                   f->checkpoint_step != r->checkpoint_step))
       throw io::InputError(path, r->line, fmt::format(

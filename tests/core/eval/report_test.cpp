@@ -628,6 +628,16 @@ TEST(Report, RecordsOfOneTaskFromTwoTestTablesAreRefused) {
               std::string::npos)
         << e;
   }
+  // A first record that gives no counts (an earlier genemask's) hid a difference among the
+  // later ones: each is compared with the first that gives them.
+  const std::string uncounted = R"({"model":"a","group":"","task":"t","shots":10,"seed":3,"status":"ok",)"
+                                R"("accuracy":0.6,"auc":0.6})" "\n";
+  EXPECT_NO_THROW(aggregate(parse(dir, uncounted + same), Plan{}, o));
+  const std::string e = test::error_of([&] { aggregate(parse(dir, uncounted + same + rec("b", 2, 300, 2)), Plan{}, o); });
+  EXPECT_NE(e.find("results.jsonl:5: job b|t|10|2 scored 300 test sequences of 2 classes, job a|t|10|1 on line 2 "
+                   "500 of 2: the records of task 't' were made from different test tables"),
+            std::string::npos)
+      << e;
 }
 
 // A sweep's plan.json records its inputs' SHA-256; records made from other inputs (another
@@ -697,6 +707,21 @@ TEST(Report, RecordsOfOneCellFromTwoTrainingTablesOrCheckpointsAreRefused) {
                       "100 (/r/step-100): the records are of two models under one name"),
             std::string::npos);
   EXPECT_NE(error(rec("a", 3, 8, "random", -1)).find("fine-tuned model 'a' from no checkpoint (random)"),
+            std::string::npos);
+  // The same behind a first record that gives neither (an earlier genemask's): the later
+  // records are compared with the first that gives each.
+  const std::string bare = R"({"model":"a","group":"","task":"t","shots":4,"seed":9,"status":"ok","accuracy":0.6,)"
+                           R"("auc":0.6})" "\n";
+  const auto behind = [&](const std::string& text) {
+    return test::error_of([&] { aggregate(parse(dir, bare + same + text), Plan{}, o); });
+  };
+  EXPECT_NO_THROW(aggregate(parse(dir, bare + same), Plan{}, o));
+  EXPECT_NE(behind(rec("a", 3, 20, "/r/step-100", 100))
+                .find("results.jsonl:6: job a|t|4|3 trained on 20 sequences, job a|t|4|1 on line 2 on 8"),
+            std::string::npos);
+  EXPECT_NE(behind(rec("a", 3, 8, "/r/step-200", 200))
+                .find("job a|t|4|3 fine-tuned model 'a' from step 200 (/r/step-200), job a|t|4|1 on line 2 from step "
+                      "100 (/r/step-100)"),
             std::string::npos);
   // A random model's record with a step (edited): the two sides are told apart.
   EXPECT_NE(error(rec("b", 3, 8, "random", 100))
