@@ -20,7 +20,7 @@ namespace {
 
 struct SweepCli {
   hpc::SweepOptions o;
-  bool strict = false, verbose = false;
+  bool strict = false, verbose = false, quiet = false;
   double simulate_s = -1;  // < 0: real fine-tuning
   std::vector<std::string> failures;
 };
@@ -91,7 +91,7 @@ void run_sweep_command(SweepCli& c, const Context& ctx) {
   else if (runs_jobs)
     runner = finetune_runner(ctx, c.verbose);  // the manager never loads Torch
   if (!rules.empty()) runner = hpc::with_injected_failures(runner, rules);
-  if (ctx.rank != 0) c.o.progress_interval_s = 0;
+  if (ctx.rank != 0 || c.quiet) c.o.progress_interval_s = 0;
 
   const hpc::SweepSummary s = hpc::run_sweep(c.o, runner, MPI_COMM_WORLD);
   // Rank 0 threw the plan/setup error and aborts the job; waiting here (rank 0 never comes)
@@ -173,9 +173,13 @@ void register_sweep(CLI::App& app, Context& ctx) {
   sub->add_flag("--force", c->o.force,
                 "run although the plan changed incompatibly; the affected old records move to results.stale.jsonl");
   sub->add_flag("--strict", c->strict, "exit non-zero (3) when a job failed or was not run");
-  sub->add_option("--progress-every", c->o.progress_interval_s, "seconds between progress lines (0 = none)")
+  // --progress-interval and --quiet as in every other command; --progress-every is the older
+  // name, and 0 (none) stays accepted for it.
+  sub->add_option("--progress-interval,--progress-every", c->o.progress_interval_s,
+                  "seconds between progress lines on stderr (0 or --quiet: none)")
       ->capture_default_str()
       ->check(non_negative());
+  sub->add_flag("--quiet", c->quiet, "no progress lines");
   sub->add_flag("--verbose", c->verbose, "show the fine-tuning log lines of every job");
   sub->add_option("--simulate", c->simulate_s,
                   "testing/benchmarks: no fine-tuning; a job sleeps SECONDS x shots / 1000 and returns "

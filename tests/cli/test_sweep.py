@@ -521,8 +521,19 @@ class SweepSimulated(SweepBase):
 class SweepPlanErrors(SweepBase):
     def test_help(self):
         p = run(["sweep", "--help"])
-        for opt in ["--plan", "--out", "--force", "--strict"]:
+        for opt in ["--plan", "--out", "--force", "--strict", "--progress-interval", "--quiet"]:
             self.assertIn(opt, p.stdout)
+
+    def test_progress_options_as_in_every_command(self):
+        # --progress-interval and --quiet as elsewhere; --progress-every stays as the older name.
+        def lines(extra):
+            out = self.out("progress" + "".join(extra).replace("-", ""))
+            args = ["sweep", "--plan", self.plan, "--out", out, "--simulate", "0"] + extra
+            return len(re.findall(r"^\[genemask sweep\] \d+/36 jobs done", run(args).stderr, re.M))
+        self.assertGreaterEqual(lines(["--progress-interval", "0.000001"]), 2)  # a line at each update
+        self.assertGreaterEqual(lines(["--progress-every", "0.000001"]), 2)
+        self.assertEqual(lines(["--progress-interval", "0.000001", "--quiet"]), 0)
+        self.assertEqual(lines(["--progress-interval", "0"]), 0)
 
     def test_bad_plan_stops_before_any_job(self):
         plan = self.write_plan("bad.json", tasks=[{"name": "t1", "train": "train.csv", "test": "missing.csv"}])
