@@ -431,7 +431,7 @@ void TempOutput::commit() {
   const OutputAtStart then = output_at_start(path_);
   // Testing hook: the moment between that check and the rename (another writer's rename
   // lands there in tests/io/output_guard_test.cpp).
-  if (const char* hold = std::getenv("GENEMASK_TEST_HOLD_RENAME")) ::usleep(static_cast<useconds_t>(std::atoi(hold)) * 1000);
+  hold_for_tests("GENEMASK_TEST_HOLD_RENAME");
   if (then == OutputAtStart::absent) {
     rename_no_replace_or_throw(tmp_, path_);
   } else if (then == OutputAtStart::present &&
@@ -640,7 +640,7 @@ OutputDir::~OutputDir() {
     }
     // Testing hook: a pause here, for a signal to come between the two removals
     // (tests/io/output_guard_test.cpp).
-    if (const char* hold = std::getenv("GENEMASK_TEST_HOLD_CLEANUP")) ::usleep(static_cast<useconds_t>(std::atoi(hold)) * 1000);
+    hold_for_tests("GENEMASK_TEST_HOLD_CLEANUP");
     remove_empty_chain(chain_);
   }
   for (int slot : cleanup_slots_) unregister_cleanup(slot);
@@ -693,6 +693,10 @@ void install_signal_cleanup(const char* program, bool announce) {
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&sa.sa_mask, sig);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(sig, &sa, nullptr);
+}
+
+void hold_for_tests(const char* name) noexcept {
+  if (const char* hold = std::getenv(name)) ::usleep(static_cast<useconds_t>(std::atoi(hold)) * 1000);
 }
 
 }  // namespace genemask::io

@@ -212,4 +212,9 @@ void install_signal_cleanup(const char* program, bool announce = true);
 /// end without unwinding (the MPI watchdog). Async-signal-safe; callable from any thread.
 void remove_unfinished_outputs(const char* why);
 
+/// Testing hook: when the environment variable `name` is set, sleeps that many milliseconds
+/// (a test widens a race window with it: GENEMASK_TEST_HOLD_RENAME, _CLEANUP). Nothing
+/// otherwise; it allocates nothing (it runs in cleanups after an out-of-memory error).
+void hold_for_tests(const char* name) noexcept;
+
 }  // namespace genemask::io

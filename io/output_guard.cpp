@@ -635,10 +635,9 @@ OutputSet::~OutputSet() {
     drop_staging_cleanup();
     // Testing hook: a pause here, for a signal to come between the two removals
     // (tests/io/output_guard_test.cpp).
-    if (const char* hold = std::getenv("GENEMASK_TEST_HOLD_CLEANUP")) ::usleep(static_cast<useconds_t>(std::atoi(hold)) * 1000);
+    hold_for_tests("GENEMASK_TEST_HOLD_CLEANUP");
     if (lock_) remove_created();
-  }
-  drop_staging_cleanup();
+  }  // published: publish() dropped the staging slots
   for (int slot : cleanup_slots_) unregister_cleanup(slot);
   lock_.reset();
 }
