@@ -35,7 +35,7 @@ PY
 plan trivial.json 4 4 "$seeds"
 plan mix.json 1 4 10
 sweep() {  # PLAN OUT SECONDS: the summary line to OUT.log (read once the sweep has succeeded)
-  mpirun -np 5 --oversubscribe "$bin" sweep --plan "$work/$1" --out "$work/$2" --simulate "$3" --progress-every 0 >"$work/$2.log"
+  mpirun -np 5 --oversubscribe "$bin" sweep --plan "$work/$1" --out "$work/$2" --simulate "$3" --quiet >"$work/$2.log"
 }
 
 echo "== trivial jobs (0 s), 4 workers: $(nproc) cores, results in $work (fsync per line; removed at exit)"
