@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -243,6 +244,13 @@ extern "C" void on_stop_signal(int sig) {
   ::signal(sig, SIG_DFL);
   ::raise(sig);
 }
+
+// Signals a command stops on gracefully (stop_gracefully_on): a bit per signal number, set
+// before the handler is installed; install_signal_cleanup leaves them alone.
+std::atomic<uint64_t> g_graceful_signals{0};
+std::atomic<bool> g_graceful_stop{false};
+extern "C" void on_graceful_stop_signal(int) { g_graceful_stop = true; }
+bool graceful(int sig) { return sig > 0 && sig < 64 && (g_graceful_signals.load() >> sig & 1u); }
 
 bool process_alive(long pid) {
   if (pid <= 0) return true;  // not ours to judge
@@ -692,8 +700,22 @@ void install_signal_cleanup(const char* program, bool announce) {
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) sigaddset(&sa.sa_mask, sig);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2})
+    if (!graceful(sig)) ::sigaction(sig, &sa, nullptr);
 }
+
+void stop_gracefully_on(std::initializer_list<int> signals) {
+  struct sigaction sa {};
+  sa.sa_handler = on_graceful_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : signals) {
+    if (sig <= 0 || sig >= 64) throw std::invalid_argument(fmt::format("stop_gracefully_on: signal {}", sig));
+    g_graceful_signals |= uint64_t{1} << sig;
+    ::sigaction(sig, &sa, nullptr);
+  }
+}
+
+bool graceful_stop_requested() noexcept { return g_graceful_stop.load(); }
 
 void hold_for_tests(const char* name) noexcept {
   if (const char* hold = std::getenv(name)) ::usleep(static_cast<useconds_t>(std::atoi(hold)) * 1000);

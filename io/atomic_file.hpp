@@ -5,6 +5,7 @@
 // (install_signal_cleanup), and, after a kill -9 or a crash, by the next writer of the same
 // output on the same host, which removes temporaries of processes that no longer run.
 #include <fstream>
+#include <initializer_list>
 #include <ostream>
 #include <streambuf>
 #include <string>
@@ -207,6 +208,14 @@ void unregister_cleanup(int slot);
 /// gracefully on some of these signals install their own handlers after this one. `program`
 /// is copied (at most 127 bytes): the caller's string may go before the last signal comes.
 void install_signal_cleanup(const char* program, bool announce = true);
+/// For a command that stops gracefully on `signals` (pretrain: SIGTERM and SIGUSR1, Slurm's
+/// warning): from now on each only sets a flag (graceful_stop_requested), and
+/// install_signal_cleanup leaves them so. Called as the command is chosen, before a long start
+/// (loading the model library takes seconds under load), so that a signal then is kept rather
+/// than ending the process.
+void stop_gracefully_on(std::initializer_list<int> signals);
+/// Whether one of those signals has come.
+bool graceful_stop_requested() noexcept;
 /// Removes the live temporaries now, as those handlers do, and prints one line: the program
 /// (install_signal_cleanup's), `why`, and what was removed. For a process that is about to
 /// end without unwinding (the MPI watchdog). Async-signal-safe; callable from any thread.

@@ -1,9 +1,12 @@
 // genemask pretrain: MLM pretraining, data-parallel over MPI ranks. The LibTorch code lives
 // in libgenemask_model.so, loaded on first use, so other subcommands start without it.
+#include <csignal>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 
 #include "common.hpp"
+#include "io/atomic_file.hpp"
 #include "genemask/corpus/genome_sampling.hpp"
 #include "model/trainer.hpp"
 #include "model_plugin.hpp"
@@ -18,6 +21,12 @@ void run_pretrain(model::PretrainOptions o, Context& ctx) {
   o.command_line = ctx.command_line;
   const model::LogFn log = [](const std::string& line) { std::cerr << "[pretrain] " << line << std::endl; };
   model::PretrainSummary s;
+  // Testing hook: a pause before the model library loads, for a signal to come then
+  // (tests/cli/test_pretrain.py).
+  if (std::getenv("GENEMASK_TEST_HOLD_START")) {
+    std::cerr << "genemask: holding before the model library loads" << std::endl;
+    io::hold_for_tests("GENEMASK_TEST_HOLD_START");
+  }
   GENEMASK_MODEL_ENTRY(genemask_model_pretrain)(&o, MPI_COMM_WORLD, &log, &s);
   nlohmann::json layout = nlohmann::json::array();
   for (const auto& p : s.layout)
@@ -153,6 +162,10 @@ void register_pretrain(CLI::App& app, Context& ctx) {
   sub->footer("AdamW (betas 0.9/0.98, eps 1e-6), linear warm-up and decay, gradient clipping 1.0. SIGTERM or "
               "SIGUSR1 (Slurm's warning signal) writes a checkpoint and exits; --resume continues exactly.");
   sub->callback([o, &ctx] {
+    // SIGTERM and SIGUSR1 (Slurm's warning) stop pretraining with a checkpoint: from here on,
+    // not only once the model library is loaded (seconds under load), so that a warning
+    // during the start is kept too (training then stops after its first step).
+    io::stop_gracefully_on({SIGTERM, SIGUSR1});
     // --model names a config file or a built-in architecture ("logo"): only a file is an input.
     ctx.inputs = {{"--shards", o->shards}, {"--npmi", o->npmi}, {"--pmi-vocab", o->pmi_vocab},
                   {"--model", o->model}, {"--init", o->init}};

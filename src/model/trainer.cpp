@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <atomic>
 #include <chrono>
 #include <future>
 #include <cmath>
@@ -51,9 +50,6 @@ namespace fs = std::filesystem;
 
 namespace genemask::model {
 namespace {
-
-std::atomic<bool> g_stop_requested{false};
-void on_pretrain_stop_signal(int) { g_stop_requested = true; }  // internal linkage, unlike extern "C"
 
 /// One micro-batch on the host in one int64 buffer (pinned for a GPU, so that the copy is
 /// asynchronous): input ids | attention mask (padded) or position ids (packed) | flat indices
@@ -1406,7 +1402,7 @@ void train(Run& r, DataLoader& data, PretrainSummary& sum) {
         std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(slow)));
     // Whether a rank was asked to stop, and whether one set a new shape up (capturing its
     // graph, which the other ranks waited for at the all-reduce): one collective.
-    double flags[] = {g_stop_requested.load() ? 1.0 : 0.0, new_shape ? 1.0 : 0.0};
+    double flags[] = {io::graceful_stop_requested() ? 1.0 : 0.0, new_shape ? 1.0 : 0.0};
     hpc::allreduce_max_doubles(flags, 2, r.comm);
     const bool stop = flags[0] != 0, shape_setup = flags[1] != 0;
     RateSums this_step;
@@ -1597,10 +1593,10 @@ void plot_perplexity(const Run& r) {
 }  // namespace
 
 PretrainSummary pretrain(const PretrainOptions& o, MPI_Comm comm, const std::function<void(const std::string&)>& log) {
-  // First thing: a stop signal (Slurm's warning, scancel) that comes during the set-up is
-  // kept, and training stops after its first step with a checkpoint, instead of dying.
-  std::signal(SIGTERM, on_pretrain_stop_signal);
-  std::signal(SIGUSR1, on_pretrain_stop_signal);
+  // First thing (the CLI does it before it loads this library): a stop signal (Slurm's
+  // warning, scancel) that comes during the set-up is kept, and training stops after its
+  // first step with a checkpoint, instead of dying.
+  io::stop_gracefully_on({SIGTERM, SIGUSR1});
   check_options(o);
   Run r(o, comm, log);
   choose_runtime(r);

@@ -920,6 +920,30 @@ class Pretrain(unittest.TestCase):
         self.assertIsNotNone(m, p.stderr)
         self.assertAlmostEqual(float(m.group(1)), lr, delta=1e-5 * lr)
 
+    def test_slurms_warning_while_the_model_library_loads_is_kept(self):
+        # SIGUSR1 before the model library was loaded (seconds under load) ended the process
+        # ("stopped by SIGUSR1", nothing saved; a CI run of jobs_pipeline_slurm's requeue test
+        # got it 22 s into a loaded machine's start). Now kept: training stops after its first
+        # step with a checkpoint, as for a signal during the rest of the set-up.
+        out = os.path.join(self.tmp, "early-usr1")
+        cmd = [os.path.abspath(BIN), "pretrain", "--shards", self.shards, "--masking", "random", "--model",
+               os.path.join(self.tmp, "tiny.json"), "--out", out, "--steps", "100000", "--warmup", "10",
+               "--batch-per-rank", "2", "--grad-accum", "1", "--log-every", "1", "--eval-every", "0",
+               "--checkpoint-every", "1000000", "--threads", "1"]
+        p = subprocess.Popen(cmd, env=dict(ENV, GENEMASK_TEST_HOLD_START="3000"), stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+        first = p.stderr.readline()
+        self.assertIn("holding before the model library loads", first)
+        p.send_signal(signal.SIGUSR1)
+        stdout, stderr = p.communicate(timeout=120)
+        self.assertEqual(p.returncode, 3, first + stderr)
+        self.assertNotIn("stopped by SIGUSR1", stderr)
+        s = json.loads(stdout.strip().splitlines()[-1])
+        self.assertTrue(s["interrupted"])
+        self.assertEqual(s["steps_done"], 1, s)
+        self.assertTrue(os.path.isdir(s["checkpoint"]), s)
+        self.assertEqual([m[0] for m in metrics(out)], [1])
+
     def test_sigterm_checkpoints_and_export(self):
         out = os.path.join(self.tmp, "sig")
         cmd = [os.path.abspath(BIN), "pretrain", "--shards", self.shards, "--masking", "random", "--model",
