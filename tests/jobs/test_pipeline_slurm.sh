@@ -337,12 +337,16 @@ mkdir -p "$elsewhere/allfail"
 ln -s "$out/models" "$elsewhere/allfail/models"
 ln -s "$out/dataset" "$elsewhere/allfail/dataset"
 log=$elsewhere/allfail.out
-jid=$(sbatch --parsable --output="$log" --ntasks=2 --mem-per-cpu=1G --time=5 "$repo/jobs/sweep.sbatch" \
-  "$elsewhere/allfail.conf" | cut -d';' -f1)
+# --open-mode=append keeps every run's lines: Slurm itself may requeue a job whose launch
+# met a busy node (once in a loaded CI run, Restarts=1 with no word of the script's), which is
+# no decision of the script's; the script must never requeue it.
+jid=$(sbatch --parsable --output="$log" --open-mode=append --ntasks=2 --mem-per-cpu=1G --time=5 \
+  "$repo/jobs/sweep.sbatch" "$elsewhere/allfail.conf" | cut -d';' -f1)
 wait_requeued "$jid" "$log"
 [ "$state" = FAILED ] || sayfail "all-failing sweep: $state, want FAILED"
-[ "${restarts:-0}" = 0 ] || sayfail "all-failing sweep: Restarts=$restarts, want 0"
-grep -q "progress 0 -> 0, requeues so far 0 of at most 5: not requeued" "$log" ||
+if grep -q "requeueing job" "$log"; then sayfail "all-failing sweep requeued by the script: $(grep "requeueing job" "$log")"; fi
+grep -q "progress 0 -> 0, requeues so far ${restarts:-0} of at most 5: not requeued" "$log" ||
   sayfail "all-failing sweep: $(tail -5 "$log")"
+[ "${restarts:-0}" = 0 ] || echo "note: Slurm requeued job $jid itself ($restarts times; the script did not): $(cat "$log")"
 if [ "$fail" != 0 ]; then echo "FAILED" >&2; exit 1; fi
 echo "slurm stage-alone and all-failing sweep test passed ($((SECONDS - t4)) s; $SECONDS s in all)"
