@@ -707,6 +707,7 @@ void install_signal_cleanup(const char* program, bool announce) {
 void stop_gracefully_on(std::initializer_list<int> signals) {
   struct sigaction sa {};
   sa.sa_handler = on_graceful_stop_signal;
+  sa.sa_flags = SA_RESTART;  // as std::signal's: a read or write the signal comes in goes on
   sigemptyset(&sa.sa_mask);
   for (int sig : signals) {
     if (sig <= 0 || sig >= 64) throw std::invalid_argument(fmt::format("stop_gracefully_on: signal {}", sig));
