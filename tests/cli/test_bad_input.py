@@ -417,7 +417,8 @@ class BadInput(unittest.TestCase):
             Row("an empty --out", count("g.fa", ""), ["--out is empty: an empty name names nothing; give a file name"]),
             Row("--kmax given twice", count("g.fa", t("c9.h5")) + ["--kmax", "4", "--kmax", "5"],
                 ["--kmax: given 2 times; give it once"], t("c9.h5"), usage=True),
-            # 0 or less printed a line at every update (sweep's --progress-every 0 means none).
+            # 0 or less printed a line at every update (sweep's --progress-interval 0 means none,
+            # as its older --progress-every 0 did).
             Row("--progress-interval 0", count("g.fa", t("c8.h5"))[:-1] + ["--progress-interval", "0"],
                 ["--progress-interval", "0"], t("c8.h5"), usage=True),
             Row("an empty --out directory", ["shards", "--genome", t("g.fa"), "--out", ""],
@@ -583,9 +584,13 @@ class BadInput(unittest.TestCase):
                 [t("plan-seeds.yaml"), "seeds", "1000000000000"], t("w2")),
             Row("a model name of 300 characters", sweep("plan-long-name.yaml", "w3"),
                 [t("plan-long-name.yaml"), "models[0].name", "file-name limit"], t("w3")),
+            Row("--progress-interval -1", ["sweep", "--plan", t("plan-seeds.yaml"), "--out", t("w4"), "--simulate",
+                                           "0", "--progress-interval", "-1"],
+                ["--progress-interval", "-1"], t("w4"), usage=True),
+            # The older name is the same option, named in the error as --help names it first.
             Row("--progress-every -1", ["sweep", "--plan", t("plan-seeds.yaml"), "--out", t("w4"), "--simulate", "0",
                                         "--progress-every", "-1"],
-                ["--progress-every", "-1"], t("w4"), usage=True),
+                ["--progress-interval", "-1"], t("w4"), usage=True),
         ])
 
     def test_report(self):
