@@ -6,8 +6,8 @@
 #include <optional>
 
 #include "common.hpp"
-#include "io/atomic_file.hpp"
 #include "genemask/corpus/genome_sampling.hpp"
+#include "io/atomic_file.hpp"
 #include "model/trainer.hpp"
 #include "model_plugin.hpp"
 

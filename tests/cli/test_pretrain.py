@@ -826,12 +826,16 @@ class Pretrain(unittest.TestCase):
         s = summary(self.pretrain(out, ["--resume", "--allow-changes"], model="mutable.json", seed=9))
         self.assertEqual(s["start_step"], 4)
 
+    def endless_run(self, out):
+        """A pretrain command line that runs until it is stopped, logging every step."""
+        return [os.path.abspath(BIN), "pretrain", "--shards", self.shards, "--masking", "random", "--model",
+                os.path.join(self.tmp, "tiny.json"), "--out", out, "--steps", "100000", "--warmup", "10",
+                "--batch-per-rank", "2", "--grad-accum", "1", "--log-every", "1", "--eval-every", "0",
+                "--checkpoint-every", "1000000", "--threads", "1"]
+
     def test_second_run_on_the_same_out_is_refused(self):
         out = os.path.join(self.tmp, "locked")
-        cmd = [os.path.abspath(BIN), "pretrain", "--shards", self.shards, "--masking", "random", "--model",
-               os.path.join(self.tmp, "tiny.json"), "--out", out, "--steps", "100000", "--warmup", "10",
-               "--batch-per-rank", "2", "--grad-accum", "1", "--log-every", "1", "--eval-every", "0",
-               "--checkpoint-every", "1000000", "--threads", "1"]
+        cmd = self.endless_run(out)
         first = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.time() + 60
@@ -926,10 +930,7 @@ class Pretrain(unittest.TestCase):
         # got it 22 s into a loaded machine's start). Now kept: training stops after its first
         # step with a checkpoint, as for a signal during the rest of the set-up.
         out = os.path.join(self.tmp, "early-usr1")
-        cmd = [os.path.abspath(BIN), "pretrain", "--shards", self.shards, "--masking", "random", "--model",
-               os.path.join(self.tmp, "tiny.json"), "--out", out, "--steps", "100000", "--warmup", "10",
-               "--batch-per-rank", "2", "--grad-accum", "1", "--log-every", "1", "--eval-every", "0",
-               "--checkpoint-every", "1000000", "--threads", "1"]
+        cmd = self.endless_run(out)
         p = subprocess.Popen(cmd, env=dict(ENV, GENEMASK_TEST_HOLD_START="3000"), stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
         first = p.stderr.readline()
@@ -946,10 +947,7 @@ class Pretrain(unittest.TestCase):
 
     def test_sigterm_checkpoints_and_export(self):
         out = os.path.join(self.tmp, "sig")
-        cmd = [os.path.abspath(BIN), "pretrain", "--shards", self.shards, "--masking", "random", "--model",
-               os.path.join(self.tmp, "tiny.json"), "--out", out, "--steps", "100000", "--warmup", "10",
-               "--batch-per-rank", "2", "--grad-accum", "1", "--log-every", "1", "--eval-every", "0",
-               "--checkpoint-every", "1000000", "--threads", "1"]
+        cmd = self.endless_run(out)
         p = subprocess.Popen(cmd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 60
         while time.time() < deadline:
